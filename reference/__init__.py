@@ -1,0 +1,59 @@
+"""kachedb-radix reference: the executable specification of a KV prefix-cache radix tree.
+
+Pure Python, no dependencies, written to be read. Start at :mod:`reference.tree`;
+each module states its invariants and the spec rules (``R-...``) it implements.
+"""
+
+from .allocator import BlockAllocator
+from .dump import DUMP_FORMAT
+from .errors import (
+    ERROR_KINDS,
+    AllocatorError,
+    DoubleFreeError,
+    ForeignBlockError,
+    ForeignLeaseError,
+    InvalidArgumentError,
+    InvalidTokensError,
+    InvariantViolation,
+    LeaseError,
+    LeaseReleasedError,
+    OutOfBlocksError,
+    RadixError,
+    TokenLayoutError,
+    TokenRangeError,
+    TokenTypeError,
+)
+from .lease import Lease
+from .render import render_dump
+from .results import InsertResult, MatchResult, TreeStats
+from .tokens import TOKEN_LIMIT, TokenInput, as_token_list
+from .tree import RadixTree
+
+__all__ = [
+    "DUMP_FORMAT",
+    "ERROR_KINDS",
+    "TOKEN_LIMIT",
+    "AllocatorError",
+    "BlockAllocator",
+    "DoubleFreeError",
+    "ForeignBlockError",
+    "ForeignLeaseError",
+    "InsertResult",
+    "InvalidArgumentError",
+    "InvalidTokensError",
+    "InvariantViolation",
+    "Lease",
+    "LeaseError",
+    "LeaseReleasedError",
+    "MatchResult",
+    "OutOfBlocksError",
+    "RadixError",
+    "RadixTree",
+    "TokenInput",
+    "TokenLayoutError",
+    "TokenRangeError",
+    "TokenTypeError",
+    "TreeStats",
+    "as_token_list",
+    "render_dump",
+]

@@ -1,0 +1,54 @@
+"""Shared fixtures: every tree test runs once per implementation, chosen by parameter.
+
+``make_tree`` builds a tree of the implementation under test; ``impl_name`` says which.
+The accelerated twin joins the list when it is built; setting ``KACHEDB_RADIX_PURE=1``
+drops it (for platforms without a compiler), and only that switch may.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+import reference
+
+TreeFactory = Callable[..., Any]
+
+
+def implementations() -> dict[str, TreeFactory]:
+    """The implementations under test, by name."""
+    found: dict[str, TreeFactory] = {"reference": reference.RadixTree}
+    if os.environ.get("KACHEDB_RADIX_PURE") != "1":
+        try:
+            import accel
+        except ModuleNotFoundError:
+            pass  # until the C twin lands; its own tests then fail loudly if it did not build
+        else:
+            found["accel"] = accel.RadixTree
+    return found
+
+
+IMPLEMENTATIONS = implementations()
+
+
+@pytest.fixture(params=sorted(IMPLEMENTATIONS))
+def impl_name(request: pytest.FixtureRequest) -> str:
+    """The name of the implementation under test."""
+    name: str = request.param
+    return name
+
+
+@pytest.fixture
+def make_tree(impl_name: str) -> TreeFactory:
+    """A factory ``make_tree(num_blocks, block_size=16)`` for the implementation under test."""
+    factory = IMPLEMENTATIONS[impl_name]
+
+    def build(num_blocks: int, block_size: int = 16) -> Any:
+        tree = factory(num_blocks, block_size)
+        assert tree.implementation == impl_name  # no silent fallback to another implementation
+        return tree
+
+    return build

@@ -75,7 +75,9 @@ def check_tree(
                 _require(key == child.first_block(block_size), "child filed under a wrong key")
                 _require(child.parent is node, "child does not point back to its parent")
                 last_pin, last_stamp = pin_above, stamp_above
-                for block_id, pin, stamp in zip(child.blocks, child.pins, child.stamps, strict=True):
+                for block_id, pin, stamp in zip(
+                    child.blocks, child.pins, child.stamps, strict=True
+                ):
                     _require(block_id not in seen_blocks, f"block {block_id} cached twice")
                     seen_blocks.add(block_id)
                     _require(allocator.is_allocated(block_id), f"cached block {block_id} is free")
@@ -100,7 +102,9 @@ def check_tree(
 
     covered = queue.covered()
     for leaf in evictable_leaves:
-        _require(id(leaf) in covered, f"evictable leaf ending in block {leaf.blocks[-1]} not queued")
+        _require(
+            id(leaf) in covered, f"evictable leaf ending in block {leaf.blocks[-1]} not queued"
+        )
 
     _check_lease_pins(roots, leases, walk, block_size)
 

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Sequence
-from typing import TypeAlias
+from typing import TypeAlias, cast
 
 from typing_extensions import Buffer
 
@@ -76,7 +76,7 @@ def as_token_list(tokens: object) -> list[int]:
 def _check_sequence(tokens: Sequence[object]) -> list[int]:
     # Fast path: every element an exact int (the common case) lets min/max run in C.
     if all(type(token) is int for token in tokens):
-        values: list[int] = tokens if isinstance(tokens, list) else list(tokens)  # type: ignore[assignment]
+        values = cast(list[int], tokens if isinstance(tokens, list) else list(tokens))
         if not values or (min(values) >= 0 and max(values) < TOKEN_LIMIT):
             return values
     # Slow path: find the first offending element, in index order (R-TOK-2, R-TOK-3).
@@ -104,11 +104,11 @@ def _check_buffer(view: memoryview) -> list[int]:
             f"token buffer must be one-dimensional and C-contiguous, got ndim={view.ndim}, "
             f"shape={view.shape}, strides={view.strides}"
         )
-    values = view.tolist()
+    values: list[int] = view.tolist()
     if values and (min(values) < 0 or max(values) >= TOKEN_LIMIT):
         for index, token in enumerate(values):
             _check_range(index, token)
-    return values  # type: ignore[no-any-return]
+    return values
 
 
 def _check_range(index: int, token: int) -> None:

@@ -100,7 +100,9 @@ class RadixTree:
 
     # ------------------------------------------------------------------ queries
 
-    def match(self, tokens: object, namespace: str | None = None, *, pin: bool = False) -> MatchResult:
+    def match(
+        self, tokens: object, namespace: str | None = None, *, pin: bool = False
+    ) -> MatchResult:
         """Find the longest cached prefix of ``tokens`` made of whole blocks (R-MATCH-1).
 
         The matched blocks are stamped with the new clock time (R-LRU-1); with

@@ -23,7 +23,7 @@ def implementations() -> dict[str, TreeFactory]:
     found: dict[str, TreeFactory] = {"reference": reference.RadixTree}
     if os.environ.get("KACHEDB_RADIX_PURE") != "1":
         try:
-            import accel
+            import accel  # type: ignore[import-not-found, unused-ignore]
         except ModuleNotFoundError:
             pass  # until the C twin lands; its own tests then fail loudly if it did not build
         else:

@@ -1,0 +1,81 @@
+#!/usr/bin/env bash
+# Run every kvpool GPU test and GPU benchmark, writing results into OUTDIR:
+#   junit-tests.xml, junit-bench.xml, bench.json, summary.md, gpu_check.log, nvidia-smi.txt
+# Usage: benchmarks/gpu_check.sh OUTDIR        (about 5 minutes at most; PYTHON=... to override)
+# On a machine without a GPU everything skips, the summary says the GPU figures are
+# unmeasured, and the script exits 0.  It exits 1 if a test or benchmark failed.
+set -u
+if [ $# -ne 1 ]; then
+  echo "usage: $0 OUTDIR" >&2
+  exit 2
+fi
+mkdir -p "$1"
+OUT="$(cd "$1" && pwd)"
+ROOT="$(cd "$(dirname "$0")/.." && pwd)"
+cd "$ROOT" || exit 2
+PY="${PYTHON:-python3}"
+LOG="$OUT/gpu_check.log"
+: >"$LOG"
+NOTES=()
+log() { echo "[gpu_check] $*" | tee -a "$LOG"; }
+note() { NOTES+=(--note "$*"); log "$*"; }
+START=$(date +%s)
+
+# 1. Python test dependencies.
+if ! "$PY" -c "import numpy, pytest, hypothesis, pytest_benchmark" >/dev/null 2>&1; then
+  log "installing numpy/pytest/hypothesis/pytest-benchmark"
+  timeout 120 "$PY" -m pip install -q numpy pytest hypothesis pytest-benchmark >>"$LOG" 2>&1 \
+    || note "pip install of test dependencies failed"
+fi
+
+# 2. GPU and CuPy (install the wheel matching the driver's CUDA major version if missing).
+if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi >"$OUT/nvidia-smi.txt" 2>&1; then
+  CUDA_MAJOR=$(sed -n 's/.*CUDA Version: *\([0-9][0-9]*\)\..*/\1/p' "$OUT/nvidia-smi.txt" | head -n1)
+  CUDA_MAJOR=${CUDA_MAJOR:-12}
+  GPU_NAME=$(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null | head -n1)
+  note "GPU: ${GPU_NAME:-unknown}; driver supports CUDA ${CUDA_MAJOR}"
+  PKG=cupy-cuda12x
+  if [ "$CUDA_MAJOR" -ge 13 ]; then PKG=cupy-cuda13x; fi
+  if ! "$PY" -c "import cupy" >/dev/null 2>&1; then
+    log "cupy not importable; installing ${PKG}[ctk]"
+    timeout 150 "$PY" -m pip install -q "${PKG}[ctk]" >>"$LOG" 2>&1 \
+      || timeout 100 "$PY" -m pip install -q "$PKG" >>"$LOG" 2>&1 \
+      || note "installing $PKG failed"
+  fi
+  # CuPy compiles kernels with NVRTC; fetch it if this install lacks it.
+  PROBE='import cupy; cupy.RawKernel("extern \"C\" __global__ void k(int* a){a[0]=1;}", "k").compile()'
+  if "$PY" -c "import cupy" >/dev/null 2>&1 && ! "$PY" -c "$PROBE" >>"$LOG" 2>&1; then
+    log "NVRTC probe failed; installing cuda-toolkit[nvrtc]==${CUDA_MAJOR}.*"
+    timeout 100 "$PY" -m pip install -q "cuda-toolkit[nvrtc]==${CUDA_MAJOR}.*" >>"$LOG" 2>&1 \
+      || note "installing NVRTC failed"
+  fi
+else
+  echo "nvidia-smi not found or failed" >"$OUT/nvidia-smi.txt"
+  note "no GPU visible (nvidia-smi missing or failing); CuPy not installed by this script"
+fi
+CUPY_VER=$("$PY" -c "import cupy; print(cupy.__version__)" 2>/dev/null || echo "not importable")
+REASON=$("$PY" -c "from kvpool import cupy_unavailable_reason as r; print(r() or 'available')" 2>&1 | tail -n1)
+note "cupy: ${CUPY_VER}; kvpool CuPy backend: ${REASON}"
+
+# 3. Tests (the CuPy tests, plus the reference and kernel-plan tests they rely on).
+timeout 110 "$PY" -m pytest tests/test_kvpool_cupy.py tests/test_kvpool_kernels.py \
+  tests/test_kvpool_numpy.py tests/test_kvpool_layout.py -rs \
+  --junitxml="$OUT/junit-tests.xml" 2>&1 | tee -a "$LOG" | tail -n 30
+TEST_RC=${PIPESTATUS[0]}
+note "tests exit code: ${TEST_RC}"
+
+# 4. Benchmarks.
+timeout 150 "$PY" -m pytest benchmarks/bench_kvpool.py -rs \
+  --benchmark-json="$OUT/bench.json" --benchmark-columns=mean,stddev,rounds \
+  --junitxml="$OUT/junit-bench.xml" 2>&1 | tee -a "$LOG" | tail -n 70
+BENCH_RC=${PIPESTATUS[0]}
+note "benchmarks exit code: ${BENCH_RC}; elapsed $(( $(date +%s) - START )) s"
+
+# 5. Summary.
+"$PY" benchmarks/bench_kvpool.py summarize "$OUT/bench.json" "$OUT/summary.md" \
+  --junit "$OUT/junit-tests.xml" --junit "$OUT/junit-bench.xml" "${NOTES[@]}" \
+  || { log "summary failed"; exit 1; }
+
+ok() { [ "$1" -eq 0 ] || [ "$1" -eq 5 ]; }  # 5: nothing collected
+if ok "$TEST_RC" && ok "$BENCH_RC"; then exit 0; fi
+exit 1

@@ -1,0 +1,159 @@
+"""Argument validation shared by every pool backend.
+
+Invariant: these functions only read their arguments and never touch pool memory, so a pool
+that runs all of them before its first write leaves its contents unchanged when one raises.
+
+Accepted block-id lists: any one-dimensional iterable of Python ``int`` or numpy integer
+scalars, or a one-dimensional numpy integer array.  Refused: ``bool`` / ``numpy.bool_``
+(even though ``bool`` subclasses ``int``), floats (even integral ones), strings, nested lists.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from kvpool.errors import (
+    BlockIdRangeError,
+    BlockIdTypeError,
+    BufferDTypeError,
+    BufferLayoutError,
+    BufferShapeError,
+    DuplicateDestinationError,
+    LengthMismatchError,
+)
+from kvpool.layout import PoolSpec
+
+BlockIds = Iterable[int] | Any
+"""Type of id-list arguments (kept loose so numpy integer arrays are accepted)."""
+
+
+def normalize_ids(ids: BlockIds, num_blocks: int, role: str = "ids") -> tuple[int, ...]:
+    """Return ``ids`` as a tuple of Python ints, each in ``[0, num_blocks)``.
+
+    Cost O(len(ids)).  Raises :class:`BlockIdTypeError` for a non-integer element or a
+    non-1-D argument and :class:`BlockIdRangeError` for an out-of-range id; the message names
+    ``role``, the position and the offending value.
+    """
+    if isinstance(ids, np.ndarray):
+        if ids.ndim != 1:
+            raise BlockIdTypeError(f"{role} must be one-dimensional, got shape {ids.shape}")
+        if ids.dtype.kind not in "iu":
+            raise BlockIdTypeError(
+                f"{role} must hold integers, got a numpy array of dtype {ids.dtype}"
+            )
+        items: list[object] = [int(v) for v in ids.tolist()]
+    elif isinstance(ids, str | bytes | bytearray) or not isinstance(ids, Iterable):
+        raise BlockIdTypeError(
+            f"{role} must be a sequence of ints, got {type(ids).__name__}: {ids!r}"
+        )
+    else:
+        items = list(ids)
+    out: list[int] = []
+    for i, v in enumerate(items):
+        if isinstance(v, bool | np.bool_) or not isinstance(v, int | np.integer):
+            raise BlockIdTypeError(f"{role}[{i}] = {v!r} is not an int (got {type(v).__name__})")
+        iv = int(v)
+        if iv < 0 or iv >= num_blocks:
+            raise BlockIdRangeError(role, i, iv, num_blocks)
+        out.append(iv)
+    return tuple(out)
+
+
+def check_unique(ids: tuple[int, ...], role: str) -> None:
+    """Raise :class:`DuplicateDestinationError` if an id repeats.  Cost O(len(ids))."""
+    seen: dict[int, int] = {}
+    for i, v in enumerate(ids):
+        if v in seen:
+            raise DuplicateDestinationError(role, v, seen[v], i)
+        seen[v] = i
+
+
+@dataclass(frozen=True)
+class CopyPlan:
+    """Validated arguments of a block copy.
+
+    ``overlapping`` is true when some block is both read and written; backends must then
+    still honour parallel-assignment semantics (every source read before any write).
+    """
+
+    src: tuple[int, ...]
+    dst: tuple[int, ...]
+
+    @property
+    def overlapping(self) -> bool:
+        return not set(self.src).isdisjoint(self.dst)
+
+
+def validate_copy(spec: PoolSpec, src_ids: BlockIds, dst_ids: BlockIds) -> CopyPlan:
+    """Validate a copy request: ids in range, equal lengths, destinations unique.
+
+    Sources may repeat (one block forked into several).  Cost O(n).
+    """
+    src = normalize_ids(src_ids, spec.num_blocks, "src_ids")
+    dst = normalize_ids(dst_ids, spec.num_blocks, "dst_ids")
+    if len(src) != len(dst):
+        raise LengthMismatchError(
+            f"src_ids has {len(src)} ids but dst_ids has {len(dst)}; copies pair them up"
+        )
+    check_unique(dst, "dst_ids")
+    return CopyPlan(src, dst)
+
+
+def split_pairs(pairs: Iterable[tuple[int, int]] | Any) -> tuple[list[object], list[object]]:
+    """Split ``[(src, dst), ...]`` into two lists.  Raises :class:`BlockIdTypeError` if an
+    element is not a pair.  Cost O(n)."""
+    if isinstance(pairs, str | bytes) or not isinstance(pairs, Iterable):
+        raise BlockIdTypeError(f"pairs must be a sequence of (src, dst), got {pairs!r}")
+    src: list[object] = []
+    dst: list[object] = []
+    for i, p in enumerate(pairs):
+        if isinstance(p, str | bytes) or not isinstance(p, Iterable):
+            raise BlockIdTypeError(f"pairs[{i}] = {p!r} is not a (src, dst) pair")
+        items = list(p)
+        if len(items) != 2:
+            raise BlockIdTypeError(f"pairs[{i}] = {p!r} is not a (src, dst) pair")
+        src.append(items[0])
+        dst.append(items[1])
+    return src, dst
+
+
+def check_buffer(
+    spec: PoolSpec,
+    buf: Any,
+    n: int,
+    role: str,
+    array_type: type,
+    *,
+    writable: bool,
+    where: str,
+) -> None:
+    """Check that ``buf`` can hold ``n`` canonical blocks of ``spec``.
+
+    It must be an instance of ``array_type`` (``numpy.ndarray`` for host memory,
+    ``cupy.ndarray`` for device memory; ``where`` names it in messages), have the pool's
+    storage dtype, shape ``spec.buffer_shape(n)``, be C-contiguous and, if ``writable``,
+    writeable.  Cost O(1).  Raises :class:`BufferLayoutError`, :class:`BufferDTypeError` or
+    :class:`BufferShapeError`.
+    """
+    if not isinstance(buf, array_type):
+        raise BufferLayoutError(
+            f"{role} must be a {where} array ({array_type.__module__}.{array_type.__name__}), "
+            f"got {type(buf).__module__}.{type(buf).__name__}"
+        )
+    arr: Any = buf
+    if np.dtype(arr.dtype) != np.dtype(spec.storage_dtype):
+        raise BufferDTypeError(
+            f"{role} has dtype {arr.dtype} but the pool stores {spec.dtype.label} as "
+            f"{spec.storage_dtype}"
+        )
+    expected = spec.buffer_shape(n)
+    if tuple(arr.shape) != expected:
+        raise BufferShapeError(f"{role} has shape {tuple(arr.shape)}, expected {expected}")
+    if not arr.flags.c_contiguous:
+        raise BufferLayoutError(f"{role} must be C-contiguous")
+    if writable and isinstance(arr, np.ndarray) and not arr.flags.writeable:
+        raise BufferLayoutError(f"{role} is read-only but is written by this call")

@@ -1,0 +1,225 @@
+"""The fused kernel's addressing plans, checked on the CPU.
+
+The CuPy backend builds :class:`kvpool.kernels.LaunchPlan` objects from device pointers; here
+the same plan builders run on fake addresses inside a byte arena and :func:`emulate` executes
+them, so the addressing (segment tables, strides, index lists) is verified against the NumPy
+reference without a GPU.  The kernel's loop structure is checked by a literal port, and the
+CUDA source is compiled with NVRTC when CuPy's NVRTC binding can load.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from kvpool import Layout, NumpyBlockPool, PoolSpec
+from kvpool.kernels import (
+    KERNEL_SOURCE,
+    MAX_GRID_Y,
+    THREADS_PER_BLOCK,
+    UNROLL,
+    VECTOR_TYPES,
+    LaunchPlan,
+    Side,
+    buffer_side,
+    copy_plan,
+    emulate,
+    gather_plan,
+    kernel_name,
+    kernel_vector_schedule,
+    launch_args,
+    launch_geometry,
+    pool_side,
+    scatter_plan,
+)
+from tests.kvpool_support import assert_same_bits, ops, pool_specs, random_canonical
+
+
+class Arena:
+    """A flat byte space holding a pool's storage arrays at (possibly misaligned) offsets."""
+
+    def __init__(self, spec: PoolSpec, ref: NumpyBlockPool, rng: np.random.Generator) -> None:
+        self.spec = spec
+        self.misalign = bool(rng.integers(0, 2))
+        self.mem = np.zeros(0, dtype=np.uint8)
+        self.rng = rng
+        self.pool_offsets = [self.alloc(a.nbytes) for a in ref.arrays]
+        for off, arr in zip(self.pool_offsets, ref.arrays, strict=True):
+            self.mem[off : off + arr.nbytes] = arr.reshape(-1).view(np.uint8)
+        self.side = pool_side(spec, self.pool_offsets)
+
+    def alloc(self, nbytes: int) -> int:
+        """Append a region after a random gap; aligned to 256 unless misaligning."""
+        start = self.mem.size + int(self.rng.integers(0, 64))
+        start = start + 1 if self.misalign else -(-start // 256) * 256
+        self.mem = np.concatenate([self.mem, np.zeros(start + nbytes - self.mem.size, np.uint8)])
+        return start
+
+    def region(self, off: int, nbytes: int) -> npt.NDArray[np.uint8]:
+        return self.mem[off : off + nbytes]
+
+    def assert_matches(self, ref: NumpyBlockPool) -> None:
+        for off, arr in zip(self.pool_offsets, ref.arrays, strict=True):
+            assert_same_bits(self.region(off, arr.nbytes), arr.reshape(-1).view(np.uint8))
+
+
+def staged_copy(arena: Arena, src: tuple[int, ...], dst: tuple[int, ...]) -> None:
+    """What CupyBlockPool.copy does: one launch if disjoint, else gather+scatter via a temp."""
+    spec = arena.spec
+    if set(src).isdisjoint(dst):
+        emulate(arena.mem, copy_plan(spec, arena.side, src, dst))
+        return
+    tmp = buffer_side(spec, arena.alloc(spec.buffer_bytes(len(src))))
+    emulate(arena.mem, gather_plan(spec, arena.side, tmp, src))
+    emulate(arena.mem, scatter_plan(spec, arena.side, tmp, dst))
+
+
+@settings(max_examples=120, deadline=None)
+@given(data=st.data(), spec=pool_specs(), seed=st.integers(0, 2**32 - 1))
+def test_emulated_plans_match_reference(data: st.DataObject, spec: PoolSpec, seed: int) -> None:
+    ref = NumpyBlockPool.from_canonical(spec, random_canonical(spec, seed))
+    arena = Arena(spec, ref, np.random.default_rng(seed))
+    arena.assert_matches(ref)
+    for op in data.draw(st.lists(ops(spec.num_blocks), max_size=5)):
+        n = len(op.a)
+        if op.kind == "gather":
+            off = arena.alloc(spec.buffer_bytes(n))
+            emulate(arena.mem, gather_plan(spec, arena.side, buffer_side(spec, off), op.a))
+            expected = ref.gather(op.a).reshape(-1).view(np.uint8)
+            assert_same_bits(arena.region(off, spec.buffer_bytes(n)), expected)
+        elif op.kind == "scatter":
+            buf = random_canonical(spec, op.seed, n)
+            off = arena.alloc(buf.nbytes)
+            arena.region(off, buf.nbytes)[:] = buf.reshape(-1).view(np.uint8)
+            emulate(arena.mem, scatter_plan(spec, arena.side, buffer_side(spec, off), op.a))
+            ref.scatter(op.a, buf)
+        else:
+            staged_copy(arena, op.a, op.b)
+            ref.copy(op.a, op.b)
+        arena.assert_matches(ref)
+
+
+def test_emulator_refuses_overlapping_launch() -> None:
+    spec = PoolSpec(4, 1, 1, 1, 8)
+    ref = NumpyBlockPool(spec)
+    arena = Arena(spec, ref, np.random.default_rng(0))
+    with pytest.raises(ValueError, match="overlaps"):
+        emulate(arena.mem, copy_plan(spec, arena.side, (1, 2), (2, 3)))
+    with pytest.raises(ValueError, match="overlap"):
+        emulate(arena.mem, LaunchPlan(arena.side, arena.side, (0, 1), (2, 2), 2, 1, 64))
+
+
+def test_layer_major_table_points_at_each_k_and_v() -> None:
+    spec = PoolSpec(num_blocks=10, block_size=2, num_layers=3, num_kv_heads=1, head_dim=4,
+                    layout=Layout.LAYER_MAJOR)  # fmt: skip
+    ptrs = [1000, 5000, 9000]
+    side = pool_side(spec, ptrs)
+    assert side.table is not None and len(side.table) == 6
+    kv_stride = 10 * spec.chunk_bytes
+    assert side.table == (1000, 1000 + kv_stride, 5000, 5000 + kv_stride, 9000, 9000 + kv_stride)
+    # layer 1, V, block 7
+    assert side.address(3, 7) == 5000 + kv_stride + 7 * spec.chunk_bytes
+    buf = buffer_side(spec, 64)
+    # buffer row 2, layer 1, V: canonical [n, L, 2, ...] order
+    assert buf.address(3, 2) == 64 + 2 * spec.bytes_per_block + 3 * spec.chunk_bytes
+
+
+def test_block_major_is_one_segment_per_block() -> None:
+    spec = PoolSpec(num_blocks=10, block_size=2, num_layers=3, num_kv_heads=1, head_dim=4)
+    side = pool_side(spec, [4096])
+    assert spec.num_segments == 1 and spec.segment_bytes == spec.bytes_per_block
+    assert side.address(0, 9) == 4096 + 9 * spec.bytes_per_block
+    with pytest.raises(ValueError, match="1 storage array"):
+        pool_side(spec, [0, 1])
+
+
+@pytest.mark.parametrize(
+    ("chunk", "ptr", "width"),
+    [(32 * 1024, 256, 16), (32 * 1024, 264, 8), (12, 256, 4), (6, 256, 2), (3, 256, 1),
+     (32 * 1024, 257, 1)],
+)  # fmt: skip
+def test_vector_width(chunk: int, ptr: int, width: int) -> None:
+    a = Side(ptr, chunk, chunk)
+    b = Side(512, chunk, chunk)
+    assert LaunchPlan(a, b, (0,), None, 1, 1, chunk).vector_width == width
+
+
+@pytest.mark.parametrize("layout", list(Layout))
+def test_realistic_spec_uses_16_byte_vectors(layout: Layout) -> None:
+    spec = PoolSpec.from_preset("llama-3-8b", num_blocks=64, block_size=16, layout=layout)
+    if layout is Layout.BLOCK_MAJOR:
+        ptrs = [2**32]
+    else:  # one 256-aligned allocation per layer, with gaps between them
+        layer_bytes = spec.total_bytes // spec.num_layers
+        ptrs = [2**32 + i * (layer_bytes + 4096) for i in range(spec.num_layers)]
+    side = pool_side(spec, ptrs)
+    plan = gather_plan(spec, side, buffer_side(spec, 2**33), tuple(range(64)))
+    assert plan.vector_width == 16
+    gx, gy = launch_geometry(plan)
+    assert gx == 64 * spec.num_segments
+    assert gy * THREADS_PER_BLOCK * UNROLL * 16 >= spec.segment_bytes
+    args = launch_args(plan, 0, 111, 0, 0)
+    assert len(args) == 13 and int(args[4]) == 111
+    assert int(args[-1]) == spec.segment_bytes // 16
+
+
+def test_grid_y_is_capped() -> None:
+    huge = 16 * THREADS_PER_BLOCK * UNROLL * (MAX_GRID_Y + 10)
+    plan = LaunchPlan(Side(0, 0, huge), Side(huge, 0, huge), None, None, 1, 1, huge)
+    assert launch_geometry(plan) == (1, MAX_GRID_Y)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    chunk_vecs=st.integers(0, 3000),
+    grid_y=st.integers(1, 4),
+    threads=st.sampled_from([1, 2, 3, 8, 32]),
+)
+def test_kernel_loops_cover_each_vector_once(chunk_vecs: int, grid_y: int, threads: int) -> None:
+    sched = kernel_vector_schedule(chunk_vecs, grid_y, threads)
+    assert np.array_equal(np.sort(sched), np.arange(chunk_vecs))
+
+
+def test_kernel_loops_cover_with_real_geometry() -> None:
+    for chunk_vecs in (1, 255, 1024, 2048, 2049, 131072):
+        plan = LaunchPlan(Side(0, 0, 0), Side(0, 0, 0), None, None, 1, 1, 16 * chunk_vecs)
+        _, gy = launch_geometry(plan)
+        sched = kernel_vector_schedule(chunk_vecs, gy)
+        assert np.array_equal(np.sort(sched), np.arange(chunk_vecs))
+
+
+def _nvrtc() -> Any:
+    try:
+        nvrtc = importlib.import_module("cupy_backends.cuda.libs.nvrtc")
+    except ImportError:
+        pytest.skip("cupy not installed (NVRTC binding unavailable)")
+    try:
+        nvrtc.getVersion()
+    except Exception as exc:  # library missing: no CUDA toolkit / nvrtc wheel
+        pytest.skip(f"NVRTC library not loadable: {exc}")
+    return nvrtc
+
+
+def test_kernel_source_compiles_with_nvrtc() -> None:
+    nvrtc = _nvrtc()
+    prog = nvrtc.createProgram(KERNEL_SOURCE, "kvpool_kernels.cu", [], [])
+    try:
+        nvrtc.compileProgram(prog, ["-std=c++14"])
+    except Exception as exc:
+        raise AssertionError(f"{exc}\n{nvrtc.getProgramLog(prog)}") from exc
+    ptx = nvrtc.getPTX(prog)
+    text = ptx.decode() if isinstance(ptx, bytes) else str(ptx)
+    for width in VECTOR_TYPES:
+        assert f".entry {kernel_name(width)}(" in text
+    # each kernel moves data with global-space loads/stores of its vector width
+    suffix = {16: "v4.u32", 8: "v2.u32", 4: "u32", 2: "u16", 1: "u8"}
+    for width, sfx in suffix.items():
+        body = text.split(f".entry {kernel_name(width)}(")[1].split(".entry")[0]
+        assert f"ld.global.nc.{sfx}" in body, width
+        assert f"st.global.wb.{sfx}" in body, width

@@ -25,6 +25,7 @@ Checks run in a fixed order so every implementation reports the same error kind:
 from __future__ import annotations
 
 import sys
+from array import array
 from collections.abc import Sequence
 from typing import TypeAlias, cast
 
@@ -42,6 +43,8 @@ _NATIVE_ORDER = "<" if sys.byteorder == "little" else ">"
 _ORDER_PREFIXES = ("", "@", "=", _NATIVE_ORDER)
 # (format character, item size) pairs accepted: uint32, int32 and int64 (R-TOK-2).
 # Sizes are checked too because 'l' and 'L' are 4 or 8 bytes depending on the platform.
+# The array type code of a 4-byte unsigned int, used as a C-speed range check.
+_UINT32_CODE = "I" if array("I").itemsize == 4 else "L"
 _ACCEPTED_FORMATS = {("I", 4), ("L", 4), ("i", 4), ("l", 4), ("l", 8), ("q", 8)}
 
 
@@ -74,10 +77,11 @@ def as_token_list(tokens: object) -> list[int]:
 
 
 def _check_sequence(tokens: Sequence[object]) -> list[int]:
-    # Fast path: every element an exact int (the common case) lets min/max run in C.
-    if all(type(token) is int for token in tokens):
+    # Fast path: every element an exact int (the common case), then one C-speed range
+    # check by packing into a uint32 array, which raises OverflowError if any is outside.
+    if set(map(type, tokens)) <= {int}:
         values = cast(list[int], tokens if isinstance(tokens, list) else list(tokens))
-        if not values or (min(values) >= 0 and max(values) < TOKEN_LIMIT):
+        if _in_range(values):
             return values
     # Slow path: find the first offending element, in index order (R-TOK-2, R-TOK-3).
     checked: list[int] = []
@@ -105,10 +109,19 @@ def _check_buffer(view: memoryview) -> list[int]:
             f"shape={view.shape}, strides={view.strides}"
         )
     values: list[int] = view.tolist()
-    if values and (min(values) < 0 or max(values) >= TOKEN_LIMIT):
+    # uint32 items are in range by construction; signed ones may be negative or too large.
+    if item_format[-1] not in "IL" and not _in_range(values):
         for index, token in enumerate(values):
             _check_range(index, token)
     return values
+
+
+def _in_range(values: list[int]) -> bool:
+    try:
+        array(_UINT32_CODE, values)
+    except OverflowError:
+        return False
+    return True
 
 
 def _check_range(index: int, token: int) -> None:

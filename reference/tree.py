@@ -307,16 +307,21 @@ class RadixTree:
             child = node.children.get(tuple(tokens[start : start + size]))
             if child is None:
                 break
-            # The first block matched through the dict key; compare the rest of the
-            # edge one block at a time, stopping at the first differing block.
+            # The first block matched through the dict key. Compare the rest of the
+            # usable edge in one slice comparison; only on a mismatch look for the first
+            # differing block.
             edge = child.tokens
             usable = min(len(child.blocks), limit - matched)
-            taken = 1
-            while taken < usable:
-                offset = taken * size
-                if tokens[start + offset : start + offset + size] != edge[offset : offset + size]:
-                    break
-                taken += 1
+            span = usable * size
+            if tokens[start : start + span] == edge[:span]:
+                taken = usable
+            else:
+                taken = 1
+                while (
+                    tokens[start + taken * size : start + (taken + 1) * size]
+                    == edge[taken * size : (taken + 1) * size]
+                ):
+                    taken += 1
             path.append((child, taken))
             matched += taken
             node = child if taken == len(child.blocks) else None

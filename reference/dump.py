@@ -5,7 +5,8 @@ describes what is observable, not how it is stored:
 
 * the **block trie**: which whole-block token paths are cached in which namespace,
   with each block's id, pin count and stamp;
-* the logical clock, the block size, the pool size and the sorted free ids.
+* the logical clock, the block size, the pool size, the sorted free ids and the
+  quarantined ids in the order they were freed (R-EPOCH-2).
 
 The trie is written path-compressed in one canonical way (R-DUMP-2): a node's edge
 runs on while a block has exactly one cached child, so a chain of blocks is one
@@ -14,22 +15,28 @@ a one-child node behind after an eviction dumps the same as one that merges it).
 Children are sorted by their first block's tokens, namespaces with None first and
 then by name. Shape::
 
-    {"format": 1, "block_size": 2, "num_blocks": 8, "clock": 3,
-     "free": [5, 6, 7],
+    {"format": 2, "block_size": 2, "num_blocks": 8, "clock": 3,
+     "free": [5, 6, 7], "quarantine": [],
      "namespaces": [{"namespace": null, "children": [
         {"tokens": [1, 2, 3, 4], "blocks": [0, 1], "pins": [1, 0],
          "stamps": [3, 2], "children": []}]}]}
+
+A snapshot's dump (:func:`dump_shape`) has the same trie without pins and stamps,
+and the version number instead of the allocator's state.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from .node import Node
 
 #: Version of the dump format; bumped on any incompatible change.
-DUMP_FORMAT = 1
+DUMP_FORMAT = 2
+
+#: Extra per-block fields of an edge, given its block ids (pins and stamps).
+BlockFields = Callable[[list[int]], dict[str, list[int]]]
 
 
 def dump_state(
@@ -38,44 +45,61 @@ def dump_state(
     num_blocks: int,
     clock: int,
     free_blocks: Sequence[int],
-    roots: Sequence[Node],
+    quarantine: Sequence[int],
+    roots: Sequence[tuple[str | None, Node]],
+    block_fields: BlockFields,
 ) -> dict[str, Any]:
-    """Build the canonical dump from a tree's parts. O(cached tokens + num_blocks)."""
+    """The tree's canonical dump. O(cached tokens + num_blocks)."""
     return {
         "format": DUMP_FORMAT,
         "block_size": block_size,
         "num_blocks": num_blocks,
         "clock": clock,
         "free": sorted(free_blocks),
-        "namespaces": [
-            {"namespace": root.namespace, "children": _dump_children(root)} for root in roots
-        ],
+        "quarantine": list(quarantine),
+        "namespaces": _dump_namespaces(roots, block_size, block_fields),
     }
 
 
-def _dump_children(node: Node) -> list[dict[str, Any]]:
+def dump_shape(
+    *, block_size: int, version: int, clock: int, roots: Sequence[tuple[str | None, Node]]
+) -> dict[str, Any]:
+    """A snapshot's canonical dump: the trie of one version, shape only. O(cached tokens)."""
+    return {
+        "format": DUMP_FORMAT,
+        "block_size": block_size,
+        "version": version,
+        "clock": clock,
+        "namespaces": _dump_namespaces(roots, block_size, None),
+    }
+
+
+def _dump_namespaces(
+    roots: Sequence[tuple[str | None, Node]], size: int, block_fields: BlockFields | None
+) -> list[dict[str, Any]]:
+    return [
+        {"namespace": name, "children": _dump_children(root, size, block_fields)}
+        for name, root in roots
+    ]
+
+
+def _dump_children(node: Node, size: int, block_fields: BlockFields | None) -> list[dict[str, Any]]:
     # Children are filed under their first block's tokens: sort by that key.
-    return [_dump_edge(node.children[key]) for key in sorted(node.children)]
+    return [_dump_edge(node.children[key], size, block_fields) for key in sorted(node.children)]
 
 
-def _dump_edge(node: Node) -> dict[str, Any]:
+def _dump_edge(node: Node, size: int, block_fields: BlockFields | None) -> dict[str, Any]:
     tokens: list[int] = []
     blocks: list[int] = []
-    pins: list[int] = []
-    stamps: list[int] = []
     # Follow one-child chains so the edge is maximal (R-DUMP-2).
     while True:
-        tokens.extend(node.tokens)
-        blocks.extend(node.blocks)
-        pins.extend(node.pins)
-        stamps.extend(node.stamps)
+        tokens.extend(node.tokens[: node.count * size])
+        blocks.extend(node.edge_blocks())
         if len(node.children) != 1:
             break
         (node,) = node.children.values()
-    return {
-        "tokens": tokens,
-        "blocks": blocks,
-        "pins": pins,
-        "stamps": stamps,
-        "children": _dump_children(node),
-    }
+    edge: dict[str, Any] = {"tokens": tokens, "blocks": blocks}
+    if block_fields is not None:
+        edge.update(block_fields(blocks))
+    edge["children"] = _dump_children(node, size, block_fields)
+    return edge

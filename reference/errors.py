@@ -93,6 +93,12 @@ class ForeignLeaseError(LeaseError):
     kind = "foreign_lease"
 
 
+class ReaderLeftError(RadixError):
+    """A reader left its epoch a second time (R-EPOCH-4)."""
+
+    kind = "reader_left"
+
+
 class InvariantViolation(RadixError, AssertionError):
     """``check_invariants()`` found a broken structural invariant: a bug, never bad input."""
 
@@ -112,6 +118,7 @@ ERROR_KINDS: dict[str, type[RadixError]] = {
         ForeignBlockError,
         LeaseReleasedError,
         ForeignLeaseError,
+        ReaderLeftError,
         InvariantViolation,
     )
 }

@@ -1,97 +1,91 @@
-"""A node of the radix tree: one edge of whole blocks.
+"""A node of the radix tree: one version of one edge of whole blocks.
 
-A non-root node owns an *edge*: ``k >= 1`` whole blocks of the same block size B,
-stored as four parallel arrays (R-EDGE-1):
+Nodes are **persistent**: once a node is reachable from a published version of the
+tree (see :mod:`reference.snapshot`), nothing a reader can see in it ever changes.
+A change makes a new version of the node instead -- and, since the parent must
+point at the new version, a new version of the parent, and so on up to the root
+("path copying"). Everything below the changed path is shared between the old and
+the new version, so a snapshot costs O(1) and a change O(depth * log fan-out).
 
-* ``tokens``  -- the ``k * B`` token ids of the edge, block after block;
-* ``blocks``  -- the ``k`` physical block ids holding their KV;
-* ``pins``    -- per block, how many live leases cover it (R-PIN-*);
-* ``stamps``  -- per block, the logical time it was last used (R-LRU-*).
+A node holds (R-EDGE-1):
 
-Children are keyed by the tokens of their first block (R-EDGE-2): two children of
-one node never start with the same block, so a lookup needs one dict probe per node
-plus a comparison of the rest of the edge.
+* ``nid`` -- a stable identity shared by all versions of the node; the writer's
+  side tables (parent links, the eviction queue) refer to nodes by it;
+* ``tokens`` and ``blocks`` -- lists whose first ``count`` blocks (``count * B``
+  tokens) are this version's edge: k >= 1 whole blocks and their physical ids;
+* ``children`` -- a persistent map (:class:`immutables.Map`, a hash array mapped
+  trie with O(log n) updates that leave the old map intact) from a child's first
+  block's tokens to the child (R-EDGE-2).
 
-Pins and stamps are kept per block, not per node, because a lease pins exactly the
-blocks it matched (R-PIN-2) and a match refreshes exactly the blocks it used
-(R-LRU-1), and both may end inside an edge. Keeping them per block means a match
-never has to split a node (SGLang splits on match to get exact pins); the tree's
-shape then depends only on which block paths are cached, and ``dump()`` can describe
-it canonically (R-DUMP-2).
+Versions of one node share the ``tokens`` and ``blocks`` lists: a version only
+reads its first ``count`` entries, so dropping the last block (eviction) is a new
+version with a smaller ``count`` and no copy, and appending (a chat's next turn) may
+extend the list in place when no newer version has cut it shorter. Any other change
+copies.
 
-Every root-to-block path is monotone (R-PIN-3, R-LRU-2): pins and stamps never
-increase going deeper, because whatever pins or touches a block also pins or touches
-all of its ancestors.
+A root node has no edge (``count == 0``); there is one per namespace (R-NS-1).
 
-A root node has no edge (all four arrays empty); there is one root per namespace
-(R-NS-1), and it records its namespace so an emptied root can be dropped.
+Per-block pins and stamps are not here: they change on every match and release,
+which would copy paths for no structural change. The tree keeps them in side
+tables indexed by block id, which only the writer reads.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
+from immutables import Map
+
+Children = Map[tuple[int, ...], "Node"]
+
+EMPTY_CHILDREN: Children = Map()
+
 
 class Node:
-    """One node of the tree; see the module docstring for the meaning of each field."""
+    """One version of one node; see the module docstring. Never mutated once shared."""
 
-    __slots__ = ("blocks", "children", "namespace", "parent", "pins", "stamps", "tokens")
+    __slots__ = ("blocks", "children", "count", "nid", "tokens")
 
     def __init__(
-        self,
-        parent: Node | None,
-        tokens: list[int],
-        blocks: list[int],
-        pins: list[int],
-        stamps: list[int],
-        namespace: str | None = None,
+        self, nid: int, tokens: list[int], blocks: list[int], count: int, children: Children
     ) -> None:
-        self.parent = parent
+        self.nid = nid
         self.tokens = tokens
         self.blocks = blocks
-        self.pins = pins
-        self.stamps = stamps
-        self.children: dict[tuple[int, ...], Node] = {}
-        self.namespace = namespace
-
-    @classmethod
-    def root(cls, namespace: str | None) -> Node:
-        """A fresh, empty root for ``namespace``. O(1)."""
-        return cls(None, [], [], [], [], namespace)
-
-    @property
-    def is_root(self) -> bool:
-        """Whether this node is a namespace root. O(1)."""
-        return self.parent is None
+        self.count = count
+        self.children = children
 
     def first_block(self, block_size: int) -> tuple[int, ...]:
         """The key this node is filed under in its parent: its first block's tokens. O(B)."""
         return tuple(self.tokens[:block_size])
 
-    def is_evictable_leaf(self) -> bool:
-        """A non-empty leaf whose last block is unpinned: its tail may be evicted. O(1)."""
-        return bool(self.blocks) and not self.children and self.pins[-1] == 0
+    def edge_blocks(self) -> list[int]:
+        """This version's block ids. O(count)."""
+        return self.blocks[: self.count]
 
-    def split(self, block_size: int, at: int) -> Node:
-        """Split this edge after its first ``at`` blocks (0 < at < k) (R-SPLIT-1).
+    def tail(self) -> int:
+        """The id of this version's last block (a non-root node). O(1)."""
+        return self.blocks[self.count - 1]
 
-        A new node takes the first ``at`` blocks and this node's place under the
-        parent; this node keeps the rest, its children and its eviction-queue
-        entries, and becomes the new node's only child. Pins and stamps travel with
-        their blocks (R-SPLIT-2). Returns the new upper node. Cost: O(k * B).
+    def with_children(self, children: Children) -> Node:
+        """The same edge with other children. O(1)."""
+        return Node(self.nid, self.tokens, self.blocks, self.count, children)
+
+    def without_tail(self) -> Node:
+        """The same node with its last block dropped; shares the lists. O(1)."""
+        return Node(self.nid, self.tokens, self.blocks, self.count - 1, self.children)
+
+    def extended(self, block_size: int, tokens: Sequence[int], blocks: Sequence[int]) -> Node:
+        """The edge with ``blocks`` (holding ``tokens``) appended. O(len(tokens)).
+
+        Appends to the shared lists in place when this version owns their ends
+        (older versions read only their own ``count`` entries); copies otherwise.
         """
-        assert self.parent is not None and 0 < at < len(self.blocks)
-        cut = at * block_size
-        upper = Node(
-            self.parent,
-            self.tokens[:cut],
-            self.blocks[:at],
-            self.pins[:at],
-            self.stamps[:at],
-        )
-        self.parent.children[upper.first_block(block_size)] = upper
-        del self.tokens[:cut]
-        del self.blocks[:at]
-        del self.pins[:at]
-        del self.stamps[:at]
-        self.parent = upper
-        upper.children[self.first_block(block_size)] = self
-        return upper
+        if self.count == len(self.blocks):
+            own_tokens, own_blocks = self.tokens, self.blocks
+        else:
+            own_tokens = self.tokens[: self.count * block_size]
+            own_blocks = self.blocks[: self.count]
+        own_tokens.extend(tokens)
+        own_blocks.extend(blocks)
+        return Node(self.nid, own_tokens, own_blocks, self.count + len(blocks), self.children)

@@ -51,8 +51,8 @@ class InsertResult:
 
 @dataclass(frozen=True, slots=True)
 class TreeStats:
-    """Block-level counters; ``free + cached == num_blocks`` and
-    ``pinned + evictable == cached`` always hold (R-INV-1).
+    """Block-level counters; ``free + cached + quarantined == num_blocks`` and
+    ``pinned + evictable == cached`` always hold (R-INV-1, R-EPOCH-3).
 
     Attributes:
         num_blocks: pool size.
@@ -62,6 +62,10 @@ class TreeStats:
         evictable: cached blocks that eviction may free (unpinned ones).
         leases: live (unreleased) leases.
         clock: the logical clock's value (R-LRU-3).
+        quarantined: evicted blocks waiting for readers to leave (R-EPOCH-2).
+        readers: readers inside an epoch.
+        oldest_reader: the epoch number of the oldest reader inside, or None.
+        version: the number of the latest published version (R-SNAP-1).
     """
 
     num_blocks: int
@@ -71,3 +75,7 @@ class TreeStats:
     evictable: int
     leases: int
     clock: int
+    quarantined: int = 0
+    readers: int = 0
+    oldest_reader: int | None = None
+    version: int = 0

@@ -1,8 +1,10 @@
-"""The radix tree: longest cached full-block prefix, insertion, pinning, eviction.
+"""The radix tree: longest cached full-block prefix, insertion, pinning, eviction,
+snapshots.
 
 This module is the heart of the executable spec. It composes the pieces defined
-beside it -- tokens (R-TOK), the allocator (R-ALLOC), nodes and edges (R-EDGE),
-leases (R-PIN), the eviction queue (R-EVICT) -- into the operations a serving
+beside it -- tokens (R-TOK), the allocator (R-ALLOC), persistent nodes and edges
+(R-EDGE), the walk (R-MATCH), leases (R-PIN), the eviction queue (R-EVICT),
+snapshots and reader epochs (R-SNAP, R-EPOCH) -- into the operations a serving
 engine performs per request::
 
     tree = RadixTree(num_blocks=1024, block_size=16)
@@ -25,6 +27,17 @@ Decisions (each a rule of ``spec/SPEC.md``; the id is cited where it is enforced
   the smaller block id.
 * Each namespace has its own root; nothing matches across namespaces. An emptied
   namespace disappears.
+* Every change is published atomically as a new persistent version; snapshots and
+  readers see whole versions; blocks freed under readers wait in quarantine.
+
+How the state is kept:
+
+* the **shape** -- nodes, edges, children -- is persistent (:mod:`reference.node`):
+  every change path-copies from the changed node to the root and publishes the
+  new roots by one assignment (:mod:`reference.snapshot`);
+* the **writer's bookkeeping** lives in side tables only the writer touches:
+  each node's current version and parent by node id, each block's pin count and
+  stamp by block id, the eviction queue, the leases, the quarantine.
 
 Invariants: see :mod:`reference.invariants`, run by :meth:`RadixTree.check_invariants`.
 """
@@ -32,7 +45,10 @@ Invariants: see :mod:`reference.invariants`, run by :meth:`RadixTree.check_invar
 from __future__ import annotations
 
 import itertools
+from collections import deque
 from typing import Any
+
+from immutables import Map
 
 from .allocator import BlockAllocator
 from .errors import (
@@ -43,12 +59,11 @@ from .errors import (
 )
 from .eviction import EvictionQueue
 from .lease import Lease
-from .node import Node
+from .node import EMPTY_CHILDREN, Node
 from .results import InsertResult, MatchResult, TreeStats
+from .snapshot import Reader, Snapshot, Version
 from .tokens import as_token_list
-
-# A walked path: each node on it with how many of its leading blocks the path uses.
-_Path = list[tuple[Node, int]]
+from .walk import Path, path_blocks, walk
 
 
 class RadixTree:
@@ -62,7 +77,8 @@ class RadixTree:
     Raises:
         InvalidArgumentError: either argument is not an int >= 1.
 
-    Cost: O(num_blocks) to build. Not thread-safe: one caller at a time.
+    Cost: O(num_blocks) to build. One writer thread at a time; ``snapshot()`` and
+    ``reader()`` from any thread (see :mod:`reference.snapshot`).
     """
 
     implementation = "reference"
@@ -72,14 +88,27 @@ class RadixTree:
             raise InvalidArgumentError(f"block_size must be an int >= 1, got {block_size!r}")
         self._allocator = BlockAllocator(num_blocks)
         self._block_size = block_size
-        self._roots: dict[str | None, Node] = {}
+        # The shape: namespace -> root, and each node's current version by node id.
+        self._roots: Map[str | None, Node] = Map()
+        self._nodes: dict[int, Node] = {}
+        self._parents: dict[int, int | None] = {}
+        self._root_names: dict[int, str | None] = {}
+        self._node_ids = itertools.count(1)
+        # Per-block bookkeeping, by block id (R-PIN-2, R-LRU-1).
+        self._pins = [0] * num_blocks
+        self._stamps = [0] * num_blocks
         self._queue = EvictionQueue()
         self._clock = 0
         self._cached = 0
         self._pinned = 0
-        self._nodes = 0
         self._leases: dict[int, Lease] = {}
         self._lease_ids = itertools.count(1)
+        # Publication, readers and quarantine (R-SNAP-1, R-EPOCH-*).
+        self._published = Version(self._roots, 0, 0)
+        self._epochs = itertools.count(1)
+        self._readers: dict[int, int] = {}  # epoch -> version it reads
+        self._quarantine: deque[tuple[int, list[int]]] = deque()
+        self._quarantined = 0
 
     # ------------------------------------------------------------------ properties
 
@@ -98,6 +127,11 @@ class RadixTree:
         """The logical clock: successful match, insert and release calls so far. O(1)."""
         return self._clock
 
+    @property
+    def version(self) -> int:
+        """The number of the latest published version (R-SNAP-1). O(1)."""
+        return self._published.number
+
     # ------------------------------------------------------------------ queries
 
     def match(
@@ -108,7 +142,7 @@ class RadixTree:
         The matched blocks are stamped with the new clock time (R-LRU-1); with
         ``pin=True`` they are also pinned by the returned lease (R-PIN-1).
 
-        Cost: O(n) for n tokens (validation, then one dict probe per node and one
+        Cost: O(n) for n tokens (validation, then one map probe per node and one
         comparison per matched token; the key is never re-sliced per hop).
 
         Raises:
@@ -116,13 +150,13 @@ class RadixTree:
             InvalidArgumentError: ``namespace`` is not None or a str.
         """
         token_list = as_token_list(tokens)
-        _check_namespace(namespace)
+        check_namespace(namespace)
         path, matched = self._walk(namespace, token_list, len(token_list) // self._block_size)
         now = self._tick()
         self._stamp(path, now)
-        blocks = _path_blocks(path)
         lease = self._pin(namespace, token_list, matched, path) if pin else None
-        return MatchResult(matched * self._block_size, blocks, lease)
+        self._publish()
+        return MatchResult(matched * self._block_size, path_blocks(path), lease)
 
     def insert(
         self, tokens: object, namespace: str | None = None, *, pin: bool = False
@@ -131,44 +165,50 @@ class RadixTree:
 
         Blocks already cached are reused (R-INS-2); the rest get fresh ids from the
         allocator (R-ALLOC-2). A divergence inside an edge splits it (R-SPLIT-1).
-        If the pool is short, exactly the shortfall is evicted first, never from the
-        reused path (R-INS-5). The whole path is stamped (R-LRU-1) and, with
-        ``pin=True``, pinned by the returned lease (R-PIN-1). A trailing partial
-        block is ignored (R-INS-3).
+        If the pool is short, quarantined blocks whose readers have all left are
+        reclaimed first (R-EPOCH-2); then, if no reader is inside, exactly the
+        remaining shortfall is evicted, never from the reused path (R-INS-5), and
+        the evicted state is published before the blocks are reused (R-EPOCH-1).
+        The whole path is stamped (R-LRU-1) and, with ``pin=True``, pinned by the
+        returned lease (R-PIN-1). A trailing partial block is ignored (R-INS-3).
 
-        Cost: O(n + e log h) for n tokens and e evicted blocks.
+        Cost: O(n + e log h + c * depth * log fan-out) for n tokens, e evicted
+        blocks and c changed nodes.
 
         Raises:
             InvalidTokensError: ``tokens`` is malformed (R-TOK-*).
             InvalidArgumentError: ``namespace`` is not None or a str.
-            OutOfBlocksError: the free blocks plus every evictable block off the
-                path are fewer than the new blocks needed (R-INS-6). Nothing changes.
+            OutOfBlocksError: free, reclaimable and (with no reader inside)
+                evictable-off-path blocks are fewer than the new blocks needed
+                (R-INS-6, R-EPOCH-3). Nothing changes.
         """
         token_list = as_token_list(tokens)
-        _check_namespace(namespace)
+        check_namespace(namespace)
         size = self._block_size
         wanted = len(token_list) // size
         path, reused = self._walk(namespace, token_list, wanted)
         needed = wanted - reused
 
         evicted: list[int] = []
-        shortfall = needed - self._allocator.free_count
-        if shortfall > 0:
-            # Pin the reused path while evicting, so room is never made by evicting
-            # the prefix we are about to extend (R-INS-5).
-            self._adjust_pins(path, +1)
-            evictable = self._cached - self._pinned
-            if shortfall > evictable:
+        if needed > self._allocator.free_count:
+            self._check_room(path, needed)
+            self._reclaim()
+            shortfall = needed - self._allocator.free_count
+            if shortfall > 0:
+                # Pin the reused path while evicting, so room is never made by
+                # evicting the prefix we are about to extend (R-INS-5).
+                self._adjust_pins(path, +1)
+                evicted = self._evict_blocks(shortfall)
                 self._adjust_pins(path, -1)
-                raise OutOfBlocksError(
-                    f"insert needs {needed} new blocks: {self._allocator.free_count} are free "
-                    f"and only {evictable} more can be evicted ({self._pinned} pinned)"
-                )
-            evicted = self._evict_blocks(shortfall)
-            self._adjust_pins(path, -1)
-            # Eviction may have trimmed the unpinned tail of the last edge we
-            # reached; walk again so the split below sees the current shape.
-            path, reused = self._walk(namespace, token_list, wanted)
+                if self._allocator.free_count < needed:
+                    # Only possible when a reader entered during this call.
+                    raise OutOfBlocksError(
+                        f"insert needs {needed} new blocks but a reader entered while it "
+                        f"evicted; {len(evicted)} evicted blocks wait in quarantine"
+                    )
+                # Eviction may have trimmed the unpinned tail of the last edge we
+                # reached; walk again so the split below sees the current shape.
+                path, reused = self._walk(namespace, token_list, wanted)
 
         allocated: list[int] = []
         if needed > 0:
@@ -179,9 +219,10 @@ class RadixTree:
         now = self._tick()
         self._stamp(path, now)
         lease = self._pin(namespace, token_list, wanted, path) if pin else None
+        self._publish()
         return InsertResult(
             length=wanted * size,
-            blocks=_path_blocks(path),
+            blocks=path_blocks(path),
             reused=reused,
             allocated=tuple(allocated),
             evicted=tuple(evicted),
@@ -208,14 +249,17 @@ class RadixTree:
         self._stamp(path, self._tick())
         lease._released = True
         del self._leases[lease.id]
+        self._publish()
 
     def evict(self, count: int) -> tuple[int, ...]:
         """Free up to ``count`` blocks, least recently used leaf tail first (R-EVICT-1..3).
 
-        Returns the freed ids in eviction order; fewer than ``count`` when fewer
-        blocks are evictable (R-EVICT-4). The clock does not advance.
+        Returns the evicted ids in eviction order; fewer than ``count`` when fewer
+        blocks are evictable (R-EVICT-4). An eviction that frees anything publishes
+        a new version (R-SNAP-1); the ids then go to the allocator, or to the
+        quarantine while readers are inside (R-EPOCH-1). The clock does not advance.
 
-        Cost: O(count log h), h the eviction queue's size (O(number of nodes)).
+        Cost: O(count * (log h + depth * log fan-out)), h the eviction queue's size.
 
         Raises:
             InvalidArgumentError: ``count`` is not an int >= 0.
@@ -224,10 +268,41 @@ class RadixTree:
             raise InvalidArgumentError(f"evict count must be an int >= 0, got {count!r}")
         return tuple(self._evict_blocks(count))
 
+    # ------------------------------------------------------------------ snapshots
+
+    def snapshot(self) -> Snapshot:
+        """An O(1) immutable view of the latest published version (R-SNAP-2).
+
+        Any thread, never blocks. Its block ids stay correct for its version, but
+        only a :meth:`reader` also keeps the blocks from being reused.
+        """
+        return Snapshot(self._published, self._block_size)
+
+    def reader(self) -> Reader:
+        """Enter a reader epoch and take a snapshot (R-EPOCH-1). O(1), any thread.
+
+        Blocks the reader can see are not handed out again until it leaves.
+        """
+        epoch = next(self._epochs)
+        self._readers[epoch] = -1
+        # Register first, then load the version: see the ordering in reference.snapshot.
+        version = self._published
+        self._readers[epoch] = version.number
+        return Reader(self, epoch, version)
+
+    def reclaim(self) -> tuple[int, ...]:
+        """Return quarantined blocks whose readers have all left to the allocator (R-EPOCH-2).
+
+        ``insert`` does this by itself when short; call it to see the pool grow
+        sooner. Returns the reclaimed ids in quarantine order. Cost: O(r + k log N)
+        for r readers and k blocks.
+        """
+        return tuple(self._reclaim())
+
     # ------------------------------------------------------------------ introspection
 
     def stats(self) -> TreeStats:
-        """Block counters (R-INV-1). O(1)."""
+        """Block counters (R-INV-1, R-EPOCH-3). O(readers)."""
         return TreeStats(
             num_blocks=self.num_blocks,
             free=self._allocator.free_count,
@@ -236,11 +311,15 @@ class RadixTree:
             evictable=self._cached - self._pinned,
             leases=len(self._leases),
             clock=self._clock,
+            quarantined=self._quarantined,
+            readers=len(self._readers),
+            oldest_reader=min(self._readers, default=None),
+            version=self._published.number,
         )
 
     def namespaces(self) -> list[str | None]:
         """Namespaces holding at least one block, None first then by name. O(r log r)."""
-        return sorted(self._roots, key=_namespace_order)
+        return sorted(self._roots, key=namespace_order)
 
     def dump(self) -> dict[str, Any]:
         """The canonical, JSON-serialisable description of the whole state (R-DUMP-1).
@@ -250,12 +329,18 @@ class RadixTree:
         """
         from .dump import dump_state
 
+        pins, stamps = self._pins, self._stamps
         return dump_state(
             block_size=self._block_size,
             num_blocks=self.num_blocks,
             clock=self._clock,
             free_blocks=self._allocator.free_ids(),
-            roots=[self._roots[name] for name in self.namespaces()],
+            quarantine=[block for _, batch in self._quarantine for block in batch],
+            roots=[(name, self._roots[name]) for name in self.namespaces()],
+            block_fields=lambda ids: {
+                "pins": [pins[block] for block in ids],
+                "stamps": [stamps[block] for block in ids],
+            },
         )
 
     def render(self) -> str:
@@ -272,65 +357,48 @@ class RadixTree:
         """
         from .invariants import check_tree
 
-        check_tree(
-            block_size=self._block_size,
-            allocator=self._allocator,
-            roots=self._roots,
-            queue=self._queue,
-            clock=self._clock,
-            cached=self._cached,
-            pinned=self._pinned,
-            node_count=self._nodes,
-            leases=list(self._leases.values()),
-            walk=self._walk,
-        )
+        check_tree(self)
 
-    # ------------------------------------------------------------------ internals
+    # ------------------------------------------------------------------ internals: shape
 
-    def _tick(self) -> int:
-        self._clock += 1
-        return self._clock
+    def _walk(self, namespace: str | None, tokens: list[int], limit: int) -> tuple[Path, int]:
+        return walk(self._roots, namespace, tokens, limit, self._block_size)
 
-    def _walk(self, namespace: str | None, tokens: list[int], limit: int) -> tuple[_Path, int]:
-        """Follow the cached path of ``tokens``' first ``limit`` blocks.
+    def _publish(self) -> None:
+        """Make the current shape the published version, in one assignment (R-SNAP-1)."""
+        self._published = Version(self._roots, self._published.number + 1, self._clock)
 
-        Returns the nodes visited with how many blocks of each were matched, and
-        the total blocks matched. O(limit * B): ``tokens`` is indexed by position,
-        never re-sliced from the current hop to its end.
+    def _replace(self, new: Node) -> None:
+        """Make ``new`` the current version of its node and path-copy its ancestors.
+
+        O(depth * log fan-out). A root left without children is dropped with its
+        namespace (R-NS-3).
         """
-        path: _Path = []
-        node = self._roots.get(namespace)
         size = self._block_size
-        matched = 0
-        while node is not None and matched < limit:
-            start = matched * size
-            child = node.children.get(tuple(tokens[start : start + size]))
-            if child is None:
-                break
-            # The first block matched through the dict key. Compare the rest of the
-            # usable edge in one slice comparison; only on a mismatch look for the first
-            # differing block.
-            edge = child.tokens
-            usable = min(len(child.blocks), limit - matched)
-            span = usable * size
-            if tokens[start : start + span] == edge[:span]:
-                taken = usable
-            else:
-                taken = 1
-                while (
-                    tokens[start + taken * size : start + (taken + 1) * size]
-                    == edge[taken * size : (taken + 1) * size]
-                ):
-                    taken += 1
-            path.append((child, taken))
-            matched += taken
-            node = child if taken == len(child.blocks) else None
-        return path, matched
+        while True:
+            self._nodes[new.nid] = new
+            parent_id = self._parents[new.nid]
+            if parent_id is None:
+                name = self._root_names[new.nid]
+                if new.children:
+                    self._roots = self._roots.set(name, new)
+                else:
+                    self._roots = self._roots.delete(name)
+                    del self._nodes[new.nid], self._parents[new.nid], self._root_names[new.nid]
+                return
+            parent = self._nodes[parent_id]
+            new = parent.with_children(parent.children.set(new.first_block(size), new))
+
+    def _new_node(self, parent_id: int | None, tokens: list[int], blocks: list[int]) -> Node:
+        node = Node(next(self._node_ids), tokens, blocks, len(blocks), EMPTY_CHILDREN)
+        self._nodes[node.nid] = node
+        self._parents[node.nid] = parent_id
+        return node
 
     def _attach(
         self,
         namespace: str | None,
-        path: _Path,
+        path: Path,
         tokens: list[int],
         reused: int,
         wanted: int,
@@ -341,110 +409,201 @@ class RadixTree:
         if not path:
             parent = self._roots.get(namespace)
             if parent is None:
-                parent = self._roots[namespace] = Node.root(namespace)
+                parent = self._new_node(None, [], [])
+                self._root_names[parent.nid] = namespace
         else:
             parent, used = path[-1]
-            if used < len(parent.blocks):
-                parent = parent.split(size, used)  # R-SPLIT-1
-                self._nodes += 1
+            if used < parent.count:
+                parent = self._split(parent, used)  # R-SPLIT-1
         new_tokens = tokens[reused * size : wanted * size]
-        count = len(new_blocks)
-        self._cached += count
-        if not parent.is_root and not parent.children:
+        self._cached += len(new_blocks)
+        if self._parents[parent.nid] is not None and not parent.children:
             # Extending a leaf in place (a chat's next turn) keeps the tree compact.
-            parent.tokens.extend(new_tokens)
-            parent.blocks.extend(new_blocks)
-            parent.pins.extend([0] * count)
-            parent.stamps.extend([0] * count)
-            self._queue.offer(parent, self._nodes)
+            self._replace(parent.extended(size, new_tokens, new_blocks))
+            self._offer(parent.nid)
             return
-        child = Node(parent, new_tokens, list(new_blocks), [0] * count, [0] * count)
-        parent.children[child.first_block(size)] = child
-        self._nodes += 1
-        self._queue.offer(child, self._nodes)
+        child = self._new_node(parent.nid, new_tokens, list(new_blocks))
+        self._replace(parent.with_children(parent.children.set(child.first_block(size), child)))
+        self._offer(child.nid)
 
-    def _stamp(self, path: _Path, now: int) -> None:
+    def _split(self, node: Node, at: int) -> Node:
+        """Split ``node``'s edge after its first ``at`` blocks (R-SPLIT-1, R-SPLIT-2).
+
+        A new upper node takes the first ``at`` blocks and the node's place under
+        its parent; the node keeps its id, the rest of its blocks and its children,
+        so its queue entries and its children's parent links stay valid. Pins and
+        stamps are per block and travel with their blocks. Returns the upper node.
+        Cost: O(k * B + depth * log fan-out).
+        """
+        size = self._block_size
+        cut, end = at * size, node.count * size
+        lower = Node(
+            node.nid,
+            node.tokens[cut:end],
+            node.blocks[at : node.count],
+            node.count - at,
+            node.children,
+        )
+        upper = self._new_node(self._parents[node.nid], node.tokens[:cut], node.blocks[:at])
+        upper = upper.with_children(Map({lower.first_block(size): lower}))
+        self._nodes[lower.nid] = lower
+        self._parents[lower.nid] = upper.nid
+        self._replace(upper)
+        return upper
+
+    # ------------------------------------------------------------------ internals: bookkeeping
+
+    def _tick(self) -> int:
+        self._clock += 1
+        return self._clock
+
+    def _is_current(self, stamp: int, block_id: int, nid: int) -> bool:
+        """Whether a queue entry still names node ``nid``'s evictable tail (R-EVICT-2)."""
+        node = self._nodes.get(nid)
+        return (
+            node is not None
+            and node.count > 0
+            and not node.children
+            and node.tail() == block_id
+            and self._pins[block_id] == 0
+            and self._stamps[block_id] == stamp
+        )
+
+    def _offer(self, nid: int) -> None:
+        """Queue node ``nid`` if it is now an evictable leaf."""
+        node = self._nodes.get(nid)
+        if node is None or node.count == 0 or node.children:
+            return
+        tail = node.tail()
+        if self._pins[tail] == 0:
+            live = len(self._nodes) - len(self._root_names)
+            self._queue.push(self._stamps[tail], tail, nid, live, self._is_current)
+
+    def _stamp(self, path: Path, now: int) -> None:
         """Mark the path's blocks as used at ``now`` (R-LRU-1)."""
+        stamps = self._stamps
         for node, used in path:
-            stamps = node.stamps
-            for index in range(used):
-                stamps[index] = now
+            for block in node.blocks[:used]:
+                stamps[block] = now
         if path:
             # Only the last node can be a leaf whose tail moved in the LRU order.
-            self._queue.offer(path[-1][0], self._nodes)
+            self._offer(path[-1][0].nid)
 
-    def _adjust_pins(self, path: _Path, delta: int) -> None:
+    def _adjust_pins(self, path: Path, delta: int) -> None:
         """Add ``delta`` (+1 or -1) to the pin count of every block on the path."""
+        pins = self._pins
         for node, used in path:
-            pins = node.pins
-            for index in range(used):
-                before = pins[index]
-                pins[index] = before + delta
+            for block in node.blocks[:used]:
+                before = pins[block]
+                pins[block] = before + delta
                 if before == 0:
                     self._pinned += 1
                 elif before + delta == 0:
                     self._pinned -= 1
         if path and delta < 0:
-            self._queue.offer(path[-1][0], self._nodes)
+            self._offer(path[-1][0].nid)
 
-    def _pin(self, namespace: str | None, tokens: list[int], count: int, path: _Path) -> Lease:
+    def _pin(self, namespace: str | None, tokens: list[int], count: int, path: Path) -> Lease:
         self._adjust_pins(path, +1)
         lease = Lease(
             self,
             next(self._lease_ids),
             namespace,
             tuple(tokens[: count * self._block_size]),
-            _path_blocks(path),
+            path_blocks(path),
         )
         self._leases[lease.id] = lease
         return lease
 
+    def _check_room(self, path: Path, needed: int) -> None:
+        """Raise OutOfBlocksError unless ``needed`` blocks can be found (R-INS-6, R-EPOCH-3)."""
+        free = self._allocator.free_count
+        reclaimable = self._reclaimable()
+        if self._readers:
+            evictable = 0  # evicting now would only fill the quarantine
+        else:
+            on_path = sum(
+                1 for node, used in path for block in node.blocks[:used] if self._pins[block] == 0
+            )
+            evictable = self._cached - self._pinned - on_path
+        if needed > free + reclaimable + evictable:
+            raise OutOfBlocksError(
+                f"insert needs {needed} new blocks: {free} are free, {reclaimable} can be "
+                f"reclaimed and only {evictable} more can be evicted ({self._pinned} pinned, "
+                f"{self._quarantined} quarantined for {len(self._readers)} readers)"
+            )
+
     def _evict_blocks(self, count: int) -> list[int]:
-        """Evict up to ``count`` leaf-tail blocks in LRU order; free and return them."""
-        freed: list[int] = []
-        size = self._block_size
-        while len(freed) < count:
-            leaf = self._queue.pop_lru()
-            if leaf is None:
+        """Evict up to ``count`` leaf-tail blocks in LRU order, publish, then retire them."""
+        evicted: list[int] = []
+        while len(evicted) < count:
+            nid = self._queue.pop_lru(self._is_current)
+            if nid is None:
                 break
-            if len(leaf.blocks) == 1:
+            leaf = self._nodes[nid]
+            evicted.append(leaf.tail())
+            if leaf.count == 1:
                 self._remove_leaf(leaf)
-            del leaf.tokens[-size:]
-            freed.append(leaf.blocks.pop())
-            leaf.pins.pop()
-            leaf.stamps.pop()
+            else:
+                self._replace(leaf.without_tail())
+                self._offer(nid)
             self._cached -= 1
-            if leaf.blocks:
-                self._queue.offer(leaf, self._nodes)
-        self._allocator.free(freed)
-        return freed
+        if evicted:
+            self._publish()  # readers entering from now on cannot see these blocks
+            self._retire(evicted)
+        return evicted
 
     def _remove_leaf(self, leaf: Node) -> None:
-        """Unlink a leaf about to lose its last block; its parent may become a leaf."""
-        parent = leaf.parent
-        assert parent is not None
-        del parent.children[leaf.first_block(self._block_size)]
-        leaf.parent = None
-        self._nodes -= 1
-        if not parent.is_root:
-            self._queue.offer(parent, self._nodes)
-        elif not parent.children:
-            del self._roots[parent.namespace]  # R-NS-3: an emptied namespace disappears
+        """Unlink a leaf losing its last block; its parent may become a leaf."""
+        parent_id = self._parents[leaf.nid]
+        assert parent_id is not None
+        parent = self._nodes[parent_id]
+        del self._nodes[leaf.nid], self._parents[leaf.nid]
+        self._replace(
+            parent.with_children(parent.children.delete(leaf.first_block(self._block_size)))
+        )
+        if self._parents.get(parent_id) is not None:
+            self._offer(parent_id)
+
+    # ------------------------------------------------------------------ internals: epochs
+
+    def _retire(self, blocks: list[int]) -> None:
+        """Free evicted blocks, or quarantine them while an earlier reader is inside."""
+        epoch = next(self._epochs)
+        if any(reader < epoch for reader in list(self._readers)):
+            self._quarantine.append((epoch, blocks))
+            self._quarantined += len(blocks)
+        else:
+            self._allocator.free(blocks)
+
+    def _reclaimable(self) -> int:
+        oldest = min(self._readers, default=None)
+        return sum(
+            len(batch) for epoch, batch in self._quarantine if oldest is None or epoch < oldest
+        )
+
+    def _reclaim(self) -> list[int]:
+        oldest = min(self._readers, default=None)
+        reclaimed: list[int] = []
+        # Quarantine batches are in epoch order: stop at the first still guarded.
+        while self._quarantine and (oldest is None or self._quarantine[0][0] < oldest):
+            reclaimed.extend(self._quarantine.popleft()[1])
+        self._quarantined -= len(reclaimed)
+        self._allocator.free(reclaimed)
+        return reclaimed
+
+    def _leave(self, epoch: int) -> None:
+        del self._readers[epoch]
 
 
-def _path_blocks(path: _Path) -> tuple[int, ...]:
-    blocks: list[int] = []
-    for node, used in path:
-        blocks.extend(node.blocks[:used])
-    return tuple(blocks)
-
-
-def _check_namespace(namespace: object) -> None:
+def check_namespace(namespace: object) -> None:
+    """Raise InvalidArgumentError unless ``namespace`` is None or a str (R-NS-4). O(1)."""
     if namespace is not None and not isinstance(namespace, str):
         raise InvalidArgumentError(
             f"namespace must be None or a str, got {type(namespace).__name__} {namespace!r}"
         )
 
 
-def _namespace_order(namespace: str | None) -> tuple[bool, str]:
+def namespace_order(namespace: str | None) -> tuple[bool, str]:
+    """Sort key of namespaces: None first, then by name. O(1)."""
     return (namespace is not None, namespace or "")

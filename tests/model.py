@@ -2,13 +2,16 @@
 
 The state is a dict from every cached block's full path -- (namespace, the tuple of
 block token-tuples from the root down to it) -- to its id, pin count and stamp. There
-is no tree, no split, no queue: every rule is applied by scanning the whole dict. The
-stateful test drives it and a real implementation side by side and compares every
-answer and the block-level view of ``dump()``.
+is no tree, no split, no queue: every rule is applied by scanning the whole dict.
+Readers keep a plain copy of the dict as it was when they entered; evicted ids wait
+in a list of (epoch, ids) batches while an earlier reader is inside. The stateful
+test drives it and a real implementation side by side and compares every answer,
+every snapshot answer and the block-level view of ``dump()``.
 """
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass
 
 from reference.errors import (
@@ -30,6 +33,14 @@ class Entry:
 
 
 @dataclass
+class ModelReader:
+    epoch: int
+    version: int
+    entries: dict[Key, int]  # the block trie it sees: path -> block id
+    inside: bool = True
+
+
+@dataclass
 class ModelLease:
     namespace: str | None
     keys: list[Key]
@@ -47,6 +58,10 @@ class Model:
         self.clock = 0
         self.leases: dict[int, ModelLease] = {}
         self.next_lease = 1
+        self.version = 0
+        self.epochs = itertools.count(1)
+        self.readers: dict[int, ModelReader] = {}
+        self.quarantine: list[tuple[int, list[int]]] = []
 
     # Each path prefix of the sequence's whole blocks, shortest first.
     def _keys(self, tokens: list[int], namespace: str | None) -> list[Key]:
@@ -99,8 +114,49 @@ class Model:
             if victim is None:
                 break
             freed.append(self.entries.pop(victim).block_id)
-        self.free.update(freed)
+        if freed:
+            self.version += 1
+            epoch = next(self.epochs)
+            if any(r.inside and r.epoch < epoch for r in self.readers.values()):
+                self.quarantine.append((epoch, freed))
+            else:
+                self.free.update(freed)
         return freed
+
+    def _inside(self) -> list[int]:
+        return [r.epoch for r in self.readers.values() if r.inside]
+
+    def _reclaimable(self) -> list[int]:
+        oldest = min(self._inside(), default=None)
+        return [
+            b for epoch, batch in self.quarantine if oldest is None or epoch < oldest for b in batch
+        ]
+
+    def reclaim(self) -> list[int]:
+        ids = self._reclaimable()
+        oldest = min(self._inside(), default=None)
+        self.quarantine = [(e, b) for e, b in self.quarantine if not (oldest is None or e < oldest)]
+        self.free.update(ids)
+        return ids
+
+    def enter(self) -> int:
+        epoch = next(self.epochs)
+        snapshot = {key: entry.block_id for key, entry in self.entries.items()}
+        self.readers[epoch] = ModelReader(epoch, self.version, snapshot)
+        return epoch
+
+    def leave(self, epoch: int) -> None:
+        self.readers[epoch].inside = False
+
+    def snapshot_match(
+        self, epoch: int, tokens: list[int], namespace: str | None
+    ) -> tuple[int, list[int]]:
+        seen = self.readers[epoch].entries
+        keys = self._keys(tokens, namespace)
+        count = 0
+        while count < len(keys) and keys[count] in seen:
+            count += 1
+        return count * self.block_size, [seen[k] for k in keys[:count]]
 
     def match(
         self, tokens: list[int], namespace: str | None, pin: bool
@@ -109,6 +165,7 @@ class Model:
         keys = keys[: self._matched(keys)]
         self._touch(keys)
         lease = self._lease(namespace, keys) if pin else None
+        self.version += 1
         return len(keys) * self.block_size, [self.entries[k].block_id for k in keys], lease
 
     def insert(
@@ -117,22 +174,27 @@ class Model:
         keys = self._keys(tokens, namespace)
         reused = self._matched(keys)
         needed = len(keys) - reused
-        shortfall = needed - len(self.free)
         evicted: list[int] = []
-        if shortfall > 0:
+        if needed > len(self.free):
             protected = set(keys[:reused])
-            evictable = sum(
-                1 for key, entry in self.entries.items() if entry.pins == 0 and key not in protected
-            )
-            if shortfall > evictable:
+            evictable = 0
+            if not self._inside():
+                evictable = sum(
+                    1
+                    for key, entry in self.entries.items()
+                    if entry.pins == 0 and key not in protected
+                )
+            if needed > len(self.free) + len(self._reclaimable()) + evictable:
                 raise OutOfBlocksError("model: not enough blocks")
-            evicted = self._evict(shortfall, protected)
+            self.reclaim()
+            evicted = self._evict(needed - len(self.free), protected)
         allocated = sorted(self.free)[:needed]
         self.free.difference_update(allocated)
         for key, block_id in zip(keys[reused:], allocated, strict=True):
             self.entries[key] = Entry(block_id, 0, 0)
         self._touch(keys)
         lease = self._lease(namespace, keys) if pin else None
+        self.version += 1
         blocks = [self.entries[k].block_id for k in keys]
         return len(keys) * self.block_size, blocks, reused, allocated, evicted, lease
 
@@ -146,6 +208,7 @@ class Model:
             self.entries[key].pins -= 1
         self._touch(lease.keys)
         lease.released = True
+        self.version += 1
 
     def evict(self, count: int) -> list[int]:
         if count < 0:
@@ -154,6 +217,9 @@ class Model:
 
     def flat(self) -> dict[Key, tuple[int, int, int]]:
         return {key: (e.block_id, e.pins, e.stamp) for key, e in self.entries.items()}
+
+    def quarantined(self) -> list[int]:
+        return [block for _, batch in self.quarantine for block in batch]
 
     def pinned(self) -> int:
         return sum(1 for entry in self.entries.values() if entry.pins > 0)

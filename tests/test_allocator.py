@@ -18,7 +18,6 @@ from reference.errors import (
     OutOfBlocksError,
 )
 from reference.eviction import EvictionQueue
-from reference.node import Node
 
 
 def test_allocation_hands_out_the_smallest_free_ids_ascending() -> None:
@@ -108,34 +107,38 @@ def test_allocator_agrees_with_a_sorted_set(steps: list[tuple[bool, int]]) -> No
         pool.check_invariants()
 
 
-def _leaf(block_id: int, stamp: int) -> Node:
-    root = Node.root(None)
-    leaf = Node(root, [block_id], [block_id], [0], [stamp])
-    root.children[(block_id,)] = leaf
-    return leaf
+class _Tails:
+    """A stand-in tree for the queue: each node id has one tail (block, stamp, pinned)."""
+
+    def __init__(self) -> None:
+        self.tails: dict[int, tuple[int, int, bool]] = {}
+
+    def is_current(self, stamp: int, block_id: int, nid: int) -> bool:
+        return self.tails.get(nid) == (block_id, stamp, False)
 
 
 def test_equal_stamps_break_ties_by_smaller_block_id() -> None:
     """R-EVICT-3, R-EVICT-2: the queue orders by (stamp, block id)."""
     queue = EvictionQueue()
-    leaves = [_leaf(block_id, stamp) for block_id, stamp in [(7, 3), (2, 5), (5, 3), (1, 9)]]
-    for leaf in leaves:
-        queue.offer(leaf, live_nodes=len(leaves))
+    tails = _Tails()
+    for nid, (block_id, stamp) in enumerate([(7, 3), (2, 5), (5, 3), (1, 9)]):
+        tails.tails[nid] = (block_id, stamp, False)
+        queue.push(stamp, block_id, nid, live_nodes=4, is_current=tails.is_current)
     order = []
-    while (popped := queue.pop_lru()) is not None:
-        order.append(popped.blocks[-1])
-        popped.blocks.clear()  # as if evicted: its entries go stale
+    while (popped := queue.pop_lru(tails.is_current)) is not None:
+        order.append(tails.tails.pop(popped)[0])  # as if evicted: its entries go stale
     assert order == [5, 7, 2, 1]
 
 
 def test_stale_entries_are_skipped_and_compacted() -> None:
-    """R-EVICT-2: a leaf whose tail changed is found under its new key only."""
+    """R-EVICT-2: a node whose tail changed is found under its new key only."""
     queue = EvictionQueue()
-    leaf = _leaf(4, 1)
-    for stamp in range(2, 200):
-        leaf.stamps[-1] = stamp
-        queue.offer(leaf, live_nodes=1)
+    tails = _Tails()
+    for stamp in range(1, 200):
+        tails.tails[0] = (4, stamp, False)
+        queue.push(stamp, 4, 0, live_nodes=1, is_current=tails.is_current)
     assert len(queue) < 2 * 1 + 64 + 1
-    assert queue.pop_lru() is leaf
-    leaf.pins[-1] = 1
-    assert queue.pop_lru() is None
+    assert queue.pop_lru(tails.is_current) == 0
+    tails.tails[0] = (4, 199, True)  # pinned: no longer evictable
+    queue.push(199, 4, 0, live_nodes=1, is_current=tails.is_current)
+    assert queue.pop_lru(tails.is_current) is None

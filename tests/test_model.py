@@ -6,7 +6,8 @@ divergence inside blocks and eviction pressure happen on most steps. After every
 step the answers, the counters and the block-level view of ``dump()`` must agree with
 the model, and ``check_invariants()`` must pass. Rules exercised: R-MATCH-1,
 R-INS-1..6, R-SPLIT-1..2, R-ALLOC-2, R-PIN-1..4, R-LRU-1..4, R-EVICT-1..4, R-NS-1..3,
-R-ERR-2.
+R-ERR-2, and with readers entering and leaving in between, R-SNAP-1, R-SNAP-2 and
+R-EPOCH-1..3.
 """
 
 from __future__ import annotations
@@ -47,6 +48,7 @@ class ModelComparison(RuleBasedStateMachine):
     """The implementation under test and the model, in lockstep."""
 
     leases = Bundle("leases")
+    readers = Bundle("readers")
 
     def __init__(self, factory: TreeFactory) -> None:
         super().__init__()
@@ -54,6 +56,7 @@ class ModelComparison(RuleBasedStateMachine):
         self.tree: Any = None
         self.model: Model | None = None
         self.real_leases: dict[int, Any] = {}
+        self.real_readers: dict[int, Any] = {}
         self.alphabet = 2
 
     @initialize(
@@ -127,6 +130,40 @@ class ModelComparison(RuleBasedStateMachine):
         assert self.model is not None
         assert tuple(self.tree.evict(count)) == tuple(self.model.evict(count))
 
+    @rule(target=readers)
+    def enter_reader(self) -> int:
+        assert self.model is not None
+        epoch = self.model.enter()
+        reader = self.tree.reader()
+        assert reader.version == self.model.version
+        self.real_readers[epoch] = reader
+        return epoch
+
+    @precondition(lambda self: self.real_readers)
+    @rule(epoch=readers, raw=token_lists(3), namespace=namespaces)
+    def snapshot_match(self, epoch: int, raw: list[int], namespace: str | None) -> None:
+        assert self.model is not None
+        tokens = self._tokens(raw)
+        length, blocks = self.model.snapshot_match(epoch, tokens, namespace)
+        got = self.real_readers[epoch].match(tokens, namespace)
+        assert (got.length, tuple(got.blocks), got.lease) == (length, tuple(blocks), None)
+
+    @precondition(lambda self: self.real_readers)
+    @rule(epoch=readers)
+    def leave_reader(self, epoch: int) -> None:
+        assert self.model is not None
+        reader = self.real_readers[epoch]
+        if not self.model.readers[epoch].inside:
+            assert reader.left
+            return
+        self.model.leave(epoch)
+        reader.leave()
+
+    @rule()
+    def reclaim(self) -> None:
+        assert self.model is not None
+        assert tuple(self.tree.reclaim()) == tuple(self.model.reclaim())
+
     @invariant()
     def agrees_with_model(self) -> None:
         if self.model is None:
@@ -139,6 +176,10 @@ class ModelComparison(RuleBasedStateMachine):
         assert stats.cached == len(self.model.entries)
         assert stats.pinned == self.model.pinned()
         assert stats.evictable == stats.cached - stats.pinned
+        assert stats.quarantined == len(self.model.quarantined())
+        assert self.tree.dump()["quarantine"] == self.model.quarantined()
+        assert stats.version == self.tree.version == self.model.version
+        assert stats.readers == len(self.model._inside())
 
 
 @pytest.mark.parametrize("impl_name", sorted(IMPLEMENTATIONS))

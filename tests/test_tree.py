@@ -409,7 +409,15 @@ def test_dump_is_canonical_json(make_tree: TreeFactory) -> None:
     dump = first.dump()  # type: ignore[attr-defined]
     assert dump == second.dump()  # type: ignore[attr-defined]
     assert json.loads(json.dumps(dump)) == dump
-    assert set(dump) == {"format", "block_size", "num_blocks", "clock", "free", "namespaces"}
+    assert set(dump) == {
+        "format",
+        "block_size",
+        "num_blocks",
+        "clock",
+        "free",
+        "quarantine",
+        "namespaces",
+    }
     assert dump["free"] == [4, 5, 6, 7]
     assert [space["namespace"] for space in dump["namespaces"]] == [None, "x"]
 

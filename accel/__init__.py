@@ -1,0 +1,43 @@
+"""kachedb-radix accel: the C twin of :class:`reference.RadixTree`.
+
+``accel.RadixTree`` has the reference's public API and behaves identically, call for
+call (same results, block ids, clock, eviction order, ``dump()``, error classes from
+:mod:`reference.errors`, atomicity); it is only faster. ``accel.BlockAllocator`` is
+the twin of :class:`reference.allocator.BlockAllocator`.
+
+Importing this package never falls back to the reference: if the extension did not
+build, the import fails. Set ``KACHEDB_RADIX_PURE=1`` to run the test-suite (and any
+code that selects implementations the same way) on the pure-Python reference only.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+try:
+    from ._radix import (
+        DUMP_FORMAT,
+        BlockAllocator,
+        Blocks,
+        InsertResult,
+        Lease,
+        MatchResult,
+        RadixTree,
+    )
+except ImportError as error:  # pragma: no cover - exercised only on a broken install
+    raise ImportError(
+        "the C extension accel._radix did not build; reinstall with a compiler, "
+        "or set KACHEDB_RADIX_PURE=1 to use the pure-Python reference"
+    ) from error
+
+Sequence.register(Blocks)
+
+__all__ = [
+    "DUMP_FORMAT",
+    "BlockAllocator",
+    "Blocks",
+    "InsertResult",
+    "Lease",
+    "MatchResult",
+    "RadixTree",
+]

@@ -1,0 +1,1279 @@
+/* accel._radix: the C twin of reference.RadixTree.
+ *
+ * Every public call mirrors reference/tree.py step for step (same checks in the same
+ * order, same clock, same allocation and eviction order); see radix.h for the layout.
+ * See accel/DESIGN.md.
+ * A call is split into a fallible preparation phase (argument and token validation,
+ * a read-only walk, the out-of-blocks check, allocating the result objects and
+ * reserving capacity in every internal array) and an infallible mutation phase, so
+ * a failing call changes nothing (R-ERR-2).
+ */
+#include "radix.h"
+
+Globals G;
+
+/* ------------------------------------------------------------------ hashing */
+
+static inline uint64_t fmix64(uint64_t k) {
+    k ^= k >> 33;
+    k *= 0xff51afd7ed558ccdULL;
+    k ^= k >> 33;
+    k *= 0xc4ceb9fe1a85ec53ULL;
+    k ^= k >> 33;
+    return k;
+}
+
+static inline uint64_t splitmix64(uint64_t *state) {
+    uint64_t z = (*state += 0x9E3779B97F4A7C15ULL);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+    return z ^ (z >> 31);
+}
+
+void derive_keys(uint64_t seed, uint32_t *keys, uint32_t n, uint64_t *parent_mix) {
+    uint64_t s = seed;
+    for (uint32_t i = 0; i < n; i++) keys[i] = (uint32_t)(splitmix64(&s) >> 32);
+    keys[n - 1] |= 1u; /* the pad key of an odd block size must not be 0 */
+    *parent_mix = splitmix64(&s);
+}
+
+/* The keyed block hash (NH, then a full avalanche) depends only on the block, so it is
+ * off the walk's critical path; the parent enters with one multiply and xor. */
+static inline uint64_t block_key(const TreeObject *t, const uint32_t *blk) {
+    return fmix64(nh_hash(blk, t->keys, t->B) + t->parent_mix);
+}
+
+static inline uint64_t with_parent(uint64_t key, uint32_t parent) {
+    return key ^ ((uint64_t)(parent + 1u) * 0x9E3779B97F4A7C15ULL);
+}
+
+static inline uint64_t child_hash(const TreeObject *t, uint32_t parent, const uint32_t *blk) {
+    return with_parent(block_key(t, blk), parent);
+}
+
+/* ------------------------------------------------------------------ children table */
+
+static inline uint32_t find_child(const TreeObject *t, uint32_t parent, const uint32_t *blk,
+                                  uint64_t key) {
+    uint64_t h = with_parent(key, parent);
+    uint32_t mask = t->slot_mask, tag = (uint32_t)(h >> 32);
+    uint32_t i = (uint32_t)h & mask;
+    for (;;) {
+        const Slot *s = &t->slots[i];
+        if (s->node == NIL) return NIL;
+        if (s->tag == tag && s->parent == parent &&
+            tokens_equal(t->tok + (size_t)s->first * t->B, blk, t->B))
+            return s->node;
+        i = (i + 1u) & mask;
+    }
+}
+
+uint32_t tree_find_child(TreeObject *t, uint32_t parent, const uint32_t *blk) {
+    return find_child(t, parent, blk, block_key(t, blk));
+}
+
+static inline uint64_t node_hash(const TreeObject *t, uint32_t n) {
+    const Node *x = &t->nodes[n];
+    return child_hash(t, x->parent, t->tok + (size_t)x->first * t->B);
+}
+
+static void slot_place(Slot *slots, uint32_t mask, Slot entry, uint64_t h) {
+    uint32_t i = (uint32_t)h & mask;
+    while (slots[i].node != NIL) i = (i + 1u) & mask;
+    entry.tag = (uint32_t)(h >> 32);
+    slots[i] = entry;
+}
+
+static inline uint64_t slot_hash(const TreeObject *t, const Slot *s) {
+    return child_hash(t, s->parent, t->tok + (size_t)s->first * t->B);
+}
+
+static void hash_insert(TreeObject *t, uint32_t n) {
+    const Node *x = &t->nodes[n];
+    Slot entry = {n, 0, x->first, x->parent};
+    slot_place(t->slots, t->slot_mask, entry, node_hash(t, n));
+    t->slot_used++;
+}
+
+static uint32_t hash_slot_of(TreeObject *t, uint32_t n) {
+    uint32_t i = (uint32_t)node_hash(t, n) & t->slot_mask;
+    while (t->slots[i].node != n) i = (i + 1u) & t->slot_mask;
+    return i;
+}
+
+/* Linear probing deletion by backward shift: no tombstones. */
+static void hash_remove_at(TreeObject *t, uint32_t i) {
+    uint32_t mask = t->slot_mask;
+    uint32_t j = i;
+    for (;;) {
+        j = (j + 1u) & mask;
+        if (t->slots[j].node == NIL) break;
+        uint32_t k = (uint32_t)slot_hash(t, &t->slots[j]) & mask;
+        /* Move slot j into the hole at i unless its home k lies cyclically in (i, j]. */
+        int stays = (i <= j) ? (i < k && k <= j) : (i < k || k <= j);
+        if (!stays) {
+            t->slots[i] = t->slots[j];
+            i = j;
+        }
+    }
+    t->slots[i].node = NIL;
+    t->slot_used--;
+}
+
+static int hash_reserve(TreeObject *t, uint32_t extra) {
+    uint64_t cap = (uint64_t)t->slot_mask + 1u;
+    if (((uint64_t)t->slot_used + extra) * 4u <= cap * 3u) return 0;
+    uint64_t ncap = cap;
+    while (((uint64_t)t->slot_used + extra) * 4u > ncap * 3u) ncap *= 2u;
+    if (ncap > ((uint64_t)1 << 31)) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    Slot *ns = PyMem_Malloc((size_t)ncap * sizeof(Slot));
+    if (ns == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    for (uint64_t i = 0; i < ncap; i++) ns[i] = (Slot){NIL, 0, NIL, NIL};
+    uint32_t nmask = (uint32_t)(ncap - 1u);
+    for (uint64_t i = 0; i < cap; i++)
+        if (t->slots[i].node != NIL) slot_place(ns, nmask, t->slots[i], slot_hash(t, &t->slots[i]));
+    PyMem_Free(t->slots);
+    t->slots = ns;
+    t->slot_mask = nmask;
+    return 0;
+}
+
+/* ------------------------------------------------------------------ eviction heap */
+
+static inline int heap_less(const HeapEntry *a, const HeapEntry *b) {
+    return a->stamp < b->stamp || (a->stamp == b->stamp && a->block < b->block);
+}
+
+static inline void heap_set(TreeObject *t, uint32_t pos, HeapEntry e) {
+    t->heap[pos] = e;
+    t->nodes[e.node].heap_pos = pos;
+}
+
+static void sift_up(TreeObject *t, uint32_t pos) {
+    HeapEntry e = t->heap[pos];
+    while (pos > 0) {
+        uint32_t parent = (pos - 1u) / 2u;
+        if (!heap_less(&e, &t->heap[parent])) break;
+        heap_set(t, pos, t->heap[parent]);
+        pos = parent;
+    }
+    heap_set(t, pos, e);
+}
+
+static void sift_down(TreeObject *t, uint32_t pos) {
+    HeapEntry e = t->heap[pos];
+    uint32_t n = t->heap_len;
+    for (;;) {
+        uint32_t c = 2u * pos + 1u;
+        if (c >= n) break;
+        if (c + 1u < n && heap_less(&t->heap[c + 1u], &t->heap[c])) c++;
+        if (!heap_less(&t->heap[c], &e)) break;
+        heap_set(t, pos, t->heap[c]);
+        pos = c;
+    }
+    heap_set(t, pos, e);
+}
+
+static void heap_remove(TreeObject *t, uint32_t pos) {
+    uint32_t gone = t->heap[pos].node;
+    t->heap_len--;
+    if (pos < t->heap_len) {
+        HeapEntry moved = t->heap[t->heap_len];
+        heap_set(t, pos, moved);
+        sift_up(t, pos);
+        sift_down(t, t->nodes[moved.node].heap_pos);
+    }
+    t->nodes[gone].heap_pos = NIL;
+}
+
+static inline int is_evictable_leaf(const TreeObject *t, const Node *x) {
+    return x->parent < NODE_FREE && x->nblocks > 0 && x->nchildren == 0 && t->pins[x->last] == 0;
+}
+
+/* Bring node n's heap entry in line with its state (the reference's "offer", made
+ * exact: the heap holds precisely the evictable leaves, keyed by their tails). */
+static void heap_update(TreeObject *t, uint32_t n) {
+    Node *x = &t->nodes[n];
+    if (is_evictable_leaf(t, x)) {
+        HeapEntry e = {t->stamps[x->last], x->last, n};
+        if (x->heap_pos == NIL) {
+            uint32_t pos = t->heap_len++;
+            heap_set(t, pos, e);
+            sift_up(t, pos);
+        } else {
+            uint32_t pos = x->heap_pos;
+            t->heap[pos] = e;
+            sift_up(t, pos);
+            sift_down(t, x->heap_pos);
+        }
+    } else if (x->heap_pos != NIL) {
+        heap_remove(t, x->heap_pos);
+    }
+}
+
+/* ------------------------------------------------------------------ nodes and roots */
+
+static int grow_nodes(TreeObject *t, uint32_t extra) {
+    uint64_t need = (uint64_t)t->nodes_len + extra;
+    if (need > t->nodes_cap) {
+        uint64_t cap = t->nodes_cap ? t->nodes_cap : 64;
+        while (cap < need) cap += cap / 2u; /* 1.5x: less slack per cached block */
+        if (cap >= NODE_FREE) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        Node *p = PyMem_Realloc(t->nodes, (size_t)cap * sizeof(Node));
+        if (p == NULL) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        t->nodes = p;
+        t->nodes_cap = (uint32_t)cap;
+    }
+    uint64_t hneed = (uint64_t)t->live_nodes + extra + 1u;
+    if (hneed > t->heap_cap) {
+        uint64_t cap = t->heap_cap ? t->heap_cap : 64;
+        while (cap < hneed) cap += cap / 2u;
+        HeapEntry *h = PyMem_Realloc(t->heap, (size_t)cap * sizeof(HeapEntry));
+        if (h == NULL) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        t->heap = h;
+        t->heap_cap = (uint32_t)cap;
+    }
+    return hash_reserve(t, extra);
+}
+
+/* Capacity for the mutation phase of one call: a split, a new child and a root. */
+static int reserve(TreeObject *t) {
+    if (grow_nodes(t, 3) < 0) return -1;
+    if (t->roots_len + 1u > t->roots_cap) {
+        uint32_t cap = t->roots_cap ? t->roots_cap * 2u : 8u;
+        RootSlot *r = PyMem_Realloc(t->roots, (size_t)cap * sizeof(RootSlot));
+        if (r == NULL) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        t->roots = r;
+        t->roots_cap = cap;
+    }
+    return 0;
+}
+
+static uint32_t node_new(TreeObject *t) {
+    uint32_t n;
+    if (t->free_node != NIL) {
+        n = t->free_node;
+        t->free_node = t->nodes[n].first;
+    } else {
+        n = t->nodes_len++;
+    }
+    Node *x = &t->nodes[n];
+    x->parent = NIL;
+    x->first = x->last = NIL;
+    x->nblocks = 0;
+    x->nchildren = 0;
+    x->heap_pos = NIL;
+    return n;
+}
+
+static void node_free(TreeObject *t, uint32_t n) {
+    Node *x = &t->nodes[n];
+    x->parent = NODE_FREE;
+    x->nblocks = 0;
+    x->nchildren = 0;
+    x->heap_pos = NIL;
+    x->first = t->free_node;
+    t->free_node = n;
+}
+
+uint32_t tree_root_of(TreeObject *t, PyObject *ns) {
+    if (ns == NULL || ns == Py_None) return t->default_root;
+    PyObject *v = PyDict_GetItemWithError(t->ns_roots, ns);
+    if (v == NULL) return NIL;
+    return (uint32_t)PyLong_AsUnsignedLong(v);
+}
+
+/* Create the (empty) root of ns (NULL: the default namespace). Fallible; call it in
+ * the preparation phase after reserve(). */
+static uint32_t root_create(TreeObject *t, PyObject *ns) {
+    uint32_t r = node_new(t);
+    if (ns != NULL) {
+        PyObject *idx = PyLong_FromUnsignedLong(r);
+        if (idx == NULL || PyDict_SetItem(t->ns_roots, ns, idx) < 0) {
+            Py_XDECREF(idx);
+            node_free(t, r);
+            return NIL;
+        }
+        Py_DECREF(idx);
+        Py_INCREF(ns);
+    } else {
+        t->default_root = r;
+    }
+    t->nodes[r].first = t->roots_len;
+    t->roots[t->roots_len].ns = ns;
+    t->roots[t->roots_len].node = r;
+    t->roots_len++;
+    return r;
+}
+
+static void root_delete(TreeObject *t, uint32_t r) {
+    uint32_t slot = t->nodes[r].first;
+    PyObject *ns = t->roots[slot].ns;
+    if (ns == NULL) {
+        t->default_root = NIL;
+    } else {
+        /* An exact str key known to be present: no Python code runs, cannot fail. */
+        if (PyDict_DelItem(t->ns_roots, ns) < 0) PyErr_Clear();
+        Py_DECREF(ns);
+    }
+    t->roots_len--;
+    if (slot != t->roots_len) {
+        t->roots[slot] = t->roots[t->roots_len];
+        t->nodes[t->roots[slot].node].first = slot;
+    }
+    node_free(t, r);
+}
+
+/* ------------------------------------------------------------------ walk */
+
+/* Follow the cached path of tok's first `limit` blocks from `root` (NIL: none).
+ * Writes the matched block ids to out, returns how many; *last_node is the last node
+ * visited (NIL if none) and *last_used how many of its blocks matched.  O(limit * B):
+ * one hash probe per node, then one memcmp per run of consecutive block ids. */
+Py_ssize_t tree_walk(TreeObject *t, uint32_t root, const uint32_t *tok, Py_ssize_t limit,
+                     uint32_t *out, uint32_t *last_node, uint32_t *last_used) {
+    const uint32_t B = t->B;
+    const uint32_t *store = t->tok;
+    const uint32_t *next = t->next;
+    Py_ssize_t matched = 0;
+    uint32_t node = root;
+    *last_node = NIL;
+    *last_used = 0;
+    while (node != NIL && matched < limit) {
+        const uint32_t *blk = tok + (size_t)matched * B;
+        uint32_t child = find_child(t, node, blk, block_key(t, blk));
+        if (child == NIL) break;
+        const Node *c = &t->nodes[child];
+        Py_ssize_t usable = limit - matched;
+        if ((Py_ssize_t)c->nblocks < usable) usable = c->nblocks;
+        uint32_t b = c->first;
+        out[matched] = b;
+        Py_ssize_t taken = 1;
+        while (taken < usable) {
+            /* A run of consecutive ids keeps its tokens contiguous: one memcmp. */
+            uint32_t start = next[b];
+            Py_ssize_t run = 1;
+            while (taken + run < usable && next[start + run - 1] == start + run) run++;
+            const uint32_t *want = blk + (size_t)taken * B;
+            if (run == 1 ? tokens_equal(store + (size_t)start * B, want, B)
+                         : memcmp(store + (size_t)start * B, want, (size_t)run * B * 4u) == 0) {
+                for (Py_ssize_t k = 0; k < run; k++) out[matched + taken + k] = start + (uint32_t)k;
+                taken += run;
+                b = start + (uint32_t)(run - 1);
+                continue;
+            }
+            for (Py_ssize_t k = 0; k < run; k++) {
+                if (!tokens_equal(store + (size_t)(start + k) * B, want + (size_t)k * B, B)) break;
+                out[matched + taken] = start + (uint32_t)k;
+                taken++;
+            }
+            break;
+        }
+        matched += taken;
+        *last_node = child;
+        *last_used = (uint32_t)taken;
+        node = taken == (Py_ssize_t)c->nblocks ? child : NIL;
+    }
+    return matched;
+}
+
+static int path_reserve(TreeObject *t, Py_ssize_t n) {
+    size_t need = (size_t)(n ? n : 1);
+    if (t->scratch_path_cap >= need) return 0;
+    size_t cap = t->scratch_path_cap ? t->scratch_path_cap : 256;
+    while (cap < need) cap *= 2;
+    uint32_t *p = PyMem_Realloc(t->scratch_path, cap * sizeof(uint32_t));
+    if (p == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    t->scratch_path = p;
+    t->scratch_path_cap = cap;
+    return 0;
+}
+
+/* ------------------------------------------------------------------ mutations (infallible) */
+
+static void stamp_path(TreeObject *t, const uint32_t *blocks, Py_ssize_t n, uint32_t last,
+                       uint64_t now) {
+    uint64_t *stamps = t->stamps;
+    for (Py_ssize_t i = 0; i < n; i++) stamps[blocks[i]] = now;
+    if (last != NIL) heap_update(t, last);
+}
+
+static void pin_path(TreeObject *t, const uint32_t *blocks, Py_ssize_t n, uint32_t last, int delta) {
+    uint32_t *pins = t->pins;
+    if (delta > 0) {
+        for (Py_ssize_t i = 0; i < n; i++) t->pinned += pins[blocks[i]]++ == 0;
+    } else {
+        for (Py_ssize_t i = 0; i < n; i++) t->pinned -= --pins[blocks[i]] == 0;
+    }
+    if (last != NIL) heap_update(t, last);
+}
+
+/* Split node x after its first `at` blocks (0 < at < nblocks) (R-SPLIT-1): a new upper
+ * node takes the first `at` blocks and x's place (and hash slot) under the parent; x
+ * keeps the rest, its children and its heap entry. Returns the upper node. */
+static uint32_t split(TreeObject *t, uint32_t x, uint32_t at) {
+    uint32_t u = node_new(t);
+    Node *X = &t->nodes[x], *U = &t->nodes[u];
+    uint32_t b = X->first;
+    for (uint32_t i = 1; i < at; i++) b = t->next[b];
+    uint32_t slot = hash_slot_of(t, x);
+    U->parent = X->parent;
+    U->first = X->first;
+    U->last = b;
+    U->nblocks = at;
+    U->nchildren = 1;
+    t->slots[slot].node = u; /* same parent, same first block: same key */
+    X->first = t->next[b];
+    t->next[b] = NIL;
+    t->prev[X->first] = NIL;
+    X->nblocks -= at;
+    X->parent = u;
+    hash_insert(t, x);
+    t->live_nodes++;
+    return u;
+}
+
+static void remove_leaf(TreeObject *t, uint32_t n, uint32_t protect_root) {
+    uint32_t p = t->nodes[n].parent;
+    hash_remove_at(t, hash_slot_of(t, n));
+    t->nodes[p].nchildren--;
+    t->live_nodes--;
+    if (t->nodes[p].parent != NIL)
+        heap_update(t, p);
+    else if (t->nodes[p].nchildren == 0 && p != protect_root)
+        root_delete(t, p); /* R-NS-3: an emptied namespace disappears */
+}
+
+/* Evict up to `count` leaf-tail blocks in (stamp, block id) order; ids go to out. */
+static Py_ssize_t evict_blocks(TreeObject *t, Py_ssize_t count, uint32_t *out,
+                               uint32_t protect_root) {
+    Py_ssize_t done = 0;
+    while (done < count && t->heap_len > 0) {
+        uint32_t n = t->heap[0].node;
+        Node *x = &t->nodes[n];
+        uint32_t b = x->last;
+        if (x->nblocks == 1) {
+            heap_remove(t, 0);
+            remove_leaf(t, n, protect_root);
+            node_free(t, n);
+        } else {
+            x->last = t->prev[b];
+            t->next[x->last] = NIL;
+            x->nblocks--;
+            heap_update(t, n);
+        }
+        out[done++] = b;
+        t->cached--;
+    }
+    for (Py_ssize_t i = 0; i < done; i++) ba_put(&t->alloc, out[i]);
+    return done;
+}
+
+/* Hang the new blocks ids[0..count) (blocks reused..wanted of tok) off the path.
+ * Returns the node now holding the path's last block. */
+static uint32_t attach(TreeObject *t, uint32_t root, uint32_t last, uint32_t last_used,
+                       Py_ssize_t reused, const uint32_t *tok, const uint32_t *ids,
+                       Py_ssize_t count) {
+    const uint32_t B = t->B;
+    uint32_t parent;
+    if (reused == 0) {
+        parent = root;
+    } else {
+        parent = last;
+        if (last_used < t->nodes[last].nblocks) parent = split(t, last, last_used);
+    }
+    for (Py_ssize_t i = 0; i < count; i++) {
+        uint32_t b = ids[i];
+        memcpy(t->tok + (size_t)b * B, tok + (size_t)(reused + i) * B, (size_t)B * 4u);
+        t->pins[b] = 0;
+        t->stamps[b] = 0;
+        t->next[b] = i + 1 < count ? ids[i + 1] : NIL;
+        t->prev[b] = i > 0 ? ids[i - 1] : NIL;
+    }
+    t->cached += (uint64_t)count;
+    Node *P = &t->nodes[parent];
+    if (P->parent != NIL && P->nchildren == 0) {
+        /* Extending a leaf in place (a chat's next turn) keeps the tree compact. */
+        t->next[P->last] = ids[0];
+        t->prev[ids[0]] = P->last;
+        P->last = ids[count - 1];
+        P->nblocks += (uint32_t)count;
+        heap_update(t, parent);
+        return parent;
+    }
+    uint32_t c = node_new(t);
+    Node *C = &t->nodes[c];
+    C->parent = parent;
+    C->first = ids[0];
+    C->last = ids[count - 1];
+    C->nblocks = (uint32_t)count;
+    hash_insert(t, c);
+    t->nodes[parent].nchildren++;
+    t->live_nodes++;
+    heap_update(t, c);
+    return c;
+}
+
+/* ------------------------------------------------------------------ argument parsing */
+
+static int kw_is(PyObject *key, PyObject *name) {
+    return key == name || PyUnicode_Compare(key, name) == 0;
+}
+
+/* (tokens, namespace=None, *, pin=False) */
+static int parse_call(const char *fname, PyObject *const *args, Py_ssize_t nargs,
+                      PyObject *kwnames, PyObject **tokens, PyObject **ns, int *pin) {
+    PyObject *pin_obj = NULL;
+    *tokens = NULL;
+    *ns = Py_None;
+    if (nargs > 2) {
+        PyErr_Format(PyExc_TypeError, "%s() takes from 1 to 2 positional arguments but %zd were given",
+                     fname, nargs);
+        return -1;
+    }
+    if (nargs >= 1) *tokens = args[0];
+    if (nargs >= 2) *ns = args[1];
+    if (kwnames != NULL) {
+        Py_ssize_t nk = PyTuple_GET_SIZE(kwnames);
+        for (Py_ssize_t i = 0; i < nk; i++) {
+            PyObject *key = PyTuple_GET_ITEM(kwnames, i);
+            PyObject *val = args[nargs + i];
+            if (kw_is(key, G.s_pin)) {
+                pin_obj = val;
+            } else if (kw_is(key, G.s_namespace) && nargs < 2) {
+                *ns = val;
+            } else if (kw_is(key, G.s_tokens) && nargs < 1) {
+                *tokens = val;
+            } else {
+                PyErr_Format(PyExc_TypeError, "%s() got an unexpected or repeated keyword argument '%U'",
+                             fname, key);
+                return -1;
+            }
+        }
+    }
+    if (*tokens == NULL) {
+        PyErr_Format(PyExc_TypeError, "%s() missing required argument 'tokens'", fname);
+        return -1;
+    }
+    *pin = 0;
+    if (pin_obj != NULL) {
+        int truth = PyObject_IsTrue(pin_obj);
+        if (truth < 0) return -1;
+        *pin = truth;
+    }
+    return 0;
+}
+
+/* None -> NULL; exact str -> new ref; str subclass -> new exact str; else error. */
+static int norm_namespace(PyObject *ns, PyObject **out) {
+    *out = NULL;
+    if (ns == Py_None) return 0;
+    if (PyUnicode_CheckExact(ns)) {
+        *out = Py_NewRef(ns);
+        return 0;
+    }
+    if (PyUnicode_Check(ns)) {
+        *out = PyUnicode_FromObject(ns);
+        return *out ? 0 : -1;
+    }
+    PyErr_Format(G.InvalidArgumentError, "namespace must be None or a str, got %s %R",
+                 Py_TYPE(ns)->tp_name, ns);
+    return -1;
+}
+
+/* ------------------------------------------------------------------ leases */
+
+static int lease_fill(TreeObject *t, LeaseObject *l, const uint32_t *tok, Py_ssize_t count) {
+    size_t nb = (size_t)count, nt = (size_t)count * t->B;
+    l->blocks = PyMem_Malloc((nb + nt ? nb + nt : 1) * sizeof(uint32_t));
+    if (l->blocks == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    l->tokens = l->blocks + nb;
+    memcpy(l->tokens, tok, nt * sizeof(uint32_t));
+    l->count = (uint32_t)count;
+    l->B = t->B;
+    return 0;
+}
+
+static void lease_link(TreeObject *t, LeaseObject *l, PyObject *ns, const uint32_t *blocks) {
+    memcpy(l->blocks, blocks, (size_t)l->count * sizeof(uint32_t));
+    l->id = ++t->lease_ids;
+    l->ns = Py_NewRef(ns ? ns : Py_None);
+    l->tree = (TreeObject *)Py_NewRef((PyObject *)t);
+    Py_INCREF(l); /* the tree's reference */
+    l->lprev = NULL;
+    l->lnext = t->lease_head;
+    if (t->lease_head) t->lease_head->lprev = l;
+    t->lease_head = l;
+    l->linked = 1;
+    t->nleases++;
+}
+
+static void lease_unlink(TreeObject *t, LeaseObject *l) {
+    if (l->lprev)
+        l->lprev->lnext = l->lnext;
+    else
+        t->lease_head = l->lnext;
+    if (l->lnext) l->lnext->lprev = l->lprev;
+    l->lprev = l->lnext = NULL;
+    l->linked = 0;
+    t->nleases--;
+}
+
+/* ------------------------------------------------------------------ RadixTree methods */
+
+static PyObject *Tree_match(TreeObject *self, PyObject *const *args, Py_ssize_t nargs,
+                            PyObject *kwnames) {
+    PyObject *tokens_obj, *ns_obj, *ns = NULL;
+    int pin;
+    if (parse_call("match", args, nargs, kwnames, &tokens_obj, &ns_obj, &pin) < 0) return NULL;
+    LeaseObject *lease = NULL;
+    if (pin && (lease = lease_alloc()) == NULL) return NULL;
+    Tokens tk;
+    MatchResultObject *res = NULL;
+    if (tokens_get(self, tokens_obj, &tk) < 0) goto fail_no_tokens;
+    if (norm_namespace(ns_obj, &ns) < 0) goto fail;
+    uint32_t root = tree_root_of(self, ns);
+    if (root == NIL && PyErr_Occurred()) goto fail;
+    Py_ssize_t limit = tk.n / self->B;
+    if (path_reserve(self, limit) < 0) goto fail;
+    uint32_t last, used;
+    Py_ssize_t matched = tree_walk(self, root, tk.data, limit, self->scratch_path, &last, &used);
+    res = match_result_new(matched);
+    if (res == NULL) goto fail;
+    if (pin && lease_fill(self, lease, tk.data, matched) < 0) goto fail;
+    /* ---- mutation phase: nothing below can fail */
+    memcpy(res->ids, self->scratch_path, (size_t)matched * sizeof(uint32_t));
+    res->length = matched * (Py_ssize_t)self->B;
+    stamp_path(self, res->ids, matched, last, ++self->clock);
+    if (pin) {
+        pin_path(self, res->ids, matched, last, +1);
+        lease_link(self, lease, ns, res->ids);
+        Py_SETREF(res->lease, (PyObject *)lease);
+    }
+    tokens_release(self, &tk);
+    Py_XDECREF(ns);
+    return (PyObject *)res;
+fail:
+    tokens_release(self, &tk);
+fail_no_tokens:
+    Py_XDECREF(ns);
+    Py_XDECREF(res);
+    Py_XDECREF(lease);
+    return NULL;
+}
+
+static PyObject *Tree_insert(TreeObject *self, PyObject *const *args, Py_ssize_t nargs,
+                             PyObject *kwnames) {
+    PyObject *tokens_obj, *ns_obj, *ns = NULL;
+    int pin;
+    if (parse_call("insert", args, nargs, kwnames, &tokens_obj, &ns_obj, &pin) < 0) return NULL;
+    LeaseObject *lease = NULL;
+    if (pin && (lease = lease_alloc()) == NULL) return NULL;
+    Tokens tk;
+    InsertResultObject *res = NULL;
+    if (tokens_get(self, tokens_obj, &tk) < 0) goto fail_no_tokens;
+    if (norm_namespace(ns_obj, &ns) < 0) goto fail;
+    uint32_t root = tree_root_of(self, ns);
+    if (root == NIL && PyErr_Occurred()) goto fail;
+    const uint32_t B = self->B;
+    Py_ssize_t wanted = tk.n / B;
+    if (path_reserve(self, wanted) < 0) goto fail;
+    uint32_t *path = self->scratch_path;
+    uint32_t last, used;
+    Py_ssize_t reused = tree_walk(self, root, tk.data, wanted, path, &last, &used);
+    Py_ssize_t needed = wanted - reused;
+    Py_ssize_t shortfall = needed - (Py_ssize_t)self->alloc.free_count;
+    if (shortfall > 0) {
+        /* The reference pins the path first, so its unpinned blocks stop counting as
+         * evictable (R-INS-5, R-INS-6). */
+        uint64_t extra = 0;
+        for (Py_ssize_t i = 0; i < reused; i++) extra += self->pins[path[i]] == 0;
+        uint64_t evictable = self->cached - self->pinned - extra;
+        if ((uint64_t)shortfall > evictable) {
+            PyErr_Format(G.OutOfBlocksError,
+                         "insert needs %zd new blocks: %u are free and only %llu more can be "
+                         "evicted (%llu pinned)",
+                         needed, self->alloc.free_count, (unsigned long long)evictable,
+                         (unsigned long long)(self->pinned + extra));
+            goto fail;
+        }
+    }
+    Py_ssize_t nevict = shortfall > 0 ? shortfall : 0;
+    res = insert_result_new(wanted, needed, nevict);
+    if (res == NULL) goto fail;
+    if (pin && lease_fill(self, lease, tk.data, wanted) < 0) goto fail;
+    if (reserve(self) < 0) goto fail;
+    if (needed > 0 && root == NIL) {
+        root = root_create(self, ns);
+        if (root == NIL) goto fail;
+    }
+    /* ---- mutation phase: nothing below can fail */
+    uint32_t *out_blocks = res->ids;
+    uint32_t *out_alloc = res->ids + wanted;
+    uint32_t *out_evict = out_alloc + needed;
+    if (nevict > 0) {
+        pin_path(self, path, reused, last, +1);
+        evict_blocks(self, nevict, out_evict, root);
+        pin_path(self, path, reused, last, -1);
+        /* Eviction may have trimmed the unpinned tail of the last edge we reached. */
+        reused = tree_walk(self, root, tk.data, wanted, path, &last, &used);
+    }
+    if (needed > 0) {
+        for (Py_ssize_t i = 0; i < needed; i++) out_alloc[i] = ba_take_smallest(&self->alloc);
+        last = attach(self, root, last, used, reused, tk.data, out_alloc, needed);
+        memcpy(path + reused, out_alloc, (size_t)needed * sizeof(uint32_t));
+    }
+    memcpy(out_blocks, path, (size_t)wanted * sizeof(uint32_t));
+    res->length = wanted * (Py_ssize_t)B;
+    res->reused = reused;
+    stamp_path(self, out_blocks, wanted, last, ++self->clock);
+    if (pin) {
+        pin_path(self, out_blocks, wanted, last, +1);
+        lease_link(self, lease, ns, out_blocks);
+        Py_SETREF(res->lease, (PyObject *)lease);
+    }
+    tokens_release(self, &tk);
+    Py_XDECREF(ns);
+    return (PyObject *)res;
+fail:
+    tokens_release(self, &tk);
+fail_no_tokens:
+    Py_XDECREF(ns);
+    Py_XDECREF(res);
+    Py_XDECREF(lease);
+    return NULL;
+}
+
+PyObject *Tree_release(TreeObject *self, PyObject *arg) {
+    if (!PyObject_TypeCheck(arg, &Lease_Type) || ((LeaseObject *)arg)->tree != self) {
+        PyErr_Format(G.ForeignLeaseError, "%R was not issued by this tree", arg);
+        return NULL;
+    }
+    LeaseObject *l = (LeaseObject *)arg;
+    if (l->released) {
+        PyErr_Format(G.LeaseReleasedError, "lease %llu was already released",
+                     (unsigned long long)l->id);
+        return NULL;
+    }
+    if (path_reserve(self, l->count) < 0) return NULL;
+    uint32_t root = tree_root_of(self, l->ns);
+    if (root == NIL && PyErr_Occurred()) return NULL;
+    uint32_t last, used;
+    Py_ssize_t matched = tree_walk(self, root, l->tokens, l->count, self->scratch_path, &last, &used);
+    if (matched != (Py_ssize_t)l->count ||
+        memcmp(self->scratch_path, l->blocks, (size_t)l->count * sizeof(uint32_t)) != 0) {
+        PyErr_Format(G.InvariantViolation, "lease %llu's path is no longer cached",
+                     (unsigned long long)l->id);
+        return NULL;
+    }
+    pin_path(self, l->blocks, l->count, last, -1);
+    stamp_path(self, l->blocks, l->count, last, ++self->clock);
+    l->released = 1;
+    lease_unlink(self, l);
+    Py_DECREF(l); /* the tree's reference; the caller still holds one */
+    Py_RETURN_NONE;
+}
+
+static PyObject *Tree_evict(TreeObject *self, PyObject *arg) {
+    uint64_t count;
+    if (!PyLong_Check(arg) || PyBool_Check(arg)) goto bad;
+    int overflow = 0;
+    long long v = PyLong_AsLongLongAndOverflow(arg, &overflow);
+    if (v == -1 && PyErr_Occurred()) return NULL;
+    if (overflow < 0 || (!overflow && v < 0)) goto bad;
+    count = overflow > 0 ? UINT64_MAX : (uint64_t)v;
+    if (count > self->cached) count = self->cached;
+    uint32_t *out = PyMem_Malloc((size_t)(count ? count : 1) * sizeof(uint32_t));
+    if (out == NULL) return PyErr_NoMemory();
+    Py_ssize_t done = evict_blocks(self, (Py_ssize_t)count, out, NIL);
+    PyObject *tuple = PyTuple_New(done);
+    for (Py_ssize_t i = 0; tuple != NULL && i < done; i++) {
+        PyObject *id = PyLong_FromUnsignedLong(out[i]);
+        if (id == NULL) Py_CLEAR(tuple);
+        else PyTuple_SET_ITEM(tuple, i, id);
+    }
+    PyMem_Free(out);
+    return tuple;
+bad:
+    PyErr_Format(G.InvalidArgumentError, "evict count must be an int >= 0, got %R", arg);
+    return NULL;
+}
+
+static PyObject *Tree_stats(TreeObject *self, PyObject *unused) {
+    (void)unused;
+    PyObject *kw = Py_BuildValue(
+        "{s:I,s:I,s:K,s:K,s:K,s:n,s:K}", "num_blocks", self->num_blocks, "free",
+        self->alloc.free_count, "cached", (unsigned long long)self->cached, "pinned",
+        (unsigned long long)self->pinned, "evictable",
+        (unsigned long long)(self->cached - self->pinned), "leases", self->nleases, "clock",
+        (unsigned long long)self->clock);
+    if (kw == NULL) return NULL;
+    PyObject *empty = PyTuple_New(0);
+    PyObject *r = empty ? PyObject_Call(G.TreeStats, empty, kw) : NULL;
+    Py_XDECREF(empty);
+    Py_DECREF(kw);
+    return r;
+}
+
+static PyObject *Tree_namespaces(TreeObject *self, PyObject *unused) {
+    (void)unused;
+    int gc_was = PyGC_Disable();
+    PyObject *names = PyList_New(0);
+    PyObject *result = NULL;
+    if (names == NULL) goto done;
+    for (uint32_t i = 0; i < self->roots_len; i++)
+        if (self->roots[i].ns && PyList_Append(names, self->roots[i].ns) < 0) goto done;
+    if (PyList_Sort(names) < 0) goto done;
+    if (self->default_root != NIL && PyList_Insert(names, 0, Py_None) < 0) goto done;
+    result = Py_NewRef(names);
+done:
+    Py_XDECREF(names);
+    if (gc_was) PyGC_Enable();
+    return result;
+}
+
+static PyObject *Tree_dump(TreeObject *self, PyObject *unused) {
+    (void)unused;
+    return tree_dump(self);
+}
+
+static PyObject *Tree_render(TreeObject *self, PyObject *unused) {
+    (void)unused;
+    PyObject *d = tree_dump(self);
+    if (d == NULL) return NULL;
+    PyObject *r = PyObject_CallOneArg(G.render_dump, d);
+    Py_DECREF(d);
+    return r;
+}
+
+static PyObject *Tree_check_invariants(TreeObject *self, PyObject *unused) {
+    (void)unused;
+    if (tree_check(self) < 0) return NULL;
+    Py_RETURN_NONE;
+}
+
+static PyObject *Tree_memory_bytes(TreeObject *self, PyObject *unused) {
+    (void)unused;
+    return tree_memory(self);
+}
+
+static PyObject *Tree_get_block_size(TreeObject *self, void *c) {
+    (void)c;
+    return PyLong_FromUnsignedLong(self->B);
+}
+static PyObject *Tree_get_num_blocks(TreeObject *self, void *c) {
+    (void)c;
+    return PyLong_FromUnsignedLong(self->num_blocks);
+}
+static PyObject *Tree_get_clock(TreeObject *self, void *c) {
+    (void)c;
+    return PyLong_FromUnsignedLongLong(self->clock);
+}
+static PyObject *Tree_get_hash_seed(TreeObject *self, void *c) {
+    (void)c;
+    return PyLong_FromUnsignedLongLong(self->seed);
+}
+
+/* ------------------------------------------------------------------ construction */
+
+static int parse_positive(PyObject *obj, uint64_t limit, uint32_t *out) {
+    if (!PyLong_Check(obj) || PyBool_Check(obj)) return 0;
+    int overflow = 0;
+    long long v = PyLong_AsLongLongAndOverflow(obj, &overflow);
+    if (v == -1 && PyErr_Occurred()) return -1;
+    if (overflow || v < 1 || (uint64_t)v > limit) return 0;
+    *out = (uint32_t)v;
+    return 1;
+}
+
+static PyObject *Tree_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
+    static char *kwlist[] = {"num_blocks", "block_size", "_hash_seed", NULL};
+    PyObject *n_obj, *b_obj = NULL, *seed_obj = Py_None;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "O|O$O:RadixTree", kwlist, &n_obj, &b_obj,
+                                     &seed_obj))
+        return NULL;
+    uint32_t B = 16, n = 0;
+    if (b_obj != NULL) {
+        int ok = parse_positive(b_obj, 1u << 24, &B);
+        if (ok < 0) return NULL;
+        if (!ok) {
+            PyErr_Format(G.InvalidArgumentError,
+                         "block_size must be an int >= 1 (at most 2**24 in accel), got %R", b_obj);
+            return NULL;
+        }
+    }
+    int ok = parse_positive(n_obj, MAX_POOL, &n);
+    if (ok < 0) return NULL;
+    if (!ok) {
+        PyErr_Format(G.InvalidArgumentError,
+                     "num_blocks must be an int >= 1 (at most %u in accel), got %R", MAX_POOL, n_obj);
+        return NULL;
+    }
+    uint64_t seed;
+    if (seed_obj == Py_None) {
+        PyObject *bytes = PyObject_CallFunction(G.urandom, "i", 8);
+        if (bytes == NULL) return NULL;
+        memcpy(&seed, PyBytes_AS_STRING(bytes), 8);
+        Py_DECREF(bytes);
+    } else {
+        if (!PyLong_Check(seed_obj)) {
+            PyErr_SetString(PyExc_TypeError, "_hash_seed must be an int or None");
+            return NULL;
+        }
+        seed = PyLong_AsUnsignedLongLongMask(seed_obj);
+        if (seed == (uint64_t)-1 && PyErr_Occurred()) return NULL;
+    }
+    if ((uint64_t)n * B > ((uint64_t)1 << 40)) {
+        PyErr_NoMemory();
+        return NULL;
+    }
+    TreeObject *t = (TreeObject *)type->tp_alloc(type, 0);
+    if (t == NULL) return NULL;
+    t->B = B;
+    t->num_blocks = n;
+    t->default_root = NIL;
+    t->free_node = NIL;
+    t->seed = seed;
+    t->tok = PyMem_Calloc((size_t)n * B, sizeof(uint32_t));
+    t->pins = PyMem_Calloc(n, sizeof(uint32_t));
+    t->stamps = PyMem_Calloc(n, sizeof(uint64_t));
+    t->next = PyMem_Calloc(n, sizeof(uint32_t));
+    t->prev = PyMem_Calloc(n, sizeof(uint32_t));
+    t->keys = PyMem_Malloc(((size_t)B + 1u) * sizeof(uint32_t));
+    t->slots = PyMem_Malloc(64 * sizeof(Slot));
+    t->ns_roots = PyDict_New();
+    if (!t->tok || !t->pins || !t->stamps || !t->next || !t->prev || !t->keys || !t->slots) {
+        Py_DECREF(t);
+        return PyErr_NoMemory();
+    }
+    if (t->ns_roots == NULL || ba_init(&t->alloc, n) < 0) {
+        Py_DECREF(t);
+        return NULL;
+    }
+    for (int i = 0; i < 64; i++) t->slots[i] = (Slot){NIL, 0, NIL, NIL};
+    t->slot_mask = 63;
+    derive_keys(seed, t->keys, B + 1u, &t->parent_mix);
+    if (reserve(t) < 0) {
+        Py_DECREF(t);
+        return NULL;
+    }
+    return (PyObject *)t;
+}
+
+static void unlink_all_leases(TreeObject *t) {
+    while (t->lease_head) {
+        LeaseObject *l = t->lease_head;
+        lease_unlink(t, l);
+        Py_DECREF(l);
+    }
+}
+
+static int Tree_traverse(TreeObject *self, visitproc visit, void *arg) {
+    for (LeaseObject *l = self->lease_head; l; l = l->lnext) Py_VISIT((PyObject *)l);
+    return 0;
+}
+
+static int Tree_clear(TreeObject *self) {
+    unlink_all_leases(self);
+    return 0;
+}
+
+static void Tree_dealloc(TreeObject *self) {
+    PyObject_GC_UnTrack(self);
+    if (self->weakrefs) PyObject_ClearWeakRefs((PyObject *)self);
+    unlink_all_leases(self);
+    for (uint32_t i = 0; i < self->roots_len; i++) Py_XDECREF(self->roots[i].ns);
+    Py_XDECREF(self->ns_roots);
+    PyMem_Free(self->tok);
+    PyMem_Free(self->pins);
+    PyMem_Free(self->stamps);
+    PyMem_Free(self->next);
+    PyMem_Free(self->prev);
+    PyMem_Free(self->keys);
+    PyMem_Free(self->slots);
+    PyMem_Free(self->nodes);
+    PyMem_Free(self->heap);
+    PyMem_Free(self->roots);
+    PyMem_Free(self->scratch_tok);
+    PyMem_Free(self->scratch_path);
+    ba_fini(&self->alloc);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static PyObject *Tree_repr(TreeObject *self) {
+    return PyUnicode_FromFormat("<accel.RadixTree B=%u: %llu cached (%llu pinned), %u free of %u, clock=%llu>",
+                                self->B, (unsigned long long)self->cached,
+                                (unsigned long long)self->pinned, self->alloc.free_count,
+                                self->num_blocks, (unsigned long long)self->clock);
+}
+
+static PyMethodDef Tree_methods[] = {
+    {"match", (PyCFunction)(void (*)(void))Tree_match, METH_FASTCALL | METH_KEYWORDS,
+     "match($self, tokens, namespace=None, *, pin=False)\n--\n\n"
+     "Find the longest cached prefix of ``tokens`` made of whole blocks (R-MATCH-1).\n\n"
+     "The matched blocks are stamped with the new clock time (R-LRU-1); with\n"
+     "``pin=True`` they are also pinned by the returned lease (R-PIN-1).\n\n"
+     "Cost: O(n) for n tokens: validation (none for a uint32 buffer), then one hash\n"
+     "probe per node and one memcmp per run of consecutive block ids.\n\n"
+     "Raises:\n    InvalidTokensError: ``tokens`` is malformed (R-TOK-*).\n"
+     "    InvalidArgumentError: ``namespace`` is not None or a str."},
+    {"insert", (PyCFunction)(void (*)(void))Tree_insert, METH_FASTCALL | METH_KEYWORDS,
+     "insert($self, tokens, namespace=None, *, pin=False)\n--\n\n"
+     "Cache every whole block of ``tokens``, reusing the cached prefix (R-INS-1).\n\n"
+     "Blocks already cached are reused (R-INS-2); the rest get fresh ids from the\n"
+     "allocator (R-ALLOC-2). A divergence inside an edge splits it (R-SPLIT-1).\n"
+     "If the pool is short, exactly the shortfall is evicted first, never from the\n"
+     "reused path (R-INS-5). The whole path is stamped (R-LRU-1) and, with\n"
+     "``pin=True``, pinned by the returned lease (R-PIN-1). A trailing partial\n"
+     "block is ignored (R-INS-3).\n\n"
+     "Cost: O(n + e log h) for n tokens and e evicted blocks.\n\n"
+     "Raises:\n    InvalidTokensError: ``tokens`` is malformed (R-TOK-*).\n"
+     "    InvalidArgumentError: ``namespace`` is not None or a str.\n"
+     "    OutOfBlocksError: the free blocks plus every evictable block off the\n"
+     "        path are fewer than the new blocks needed (R-INS-6). Nothing changes."},
+    {"release", (PyCFunction)Tree_release, METH_O,
+     "release($self, lease, /)\n--\n\n"
+     "Release ``lease``: unpin its blocks and stamp them as just used (R-PIN-4, R-LRU-1).\n\n"
+     "Cost: O(length of the lease).\n\n"
+     "Raises:\n    ForeignLeaseError: ``lease`` was not issued by this tree (R-PIN-5).\n"
+     "    LeaseReleasedError: ``lease`` was already released (R-PIN-4)."},
+    {"evict", (PyCFunction)Tree_evict, METH_O,
+     "evict($self, count, /)\n--\n\n"
+     "Free up to ``count`` blocks, least recently used leaf tail first (R-EVICT-1..3).\n\n"
+     "Returns the freed ids in eviction order; fewer than ``count`` when fewer\n"
+     "blocks are evictable (R-EVICT-4). The clock does not advance.\n\n"
+     "Cost: O(count log h), h the number of evictable leaves.\n\n"
+     "Raises:\n    InvalidArgumentError: ``count`` is not an int >= 0."},
+    {"stats", (PyCFunction)Tree_stats, METH_NOARGS,
+     "stats($self, /)\n--\n\nBlock counters (R-INV-1), a reference.results.TreeStats. O(1)."},
+    {"namespaces", (PyCFunction)Tree_namespaces, METH_NOARGS,
+     "namespaces($self, /)\n--\n\n"
+     "Namespaces holding at least one block, None first then by name. O(r log r)."},
+    {"dump", (PyCFunction)Tree_dump, METH_NOARGS,
+     "dump($self, /)\n--\n\n"
+     "The canonical, JSON-serialisable description of the whole state (R-DUMP-1).\n\n"
+     "Equal to the reference's dump in the same state. Cost: O(N) over all cached\n"
+     "tokens and the pool."},
+    {"render", (PyCFunction)Tree_render, METH_NOARGS,
+     "render($self, /)\n--\n\nThe tree drawn as text, from :meth:`dump`. O(N)."},
+    {"check_invariants", (PyCFunction)Tree_check_invariants, METH_NOARGS,
+     "check_invariants($self, /)\n--\n\n"
+     "Assert every structural invariant (R-INV-*), in C. O(N + h + leases * length).\n\n"
+     "Raises:\n    InvariantViolation: an invariant is broken (a bug, never bad input)."},
+    {"memory_bytes", (PyCFunction)Tree_memory_bytes, METH_NOARGS,
+     "memory_bytes($self, /)\n--\n\n"
+     "Bytes held by the tree's own C allocations, by part (a dict of int). O(1)."},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyGetSetDef Tree_getset[] = {
+    {"block_size", (getter)Tree_get_block_size, NULL, "Tokens per block. O(1).", NULL},
+    {"num_blocks", (getter)Tree_get_num_blocks, NULL, "Pool size. O(1).", NULL},
+    {"clock", (getter)Tree_get_clock, NULL,
+     "The logical clock: successful match, insert and release calls so far. O(1).", NULL},
+    {"_hash_seed", (getter)Tree_get_hash_seed, NULL,
+     "The seed the children-table hash keys were drawn from (a test hook).", NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+PyTypeObject RadixTree_Type = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "accel._radix.RadixTree",
+    .tp_basicsize = sizeof(TreeObject),
+    .tp_dealloc = (destructor)Tree_dealloc,
+    .tp_repr = (reprfunc)Tree_repr,
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
+    .tp_doc = "RadixTree(num_blocks, block_size=16, *, _hash_seed=None)\n--\n\n"
+              "A radix tree of whole token blocks over a fixed pool of KV block ids (C twin\n"
+              "of reference.RadixTree, observably identical).\n\n"
+              "Args:\n    num_blocks: the pool size, an int >= 1 (at most 2**31 - 1 here).\n"
+              "    block_size: tokens per block B, an int >= 1 (default 16; at most 2**24 here).\n"
+              "    _hash_seed: test hook: fix the children-table hash keys (default: os.urandom).\n\n"
+              "Raises:\n    InvalidArgumentError: either argument is not an int >= 1.\n\n"
+              "Cost: O(num_blocks / 64) to build (per-block arrays are calloc'd). Not\n"
+              "thread-safe: one caller at a time (each call holds the GIL throughout).",
+    .tp_traverse = (traverseproc)Tree_traverse,
+    .tp_clear = (inquiry)Tree_clear,
+    .tp_weaklistoffset = offsetof(TreeObject, weakrefs),
+    .tp_methods = Tree_methods,
+    .tp_getset = Tree_getset,
+    .tp_new = Tree_new,
+};
+
+/* ------------------------------------------------------------------ module helpers */
+
+static PyObject *mod_block_hash(PyObject *mod, PyObject *const *args, Py_ssize_t nargs) {
+    (void)mod;
+    if (nargs != 2) {
+        PyErr_SetString(PyExc_TypeError, "_block_hash(seed, block) takes 2 arguments");
+        return NULL;
+    }
+    uint64_t seed = PyLong_AsUnsignedLongLongMask(args[0]);
+    if (seed == (uint64_t)-1 && PyErr_Occurred()) return NULL;
+    Tokens tk;
+    if (tokens_get_plain(args[1], &tk) < 0) return NULL;
+    if (tk.n < 1) {
+        tokens_release(NULL, &tk);
+        PyErr_SetString(PyExc_ValueError, "a block has at least one token");
+        return NULL;
+    }
+    uint32_t *keys = PyMem_Malloc(((size_t)tk.n + 1u) * sizeof(uint32_t));
+    if (keys == NULL) {
+        tokens_release(NULL, &tk);
+        return PyErr_NoMemory();
+    }
+    uint64_t mix;
+    derive_keys(seed, keys, (uint32_t)tk.n + 1u, &mix);
+    uint64_t h = nh_hash(tk.data, keys, (uint32_t)tk.n);
+    PyMem_Free(keys);
+    tokens_release(NULL, &tk);
+    return PyLong_FromUnsignedLongLong(h);
+}
+
+static PyObject *mod_hash_keys(PyObject *mod, PyObject *const *args, Py_ssize_t nargs) {
+    (void)mod;
+    if (nargs != 2) {
+        PyErr_SetString(PyExc_TypeError, "_hash_keys(seed, block_size) takes 2 arguments");
+        return NULL;
+    }
+    uint64_t seed = PyLong_AsUnsignedLongLongMask(args[0]);
+    if (seed == (uint64_t)-1 && PyErr_Occurred()) return NULL;
+    Py_ssize_t B = PyLong_AsSsize_t(args[1]);
+    if (B == -1 && PyErr_Occurred()) return NULL;
+    if (B < 1 || B > (1 << 24)) {
+        PyErr_SetString(PyExc_ValueError, "block_size out of range");
+        return NULL;
+    }
+    uint32_t *keys = PyMem_Malloc(((size_t)B + 1u) * sizeof(uint32_t));
+    if (keys == NULL) return PyErr_NoMemory();
+    uint64_t mix;
+    derive_keys(seed, keys, (uint32_t)B + 1u, &mix);
+    PyObject *list = u32_list(keys, B + 1);
+    PyMem_Free(keys);
+    if (list == NULL) return NULL;
+    PyObject *t = PyList_AsTuple(list);
+    Py_DECREF(list);
+    return t;
+}
+
+static PyMethodDef module_methods[] = {
+    {"_block_hash", (PyCFunction)(void (*)(void))mod_block_hash, METH_FASTCALL,
+     "_block_hash(seed, block, /)\n--\n\n"
+     "Test hook: the NH hash of one block (its tokens) under the keys drawn from\n"
+     "``seed``; a tree built with ``_hash_seed=seed`` files two sibling blocks in the\n"
+     "same probe sequence exactly when these agree."},
+    {"_hash_keys", (PyCFunction)(void (*)(void))mod_hash_keys, METH_FASTCALL,
+     "_hash_keys(seed, block_size, /)\n--\n\n"
+     "Test hook: the block_size + 1 NH keys (uint32) drawn from ``seed``."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module_def = {
+    PyModuleDef_HEAD_INIT,
+    .m_name = "accel._radix",
+    .m_doc = "The C twin of reference.RadixTree (see accel/DESIGN.md).",
+    .m_size = -1,
+    .m_methods = module_methods,
+};
+
+static PyObject *import_attr(const char *module, const char *name) {
+    PyObject *m = PyImport_ImportModule(module);
+    if (m == NULL) return NULL;
+    PyObject *a = PyObject_GetAttrString(m, name);
+    Py_DECREF(m);
+    return a;
+}
+
+#define IMPORT(field, module, name)                         \
+    do {                                                    \
+        if ((G.field = import_attr(module, name)) == NULL) \
+            return NULL;                                    \
+    } while (0)
+
+#define INTERN(field, text)                                  \
+    do {                                                     \
+        if ((G.field = PyUnicode_InternFromString(text)) == NULL) \
+            return NULL;                                     \
+    } while (0)
+
+PyMODINIT_FUNC PyInit__radix(void) {
+    IMPORT(TokenTypeError, "reference.errors", "TokenTypeError");
+    IMPORT(TokenRangeError, "reference.errors", "TokenRangeError");
+    IMPORT(TokenLayoutError, "reference.errors", "TokenLayoutError");
+    IMPORT(InvalidArgumentError, "reference.errors", "InvalidArgumentError");
+    IMPORT(OutOfBlocksError, "reference.errors", "OutOfBlocksError");
+    IMPORT(DoubleFreeError, "reference.errors", "DoubleFreeError");
+    IMPORT(ForeignBlockError, "reference.errors", "ForeignBlockError");
+    IMPORT(LeaseReleasedError, "reference.errors", "LeaseReleasedError");
+    IMPORT(ForeignLeaseError, "reference.errors", "ForeignLeaseError");
+    IMPORT(InvariantViolation, "reference.errors", "InvariantViolation");
+    IMPORT(as_token_list, "reference.tokens", "as_token_list");
+    IMPORT(TreeStats, "reference.results", "TreeStats");
+    IMPORT(render_dump, "reference.render", "render_dump");
+    IMPORT(urandom, "os", "urandom");
+    IMPORT(dump_format, "reference.dump", "DUMP_FORMAT");
+    INTERN(s_tokens, "tokens");
+    INTERN(s_namespace, "namespace");
+    INTERN(s_pin, "pin");
+    INTERN(s_format, "format");
+    INTERN(s_block_size, "block_size");
+    INTERN(s_num_blocks, "num_blocks");
+    INTERN(s_clock, "clock");
+    INTERN(s_free, "free");
+    INTERN(s_namespaces, "namespaces");
+    INTERN(s_children, "children");
+    INTERN(s_blocks, "blocks");
+    INTERN(s_pins, "pins");
+    INTERN(s_stamps, "stamps");
+
+    PyTypeObject *types[] = {&RadixTree_Type, &Lease_Type,     &MatchResult_Type,
+                             &InsertResult_Type, &Blocks_Type, &BlocksIter_Type,
+                             &BlockAllocator_Type};
+    for (size_t i = 0; i < sizeof(types) / sizeof(types[0]); i++)
+        if (PyType_Ready(types[i]) < 0) return NULL;
+    PyObject *impl = PyUnicode_InternFromString("accel");
+    if (impl == NULL || PyDict_SetItemString(RadixTree_Type.tp_dict, "implementation", impl) < 0)
+        return NULL;
+    Py_DECREF(impl);
+    PyType_Modified(&RadixTree_Type);
+
+    PyObject *m = PyModule_Create(&module_def);
+    if (m == NULL) return NULL;
+    const char *names[] = {"RadixTree", "Lease", "MatchResult", "InsertResult",
+                           "Blocks", "BlocksIterator", "BlockAllocator"};
+    for (size_t i = 0; i < sizeof(types) / sizeof(types[0]); i++) {
+        if (PyModule_AddObjectRef(m, names[i], (PyObject *)types[i]) < 0) {
+            Py_DECREF(m);
+            return NULL;
+        }
+    }
+    if (PyModule_AddObjectRef(m, "DUMP_FORMAT", G.dump_format) < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
+}

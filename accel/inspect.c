@@ -1,0 +1,452 @@
+/* Read-only views of the whole tree: dump() (reference.dump), check_invariants()
+ * (reference.invariants, every check listed there, in C) and memory_bytes().
+ *
+ * Both traversals first build the children of every node as one CSR array (the
+ * children table is keyed by (parent, first block), so it cannot be enumerated per
+ * node); the dump sorts each child list by its first block's tokens.  Both are
+ * iterative: a deep tree cannot overflow the C stack.
+ */
+#include "radix.h"
+
+#include <stdlib.h>
+
+typedef struct {
+    uint32_t *start; /* nodes_len + 1 offsets into list */
+    uint32_t *list;
+} Kids;
+
+static void kids_free(Kids *k) {
+    PyMem_Free(k->start);
+    PyMem_Free(k->list);
+    k->start = k->list = NULL;
+}
+
+static inline uint32_t kids_count(const Kids *k, uint32_t n) { return k->start[n + 1] - k->start[n]; }
+
+/* Sorting context: the GIL serialises every caller. */
+static const uint32_t *g_tok;
+static const Node *g_nodes;
+static uint32_t g_B;
+
+static int cmp_first_block(const void *a, const void *b) {
+    const uint32_t *x = g_tok + (size_t)g_nodes[*(const uint32_t *)a].first * g_B;
+    const uint32_t *y = g_tok + (size_t)g_nodes[*(const uint32_t *)b].first * g_B;
+    for (uint32_t i = 0; i < g_B; i++)
+        if (x[i] != y[i]) return x[i] < y[i] ? -1 : 1;
+    return 0;
+}
+
+/* Precondition: every live non-root node's parent is a live node below nodes_len. */
+static int kids_build(TreeObject *t, Kids *k, int sorted) {
+    uint32_t n = t->nodes_len;
+    k->start = PyMem_Calloc((size_t)n + 2u, sizeof(uint32_t));
+    k->list = PyMem_Malloc(((size_t)t->live_nodes + 1u) * sizeof(uint32_t));
+    uint32_t *fill = PyMem_Malloc(((size_t)n + 1u) * sizeof(uint32_t));
+    if (k->start == NULL || k->list == NULL || fill == NULL) {
+        PyMem_Free(fill);
+        kids_free(k);
+        PyErr_NoMemory();
+        return -1;
+    }
+    uint32_t total = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        uint32_t p = t->nodes[i].parent;
+        if (p < NODE_FREE) {
+            k->start[p + 1]++;
+            total++;
+        }
+    }
+    if (total > t->live_nodes) {
+        PyMem_Free(fill);
+        kids_free(k);
+        PyErr_Format(G.InvariantViolation, "node counter %u != recount %u", t->live_nodes, total);
+        return -1;
+    }
+    for (uint32_t i = 0; i < n; i++) k->start[i + 1] += k->start[i];
+    memcpy(fill, k->start, (size_t)n * sizeof(uint32_t));
+    for (uint32_t i = 0; i < n; i++) {
+        uint32_t p = t->nodes[i].parent;
+        if (p < NODE_FREE) k->list[fill[p]++] = i;
+    }
+    PyMem_Free(fill);
+    if (sorted) {
+        g_tok = t->tok;
+        g_nodes = t->nodes;
+        g_B = t->B;
+        for (uint32_t i = 0; i < n; i++) {
+            uint32_t c = kids_count(k, i);
+            if (c > 1) qsort(k->list + k->start[i], c, sizeof(uint32_t), cmp_first_block);
+        }
+    }
+    return 0;
+}
+
+/* Namespace roots in dump order: the default first, then by name. */
+static int cmp_root_names(const void *a, const void *b) {
+    PyObject *x = ((const RootSlot *)a)->ns, *y = ((const RootSlot *)b)->ns;
+    if (x == NULL) return y == NULL ? 0 : -1;
+    if (y == NULL) return 1;
+    return PyUnicode_Compare(x, y);
+}
+
+/* ------------------------------------------------------------------ dump */
+
+static PyObject *edge_dict(TreeObject *t, const Kids *k, uint32_t n, uint32_t *end) {
+    const uint32_t B = t->B;
+    size_t total = 0;
+    uint32_t m = n;
+    for (;;) {
+        total += t->nodes[m].nblocks;
+        if (kids_count(k, m) != 1) break;
+        m = k->list[k->start[m]];
+    }
+    *end = m;
+    PyObject *tokens = PyList_New((Py_ssize_t)(total * B));
+    PyObject *blocks = PyList_New((Py_ssize_t)total);
+    PyObject *pins = PyList_New((Py_ssize_t)total);
+    PyObject *stamps = PyList_New((Py_ssize_t)total);
+    PyObject *children = PyList_New(0);
+    PyObject *d = NULL;
+    if (!tokens || !blocks || !pins || !stamps || !children) goto done;
+    Py_ssize_t i = 0;
+    m = n;
+    for (;;) {
+        const Node *x = &t->nodes[m];
+        uint32_t b = x->first;
+        for (uint32_t j = 0; j < x->nblocks; j++, i++) {
+            const uint32_t *tk = t->tok + (size_t)b * B;
+            for (uint32_t q = 0; q < B; q++) {
+                PyObject *v = PyLong_FromUnsignedLong(tk[q]);
+                if (v == NULL) goto done;
+                PyList_SET_ITEM(tokens, i * (Py_ssize_t)B + q, v);
+            }
+            PyObject *bv = PyLong_FromUnsignedLong(b);
+            if (bv == NULL) goto done;
+            PyList_SET_ITEM(blocks, i, bv);
+            PyObject *pv = PyLong_FromUnsignedLong(t->pins[b]);
+            if (pv == NULL) goto done;
+            PyList_SET_ITEM(pins, i, pv);
+            PyObject *sv = PyLong_FromUnsignedLongLong(t->stamps[b]);
+            if (sv == NULL) goto done;
+            PyList_SET_ITEM(stamps, i, sv);
+            b = t->next[b];
+        }
+        if (m == *end) break;
+        m = k->list[k->start[m]];
+    }
+    d = PyDict_New();
+    if (d == NULL) goto done;
+    if (PyDict_SetItem(d, G.s_tokens, tokens) < 0 || PyDict_SetItem(d, G.s_blocks, blocks) < 0 ||
+        PyDict_SetItem(d, G.s_pins, pins) < 0 || PyDict_SetItem(d, G.s_stamps, stamps) < 0 ||
+        PyDict_SetItem(d, G.s_children, children) < 0)
+        Py_CLEAR(d);
+done:
+    /* Unfilled list slots are NULL, which list deallocation tolerates. */
+    Py_XDECREF(tokens);
+    Py_XDECREF(blocks);
+    Py_XDECREF(pins);
+    Py_XDECREF(stamps);
+    Py_XDECREF(children);
+    return d;
+}
+
+typedef struct {
+    uint32_t node;
+    PyObject *target; /* borrowed: owned by the result being built */
+} DumpItem;
+
+static PyObject *dump_impl(TreeObject *t) {
+    PyObject *result = NULL, *spaces = NULL, *freelist = NULL;
+    Kids k = {NULL, NULL};
+    DumpItem *stack = NULL;
+    RootSlot *roots = NULL;
+    if (kids_build(t, &k, 1) < 0) return NULL;
+    stack = PyMem_Malloc(((size_t)t->live_nodes + 1u) * sizeof(DumpItem));
+    roots = PyMem_Malloc(((size_t)t->roots_len + 1u) * sizeof(RootSlot));
+    if (stack == NULL || roots == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    memcpy(roots, t->roots, (size_t)t->roots_len * sizeof(RootSlot));
+    qsort(roots, t->roots_len, sizeof(RootSlot), cmp_root_names);
+    spaces = PyList_New(0);
+    freelist = ba_free_ids(&t->alloc);
+    if (spaces == NULL || freelist == NULL) goto done;
+    for (uint32_t r = 0; r < t->roots_len; r++) {
+        PyObject *children = PyList_New(0);
+        PyObject *space = children ? Py_BuildValue("{s:O,s:O}", "namespace",
+                                                   roots[r].ns ? roots[r].ns : Py_None,
+                                                   "children", children)
+                                   : NULL;
+        if (space == NULL || PyList_Append(spaces, space) < 0) {
+            Py_XDECREF(children);
+            Py_XDECREF(space);
+            goto done;
+        }
+        Py_DECREF(space);
+        size_t top = 0;
+        uint32_t root = roots[r].node;
+        for (uint32_t i = kids_count(&k, root); i-- > 0;)
+            stack[top++] = (DumpItem){k.list[k.start[root] + i], children};
+        Py_DECREF(children); /* still owned by space */
+        while (top > 0) {
+            DumpItem item = stack[--top];
+            uint32_t end;
+            PyObject *d = edge_dict(t, &k, item.node, &end);
+            if (d == NULL || PyList_Append(item.target, d) < 0) {
+                Py_XDECREF(d);
+                goto done;
+            }
+            PyObject *sub = PyDict_GetItem(d, G.s_children);
+            Py_DECREF(d);
+            for (uint32_t i = kids_count(&k, end); i-- > 0;)
+                stack[top++] = (DumpItem){k.list[k.start[end] + i], sub};
+        }
+    }
+    result = Py_BuildValue("{s:O,s:I,s:I,s:K,s:O,s:O}", "format", G.dump_format,
+                           "block_size", t->B, "num_blocks", t->num_blocks, "clock",
+                           (unsigned long long)t->clock, "free", freelist, "namespaces", spaces);
+done:
+    Py_XDECREF(spaces);
+    Py_XDECREF(freelist);
+    PyMem_Free(stack);
+    PyMem_Free(roots);
+    kids_free(&k);
+    return result;
+}
+
+PyObject *tree_dump(TreeObject *t) {
+    /* No collection (hence no finalizer that could touch this tree) while we read it. */
+    int gc_was = PyGC_Disable();
+    PyObject *r = dump_impl(t);
+    if (gc_was) PyGC_Enable();
+    return r;
+}
+
+/* ------------------------------------------------------------------ invariants */
+
+static int cmp_u64(const void *a, const void *b) {
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+typedef struct {
+    uint32_t node;
+    uint32_t pin_above;
+    uint64_t stamp_above;
+} CheckItem;
+
+#define FAIL(...)                                         \
+    do {                                                  \
+        PyErr_Format(G.InvariantViolation, __VA_ARGS__);  \
+        goto out;                                         \
+    } while (0)
+
+int tree_check(TreeObject *t) {
+    int rc = -1;
+    Kids k = {NULL, NULL};
+    uint8_t *seen = NULL;
+    uint32_t *expected = NULL, *path = NULL;
+    uint64_t *leaf_stamps = NULL;
+    CheckItem *stack = NULL;
+    const uint32_t NB = t->num_blocks, N = t->nodes_len, B = t->B;
+
+    const char *msg = ba_check(&t->alloc);
+    if (msg) FAIL("%s", msg);
+
+    /* Node records: every live non-root node hangs off a live node (8: counters). */
+    uint32_t live = 0, roots_seen = 0, free_seen = 0;
+    for (uint32_t n = 0; n < N; n++) {
+        const Node *x = &t->nodes[n];
+        if (x->parent == NODE_FREE) {
+            free_seen++;
+            continue;
+        }
+        if (x->parent == NIL) {
+            roots_seen++;
+            continue;
+        }
+        live++;
+        if (x->parent >= N || t->nodes[x->parent].parent == NODE_FREE)
+            FAIL("node %u hangs off a free or foreign node", n);
+    }
+    if (live != t->live_nodes) FAIL("node counter %u != recount %u", t->live_nodes, live);
+    uint32_t chain = 0;
+    for (uint32_t f = t->free_node; f != NIL; f = t->nodes[f].first) {
+        if (f >= N || t->nodes[f].parent != NODE_FREE || ++chain > free_seen)
+            FAIL("node free list is corrupt");
+    }
+    if (chain != free_seen) FAIL("node free list misses %u free records", free_seen - chain);
+    if (t->slot_used != live) FAIL("children table holds %u entries for %u nodes", t->slot_used, live);
+    for (uint32_t i = 0; i <= t->slot_mask; i++) {
+        uint32_t n = t->slots[i].node;
+        if (n != NIL && (n >= N || t->nodes[n].parent >= NODE_FREE))
+            FAIL("children table slot %u holds a free node or a root", i);
+        if (n != NIL && (t->slots[i].first != t->nodes[n].first || t->slots[i].parent != t->nodes[n].parent))
+            FAIL("children table slot %u disagrees with node %u", i, n);
+    }
+    if (kids_build(t, &k, 0) < 0) return -1;
+
+    /* 1. Roots: no edge, at least one child, filed under their own namespace. */
+    if (roots_seen != t->roots_len) FAIL("%u root records for %u namespaces", roots_seen, t->roots_len);
+    Py_ssize_t registered = PyDict_GET_SIZE(t->ns_roots) + (t->default_root != NIL);
+    if (registered != (Py_ssize_t)t->roots_len) FAIL("namespace registry disagrees with the roots");
+    for (uint32_t i = 0; i < t->roots_len; i++) {
+        uint32_t r = t->roots[i].node;
+        PyObject *ns = t->roots[i].ns;
+        if (r >= N || t->nodes[r].parent != NIL || t->nodes[r].first != i)
+            FAIL("root of %R misfiled", ns ? ns : Py_None);
+        if (t->nodes[r].nblocks != 0) FAIL("root has an edge");
+        if (kids_count(&k, r) == 0) FAIL("namespace %R has an empty root", ns ? ns : Py_None);
+        if (tree_root_of(t, ns) != r) {
+            if (PyErr_Occurred()) goto out;
+            FAIL("root of %R misfiled", ns ? ns : Py_None);
+        }
+    }
+    for (uint32_t n = 0; n < N; n++)
+        if (t->nodes[n].parent != NODE_FREE && t->nodes[n].nchildren != kids_count(&k, n))
+            FAIL("node %u counts %u children but has %u", n, t->nodes[n].nchildren, kids_count(&k, n));
+
+    seen = PyMem_Calloc((size_t)NB + 1u, 1);
+    expected = PyMem_Calloc((size_t)NB + 1u, sizeof(uint32_t));
+    leaf_stamps = PyMem_Malloc(((size_t)live + 1u) * sizeof(uint64_t));
+    stack = PyMem_Malloc(((size_t)live + 1u) * sizeof(CheckItem));
+    if (!seen || !expected || !leaf_stamps || !stack) {
+        PyErr_NoMemory();
+        goto out;
+    }
+
+    /* 2-4, 6, 7: edges, keys, blocks, monotone paths, queue coverage, leaf stamps. */
+    uint64_t blocks_seen = 0, pinned = 0;
+    uint32_t visited = 0, leaves = 0;
+    for (uint32_t i = 0; i < t->roots_len; i++) {
+        size_t top = 0;
+        stack[top++] = (CheckItem){t->roots[i].node, UINT32_MAX, t->clock};
+        while (top > 0) {
+            CheckItem item = stack[--top];
+            for (uint32_t q = k.start[item.node]; q < k.start[item.node + 1]; q++) {
+                uint32_t c = k.list[q];
+                const Node *x = &t->nodes[c];
+                visited++;
+                if (x->nblocks < 1) FAIL("a non-root node has no blocks");
+                if (x->first >= NB || x->last >= NB) FAIL("node %u holds a foreign block id", c);
+                if (tree_find_child(t, item.node, t->tok + (size_t)x->first * B) != c)
+                    FAIL("child filed under a wrong key");
+                if (t->prev[x->first] != NIL) FAIL("edge of node %u does not start at its first block", c);
+                uint32_t last_pin = item.pin_above, count = 0, b = x->first;
+                uint64_t last_stamp = item.stamp_above;
+                for (;;) {
+                    if (b >= NB) FAIL("edge of node %u links to a foreign block id", c);
+                    if (seen[b]) FAIL("block %u cached twice", b);
+                    seen[b] = 1;
+                    blocks_seen++;
+                    if (ba_is_free(&t->alloc, b)) FAIL("cached block %u is free", b);
+                    if (t->pins[b] > last_pin) FAIL("pins increase or go negative at %u", b);
+                    if (t->stamps[b] > last_stamp) FAIL("stamps increase at block %u", b);
+                    pinned += t->pins[b] > 0;
+                    last_pin = t->pins[b];
+                    last_stamp = t->stamps[b];
+                    if (++count > x->nblocks) FAIL("edge arrays disagree: node %u is longer than %u blocks", c, x->nblocks);
+                    if (b == x->last) break;
+                    uint32_t nb = t->next[b];
+                    if (nb >= NB || t->prev[nb] != b) FAIL("edge links of node %u are broken", c);
+                    b = nb;
+                }
+                if (count != x->nblocks) FAIL("edge arrays disagree: %u blocks linked, %u counted", count, x->nblocks);
+                if (t->next[x->last] != NIL) FAIL("edge of node %u runs past its last block", c);
+                if (kids_count(&k, c) == 0) leaf_stamps[leaves++] = t->stamps[x->last];
+                int evictable = x->nchildren == 0 && t->pins[x->last] == 0;
+                if (evictable) {
+                    uint32_t pos = x->heap_pos;
+                    if (pos >= t->heap_len || t->heap[pos].node != c ||
+                        t->heap[pos].block != x->last || t->heap[pos].stamp != t->stamps[x->last])
+                        FAIL("evictable leaf ending in block %u not queued", x->last);
+                } else if (x->heap_pos != NIL) {
+                    FAIL("node %u is queued but is not an evictable leaf", c);
+                }
+                stack[top++] = (CheckItem){c, last_pin, last_stamp};
+            }
+        }
+    }
+    if (visited != live) FAIL("%u nodes are not reachable from a root", live - visited);
+    if (blocks_seen != t->cached)
+        FAIL("cached counter %llu != %llu blocks", (unsigned long long)t->cached, (unsigned long long)blocks_seen);
+    if ((uint64_t)(NB - t->alloc.free_count) != t->cached)
+        FAIL("%u blocks allocated but %llu cached", NB - t->alloc.free_count, (unsigned long long)t->cached);
+    if (pinned != t->pinned)
+        FAIL("pinned counter %llu != recount %llu", (unsigned long long)t->pinned, (unsigned long long)pinned);
+    qsort(leaf_stamps, leaves, sizeof(uint64_t), cmp_u64);
+    for (uint32_t i = 1; i < leaves; i++)
+        if (leaf_stamps[i] == leaf_stamps[i - 1]) FAIL("two leaf tails share a stamp");
+
+    /* The heap itself: positions, order, nothing else queued. */
+    for (uint32_t pos = 0; pos < t->heap_len; pos++) {
+        const HeapEntry *e = &t->heap[pos];
+        if (e->node >= N || t->nodes[e->node].heap_pos != pos) FAIL("eviction heap position %u is stale", pos);
+        if (pos > 0) {
+            const HeapEntry *p = &t->heap[(pos - 1) / 2];
+            if (e->stamp < p->stamp || (e->stamp == p->stamp && e->block < p->block))
+                FAIL("eviction heap out of order at %u", pos);
+        }
+    }
+
+    /* 5. Pins are exact: each block's pin count equals the live leases covering it. */
+    Py_ssize_t nleases = 0;
+    for (LeaseObject *l = t->lease_head; l; l = l->lnext) {
+        nleases++;
+        if (l->released || !l->linked) FAIL("released lease %llu still registered", (unsigned long long)l->id);
+        PyMem_Free(path);
+        path = PyMem_Malloc(((size_t)l->count + 1u) * sizeof(uint32_t));
+        if (path == NULL) {
+            PyErr_NoMemory();
+            goto out;
+        }
+        uint32_t root = tree_root_of(t, l->ns), last, used;
+        if (root == NIL && PyErr_Occurred()) goto out;
+        Py_ssize_t matched = tree_walk(t, root, l->tokens, l->count, path, &last, &used);
+        if (matched != (Py_ssize_t)l->count) FAIL("lease %llu's path is no longer cached", (unsigned long long)l->id);
+        if (memcmp(path, l->blocks, (size_t)l->count * sizeof(uint32_t)) != 0)
+            FAIL("lease %llu's blocks changed", (unsigned long long)l->id);
+        for (uint32_t i = 0; i < l->count; i++) expected[l->blocks[i]]++;
+    }
+    if (nleases != t->nleases) FAIL("lease counter %zd != %zd live leases", t->nleases, nleases);
+    for (uint32_t b = 0; b < NB; b++)
+        if (seen[b] && t->pins[b] != expected[b])
+            FAIL("block %u has %u pins but %u live leases", b, t->pins[b], expected[b]);
+    rc = 0;
+out:
+    kids_free(&k);
+    PyMem_Free(seen);
+    PyMem_Free(expected);
+    PyMem_Free(path);
+    PyMem_Free(leaf_stamps);
+    PyMem_Free(stack);
+    return rc;
+}
+
+/* ------------------------------------------------------------------ memory */
+
+PyObject *tree_memory(TreeObject *t) {
+    size_t NB = t->num_blocks;
+    size_t tokens = NB * t->B * sizeof(uint32_t);
+    size_t per_block = NB * (sizeof(uint32_t) * 3u + sizeof(uint64_t));
+    size_t allocator = ba_bytes(&t->alloc);
+    size_t nodes = (size_t)t->nodes_cap * sizeof(Node);
+    size_t table = ((size_t)t->slot_mask + 1u) * sizeof(Slot);
+    size_t heap = (size_t)t->heap_cap * sizeof(HeapEntry);
+    size_t roots = (size_t)t->roots_cap * sizeof(RootSlot) + ((size_t)t->B + 1u) * sizeof(uint32_t);
+    size_t scratch = (t->scratch_tok_cap + t->scratch_path_cap) * sizeof(uint32_t);
+    size_t leases = 0;
+    for (LeaseObject *l = t->lease_head; l; l = l->lnext)
+        leases += sizeof(LeaseObject) + (size_t)l->count * (t->B + 1u) * sizeof(uint32_t);
+    size_t object = sizeof(TreeObject);
+    size_t total = tokens + per_block + allocator + nodes + table + heap + roots + scratch + leases + object;
+    return Py_BuildValue("{s:n,s:n,s:n,s:n,s:n,s:n,s:n,s:n,s:n,s:n,s:n,s:K,s:I}",
+                         "tokens", (Py_ssize_t)tokens, "per_block", (Py_ssize_t)per_block,
+                         "allocator", (Py_ssize_t)allocator, "nodes", (Py_ssize_t)nodes,
+                         "children_table", (Py_ssize_t)table, "eviction_heap", (Py_ssize_t)heap,
+                         "roots", (Py_ssize_t)roots, "scratch", (Py_ssize_t)scratch, "leases",
+                         (Py_ssize_t)leases, "object", (Py_ssize_t)object, "total",
+                         (Py_ssize_t)total, "cached_blocks", (unsigned long long)t->cached,
+                         "live_nodes", t->live_nodes);
+}

@@ -1,0 +1,329 @@
+/* accel._radix -- the C twin of reference.RadixTree: shared declarations.
+ *
+ * Layout (see accel/DESIGN.md for the full story):
+ *
+ *   per block id (arrays of num_blocks entries, calloc'd once, so pages of ids never
+ *   used stay untouched): the block's B tokens, its pin count, its stamp and the
+ *   next/prev links of the edge it belongs to.  An edge is a doubly linked list of
+ *   block ids; smallest-free-first allocation makes most edges runs of consecutive
+ *   ids, which the walk compares with one memcmp.
+ *
+ *   nodes: one pool of fixed 24-byte records indexed by uint32, with a free list.
+ *
+ *   children: one open-addressing (linear probing, backward-shift deletion) table for
+ *   the whole tree keyed by (parent index, hash of the child's first block); slots are
+ *   {node, 32-bit tag, first block id, parent}, so a probe goes straight from the slot
+ *   to the tokens it compares.  The block hash is NH (UMAC's universal hash) over the B
+ *   tokens with 32-bit keys drawn per tree from os.urandom, so colliding blocks cannot
+ *   be crafted without the keys (collision probability <= 2**-32 per pair).
+ *
+ *   eviction: an indexed binary min-heap of the evictable leaves keyed by
+ *   (stamp of the tail block, tail block id) -- the reference's order -- updated in
+ *   place whenever a leaf's tail, pin or children change; O(log h) per change.
+ *
+ * The GIL is held for the whole of every call; nothing inside a mutation runs Python
+ * code or allocates a GC-tracked object (leases are allocated before any tree state
+ * is read), so re-entrant calls from finalizers cannot observe a half-done change.
+ */
+#ifndef ACCEL_RADIX_H
+#define ACCEL_RADIX_H
+
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
+
+/* Internal functions are hidden: no PLT indirection between the extension's own files. */
+#if defined(__GNUC__)
+#pragma GCC visibility push(hidden)
+
+#endif
+
+#define NIL 0xFFFFFFFFu
+#define NODE_FREE 0xFFFFFFFEu
+/* Block ids and node indices are uint32; NIL and NODE_FREE are reserved. */
+#define MAX_POOL 0x7FFFFFFFu
+
+/* ------------------------------------------------------------------ module globals */
+
+typedef struct {
+    PyObject *TokenTypeError;
+    PyObject *TokenRangeError;
+    PyObject *TokenLayoutError;
+    PyObject *InvalidArgumentError;
+    PyObject *OutOfBlocksError;
+    PyObject *DoubleFreeError;
+    PyObject *ForeignBlockError;
+    PyObject *LeaseReleasedError;
+    PyObject *ForeignLeaseError;
+    PyObject *InvariantViolation;
+    PyObject *as_token_list; /* reference.tokens.as_token_list (slow path) */
+    PyObject *TreeStats;     /* reference.results.TreeStats */
+    PyObject *render_dump;   /* reference.render.render_dump */
+    PyObject *urandom;       /* os.urandom */
+    PyObject *dump_format;   /* reference.dump.DUMP_FORMAT */
+    /* interned strings */
+    PyObject *s_tokens, *s_namespace, *s_pin;
+    PyObject *s_format, *s_block_size, *s_num_blocks, *s_clock, *s_free, *s_namespaces,
+        *s_children, *s_blocks, *s_pins, *s_stamps;
+} Globals;
+
+extern Globals G;
+
+/* ------------------------------------------------------------------ allocator */
+
+typedef struct {
+    uint64_t *bits;    /* bit i set: block i is free */
+    uint64_t *summary; /* bit w set: bits[w] != 0 */
+    uint32_t num_blocks;
+    uint32_t nwords;
+    uint32_t nsummary;
+    uint32_t free_count;
+    uint32_t hint; /* no summary word below hint is nonzero */
+} BitAlloc;
+
+int ba_init(BitAlloc *a, uint32_t num_blocks);
+void ba_fini(BitAlloc *a);
+uint32_t ba_take_smallest(BitAlloc *a); /* precondition: free_count > 0 */
+void ba_put(BitAlloc *a, uint32_t id);  /* precondition: id allocated */
+size_t ba_bytes(const BitAlloc *a);
+PyObject *ba_free_ids(const BitAlloc *a); /* list of ints, ascending */
+/* Returns NULL when consistent, else a static message. */
+const char *ba_check(const BitAlloc *a);
+
+static inline int ba_is_free(const BitAlloc *a, uint32_t id) {
+    return (int)((a->bits[id >> 6] >> (id & 63)) & 1u);
+}
+
+extern PyTypeObject BlockAllocator_Type;
+
+/* ------------------------------------------------------------------ tree */
+
+typedef struct {
+    uint32_t parent;    /* NIL for a root, NODE_FREE for a free record */
+    uint32_t first;     /* first block id; a root: its namespace slot; free: next free */
+    uint32_t last;      /* last block id */
+    uint32_t nblocks;   /* 0 for a root */
+    uint32_t nchildren;
+    uint32_t heap_pos;  /* index in the eviction heap, NIL if not queued */
+} Node;
+
+typedef struct {
+    uint32_t node;   /* NIL: empty */
+    uint32_t tag;    /* high 32 bits of the 64-bit hash */
+    uint32_t first;  /* the child's first block id and its parent, copied from the node */
+    uint32_t parent; /* so a probe reaches the tokens without touching the node */
+} Slot;
+
+typedef struct {
+    uint64_t stamp;
+    uint32_t block;
+    uint32_t node;
+} HeapEntry;
+
+typedef struct {
+    PyObject *ns;  /* exact str, or NULL for the default namespace (None) */
+    uint32_t node; /* NIL: slot unused */
+} RootSlot;
+
+struct LeaseObject;
+
+typedef struct {
+    PyObject_HEAD
+    uint32_t B;
+    uint32_t num_blocks;
+    /* per block id */
+    uint32_t *tok; /* num_blocks * B */
+    uint32_t *pins;
+    uint64_t *stamps;
+    uint32_t *next;
+    uint32_t *prev;
+    BitAlloc alloc;
+    /* nodes */
+    Node *nodes;
+    uint32_t nodes_cap;
+    uint32_t nodes_len; /* high-water mark */
+    uint32_t free_node; /* head of the free list */
+    uint32_t live_nodes; /* non-root nodes (the reference's _nodes) */
+    /* children hash */
+    Slot *slots;
+    uint32_t slot_mask;
+    uint32_t slot_used;
+    uint32_t *keys; /* NH keys: B + 1 words */
+    uint64_t seed;
+    uint64_t parent_mix;
+    /* eviction heap */
+    HeapEntry *heap;
+    uint32_t heap_len;
+    uint32_t heap_cap;
+    /* namespaces */
+    uint32_t default_root;
+    PyObject *ns_roots; /* dict: exact str -> int (node index) */
+    RootSlot *roots;
+    uint32_t roots_cap;
+    uint32_t roots_len;
+    /* counters */
+    uint64_t clock;
+    uint64_t cached;
+    uint64_t pinned;
+    uint64_t lease_ids;
+    /* live leases: intrusive doubly linked list, one strong reference each */
+    struct LeaseObject *lease_head;
+    Py_ssize_t nleases;
+    /* scratch */
+    uint32_t *scratch_tok;
+    size_t scratch_tok_cap;
+    uint32_t *scratch_path;
+    size_t scratch_path_cap;
+    int tok_busy;
+    PyObject *weakrefs;
+} TreeObject;
+
+extern PyTypeObject RadixTree_Type;
+
+/* ------------------------------------------------------------------ objects */
+
+typedef struct LeaseObject {
+    PyObject_HEAD
+    TreeObject *tree; /* strong; NULL once cleared by the GC */
+    struct LeaseObject *lprev, *lnext;
+    int linked;
+    int released;
+    uint64_t id;
+    PyObject *ns; /* None or exact str */
+    uint32_t B;
+    uint32_t count;    /* blocks */
+    uint32_t *blocks;  /* count ids, then count * B tokens, one allocation */
+    uint32_t *tokens;
+    PyObject *tokens_tuple;
+} LeaseObject;
+
+typedef struct {
+    PyObject_VAR_HEAD /* ob_size: number of block ids */
+    Py_ssize_t length;
+    PyObject *lease;
+    uint32_t ids[1];
+} MatchResultObject;
+
+typedef struct {
+    PyObject_VAR_HEAD /* ob_size: nblocks + nalloc + nevict */
+    Py_ssize_t length;
+    Py_ssize_t reused;
+    Py_ssize_t nblocks;
+    Py_ssize_t nalloc;
+    Py_ssize_t nevict;
+    PyObject *lease;
+    uint32_t ids[1];
+} InsertResultObject;
+
+typedef struct {
+    PyObject_HEAD
+    PyObject *owner;
+    const uint32_t *ids;
+    Py_ssize_t n;
+} BlocksObject;
+
+extern PyTypeObject Lease_Type;
+extern PyTypeObject MatchResult_Type;
+extern PyTypeObject InsertResult_Type;
+extern PyTypeObject Blocks_Type;
+extern PyTypeObject BlocksIter_Type;
+
+PyObject *blocks_view(PyObject *owner, const uint32_t *ids, Py_ssize_t n);
+MatchResultObject *match_result_new(Py_ssize_t nblocks);
+InsertResultObject *insert_result_new(Py_ssize_t nblocks, Py_ssize_t nalloc, Py_ssize_t nevict);
+LeaseObject *lease_alloc(void);
+PyObject *u32_list(const uint32_t *ids, Py_ssize_t n);
+
+/* ------------------------------------------------------------------ tokens */
+
+typedef struct {
+    const uint32_t *data;
+    Py_ssize_t n;
+    Py_buffer view;
+    int has_view;
+    int scratch;      /* data lives in tree->scratch_tok */
+    uint32_t *owned;  /* data lives in a private PyMem block */
+} Tokens;
+
+/* Validate `obj` as reference.tokens.as_token_list does, in the same check order,
+ * and expose it as contiguous uint32.  Returns 0, or -1 with the exception set. */
+int tokens_get(TreeObject *tree, PyObject *obj, Tokens *out);
+void tokens_release(TreeObject *tree, Tokens *tk);
+/* Same, without a tree (no scratch reuse); used by module helpers. */
+int tokens_get_plain(PyObject *obj, Tokens *out);
+
+/* ------------------------------------------------------------------ tree internals
+ * shared with inspect.c */
+
+/* NH (the UMAC hash): sum over token pairs of (m[2i] + k[2i]) * (m[2i+1] + k[2i+1]),
+ * additions mod 2**32, products and sum mod 2**64.  For a random key, two different
+ * blocks collide with probability <= 2**-32; B = 1 is injective.  SSE2 (baseline on
+ * x86-64) does four tokens per step: one add, one shift, one 32x32->64 multiply. */
+static inline __attribute__((always_inline)) uint64_t nh_hash_n(const uint32_t *m,
+                                                                const uint32_t *k, uint32_t B) {
+    uint64_t acc = 0;
+    uint32_t i = 0;
+#if defined(__SSE2__)
+    __m128i vacc = _mm_setzero_si128();
+    for (uint32_t chunk = 0; chunk < B / 4u; chunk++, i += 4) {
+        __m128i s = _mm_add_epi32(_mm_loadu_si128((const __m128i *)(m + i)),
+                                  _mm_loadu_si128((const __m128i *)(k + i)));
+        vacc = _mm_add_epi64(vacc, _mm_mul_epu32(s, _mm_srli_epi64(s, 32)));
+    }
+    uint64_t lanes[2];
+    _mm_storeu_si128((__m128i *)lanes, vacc);
+    acc = lanes[0] + lanes[1];
+#endif
+    for (; i + 1 < B; i += 2)
+        acc += (uint64_t)(uint32_t)(m[i] + k[i]) * (uint64_t)(uint32_t)(m[i + 1] + k[i + 1]);
+    if (B & 1u) acc += (uint64_t)(uint32_t)(m[B - 1] + k[B - 1]) * (uint64_t)k[B];
+    return acc;
+}
+
+/* Whether two runs of n tokens are equal: branch-free (a block is short; libc
+ * memcmp's call and dispatch cost more than the compare itself). */
+static inline __attribute__((always_inline)) int tokens_equal_n(const uint32_t *a,
+                                                                const uint32_t *b, uint32_t n) {
+    uint32_t i = 0;
+    uint64_t diff = 0;
+#if defined(__SSE2__)
+    __m128i vdiff = _mm_setzero_si128();
+    for (uint32_t chunk = 0; chunk < n / 4u; chunk++, i += 4)
+        vdiff = _mm_or_si128(vdiff, _mm_xor_si128(_mm_loadu_si128((const __m128i *)(a + i)),
+                                                  _mm_loadu_si128((const __m128i *)(b + i))));
+    diff = (uint64_t)(_mm_movemask_epi8(_mm_cmpeq_epi8(vdiff, _mm_setzero_si128())) ^ 0xFFFF);
+#endif
+    for (; i < n; i++) diff |= (uint64_t)(a[i] ^ b[i]);
+    return diff == 0;
+}
+
+/* The default block size gets its own fully unrolled copy (a constant trip count). */
+static inline uint64_t nh_hash(const uint32_t *m, const uint32_t *k, uint32_t B) {
+    return B == 16 ? nh_hash_n(m, k, 16) : nh_hash_n(m, k, B);
+}
+
+static inline int tokens_equal(const uint32_t *a, const uint32_t *b, uint32_t n) {
+    return n == 16 ? tokens_equal_n(a, b, 16) : tokens_equal_n(a, b, n);
+}
+
+void derive_keys(uint64_t seed, uint32_t *keys, uint32_t n, uint64_t *parent_mix);
+uint32_t tree_find_child(TreeObject *t, uint32_t parent, const uint32_t *blk);
+Py_ssize_t tree_walk(TreeObject *t, uint32_t root, const uint32_t *tok, Py_ssize_t limit,
+                     uint32_t *out, uint32_t *last_node, uint32_t *last_used);
+uint32_t tree_root_of(TreeObject *t, PyObject *ns);
+
+PyObject *tree_dump(TreeObject *t);
+int tree_check(TreeObject *t);
+PyObject *tree_memory(TreeObject *t);
+PyObject *Tree_release(TreeObject *self, PyObject *lease);
+
+#if defined(__GNUC__)
+#pragma GCC visibility pop
+#endif
+
+#endif

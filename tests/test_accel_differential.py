@@ -1,0 +1,265 @@
+"""Differential test: accel.RadixTree against reference.RadixTree, in lockstep.
+
+Hypothesis draws random operation sequences -- insert and match (with and without
+pins, in several namespaces, from every accepted token container), release (twice,
+foreign, cross-implementation), evict (including bad counts), stats, namespaces and
+malformed inputs -- over tiny alphabets, block sizes 1-4 and small pools, so splits,
+leaf extensions, evictions inside inserts and out-of-blocks errors all happen often.
+Both trees run every step; the outcome (the result's every field, or the error class),
+``dump()``, ``stats()`` and ``namespaces()`` must agree after every step, and both
+trees' ``check_invariants()`` must pass.
+"""
+
+from __future__ import annotations
+
+import array
+import os
+from functools import partial
+from typing import Any
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import reference
+
+if os.environ.get("KACHEDB_RADIX_PURE") == "1":
+    pytest.skip("KACHEDB_RADIX_PURE=1: the C twin is not under test", allow_module_level=True)
+
+import accel
+
+NAMESPACES = [None, "a", "b"]
+
+
+def _containers(tokens: list[int], kind: str) -> object:
+    """The same tokens in one of the accepted containers."""
+    if kind == "list":
+        return list(tokens)
+    if kind == "tuple":
+        return tuple(tokens)
+    if kind == "u32":
+        return np.array(tokens, dtype=np.uint32)
+    if kind == "i32":
+        return np.array(tokens, dtype=np.int32)
+    if kind == "i64":
+        return np.array(tokens, dtype=np.int64)
+    if kind == "array":
+        return array.array("I", tokens)
+    if kind == "memoryview":
+        return memoryview(array.array("q", tokens))
+    if kind == "range_like":
+        # A Sequence that is neither list, tuple nor buffer: the slow path.
+        return _Seq(tokens)
+    raise AssertionError(kind)
+
+
+class _Seq:
+    """A minimal Sequence[int] (registered below)."""
+
+    def __init__(self, items: list[int]) -> None:
+        self._items = items
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def __getitem__(self, index: int) -> int:
+        return self._items[index]
+
+
+from collections.abc import Sequence  # noqa: E402
+
+Sequence.register(_Seq)
+
+BAD_TOKENS: list[Any] = [
+    "abc",
+    3,
+    None,
+    {1: 2},
+    [1, True],
+    [0, 1.0],
+    [0, -1],
+    [1, 2**32],
+    [1, 2**70],
+    [1, "x", -1],
+    [1, -1, "x"],
+    (5, None),
+    b"\x01\x02\x03\x04",
+    bytearray(8),
+    np.array([1, 2], dtype=np.uint64),
+    np.array([1, 2], dtype=np.float32),
+    np.array([1, 2], dtype=np.int16),
+    np.array([1, 2], dtype=">u4"),
+    np.array([1, 2], dtype=">i8"),
+    np.zeros((2, 2), dtype=np.uint32),
+    np.zeros(8, dtype=np.uint32)[::2],
+    np.array(5, dtype=np.uint32),
+    np.array([1, -1], dtype=np.int32),
+    np.array([1, 2**32], dtype=np.int64),
+    np.array([-5, 2**40], dtype=np.int64),
+    array.array("d", [1.0]),
+    array.array("L", [1, 2]),
+    array.array("h", [1, 2]),
+    [np.int64(1)],
+]
+
+token_lists = st.lists(st.integers(0, 2), max_size=18)
+
+op_strategy = st.one_of(
+    st.tuples(
+        st.sampled_from(["insert", "match"]),
+        token_lists,
+        st.sampled_from(NAMESPACES),
+        st.booleans(),
+        st.sampled_from(
+            [
+                "list",
+                "list",
+                "list",
+                "u32",
+                "tuple",
+                "i32",
+                "i64",
+                "array",
+                "memoryview",
+                "range_like",
+            ]
+        ),
+    ),
+    st.tuples(st.just("release"), st.integers(0, 30), st.sampled_from(["tree", "lease", "exit"])),
+    st.tuples(
+        st.just("evict"), st.one_of(st.integers(0, 6), st.sampled_from([-1, True, 1.5, 10**30]))
+    ),
+    st.tuples(
+        st.just("bad_tokens"),
+        st.integers(0, len(BAD_TOKENS) - 1),
+        st.sampled_from(["insert", "match"]),
+    ),
+    st.tuples(st.just("bad_namespace"), st.sampled_from([5, b"a", ["a"]])),
+    st.tuples(st.just("foreign_release"), st.sampled_from(["none", "cross", "int"])),
+)
+
+
+def _lease(lease: Any) -> Any:
+    if lease is None:
+        return None
+    return (
+        lease.id,
+        lease.namespace,
+        tuple(lease.tokens),
+        tuple(lease.blocks),
+        lease.length,
+        lease.released,
+    )
+
+
+def _describe(value: Any) -> Any:
+    if value is None or isinstance(value, tuple):
+        return ("ok", value)
+    if hasattr(value, "reused"):
+        return (
+            "ok",
+            value.length,
+            tuple(value.blocks),
+            value.reused,
+            tuple(value.allocated),
+            tuple(value.evicted),
+            _lease(value.lease),
+        )
+    return ("ok", value.length, tuple(value.blocks), _lease(value.lease))
+
+
+def _run(call: Any) -> tuple[Any, Any]:
+    """(outcome, raw value): the outcome is comparable across implementations."""
+    try:
+        value = call()
+    except reference.RadixError as error:
+        return ("error", type(error)), None
+    return _describe(value), value
+
+
+def _outcome(call: Any) -> Any:
+    return _run(call)[0]
+
+
+def _check_pair(ref: Any, acc: Any) -> None:
+    ref.check_invariants()
+    acc.check_invariants()
+    assert acc.dump() == ref.dump()
+    assert acc.stats() == ref.stats()
+    assert acc.namespaces() == ref.namespaces()
+    assert acc.clock == ref.clock
+
+
+@settings(
+    max_examples=int(os.environ.get("ACCEL_DIFF_EXAMPLES", "250")),
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+)
+@given(
+    num_blocks=st.integers(1, 12),
+    block_size=st.integers(1, 4),
+    ops=st.lists(op_strategy, max_size=40),
+)
+def test_accel_matches_reference_step_by_step(
+    num_blocks: int, block_size: int, ops: list[tuple[Any, ...]]
+) -> None:
+    ref = reference.RadixTree(num_blocks, block_size)
+    acc = accel.RadixTree(num_blocks, block_size)
+    leases: list[tuple[Any, Any]] = []
+    for op in ops:
+        kind = op[0]
+        if kind in ("insert", "match"):
+            _, tokens, namespace, pin, container = op
+            runs = []
+            for tree in (ref, acc):
+                data = _containers(tokens, container)
+                method = getattr(tree, kind)
+                runs.append(_run(partial(method, data, namespace, pin=pin)))
+            assert runs[1][0] == runs[0][0], (op, runs)
+            if runs[0][1] is not None and runs[0][1].lease is not None:
+                leases.append((runs[0][1].lease, runs[1][1].lease))
+        elif kind == "release":
+            _, index, how = op
+            if not leases:
+                continue
+            pair = leases[index % len(leases)]
+            outs = []
+            trees: tuple[Any, Any] = (ref, acc)
+            for owner, lease in zip(trees, pair, strict=True):
+                if how == "tree":
+                    outs.append(_outcome(partial(owner.release, lease)))
+                elif how == "lease":
+                    outs.append(_outcome(lease.release))
+                else:
+                    outs.append(_outcome(lambda x=lease: x.__exit__(None, None, None)))
+            assert outs[1] == outs[0], (op, outs)
+            assert pair[1].released == pair[0].released
+        elif kind == "evict":
+            count = op[1]
+            outs = [_outcome(partial(tree.evict, count)) for tree in (ref, acc)]
+            assert outs[1] == outs[0], (op, outs)
+        elif kind == "bad_tokens":
+            bad = BAD_TOKENS[op[1]]
+            outs = [_outcome(partial(getattr(tree, op[2]), bad)) for tree in (ref, acc)]
+            assert outs[0][0] == "error", (op, outs)
+            assert outs[1] == outs[0], (op, outs)
+        elif kind == "bad_namespace":
+            outs = [_outcome(partial(tree.insert, [1] * 4, op[1])) for tree in (ref, acc)]
+            assert outs[1] == outs[0] == ("error", reference.InvalidArgumentError)
+        elif kind == "foreign_release":
+            how = op[1]
+            pairs: list[tuple[Any, Any]] = [(ref, acc), (acc, ref)]
+            for tree, other in pairs:
+                if how == "none":
+                    foreign: Any = None
+                elif how == "int":
+                    foreign = 7
+                else:
+                    other_lease = other.match([], pin=True).lease
+                    foreign = other_lease
+                with pytest.raises(reference.ForeignLeaseError):
+                    tree.release(foreign)
+                if how == "cross":
+                    foreign.release()
+        _check_pair(ref, acc)

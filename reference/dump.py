@@ -77,18 +77,26 @@ def dump_shape(
 def _dump_namespaces(
     roots: Sequence[tuple[str | None, Node]], size: int, block_fields: BlockFields | None
 ) -> list[dict[str, Any]]:
-    return [
-        {"namespace": name, "children": _dump_children(root, size, block_fields)}
-        for name, root in roots
-    ]
+    spaces: list[dict[str, Any]] = []
+    for name, root in roots:
+        children: list[dict[str, Any]] = []
+        spaces.append({"namespace": name, "children": children})
+        # An explicit stack, not recursion: a tree may be thousands of nodes deep.
+        pending: list[tuple[Node, list[dict[str, Any]]]] = [(root, children)]
+        while pending:
+            node, into = pending.pop()
+            # Children are filed under their first block's tokens: sort by that key.
+            for key in sorted(node.children):
+                edge, last = _dump_edge(node.children[key], size, block_fields)
+                into.append(edge)
+                pending.append((last, edge["children"]))
+    return spaces
 
 
-def _dump_children(node: Node, size: int, block_fields: BlockFields | None) -> list[dict[str, Any]]:
-    # Children are filed under their first block's tokens: sort by that key.
-    return [_dump_edge(node.children[key], size, block_fields) for key in sorted(node.children)]
-
-
-def _dump_edge(node: Node, size: int, block_fields: BlockFields | None) -> dict[str, Any]:
+def _dump_edge(
+    node: Node, size: int, block_fields: BlockFields | None
+) -> tuple[dict[str, Any], Node]:
+    """One maximal edge starting at ``node``, and the node where it ends."""
     tokens: list[int] = []
     blocks: list[int] = []
     # Follow one-child chains so the edge is maximal (R-DUMP-2).
@@ -101,5 +109,5 @@ def _dump_edge(node: Node, size: int, block_fields: BlockFields | None) -> dict[
     edge: dict[str, Any] = {"tokens": tokens, "blocks": blocks}
     if block_fields is not None:
         edge.update(block_fields(blocks))
-    edge["children"] = _dump_children(node, size, block_fields)
-    return edge
+    edge["children"] = []
+    return edge, node

@@ -56,10 +56,17 @@ def _edges(children: list[dict[str, Any]]) -> list[dict[str, Any]]:
 def _render_children(
     children: list[dict[str, Any]], indent: str, block_size: int, lines: list[str]
 ) -> None:
-    for position, edge in enumerate(children):
-        last = position == len(children) - 1
-        lines.append(f"{indent}{'└── ' if last else '├── '}{describe_edge(edge, block_size)}")
-        _render_children(edge["children"], indent + ("    " if last else "│   "), block_size, lines)
+    # An explicit stack, not recursion: a tree may be thousands of nodes deep.
+    pending = [(edge, indent, index == len(children) - 1) for index, edge in enumerate(children)]
+    pending.reverse()
+    while pending:
+        edge, prefix, last = pending.pop()
+        lines.append(f"{prefix}{'└── ' if last else '├── '}{describe_edge(edge, block_size)}")
+        below = prefix + ("    " if last else "│   ")
+        kids = edge["children"]
+        pending.extend(
+            (kid, below, index == len(kids) - 1) for index, kid in reversed(list(enumerate(kids)))
+        )
 
 
 def describe_edge(edge: dict[str, Any], block_size: int) -> str:

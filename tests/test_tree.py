@@ -467,3 +467,20 @@ def test_render_draws_every_edge(make_tree: TreeFactory) -> None:
         "    ├── 2 blocks [2 2 3 3]  #1-2  pin 1  t=1",
         "    └── 1 block [4 4]  #3  t=2",
     ]
+
+
+def test_dump_and_render_survive_a_very_deep_tree(make_tree: TreeFactory) -> None:
+    """R-DUMP-1, R-DUMP-2: thousands of branching levels dump and draw without recursion."""
+    tree = make_tree(4000, 1)
+    base = [index % 3 for index in range(3000)]
+    tree.insert(base)
+    for cut in range(0, 3000, 3):
+        tree.insert([*base[:cut], 5])
+    dump = tree.dump()
+    depth = 0
+    children = dump["namespaces"][0]["children"]
+    while children:
+        depth += 1
+        children = children[-1]["children"] if children[-1]["children"] else children[0]["children"]
+    assert depth >= 1000
+    assert len(tree.render().splitlines()) == 2 + 2000

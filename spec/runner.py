@@ -177,13 +177,14 @@ def run_kit(
         verbosity=Verbosity.quiet,
     )
 
-    def factory() -> LockstepMachine:
-        return LockstepMachine(session)
+    class SessionMachine(LockstepMachine):
+        def __init__(self) -> None:
+            super().__init__(session)
 
     report = Report(candidate.name, ordered(chosen), passed=False, examples=0, seconds=0.0)
     start = time.perf_counter()
     try:
-        run_state_machine_as_test(seed(kit.seed)(factory), settings=search)  # type: ignore[no-untyped-call]
+        run_state_machine_as_test(seed(kit.seed)(SessionMachine), settings=search)
     except Disagreement as exc:
         report.difference = exc.difference
         if kit.shrink:

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from spec.candidate import Candidate, CandidateFailure
-from spec.levels import LevelError, ordered, parse_levels
+from spec.levels import GROUP_LEVEL, LEVELS, LevelError, ordered, parse_levels
 from spec.replay import ReplayResult, TraceError, read_trace, replay
 from spec.runner import KitSettings, Report, run_kit
 from spec.stdio import DEFAULT_TIMEOUT
@@ -73,8 +73,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "--levels",
         action="append",
         default=None,
-        help="levels to check, comma-separated (default: all the target "
-        "declares; core is always included)",
+        help=f"levels to check, comma-separated from {', '.join(LEVELS)} (default: all "
+        "the target declares; core is always included)",
     )
     conform.add_argument(
         "--no-shrink",
@@ -160,6 +160,9 @@ def run_conform(args: argparse.Namespace) -> int:
             candidate.close()
         if not args.json:
             print(reports[-1].explain(), flush=True)
+            undeclared = [level for level in LEVELS if level not in candidate.levels]
+            if levels is None and undeclared:
+                print(f"  not checked (not declared): {', '.join(undeclared)}", flush=True)
     mutants = _run_mutants(kit, quiet=args.json) if args.mutants else None
     if args.json:
         output: dict[str, Any] = {"results": [report.to_json() for report in reports]}
@@ -232,6 +235,9 @@ def _run_mutants(kit: KitSettings, *, quiet: bool) -> dict[str, Any]:
             {
                 "name": result.mutant.name,
                 "rules": list(result.mutant.rules),
+                "levels": ordered(
+                    {GROUP_LEVEL[rule.split("-")[1]] for rule in result.mutant.rules}
+                ),
                 "description": result.mutant.description,
                 "killed": result.killed,
                 "seconds": round(result.seconds, 3),

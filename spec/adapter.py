@@ -4,7 +4,10 @@ Any class built as ``Tree(num_blocks, block_size)`` whose instances offer
 ``match``/``insert``/``release``/``evict``/``stats``/``namespaces``/``dump`` the way
 :class:`reference.RadixTree` does can be checked without writing a line of glue:
 the reference itself, the C twin ``accel.RadixTree`` and every mutant are driven
-this way.
+this way. A class that also offers ``snapshot``/``reader``/``reclaim`` (snapshots
+and readers with ``match``, ``dump``, ``version``; readers with ``epoch`` and
+``leave``) declares the ``snapshots`` level by default; one that does not is
+checked at the other levels.
 
 Errors: a :class:`reference.errors.RadixError` becomes a :class:`CandidateError`
 with its ``kind``; any other exception becomes kind ``"unexpected:<Class>"`` so a
@@ -25,6 +28,10 @@ from .candidate import (
     InsertAnswer,
     MatchAnswer,
     NamespacesAnswer,
+    ReaderAnswer,
+    ReclaimAnswer,
+    SnapshotAnswer,
+    SnapshotMatchAnswer,
     StatsAnswer,
 )
 from .levels import LEVELS
@@ -34,6 +41,16 @@ TreeFactory = Callable[[int, int], Any]
 
 _STATS_FIELDS = ("num_blocks", "free", "cached", "pinned", "evictable", "leases", "clock")
 
+#: What a tree class needs to offer for the ``snapshots`` level.
+SNAPSHOT_METHODS = ("snapshot", "reader", "reclaim")
+
+
+def supported_levels(factory: TreeFactory) -> frozenset[str]:
+    """The levels a tree class offers: all, less ``snapshots`` without its methods. O(1)."""
+    if all(hasattr(factory, name) for name in SNAPSHOT_METHODS):
+        return frozenset(LEVELS)
+    return frozenset(LEVELS) - {"snapshots"}
+
 
 class TreeAdapter:
     """A tree class with the reference API, seen as a plain-data candidate.
@@ -41,7 +58,7 @@ class TreeAdapter:
     Args:
         factory: builds a tree: ``factory(num_blocks, block_size)``.
         name: the name shown in reports.
-        levels: the levels to declare (default: all of them).
+        levels: the levels to declare (default: :func:`supported_levels`).
         block_sizes: supported block sizes, None for any.
 
     Lease ids are numbered 1, 2, ... per ``reset`` by the adapter; the tree's own
@@ -53,16 +70,17 @@ class TreeAdapter:
         self,
         factory: TreeFactory,
         name: str,
-        levels: frozenset[str] = frozenset(LEVELS),
+        levels: frozenset[str] | None = None,
         block_sizes: tuple[int, ...] | None = None,
     ) -> None:
         self._factory = factory
         self._name = name
-        self._levels = levels
+        self._levels = supported_levels(factory) if levels is None else levels
         self._block_sizes = block_sizes
         self._tree: Any = None
         self._block_size = 1
         self._leases: dict[int, Any] = {}
+        self._snapshots: dict[int, Any] = {}
         self._foreign: Any = None
 
     @property
@@ -94,6 +112,7 @@ class TreeAdapter:
         self._tree = _call(self._factory, num_blocks, block_size)
         self._block_size = block_size
         self._leases = {}
+        self._snapshots = {}
         self._foreign = None
 
     def match(self, tokens: object, namespace: object, pin: bool) -> MatchAnswer:
@@ -131,10 +150,10 @@ class TreeAdapter:
         return {"freed": [int(block) for block in freed]}
 
     def stats(self) -> StatsAnswer:
-        """``tree.stats()`` as a dict."""
+        """``tree.stats()`` as a dict; the snapshot fields when the tree has them."""
         stats = _call(self._tree.stats)
         values = {field: int(getattr(stats, field)) for field in _STATS_FIELDS}
-        return {
+        answer: StatsAnswer = {
             "num_blocks": values["num_blocks"],
             "free": values["free"],
             "cached": values["cached"],
@@ -143,6 +162,13 @@ class TreeAdapter:
             "leases": values["leases"],
             "clock": values["clock"],
         }
+        if hasattr(stats, "version"):
+            oldest = stats.oldest_reader
+            answer["quarantined"] = int(stats.quarantined)
+            answer["readers"] = int(stats.readers)
+            answer["oldest_reader"] = None if oldest is None else int(oldest)
+            answer["version"] = int(stats.version)
+        return answer
 
     def namespaces(self) -> NamespacesAnswer:
         """``tree.namespaces()``."""
@@ -150,17 +176,48 @@ class TreeAdapter:
 
     def dump(self) -> dict[str, Any]:
         """``tree.dump()``, round-tripped through JSON."""
-        dump = _call(self._tree.dump)
-        try:
-            plain: dict[str, Any] = json.loads(json.dumps(dump))
-        except (TypeError, ValueError) as exc:
-            raise CandidateError("unexpected:dump", f"dump is not JSON data: {exc}") from exc
-        return plain
+        return _plain(_call(self._tree.dump))
+
+    def snapshot(self) -> SnapshotAnswer:
+        """``tree.snapshot()``, filed under a new id."""
+        snap = _call(self._tree.snapshot)
+        return {"snapshot": self._file_snapshot(snap), "version": int(snap.version)}
+
+    def reader(self) -> ReaderAnswer:
+        """``tree.reader()``, filed under a new id."""
+        reader = _call(self._tree.reader)
+        return {
+            "snapshot": self._file_snapshot(reader),
+            "epoch": int(reader.epoch),
+            "version": int(reader.version),
+        }
+
+    def leave(self, snapshot: int) -> None:
+        """``leave()`` of the reader filed under ``snapshot``."""
+        _call(self._snapshot(snapshot).leave)
+
+    def snapshot_match(
+        self, snapshot: int, tokens: object, namespace: object
+    ) -> SnapshotMatchAnswer:
+        """``match`` on the snapshot filed under ``snapshot``."""
+        result = _call(self._snapshot(snapshot).match, tokens, namespace)
+        if getattr(result, "lease", None) is not None:
+            raise CandidateError("unexpected:lease", "a snapshot match returned a lease")
+        return {"length": int(result.length), "blocks": [int(block) for block in result.blocks]}
+
+    def snapshot_dump(self, snapshot: int) -> dict[str, Any]:
+        """``dump()`` of the snapshot filed under ``snapshot``, round-tripped through JSON."""
+        return _plain(_call(self._snapshot(snapshot).dump))
+
+    def reclaim(self) -> ReclaimAnswer:
+        """``tree.reclaim()``."""
+        return {"reclaimed": [int(block) for block in _call(self._tree.reclaim)]}
 
     def close(self) -> None:
         """Drop the tree."""
         self._tree = None
         self._leases = {}
+        self._snapshots = {}
 
     def _file(self, lease: Any) -> int | None:
         if lease is None:
@@ -168,6 +225,17 @@ class TreeAdapter:
         lease_id = len(self._leases) + 1
         self._leases[lease_id] = lease
         return lease_id
+
+    def _file_snapshot(self, snapshot: Any) -> int:
+        snapshot_id = len(self._snapshots) + 1
+        self._snapshots[snapshot_id] = snapshot
+        return snapshot_id
+
+    def _snapshot(self, snapshot: int) -> Any:
+        found = self._snapshots.get(snapshot)
+        if found is None:
+            raise CandidateError("unexpected:snapshot", f"no snapshot has the id {snapshot!r}")
+        return found
 
     def _foreign_lease(self) -> Any:
         if self._foreign is None:
@@ -185,3 +253,12 @@ def _call(function: Callable[..., Any], *args: object, **kwargs: object) -> Any:
         raise CandidateError(exc.kind, str(exc)) from exc
     except Exception as exc:
         raise CandidateError(f"unexpected:{type(exc).__name__}", str(exc)) from exc
+
+
+def _plain(dump: Any) -> dict[str, Any]:
+    """``dump`` round-tripped through JSON, so a dump that is not plain data is caught."""
+    try:
+        plain: dict[str, Any] = json.loads(json.dumps(dump))
+    except (TypeError, ValueError) as exc:
+        raise CandidateError("unexpected:dump", f"dump is not JSON data: {exc}") from exc
+    return plain

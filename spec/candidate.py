@@ -10,11 +10,17 @@ operations as JSON lines (:class:`spec.stdio.StdioCandidate`, ``SPEC.md``
 Lease ids are positive ints chosen by the candidate, unique until the next
 ``reset``; ``0`` is never issued, so the kit sends it to ask for the behaviour of a
 lease the tree did not issue (R-PIN-5).
+
+Snapshot ids (level ``snapshots``) are positive ints chosen by the candidate too,
+unique until the next ``reset``; a reader is a snapshot that has entered an epoch,
+so ``snapshot`` and ``reader`` draw their ids from one space. The kit only sends ids
+the candidate issued. The snapshot methods are called only on candidates that
+declare the ``snapshots`` level; others may leave them out.
 """
 
 from __future__ import annotations
 
-from typing import Any, Protocol, TypedDict, runtime_checkable
+from typing import Any, NotRequired, Protocol, TypedDict, runtime_checkable
 
 
 class MatchAnswer(TypedDict):
@@ -43,7 +49,10 @@ class EvictAnswer(TypedDict):
 
 
 class StatsAnswer(TypedDict):
-    """``stats``'s answer (R-INV-1, R-INV-2)."""
+    """``stats``'s answer (R-INV-1, R-INV-2; the last four: R-EPOCH-3, R-SNAP-1).
+
+    The last four fields are required of candidates that declare ``snapshots``.
+    """
 
     num_blocks: int
     free: int
@@ -52,6 +61,38 @@ class StatsAnswer(TypedDict):
     evictable: int
     leases: int
     clock: int
+    quarantined: NotRequired[int]
+    readers: NotRequired[int]
+    oldest_reader: NotRequired[int | None]
+    version: NotRequired[int]
+
+
+class SnapshotAnswer(TypedDict):
+    """``snapshot``'s answer (R-SNAP-2): the new snapshot's id and version number."""
+
+    snapshot: int
+    version: int
+
+
+class ReaderAnswer(TypedDict):
+    """``reader``'s answer (R-EPOCH-1): the reader's snapshot id, epoch and version."""
+
+    snapshot: int
+    epoch: int
+    version: int
+
+
+class SnapshotMatchAnswer(TypedDict):
+    """``snapshot_match``'s answer (R-SNAP-2): like a match, without a lease."""
+
+    length: int
+    blocks: list[int]
+
+
+class ReclaimAnswer(TypedDict):
+    """``reclaim``'s answer (R-EPOCH-2): the ids returned to the allocator, in order."""
+
+    reclaimed: list[int]
 
 
 class NamespacesAnswer(TypedDict):
@@ -150,6 +191,34 @@ class Candidate(Protocol):
 
     def dump(self) -> dict[str, Any]:
         """The canonical dump (R-DUMP-1)."""
+        ...
+
+    # The snapshots level (only called when the candidate declares it).
+
+    def snapshot(self) -> SnapshotAnswer:
+        """Take a snapshot of the latest published version (R-SNAP-2)."""
+        ...
+
+    def reader(self) -> ReaderAnswer:
+        """Enter a reader epoch and take its snapshot (R-EPOCH-1)."""
+        ...
+
+    def leave(self, snapshot: int) -> None:
+        """Leave the epoch of the reader with this id (R-EPOCH-4: twice is an error)."""
+        ...
+
+    def snapshot_match(
+        self, snapshot: int, tokens: object, namespace: object
+    ) -> SnapshotMatchAnswer:
+        """``match`` on the snapshot with this id (R-SNAP-2)."""
+        ...
+
+    def snapshot_dump(self, snapshot: int) -> dict[str, Any]:
+        """The snapshot's canonical dump (R-SNAP-2)."""
+        ...
+
+    def reclaim(self) -> ReclaimAnswer:
+        """Return quarantined blocks whose readers have all left (R-EPOCH-2)."""
         ...
 
     def close(self) -> None:

@@ -166,7 +166,12 @@ KINDS: dict[str, tuple[str, ...]] = {
     "pinning": ("release",) * 2,
     "eviction": ("evict", "evict", "bad_count"),
     "namespaces": ("bad_namespace",),
+    "snapshots": ("snapshot_match",) * 2 + ("snapshot", "reader") + ("leave",) * 2 + ("reclaim",),
 }
+
+#: Most readers inside at once: more would keep inserts from evicting most of the time
+#: (R-EPOCH-3), two are enough for "entered before" to matter (R-EPOCH-2).
+MAX_INSIDE = 2
 
 
 class Run(Protocol):
@@ -180,6 +185,21 @@ class Run(Protocol):
     @property
     def live(self) -> list[int]:
         """Handles of leases not yet released."""
+        ...
+
+    @property
+    def snapshots(self) -> int:
+        """Snapshot (and reader) handles issued since the reset."""
+        ...
+
+    @property
+    def inside(self) -> list[int]:
+        """Handles of readers that have not left."""
+        ...
+
+    @property
+    def left(self) -> list[int]:
+        """Handles of readers that have left."""
         ...
 
     def would_evict(self, step: dict[str, Any]) -> bool:
@@ -223,6 +243,8 @@ def draw_step(
         return {"op": "release", "lease": Inputs.lease(chooser, run.issued, run.live)}
     if kind == "evict":
         return {"op": "evict", "count": Inputs.count(chooser, num_blocks)}
+    if kind in SNAPSHOT_KINDS:
+        return _snapshot_step(kind, chooser, inputs, levels, run)
     if kind == "bad_count":
         return {"op": "evict", "count": Inputs.bad_count(chooser)}
     # bad_namespace: valid tokens mostly, bad ones sometimes (tokens are checked first)
@@ -233,3 +255,31 @@ def draw_step(
         "namespace": Inputs.bad_namespace(chooser),
         "pin": pin,
     }
+
+
+SNAPSHOT_KINDS = frozenset(KINDS["snapshots"])
+
+
+def _snapshot_step(
+    kind: str, chooser: Chooser, inputs: Inputs, levels: frozenset[str], run: Run
+) -> dict[str, Any] | None:
+    """One operation of the ``snapshots`` level; None when unusable here."""
+    if kind == "snapshot":
+        return {"op": "snapshot"}
+    if kind == "reader":
+        return None if len(run.inside) >= MAX_INSIDE else {"op": "reader"}
+    if kind == "leave":
+        # Mostly a reader inside; sometimes one that already left (R-EPOCH-4).
+        if run.inside and (not run.left or chooser.integer(0, 4) > 0):
+            return {"op": "leave", "snapshot": chooser.choice(run.inside)}
+        return {"op": "leave", "snapshot": chooser.choice(run.left)} if run.left else None
+    if kind == "reclaim":
+        return {"op": "reclaim"}
+    # snapshot_match: any snapshot taken so far, old ones as often as new ones.
+    if not run.snapshots:
+        return None
+    handle = chooser.integer(1, run.snapshots)
+    namespace = Inputs.namespace(chooser) if "namespaces" in levels else None
+    spoilt = chooser.integer(0, 7) == 7
+    tokens = inputs.bad_tokens(chooser) if spoilt else inputs.tokens(chooser)
+    return {"op": "snapshot_match", "snapshot": handle, "tokens": tokens, "namespace": namespace}

@@ -1,6 +1,9 @@
 """Conformance levels: which groups of rules an implementation declares it supports.
 
-An implementation always supports ``core``; it may add any of the others. The kit
+An implementation always supports ``core``; it may add any of the others. The
+``snapshots`` level (published versions, snapshots, reader epochs and the
+quarantine) is the newest: an implementation that does not declare it is still
+checked at the others. The kit
 generates only operations whose outcome the declared levels fully determine, and
 compares only what those levels specify (see ``SPEC.md``, "Conformance levels").
 """
@@ -10,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 #: Every level, in the order SPEC.md lists them.
-LEVELS: tuple[str, ...] = ("core", "pinning", "eviction", "namespaces")
+LEVELS: tuple[str, ...] = ("core", "pinning", "eviction", "namespaces", "snapshots")
 
 #: The rule groups (the middle part of a rule id ``R-GROUP-n``) of each level.
 LEVEL_GROUPS: dict[str, tuple[str, ...]] = {
@@ -18,6 +21,7 @@ LEVEL_GROUPS: dict[str, tuple[str, ...]] = {
     "pinning": ("PIN",),
     "eviction": ("EVICT", "LRU"),
     "namespaces": ("NS",),
+    "snapshots": ("SNAP", "EPOCH"),
 }
 
 #: The level each rule group belongs to.

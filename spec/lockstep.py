@@ -2,9 +2,11 @@
 
 :class:`Lockstep` is the kit's core, used by the Hypothesis machine and by
 ``replay``. It records every step with the reference's outcome (``"expect"``), and
-after each step compares the read-only views (dump, stats, namespaces). The first
-difference raises :class:`Disagreement`, which carries the trace up to and
-including the differing step and both answers.
+after each step compares the read-only views (dump, stats, namespaces and, at the
+``snapshots`` level, the dumps of the latest snapshots, so a snapshot that changes
+after it was taken is caught at the write that changed it). The first difference
+raises :class:`Disagreement`, which carries the trace up to and including the
+differing step and both answers.
 """
 
 from __future__ import annotations
@@ -70,6 +72,10 @@ class Disagreement(AssertionError):
         self.difference = difference
 
 
+#: How many of the latest snapshots are dumped and compared after every step.
+WATCHED = 2
+
+
 def reference_oracle() -> TreeAdapter:
     """The reference implementation, as the oracle every candidate is compared with."""
     return TreeAdapter(reference.RadixTree, "reference")
@@ -101,34 +107,51 @@ class Lockstep:
         self._oracle_book = LeaseBook()
         self._candidate_book = LeaseBook()
         self.live: list[int] = []
+        self.inside: list[int] = []
+        self.left: list[int] = []
 
     @property
     def issued(self) -> int:
         """Lease handles issued since the last reset. O(1)."""
         return self._oracle_book.issued
 
+    @property
+    def snapshots(self) -> int:
+        """Snapshot (and reader) handles issued since the last reset. O(1)."""
+        return self._oracle_book.snapshots
+
     def run(self, step: Step) -> Outcome:
         """Apply ``step`` to both and compare; then compare the read-only views.
 
         Returns the reference's outcome. Cost: the two calls, plus three reads
-        each when ``check_reads``.
+        each when ``check_reads`` (and up to ``WATCHED`` snapshot dumps at the
+        ``snapshots`` level).
 
         Raises:
             Disagreement: the outcomes (or views) differ.
             CandidateFailure: the candidate could not answer (with step and trace).
         """
         expected = self._step(step)
-        if step["op"] == "reset":
-            self.live = []
+        op = step["op"]
+        if op == "reset":
+            self.live, self.inside, self.left = [], [], []
         elif "ok" in expected:
             answer = expected["ok"]
-            if isinstance(answer, dict) and answer.get("lease") is not None:
+            if op in ("match", "insert") and answer.get("lease") is not None:
                 self.live.append(answer["lease"])
-            if step["op"] == "release" and step["lease"] in self.live:
+            if op == "release" and step["lease"] in self.live:
                 self.live.remove(step["lease"])
+            if op == "reader":
+                self.inside.append(answer["snapshot"])
+            if op == "leave" and step["snapshot"] in self.inside:
+                self.inside.remove(step["snapshot"])
+                self.left.append(step["snapshot"])
         if self.check_reads:
-            for op in READ_OPS:
-                self._step({"op": op}, record_when_equal=False)
+            for read in READ_OPS:
+                self._step({"op": read}, record_when_equal=False)
+            if "snapshots" in self.levels:
+                for handle in range(max(1, self.snapshots - WATCHED + 1), self.snapshots + 1):
+                    self._step({"op": "snapshot_dump", "snapshot": handle}, record_when_equal=False)
         return expected
 
     def would_evict(self, step: Step) -> bool:

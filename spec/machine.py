@@ -9,9 +9,13 @@ Each example resets both implementations with a drawn block size (1-4) and pool
 * ``pinning``: ``pin=True`` on match and insert, release of live, released and
   never-issued leases;
 * ``eviction``: ``evict(n)``, malformed counts, inserts that evict;
-* ``namespaces``: named namespaces, including ``""``, and malformed ones.
+* ``namespaces``: named namespaces, including ``""``, and malformed ones;
+* ``snapshots``: snapshots, readers (at most two inside), leaves (of readers
+  inside, sometimes of ones that left), snapshot matches on any snapshot taken so
+  far (interleaved with the writes after it), malformed ones, and ``reclaim``.
 
-Every outcome and, after every step, the dump, stats and namespaces are compared
+Every outcome and, after every step, the dump, stats and namespaces (and at the
+``snapshots`` level the dumps of the two latest snapshots) are compared
 (:class:`spec.lockstep.Lockstep`). Hypothesis shrinks a disagreement to a short
 trace; the runner (:mod:`spec.runner`) reports it.
 """

@@ -5,6 +5,12 @@ stdio protocol"; machine-readable schema: ``protocol.schema.json``). The kit wri
 requests ``{"id": n, "op": ..., ...arguments}``; the candidate answers each, in
 order, with ``{"id": n, "ok": answer}`` or ``{"id": n, "error": {"kind": k,
 "message": m}}``. The first request is always ``hello``.
+
+Version 2 added the ``snapshots`` level (the operations ``snapshot``, ``reader``,
+``leave``, ``snapshot_match``, ``snapshot_dump`` and ``reclaim``, four stats fields)
+and dump format 2 (a ``quarantine`` field). A program speaking version 1 is still
+driven at the levels it declares, which may not include ``snapshots``; its format-1
+dumps are upgraded by :func:`upgrade_dump`.
 """
 
 from __future__ import annotations
@@ -13,8 +19,11 @@ import json
 from pathlib import Path
 from typing import Any
 
-#: The protocol version this kit speaks; a candidate must answer ``hello`` with it.
-PROTOCOL_VERSION = 1
+#: The protocol version this kit speaks.
+PROTOCOL_VERSION = 2
+
+#: Versions a candidate may answer ``hello`` with (1: without the snapshots level).
+SUPPORTED_PROTOCOLS: tuple[int, ...] = (1, 2)
 
 #: Where the JSON Schema of every message lives.
 SCHEMA_PATH = Path(__file__).with_name("protocol.schema.json")
@@ -30,6 +39,19 @@ ANSWER_FIELDS: dict[str, tuple[str, ...] | None] = {
     "stats": ("num_blocks", "free", "cached", "pinned", "evictable", "leases", "clock"),
     "namespaces": ("namespaces",),
     "dump": ("format", "block_size", "num_blocks", "free", "namespaces"),
+    "snapshot": ("snapshot", "version"),
+    "reader": ("snapshot", "epoch", "version"),
+    "leave": None,
+    "snapshot_match": ("length", "blocks"),
+    "snapshot_dump": ("format", "block_size", "version", "namespaces"),
+    "reclaim": ("reclaimed",),
+}
+
+#: Answer fields required besides :data:`ANSWER_FIELDS` of a version-2 candidate
+#: (``dump``) and of one declaring the ``snapshots`` level (``stats``).
+V2_FIELDS: dict[str, tuple[str, ...]] = {"dump": ("quarantine",)}
+SNAPSHOT_FIELDS: dict[str, tuple[str, ...]] = {
+    "stats": ("quarantined", "readers", "oldest_reader", "version"),
 }
 
 
@@ -67,12 +89,26 @@ def decode(line: str) -> dict[str, Any]:
     return message
 
 
-def response_problem(request_id: int, op: str, message: dict[str, Any]) -> str | None:
+def upgrade_dump(dump: Any) -> Any:
+    """A protocol-1 program's format-1 dump as format 2: with an empty quarantine.
+
+    Version-1 programs have no readers, so nothing is ever quarantined. Anything
+    else is returned as it is. O(1).
+    """
+    if isinstance(dump, dict) and dump.get("format") == 1 and "quarantine" not in dump:
+        return {**dump, "format": 2, "quarantine": []}
+    return dump
+
+
+def response_problem(
+    request_id: int, op: str, message: dict[str, Any], extra: tuple[str, ...] = ()
+) -> str | None:
     """What is wrong with ``message`` as the answer to request ``request_id`` (``op``).
 
     Returns None when it is well formed. Checks the id, that exactly one of ``ok``
     and ``error`` is present, the error's ``kind``, and the answer's required fields
-    and their JSON types where a wrong type would break the kit. O(size).
+    (those of :data:`ANSWER_FIELDS` and ``extra``) and their JSON types where a
+    wrong type would break the kit. O(size).
     """
     if message.get("id") != request_id:
         return f"answer carries id {message.get('id')!r}, expected {request_id}"
@@ -89,7 +125,7 @@ def response_problem(request_id: int, op: str, message: dict[str, Any]) -> str |
         return None if answer is None else f"{op} answers null, got {_clip(json.dumps(answer))}"
     if not isinstance(answer, dict):
         return f"{op} answers an object, got {_clip(json.dumps(answer))}"
-    missing = [name for name in fields if name not in answer]
+    missing = [name for name in (*fields, *extra) if name not in answer]
     if missing:
         return f"{op} answer lacks {', '.join(missing)}"
     if op in ("match", "insert"):
@@ -98,6 +134,10 @@ def response_problem(request_id: int, op: str, message: dict[str, Any]) -> str |
             return f"lease must be a positive int or null, got {lease!r}"
         if lease is not None and lease < 1:
             return f"lease ids are positive ints, got {lease!r}"
+    if op in ("snapshot", "reader"):
+        snapshot = answer["snapshot"]
+        if isinstance(snapshot, bool) or not isinstance(snapshot, int) or snapshot < 1:
+            return f"snapshot ids are positive ints, got {snapshot!r}"
     return None
 
 

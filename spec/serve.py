@@ -8,6 +8,8 @@ Usage::
 
     python -m spec.serve [--impl reference|accel] [--levels core,pinning,...]
 
+It speaks protocol version 2 (``spec.protocol.PROTOCOL_VERSION``).
+
 It reads requests from stdin until end of file and answers each on one line.
 """
 
@@ -18,10 +20,11 @@ import sys
 from collections.abc import Sequence
 from typing import Any, TextIO
 
-from .adapter import TreeAdapter
+from .adapter import TreeAdapter, supported_levels
 from .candidate import Candidate, CandidateError
 from .levels import LEVELS, LevelError, ordered, parse_levels
 from .protocol import PROTOCOL_VERSION, ProtocolError, decode, encode
+from .steps import SNAPSHOT_OPS
 
 
 def handle(candidate: Candidate, message: dict[str, Any]) -> Any:
@@ -61,6 +64,23 @@ def handle(candidate: Candidate, message: dict[str, Any]) -> Any:
             return candidate.namespaces()
         if op == "dump":
             return candidate.dump()
+        if op in SNAPSHOT_OPS and "snapshots" not in candidate.levels:
+            raise CandidateError("unsupported", f"{op!r} needs the snapshots level")
+        if op == "snapshot":
+            return candidate.snapshot()
+        if op == "reader":
+            return candidate.reader()
+        if op == "leave":
+            candidate.leave(message["snapshot"])
+            return None
+        if op == "snapshot_match":
+            return candidate.snapshot_match(
+                message["snapshot"], message["tokens"], message["namespace"]
+            )
+        if op == "snapshot_dump":
+            return candidate.snapshot_dump(message["snapshot"])
+        if op == "reclaim":
+            return candidate.reclaim()
     except KeyError as exc:
         raise CandidateError("protocol", f"request {op!r} lacks field {exc}") from None
     raise CandidateError("unsupported", f"unknown operation {op!r}")
@@ -89,12 +109,15 @@ def serve(candidate: Candidate, stdin: TextIO, stdout: TextIO) -> int:
     return 0
 
 
-def build(impl: str, levels: frozenset[str]) -> Candidate:
-    """The candidate to serve: ``"reference"`` or ``"accel"``.
+def build(impl: str, levels: frozenset[str] | None = None) -> Candidate:
+    """The candidate to serve: ``"reference"`` or ``"accel"``, declaring ``levels``
+    (default: every level the implementation offers, :func:`supported_levels`).
 
     Raises:
-        SystemExit: ``accel`` cannot be imported (the C twin is not built).
+        SystemExit: ``accel`` cannot be imported (the C twin is not built), or
+            ``levels`` names a level the implementation does not offer.
     """
+    factory: Any
     if impl == "accel":
         try:
             import accel
@@ -102,10 +125,16 @@ def build(impl: str, levels: frozenset[str]) -> Candidate:
             raise SystemExit(
                 f"spec.serve: --impl accel: the C twin is not available ({exc})"
             ) from None
-        return TreeAdapter(accel.RadixTree, "accel", levels)
-    import reference
+        factory = accel.RadixTree
+    else:
+        import reference
 
-    return TreeAdapter(reference.RadixTree, "reference", levels)
+        factory = reference.RadixTree
+    offered = supported_levels(factory)
+    if levels is not None and not levels <= offered:
+        missing = ", ".join(ordered(levels - offered))
+        raise SystemExit(f"spec.serve: {impl} does not offer level(s) {missing}")
+    return TreeAdapter(factory, impl, offered if levels is None else levels)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -117,12 +146,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--impl", choices=("reference", "accel"), default="reference")
     parser.add_argument(
         "--levels",
-        default=",".join(LEVELS),
-        help="levels to declare in hello (comma-separated; default: all)",
+        default=None,
+        help=f"levels to declare in hello (comma-separated from {', '.join(LEVELS)}; "
+        "default: all the implementation offers)",
     )
     args = parser.parse_args(argv)
     try:
-        levels = parse_levels([args.levels])
+        levels = None if args.levels is None else parse_levels([args.levels])
     except LevelError as exc:
         parser.error(str(exc))
     return serve(build(args.impl, levels), sys.stdin, sys.stdout)

@@ -25,10 +25,24 @@ from .candidate import (
     InsertAnswer,
     MatchAnswer,
     NamespacesAnswer,
+    ReaderAnswer,
+    ReclaimAnswer,
+    SnapshotAnswer,
+    SnapshotMatchAnswer,
     StatsAnswer,
 )
 from .levels import LEVELS, LevelError, parse_levels
-from .protocol import PROTOCOL_VERSION, ProtocolError, decode, encode, response_problem
+from .protocol import (
+    PROTOCOL_VERSION,
+    SNAPSHOT_FIELDS,
+    SUPPORTED_PROTOCOLS,
+    V2_FIELDS,
+    ProtocolError,
+    decode,
+    encode,
+    response_problem,
+    upgrade_dump,
+)
 
 #: Seconds to wait for one answer.
 DEFAULT_TIMEOUT = 10.0
@@ -48,8 +62,12 @@ class StdioCandidate:
 
     Raises:
         CandidateFailure: the program could not be started, or its ``hello`` answer
-            is missing, malformed, of another protocol version or declares unknown
-            levels.
+            is missing, malformed, of an unknown protocol version or declares unknown
+            levels (or ``snapshots`` under protocol 1).
+
+    A program that answers ``hello`` with protocol 1 is driven at its levels with
+    the version-1 answers (no snapshot stats; format-1 dumps are upgraded, see
+    :func:`spec.protocol.upgrade_dump`).
     """
 
     def __init__(
@@ -67,6 +85,8 @@ class StdioCandidate:
         self._stderr: collections.deque[str] = collections.deque(maxlen=_STDERR_LINES)
         self._failed: str | None = None
         self._name = name or self._argv[0]
+        self._protocol = PROTOCOL_VERSION
+        self._levels: frozenset[str] = frozenset({"core"})
         try:
             self._process = subprocess.Popen(
                 self._argv,
@@ -104,6 +124,11 @@ class StdioCandidate:
     def block_sizes(self) -> tuple[int, ...] | None:
         """Block sizes declared in ``hello`` (None: any)."""
         return self._block_sizes
+
+    @property
+    def protocol(self) -> int:
+        """The protocol version the program answered ``hello`` with."""
+        return self._protocol
 
     # ------------------------------------------------------------------ operations
 
@@ -147,6 +172,39 @@ class StdioCandidate:
     def dump(self) -> dict[str, Any]:
         """See :class:`spec.candidate.Candidate`."""
         answer: dict[str, Any] = self._request("dump", {})
+        return upgrade_dump(answer) if self._protocol == 1 else answer
+
+    def snapshot(self) -> SnapshotAnswer:
+        """See :class:`spec.candidate.Candidate`."""
+        answer: SnapshotAnswer = self._request("snapshot", {})
+        return answer
+
+    def reader(self) -> ReaderAnswer:
+        """See :class:`spec.candidate.Candidate`."""
+        answer: ReaderAnswer = self._request("reader", {})
+        return answer
+
+    def leave(self, snapshot: int) -> None:
+        """See :class:`spec.candidate.Candidate`."""
+        self._request("leave", {"snapshot": snapshot})
+
+    def snapshot_match(
+        self, snapshot: int, tokens: object, namespace: object
+    ) -> SnapshotMatchAnswer:
+        """See :class:`spec.candidate.Candidate`."""
+        answer: SnapshotMatchAnswer = self._request(
+            "snapshot_match", {"snapshot": snapshot, "tokens": tokens, "namespace": namespace}
+        )
+        return answer
+
+    def snapshot_dump(self, snapshot: int) -> dict[str, Any]:
+        """See :class:`spec.candidate.Candidate`."""
+        answer: dict[str, Any] = self._request("snapshot_dump", {"snapshot": snapshot})
+        return answer
+
+    def reclaim(self) -> ReclaimAnswer:
+        """See :class:`spec.candidate.Candidate`."""
+        answer: ReclaimAnswer = self._request("reclaim", {})
         return answer
 
     def close(self) -> None:
@@ -171,8 +229,12 @@ class StdioCandidate:
 
     def _handshake(self, hello: Any, name: str | None) -> None:
         version = hello.get("protocol")
-        if version != PROTOCOL_VERSION:
-            self._fail(f"hello: speaks protocol {version!r}, the kit speaks {PROTOCOL_VERSION}")
+        if version not in SUPPORTED_PROTOCOLS or isinstance(version, bool):
+            self._fail(
+                f"hello: speaks protocol {version!r}, the kit speaks "
+                f"{' or '.join(map(str, SUPPORTED_PROTOCOLS))}"
+            )
+        self._protocol = version
         levels = hello.get("levels")
         if not isinstance(levels, list) or not all(isinstance(level, str) for level in levels):
             self._fail(f"hello: levels must be a list of names from {list(LEVELS)}")
@@ -180,6 +242,8 @@ class StdioCandidate:
             self._levels = parse_levels(levels)
         except LevelError as exc:
             self._fail(f"hello: {exc}")
+        if version == 1 and "snapshots" in self._levels:
+            self._fail("hello: the snapshots level needs protocol 2")
         sizes = hello.get("block_sizes")
         if sizes is not None and not (
             isinstance(sizes, list) and sizes and all(_positive_int(size) for size in sizes)
@@ -215,13 +279,21 @@ class StdioCandidate:
             message = decode(reply)
         except ProtocolError as exc:
             self._fail(f"{what}: malformed answer, {exc}")
-        problem = response_problem(request_id, op, message)
+        problem = response_problem(request_id, op, message, self._extra_fields(op))
         if problem is not None:
             self._fail(f"{what}: malformed answer, {problem}")
         if "error" in message:
             error = message["error"]
             raise CandidateError(error["kind"], str(error.get("message", "")))
         return message["ok"]
+
+    def _extra_fields(self, op: str) -> tuple[str, ...]:
+        extra: tuple[str, ...] = ()
+        if op != "hello" and self._protocol >= 2:
+            extra += V2_FIELDS.get(op, ())
+        if "snapshots" in self._levels:
+            extra += SNAPSHOT_FIELDS.get(op, ())
+        return extra
 
     def _exit_status(self) -> str:
         try:

@@ -9,10 +9,15 @@ used by the golden vectors, by the disagreement reports and by ``replay``::
     {"op": "release", "lease": 1}
     {"op": "evict", "count": 2}
     {"op": "dump"}
+    {"op": "reader"}
+    {"op": "snapshot_match", "snapshot": 1, "tokens": [0, 1], "namespace": null}
+    {"op": "leave", "snapshot": 1}
 
 Leases are named in traces by *handle*: the n-th lease issued since the last
 ``reset`` is handle n, whatever id the implementation chose; handle 0 is a lease the
-tree never issued. An *outcome* is ``{"ok": answer}`` or ``{"error": kind}``; a
+tree never issued. Snapshots and readers are named the same way, by one handle
+sequence of their own: the n-th ``snapshot`` or ``reader`` since the reset is
+snapshot handle n. An *outcome* is ``{"ok": answer}`` or ``{"error": kind}``; a
 recorded step may carry the reference's outcome as ``"expect"``.
 """
 
@@ -35,7 +40,21 @@ OPS: tuple[str, ...] = (
     "stats",
     "namespaces",
     "dump",
+    "snapshot",
+    "reader",
+    "leave",
+    "snapshot_match",
+    "snapshot_dump",
+    "reclaim",
 )
+
+#: Operations of the ``snapshots`` level.
+SNAPSHOT_OPS: frozenset[str] = frozenset(
+    {"snapshot", "reader", "leave", "snapshot_match", "snapshot_dump", "reclaim"}
+)
+
+#: Stats fields specified by the ``snapshots`` level only.
+SNAPSHOT_STATS: tuple[str, ...] = ("quarantined", "readers", "oldest_reader", "version")
 
 #: Operations that only read state; the kit issues them after every step.
 READ_OPS: tuple[str, ...] = ("dump", "stats", "namespaces")
@@ -45,16 +64,19 @@ META_KEYS = frozenset({"op", "expect", "actual", "trace", "levels", "note"})
 
 
 class LeaseBook:
-    """Translates trace handles (1, 2, ... per reset) to one candidate's lease ids."""
+    """Translates trace handles (1, 2, ... per reset) to one candidate's ids: of
+    leases, and of snapshots and readers."""
 
-    __slots__ = ("_ids",)
+    __slots__ = ("_ids", "_snapshots")
 
     def __init__(self) -> None:
         self._ids: list[int] = []
+        self._snapshots: list[int] = []
 
     def clear(self) -> None:
-        """Forget every lease (on reset). O(1)."""
+        """Forget every lease and snapshot (on reset). O(1)."""
         self._ids = []
+        self._snapshots = []
 
     def file(self, lease_id: int | None) -> int | None:
         """File a lease id just issued; return its handle (None stays None). O(1)."""
@@ -73,6 +95,22 @@ class LeaseBook:
     def issued(self) -> int:
         """Handles issued since the last reset. O(1)."""
         return len(self._ids)
+
+    def file_snapshot(self, snapshot_id: int) -> int:
+        """File a snapshot (or reader) id just issued; return its handle. O(1)."""
+        self._snapshots.append(snapshot_id)
+        return len(self._snapshots)
+
+    def snapshot_id(self, handle: int) -> int:
+        """The candidate's id for snapshot ``handle``; 0 for one never issued. O(1)."""
+        if 1 <= handle <= len(self._snapshots):
+            return self._snapshots[handle - 1]
+        return 0
+
+    @property
+    def snapshots(self) -> int:
+        """Snapshot handles issued since the last reset. O(1)."""
+        return len(self._snapshots)
 
 
 def apply_step(candidate: Candidate, step: Step, book: LeaseBook) -> Outcome:
@@ -108,6 +146,23 @@ def apply_step(candidate: Candidate, step: Step, book: LeaseBook) -> Outcome:
             return {"ok": dict(candidate.namespaces())}
         if op == "dump":
             return {"ok": candidate.dump()}
+        if op in ("snapshot", "reader"):
+            taken: dict[str, Any] = dict(
+                candidate.snapshot() if op == "snapshot" else candidate.reader()
+            )
+            taken["snapshot"] = book.file_snapshot(taken["snapshot"])
+            return {"ok": taken}
+        if op == "leave":
+            candidate.leave(book.snapshot_id(step["snapshot"]))
+            return {"ok": None}
+        if op == "snapshot_match":
+            snapshot = book.snapshot_id(step["snapshot"])
+            found = candidate.snapshot_match(snapshot, step["tokens"], step.get("namespace"))
+            return {"ok": dict(found)}
+        if op == "snapshot_dump":
+            return {"ok": candidate.snapshot_dump(book.snapshot_id(step["snapshot"]))}
+        if op == "reclaim":
+            return {"ok": dict(candidate.reclaim())}
     except CandidateError as exc:
         return {"error": exc.kind}
     raise ValueError(f"unknown operation {op!r} in step {step!r}")
@@ -117,15 +172,21 @@ def normalise(op: str, outcome: Outcome, levels: frozenset[str]) -> Outcome:
     """What of ``outcome`` the declared ``levels`` specify. O(size of the outcome).
 
     Without the ``eviction`` level the logical clock and the stamps are not
-    specified (R-LRU-*), so they are removed from dumps and stats.
+    specified (R-LRU-*), so they are removed from dumps, snapshot dumps and stats.
+    Without the ``snapshots`` level the stats' version, reader and quarantine
+    counters are not specified (R-SNAP-1, R-EPOCH-3), so they are removed.
     """
-    if "eviction" in levels or "ok" not in outcome or not isinstance(outcome["ok"], dict):
+    if "ok" not in outcome or not isinstance(outcome["ok"], dict):
         return outcome
     answer = dict(outcome["ok"])
-    if op in ("dump", "stats"):
-        answer.pop("clock", None)
-    if op == "dump" and isinstance(answer.get("namespaces"), list):
-        answer["namespaces"] = [_without_stamps(space) for space in answer["namespaces"]]
+    if op == "stats" and "snapshots" not in levels:
+        for name in SNAPSHOT_STATS:
+            answer.pop(name, None)
+    if "eviction" not in levels:
+        if op in ("dump", "stats", "snapshot_dump"):
+            answer.pop("clock", None)
+        if op == "dump" and isinstance(answer.get("namespaces"), list):
+            answer["namespaces"] = [_without_stamps(space) for space in answer["namespaces"]]
     return {"ok": answer}
 
 

@@ -10,11 +10,12 @@ import pytest
 
 import reference
 from kachedb_radix import conform
-from spec.adapter import TreeAdapter
-from spec.levels import LevelError, parse_levels
+from spec.adapter import TreeAdapter, supported_levels
+from spec.levels import LEVELS, LevelError, ordered, parse_levels
 from spec.lockstep import Disagreement, Lockstep
 from spec.mutants.eviction import EvictedIdsSorted
 from spec.mutants.recency import ClockFrozenOnMatch
+from spec.mutants.snapshots import EvictTrimsInPlace, SnapshotReadsLiveTree
 from spec.replay import TraceError, parse_trace, replay
 from spec.runner import KitSettings, run_kit
 from spec.steps import LeaseBook, apply_step, normalise
@@ -29,7 +30,88 @@ def test_every_implementation_conforms(name: str) -> None:
     """The differential machine finds no disagreement (all levels, default search)."""
     report = run_kit(TreeAdapter(IMPLEMENTATIONS[name], name), kit=KitSettings(examples=150))
     assert report.passed, report.explain()
-    assert report.levels == ["core", "pinning", "eviction", "namespaces"]
+    assert report.levels == ordered(supported_levels(IMPLEMENTATIONS[name]))
+    assert report.levels[:4] == ["core", "pinning", "eviction", "namespaces"]
+
+
+def test_snapshots_level_is_declared_by_trees_that_offer_it() -> None:
+    """R-SNAP-2: the level is optional; a tree class without snapshots is checked without it."""
+
+    class Unpublished(reference.RadixTree):
+        snapshot = None  # type: ignore[assignment]
+
+    assert supported_levels(reference.RadixTree) == frozenset(LEVELS)
+    assert "snapshots" not in supported_levels(type("Plain", (), {"reader": 1}))
+    adapter = TreeAdapter(Unpublished, "plain", levels=supported_levels(reference.RadixTree))
+    assert "snapshots" in adapter.levels
+    report = run_kit(TreeAdapter(type("Bare", (), {}), "bare"), kit=KitSettings(examples=1))
+    assert "snapshots" not in report.levels
+
+
+def test_snapshot_steps_in_lockstep() -> None:
+    """R-SNAP-1, R-SNAP-2, R-EPOCH-1..4: handles, versions, epochs, quarantine and reclaim."""
+    lockstep = Lockstep(TreeAdapter(reference.RadixTree, "twin"), frozenset(LEVELS))
+    lockstep.run({"op": "reset", "num_blocks": 3, "block_size": 1})
+    lockstep.run({"op": "insert", "tokens": [1, 2, 3], "namespace": None, "pin": False})
+    assert lockstep.run({"op": "snapshot"}) == {"ok": {"snapshot": 1, "version": 1}}
+    assert lockstep.run({"op": "reader"}) == {"ok": {"snapshot": 2, "epoch": 1, "version": 1}}
+    assert lockstep.inside == [2]
+    assert lockstep.run({"op": "evict", "count": 2}) == {"ok": {"freed": [2, 1]}}
+    stats = lockstep.run({"op": "stats"})["ok"]
+    assert (stats["quarantined"], stats["readers"], stats["oldest_reader"]) == (2, 1, 1)
+    assert stats["version"] == 2 and stats["free"] + stats["cached"] + 2 == 3
+    assert lockstep.run({"op": "dump"})["ok"]["quarantine"] == [2, 1]
+    found = {"op": "snapshot_match", "snapshot": 1, "tokens": [1, 2, 3], "namespace": None}
+    assert lockstep.run(found) == {"ok": {"length": 3, "blocks": [0, 1, 2]}}
+    shape = lockstep.run({"op": "snapshot_dump", "snapshot": 2})["ok"]
+    assert (shape["version"], shape["namespaces"][0]["children"][0]["blocks"]) == (1, [0, 1, 2])
+    assert lockstep.run({"op": "insert", "tokens": [7], "namespace": None, "pin": False}) == {
+        "error": "out_of_blocks"
+    }
+    assert lockstep.run({"op": "reclaim"}) == {"ok": {"reclaimed": []}}
+    assert lockstep.run({"op": "leave", "snapshot": 2}) == {"ok": None}
+    assert lockstep.inside == [] and lockstep.left == [2]
+    assert lockstep.run({"op": "leave", "snapshot": 2}) == {"error": "reader_left"}
+    assert lockstep.run({"op": "reclaim"}) == {"ok": {"reclaimed": [2, 1]}}
+    bad = {"op": "snapshot_match", "snapshot": 1, "tokens": [1, -1], "namespace": 3}
+    assert lockstep.run(bad) == {"error": "token_range"}
+
+
+def test_a_snapshot_changed_by_a_later_write_is_caught_at_that_write() -> None:
+    """R-SNAP-2: the latest snapshots are dumped after every step, so an in-place change
+    of a published node shows at the eviction that made it."""
+    lockstep = Lockstep(TreeAdapter(EvictTrimsInPlace, "trim"), frozenset(LEVELS))
+    lockstep.run({"op": "reset", "num_blocks": 4, "block_size": 1})
+    lockstep.run({"op": "insert", "tokens": [1, 2, 3], "namespace": None, "pin": False})
+    lockstep.run({"op": "snapshot"})
+    with pytest.raises(Disagreement) as raised:
+        lockstep.run({"op": "evict", "count": 1})
+    difference = raised.value.difference
+    assert difference.trace[-1]["op"] == "snapshot_dump"
+    assert _diff_path(difference.expected, difference.actual) == (
+        ".ok.namespaces[0].children[0].tokens (length 3 vs 2)"
+    )
+
+
+def test_a_torn_snapshot_read_is_reported() -> None:
+    """R-SNAP-2: the kit finds a snapshot match that walks the live tree."""
+    report = run_kit(TreeAdapter(SnapshotReadsLiveTree, "torn"), kit=SMALL)
+    assert report.verdict == "disagreement"
+    assert report.difference is not None
+    assert report.difference.trace[-1]["op"] == "snapshot_match"
+    # Without the snapshots level the same tree conforms.
+    old = run_kit(
+        TreeAdapter(SnapshotReadsLiveTree, "torn"),
+        parse_levels(["pinning,eviction,namespaces"]),
+        SMALL,
+    )
+    assert old.passed, old.explain()
+
+
+def _diff_path(expected: Any, actual: Any) -> str | None:
+    from spec.lockstep import first_difference
+
+    return first_difference(expected, actual, "")
 
 
 def test_a_bug_is_reported_as_a_short_trace() -> None:
@@ -86,6 +168,16 @@ def test_normalise_strips_clock_and_stamps_without_eviction() -> None:
     assert "stamps" not in dump["ok"]["namespaces"][0]["children"][0]
     stats = normalise("stats", apply_step(tree, {"op": "stats"}, book), frozenset({"core"}))
     assert "clock" not in stats["ok"] and stats["ok"]["leases"] == 1
+    assert "version" not in stats["ok"] and "quarantined" not in stats["ok"]
+    apply_step(tree, {"op": "snapshot"}, book)
+    shape = normalise(
+        "snapshot_dump",
+        apply_step(tree, {"op": "snapshot_dump", "snapshot": 1}, book),
+        frozenset({"core", "snapshots"}),
+    )
+    assert "clock" not in shape["ok"] and shape["ok"]["version"] == 1
+    full = normalise("stats", apply_step(tree, {"op": "stats"}, book), frozenset(LEVELS))
+    assert full["ok"]["version"] == 1 and full["ok"]["oldest_reader"] is None
 
 
 def test_lease_handles_and_foreign_leases() -> None:

@@ -34,6 +34,7 @@ def test_error_kinds_are_the_documented_names() -> None:
         "foreign_block",
         "lease_released",
         "foreign_lease",
+        "reader_left",
         "invariant",
     }
     for kind, cls in ERROR_KINDS.items():

@@ -39,7 +39,8 @@ def test_whole_kit_through_the_stdio_server() -> None:
     candidate = StdioCandidate(SERVE)
     try:
         assert candidate.name == "reference"
-        assert candidate.levels == parse_levels(["core,pinning,eviction,namespaces"])
+        assert candidate.levels == parse_levels(["core,pinning,eviction,namespaces,snapshots"])
+        assert candidate.protocol == 2
         report = run_kit(candidate, kit=KitSettings(examples=40))
     finally:
         candidate.close()
@@ -55,11 +56,13 @@ def test_declared_levels_limit_the_run() -> None:
     assert report.passed and report.levels == ["core"]
 
 
-def test_server_traffic_matches_the_schema() -> None:
+@pytest.mark.parametrize("suite", ["full", "snapshots"])
+def test_server_traffic_matches_the_schema(suite: str) -> None:
     """Every request of a vector file and every answer of the server validate."""
-    requests: list[dict[str, Any]] = [{"id": 0, "op": "hello", "protocol": 1}]
+    requests: list[dict[str, Any]] = [{"id": 0, "op": "hello", "protocol": 2}]
     leases: list[int] = []
-    for number, line in enumerate(path_of("full").read_text().splitlines()[:120], 1):
+    snapshots: list[int] = []
+    for number, line in enumerate(path_of(suite).read_text().splitlines()[:120], 1):
         step = json.loads(line)
         _validator("#/$defs/traceStep").validate(step)
         request = {
@@ -68,10 +71,16 @@ def test_server_traffic_matches_the_schema() -> None:
         request["id"] = number
         if request["op"] == "release":
             request["lease"] = leases[request["lease"] - 1] if request["lease"] else 0
+        if "snapshot" in request:
+            request["snapshot"] = snapshots[request["snapshot"] - 1]
+        if request["op"] == "reset":
+            leases, snapshots = [], []
         requests.append(request)
         answer = step["expect"].get("ok")
         if isinstance(answer, dict) and answer.get("lease"):
             leases.append(answer["lease"])
+        if step["op"] in ("snapshot", "reader") and isinstance(answer, dict):
+            snapshots.append(answer["snapshot"])
     out = io.StringIO()
     serve(
         TreeAdapter(reference.RadixTree, "reference"),
@@ -80,12 +89,66 @@ def test_server_traffic_matches_the_schema() -> None:
     )
     responses = [json.loads(line) for line in out.getvalue().splitlines()]
     assert len(responses) == len(requests)
+    ops = set()
     for request, response in zip(requests, responses, strict=True):
         _validator("#/$defs/request").validate(request)
         _validator("#/$defs/response").validate(response)
         assert response["id"] == request["id"]
         if "ok" in response:
             _validator(f"#/$defs/answers/{request['op']}").validate(response["ok"])
+            ops.add(request["op"])
+    if suite == "snapshots":
+        assert {"snapshot", "reader", "snapshot_match", "snapshot_dump", "reclaim"} <= ops
+
+
+def test_protocol_1_programs_still_run_at_the_old_levels(tmp_path: Path) -> None:
+    """A program written for protocol 1 (format-1 dumps, no snapshot stats) conforms at
+    the levels it declares; it may not declare snapshots (R-DUMP-1)."""
+    script = tmp_path / "old_server.py"
+    script.write_text(
+        textwrap.dedent(
+            """
+            import json, sys
+            sys.path.insert(0, sys.argv[2])  # this checkout's packages first
+            import reference
+            from spec.adapter import TreeAdapter
+            from spec.serve import handle
+            from spec.candidate import CandidateError
+            LEVELS = sys.argv[1].split(",")
+            tree = TreeAdapter(reference.RadixTree, "old", frozenset(LEVELS))
+            for line in sys.stdin:
+                request = json.loads(line)
+                try:
+                    answer = handle(tree, request)
+                except CandidateError as exc:
+                    print(json.dumps({"id": request["id"], "error": {"kind": exc.kind}}))
+                    sys.stdout.flush()
+                    continue
+                if request["op"] == "hello":
+                    answer["protocol"] = 1
+                if request["op"] == "dump":
+                    answer["format"] = 1
+                    del answer["quarantine"]
+                if request["op"] == "stats":
+                    for name in ("quarantined", "readers", "oldest_reader", "version"):
+                        del answer[name]
+                print(json.dumps({"id": request["id"], "ok": answer}))
+                sys.stdout.flush()
+            """
+        )
+    )
+    root = str(Path(__file__).resolve().parent.parent)
+    old = StdioCandidate([sys.executable, str(script), "core,pinning,eviction,namespaces", root])
+    try:
+        assert old.protocol == 1 and "snapshots" not in old.levels
+        old.reset(4, 1)
+        assert old.dump()["quarantine"] == []  # upgraded to format 2
+        report = run_kit(old, kit=KitSettings(examples=20))
+    finally:
+        old.close()
+    assert report.passed, report.explain()
+    with pytest.raises(CandidateFailure, match="snapshots level needs protocol 2"):
+        StdioCandidate([sys.executable, str(script), "core,snapshots", root])
 
 
 def test_server_answers_garbage_and_unknown_ops() -> None:

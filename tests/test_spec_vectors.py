@@ -26,9 +26,13 @@ def test_generation_is_deterministic() -> None:
 @pytest.mark.parametrize("name", sorted(IMPLEMENTATIONS))
 def test_implementations_replay_the_vectors(name: str, suite: str) -> None:
     steps = read_trace(path_of(suite))
-    result = replay(steps, TreeAdapter(IMPLEMENTATIONS[name], name))
+    candidate = TreeAdapter(IMPLEMENTATIONS[name], name)
+    result = replay(steps, candidate)
     assert result.passed, result.difference.explain() if result.difference else result.failure
-    assert result.traces == TRACES and result.steps == len(steps)
+    if SUITES[suite] <= candidate.levels:
+        assert result.traces == TRACES and result.steps == len(steps)
+    else:  # a level it does not declare (snapshots, for a tree without them)
+        assert result.traces == 0 and len(result.skipped) == TRACES
 
 
 def test_vectors_cover_each_level_and_error_kinds() -> None:
@@ -42,6 +46,20 @@ def test_vectors_cover_each_level_and_error_kinds() -> None:
     )
     core = read_trace(path_of("core"))
     assert "clock" not in core[-3]["expect"]["ok"]  # reduced to the core level
+    assert all(step["expect"]["ok"]["quarantine"] == [] for step in core if step["op"] == "dump")
+
+
+def test_snapshot_vectors_cover_epochs_and_reclamation() -> None:
+    """R-SNAP-1, R-SNAP-2, R-EPOCH-1..4 all show up in the snapshots vectors."""
+    steps = read_trace(path_of("snapshots"))
+    ops = {step["op"] for step in steps}
+    assert {"snapshot", "reader", "leave", "snapshot_match", "snapshot_dump", "reclaim"} <= ops
+    kinds = {step["expect"]["error"] for step in steps if "error" in step["expect"]}
+    assert {"reader_left", "out_of_blocks"} <= kinds
+    assert any(step["op"] == "dump" and step["expect"]["ok"]["quarantine"] for step in steps)
+    assert any(step["op"] == "reclaim" and step["expect"]["ok"]["reclaimed"] for step in steps)
+    stats = [step["expect"]["ok"] for step in steps if step["op"] == "stats"]
+    assert all(answer["readers"] == 0 and answer["version"] > 0 for answer in stats)
 
 
 def test_a_level_the_candidate_lacks_skips_the_trace() -> None:

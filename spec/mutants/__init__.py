@@ -22,14 +22,34 @@ from dataclasses import dataclass
 
 from ..adapter import TreeAdapter
 from ..runner import KitSettings, run_kit
-from . import allocation, eviction, namespaces, pinning, recency, structure, tokens, views
+from . import (
+    allocation,
+    eviction,
+    namespaces,
+    pinning,
+    recency,
+    snapshots,
+    structure,
+    tokens,
+    views,
+)
 from .base import REGISTRY, Mutant
 
 #: Every mutant, by name.
 MUTANTS: dict[str, Mutant] = dict(REGISTRY)
 
 #: Modules holding mutants, for readers.
-MODULES = (tokens, structure, allocation, pinning, recency, eviction, namespaces, views)
+MODULES = (
+    tokens,
+    structure,
+    allocation,
+    pinning,
+    recency,
+    eviction,
+    namespaces,
+    views,
+    snapshots,
+)
 
 #: The settings mutant runs use by default: the kit's defaults without shrinking.
 MUTANT_SETTINGS = KitSettings(shrink=False)

@@ -2,11 +2,17 @@
 
 :class:`MutantTree` is :class:`reference.RadixTree` with its public operations
 re-expressed through small hook methods (token validation, the match walk, the
-eviction made room for by an insert, stamping, splitting). Unmutated it behaves
-exactly like the reference -- a test runs the kit against it to prove that -- so
-each mutant overrides one hook, or one method, and differs in exactly one way.
-Nothing here, or in any mutant, touches the reference's modules: bugs live in
-subclasses only, so the oracle in the same process stays correct.
+room made by an insert, stamping, splitting, evicting one leaf's blocks). Unmutated
+it behaves exactly like the reference -- a test runs the kit against it to prove
+that -- so each mutant overrides one hook, or one method, and differs in exactly
+one way. Nothing here, or in any mutant, touches the reference's modules: bugs live
+in subclasses only, so the oracle in the same process stays correct.
+
+The reference keeps its shape persistent (path-copied :class:`reference.node.Node`
+versions, published as a :class:`reference.snapshot.Version`) and its per-block
+pins and stamps in side tables indexed by block id (``tree._pins``,
+``tree._stamps``); the hooks below work on those, through the reference's own
+helpers (``_split``, ``_replace``, ``_offer``, ``_publish``, ``_retire``).
 """
 
 from __future__ import annotations
@@ -20,7 +26,8 @@ from reference.lease import Lease
 from reference.node import Node
 from reference.results import InsertResult, MatchResult
 from reference.tokens import as_token_list
-from reference.tree import RadixTree, _check_namespace, _Path, _path_blocks
+from reference.tree import RadixTree, check_namespace
+from reference.walk import Path, path_blocks
 
 TreeT = TypeVar("TreeT", bound=type[RadixTree])
 
@@ -79,7 +86,7 @@ class MutantTree(RadixTree):
 
     def _namespace_ok(self, namespace: object) -> None:
         """Validate a namespace (R-NS-4)."""
-        _check_namespace(namespace)
+        check_namespace(namespace)
 
     def _validate(self, tokens: object, namespace: object) -> list[int]:
         """Validate the arguments of match and insert, tokens first (R-TOK-5)."""
@@ -91,9 +98,7 @@ class MutantTree(RadixTree):
         """How many whole blocks a match may cover (R-MATCH-1)."""
         return len(tokens) // self._block_size
 
-    def _match_walk(
-        self, namespace: str | None, tokens: list[int], limit: int
-    ) -> tuple[_Path, int]:
+    def _match_walk(self, namespace: str | None, tokens: list[int], limit: int) -> tuple[Path, int]:
         """The walk a match does (R-NS-2)."""
         return self._walk(namespace, tokens, limit)
 
@@ -101,7 +106,7 @@ class MutantTree(RadixTree):
         """The time a match stamps with (R-LRU-3)."""
         return self._tick()
 
-    def _match_stamp(self, path: _Path, now: int) -> None:
+    def _match_stamp(self, path: Path, now: int) -> None:
         """Stamp a match's blocks (R-LRU-1)."""
         self._stamp(path, now)
 
@@ -113,27 +118,42 @@ class MutantTree(RadixTree):
         """The length an insert reports (R-INS-1)."""
         return wanted * self._block_size
 
-    def _make_room(self, path: _Path, needed: int) -> list[int]:
-        """Evict for an insert that needs ``needed`` new blocks (R-INS-5, R-INS-6)."""
+    def _make_room(self, path: Path, needed: int) -> list[int]:
+        """Find ``needed`` free blocks for an insert: reclaim, then evict (R-INS-5,
+        R-INS-6, R-EPOCH-2, R-EPOCH-3). Returns the evicted ids."""
+        if needed <= self._allocator.free_count:
+            return []
+        self._check_room(path, needed)
+        self._reclaim()
         shortfall = needed - self._allocator.free_count
         if shortfall <= 0:
             return []
         self._adjust_pins(path, +1)
-        evictable = self._cached - self._pinned
-        if shortfall > evictable:
-            self._adjust_pins(path, -1)
-            raise OutOfBlocksError(f"insert needs {needed} new blocks")
         evicted = self._evict_blocks(shortfall)
         self._adjust_pins(path, -1)
+        if self._allocator.free_count < needed:
+            raise OutOfBlocksError(f"insert needs {needed} new blocks")
         return evicted
 
-    def _insert_stamp(self, path: _Path, now: int, reused: int) -> None:
+    def _insert_stamp(self, path: Path, now: int, reused: int) -> None:
         """Stamp an insert's path (R-LRU-1)."""
         self._stamp(path, now)
 
     def _split_at(self, node: Node, used: int) -> Node:
         """Split ``node`` after ``used`` blocks; return the upper half (R-SPLIT-*)."""
-        return node.split(self._block_size, used)
+        return self._split(node, used)
+
+    def _evict_from(self, leaf: Node, room: int) -> list[int]:
+        """Evict from the LRU leaf ``leaf`` (at most ``room`` blocks wanted): its tail
+        block (R-EVICT-1). Returns the freed ids in eviction order."""
+        tail = leaf.tail()
+        if leaf.count == 1:
+            self._remove_leaf(leaf)
+        else:
+            self._replace(leaf.without_tail())
+            self._offer(leaf.nid)
+        self._cached -= 1
+        return [tail]
 
     # ------------------------------------------------------------------ operations
 
@@ -145,9 +165,9 @@ class MutantTree(RadixTree):
         path, matched = self._match_walk(namespace, token_list, self._match_limit(token_list))
         now = self._match_time()
         self._match_stamp(path, now)
-        blocks = _path_blocks(path)
         lease = self._pin(namespace, token_list, matched, path) if pin else None
-        return MatchResult(matched * self._block_size, blocks, lease)
+        self._publish()
+        return MatchResult(matched * self._block_size, path_blocks(path), lease)
 
     def insert(
         self, tokens: object, namespace: str | None = None, *, pin: bool = False
@@ -159,6 +179,7 @@ class MutantTree(RadixTree):
         needed = wanted - reused
         evicted = self._make_room(path, needed)
         if evicted:
+            # Eviction made new versions of the nodes: walk the current shape again.
             path, reused = self._walk(namespace, token_list, wanted)
             needed = wanted - reused
             if needed > self._allocator.free_count:
@@ -171,9 +192,10 @@ class MutantTree(RadixTree):
         now = self._tick()
         self._insert_stamp(path, now, reused)
         lease = self._pin(namespace, token_list, wanted, path) if pin else None
+        self._publish()
         return InsertResult(
             length=self._insert_length(token_list, wanted),
-            blocks=_path_blocks(path),
+            blocks=path_blocks(path),
             reused=reused,
             allocated=tuple(allocated),
             evicted=tuple(evicted),
@@ -183,7 +205,7 @@ class MutantTree(RadixTree):
     def _attach(
         self,
         namespace: str | None,
-        path: _Path,
+        path: Path,
         tokens: list[int],
         reused: int,
         wanted: int,
@@ -194,26 +216,34 @@ class MutantTree(RadixTree):
         if not path:
             parent = self._roots.get(namespace)
             if parent is None:
-                parent = self._roots[namespace] = Node.root(namespace)
+                parent = self._new_node(None, [], [])
+                self._root_names[parent.nid] = namespace
         else:
             parent, used = path[-1]
-            if used < len(parent.blocks):
+            if used < parent.count:
                 parent = self._split_at(parent, used)
-                self._nodes += 1
         new_tokens = tokens[reused * size : wanted * size]
-        count = len(new_blocks)
-        self._cached += count
-        if not parent.is_root and not parent.children:
-            parent.tokens.extend(new_tokens)
-            parent.blocks.extend(new_blocks)
-            parent.pins.extend([0] * count)
-            parent.stamps.extend([0] * count)
-            self._queue.offer(parent, self._nodes)
+        self._cached += len(new_blocks)
+        if self._parents[parent.nid] is not None and not parent.children:
+            self._replace(parent.extended(size, new_tokens, new_blocks))
+            self._offer(parent.nid)
             return
-        child = Node(parent, new_tokens, list(new_blocks), [0] * count, [0] * count)
-        parent.children[child.first_block(size)] = child
-        self._nodes += 1
-        self._queue.offer(child, self._nodes)
+        child = self._new_node(parent.nid, new_tokens, list(new_blocks))
+        self._replace(parent.with_children(parent.children.set(child.first_block(size), child)))
+        self._offer(child.nid)
+
+    def _evict_blocks(self, count: int) -> list[int]:
+        """The reference's eviction loop, evicting each leaf through :meth:`_evict_from`."""
+        evicted: list[int] = []
+        while len(evicted) < count:
+            nid = self._queue.pop_lru(self._is_current)
+            if nid is None:
+                break
+            evicted.extend(self._evict_from(self._nodes[nid], count - len(evicted)))
+        if evicted:
+            self._publish()
+            self._retire(evicted)
+        return evicted
 
 
 def lease_of(tree: RadixTree, lease: object) -> Lease | None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from reference.errors import OutOfBlocksError
 from reference.node import Node
-from reference.tree import _Path
+from reference.walk import Path
 
 from .base import MutantTree, mutant
 from .queues import ReversedQueue
@@ -24,60 +24,51 @@ class ParentNotRequeued(MutantTree):
     """A node whose last child is evicted never becomes evictable itself."""
 
     def _remove_leaf(self, leaf: Node) -> None:
-        parent = leaf.parent
-        assert parent is not None
-        del parent.children[leaf.first_block(self._block_size)]
-        leaf.parent = None
-        self._nodes -= 1
-        if parent.is_root and not parent.children:
-            del self._roots[parent.namespace]
+        parent_id = self._parents[leaf.nid]
+        assert parent_id is not None
+        parent = self._nodes[parent_id]
+        del self._nodes[leaf.nid], self._parents[leaf.nid]
+        self._replace(
+            parent.with_children(parent.children.delete(leaf.first_block(self._block_size)))
+        )
 
 
 @mutant("evict_edge_head_first", "R-EVICT-1")
 class EvictEdgeHeadFirst(MutantTree):
     """Eviction frees a leaf edge's first block (an ancestor) before its deeper ones."""
 
-    def _evict_blocks(self, count: int) -> list[int]:
-        freed: list[int] = []
+    def _evict_from(self, leaf: Node, room: int) -> list[int]:
+        if leaf.count == 1:
+            return super()._evict_from(leaf, room)
         size = self._block_size
-        while len(freed) < count:
-            leaf = self._queue.pop_lru()
-            if leaf is None:
-                break
-            if len(leaf.blocks) == 1:
-                self._remove_leaf(leaf)
-                freed.append(leaf.blocks.pop())
-                leaf.tokens.clear()
-                leaf.pins.pop()
-                leaf.stamps.pop()
-            else:
-                parent = leaf.parent
-                assert parent is not None
-                del parent.children[leaf.first_block(size)]
-                del leaf.tokens[:size]
-                freed.append(leaf.blocks.pop(0))
-                leaf.pins.pop(0)
-                leaf.stamps.pop(0)
-                parent.children[leaf.first_block(size)] = leaf
-                self._queue.offer(leaf, self._nodes)
-            self._cached -= 1
-        self._allocator.free(freed)
-        return freed
+        head = leaf.blocks[0]
+        rest = Node(
+            leaf.nid,
+            leaf.tokens[size : leaf.count * size],
+            leaf.blocks[1 : leaf.count],
+            leaf.count - 1,
+            leaf.children,
+        )
+        parent_id = self._parents[leaf.nid]
+        assert parent_id is not None
+        parent = self._nodes[parent_id]
+        children = parent.children.delete(leaf.first_block(size))
+        self._nodes[leaf.nid] = rest
+        self._replace(parent.with_children(children.set(rest.first_block(size), rest)))
+        self._offer(leaf.nid)
+        self._cached -= 1
+        return [head]
 
 
 @mutant("evict_whole_leaf", "R-EVICT-1", "R-EVICT-4")
 class EvictWholeLeaf(MutantTree):
     """``evict(n)`` frees whole leaf edges, possibly more than n blocks."""
 
-    def evict(self, count: int) -> tuple[int, ...]:
+    def _evict_from(self, leaf: Node, room: int) -> list[int]:
         freed: list[int] = []
-        while len(freed) < count:
-            leaf = self._queue.pop_lru()
-            if leaf is None:
-                break
-            self._queue.offer(leaf, self._nodes)
-            freed.extend(self._evict_blocks(len(leaf.blocks)))
-        return tuple(freed)
+        for _ in range(leaf.count):
+            freed.extend(super()._evict_from(self._nodes[leaf.nid], room))
+        return freed
 
 
 @mutant("evicted_ids_sorted", "R-EVICT-4")
@@ -92,16 +83,16 @@ class EvictedIdsSorted(MutantTree):
 class InsertEvictsExtra(MutantTree):
     """An insert short of blocks evicts one block more than the shortfall."""
 
-    def _make_room(self, path: _Path, needed: int) -> list[int]:
+    def _make_room(self, path: Path, needed: int) -> list[int]:
+        if needed <= self._allocator.free_count:
+            return []
+        self._check_room(path, needed)
+        self._reclaim()
         shortfall = needed - self._allocator.free_count
         if shortfall <= 0:
             return []
         self._adjust_pins(path, +1)
-        evictable = self._cached - self._pinned
-        if shortfall > evictable:
-            self._adjust_pins(path, -1)
-            raise OutOfBlocksError(f"insert needs {needed} new blocks")
-        evicted = self._evict_blocks(min(shortfall + 1, evictable))
+        evicted = self._evict_blocks(shortfall + 1)
         self._adjust_pins(path, -1)
         return evicted
 
@@ -110,20 +101,20 @@ class InsertEvictsExtra(MutantTree):
 class InsertEvictsOwnPath(MutantTree):
     """An insert short of blocks may evict the cached prefix it is extending."""
 
-    def _make_room(self, path: _Path, needed: int) -> list[int]:
-        shortfall = needed - self._allocator.free_count
-        if shortfall <= 0:
+    def _make_room(self, path: Path, needed: int) -> list[int]:
+        if needed <= self._allocator.free_count:
             return []
-        if shortfall > self._cached - self._pinned:
-            raise OutOfBlocksError(f"insert needs {needed} new blocks")
-        return self._evict_blocks(shortfall)
+        self._check_room([], needed)  # counts the path's blocks as evictable too
+        self._reclaim()
+        shortfall = needed - self._allocator.free_count
+        return self._evict_blocks(shortfall) if shortfall > 0 else []
 
 
 @mutant("insert_never_evicts", "R-INS-5", "R-INS-6")
 class InsertNeverEvicts(MutantTree):
     """An insert raises out_of_blocks as soon as the free pool is short."""
 
-    def _make_room(self, path: _Path, needed: int) -> list[int]:
+    def _make_room(self, path: Path, needed: int) -> list[int]:
         if needed > self._allocator.free_count:
             raise OutOfBlocksError(f"insert needs {needed} new blocks")
         return []
@@ -133,14 +124,16 @@ class InsertNeverEvicts(MutantTree):
 class FailedInsertHalfApplied(MutantTree):
     """An insert that cannot get enough blocks evicts all it can before raising."""
 
-    def _make_room(self, path: _Path, needed: int) -> list[int]:
+    def _make_room(self, path: Path, needed: int) -> list[int]:
+        if needed <= self._allocator.free_count:
+            return []
+        self._reclaim()
         shortfall = needed - self._allocator.free_count
         if shortfall <= 0:
             return []
         self._adjust_pins(path, +1)
-        evictable = self._cached - self._pinned
-        evicted = self._evict_blocks(min(shortfall, evictable))
+        evicted = self._evict_blocks(shortfall)
         self._adjust_pins(path, -1)
-        if shortfall > evictable:
+        if self._allocator.free_count < needed:
             raise OutOfBlocksError(f"insert needs {needed} new blocks")
         return evicted

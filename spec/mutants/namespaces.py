@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from reference.node import Node
-from reference.tree import _Path
+from reference.walk import Path
 
 from .base import MutantTree, mutant
 
@@ -12,9 +12,7 @@ from .base import MutantTree, mutant
 class NamespaceFallsBackToDefault(MutantTree):
     """A match in a namespace with nothing cached searches the default namespace."""
 
-    def _match_walk(
-        self, namespace: str | None, tokens: list[int], limit: int
-    ) -> tuple[_Path, int]:
+    def _match_walk(self, namespace: str | None, tokens: list[int], limit: int) -> tuple[Path, int]:
         if namespace not in self._roots:
             namespace = None
         return self._walk(namespace, tokens, limit)
@@ -25,13 +23,19 @@ class EmptyNamespaceKept(MutantTree):
     """A namespace whose last block is evicted stays listed, empty."""
 
     def _remove_leaf(self, leaf: Node) -> None:
-        parent = leaf.parent
-        assert parent is not None
-        del parent.children[leaf.first_block(self._block_size)]
-        leaf.parent = None
-        self._nodes -= 1
-        if not parent.is_root:
-            self._queue.offer(parent, self._nodes)
+        parent_id = self._parents[leaf.nid]
+        assert parent_id is not None
+        parent = self._nodes[parent_id]
+        emptied = parent.with_children(parent.children.delete(leaf.first_block(self._block_size)))
+        del self._nodes[leaf.nid], self._parents[leaf.nid]
+        if self._parents[parent_id] is None and not emptied.children:
+            # Keep the empty root filed under its namespace instead of dropping it.
+            self._nodes[parent_id] = emptied
+            self._roots = self._roots.set(self._root_names[parent_id], emptied)
+            return
+        self._replace(emptied)
+        if self._parents.get(parent_id) is not None:
+            self._offer(parent_id)
 
 
 @mutant("namespace_not_validated", "R-NS-4")

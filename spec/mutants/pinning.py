@@ -4,25 +4,24 @@ from __future__ import annotations
 
 from reference.errors import ForeignLeaseError, LeaseReleasedError
 from reference.lease import Lease
-from reference.tree import _Path
+from reference.walk import Path
 
 from .base import MutantTree, lease_of, mutant
-from .queues import UnpinnedBlindQueue
 
 
 @mutant("pin_whole_edge", "R-PIN-2")
 class PinWholeEdge(MutantTree):
     """A pin that ends inside an edge pins the whole edge."""
 
-    def _adjust_pins(self, path: _Path, delta: int) -> None:
-        super()._adjust_pins([(node, len(node.blocks)) for node, _ in path], delta)
+    def _adjust_pins(self, path: Path, delta: int) -> None:
+        super()._adjust_pins([(node, node.count) for node, _ in path], delta)
 
 
 @mutant("pin_last_node_only", "R-PIN-3", "R-PIN-1")
 class PinLastNodeOnly(MutantTree):
     """Only the last node of a path is pinned, not its ancestors."""
 
-    def _adjust_pins(self, path: _Path, delta: int) -> None:
+    def _adjust_pins(self, path: Path, delta: int) -> None:
         super()._adjust_pins(path[-1:], delta)
 
 
@@ -52,6 +51,20 @@ class ForeignLeaseWrongKind(MutantTree):
 class PinnedBlockEvicted(MutantTree):
     """Eviction ignores pins: a pinned leaf tail can be evicted."""
 
-    def __init__(self, num_blocks: int, block_size: int = 16) -> None:
-        super().__init__(num_blocks, block_size)
-        self._queue = UnpinnedBlindQueue()
+    def _is_current(self, stamp: int, block_id: int, nid: int) -> bool:
+        node = self._nodes.get(nid)
+        return (
+            node is not None
+            and node.count > 0
+            and not node.children
+            and node.tail() == block_id
+            and self._stamps[block_id] == stamp
+        )
+
+    def _offer(self, nid: int) -> None:
+        node = self._nodes.get(nid)
+        if node is None or node.count == 0 or node.children:
+            return
+        tail = node.tail()
+        live = len(self._nodes) - len(self._root_names)
+        self._queue.push(self._stamps[tail], tail, nid, live, self._is_current)

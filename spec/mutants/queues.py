@@ -1,60 +1,39 @@
-"""Eviction queues with a planted bug, for the eviction mutants (R-EVICT-*).
+"""An eviction queue with a planted bug, for the eviction mutants (R-EVICT-*).
 
-:class:`KeyedQueue` is the reference's lazy-deletion heap with its two decisions made
-overridable: which nodes are evictable leaves and the order key of a leaf tail.
+The reference's queue (:class:`reference.eviction.EvictionQueue`) orders leaf tails
+by ``(stamp, block_id)`` and checks each popped entry against the tree with an
+``is_current(stamp, block_id, nid)`` predicate. :class:`ReversedQueue` files every
+entry under the negated stamp, so the newest tail comes out first, and translates
+the predicate back so staleness is still judged on the true stamp.
 """
 
 from __future__ import annotations
 
-import heapq
-
-from reference.eviction import EvictionQueue
-from reference.node import Node
+from reference.eviction import EvictionQueue, IsCurrent
 
 
-class KeyedQueue(EvictionQueue):
-    """The reference's queue with the evictable test and the order key as methods."""
+def _negated(is_current: IsCurrent) -> IsCurrent:
+    def check(stamp: int, block_id: int, nid: int) -> bool:
+        return is_current(-stamp, block_id, nid)
 
-    __slots__ = ()
-
-    def eligible(self, node: Node) -> bool:
-        """Whether ``node``'s tail may be evicted now."""
-        return node.is_evictable_leaf()
-
-    def key(self, node: Node) -> tuple[int, int]:
-        """Order of leaf tails: smaller first."""
-        return (node.stamps[-1], node.blocks[-1])
-
-    def offer(self, node: Node, live_nodes: int) -> None:
-        """Queue ``node`` if it is eligible now."""
-        if self.eligible(node):
-            first, second = self.key(node)
-            heapq.heappush(self._heap, (first, second, next(self._order), node))
-
-    def pop_lru(self) -> Node | None:
-        """Remove and return the first eligible leaf whose entry is current."""
-        while self._heap:
-            first, second, _, node = heapq.heappop(self._heap)
-            if self.eligible(node) and self.key(node) == (first, second):
-                return node
-        return None
+    return check
 
 
-class ReversedQueue(KeyedQueue):
+class ReversedQueue(EvictionQueue):
     """Most recently used first."""
 
     __slots__ = ()
 
-    def key(self, node: Node) -> tuple[int, int]:
-        """Newest stamp first."""
-        return (-node.stamps[-1], node.blocks[-1])
+    def push(
+        self, stamp: int, block_id: int, nid: int, live_nodes: int, is_current: IsCurrent
+    ) -> None:
+        """Queue the tail under its negated stamp."""
+        super().push(-stamp, block_id, nid, live_nodes, _negated(is_current))
 
+    def pop_lru(self, is_current: IsCurrent) -> int | None:
+        """The newest current tail's node."""
+        return super().pop_lru(_negated(is_current))
 
-class UnpinnedBlindQueue(KeyedQueue):
-    """Any leaf tail is evictable, pinned or not."""
-
-    __slots__ = ()
-
-    def eligible(self, node: Node) -> bool:
-        """A non-empty leaf, pins ignored."""
-        return bool(node.blocks) and not node.children
+    def covered(self, is_current: IsCurrent) -> set[int]:
+        """The nids holding a valid entry."""
+        return super().covered(_negated(is_current))

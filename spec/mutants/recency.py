@@ -5,7 +5,7 @@ from __future__ import annotations
 from reference.errors import RadixError
 from reference.lease import Lease
 from reference.results import MatchResult
-from reference.tree import _Path
+from reference.walk import Path
 
 from .base import MutantTree, lease_of, mutant
 
@@ -46,7 +46,7 @@ class FailedCallTicksClock(MutantTree):
 class MatchNotStamped(MutantTree):
     """A match advances the clock but does not refresh its blocks' stamps."""
 
-    def _match_stamp(self, path: _Path, now: int) -> None:
+    def _match_stamp(self, path: Path, now: int) -> None:
         return None
 
 
@@ -64,19 +64,20 @@ class ReleaseNotStamped(MutantTree):
         self._tick()
         own._released = True
         del self._leases[own.id]
+        self._publish()
 
 
 @mutant("insert_stamps_new_blocks_only", "R-LRU-1", "R-LRU-2")
 class InsertStampsNewBlocksOnly(MutantTree):
     """An insert stamps the blocks it added but not the prefix it reused."""
 
-    def _insert_stamp(self, path: _Path, now: int, reused: int) -> None:
+    def _insert_stamp(self, path: Path, now: int, reused: int) -> None:
         skip = reused
         for node, used in path:
-            for index in range(used):
+            for block in node.blocks[:used]:
                 if skip > 0:
                     skip -= 1
                     continue
-                node.stamps[index] = now
+                self._stamps[block] = now
         if path:
-            self._queue.offer(path[-1][0], self._nodes)
+            self._offer(path[-1][0].nid)

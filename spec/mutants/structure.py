@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from reference.node import Node
-from reference.tree import _Path
+from reference.walk import Path
 
 from .base import MutantTree, mutant
 
@@ -37,8 +37,8 @@ class InsertLengthCountsPartial(MutantTree):
 class ReuseTrustsFirstBlock(MutantTree):
     """Once an edge's first block matches, the rest of the edge is assumed to match."""
 
-    def _walk(self, namespace: str | None, tokens: list[int], limit: int) -> tuple[_Path, int]:
-        path: _Path = []
+    def _walk(self, namespace: str | None, tokens: list[int], limit: int) -> tuple[Path, int]:
+        path: Path = []
         node = self._roots.get(namespace)
         size = self._block_size
         matched = 0
@@ -47,10 +47,10 @@ class ReuseTrustsFirstBlock(MutantTree):
             child = node.children.get(tuple(tokens[start : start + size]))
             if child is None:
                 break
-            taken = min(len(child.blocks), limit - matched)
+            taken = min(child.count, limit - matched)
             path.append((child, taken))
             matched += taken
-            node = child if taken == len(child.blocks) else None
+            node = child if taken == child.count else None
         return path, matched
 
 
@@ -58,8 +58,8 @@ class ReuseTrustsFirstBlock(MutantTree):
 class FirstTokenKey(MutantTree):
     """Children are found by their first token, not their whole first block."""
 
-    def _walk(self, namespace: str | None, tokens: list[int], limit: int) -> tuple[_Path, int]:
-        path: _Path = []
+    def _walk(self, namespace: str | None, tokens: list[int], limit: int) -> tuple[Path, int]:
+        path: Path = []
         node = self._roots.get(namespace)
         size = self._block_size
         matched = 0
@@ -69,7 +69,7 @@ class FirstTokenKey(MutantTree):
             if child is None:
                 break
             edge = child.tokens
-            usable = min(len(child.blocks), limit - matched)
+            usable = min(child.count, limit - matched)
             taken = 1
             while taken < usable:
                 offset = taken * size
@@ -78,7 +78,7 @@ class FirstTokenKey(MutantTree):
                 taken += 1
             path.append((child, taken))
             matched += taken
-            node = child if taken == len(child.blocks) else None
+            node = child if taken == child.count else None
         return path, matched
 
 
@@ -87,11 +87,10 @@ class SplitMisplacesBlocks(MutantTree):
     """A split hands the upper half the edge's last block ids instead of its first."""
 
     def _split_at(self, node: Node, used: int) -> Node:
-        upper = node.split(self._block_size, used)
-        ids = upper.blocks + node.blocks
-        upper.blocks[:] = ids[-used:]
-        node.blocks[:] = ids[:-used]
-        self._queue.offer(node, self._nodes)
+        ids = node.edge_blocks()
+        rotated = ids[len(ids) - used :] + ids[: len(ids) - used]
+        upper = self._split(Node(node.nid, node.tokens, rotated, node.count, node.children), used)
+        self._offer(node.nid)  # the lower half's tail is another block now
         return upper
 
 
@@ -100,8 +99,11 @@ class SplitDropsPins(MutantTree):
     """A split leaves the upper half's pins behind (it starts unpinned)."""
 
     def _split_at(self, node: Node, used: int) -> Node:
-        upper = node.split(self._block_size, used)
-        upper.pins[:] = [0] * used
+        upper = self._split(node, used)
+        for block in upper.edge_blocks():
+            if self._pins[block]:
+                self._pins[block] = 0
+                self._pinned -= 1
         return upper
 
 
@@ -110,7 +112,8 @@ class SplitDropsStamps(MutantTree):
     """A split resets the lower half's stamps to 0 (the upper half is restamped anyway)."""
 
     def _split_at(self, node: Node, used: int) -> Node:
-        upper = node.split(self._block_size, used)
-        node.stamps[:] = [0] * len(node.stamps)
-        self._queue.offer(node, self._nodes)
+        upper = self._split(node, used)
+        for block in self._nodes[node.nid].edge_blocks():
+            self._stamps[block] = 0
+        self._offer(node.nid)
         return upper

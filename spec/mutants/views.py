@@ -9,7 +9,7 @@ from reference.dump import DUMP_FORMAT
 from reference.lease import Lease
 from reference.node import Node
 from reference.results import TreeStats
-from reference.tree import _Path
+from reference.walk import Path
 
 from .base import MutantTree, mutant
 
@@ -31,7 +31,7 @@ class StatsLeasesNeverDrop(MutantTree):
         super().__init__(num_blocks, block_size)
         self._issued = 0
 
-    def _pin(self, namespace: str | None, tokens: list[int], count: int, path: _Path) -> Lease:
+    def _pin(self, namespace: str | None, tokens: list[int], count: int, path: Path) -> Lease:
         self._issued += 1
         return super()._pin(namespace, tokens, count, path)
 
@@ -44,11 +44,12 @@ class _StoredShapeDump(MutantTree):
         return [node.children[key] for key in sorted(node.children)]
 
     def _edge(self, node: Node) -> dict[str, Any]:
+        blocks = node.edge_blocks()
         return {
-            "tokens": list(node.tokens),
-            "blocks": list(node.blocks),
-            "pins": list(node.pins),
-            "stamps": list(node.stamps),
+            "tokens": node.tokens[: node.count * self._block_size],
+            "blocks": blocks,
+            "pins": [self._pins[block] for block in blocks],
+            "stamps": [self._stamps[block] for block in blocks],
             "children": [self._edge(child) for child in self._children(node)],
         }
 
@@ -59,6 +60,7 @@ class _StoredShapeDump(MutantTree):
             "num_blocks": self.num_blocks,
             "clock": self._clock,
             "free": self._allocator.free_ids(),
+            "quarantine": [block for _, batch in self._quarantine for block in batch],
             "namespaces": [
                 {
                     "namespace": name,

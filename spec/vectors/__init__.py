@@ -1,11 +1,15 @@
 """Golden vectors: traces with the reference's answers, for implementers without Python.
 
 One file per level combination (``core.jsonl``, ``pinning.jsonl``, ...,
-``full.jsonl``), each holding several traces generated from fixed seeds. Every
+``full.jsonl`` with every level before snapshots, ``snapshots.jsonl`` with
+snapshots, readers and eviction), each holding several traces generated from fixed
+seeds. A snapshots trace ends with every reader leaving and a ``reclaim``, so each
+shows a grace period ending. Every
 trace starts with a ``reset`` step naming the trace and the levels it needs; every
 step carries the reference's outcome as ``"expect"``, already reduced to those
 levels (no clock or stamps without ``eviction``). Leases are named by handle: the
-n-th lease issued since the reset is ``n``; ``0`` was never issued.
+n-th lease issued since the reset is ``n``; ``0`` was never issued. Snapshots and
+readers likewise: the n-th taken since the reset is snapshot handle ``n``.
 
 Regenerate with ``python -m spec.vectors --write``; ``--check`` (the default)
 exits 1 when the committed files differ from what the reference produces now.
@@ -31,6 +35,7 @@ SUITES: dict[str, frozenset[str]] = {
     "eviction": frozenset({"core", "eviction"}),
     "namespaces": frozenset({"core", "namespaces"}),
     "full": frozenset({"core", "pinning", "eviction", "namespaces"}),
+    "snapshots": frozenset({"core", "eviction", "snapshots"}),
 }
 
 #: Traces per file and operations per trace.
@@ -38,6 +43,8 @@ TRACES = 6
 STEPS = 30
 #: A dump step after every this many operations (and at the end of each trace).
 DUMP_EVERY = 5
+#: At the ``snapshots`` level, a dump of the oldest snapshot after every this many.
+SNAPSHOT_DUMP_EVERY = 10
 
 
 def generate_trace(levels: frozenset[str], seed: int, name: str) -> list[Step]:
@@ -68,6 +75,13 @@ def generate_trace(levels: frozenset[str], seed: int, name: str) -> list[Step]:
         done += 1
         if done % DUMP_EVERY == 0 or done == STEPS:
             lockstep.run({"op": "dump"})
+        if "snapshots" in levels and lockstep.snapshots and done % SNAPSHOT_DUMP_EVERY == 0:
+            lockstep.run({"op": "snapshot_dump", "snapshot": 1})
+    if "snapshots" in levels:
+        for handle in list(lockstep.inside):
+            lockstep.run({"op": "leave", "snapshot": handle})
+        lockstep.run({"op": "reclaim"})
+        lockstep.run({"op": "dump"})
     lockstep.run({"op": "stats"})
     lockstep.run({"op": "namespaces"})
     return [

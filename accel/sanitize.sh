@@ -16,7 +16,10 @@
 #
 # The leak test is not run here: ASan's quarantine holds freed memory on purpose, so
 # a flat-RSS check means nothing under it (tests/test_accel_leak.py runs in the normal
-# suite). Takes about a minute on two cores.
+# suite). The snapshot tests run here too, and the threaded stress test for accel
+# only (4 reader threads + the writer, every GIL-free snapshot match under ASan; the
+# reference's half of it takes minutes and has no C in it). Takes a few minutes on two
+# cores.
 set -euo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -31,7 +34,8 @@ mkdir -p "$work/accel" "$work/tests"
 cp "$root"/accel/*.c "$root"/accel/*.h "$root"/accel/*.py "$root"/accel/*.pyi "$work/accel/"
 cp -r "$root/reference" "$work/reference"
 cp "$root/setup.py" "$root/pyproject.toml" "$work/"
-cp "$root/tests/conftest.py" "$root"/tests/test_accel_*.py "$work/tests/"
+cp "$root/tests/__init__.py" "$root/tests/conftest.py" "$root"/tests/test_accel_*.py \
+    "$root/tests/test_snapshots.py" "$root/tests/test_snapshot_stress.py" "$work/tests/"
 
 flags="-fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer -O1 -g"
 (
@@ -57,5 +61,7 @@ esac
 
 start=$SECONDS
 "$python" -m pytest tests/test_accel_basics.py tests/test_accel_differential.py \
+    tests/test_accel_snapshots.py tests/test_snapshots.py \
+    "tests/test_snapshot_stress.py::test_readers_see_whole_versions_and_no_early_reuse[accel]" \
     -p no:cacheprovider -q -o addopts="" "$@"
 echo "sanitize: clean ($((SECONDS - start)) s of tests)"

@@ -17,6 +17,7 @@ from __future__ import annotations
 import itertools
 import random
 import threading
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -30,6 +31,7 @@ WRITER_OPS = 100_000
 READERS = 4
 BLOCK_SIZE = 2
 POOL = 48
+READER_PAUSE_S = 0.0005
 SEQUENCES = [
     [random.Random(seed).randrange(3) for _ in range(random.Random(seed + 1).randrange(2, 14))]
     for seed in range(0, 400, 2)
@@ -91,6 +93,8 @@ def test_readers_see_whole_versions_and_no_early_reuse(make_tree: TreeFactory) -
                         seen.update(blocks)
                         log.answers.append((reader.version, choice, blocks))
                     log.visits.append((entered, next(sequence), seen))
+                # Let the writer run: readers are many, it is one, and they share a GIL.
+                time.sleep(READER_PAUSE_S)
         except BaseException as error:  # reported by the main thread
             errors.append(error)
 

@@ -290,6 +290,11 @@ int tree_check(TreeObject *t) {
             FAIL("children table slot %u holds a free node or a root", i);
         if (n != NIL && (t->slots[i].first != t->nodes[n].first || t->slots[i].parent != t->nodes[n].parent))
             FAIL("children table slot %u disagrees with node %u", i, n);
+        /* The stored tag is the key's hash: a lookup from the tokens finds the node. */
+        if (n != NIL && (t->slots[i].tag != t->nodes[n].tag ||
+                         tree_find_child(t, t->nodes[n].parent,
+                                         t->tok + (size_t)t->nodes[n].first * t->B) != n))
+            FAIL("children table slot %u has a stale tag for node %u", i, n);
     }
     if (kids_build(t, &k, 0) < 0) return -1;
 
@@ -363,11 +368,11 @@ int tree_check(TreeObject *t) {
                 if (kids_count(&k, c) == 0) leaf_stamps[leaves++] = t->stamps[x->last];
                 int evictable = x->nchildren == 0 && t->pins[x->last] == 0;
                 if (evictable) {
-                    uint32_t pos = x->heap_pos;
+                    uint32_t pos = t->heap_pos[c];
                     if (pos >= t->heap_len || t->heap[pos].node != c ||
                         t->heap[pos].block != x->last || t->heap[pos].stamp != t->stamps[x->last])
                         FAIL("evictable leaf ending in block %u not queued", x->last);
-                } else if (x->heap_pos != NIL) {
+                } else if (t->heap_pos[c] != NIL) {
                     FAIL("node %u is queued but is not an evictable leaf", c);
                 }
                 stack[top++] = (CheckItem){c, last_pin, last_stamp};
@@ -410,9 +415,9 @@ int tree_check(TreeObject *t) {
     /* The heap itself: positions, order, nothing else queued. */
     for (uint32_t pos = 0; pos < t->heap_len; pos++) {
         const HeapEntry *e = &t->heap[pos];
-        if (e->node >= N || t->nodes[e->node].heap_pos != pos) FAIL("eviction heap position %u is stale", pos);
+        if (e->node >= N || t->heap_pos[e->node] != pos) FAIL("eviction heap position %u is stale", pos);
         if (pos > 0) {
-            const HeapEntry *p = &t->heap[(pos - 1) / 2];
+            const HeapEntry *p = &t->heap[(pos - 1) / 4];
             if (e->stamp < p->stamp || (e->stamp == p->stamp && e->block < p->block))
                 FAIL("eviction heap out of order at %u", pos);
         }
@@ -459,7 +464,7 @@ PyObject *tree_memory(TreeObject *t) {
     size_t tokens = NB * t->B * sizeof(uint32_t);
     size_t per_block = NB * (sizeof(uint32_t) * 3u + sizeof(uint64_t));
     size_t allocator = ba_bytes(&t->alloc);
-    size_t nodes = (size_t)t->nodes_cap * sizeof(Node);
+    size_t nodes = (size_t)t->nodes_cap * (sizeof(Node) + sizeof(uint32_t));
     size_t table = ((size_t)t->slot_mask + 1u) * sizeof(Slot);
     size_t heap = (size_t)t->heap_cap * sizeof(HeapEntry);
     size_t roots = (size_t)t->roots_cap * sizeof(RootSlot) + ((size_t)t->B + 1u) * sizeof(uint32_t);

@@ -172,7 +172,7 @@ typedef struct {
     uint32_t last;      /* last block id */
     uint32_t nblocks;   /* 0 for a root */
     uint32_t nchildren;
-    uint32_t heap_pos;  /* index in the eviction heap, NIL if not queued */
+    uint32_t tag;       /* high 32 bits of its child-table hash: its slot's home and tag */
     PNode *p;           /* this node's current published-shape version (if shadow_ok) */
 } Node;
 
@@ -214,6 +214,10 @@ typedef struct {
     BitAlloc alloc;
     /* nodes */
     Node *nodes;
+    /* Each node's index in the eviction heap (NIL if not queued), apart from the node
+     * records: a sift writes one per level, and a dense array keeps those writes in
+     * cache where 24-byte records spread them over many more lines. */
+    uint32_t *heap_pos;
     uint32_t nodes_cap;
     uint32_t nodes_len; /* high-water mark */
     uint32_t free_node; /* head of the free list */

@@ -14,6 +14,8 @@
 # alive until exit by design) and PYTHONMALLOC=malloc routes every PyMem allocation of
 # the extension through ASan's malloc so overruns of its arrays are caught.
 #
+# Besides the accel tests it runs the shared suite's accel cases and the conformance
+# machine (kachedb-radix conform accel; CONFORM_EXAMPLES sets its example count).
 # The leak test is not run here: ASan's quarantine holds freed memory on purpose, so
 # a flat-RSS check means nothing under it (tests/test_accel_leak.py runs in the normal
 # suite). The snapshot tests run here too, and the threaded stress test for accel
@@ -32,9 +34,11 @@ echo "sanitize: building in $work"
 
 mkdir -p "$work/accel" "$work/tests"
 cp "$root"/accel/*.c "$root"/accel/*.h "$root"/accel/*.py "$root"/accel/*.pyi "$work/accel/"
-cp -r "$root/reference" "$work/reference"
+cp -r "$root/reference" "$root/spec" "$root/kachedb_radix" "$work/"
 cp "$root/setup.py" "$root/pyproject.toml" "$work/"
-cp "$root/tests/__init__.py" "$root/tests/conftest.py" "$root"/tests/test_accel_*.py \
+cp "$root/tests/__init__.py" "$root/tests/conftest.py" "$root/tests/support.py" \
+    "$root/tests/model.py" "$root"/tests/test_accel_*.py "$root/tests/test_tree.py" \
+    "$root/tests/test_tokens.py" "$root/tests/test_bad_input.py" "$root/tests/test_model.py" \
     "$root/tests/test_snapshots.py" "$root/tests/test_snapshot_stress.py" "$work/tests/"
 
 flags="-fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer -O1 -g"
@@ -60,8 +64,13 @@ case "$built" in
 esac
 
 start=$SECONDS
+# The accel tests, then the shared suite's accel cases, then the conformance machine.
 "$python" -m pytest tests/test_accel_basics.py tests/test_accel_differential.py \
     tests/test_accel_snapshots.py tests/test_snapshots.py \
     "tests/test_snapshot_stress.py::test_readers_see_whole_versions_and_no_early_reuse[accel]" \
     -p no:cacheprovider -q -o addopts="" "$@"
-echo "sanitize: clean ($((SECONDS - start)) s of tests)"
+"$python" -m pytest tests/test_tree.py tests/test_tokens.py tests/test_bad_input.py \
+    tests/test_model.py -k accel -p no:cacheprovider -q -o addopts="" "$@"
+"$python" -c 'import sys; from kachedb_radix.cli import main; sys.exit(main(sys.argv[1:]))' \
+    conform accel --examples "${CONFORM_EXAMPLES:-300}"
+echo "sanitize: clean ($((SECONDS - start)) s of tests and conformance)"

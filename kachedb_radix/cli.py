@@ -6,6 +6,7 @@ import argparse
 import sys
 from collections.abc import Sequence
 
+from . import conform
 from .demo import run_demo
 from .impls import IMPLEMENTATION_NAMES, PURE_SWITCH, default_implementation, tree_class
 
@@ -27,6 +28,7 @@ def build_parser() -> argparse.ArgumentParser:
         help=f"tree implementation (default: accel, or reference when {PURE_SWITCH}=1)",
     )
     demo.set_defaults(handler=_demo)
+    conform.register(commands)
     return parser
 
 

@@ -185,8 +185,13 @@ class ModelComparison(RuleBasedStateMachine):
 @pytest.mark.parametrize("impl_name", sorted(IMPLEMENTATIONS))
 def test_implementation_matches_brute_force_model(impl_name: str) -> None:
     factory = IMPLEMENTATIONS[impl_name]
-    run_state_machine_as_test(  # type: ignore[no-untyped-call]
-        lambda: ModelComparison(factory),
+
+    class OnThisImplementation(ModelComparison):
+        def __init__(self) -> None:
+            super().__init__(factory)
+
+    run_state_machine_as_test(
+        OnThisImplementation,
         settings=settings(
             max_examples=MAX_EXAMPLES,
             stateful_step_count=STEPS,

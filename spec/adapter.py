@@ -1,0 +1,187 @@
+"""Wrap a tree class with the reference API into the plain-data :class:`Candidate`.
+
+Any class built as ``Tree(num_blocks, block_size)`` whose instances offer
+``match``/``insert``/``release``/``evict``/``stats``/``namespaces``/``dump`` the way
+:class:`reference.RadixTree` does can be checked without writing a line of glue:
+the reference itself, the C twin ``accel.RadixTree`` and every mutant are driven
+this way.
+
+Errors: a :class:`reference.errors.RadixError` becomes a :class:`CandidateError`
+with its ``kind``; any other exception becomes kind ``"unexpected:<Class>"`` so a
+crash inside the tree shows up as a disagreement rather than stopping the kit.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+
+from reference.errors import RadixError
+
+from .candidate import (
+    CandidateError,
+    EvictAnswer,
+    InsertAnswer,
+    MatchAnswer,
+    NamespacesAnswer,
+    StatsAnswer,
+)
+from .levels import LEVELS
+
+#: ``Tree(num_blocks, block_size)``: how the adapter builds a tree.
+TreeFactory = Callable[[int, int], Any]
+
+_STATS_FIELDS = ("num_blocks", "free", "cached", "pinned", "evictable", "leases", "clock")
+
+
+class TreeAdapter:
+    """A tree class with the reference API, seen as a plain-data candidate.
+
+    Args:
+        factory: builds a tree: ``factory(num_blocks, block_size)``.
+        name: the name shown in reports.
+        levels: the levels to declare (default: all of them).
+        block_sizes: supported block sizes, None for any.
+
+    Lease ids are numbered 1, 2, ... per ``reset`` by the adapter; the tree's own
+    lease objects stay inside. Cost: the tree's own per call, plus a JSON round
+    trip of ``dump()`` (so a dump that is not plain JSON data is caught).
+    """
+
+    def __init__(
+        self,
+        factory: TreeFactory,
+        name: str,
+        levels: frozenset[str] = frozenset(LEVELS),
+        block_sizes: tuple[int, ...] | None = None,
+    ) -> None:
+        self._factory = factory
+        self._name = name
+        self._levels = levels
+        self._block_sizes = block_sizes
+        self._tree: Any = None
+        self._block_size = 1
+        self._leases: dict[int, Any] = {}
+        self._foreign: Any = None
+
+    @property
+    def name(self) -> str:
+        """The name shown in reports."""
+        return self._name
+
+    @property
+    def levels(self) -> frozenset[str]:
+        """The declared levels."""
+        return self._levels
+
+    @property
+    def block_sizes(self) -> tuple[int, ...] | None:
+        """Supported block sizes, None for any."""
+        return self._block_sizes
+
+    @property
+    def tree(self) -> Any:
+        """The wrapped tree (None before the first ``reset``)."""
+        return self._tree
+
+    def reset(self, num_blocks: int, block_size: int) -> None:
+        """Build a fresh tree; forget every lease. O(num_blocks).
+
+        Raises:
+            CandidateError: the factory rejected the arguments.
+        """
+        self._tree = _call(self._factory, num_blocks, block_size)
+        self._block_size = block_size
+        self._leases = {}
+        self._foreign = None
+
+    def match(self, tokens: object, namespace: object, pin: bool) -> MatchAnswer:
+        """``tree.match``; see :class:`spec.candidate.Candidate`."""
+        result = _call(self._tree.match, tokens, namespace, pin=pin)
+        return {
+            "length": int(result.length),
+            "blocks": [int(block) for block in result.blocks],
+            "lease": self._file(result.lease),
+        }
+
+    def insert(self, tokens: object, namespace: object, pin: bool) -> InsertAnswer:
+        """``tree.insert``; see :class:`spec.candidate.Candidate`."""
+        result = _call(self._tree.insert, tokens, namespace, pin=pin)
+        return {
+            "length": int(result.length),
+            "blocks": [int(block) for block in result.blocks],
+            "reused": int(result.reused),
+            "allocated": [int(block) for block in result.allocated],
+            "evicted": [int(block) for block in result.evicted],
+            "lease": self._file(result.lease),
+        }
+
+    def release(self, lease: int) -> None:
+        """``tree.release`` of the lease filed under ``lease``; an unknown id sends
+        a lease issued by another tree of the same class (R-PIN-5)."""
+        handle = self._leases.get(lease)
+        if handle is None:
+            handle = self._foreign_lease()
+        _call(self._tree.release, handle)
+
+    def evict(self, count: object) -> EvictAnswer:
+        """``tree.evict``."""
+        freed = _call(self._tree.evict, count)
+        return {"freed": [int(block) for block in freed]}
+
+    def stats(self) -> StatsAnswer:
+        """``tree.stats()`` as a dict."""
+        stats = _call(self._tree.stats)
+        values = {field: int(getattr(stats, field)) for field in _STATS_FIELDS}
+        return {
+            "num_blocks": values["num_blocks"],
+            "free": values["free"],
+            "cached": values["cached"],
+            "pinned": values["pinned"],
+            "evictable": values["evictable"],
+            "leases": values["leases"],
+            "clock": values["clock"],
+        }
+
+    def namespaces(self) -> NamespacesAnswer:
+        """``tree.namespaces()``."""
+        return {"namespaces": list(_call(self._tree.namespaces))}
+
+    def dump(self) -> dict[str, Any]:
+        """``tree.dump()``, round-tripped through JSON."""
+        dump = _call(self._tree.dump)
+        try:
+            plain: dict[str, Any] = json.loads(json.dumps(dump))
+        except (TypeError, ValueError) as exc:
+            raise CandidateError("unexpected:dump", f"dump is not JSON data: {exc}") from exc
+        return plain
+
+    def close(self) -> None:
+        """Drop the tree."""
+        self._tree = None
+        self._leases = {}
+
+    def _file(self, lease: Any) -> int | None:
+        if lease is None:
+            return None
+        lease_id = len(self._leases) + 1
+        self._leases[lease_id] = lease
+        return lease_id
+
+    def _foreign_lease(self) -> Any:
+        if self._foreign is None:
+            other = _call(self._factory, 1, self._block_size)
+            self._foreign = _call(other.match, [], None, pin=True).lease
+            if self._foreign is None:
+                self._foreign = object()
+        return self._foreign
+
+
+def _call(function: Callable[..., Any], *args: object, **kwargs: object) -> Any:
+    try:
+        return function(*args, **kwargs)
+    except RadixError as exc:
+        raise CandidateError(exc.kind, str(exc)) from exc
+    except Exception as exc:
+        raise CandidateError(f"unexpected:{type(exc).__name__}", str(exc)) from exc

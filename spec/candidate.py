@@ -1,0 +1,157 @@
+"""The plain-data interface every candidate implementation is driven through.
+
+The kit never touches a candidate's objects: it sends token lists, namespaces,
+counts and lease ids, and gets back dicts of ints and lists, or an error *kind*
+(a name from :data:`reference.errors.ERROR_KINDS`). In-process trees are wrapped by
+:class:`spec.adapter.TreeAdapter`; programs in other languages speak the same
+operations as JSON lines (:class:`spec.stdio.StdioCandidate`, ``SPEC.md``
+"The stdio protocol").
+
+Lease ids are positive ints chosen by the candidate, unique until the next
+``reset``; ``0`` is never issued, so the kit sends it to ask for the behaviour of a
+lease the tree did not issue (R-PIN-5).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol, TypedDict, runtime_checkable
+
+
+class MatchAnswer(TypedDict):
+    """``match``'s answer (R-MATCH-1): tokens matched, their block ids, the lease or None."""
+
+    length: int
+    blocks: list[int]
+    lease: int | None
+
+
+class InsertAnswer(TypedDict):
+    """``insert``'s answer (R-INS-1)."""
+
+    length: int
+    blocks: list[int]
+    reused: int
+    allocated: list[int]
+    evicted: list[int]
+    lease: int | None
+
+
+class EvictAnswer(TypedDict):
+    """``evict``'s answer (R-EVICT-4): the freed ids in eviction order."""
+
+    freed: list[int]
+
+
+class StatsAnswer(TypedDict):
+    """``stats``'s answer (R-INV-1, R-INV-2)."""
+
+    num_blocks: int
+    free: int
+    cached: int
+    pinned: int
+    evictable: int
+    leases: int
+    clock: int
+
+
+class NamespacesAnswer(TypedDict):
+    """``namespaces``'s answer (R-NS-3): None first, then names in order."""
+
+    namespaces: list[str | None]
+
+
+class CandidateError(Exception):
+    """A call the candidate rejected with a typed error; compared by ``kind`` only.
+
+    Attributes:
+        kind: the error's kind name (``"token_range"``, ``"out_of_blocks"``, ...);
+            an in-process call that raised something other than a RadixError gets
+            ``"unexpected:<ExceptionClass>"``.
+        message: the candidate's message, shown in reports, never compared.
+    """
+
+    def __init__(self, kind: str, message: str = "") -> None:
+        super().__init__(f"{kind}: {message}" if message else kind)
+        self.kind = kind
+        self.message = message
+
+
+class CandidateFailure(BaseException):
+    """The candidate broke the protocol: it hung, died or answered malformed data.
+
+    Deliberately a ``BaseException``: it is not a semantic disagreement, so it must
+    stop the property-based search at once instead of being shrunk (shrinking would
+    restart a hanging program over and over). ``step`` and ``trace`` are filled in by
+    the lockstep machine when it knows which step was running.
+    """
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+        self.step: int | None = None
+        self.trace: list[dict[str, Any]] = []
+
+    def __str__(self) -> str:
+        where = f"step {self.step}: " if self.step is not None else ""
+        return where + self.message
+
+
+@runtime_checkable
+class Candidate(Protocol):
+    """A radix-cache implementation seen through plain data.
+
+    Every method raises :class:`CandidateError` for a call the implementation
+    rejects, and :class:`CandidateFailure` when it cannot answer at all. Costs are
+    the implementation's own plus, for out-of-process candidates, one round trip.
+    """
+
+    @property
+    def name(self) -> str:
+        """A short name for reports."""
+        ...
+
+    @property
+    def levels(self) -> frozenset[str]:
+        """The conformance levels it declares (always including ``"core"``)."""
+        ...
+
+    @property
+    def block_sizes(self) -> tuple[int, ...] | None:
+        """The block sizes it supports, or None for any positive size."""
+        ...
+
+    def reset(self, num_blocks: int, block_size: int) -> None:
+        """Forget everything and start an empty tree over a fresh pool."""
+        ...
+
+    def match(self, tokens: object, namespace: object, pin: bool) -> MatchAnswer:
+        """``match(tokens, namespace, pin=pin)``."""
+        ...
+
+    def insert(self, tokens: object, namespace: object, pin: bool) -> InsertAnswer:
+        """``insert(tokens, namespace, pin=pin)``."""
+        ...
+
+    def release(self, lease: int) -> None:
+        """Release the lease with this id (0: one this tree never issued)."""
+        ...
+
+    def evict(self, count: object) -> EvictAnswer:
+        """``evict(count)``."""
+        ...
+
+    def stats(self) -> StatsAnswer:
+        """The block counters."""
+        ...
+
+    def namespaces(self) -> NamespacesAnswer:
+        """The namespaces holding blocks."""
+        ...
+
+    def dump(self) -> dict[str, Any]:
+        """The canonical dump (R-DUMP-1)."""
+        ...
+
+    def close(self) -> None:
+        """Release any resources (a child process). Idempotent."""
+        ...

@@ -1,0 +1,235 @@
+"""Operation generators shared by the Hypothesis machine and the vector writer.
+
+Inputs are drawn so that the interesting cases happen constantly: tiny token
+alphabets, new sequences that mostly extend or cut a previous one at any position
+(so they share prefixes and diverge inside edges and inside blocks), block sizes of
+1-4 and pools of 2-12 blocks (so inserts evict). Bad inputs cover every error kind
+the plain-data protocol can carry, placed anywhere in the sequence, including in a
+trailing partial block (R-TOK-5).
+
+Values come from a :class:`Chooser`, so the same code drives Hypothesis (which then
+shrinks failures) and a seeded ``random.Random`` (for the golden vectors).
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Sequence
+from typing import Any, Protocol, TypeVar
+
+from hypothesis import strategies as st
+
+T = TypeVar("T")
+
+#: Token values: two small ids and the largest valid one (R-TOK-1), to catch
+#: implementations that store tokens signed or in fewer bits.
+ALPHABET: tuple[int, ...] = (0, 1, 2, 2**32 - 1)
+
+#: Namespaces used at the ``namespaces`` level: the default, the empty name (which
+#: is not the default, R-NS-1) and two names.
+NAMESPACES: tuple[str | None, ...] = (None, "", "a", "b")
+
+#: Token inputs that are not sequences at all (-> token_type, R-TOK-2).
+NON_SEQUENCES: tuple[Any, ...] = ("abc", 7, None, 1.5, True, {"tokens": [1]})
+
+#: Elements that spoil an otherwise valid sequence, and the kind each raises.
+BAD_ELEMENTS: tuple[Any, ...] = (-1, 2**32, 2**64, 1.5, 1.0, "7", True, None, [1])
+
+#: Namespaces that are neither None nor a str (-> invalid_argument, R-NS-4).
+BAD_NAMESPACES: tuple[Any, ...] = (0, 1.5, True, ["a"], {"a": 1})
+
+#: Counts ``evict`` rejects (-> invalid_argument, R-ERR-1).
+BAD_COUNTS: tuple[Any, ...] = (-1, 1.5, "2", True, None, [1])
+
+#: Longest generated sequence, in whole blocks.
+MAX_BLOCKS = 8
+
+#: Sequences remembered to build new ones from.
+HISTORY = 8
+
+
+class Chooser(Protocol):
+    """A source of choices: Hypothesis draws or a seeded random generator."""
+
+    def integer(self, low: int, high: int) -> int:
+        """An int in ``[low, high]``; shrinks towards ``low``."""
+        ...
+
+    def choice(self, options: Sequence[T]) -> T:
+        """One of ``options``; shrinks towards the first."""
+        ...
+
+
+class DataChooser:
+    """Choices drawn from a Hypothesis ``st.data()`` object (so failures shrink)."""
+
+    def __init__(self, data: st.DataObject) -> None:
+        self._data = data
+
+    def integer(self, low: int, high: int) -> int:
+        """See :class:`Chooser`. O(1)."""
+        return self._data.draw(st.integers(low, high))
+
+    def choice(self, options: Sequence[T]) -> T:
+        """See :class:`Chooser`. O(1)."""
+        return self._data.draw(st.sampled_from(options))
+
+
+class RandomChooser:
+    """Choices from ``random.Random(seed)``: the same seed gives the same choices."""
+
+    def __init__(self, seed: int) -> None:
+        self._random = random.Random(seed)
+
+    def integer(self, low: int, high: int) -> int:
+        """See :class:`Chooser`. O(1)."""
+        return self._random.randrange(low, high + 1)
+
+    def choice(self, options: Sequence[T]) -> T:
+        """See :class:`Chooser`. O(1)."""
+        return options[self._random.randrange(len(options))]
+
+
+class Inputs:
+    """Argument generators for one tree of block size ``block_size``.
+
+    Keeps the recent sequences so new ones can share their prefixes.
+    """
+
+    def __init__(self, block_size: int) -> None:
+        self.block_size = block_size
+        self.history: list[list[int]] = []
+
+    def tokens(self, chooser: Chooser) -> list[int]:
+        """A valid token list, often a cut of a previous one plus a few new tokens."""
+        size = self.block_size
+        prefix: list[int] = []
+        if self.history and chooser.integer(0, 3) > 0:
+            base = chooser.choice(self.history)
+            prefix = base[: chooser.integer(0, len(base))]
+        # A cut with nothing added (often exactly a cached path) or a few new tokens.
+        extra = chooser.integer(0, 3 * size) if not prefix or chooser.integer(0, 1) else 0
+        tail = [chooser.choice(ALPHABET) for _ in range(extra)]
+        tokens = (prefix + tail)[: MAX_BLOCKS * size + size - 1]
+        self.remember(tokens)
+        return tokens
+
+    def remember(self, tokens: list[int]) -> None:
+        """Add ``tokens`` to the sequences new ones are built from. O(HISTORY)."""
+        if len(tokens) >= self.block_size and tokens not in self.history:
+            self.history = [*self.history[-(HISTORY - 1) :], tokens]
+
+    def bad_tokens(self, chooser: Chooser) -> Any:
+        """An invalid token input: not a sequence, or one or two bad elements."""
+        shape = chooser.integer(0, 3)
+        if shape == 0:
+            return chooser.choice(NON_SEQUENCES)
+        good: list[Any] = list(self.tokens(chooser))
+        at = chooser.integer(0, len(good))
+        spoilt = [*good[:at], chooser.choice(BAD_ELEMENTS), *good[at:]]
+        if shape == 3:  # a second bad element later: the first one decides (R-TOK-5)
+            later = chooser.integer(at + 1, len(spoilt))
+            spoilt.insert(later, chooser.choice(BAD_ELEMENTS))
+        return spoilt
+
+    @staticmethod
+    def namespace(chooser: Chooser) -> str | None:
+        """A valid namespace, None most often."""
+        return chooser.choice(NAMESPACES)
+
+    @staticmethod
+    def bad_namespace(chooser: Chooser) -> Any:
+        """A namespace that is neither None nor a str."""
+        return chooser.choice(BAD_NAMESPACES)
+
+    @staticmethod
+    def count(chooser: Chooser, num_blocks: int) -> int:
+        """An ``evict`` count from 0 to a little more than the pool."""
+        return chooser.integer(0, num_blocks + 1)
+
+    @staticmethod
+    def bad_count(chooser: Chooser) -> Any:
+        """An ``evict`` count that is not an int >= 0."""
+        return chooser.choice(BAD_COUNTS)
+
+    @staticmethod
+    def lease(chooser: Chooser, issued: int, live: Sequence[int]) -> int:
+        """A lease handle: mostly a live one, else any issued one, or 0 (never issued)."""
+        if live and chooser.integer(0, 4) > 0:
+            return chooser.choice(live)
+        return chooser.integer(0, issued)
+
+
+#: Operation kinds drawn per level, with repeats as weights (the first shrinks best).
+KINDS: dict[str, tuple[str, ...]] = {
+    "core": ("insert",) * 5 + ("match",) * 3 + ("bad_tokens",),
+    "pinning": ("release",) * 2,
+    "eviction": ("evict", "evict", "bad_count"),
+    "namespaces": ("bad_namespace",),
+}
+
+
+class Run(Protocol):
+    """What :func:`draw_step` needs to know about the run so far."""
+
+    @property
+    def issued(self) -> int:
+        """Lease handles issued since the reset."""
+        ...
+
+    @property
+    def live(self) -> list[int]:
+        """Handles of leases not yet released."""
+        ...
+
+    def would_evict(self, step: dict[str, Any]) -> bool:
+        """Whether this insert would evict."""
+        ...
+
+
+def kinds_for(levels: frozenset[str]) -> tuple[str, ...]:
+    """The weighted operation kinds of ``levels``. O(1)."""
+    return tuple(kind for level in KINDS if level in levels for kind in KINDS[level])
+
+
+def draw_step(
+    chooser: Chooser,
+    inputs: Inputs,
+    levels: frozenset[str],
+    num_blocks: int,
+    run: Run,
+) -> dict[str, Any] | None:
+    """Draw one operation of ``levels``; None when the draw is not usable here.
+
+    Without the ``eviction`` level an insert that would evict is not usable (which
+    blocks it evicts is unspecified there). Cost: O(tokens), plus a dry-run insert
+    on a copy of the reference without ``eviction``.
+    """
+    kind = chooser.choice(kinds_for(levels))
+    namespace = Inputs.namespace(chooser) if "namespaces" in levels else None
+    pin = "pinning" in levels and chooser.integer(0, 2) == 2
+    if kind in ("insert", "match"):
+        step: dict[str, Any] = {"op": kind, "tokens": inputs.tokens(chooser)}
+        step.update(namespace=namespace, pin=pin)
+        if kind == "insert" and "eviction" not in levels and run.would_evict(step):
+            return None
+        return step
+    if kind == "bad_tokens":
+        op = chooser.choice(("insert", "match"))
+        return {"op": op, "tokens": inputs.bad_tokens(chooser), "namespace": namespace, "pin": pin}
+    if kind == "release":
+        if not run.live and chooser.integer(0, 3) > 0:
+            return None  # mostly live leases; sometimes a released or foreign one
+        return {"op": "release", "lease": Inputs.lease(chooser, run.issued, run.live)}
+    if kind == "evict":
+        return {"op": "evict", "count": Inputs.count(chooser, num_blocks)}
+    if kind == "bad_count":
+        return {"op": "evict", "count": Inputs.bad_count(chooser)}
+    # bad_namespace: valid tokens mostly, bad ones sometimes (tokens are checked first)
+    tokens = inputs.tokens(chooser) if chooser.integer(0, 2) > 0 else inputs.bad_tokens(chooser)
+    return {
+        "op": chooser.choice(("insert", "match")),
+        "tokens": tokens,
+        "namespace": Inputs.bad_namespace(chooser),
+        "pin": pin,
+    }

@@ -1,0 +1,56 @@
+"""Conformance levels: which groups of rules an implementation declares it supports.
+
+An implementation always supports ``core``; it may add any of the others. The kit
+generates only operations whose outcome the declared levels fully determine, and
+compares only what those levels specify (see ``SPEC.md``, "Conformance levels").
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+#: Every level, in the order SPEC.md lists them.
+LEVELS: tuple[str, ...] = ("core", "pinning", "eviction", "namespaces")
+
+#: The rule groups (the middle part of a rule id ``R-GROUP-n``) of each level.
+LEVEL_GROUPS: dict[str, tuple[str, ...]] = {
+    "core": ("TOK", "MATCH", "INS", "SPLIT", "EDGE", "ALLOC", "ERR", "DUMP", "INV"),
+    "pinning": ("PIN",),
+    "eviction": ("EVICT", "LRU"),
+    "namespaces": ("NS",),
+}
+
+#: The level each rule group belongs to.
+GROUP_LEVEL: dict[str, str] = {
+    group: level for level, groups in LEVEL_GROUPS.items() for group in groups
+}
+
+
+class LevelError(ValueError):
+    """A level name that SPEC.md does not define."""
+
+
+def parse_levels(names: Iterable[str]) -> frozenset[str]:
+    """Validate level names and return them as a set that always includes ``core``. O(n).
+
+    Accepts names separated by commas inside each item too (``["core,pinning"]``).
+
+    Raises:
+        LevelError: a name is not one of :data:`LEVELS`.
+    """
+    found = {"core"}
+    for item in names:
+        for name in item.split(","):
+            name = name.strip()
+            if not name:
+                continue
+            if name not in LEVELS:
+                raise LevelError(f"unknown level {name!r}: levels are {', '.join(LEVELS)}")
+            found.add(name)
+    return frozenset(found)
+
+
+def ordered(levels: Iterable[str]) -> list[str]:
+    """``levels`` in the canonical order of :data:`LEVELS`. O(len(LEVELS))."""
+    chosen = set(levels)
+    return [level for level in LEVELS if level in chosen]

@@ -1,0 +1,70 @@
+"""The mutant catalogue: planted-bug variants of the reference the kit must catch.
+
+Each mutant (see :mod:`spec.mutants.base`) is the reference with exactly one bug,
+named, described, and tagged with the rules it violates; together they cover every
+rule group. ``kachedb-radix conform --mutants`` runs the kit against each and
+reports killed/total with the time each took to kill; ``tests/test_spec_mutants.py``
+requires all of them to be killed with the default settings.
+
+Mutants are killed, not explained: the search stops at the first disagreement and
+does not shrink it. To see a minimal trace for one, run the kit on it directly:
+``kachedb-radix conform spec.mutants.eviction:LruReversed``.
+
+A tie-break mutant (ties to the larger block id) is deliberately absent: with the
+clock advanced once per operation no two leaf tails ever share a stamp (R-LRU-4),
+so the tie-break is unobservable on its own and such a mutant would be equivalent.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+from ..adapter import TreeAdapter
+from ..runner import KitSettings, run_kit
+from . import allocation, eviction, namespaces, pinning, recency, structure, tokens, views
+from .base import REGISTRY, Mutant
+
+#: Every mutant, by name.
+MUTANTS: dict[str, Mutant] = dict(REGISTRY)
+
+#: Modules holding mutants, for readers.
+MODULES = (tokens, structure, allocation, pinning, recency, eviction, namespaces, views)
+
+#: The settings mutant runs use by default: the kit's defaults without shrinking.
+MUTANT_SETTINGS = KitSettings(shrink=False)
+
+
+@dataclass(frozen=True)
+class MutantResult:
+    """How the kit fared against one mutant.
+
+    Attributes:
+        mutant: the mutant.
+        killed: the kit found a disagreement.
+        seconds: time to the first disagreement (or to give up).
+        examples: examples run.
+        step: the step of the first disagreement, described, when killed.
+    """
+
+    mutant: Mutant
+    killed: bool
+    seconds: float
+    examples: int
+    step: str = ""
+
+
+def check_mutant(mutant: Mutant, kit: KitSettings = MUTANT_SETTINGS) -> MutantResult:
+    """Run the kit against one mutant. Cost: up to ``kit.examples`` examples."""
+    start = time.perf_counter()
+    report = run_kit(TreeAdapter(mutant.tree, f"mutant:{mutant.name}"), kit=kit)
+    seconds = time.perf_counter() - start
+    step = ""
+    if report.difference is not None:
+        from ..steps import describe
+
+        step = describe(report.difference.trace[report.difference.index])
+    return MutantResult(mutant, not report.passed, seconds, report.examples, step)
+
+
+__all__ = ["MODULES", "MUTANTS", "MUTANT_SETTINGS", "Mutant", "MutantResult", "check_mutant"]

@@ -1,0 +1,82 @@
+"""Mutants of the logical clock and of recency stamps (R-LRU-*)."""
+
+from __future__ import annotations
+
+from reference.errors import RadixError
+from reference.lease import Lease
+from reference.results import MatchResult
+from reference.tree import _Path
+
+from .base import MutantTree, lease_of, mutant
+
+
+@mutant("clock_frozen_on_match", "R-LRU-3")
+class ClockFrozenOnMatch(MutantTree):
+    """A match stamps with the current time without advancing the clock."""
+
+    def _match_time(self) -> int:
+        return self._clock
+
+
+@mutant("clock_ticks_on_evict", "R-LRU-3", "R-EVICT-4")
+class ClockTicksOnEvict(MutantTree):
+    """``evict`` advances the logical clock."""
+
+    def evict(self, count: int) -> tuple[int, ...]:
+        freed = super().evict(count)
+        self._clock += 1
+        return freed
+
+
+@mutant("failed_call_ticks_clock", "R-LRU-3", "R-ERR-2")
+class FailedCallTicksClock(MutantTree):
+    """A match that raises has already advanced the clock."""
+
+    def match(
+        self, tokens: object, namespace: str | None = None, *, pin: bool = False
+    ) -> MatchResult:
+        try:
+            return super().match(tokens, namespace, pin=pin)
+        except RadixError:
+            self._clock += 1
+            raise
+
+
+@mutant("match_not_stamped", "R-LRU-1")
+class MatchNotStamped(MutantTree):
+    """A match advances the clock but does not refresh its blocks' stamps."""
+
+    def _match_stamp(self, path: _Path, now: int) -> None:
+        return None
+
+
+@mutant("release_not_stamped", "R-LRU-1")
+class ReleaseNotStamped(MutantTree):
+    """A release advances the clock but does not refresh the released blocks."""
+
+    def release(self, lease: Lease) -> None:
+        own = lease_of(self, lease)
+        if own is None or own.released:
+            super().release(lease)
+            return
+        path, _ = self._walk(own.namespace, list(own.tokens), len(own.blocks))
+        self._adjust_pins(path, -1)
+        self._tick()
+        own._released = True
+        del self._leases[own.id]
+
+
+@mutant("insert_stamps_new_blocks_only", "R-LRU-1", "R-LRU-2")
+class InsertStampsNewBlocksOnly(MutantTree):
+    """An insert stamps the blocks it added but not the prefix it reused."""
+
+    def _insert_stamp(self, path: _Path, now: int, reused: int) -> None:
+        skip = reused
+        for node, used in path:
+            for index in range(used):
+                if skip > 0:
+                    skip -= 1
+                    continue
+                node.stamps[index] = now
+        if path:
+            self._queue.offer(path[-1][0], self._nodes)

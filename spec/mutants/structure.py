@@ -1,0 +1,116 @@
+"""Mutants of matching, inserting, splitting and edges (R-MATCH, R-INS, R-SPLIT, R-EDGE)."""
+
+from __future__ import annotations
+
+from reference.node import Node
+from reference.tree import _Path
+
+from .base import MutantTree, mutant
+
+
+@mutant("match_short_by_one_block", "R-MATCH-1")
+class MatchShortByOneBlock(MutantTree):
+    """A match whose length is a whole number of blocks stops one block early."""
+
+    def _match_limit(self, tokens: list[int]) -> int:
+        return max(len(tokens) - 1, 0) // self._block_size
+
+
+@mutant("partial_block_cached", "R-INS-3", "R-INS-1")
+class PartialBlockCached(MutantTree):
+    """A trailing partial block is padded with token 0 and cached."""
+
+    def _insert_tokens(self, tokens: list[int]) -> list[int]:
+        short = -len(tokens) % self._block_size
+        return tokens + [0] * short
+
+
+@mutant("insert_length_counts_partial", "R-INS-1")
+class InsertLengthCountsPartial(MutantTree):
+    """Insert reports the input length instead of the cached whole-block length."""
+
+    def _insert_length(self, tokens: list[int], wanted: int) -> int:
+        return len(tokens)
+
+
+@mutant("reuse_trusts_first_block", "R-INS-2", "R-MATCH-1")
+class ReuseTrustsFirstBlock(MutantTree):
+    """Once an edge's first block matches, the rest of the edge is assumed to match."""
+
+    def _walk(self, namespace: str | None, tokens: list[int], limit: int) -> tuple[_Path, int]:
+        path: _Path = []
+        node = self._roots.get(namespace)
+        size = self._block_size
+        matched = 0
+        while node is not None and matched < limit:
+            start = matched * size
+            child = node.children.get(tuple(tokens[start : start + size]))
+            if child is None:
+                break
+            taken = min(len(child.blocks), limit - matched)
+            path.append((child, taken))
+            matched += taken
+            node = child if taken == len(child.blocks) else None
+        return path, matched
+
+
+@mutant("first_token_key", "R-EDGE-2")
+class FirstTokenKey(MutantTree):
+    """Children are found by their first token, not their whole first block."""
+
+    def _walk(self, namespace: str | None, tokens: list[int], limit: int) -> tuple[_Path, int]:
+        path: _Path = []
+        node = self._roots.get(namespace)
+        size = self._block_size
+        matched = 0
+        while node is not None and matched < limit:
+            start = matched * size
+            child = next((c for key, c in node.children.items() if key[0] == tokens[start]), None)
+            if child is None:
+                break
+            edge = child.tokens
+            usable = min(len(child.blocks), limit - matched)
+            taken = 1
+            while taken < usable:
+                offset = taken * size
+                if tokens[start + offset : start + offset + size] != edge[offset : offset + size]:
+                    break
+                taken += 1
+            path.append((child, taken))
+            matched += taken
+            node = child if taken == len(child.blocks) else None
+        return path, matched
+
+
+@mutant("split_misplaces_blocks", "R-SPLIT-2")
+class SplitMisplacesBlocks(MutantTree):
+    """A split hands the upper half the edge's last block ids instead of its first."""
+
+    def _split_at(self, node: Node, used: int) -> Node:
+        upper = node.split(self._block_size, used)
+        ids = upper.blocks + node.blocks
+        upper.blocks[:] = ids[-used:]
+        node.blocks[:] = ids[:-used]
+        self._queue.offer(node, self._nodes)
+        return upper
+
+
+@mutant("split_drops_pins", "R-SPLIT-2", "R-PIN-2")
+class SplitDropsPins(MutantTree):
+    """A split leaves the upper half's pins behind (it starts unpinned)."""
+
+    def _split_at(self, node: Node, used: int) -> Node:
+        upper = node.split(self._block_size, used)
+        upper.pins[:] = [0] * used
+        return upper
+
+
+@mutant("split_drops_stamps", "R-SPLIT-2", "R-LRU-2")
+class SplitDropsStamps(MutantTree):
+    """A split resets the lower half's stamps to 0 (the upper half is restamped anyway)."""
+
+    def _split_at(self, node: Node, used: int) -> Node:
+        upper = node.split(self._block_size, used)
+        node.stamps[:] = [0] * len(node.stamps)
+        self._queue.offer(node, self._nodes)
+        return upper

@@ -1,0 +1,105 @@
+"""The JSON-lines stdio protocol: message shapes, encoding and answer checks.
+
+One JSON object per line, UTF-8, in both directions (full text: ``SPEC.md``, "The
+stdio protocol"; machine-readable schema: ``protocol.schema.json``). The kit writes
+requests ``{"id": n, "op": ..., ...arguments}``; the candidate answers each, in
+order, with ``{"id": n, "ok": answer}`` or ``{"id": n, "error": {"kind": k,
+"message": m}}``. The first request is always ``hello``.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+#: The protocol version this kit speaks; a candidate must answer ``hello`` with it.
+PROTOCOL_VERSION = 1
+
+#: Where the JSON Schema of every message lives.
+SCHEMA_PATH = Path(__file__).with_name("protocol.schema.json")
+
+#: Answer fields required per operation (``None``: the answer is JSON null).
+ANSWER_FIELDS: dict[str, tuple[str, ...] | None] = {
+    "hello": ("protocol", "name", "levels", "block_sizes"),
+    "reset": None,
+    "match": ("length", "blocks", "lease"),
+    "insert": ("length", "blocks", "reused", "allocated", "evicted", "lease"),
+    "release": None,
+    "evict": ("freed",),
+    "stats": ("num_blocks", "free", "cached", "pinned", "evictable", "leases", "clock"),
+    "namespaces": ("namespaces",),
+    "dump": ("format", "block_size", "num_blocks", "free", "namespaces"),
+}
+
+
+class ProtocolError(ValueError):
+    """A line that is not a well-formed message."""
+
+
+def load_schema() -> dict[str, Any]:
+    """The protocol's JSON Schema (draft 2020-12). O(size of the file)."""
+    schema: dict[str, Any] = json.loads(SCHEMA_PATH.read_text(encoding="utf-8"))
+    return schema
+
+
+def encode(message: dict[str, Any]) -> str:
+    """One message as one line (no trailing newline). O(size).
+
+    Raises:
+        ValueError: the message holds a float NaN or infinity (not JSON).
+    """
+    return json.dumps(message, separators=(",", ":"), allow_nan=False)
+
+
+def decode(line: str) -> dict[str, Any]:
+    """Parse one line into a message object. O(size).
+
+    Raises:
+        ProtocolError: the line is not JSON, or not a JSON object.
+    """
+    try:
+        message = json.loads(line)  # a trailing newline is whitespace to JSON
+    except ValueError as exc:
+        raise ProtocolError(f"not JSON ({exc}): {_clip(line.rstrip())}") from None
+    if not isinstance(message, dict):
+        raise ProtocolError(f"not a JSON object: {_clip(line.rstrip())}")
+    return message
+
+
+def response_problem(request_id: int, op: str, message: dict[str, Any]) -> str | None:
+    """What is wrong with ``message`` as the answer to request ``request_id`` (``op``).
+
+    Returns None when it is well formed. Checks the id, that exactly one of ``ok``
+    and ``error`` is present, the error's ``kind``, and the answer's required fields
+    and their JSON types where a wrong type would break the kit. O(size).
+    """
+    if message.get("id") != request_id:
+        return f"answer carries id {message.get('id')!r}, expected {request_id}"
+    if ("ok" in message) == ("error" in message):
+        return 'an answer needs exactly one of "ok" and "error"'
+    if "error" in message:
+        error = message["error"]
+        if not isinstance(error, dict) or not isinstance(error.get("kind"), str):
+            return 'an error must be an object with a string "kind"'
+        return None
+    answer = message["ok"]
+    fields = ANSWER_FIELDS.get(op)
+    if fields is None:
+        return None if answer is None else f"{op} answers null, got {_clip(json.dumps(answer))}"
+    if not isinstance(answer, dict):
+        return f"{op} answers an object, got {_clip(json.dumps(answer))}"
+    missing = [name for name in fields if name not in answer]
+    if missing:
+        return f"{op} answer lacks {', '.join(missing)}"
+    if op in ("match", "insert"):
+        lease = answer["lease"]
+        if lease is not None and (isinstance(lease, bool) or not isinstance(lease, int)):
+            return f"lease must be a positive int or null, got {lease!r}"
+        if lease is not None and lease < 1:
+            return f"lease ids are positive ints, got {lease!r}"
+    return None
+
+
+def _clip(text: str, limit: int = 200) -> str:
+    return text if len(text) <= limit else text[:limit] + f"... ({len(text)} chars)"

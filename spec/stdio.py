@@ -1,0 +1,263 @@
+"""An out-of-process candidate: a child program speaking the JSON-lines protocol.
+
+The kit starts the program, says ``hello``, then sends one request per line and
+reads one answer per line. It never hangs: a reader thread feeds answers into a
+queue read with a timeout, and stderr is drained by a second thread (its tail is
+shown in diagnostics). A program that does not answer in time, exits, closes its
+output, or answers something that is not a well-formed message raises
+:class:`~spec.candidate.CandidateFailure` naming the request, and is killed.
+"""
+
+from __future__ import annotations
+
+import collections
+import itertools
+import queue
+import subprocess
+import threading
+from collections.abc import Sequence
+from typing import IO, Any, NoReturn
+
+from .candidate import (
+    CandidateError,
+    CandidateFailure,
+    EvictAnswer,
+    InsertAnswer,
+    MatchAnswer,
+    NamespacesAnswer,
+    StatsAnswer,
+)
+from .levels import LEVELS, LevelError, parse_levels
+from .protocol import PROTOCOL_VERSION, ProtocolError, decode, encode, response_problem
+
+#: Seconds to wait for one answer.
+DEFAULT_TIMEOUT = 10.0
+#: Seconds to wait for the program to start and answer ``hello``.
+DEFAULT_STARTUP_TIMEOUT = 30.0
+_STDERR_LINES = 20
+
+
+class StdioCandidate:
+    """A candidate program driven over its stdin/stdout.
+
+    Args:
+        argv: the program and its arguments.
+        timeout: seconds allowed per answer.
+        startup_timeout: seconds allowed for the ``hello`` answer.
+        name: the report name (default: the name the program gives in ``hello``).
+
+    Raises:
+        CandidateFailure: the program could not be started, or its ``hello`` answer
+            is missing, malformed, of another protocol version or declares unknown
+            levels.
+    """
+
+    def __init__(
+        self,
+        argv: Sequence[str],
+        *,
+        timeout: float = DEFAULT_TIMEOUT,
+        startup_timeout: float = DEFAULT_STARTUP_TIMEOUT,
+        name: str | None = None,
+    ) -> None:
+        self._argv = list(argv)
+        self._timeout = timeout
+        self._ids = itertools.count()
+        self._answers: queue.Queue[str | None] = queue.Queue()
+        self._stderr: collections.deque[str] = collections.deque(maxlen=_STDERR_LINES)
+        self._failed: str | None = None
+        self._name = name or self._argv[0]
+        try:
+            self._process = subprocess.Popen(
+                self._argv,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+                encoding="utf-8",
+                errors="replace",
+                bufsize=1,
+            )
+        except OSError as exc:
+            raise CandidateFailure(f"could not start {self._argv!r}: {exc}") from None
+        assert self._process.stdout is not None and self._process.stderr is not None
+        _start_reader(self._process.stdout, self._answers.put)
+        self._stderr_reader = _start_reader(
+            self._process.stderr, self._stderr.append, keep_newline=False
+        )
+        hello = self._request("hello", {"protocol": PROTOCOL_VERSION}, startup_timeout)
+        self._handshake(hello, name)
+
+    # ------------------------------------------------------------------ identity
+
+    @property
+    def name(self) -> str:
+        """The report name."""
+        return self._name
+
+    @property
+    def levels(self) -> frozenset[str]:
+        """Levels declared in ``hello``."""
+        return self._levels
+
+    @property
+    def block_sizes(self) -> tuple[int, ...] | None:
+        """Block sizes declared in ``hello`` (None: any)."""
+        return self._block_sizes
+
+    # ------------------------------------------------------------------ operations
+
+    def reset(self, num_blocks: int, block_size: int) -> None:
+        """See :class:`spec.candidate.Candidate`."""
+        self._request("reset", {"num_blocks": num_blocks, "block_size": block_size})
+
+    def match(self, tokens: object, namespace: object, pin: bool) -> MatchAnswer:
+        """See :class:`spec.candidate.Candidate`."""
+        answer: MatchAnswer = self._request(
+            "match", {"tokens": tokens, "namespace": namespace, "pin": pin}
+        )
+        return answer
+
+    def insert(self, tokens: object, namespace: object, pin: bool) -> InsertAnswer:
+        """See :class:`spec.candidate.Candidate`."""
+        answer: InsertAnswer = self._request(
+            "insert", {"tokens": tokens, "namespace": namespace, "pin": pin}
+        )
+        return answer
+
+    def release(self, lease: int) -> None:
+        """See :class:`spec.candidate.Candidate`."""
+        self._request("release", {"lease": lease})
+
+    def evict(self, count: object) -> EvictAnswer:
+        """See :class:`spec.candidate.Candidate`."""
+        answer: EvictAnswer = self._request("evict", {"count": count})
+        return answer
+
+    def stats(self) -> StatsAnswer:
+        """See :class:`spec.candidate.Candidate`."""
+        answer: StatsAnswer = self._request("stats", {})
+        return answer
+
+    def namespaces(self) -> NamespacesAnswer:
+        """See :class:`spec.candidate.Candidate`."""
+        answer: NamespacesAnswer = self._request("namespaces", {})
+        return answer
+
+    def dump(self) -> dict[str, Any]:
+        """See :class:`spec.candidate.Candidate`."""
+        answer: dict[str, Any] = self._request("dump", {})
+        return answer
+
+    def close(self) -> None:
+        """Close the program's stdin and wait briefly for it to exit; kill it if not."""
+        process = self._process
+        if process.poll() is None:
+            try:
+                assert process.stdin is not None
+                process.stdin.close()
+            except OSError:
+                pass
+            try:
+                process.wait(timeout=2)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+        for stream in (process.stdout, process.stderr):
+            if stream is not None:
+                stream.close()
+
+    # ------------------------------------------------------------------ internals
+
+    def _handshake(self, hello: Any, name: str | None) -> None:
+        version = hello.get("protocol")
+        if version != PROTOCOL_VERSION:
+            self._fail(f"hello: speaks protocol {version!r}, the kit speaks {PROTOCOL_VERSION}")
+        levels = hello.get("levels")
+        if not isinstance(levels, list) or not all(isinstance(level, str) for level in levels):
+            self._fail(f"hello: levels must be a list of names from {list(LEVELS)}")
+        try:
+            self._levels = parse_levels(levels)
+        except LevelError as exc:
+            self._fail(f"hello: {exc}")
+        sizes = hello.get("block_sizes")
+        if sizes is not None and not (
+            isinstance(sizes, list) and sizes and all(_positive_int(size) for size in sizes)
+        ):
+            self._fail("hello: block_sizes must be null or a non-empty list of ints >= 1")
+        self._block_sizes = None if sizes is None else tuple(sizes)
+        if name is None and isinstance(hello.get("name"), str) and hello["name"]:
+            self._name = hello["name"]
+
+    def _request(self, op: str, fields: dict[str, Any], timeout: float | None = None) -> Any:
+        if self._failed is not None:
+            raise CandidateFailure(f"{op}: {self._name} already failed earlier ({self._failed})")
+        request_id = next(self._ids)
+        try:
+            line = encode({"id": request_id, "op": op, **fields})
+        except ValueError as exc:  # a kit bug: it never sends non-JSON values
+            raise CandidateFailure(f"{op}: request cannot be encoded: {exc}") from None
+        what = f"request {request_id} ({op})"
+        process = self._process
+        assert process.stdin is not None
+        try:
+            process.stdin.write(line + "\n")
+            process.stdin.flush()
+        except (BrokenPipeError, OSError, ValueError):
+            self._fail(f"{what}: could not write it, {self._exit_status()}")
+        try:
+            reply = self._answers.get(timeout=timeout or self._timeout)
+        except queue.Empty:
+            self._fail(f"{what}: no answer within {timeout or self._timeout:g} s (killed)")
+        if reply is None:
+            self._fail(f"{what}: the program closed its output, {self._exit_status()}")
+        try:
+            message = decode(reply)
+        except ProtocolError as exc:
+            self._fail(f"{what}: malformed answer, {exc}")
+        problem = response_problem(request_id, op, message)
+        if problem is not None:
+            self._fail(f"{what}: malformed answer, {problem}")
+        if "error" in message:
+            error = message["error"]
+            raise CandidateError(error["kind"], str(error.get("message", "")))
+        return message["ok"]
+
+    def _exit_status(self) -> str:
+        try:
+            code = self._process.wait(timeout=1)
+        except subprocess.TimeoutExpired:
+            return "though it is still running"
+        return f"it exited with status {code}"
+
+    def _fail(self, message: str) -> NoReturn:
+        if self._process.poll() is None:
+            self._process.kill()
+            self._process.wait()
+        self._stderr_reader.join(timeout=1)  # collect the last words it wrote
+        tail = list(self._stderr)
+        if tail:
+            message += "\n  stderr (last lines):\n" + "\n".join(f"    {line}" for line in tail)
+        self._failed = message.splitlines()[0]
+        raise CandidateFailure(f"{self._name}: {message}")
+
+
+def _positive_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 1
+
+
+def _start_reader(stream: IO[str], sink: Any, *, keep_newline: bool = True) -> threading.Thread:
+    """Copy ``stream`` line by line into ``sink`` (then ``None``) on a daemon thread."""
+
+    def pump() -> None:
+        try:
+            for line in stream:
+                sink(line if keep_newline else line.rstrip("\n"))
+        except (OSError, ValueError):
+            pass
+        if keep_newline:
+            sink(None)
+
+    thread = threading.Thread(target=pump, name="kachedb-radix-stdio", daemon=True)
+    thread.start()
+    return thread

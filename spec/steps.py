@@ -1,0 +1,150 @@
+"""Trace steps: one operation as plain JSON data, and how to apply it to a candidate.
+
+A *step* is a JSON object with an ``"op"`` and that operation's arguments; a
+*trace* is a list of steps, written one per line (JSON lines). The same shape is
+used by the golden vectors, by the disagreement reports and by ``replay``::
+
+    {"op": "reset", "num_blocks": 6, "block_size": 2}
+    {"op": "insert", "tokens": [0, 1, 0, 0, 1], "namespace": null, "pin": true}
+    {"op": "release", "lease": 1}
+    {"op": "evict", "count": 2}
+    {"op": "dump"}
+
+Leases are named in traces by *handle*: the n-th lease issued since the last
+``reset`` is handle n, whatever id the implementation chose; handle 0 is a lease the
+tree never issued. An *outcome* is ``{"ok": answer}`` or ``{"error": kind}``; a
+recorded step may carry the reference's outcome as ``"expect"``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .candidate import Candidate, CandidateError
+
+Step = dict[str, Any]
+Outcome = dict[str, Any]
+
+#: Every operation a step may name.
+OPS: tuple[str, ...] = (
+    "reset",
+    "match",
+    "insert",
+    "release",
+    "evict",
+    "stats",
+    "namespaces",
+    "dump",
+)
+
+#: Operations that only read state; the kit issues them after every step.
+READ_OPS: tuple[str, ...] = ("dump", "stats", "namespaces")
+
+#: Keys a step may carry besides its arguments (ignored when applying it).
+META_KEYS = frozenset({"op", "expect", "actual", "trace", "levels", "note"})
+
+
+class LeaseBook:
+    """Translates trace handles (1, 2, ... per reset) to one candidate's lease ids."""
+
+    __slots__ = ("_ids",)
+
+    def __init__(self) -> None:
+        self._ids: list[int] = []
+
+    def clear(self) -> None:
+        """Forget every lease (on reset). O(1)."""
+        self._ids = []
+
+    def file(self, lease_id: int | None) -> int | None:
+        """File a lease id just issued; return its handle (None stays None). O(1)."""
+        if lease_id is None:
+            return None
+        self._ids.append(lease_id)
+        return len(self._ids)
+
+    def lease_id(self, handle: int) -> int:
+        """The candidate's id for ``handle``; 0 for handle 0 or one never issued. O(1)."""
+        if 1 <= handle <= len(self._ids):
+            return self._ids[handle - 1]
+        return 0
+
+    @property
+    def issued(self) -> int:
+        """Handles issued since the last reset. O(1)."""
+        return len(self._ids)
+
+
+def apply_step(candidate: Candidate, step: Step, book: LeaseBook) -> Outcome:
+    """Apply one step to ``candidate`` and return its outcome. Cost: one call.
+
+    Lease ids in answers are replaced by handles from ``book``.
+
+    Raises:
+        ValueError: the step names an unknown operation.
+        CandidateFailure: the candidate could not answer (hang, crash, bad data).
+    """
+    op = step["op"]
+    try:
+        if op == "reset":
+            candidate.reset(step["num_blocks"], step["block_size"])
+            book.clear()
+            return {"ok": None}
+        if op in ("match", "insert"):
+            call = candidate.match if op == "match" else candidate.insert
+            answer: dict[str, Any] = dict(
+                call(step["tokens"], step.get("namespace"), bool(step.get("pin", False)))
+            )
+            answer["lease"] = book.file(answer["lease"])
+            return {"ok": answer}
+        if op == "release":
+            candidate.release(book.lease_id(step["lease"]))
+            return {"ok": None}
+        if op == "evict":
+            return {"ok": dict(candidate.evict(step["count"]))}
+        if op == "stats":
+            return {"ok": dict(candidate.stats())}
+        if op == "namespaces":
+            return {"ok": dict(candidate.namespaces())}
+        if op == "dump":
+            return {"ok": candidate.dump()}
+    except CandidateError as exc:
+        return {"error": exc.kind}
+    raise ValueError(f"unknown operation {op!r} in step {step!r}")
+
+
+def normalise(op: str, outcome: Outcome, levels: frozenset[str]) -> Outcome:
+    """What of ``outcome`` the declared ``levels`` specify. O(size of the outcome).
+
+    Without the ``eviction`` level the logical clock and the stamps are not
+    specified (R-LRU-*), so they are removed from dumps and stats.
+    """
+    if "eviction" in levels or "ok" not in outcome or not isinstance(outcome["ok"], dict):
+        return outcome
+    answer = dict(outcome["ok"])
+    if op in ("dump", "stats"):
+        answer.pop("clock", None)
+    if op == "dump" and isinstance(answer.get("namespaces"), list):
+        answer["namespaces"] = [_without_stamps(space) for space in answer["namespaces"]]
+    return {"ok": answer}
+
+
+def _without_stamps(node: Any) -> Any:
+    if not isinstance(node, dict):
+        return node
+    stripped = {key: value for key, value in node.items() if key != "stamps"}
+    if isinstance(stripped.get("children"), list):
+        stripped["children"] = [_without_stamps(child) for child in stripped["children"]]
+    return stripped
+
+
+def describe(step: Step) -> str:
+    """A one-line human description of a step, e.g. ``insert [0, 1, 0] ns=None pin``."""
+    op = step["op"]
+    args = [f"{key}={value!r}" for key, value in step.items() if key not in META_KEYS]
+    return f"{op}({', '.join(args)})"
+
+
+def bare(step: Step) -> Step:
+    """The step without recorded outcomes or metadata. O(size)."""
+    return {key: value for key, value in step.items() if key not in META_KEYS or key == "op"}

@@ -34,7 +34,8 @@ setup(
         Extension(
             "accel._radix",
             sources=SOURCES,
-            depends=["accel/radix.h"],
+            # snapshot.c is compiled inside _radix.c's unit (it shares its static helpers).
+            depends=["accel/radix.h", "accel/snapshot.c"],
         )
     ],
     cmdclass={"build_ext": BuildExt},

@@ -3,7 +3,11 @@
 ``accel.RadixTree`` has the reference's public API and behaves identically, call for
 call (same results, block ids, clock, eviction order, ``dump()``, error classes from
 :mod:`reference.errors`, atomicity); it is only faster. ``accel.BlockAllocator`` is
-the twin of :class:`reference.allocator.BlockAllocator`.
+the twin of :class:`reference.allocator.BlockAllocator`. ``accel.Snapshot`` and
+``accel.Reader`` are the compiled twins of :mod:`reference.snapshot`'s classes.
+
+Threads: writer calls from one thread at a time; ``snapshot()``, ``reader()`` and every
+Snapshot/Reader method from any thread (see ``accel/DESIGN.md``).
 
 Importing this package never falls back to the reference: if the extension did not
 build, the import fails. Set ``KACHEDB_RADIX_PURE=1`` to run the test-suite (and any
@@ -23,6 +27,8 @@ try:
         Lease,
         MatchResult,
         RadixTree,
+        Reader,
+        Snapshot,
     )
 except ImportError as error:  # pragma: no cover - exercised only on a broken install
     raise ImportError(
@@ -40,4 +46,6 @@ __all__ = [
     "Lease",
     "MatchResult",
     "RadixTree",
+    "Reader",
+    "Snapshot",
 ]

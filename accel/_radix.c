@@ -333,10 +333,12 @@ static uint32_t root_create(TreeObject *t, PyObject *ns) {
     t->roots[t->roots_len].ns = ns;
     t->roots[t->roots_len].node = r;
     t->roots_len++;
+    sh_root_create(t, r, ns);
     return r;
 }
 
 static void root_delete(TreeObject *t, uint32_t r) {
+    sh_root_delete(t, r);
     uint32_t slot = t->nodes[r].first;
     PyObject *ns = t->roots[slot].ns;
     if (ns == NULL) {
@@ -445,7 +447,9 @@ static void pin_path(TreeObject *t, const uint32_t *blocks, Py_ssize_t n, uint32
  * node takes the first `at` blocks and x's place (and hash slot) under the parent; x
  * keeps the rest, its children and its heap entry. Returns the upper node. */
 static uint32_t split(TreeObject *t, uint32_t x, uint32_t at) {
+    PNode *pu = sh_split(t, x, at);
     uint32_t u = node_new(t);
+    if (pu != NULL) t->nodes[u].p = pu;
     Node *X = &t->nodes[x], *U = &t->nodes[u];
     uint32_t b = X->first;
     for (uint32_t i = 1; i < at; i++) b = t->next[b];
@@ -468,6 +472,7 @@ static uint32_t split(TreeObject *t, uint32_t x, uint32_t at) {
 }
 
 static void remove_leaf(TreeObject *t, uint32_t n, uint32_t protect_root) {
+    sh_remove_leaf(t, n);
     uint32_t p = t->nodes[n].parent;
     hash_remove_at(t, hash_slot_of(t, n));
     t->nodes[p].nchildren--;
@@ -478,7 +483,94 @@ static void remove_leaf(TreeObject *t, uint32_t n, uint32_t protect_root) {
         root_delete(t, p); /* R-NS-3: an emptied namespace disappears */
 }
 
-/* Evict up to `count` leaf-tail blocks in (stamp, block id) order; ids go to out. */
+/* ------------------------------------------------------------------ quarantine (R-EPOCH-*) */
+
+/* Capacity to quarantine `count` more ids in one more batch (fallible; before mutating). */
+static int q_reserve(TreeObject *t, size_t count) {
+    if (t->qb_head > 0 && t->qb_len + 1u > t->qb_cap) {
+        memmove(t->qb, t->qb + t->qb_head, (t->qb_len - t->qb_head) * sizeof(QBatch));
+        t->qb_len -= t->qb_head;
+        t->qb_head = 0;
+    }
+    if (t->qb_len + 1u > t->qb_cap) {
+        size_t cap = t->qb_cap ? t->qb_cap * 2u : 8u;
+        QBatch *q = PyMem_Realloc(t->qb, cap * sizeof(QBatch));
+        if (q == NULL) goto oom;
+        t->qb = q;
+        t->qb_cap = cap;
+    }
+    if (t->qid_head > 0 && t->qid_len + count > t->qid_cap) {
+        memmove(t->qids, t->qids + t->qid_head, (t->qid_len - t->qid_head) * sizeof(uint32_t));
+        t->qid_len -= t->qid_head;
+        t->qid_head = 0;
+    }
+    if (t->qid_len + count > t->qid_cap) {
+        size_t cap = t->qid_cap ? t->qid_cap : 64u;
+        while (cap < t->qid_len + count) cap *= 2u;
+        uint32_t *q = PyMem_Realloc(t->qids, cap * sizeof(uint32_t));
+        if (q == NULL) goto oom;
+        t->qids = q;
+        t->qid_cap = cap;
+    }
+    return 0;
+oom:
+    PyErr_NoMemory();
+    return -1;
+}
+
+/* Free evicted blocks, or quarantine them while an earlier reader is inside: every
+ * registered reader drew its epoch before this free's. */
+static void retire(TreeObject *t, const uint32_t *ids, Py_ssize_t n) {
+    uint64_t epoch = ++t->epochs;
+    if (t->nreaders > 0) {
+        t->qb[t->qb_len++] = (QBatch){epoch, (uint32_t)n};
+        memcpy(t->qids + t->qid_len, ids, (size_t)n * sizeof(uint32_t));
+        t->qid_len += (size_t)n;
+        t->quarantined += (uint64_t)n;
+    } else {
+        for (Py_ssize_t i = 0; i < n; i++) ba_put(&t->alloc, ids[i]);
+    }
+}
+
+/* Quarantined blocks whose readers have all left (batches are in epoch order). */
+static uint64_t q_reclaimable(const TreeObject *t) {
+    uint64_t total = 0;
+    for (size_t i = t->qb_head; i < t->qb_len; i++) {
+        if (t->nreaders > 0 && t->qb[i].epoch >= t->readers[0]) break;
+        total += t->qb[i].n;
+    }
+    return total;
+}
+
+/* Return those blocks to the allocator; their ids go to out (if not NULL). */
+static size_t q_reclaim(TreeObject *t, uint32_t *out) {
+    size_t done = 0;
+    while (t->qb_head < t->qb_len &&
+           (t->nreaders == 0 || t->qb[t->qb_head].epoch < t->readers[0])) {
+        uint32_t n = t->qb[t->qb_head++].n;
+        for (uint32_t i = 0; i < n; i++) {
+            uint32_t b = t->qids[t->qid_head++];
+            ba_put(&t->alloc, b);
+            if (out != NULL) out[done] = b;
+            done++;
+        }
+    }
+    if (t->qb_head == t->qb_len) t->qb_head = t->qb_len = t->qid_head = t->qid_len = 0;
+    t->quarantined -= done;
+    return done;
+}
+
+/* The first n quarantined ids, in quarantine order. */
+static size_t t_qids_peek(const TreeObject *t, uint32_t *out, size_t n) {
+    size_t have = t->qid_len - t->qid_head;
+    if (n > have) n = have;
+    if (n > 0) memcpy(out, t->qids + t->qid_head, n * sizeof(uint32_t));
+    return n;
+}
+
+/* Evict up to `count` leaf-tail blocks in (stamp, block id) order; ids go to out.  If
+ * any, publish the new version, then retire the ids (R-EPOCH-1).  Precondition: with
+ * readers registered, q_reserve(count) succeeded. */
 static Py_ssize_t evict_blocks(TreeObject *t, Py_ssize_t count, uint32_t *out,
                                uint32_t protect_root) {
     Py_ssize_t done = 0;
@@ -499,12 +591,16 @@ static Py_ssize_t evict_blocks(TreeObject *t, Py_ssize_t count, uint32_t *out,
             x->last = t->prev[b];
             t->next[x->last] = NIL;
             x->nblocks--;
+            sh_trim(t, n);
             heap_update(t, n);
         }
         out[done++] = b;
         t->cached--;
     }
-    for (Py_ssize_t i = 0; i < done; i++) ba_put(&t->alloc, out[i]);
+    if (done > 0) {
+        t->version++; /* readers entering from now on cannot see these blocks */
+        retire(t, out, done);
+    }
     return done;
 }
 
@@ -537,6 +633,7 @@ static uint32_t attach(TreeObject *t, uint32_t root, uint32_t last, uint32_t las
         t->prev[ids[0]] = P->last;
         P->last = ids[count - 1];
         P->nblocks += (uint32_t)count;
+        sh_extend(t, parent, tok + (size_t)reused * B, ids, (uint32_t)count);
         heap_update(t, parent);
         return parent;
     }
@@ -549,6 +646,7 @@ static uint32_t attach(TreeObject *t, uint32_t root, uint32_t last, uint32_t las
     hash_insert(t, c);
     t->nodes[parent].nchildren++;
     t->live_nodes++;
+    sh_attach(t, parent, c, tok + (size_t)reused * B, ids, (uint32_t)count);
     heap_update(t, c);
     return c;
 }
@@ -692,6 +790,7 @@ static PyObject *Tree_match(TreeObject *self, PyObject *const *args, Py_ssize_t 
         lease_link(self, lease, ns, res->ids);
         Py_SETREF(res->lease, (PyObject *)lease);
     }
+    self->version++;
     tokens_release(self, &tk);
     Py_XDECREF(ns);
     return (PyObject *)res;
@@ -724,23 +823,32 @@ static PyObject *Tree_insert(TreeObject *self, PyObject *const *args, Py_ssize_t
     uint32_t last, used;
     Py_ssize_t reused = tree_walk(self, root, tk.data, wanted, path, &last, &used);
     Py_ssize_t needed = wanted - reused;
-    Py_ssize_t shortfall = needed - (Py_ssize_t)self->alloc.free_count;
-    if (shortfall > 0) {
-        /* The reference pins the path first, so its unpinned blocks stop counting as
-         * evictable (R-INS-5, R-INS-6). */
-        uint64_t extra = 0;
-        for (Py_ssize_t i = 0; i < reused; i++) extra += self->pins[path[i]] == 0;
-        uint64_t evictable = self->cached - self->pinned - extra;
-        if ((uint64_t)shortfall > evictable) {
+    Py_ssize_t nevict = 0;
+    int short_of_blocks = needed > (Py_ssize_t)self->alloc.free_count;
+    if (short_of_blocks) {
+        /* R-INS-6, R-EPOCH-3: free + reclaimable + (with no reader inside) the evictable
+         * blocks off the path; the reference pins the path before evicting, so its
+         * unpinned blocks do not count. No Python code runs from here to the end of
+         * the call, so no reader can enter or leave in between. */
+        uint64_t reclaimable = q_reclaimable(self), evictable = 0;
+        if (self->nreaders == 0) {
+            uint64_t extra = 0;
+            for (Py_ssize_t i = 0; i < reused; i++) extra += self->pins[path[i]] == 0;
+            evictable = self->cached - self->pinned - extra;
+        }
+        if ((uint64_t)needed > self->alloc.free_count + reclaimable + evictable) {
             PyErr_Format(G.OutOfBlocksError,
-                         "insert needs %zd new blocks: %u are free and only %llu more can be "
-                         "evicted (%llu pinned)",
-                         needed, self->alloc.free_count, (unsigned long long)evictable,
-                         (unsigned long long)(self->pinned + extra));
+                         "insert needs %zd new blocks: %u are free, %llu can be reclaimed and "
+                         "only %llu more can be evicted (%llu pinned, %llu quarantined for %zd "
+                         "readers)",
+                         needed, self->alloc.free_count, (unsigned long long)reclaimable,
+                         (unsigned long long)evictable, (unsigned long long)self->pinned,
+                         (unsigned long long)self->quarantined, self->nreaders);
             goto fail;
         }
+        Py_ssize_t shortfall = needed - (Py_ssize_t)(self->alloc.free_count + reclaimable);
+        nevict = shortfall > 0 ? shortfall : 0;
     }
-    Py_ssize_t nevict = shortfall > 0 ? shortfall : 0;
     res = insert_result_new(wanted, needed, nevict);
     if (res == NULL) goto fail;
     if (pin && lease_fill(self, lease, tk.data, wanted) < 0) goto fail;
@@ -753,7 +861,10 @@ static PyObject *Tree_insert(TreeObject *self, PyObject *const *args, Py_ssize_t
     uint32_t *out_blocks = res->ids;
     uint32_t *out_alloc = res->ids + wanted;
     uint32_t *out_evict = out_alloc + needed;
+    if (short_of_blocks) q_reclaim(self, NULL);
     if (nevict > 0) {
+        /* No reader is inside (else nothing would be evictable): the ids go straight
+         * back to the allocator. */
         pin_path(self, path, reused, last, +1);
         evict_blocks(self, nevict, out_evict, root);
         pin_path(self, path, reused, last, -1);
@@ -774,6 +885,7 @@ static PyObject *Tree_insert(TreeObject *self, PyObject *const *args, Py_ssize_t
         lease_link(self, lease, ns, out_blocks);
         Py_SETREF(res->lease, (PyObject *)lease);
     }
+    self->version++;
     tokens_release(self, &tk);
     Py_XDECREF(ns);
     return (PyObject *)res;
@@ -810,6 +922,7 @@ PyObject *Tree_release(TreeObject *self, PyObject *arg) {
     }
     pin_path(self, l->blocks, l->count, last, -1);
     stamp_path(self, l->blocks, l->count, last, ++self->clock);
+    self->version++;
     l->released = 1;
     lease_unlink(self, l);
     Py_DECREF(l); /* the tree's reference; the caller still holds one */
@@ -827,6 +940,10 @@ static PyObject *Tree_evict(TreeObject *self, PyObject *arg) {
     if (count > self->cached) count = self->cached;
     uint32_t *out = PyMem_Malloc((size_t)(count ? count : 1) * sizeof(uint32_t));
     if (out == NULL) return PyErr_NoMemory();
+    if (self->nreaders > 0 && q_reserve(self, (size_t)count) < 0) {
+        PyMem_Free(out);
+        return NULL;
+    }
     Py_ssize_t done = evict_blocks(self, (Py_ssize_t)count, out, NIL);
     PyObject *tuple = PyTuple_New(done);
     for (Py_ssize_t i = 0; tuple != NULL && i < done; i++) {
@@ -843,12 +960,17 @@ bad:
 
 static PyObject *Tree_stats(TreeObject *self, PyObject *unused) {
     (void)unused;
+    PyObject *oldest = self->nreaders > 0 ? PyLong_FromUnsignedLongLong(self->readers[0])
+                                          : Py_NewRef(Py_None);
+    if (oldest == NULL) return NULL;
     PyObject *kw = Py_BuildValue(
-        "{s:I,s:I,s:K,s:K,s:K,s:n,s:K}", "num_blocks", self->num_blocks, "free",
+        "{s:I,s:I,s:K,s:K,s:K,s:n,s:K,s:K,s:n,s:N,s:K}", "num_blocks", self->num_blocks, "free",
         self->alloc.free_count, "cached", (unsigned long long)self->cached, "pinned",
         (unsigned long long)self->pinned, "evictable",
         (unsigned long long)(self->cached - self->pinned), "leases", self->nleases, "clock",
-        (unsigned long long)self->clock);
+        (unsigned long long)self->clock, "quarantined", (unsigned long long)self->quarantined,
+        "readers", self->nreaders, "oldest_reader", oldest, "version",
+        (unsigned long long)self->version);
     if (kw == NULL) return NULL;
     PyObject *empty = PyTuple_New(0);
     PyObject *r = empty ? PyObject_Call(G.TreeStats, empty, kw) : NULL;
@@ -872,6 +994,48 @@ done:
     Py_XDECREF(names);
     if (gc_was) PyGC_Enable();
     return result;
+}
+
+static PyObject *Tree_snapshot(TreeObject *self, PyObject *unused) {
+    (void)unused;
+    return tree_snapshot(self, 0);
+}
+
+static PyObject *Tree_reader(TreeObject *self, PyObject *unused) {
+    (void)unused;
+    return tree_snapshot(self, 1);
+}
+
+static PyObject *Tree_drop_published(TreeObject *self, PyObject *unused) {
+    (void)unused;
+    shadow_drop(self);
+    Py_RETURN_NONE;
+}
+
+static PyObject *Tree_reclaim(TreeObject *self, PyObject *unused) {
+    (void)unused;
+    size_t n = q_reclaimable(self);
+    PyObject *tuple = PyTuple_New((Py_ssize_t)n);
+    uint32_t *ids = PyMem_Malloc((n ? n : 1) * sizeof(uint32_t));
+    if (tuple == NULL || ids == NULL) {
+        Py_XDECREF(tuple);
+        PyMem_Free(ids);
+        return tuple == NULL ? NULL : PyErr_NoMemory();
+    }
+    /* Boxing the ids may fail; read them before changing anything. */
+    size_t at = t_qids_peek(self, ids, n);
+    for (size_t i = 0; i < at; i++) {
+        PyObject *v = PyLong_FromUnsignedLong(ids[i]);
+        if (v == NULL) {
+            Py_DECREF(tuple);
+            PyMem_Free(ids);
+            return NULL;
+        }
+        PyTuple_SET_ITEM(tuple, (Py_ssize_t)i, v);
+    }
+    q_reclaim(self, NULL);
+    PyMem_Free(ids);
+    return tuple;
 }
 
 static PyObject *Tree_dump(TreeObject *self, PyObject *unused) {
@@ -910,6 +1074,10 @@ static PyObject *Tree_get_num_blocks(TreeObject *self, void *c) {
 static PyObject *Tree_get_clock(TreeObject *self, void *c) {
     (void)c;
     return PyLong_FromUnsignedLongLong(self->clock);
+}
+static PyObject *Tree_get_version(TreeObject *self, void *c) {
+    (void)c;
+    return PyLong_FromUnsignedLongLong(self->version);
 }
 static PyObject *Tree_get_hash_seed(TreeObject *self, void *c) {
     (void)c;
@@ -995,7 +1163,7 @@ static PyObject *Tree_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
     for (int i = 0; i < 64; i++) t->slots[i] = (Slot){NIL, 0, NIL, NIL};
     t->slot_mask = 63;
     derive_keys(seed, t->keys, B + 1u, &t->parent_mix);
-    if (reserve(t) < 0) {
+    if (reserve(t) < 0 || shadow_init(t) < 0) {
         Py_DECREF(t);
         return NULL;
     }
@@ -1024,6 +1192,10 @@ static void Tree_dealloc(TreeObject *self) {
     PyObject_GC_UnTrack(self);
     if (self->weakrefs) PyObject_ClearWeakRefs((PyObject *)self);
     unlink_all_leases(self);
+    shadow_fini(self);
+    PyMem_Free(self->readers);
+    PyMem_Free(self->qb);
+    PyMem_Free(self->qids);
     for (uint32_t i = 0; i < self->roots_len; i++) Py_XDECREF(self->roots[i].ns);
     Py_XDECREF(self->ns_roots);
     PyMem_Free(self->tok);
@@ -1059,53 +1231,79 @@ static PyMethodDef Tree_methods[] = {
      "Cost: O(n) for n tokens: validation (none for a uint32 buffer), then one hash\n"
      "probe per node and one memcmp per run of consecutive block ids.\n\n"
      "Raises:\n    InvalidTokensError: ``tokens`` is malformed (R-TOK-*).\n"
-     "    InvalidArgumentError: ``namespace`` is not None or a str."},
+     "    InvalidArgumentError: ``namespace`` is not None or a str.\n\nThreads: the writer's call; one thread at a time (holds the GIL throughout)."},
     {"insert", (PyCFunction)(void (*)(void))Tree_insert, METH_FASTCALL | METH_KEYWORDS,
      "insert($self, tokens, namespace=None, *, pin=False)\n--\n\n"
      "Cache every whole block of ``tokens``, reusing the cached prefix (R-INS-1).\n\n"
      "Blocks already cached are reused (R-INS-2); the rest get fresh ids from the\n"
      "allocator (R-ALLOC-2). A divergence inside an edge splits it (R-SPLIT-1).\n"
-     "If the pool is short, exactly the shortfall is evicted first, never from the\n"
-     "reused path (R-INS-5). The whole path is stamped (R-LRU-1) and, with\n"
+     "If the pool is short, quarantined blocks whose readers all left are reclaimed\n"
+     "first; then, with no reader inside, exactly the remaining shortfall is evicted\n"
+     "(published before reuse), never from the reused path (R-INS-5, R-EPOCH-1). The whole path is stamped (R-LRU-1) and, with\n"
      "``pin=True``, pinned by the returned lease (R-PIN-1). A trailing partial\n"
      "block is ignored (R-INS-3).\n\n"
      "Cost: O(n + e log h) for n tokens and e evicted blocks.\n\n"
      "Raises:\n    InvalidTokensError: ``tokens`` is malformed (R-TOK-*).\n"
      "    InvalidArgumentError: ``namespace`` is not None or a str.\n"
-     "    OutOfBlocksError: the free blocks plus every evictable block off the\n"
-     "        path are fewer than the new blocks needed (R-INS-6). Nothing changes."},
+     "    OutOfBlocksError: free, reclaimable and (with no reader inside) evictable\n"
+     "        blocks off the path are fewer than the new blocks needed (R-INS-6,\n"
+     "        R-EPOCH-3). Nothing changes.\n\nThreads: the writer's call; one thread at a time (holds the GIL throughout)."},
     {"release", (PyCFunction)Tree_release, METH_O,
      "release($self, lease, /)\n--\n\n"
      "Release ``lease``: unpin its blocks and stamp them as just used (R-PIN-4, R-LRU-1).\n\n"
      "Cost: O(length of the lease).\n\n"
      "Raises:\n    ForeignLeaseError: ``lease`` was not issued by this tree (R-PIN-5).\n"
-     "    LeaseReleasedError: ``lease`` was already released (R-PIN-4)."},
+     "    LeaseReleasedError: ``lease`` was already released (R-PIN-4).\n\nThreads: the writer's call; one thread at a time (holds the GIL throughout)."},
     {"evict", (PyCFunction)Tree_evict, METH_O,
      "evict($self, count, /)\n--\n\n"
      "Free up to ``count`` blocks, least recently used leaf tail first (R-EVICT-1..3).\n\n"
      "Returns the freed ids in eviction order; fewer than ``count`` when fewer\n"
-     "blocks are evictable (R-EVICT-4). The clock does not advance.\n\n"
+     "blocks are evictable (R-EVICT-4). An eviction that frees anything publishes a\n"
+     "new version; the ids then go to the allocator, or to the quarantine while\n"
+     "readers are inside (R-EPOCH-1). The clock does not advance.\n\n"
      "Cost: O(count log h), h the number of evictable leaves.\n\n"
-     "Raises:\n    InvalidArgumentError: ``count`` is not an int >= 0."},
+     "Raises:\n    InvalidArgumentError: ``count`` is not an int >= 0.\n\nThreads: the writer's call; one thread at a time (holds the GIL throughout)."},
+    {"snapshot", (PyCFunction)Tree_snapshot, METH_NOARGS,
+     "snapshot($self, /)\n--\n\n"
+     "An O(1) immutable view of the latest published version (R-SNAP-2).\n\n"
+     "Any thread, never blocks. Its block ids stay correct for its version, but\n"
+     "only a :meth:`reader` also keeps the blocks from being reused.\n\n"
+     "Raises:\n    MemoryError: only when rebuilding the published shape after an earlier\n"
+     "        allocation failure fails."},
+    {"reader", (PyCFunction)Tree_reader, METH_NOARGS,
+     "reader($self, /)\n--\n\n"
+     "Enter a reader epoch and take a snapshot (R-EPOCH-1). O(1), any thread.\n\n"
+     "Blocks the reader can see are not handed out again until it leaves."},
+    {"reclaim", (PyCFunction)Tree_reclaim, METH_NOARGS,
+     "reclaim($self, /)\n--\n\n"
+     "Return quarantined blocks whose readers have all left to the allocator (R-EPOCH-2).\n\n"
+     "``insert`` does this by itself when short; call it to see the pool grow\n"
+     "sooner. Returns the reclaimed ids in quarantine order. Cost: O(k) for k blocks.\n"
+     "Writer thread only."},
+    {"_drop_published", (PyCFunction)Tree_drop_published, METH_NOARGS,
+     "_drop_published($self, /)\n--\n\n"
+     "Test hook: drop the published shape as an allocation failure while mirroring a\n"
+     "change would; the next snapshot() or reader() rebuilds it from the writer's shape."},
     {"stats", (PyCFunction)Tree_stats, METH_NOARGS,
-     "stats($self, /)\n--\n\nBlock counters (R-INV-1), a reference.results.TreeStats. O(1)."},
+     "stats($self, /)\n--\n\nBlock counters (R-INV-1, R-EPOCH-3), a reference.results.TreeStats.\n"
+     "O(1). Writer thread only."},
     {"namespaces", (PyCFunction)Tree_namespaces, METH_NOARGS,
      "namespaces($self, /)\n--\n\n"
-     "Namespaces holding at least one block, None first then by name. O(r log r)."},
+     "Namespaces holding at least one block, None first then by name. O(r log r).\n\nThreads: the writer's call; one thread at a time (holds the GIL throughout)."},
     {"dump", (PyCFunction)Tree_dump, METH_NOARGS,
      "dump($self, /)\n--\n\n"
      "The canonical, JSON-serialisable description of the whole state (R-DUMP-1).\n\n"
      "Equal to the reference's dump in the same state. Cost: O(N) over all cached\n"
-     "tokens and the pool."},
+     "tokens and the pool.\n\nThreads: the writer's call; one thread at a time (holds the GIL throughout)."},
     {"render", (PyCFunction)Tree_render, METH_NOARGS,
-     "render($self, /)\n--\n\nThe tree drawn as text, from :meth:`dump`. O(N)."},
+     "render($self, /)\n--\n\nThe tree drawn as text, from :meth:`dump`. O(N).\n\nThreads: the writer's call; one thread at a time (holds the GIL throughout)."},
     {"check_invariants", (PyCFunction)Tree_check_invariants, METH_NOARGS,
      "check_invariants($self, /)\n--\n\n"
      "Assert every structural invariant (R-INV-*), in C. O(N + h + leases * length).\n\n"
-     "Raises:\n    InvariantViolation: an invariant is broken (a bug, never bad input)."},
+     "Raises:\n    InvariantViolation: an invariant is broken (a bug, never bad input).\n\nThreads: the writer's call; one thread at a time (holds the GIL throughout)."},
     {"memory_bytes", (PyCFunction)Tree_memory_bytes, METH_NOARGS,
      "memory_bytes($self, /)\n--\n\n"
-     "Bytes held by the tree's own C allocations, by part (a dict of int). O(1)."},
+     "Bytes held by the tree's own C allocations, by part (a dict of int). O(1).\n\nThreads: the writer's call; one thread at a time (holds the GIL throughout)."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -1114,6 +1312,8 @@ static PyGetSetDef Tree_getset[] = {
     {"num_blocks", (getter)Tree_get_num_blocks, NULL, "Pool size. O(1).", NULL},
     {"clock", (getter)Tree_get_clock, NULL,
      "The logical clock: successful match, insert and release calls so far. O(1).", NULL},
+    {"version", (getter)Tree_get_version, NULL,
+     "The number of the latest published version (R-SNAP-1). O(1).", NULL},
     {"_hash_seed", (getter)Tree_get_hash_seed, NULL,
      "The seed the children-table hash keys were drawn from (a test hook).", NULL},
     {NULL, NULL, NULL, NULL, NULL},
@@ -1133,8 +1333,12 @@ PyTypeObject RadixTree_Type = {
               "    block_size: tokens per block B, an int >= 1 (default 16; at most 2**24 here).\n"
               "    _hash_seed: test hook: fix the children-table hash keys (default: os.urandom).\n\n"
               "Raises:\n    InvalidArgumentError: either argument is not an int >= 1.\n\n"
-              "Cost: O(num_blocks / 64) to build (per-block arrays are calloc'd). Not\n"
-              "thread-safe: one caller at a time (each call holds the GIL throughout).",
+              "Cost: O(num_blocks / 64) to build (per-block arrays are calloc'd).\n\n"
+              "Threads: writer calls (match, insert, release, evict, reclaim, stats, dump,\n"
+              "namespaces, render, check_invariants, memory_bytes) from one thread at a\n"
+              "time; each holds the GIL throughout, so it is atomic for Python threads.\n"
+              "``snapshot()``, ``reader()`` and every Snapshot/Reader method from any\n"
+              "thread at any time, never waiting for the writer (see accel/DESIGN.md).",
     .tp_traverse = (traverseproc)Tree_traverse,
     .tp_clear = (inquiry)Tree_clear,
     .tp_weaklistoffset = offsetof(TreeObject, weakrefs),
@@ -1250,6 +1454,7 @@ PyMODINIT_FUNC PyInit__radix(void) {
     IMPORT(LeaseReleasedError, "reference.errors", "LeaseReleasedError");
     IMPORT(ForeignLeaseError, "reference.errors", "ForeignLeaseError");
     IMPORT(InvariantViolation, "reference.errors", "InvariantViolation");
+    IMPORT(ReaderLeftError, "reference.errors", "ReaderLeftError");
     IMPORT(as_token_list, "reference.tokens", "as_token_list");
     IMPORT(TreeStats, "reference.results", "TreeStats");
     IMPORT(render_dump, "reference.render", "render_dump");
@@ -1268,10 +1473,12 @@ PyMODINIT_FUNC PyInit__radix(void) {
     INTERN(s_blocks, "blocks");
     INTERN(s_pins, "pins");
     INTERN(s_stamps, "stamps");
+    INTERN(s_quarantine, "quarantine");
+    INTERN(s_version, "version");
 
     PyTypeObject *types[] = {&RadixTree_Type, &Lease_Type,     &MatchResult_Type,
                              &InsertResult_Type, &Blocks_Type, &BlocksIter_Type,
-                             &BlockAllocator_Type};
+                             &BlockAllocator_Type, &Snapshot_Type, &Reader_Type};
     for (size_t i = 0; i < sizeof(types) / sizeof(types[0]); i++)
         if (PyType_Ready(types[i]) < 0) return NULL;
     PyObject *impl = PyUnicode_InternFromString("accel");
@@ -1283,7 +1490,7 @@ PyMODINIT_FUNC PyInit__radix(void) {
     PyObject *m = PyModule_Create(&module_def);
     if (m == NULL) return NULL;
     const char *names[] = {"RadixTree", "Lease", "MatchResult", "InsertResult",
-                           "Blocks", "BlocksIterator", "BlockAllocator"};
+                           "Blocks", "BlocksIterator", "BlockAllocator", "Snapshot", "Reader"};
     for (size_t i = 0; i < sizeof(types) / sizeof(types[0]); i++) {
         if (PyModule_AddObjectRef(m, names[i], (PyObject *)types[i]) < 0) {
             Py_DECREF(m);
@@ -1296,3 +1503,8 @@ PyMODINIT_FUNC PyInit__radix(void) {
     }
     return m;
 }
+
+/* snapshot.c is compiled as part of this unit, so it can share the writer's static
+ * helpers without exporting them; setup.py lists it under `depends` so an edit to it
+ * rebuilds this file. */
+#include "snapshot.c"

@@ -156,7 +156,7 @@ typedef struct {
 } DumpItem;
 
 static PyObject *dump_impl(TreeObject *t) {
-    PyObject *result = NULL, *spaces = NULL, *freelist = NULL;
+    PyObject *result = NULL, *spaces = NULL, *freelist = NULL, *quarantine = NULL;
     Kids k = {NULL, NULL};
     DumpItem *stack = NULL;
     RootSlot *roots = NULL;
@@ -203,12 +203,18 @@ static PyObject *dump_impl(TreeObject *t) {
                 stack[top++] = (DumpItem){k.list[k.start[end] + i], sub};
         }
     }
-    result = Py_BuildValue("{s:O,s:I,s:I,s:K,s:O,s:O}", "format", G.dump_format,
+    quarantine = t->qids != NULL
+                     ? u32_list(t->qids + t->qid_head, (Py_ssize_t)(t->qid_len - t->qid_head))
+                     : PyList_New(0);
+    if (quarantine == NULL) goto done;
+    result = Py_BuildValue("{s:O,s:I,s:I,s:K,s:O,s:O,s:O}", "format", G.dump_format,
                            "block_size", t->B, "num_blocks", t->num_blocks, "clock",
-                           (unsigned long long)t->clock, "free", freelist, "namespaces", spaces);
+                           (unsigned long long)t->clock, "free", freelist, "quarantine",
+                           quarantine, "namespaces", spaces);
 done:
     Py_XDECREF(spaces);
     Py_XDECREF(freelist);
+    Py_XDECREF(quarantine);
     PyMem_Free(stack);
     PyMem_Free(roots);
     kids_free(&k);
@@ -376,8 +382,30 @@ int tree_check(TreeObject *t) {
     if (visited != live) FAIL("%u nodes are not reachable from a root", live - visited);
     if (blocks_seen != t->cached)
         FAIL("cached counter %llu != %llu blocks", (unsigned long long)t->cached, (unsigned long long)blocks_seen);
-    if ((uint64_t)(NB - t->alloc.free_count) != t->cached)
-        FAIL("%u blocks allocated but %llu cached", NB - t->alloc.free_count, (unsigned long long)t->cached);
+    /* Quarantine (R-EPOCH-2): allocated, not cached, once each, batches in epoch order. */
+    uint64_t qcount = 0;
+    for (size_t i = t->qb_head; i < t->qb_len; i++) {
+        if (i > t->qb_head && t->qb[i].epoch <= t->qb[i - 1].epoch)
+            FAIL("quarantine batches out of epoch order");
+        if (t->qb[i].epoch > t->epochs) FAIL("quarantine batch from a future epoch");
+        qcount += t->qb[i].n;
+    }
+    if (qcount != t->qid_len - t->qid_head || qcount != t->quarantined)
+        FAIL("quarantined counter is wrong");
+    for (size_t i = t->qid_head; i < t->qid_len; i++) {
+        uint32_t b = t->qids[i];
+        if (b >= NB) FAIL("quarantined id %u is foreign", b);
+        if (seen[b] == 1) FAIL("a quarantined block is cached");
+        if (seen[b] == 2) FAIL("a block quarantined twice");
+        if (ba_is_free(&t->alloc, b)) FAIL("a quarantined block is free");
+        seen[b] = 2;
+    }
+    for (Py_ssize_t i = 1; i < t->nreaders; i++)
+        if (t->readers[i] <= t->readers[i - 1]) FAIL("reader registry out of order");
+    if ((uint64_t)(NB - t->alloc.free_count) != t->cached + t->quarantined)
+        FAIL("%u blocks allocated but %llu cached and %llu quarantined", NB - t->alloc.free_count,
+             (unsigned long long)t->cached, (unsigned long long)t->quarantined);
+    if (shadow_check(t) < 0) goto out;
     if (pinned != t->pinned)
         FAIL("pinned counter %llu != recount %llu", (unsigned long long)t->pinned, (unsigned long long)pinned);
     qsort(leaf_stamps, leaves, sizeof(uint64_t), cmp_u64);
@@ -445,8 +473,16 @@ PyObject *tree_memory(TreeObject *t) {
     for (LeaseObject *l = t->lease_head; l; l = l->lnext)
         leases += sizeof(LeaseObject) + (size_t)l->count * (t->B + 1u) * sizeof(uint32_t);
     size_t object = sizeof(TreeObject);
-    size_t total = tokens + per_block + allocator + nodes + table + heap + roots + scratch + leases + object;
-    return Py_BuildValue("{s:n,s:n,s:n,s:n,s:n,s:n,s:n,s:n,s:n,s:n,s:n,s:K,s:I}",
+    size_t published_tokens = 0;
+    size_t published = shadow_bytes(t, &published_tokens);
+    size_t quarantine = t->qb_cap * sizeof(QBatch) + t->qid_cap * sizeof(uint32_t) +
+                        (size_t)t->readers_cap * sizeof(uint64_t) + t->anc_cap * sizeof(uint32_t);
+    published -= published_tokens; /* two disjoint parts */
+    size_t total = tokens + per_block + allocator + nodes + table + heap + roots + scratch + leases +
+                   object + published + published_tokens + quarantine;
+    return Py_BuildValue("{s:n,s:n,s:n,s:n,s:n,s:n,s:n,s:n,s:n,s:n,s:n,s:n,s:n,s:n,s:K,s:I}",
+                         "published_shape", (Py_ssize_t)published, "published_tokens",
+                         (Py_ssize_t)published_tokens, "quarantine", (Py_ssize_t)quarantine,
                          "tokens", (Py_ssize_t)tokens, "per_block", (Py_ssize_t)per_block,
                          "allocator", (Py_ssize_t)allocator, "nodes", (Py_ssize_t)nodes,
                          "children_table", (Py_ssize_t)table, "eviction_heap", (Py_ssize_t)heap,

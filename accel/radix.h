@@ -21,7 +21,11 @@
  *   (stamp of the tail block, tail block id) -- the reference's order -- updated in
  *   place whenever a leaf's tail, pin or children change; O(log h) per change.
  *
- * The GIL is held for the whole of every call; nothing inside a mutation runs Python
+ *   published shape (snapshot.c): a persistent, reference-counted copy of the shape
+ *   that snapshots read, changed in place only where no snapshot can reach, else
+ *   path-copied; the reader registry and the quarantine of blocks freed under readers.
+ *
+ * The GIL is held for the whole of every writer call; nothing inside a mutation runs Python
  * code or allocates a GC-tracked object (leases are allocated before any tree state
  * is read), so re-entrant calls from finalizers cannot observe a half-done change.
  */
@@ -61,6 +65,7 @@ typedef struct {
     PyObject *LeaseReleasedError;
     PyObject *ForeignLeaseError;
     PyObject *InvariantViolation;
+    PyObject *ReaderLeftError;
     PyObject *as_token_list; /* reference.tokens.as_token_list (slow path) */
     PyObject *TreeStats;     /* reference.results.TreeStats */
     PyObject *render_dump;   /* reference.render.render_dump */
@@ -69,7 +74,7 @@ typedef struct {
     /* interned strings */
     PyObject *s_tokens, *s_namespace, *s_pin;
     PyObject *s_format, *s_block_size, *s_num_blocks, *s_clock, *s_free, *s_namespaces,
-        *s_children, *s_blocks, *s_pins, *s_stamps;
+        *s_children, *s_blocks, *s_pins, *s_stamps, *s_quarantine, *s_version;
 } Globals;
 
 extern Globals G;
@@ -101,6 +106,64 @@ static inline int ba_is_free(const BitAlloc *a, uint32_t id) {
 
 extern PyTypeObject BlockAllocator_Type;
 
+/* ------------------------------------------------------------------ published shape
+ *
+ * The persistent, reference-counted shape that snapshots read (see snapshot.c and
+ * DESIGN.md).  Reachable from a snapshot means immutable: the writer changes a PNode,
+ * a PRoots or the used part of a PChunk in place only when it is the sole owner of the
+ * whole path to it (every reference count on the path is 1); otherwise it copies the
+ * path first.  Reference counts are plain integers: every change happens under the GIL,
+ * and readers that run without the GIL never read or write them. */
+
+typedef struct PChunk {
+    uint32_t rc;   /* PNodes using this chunk */
+    uint32_t used; /* blocks written; entries past it are never read by anyone */
+    uint32_t cap;  /* blocks allocated */
+    uint32_t mark; /* memory_bytes() traversal mark */
+    uint32_t *ids; /* cap block ids, after the tokens */
+    uint32_t tok[]; /* cap * B tokens */
+} PChunk;
+
+struct PNode;
+typedef struct {
+    uint32_t key; /* the child's first token: a cheap first comparison */
+    struct PNode *node;
+} PChild;
+
+typedef struct PNode {
+    uint32_t rc;
+    uint32_t count; /* blocks on this version's edge: chunk entries off .. off+count-1 */
+    uint32_t off;
+    uint32_t nkids;
+    uint32_t capkids;
+    PChunk *chunk;  /* NULL for a root */
+    PChild *kids;   /* sorted by the first block's tokens (element-wise, as the dump) */
+    struct PNode *link; /* free stack while being released */
+} PNode;
+
+typedef struct {
+    PyObject *ns; /* exact str, or NULL for the default namespace */
+    PNode *root;
+} PRoot;
+
+typedef struct {
+    Py_ssize_t rc;
+    uint32_t n, cap;
+    PRoot *r; /* sorted: the default namespace first, then by name */
+} PRoots;
+
+/* Shared by a tree and its snapshots: how many snapshot objects are alive.  With none,
+ * every PNode the writer holds is uniquely owned and is changed in place. */
+typedef struct {
+    Py_ssize_t rc;
+    Py_ssize_t live;
+} PCtx;
+
+static inline const uint32_t *pn_tokens(const PNode *p, uint32_t B) {
+    return p->chunk->tok + (size_t)p->off * B;
+}
+static inline const uint32_t *pn_ids(const PNode *p) { return p->chunk->ids + p->off; }
+
 /* ------------------------------------------------------------------ tree */
 
 typedef struct {
@@ -110,6 +173,7 @@ typedef struct {
     uint32_t nblocks;   /* 0 for a root */
     uint32_t nchildren;
     uint32_t tag;       /* high 32 bits of its child-table hash: its slot's home and tag */
+    PNode *p;           /* this node's current published-shape version (if shadow_ok) */
 } Node;
 
 typedef struct {
@@ -129,6 +193,11 @@ typedef struct {
     PyObject *ns;  /* exact str, or NULL for the default namespace (None) */
     uint32_t node; /* NIL: slot unused */
 } RootSlot;
+
+typedef struct {
+    uint64_t epoch;
+    uint32_t n;
+} QBatch;
 
 struct LeaseObject;
 
@@ -185,6 +254,22 @@ typedef struct {
     size_t scratch_path_cap;
     int tok_busy;
     PyObject *weakrefs;
+    /* publication (R-SNAP-1): the published shape mirrors the writer's shape */
+    uint64_t version;
+    PRoots *proots;
+    PCtx *pctx;
+    int shadow_ok; /* 0 after an allocation failure: rebuilt by the next snapshot() */
+    uint32_t *anc; /* scratch: a node's ancestors */
+    size_t anc_cap;
+    /* reader epochs and quarantine (R-EPOCH-*) */
+    uint64_t epochs;  /* last epoch number drawn (readers and frees share it) */
+    uint64_t *readers; /* registered epochs, ascending */
+    Py_ssize_t nreaders, readers_cap;
+    QBatch *qb;        /* quarantine batches qb[qb_head .. qb_len), epoch order */
+    size_t qb_head, qb_len, qb_cap;
+    uint32_t *qids;    /* their ids, qids[qid_head .. qid_len) */
+    size_t qid_head, qid_len, qid_cap;
+    uint64_t quarantined;
 } TreeObject;
 
 extern PyTypeObject RadixTree_Type;
@@ -325,6 +410,31 @@ PyObject *tree_dump(TreeObject *t);
 int tree_check(TreeObject *t);
 PyObject *tree_memory(TreeObject *t);
 PyObject *Tree_release(TreeObject *self, PyObject *lease);
+
+/* ------------------------------------------------------------------ snapshot.c */
+
+extern PyTypeObject Snapshot_Type;
+extern PyTypeObject Reader_Type;
+
+int shadow_init(TreeObject *t);
+void shadow_fini(TreeObject *t);
+void shadow_drop(TreeObject *t);
+int shadow_rebuild(TreeObject *t);
+/* Mirror one change of the writer's shape; never fail (an allocation failure drops the
+ * published shape, which the next snapshot() rebuilds). */
+void sh_root_create(TreeObject *t, uint32_t r, PyObject *ns);
+void sh_root_delete(TreeObject *t, uint32_t r);
+void sh_attach(TreeObject *t, uint32_t parent, uint32_t c, const uint32_t *tok,
+               const uint32_t *ids, uint32_t count);
+void sh_extend(TreeObject *t, uint32_t n, const uint32_t *tok, const uint32_t *ids,
+               uint32_t count);
+PNode *sh_split(TreeObject *t, uint32_t x, uint32_t at); /* before the writer's split */
+void sh_trim(TreeObject *t, uint32_t n);
+void sh_remove_leaf(TreeObject *t, uint32_t n); /* before the writer unlinks it */
+PyObject *tree_snapshot(TreeObject *t, int reader);
+int shadow_check(TreeObject *t);
+size_t shadow_bytes(TreeObject *t, size_t *token_bytes);
+void reader_leave(TreeObject *t, uint64_t epoch);
 
 #if defined(__GNUC__)
 #pragma GCC visibility pop

@@ -18,7 +18,10 @@
 # machine (kachedb-radix conform accel; CONFORM_EXAMPLES sets its example count).
 # The leak test is not run here: ASan's quarantine holds freed memory on purpose, so
 # a flat-RSS check means nothing under it (tests/test_accel_leak.py runs in the normal
-# suite). Takes about a minute on two cores.
+# suite). The snapshot tests run here too, and the threaded stress test for accel
+# only (4 reader threads + the writer, every GIL-free snapshot match under ASan; the
+# reference's half of it takes minutes and has no C in it). Takes a few minutes on two
+# cores.
 set -euo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -36,7 +39,7 @@ cp "$root/setup.py" "$root/pyproject.toml" "$work/"
 cp "$root/tests/__init__.py" "$root/tests/conftest.py" "$root/tests/support.py" \
     "$root/tests/model.py" "$root"/tests/test_accel_*.py "$root/tests/test_tree.py" \
     "$root/tests/test_tokens.py" "$root/tests/test_bad_input.py" "$root/tests/test_model.py" \
-    "$work/tests/"
+    "$root/tests/test_snapshots.py" "$root/tests/test_snapshot_stress.py" "$work/tests/"
 
 flags="-fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer -O1 -g"
 (
@@ -63,6 +66,8 @@ esac
 start=$SECONDS
 # The accel tests, then the shared suite's accel cases, then the conformance machine.
 "$python" -m pytest tests/test_accel_basics.py tests/test_accel_differential.py \
+    tests/test_accel_snapshots.py tests/test_snapshots.py \
+    "tests/test_snapshot_stress.py::test_readers_see_whole_versions_and_no_early_reuse[accel]" \
     -p no:cacheprovider -q -o addopts="" "$@"
 "$python" -m pytest tests/test_tree.py tests/test_tokens.py tests/test_bad_input.py \
     tests/test_model.py -k accel -p no:cacheprovider -q -o addopts="" "$@"

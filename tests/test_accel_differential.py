@@ -2,12 +2,15 @@
 
 Hypothesis draws random operation sequences -- insert and match (with and without
 pins, in several namespaces, from every accepted token container), release (twice,
-foreign, cross-implementation), evict (including bad counts), stats, namespaces and
-malformed inputs -- over tiny alphabets, block sizes 1-4 and small pools, so splits,
-leaf extensions, evictions inside inserts and out-of-blocks errors all happen often.
+foreign, cross-implementation), evict (including bad counts), stats, namespaces,
+malformed inputs, snapshots, readers entering and leaving (twice), reclaim and
+snapshot matches (also with malformed input) -- over tiny alphabets, block sizes 1-4
+and small pools, so splits, leaf extensions, evictions inside inserts and
+out-of-blocks errors all happen often.
 Both trees run every step; the outcome (the result's every field, or the error class),
-``dump()``, ``stats()`` and ``namespaces()`` must agree after every step, and both
-trees' ``check_invariants()`` must pass.
+``dump()`` (quarantine included), ``stats()``, ``namespaces()`` and ``version`` must
+agree after every step, every snapshot and reader taken so far must still dump its own
+version identically in both, and both trees' ``check_invariants()`` must pass.
 """
 
 from __future__ import annotations
@@ -137,6 +140,16 @@ op_strategy = st.one_of(
     ),
     st.tuples(st.just("bad_namespace"), st.sampled_from([5, b"a", ["a"]])),
     st.tuples(st.just("foreign_release"), st.sampled_from(["none", "cross", "int"])),
+    st.tuples(st.sampled_from(["snapshot", "reader", "reader", "reclaim"])),
+    st.tuples(st.just("leave"), st.integers(0, 30)),
+    st.tuples(
+        st.just("snap_match"),
+        st.integers(0, 30),
+        token_lists,
+        st.sampled_from(NAMESPACES),
+        st.sampled_from(["list", "u32", "i64", "tuple"]),
+    ),
+    st.tuples(st.just("snap_bad"), st.integers(0, 30), st.integers(0, len(BAD_TOKENS) - 1)),
 )
 
 
@@ -182,13 +195,18 @@ def _outcome(call: Any) -> Any:
     return _run(call)[0]
 
 
-def _check_pair(ref: Any, acc: Any) -> None:
+def _check_pair(ref: Any, acc: Any, snapshots: Sequence[tuple[Any, Any]] = ()) -> None:
     ref.check_invariants()
     acc.check_invariants()
     assert acc.dump() == ref.dump()
     assert acc.stats() == ref.stats()
     assert acc.namespaces() == ref.namespaces()
     assert acc.clock == ref.clock
+    assert acc.version == ref.version
+    for ref_snap, acc_snap in snapshots:
+        assert acc_snap.dump() == ref_snap.dump()
+        assert acc_snap.namespaces() == ref_snap.namespaces()
+        assert (acc_snap.version, acc_snap.clock) == (ref_snap.version, ref_snap.clock)
 
 
 @settings(
@@ -207,6 +225,8 @@ def test_accel_matches_reference_step_by_step(
     ref = reference.RadixTree(num_blocks, block_size)
     acc = accel.RadixTree(num_blocks, block_size)
     leases: list[tuple[Any, Any]] = []
+    snapshots: list[tuple[Any, Any]] = []
+    readers: list[tuple[Any, Any]] = []
     for op in ops:
         kind = op[0]
         if kind in ("insert", "match"):
@@ -262,4 +282,38 @@ def test_accel_matches_reference_step_by_step(
                     tree.release(foreign)
                 if how == "cross":
                     foreign.release()
-        _check_pair(ref, acc)
+        elif kind in ("snapshot", "reader"):
+            pair = (getattr(ref, kind)(), getattr(acc, kind)())
+            snapshots.append(pair)
+            if kind == "reader":
+                readers.append(pair)
+                assert pair[1].epoch == pair[0].epoch
+        elif kind == "reclaim":
+            outs = [_outcome(tree.reclaim) for tree in (ref, acc)]
+            assert outs[1] == outs[0], (op, outs)
+        elif kind == "leave":
+            if not readers:
+                continue
+            pair = readers[op[1] % len(readers)]
+            outs = [_outcome(reader.leave) for reader in pair]
+            assert outs[1] == outs[0], (op, outs)
+            assert pair[1].left == pair[0].left
+        elif kind == "snap_match":
+            if not snapshots:
+                continue
+            _, index, tokens, namespace, container = op
+            pair = snapshots[index % len(snapshots)]
+            outs = [
+                _outcome(partial(snap.match, _containers(tokens, container), namespace))
+                for snap in pair
+            ]
+            assert outs[1] == outs[0], (op, outs)
+        elif kind == "snap_bad":
+            if not snapshots:
+                continue
+            pair = snapshots[op[1] % len(snapshots)]
+            bad = BAD_TOKENS[op[2]]
+            outs = [_outcome(partial(snap.match, bad)) for snap in pair]
+            assert outs[0][0] == "error", (op, outs)
+            assert outs[1] == outs[0], (op, outs)
+        _check_pair(ref, acc, snapshots)

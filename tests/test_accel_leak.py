@@ -2,8 +2,10 @@
 
 Every path that allocates is exercised -- inserts and matches from lists and NumPy
 arrays, pinned and not, releases (and double releases), evictions, every error path,
-reading results, leases and their ``blocks``/``tokens`` -- first for a warm-up, then
-for the measured run. ``tracemalloc`` (which also sees the extension's own PyMem
+reading results, leases and their ``blocks``/``tokens``, snapshots and readers taken,
+matched on (short and long, GIL-free matches), dumped, left (and left twice) and dropped
+while the writer keeps changing the shape, reclaim -- first for a warm-up, then for the
+measured run. ``tracemalloc`` (which also sees the extension's own PyMem
 allocations) and the resident set size from ``/proc/self/statm`` must not grow.
 Runs in about 10 s, so it stays in the CI run (marked ``slow``).
 """
@@ -20,6 +22,7 @@ import numpy as np
 import pytest
 
 import reference
+from reference.errors import ReaderLeftError
 
 if os.environ.get("KACHEDB_RADIX_PURE") == "1":
     pytest.skip("KACHEDB_RADIX_PURE=1: the C twin is not under test", allow_module_level=True)
@@ -60,9 +63,37 @@ class _Workload:
             np.array([-1], dtype=np.int64),
         ]
         self.too_big = np.zeros(4 * 600, dtype=np.uint32) + 9
+        self.views: list[Any] = []
+        self.long_probe = np.zeros(4 * 1100, dtype=np.uint32)
+
+    def snapshot_step(self) -> None:
+        rng, tree = self.rng, self.tree
+        if len(self.views) < 6 and rng.random() < 0.5:
+            self.views.append(tree.snapshot() if rng.random() < 0.5 else tree.reader())
+            return
+        if not self.views:
+            return
+        view = self.views.pop(rng.randrange(len(self.views)))
+        prompt = self.prompts[rng.randrange(len(self.prompts))]
+        hit = view.match(prompt if rng.random() < 0.5 else prompt.tolist(), rng.choice([None, "a"]))
+        _ = (hit.length, tuple(hit.blocks), view.namespaces(), view.version, repr(view))
+        if rng.random() < 0.05:
+            _ = (view.match(self.long_probe).length, view.dump())
+        if isinstance(view, accel.Reader):
+            with view:
+                pass
+            try:
+                view.leave()
+            except ReaderLeftError:
+                pass
+            else:  # pragma: no cover - a bug
+                raise AssertionError("left twice")
+        tree.reclaim()
 
     def step(self) -> None:
         rng, tree = self.rng, self.tree
+        if rng.random() < 0.15:
+            self.snapshot_step()
         action = rng.random()
         prompt = self.prompts[rng.randrange(len(self.prompts))]
         namespace = rng.choice([None, "a", "b"])

@@ -439,3 +439,17 @@ def test_every_shape_serves_a_full_match_on_every_input_kind() -> None:
             for index in (tree, flat):
                 work = shapes.match_workload(index, built.query[:256], kind)
                 assert work.run().length == 256  # type: ignore[attr-defined]
+
+
+def test_measure_case_keeps_the_faster_calibration(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A calibration slowed by a burst of load must not make the case look fast."""
+    timings = iter([30_000.0, 1_000.0, 20_000.0])  # calibration before, case, calibration after
+
+    def fake_time(work: Workload, policy: gate.Policy, clock: Any = None) -> gate.Timing:
+        return gate.Timing(next(timings), rounds=15, inner=1)
+
+    monkeypatch.setattr(gate, "time_workload", fake_time)
+    case = gate.Case("x", "reference", lambda: Workload(lambda: None))
+    measured = gate.measure_case(case, gate.QUICK_POLICY)
+    assert (measured.median_ns, measured.calib_ns) == (1_000.0, 20_000.0)
+    assert measured.normalised == pytest.approx(0.05)

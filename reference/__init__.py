@@ -19,6 +19,7 @@ from .errors import (
     LeaseReleasedError,
     OutOfBlocksError,
     RadixError,
+    ReaderLeftError,
     TokenLayoutError,
     TokenRangeError,
     TokenTypeError,
@@ -26,6 +27,7 @@ from .errors import (
 from .lease import Lease
 from .render import render_dump
 from .results import InsertResult, MatchResult, TreeStats
+from .snapshot import Reader, Snapshot
 from .tokens import TOKEN_LIMIT, TokenInput, as_token_list
 from .tree import RadixTree
 
@@ -49,6 +51,9 @@ __all__ = [
     "OutOfBlocksError",
     "RadixError",
     "RadixTree",
+    "Reader",
+    "ReaderLeftError",
+    "Snapshot",
     "TokenInput",
     "TokenLayoutError",
     "TokenRangeError",

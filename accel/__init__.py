@@ -5,6 +5,9 @@ call (same results, block ids, clock, eviction order, ``dump()``, error classes 
 :mod:`reference.errors`, atomicity); it is only faster. ``accel.BlockAllocator`` is
 the twin of :class:`reference.allocator.BlockAllocator`. ``accel.Snapshot`` and
 ``accel.Reader`` are the compiled twins of :mod:`reference.snapshot`'s classes.
+``accel.BlockPool`` is the CuPy twin of :class:`reference.BlockPool` (the KV block pool,
+:mod:`accel.blockpool`); CuPy is imported only when a pool is built, so this package
+imports without CuPy or a GPU.
 
 Threads: writer calls from one thread at a time; ``snapshot()``, ``reader()`` and every
 Snapshot/Reader method from any thread (see ``accel/DESIGN.md``).
@@ -36,11 +39,14 @@ except ImportError as error:  # pragma: no cover - exercised only on a broken in
         "or set KACHEDB_RADIX_PURE=1 to use the pure-Python reference"
     ) from error
 
+from .blockpool import BlockPool
+
 Sequence.register(Blocks)
 
 __all__ = [
     "DUMP_FORMAT",
     "BlockAllocator",
+    "BlockPool",
     "Blocks",
     "InsertResult",
     "Lease",

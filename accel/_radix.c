@@ -1505,6 +1505,6 @@ PyMODINIT_FUNC PyInit__radix(void) {
 }
 
 /* snapshot.c is compiled as part of this unit, so it can share the writer's static
- * helpers without exporting them; setup.py lists it under `depends` so an edit to it
- * rebuilds this file. */
+ * helpers without exporting them; pyproject.toml lists it under `depends` so an edit to
+ * it rebuilds this file. */
 #include "snapshot.c"

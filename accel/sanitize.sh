@@ -34,8 +34,10 @@ echo "sanitize: building in $work"
 
 mkdir -p "$work/accel" "$work/tests"
 cp "$root"/accel/*.c "$root"/accel/*.h "$root"/accel/*.py "$root"/accel/*.pyi "$work/accel/"
-cp -r "$root/reference" "$root/spec" "$root/kachedb_radix" "$work/"
-cp "$root/setup.py" "$root/pyproject.toml" "$work/"
+mkdir -p "$work/accel/blockpool"
+cp "$root"/accel/blockpool/*.py "$work/accel/blockpool/"
+cp -r "$root/reference" "$root/spec" "$work/"
+cp "$root/pyproject.toml" "$work/"
 cp "$root/tests/__init__.py" "$root/tests/conftest.py" "$root/tests/support.py" \
     "$root/tests/model.py" "$root"/tests/test_accel_*.py "$root/tests/test_tree.py" \
     "$root/tests/test_tokens.py" "$root/tests/test_bad_input.py" "$root/tests/test_model.py" \
@@ -45,7 +47,7 @@ flags="-fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-fr
 (
     cd "$work"
     CFLAGS="$flags" LDFLAGS="-fsanitize=address,undefined" \
-        "$python" setup.py -q build_ext --inplace --force >/dev/null
+        "$python" -c 'from setuptools import setup; setup()' -q build_ext --inplace --force >/dev/null
 )
 
 asan="$(gcc -print-file-name=libasan.so)"
@@ -71,6 +73,5 @@ start=$SECONDS
     -p no:cacheprovider -q -o addopts="" "$@"
 "$python" -m pytest tests/test_tree.py tests/test_tokens.py tests/test_bad_input.py \
     tests/test_model.py -k accel -p no:cacheprovider -q -o addopts="" "$@"
-"$python" -c 'import sys; from kachedb_radix.cli import main; sys.exit(main(sys.argv[1:]))' \
-    conform accel --examples "${CONFORM_EXAMPLES:-300}"
+"$python" -m spec conform accel --examples "${CONFORM_EXAMPLES:-300}"
 echo "sanitize: clean ($((SECONDS - start)) s of tests and conformance)"

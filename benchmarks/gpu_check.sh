@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Run every kvpool GPU test and GPU benchmark, writing results into OUTDIR:
+# Run every block-pool GPU test and GPU benchmark, writing results into OUTDIR:
 #   junit-tests.xml, junit-bench.xml, bench.json, summary.md, gpu_check.log, nvidia-smi.txt
 # Usage: benchmarks/gpu_check.sh OUTDIR        (about 5 minutes at most; PYTHON=... to override)
 # On a machine without a GPU everything skips, the summary says the GPU figures are
@@ -54,25 +54,25 @@ else
   note "no GPU visible (nvidia-smi missing or failing); CuPy not installed by this script"
 fi
 CUPY_VER=$("$PY" -c "import cupy; print(cupy.__version__)" 2>/dev/null || echo "not importable")
-REASON=$("$PY" -c "from kvpool import cupy_unavailable_reason as r; print(r() or 'available')" 2>&1 | tail -n1)
-note "cupy: ${CUPY_VER}; kvpool CuPy backend: ${REASON}"
+REASON=$("$PY" -c "from accel.blockpool import cupy_unavailable_reason as r; print(r() or 'available')" 2>&1 | tail -n1)
+note "cupy: ${CUPY_VER}; accel.BlockPool (CuPy): ${REASON}"
 
-# 3. Tests (the CuPy tests, plus the reference and kernel-plan tests they rely on).
-timeout 110 "$PY" -m pytest tests/test_kvpool_cupy.py tests/test_kvpool_kernels.py \
-  tests/test_kvpool_numpy.py tests/test_kvpool_layout.py -rs \
+# 3. Tests (both twins through the shared suite, the GPU-only tests, the kernel plans).
+timeout 110 "$PY" -m pytest tests/test_blockpool.py tests/test_blockpool_gpu.py tests/test_blockpool_kernels.py \
+  tests/test_blockpool_layout.py -rs \
   --junitxml="$OUT/junit-tests.xml" 2>&1 | tee -a "$LOG" | tail -n 30
 TEST_RC=${PIPESTATUS[0]}
 note "tests exit code: ${TEST_RC}"
 
 # 4. Benchmarks.
-timeout 150 "$PY" -m pytest benchmarks/bench_kvpool.py -rs \
+timeout 150 "$PY" -m pytest benchmarks/bench_blockpool.py -rs \
   --benchmark-json="$OUT/bench.json" --benchmark-columns=mean,stddev,rounds \
   --junitxml="$OUT/junit-bench.xml" 2>&1 | tee -a "$LOG" | tail -n 70
 BENCH_RC=${PIPESTATUS[0]}
 note "benchmarks exit code: ${BENCH_RC}; elapsed $(( $(date +%s) - START )) s"
 
 # 5. Summary.
-"$PY" benchmarks/bench_kvpool.py summarize "$OUT/bench.json" "$OUT/summary.md" \
+"$PY" benchmarks/bench_blockpool.py summarize "$OUT/bench.json" "$OUT/summary.md" \
   --junit "$OUT/junit-tests.xml" --junit "$OUT/junit-bench.xml" "${NOTES[@]}" \
   || { log "summary failed"; exit 1; }
 

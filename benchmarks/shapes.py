@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 
 import reference
-from kachedb_radix.impls import PURE_SWITCH
+from spec.impls import PURE_SWITCH
 
 from .flat_index import FlatIndex
 

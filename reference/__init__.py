@@ -1,10 +1,16 @@
 """kachedb-radix reference: the executable specification of a KV prefix-cache radix tree.
 
-Pure Python, no dependencies, written to be read. Start at :mod:`reference.tree`;
-each module states its invariants and the spec rules (``R-...``) it implements.
+Pure Python, written to be read. Start at :mod:`reference.tree`; each module states its
+invariants and the spec rules (``R-...``) it implements. The tree needs nothing beyond
+the standard library and ``immutables``; the block pool (:mod:`reference.blockpool`) is
+NumPy.
+
+Every class here has a fast twin of the same name in :mod:`accel`: ``RadixTree`` (C),
+``BlockPool`` (CuPy on a GPU), with the same API and behaviour.
 """
 
 from .allocator import BlockAllocator
+from .blockpool import BlockPool
 from .dump import DUMP_FORMAT
 from .errors import (
     ERROR_KINDS,
@@ -37,6 +43,7 @@ __all__ = [
     "TOKEN_LIMIT",
     "AllocatorError",
     "BlockAllocator",
+    "BlockPool",
     "DoubleFreeError",
     "ForeignBlockError",
     "ForeignLeaseError",

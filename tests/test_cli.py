@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import os
+import shutil
 import subprocess
 import sys
 
 import pytest
 
-from kachedb_radix.cli import main
-from kachedb_radix.impls import default_implementation, tree_class
+from spec.cli import main
+from spec.impls import default_implementation, tree_class
 
 
 def test_demo_prints_every_step_and_the_tree(
@@ -35,12 +37,18 @@ def test_pure_switch_selects_the_reference(monkeypatch: pytest.MonkeyPatch) -> N
         tree_class("numpy")
 
 
-def test_console_script_runs() -> None:
-    """The installed entry point works as a module too."""
+@pytest.mark.parametrize(
+    "command",
+    [["kachedb-radix"], [sys.executable, "-m", "spec"]],
+    ids=["console-script", "python-m-spec"],
+)
+def test_command_line_runs(command: list[str]) -> None:
+    """The installed console command and ``python -m spec`` are the same command line."""
+    if command[0] == "kachedb-radix":
+        script = shutil.which("kachedb-radix", path=os.path.dirname(sys.executable))
+        assert script is not None, "the install did not put kachedb-radix beside python"
+        command = [script]
     done = subprocess.run(
-        [sys.executable, "-m", "kachedb_radix.cli", "demo", "--impl", "reference"],
-        capture_output=True,
-        text=True,
-        check=True,
+        [*command, "demo", "--impl", "reference"], capture_output=True, text=True, check=True
     )
     assert "namespace (default)" in done.stdout

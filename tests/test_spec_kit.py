@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 
 import reference
-from kachedb_radix import conform
 from spec.adapter import TreeAdapter, supported_levels
+from spec.cli import conform
 from spec.levels import LEVELS, LevelError, ordered, parse_levels
 from spec.lockstep import Disagreement, Lockstep
 from spec.mutants.eviction import EvictedIdsSorted

@@ -247,7 +247,7 @@ def test_error_answers_become_kinds() -> None:
 
 
 def test_cli_runs_a_command(capsys: pytest.CaptureFixture[str]) -> None:
-    from kachedb_radix import conform
+    from spec.cli import conform
 
     command = " ".join([*SERVE, "--levels", "core,pinning"])
     assert conform.main(["conform", "--cmd", command, "--examples", "10"]) == 0

@@ -1,4 +1,10 @@
-"""The ``kachedb-radix`` command: ``demo`` now, the conformance kit and benchmarks beside it."""
+"""The ``kachedb-radix`` command line (also ``python -m spec``).
+
+One subcommand per tool of the executable spec's toolbox, each in its own module of
+this package: ``demo`` (the teaching scenario, :mod:`spec.demo`), ``conform`` and
+``replay`` (the conformance kit, :mod:`spec.cli.conform`). Exit status: 0 success,
+1 a finding (a disagreement, a regression), 2 a usage error.
+"""
 
 from __future__ import annotations
 
@@ -6,9 +12,9 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from . import conform
-from .demo import run_demo
-from .impls import IMPLEMENTATION_NAMES, PURE_SWITCH, default_implementation, tree_class
+from spec.cli import conform
+from spec.demo import run_demo
+from spec.impls import IMPLEMENTATION_NAMES, PURE_SWITCH, default_implementation, tree_class
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -48,7 +54,3 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     status: int = args.handler(args)
     return status
-
-
-if __name__ == "__main__":
-    sys.exit(main())

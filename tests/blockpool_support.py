@@ -1,4 +1,10 @@
-"""Shared helpers for the kvpool tests: strategies, an obvious model, the error matrix."""
+"""Shared helpers for the block-pool tests: the twins, strategies, an obvious model, the error
+matrix.
+
+:data:`TWINS` holds one :class:`Twin` per implementation of ``BlockPool`` (``reference``:
+NumPy, ``accel``: CuPy); a test parametrized over it (:data:`TWIN_PARAMS`) runs on both,
+the accel twin skipping with the reason when no CUDA device is usable.
+"""
 
 from __future__ import annotations
 
@@ -11,7 +17,10 @@ import numpy.typing as npt
 import pytest
 from hypothesis import strategies as st
 
-from kvpool import (
+import accel
+import reference
+from accel.blockpool import cupy_unavailable_reason
+from reference.blockpool import (
     BlockIdRangeError,
     BlockIdTypeError,
     BufferDTypeError,
@@ -24,12 +33,56 @@ from kvpool import (
     LengthMismatchError,
     PoolSpec,
 )
-from kvpool.cupy_pool import cupy_unavailable_reason
 
 Array = npt.NDArray[Any]
 
 GPU_SKIP_REASON = cupy_unavailable_reason()
-requires_gpu = pytest.mark.skipif(GPU_SKIP_REASON is not None, reason=GPU_SKIP_REASON or "")
+requires_gpu = pytest.mark.skipif(
+    GPU_SKIP_REASON is not None, reason=f"the CuPy twin cannot run: {GPU_SKIP_REASON}"
+)
+
+
+@dataclass(frozen=True)
+class Twin:
+    """One implementation of ``BlockPool`` and how to hand it device buffers.
+
+    ``xp`` is the array module of its "device" memory (numpy for the reference, cupy for
+    accel); :meth:`device` puts a host array there; :meth:`host` brings one back.
+    """
+
+    name: str
+
+    @property
+    def pool_class(self) -> Any:
+        return (reference if self.name == "reference" else accel).BlockPool
+
+    @property
+    def xp(self) -> Any:
+        if self.name == "reference":
+            return np
+        import cupy
+
+        return cupy
+
+    def device(self, array: Array) -> Any:
+        return array if self.name == "reference" else self.xp.asarray(array)
+
+    def host(self, array: Any) -> Array:
+        return array if isinstance(array, np.ndarray) else array.get()
+
+    def pool(self, spec: PoolSpec, data: Array | None = None, **kw: Any) -> Any:
+        """A fresh pool of this twin (contents ``data`` when given); asserts which twin ran."""
+        cls = self.pool_class
+        made = cls(spec, **kw) if data is None else cls.from_canonical(spec, data, **kw)
+        assert made.implementation == self.name, (made.implementation, self.name)
+        return made
+
+
+TWINS = (Twin("reference"), Twin("accel"))
+TWIN_PARAMS = [
+    pytest.param(TWINS[0], id="reference"),
+    pytest.param(TWINS[1], id="accel", marks=requires_gpu),
+]
 
 
 def random_canonical(spec: PoolSpec, seed: int, n: int | None = None) -> Array:

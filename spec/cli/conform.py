@@ -10,8 +10,8 @@ vector file or a reported disagreement) and shows where T differs.
 Exit status: 0 all agree (and every mutant killed), 1 a disagreement, a failure or
 a surviving mutant, 2 a usage error (unknown target, unreadable trace, bad level).
 
-The lead's ``kachedb_radix/cli.py`` calls :func:`register`; :func:`main` runs the two
-subcommands on their own.
+:mod:`spec.cli` calls :func:`register`; :func:`main` runs the two subcommands on their
+own.
 """
 
 from __future__ import annotations

@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from kvpool.errors import (
+from reference.blockpool.errors import (
     BlockIdRangeError,
     BlockIdTypeError,
     BufferDTypeError,
@@ -25,7 +25,7 @@ from kvpool.errors import (
     DuplicateDestinationError,
     LengthMismatchError,
 )
-from kvpool.layout import PoolSpec
+from reference.blockpool.layout import PoolSpec
 
 BlockIds = Iterable[int] | Any
 """Type of id-list arguments (kept loose so numpy integer arrays are accepted)."""

@@ -27,7 +27,7 @@ import enum
 import math
 from dataclasses import dataclass, replace
 
-from kvpool.errors import ConfigError, PoolTooLargeError
+from reference.blockpool.errors import ConfigError, PoolTooLargeError
 
 
 class KVDType(enum.Enum):

@@ -1,19 +1,22 @@
-"""Accelerated KV block pool on a CUDA device, using CuPy.
+"""The KV block pool's accelerated twin: blocks in CUDA device memory, moved with CuPy.
+
+Its reference twin is :class:`reference.blockpool.pool.BlockPool` (NumPy); the two share
+the public API, and the tests run both through one suite, selected by parameter.
 
 Importing this module never imports CuPy: CuPy is loaded on first use, so the package imports
 cleanly on machines without CuPy or without a GPU.  :func:`cupy_unavailable_reason` says why
 the backend cannot run (``"cupy not installed"`` or ``"no CUDA device: <message>"``); every
-constructor raises :class:`~kvpool.errors.BackendUnavailableError` with that reason.
+constructor raises :class:`~reference.blockpool.BackendUnavailableError` with that reason.
 
-Semantics are those of :class:`kvpool.numpy_pool.NumpyBlockPool`, bit for bit:
+Semantics are those of :class:`reference.blockpool.pool.BlockPool`, bit for bit:
 
 * All arguments are validated on the host before any device work is queued; a call that
-  raises a :class:`~kvpool.errors.KVPoolError` has written nothing.
+  raises a :class:`~reference.blockpool.KVPoolError` has written nothing.
 * ``copy`` is a parallel assignment.  When the source and destination sets are disjoint it is
   one fused kernel launch; when they overlap the sources are first gathered into a temporary
   buffer and then scattered (two launches, ``n * bytes_per_block`` bytes of scratch).
 * ``gather``, ``scatter`` and disjoint ``copy`` are one launch of the fused kernel of
-  :mod:`kvpool.kernels` whatever the layout; for LAYER_MAJOR the launch covers all
+  :mod:`accel.blockpool.kernels` whatever the layout; for LAYER_MAJOR the launch covers all
   ``2 * layers`` chunks of every block through a device table of per-layer base pointers.
 
 Streams: ``gather``/``scatter``/``copy`` run on the current CuPy stream (or ``stream``) and are
@@ -23,7 +26,7 @@ waits for work already queued on the current stream, then scatters on the transf
 Both return a :class:`CupyTransfer`; the caller must wait on it (``wait()``, or
 ``stream_wait(stream)`` for device-side ordering) before relying on the data, and must not
 modify a restore's host buffer until it is done.  Host buffers should be pinned
-(:meth:`CupyBlockPool.alloc_host_buffer`) for the copies to be truly asynchronous.
+(:meth:`BlockPool.alloc_host_buffer`) for the copies to be truly asynchronous.
 """
 
 from __future__ import annotations
@@ -35,8 +38,7 @@ from typing import Any, Generic, TypeVar
 import numpy as np
 import numpy.typing as npt
 
-from kvpool.errors import BackendUnavailableError, BufferLayoutError
-from kvpool.kernels import (
+from accel.blockpool.kernels import (
     KERNEL_SOURCE,
     THREADS_PER_BLOCK,
     LaunchPlan,
@@ -50,9 +52,10 @@ from kvpool.kernels import (
     pool_side,
     scatter_plan,
 )
-from kvpool.layout import Layout, PoolSpec
-from kvpool.numpy_pool import check_block, check_canonical
-from kvpool.validation import (
+from reference.blockpool.errors import BackendUnavailableError, BufferLayoutError
+from reference.blockpool.layout import Layout, PoolSpec
+from reference.blockpool.pool import check_block, check_canonical
+from reference.blockpool.validation import (
     BlockIds,
     check_buffer,
     check_unique,
@@ -129,15 +132,18 @@ class CupyTransfer(Generic[T]):
         stream.wait_event(self._event)
 
 
-class CupyBlockPool:
+class BlockPool:
     """KV block pool in device memory (see the module docstring for semantics).
 
     Construction cost: one zero-filled allocation of ``spec.total_bytes`` (LAYER_MAJOR: one
-    per layer) on the current device.  Raises :class:`~kvpool.errors.BackendUnavailableError`
-    without CuPy or a device, and :class:`~kvpool.errors.PoolTooLargeError` (before
+    per layer) on the current device.  Raises :class:`~reference.blockpool.BackendUnavailableError`
+    without CuPy or a device, and :class:`~reference.blockpool.PoolTooLargeError` (before
     allocating) if the pool exceeds ``memory_budget`` or the device's free memory (free
     memory reported by the driver plus bytes cached free in CuPy's memory pool).
     """
+
+    #: Which twin this is ("reference" or "accel"), so a test can tell which one ran.
+    implementation = "accel"
 
     def __init__(self, spec: PoolSpec, *, memory_budget: int | None = None) -> None:
         cp = _cupy()
@@ -165,9 +171,9 @@ class CupyBlockPool:
         self._transfer_stream: Any = None
 
     @classmethod
-    def from_numpy(
+    def from_canonical(
         cls, spec: PoolSpec, data: HostArray, *, memory_budget: int | None = None
-    ) -> CupyBlockPool:
+    ) -> BlockPool:
         """New pool whose contents equal canonical ``data``.  Cost O(total_bytes) host->device."""
         check_canonical(spec, data)
         pool = cls(spec, memory_budget=memory_budget)
@@ -265,7 +271,7 @@ class CupyBlockPool:
 
         Cost: one launch moving ``n * bytes_per_block`` bytes (disjoint sets), or two launches
         and a temporary buffer of that size (overlapping sets).  Errors: as
-        :meth:`NumpyBlockPool.copy`; nothing is queued if it raises.
+        :meth:`BlockPool.copy`; nothing is queued if it raises.
         """
         plan = validate_copy(self._spec, src_ids, dst_ids)
         if not plan.src:
@@ -290,7 +296,7 @@ class CupyBlockPool:
 
         ``out`` must be a C-contiguous ``cupy.ndarray`` on the pool's device with shape
         ``spec.buffer_shape(len(ids))`` and the storage dtype.  Cost: one launch moving
-        ``n * bytes_per_block`` bytes.  Errors: as :meth:`NumpyBlockPool.gather`.
+        ``n * bytes_per_block`` bytes.  Errors: as :meth:`BlockPool.gather`.
         """
         b_ids = normalize_ids(ids, self._spec.num_blocks, "ids")
         cp = self._cp
@@ -306,7 +312,7 @@ class CupyBlockPool:
         """Write device ``buffer[i]`` into block ``ids[i]``; ids must be unique.
 
         Cost: one launch moving ``n * bytes_per_block`` bytes.  Errors: as
-        :meth:`NumpyBlockPool.scatter`, plus :class:`~kvpool.errors.BufferLayoutError` for a
+        :meth:`BlockPool.scatter`, plus :class:`~reference.blockpool.BufferLayoutError` for a
         buffer that is not a device array on the pool's device.
         """
         b_ids = normalize_ids(ids, self._spec.num_blocks, "ids")

@@ -1,4 +1,11 @@
-"""The NumPy reference pool against obvious per-block slice semantics (runs on CPU)."""
+"""Both BlockPool twins against obvious per-block slice semantics (one suite, by parameter).
+
+Every test runs on the reference twin (NumPy, on the CPU) and on the accel twin (CuPy),
+which skips with the reason where no CUDA device is usable; each pool built asserts
+which twin it is, so a fallback cannot pass as accel. GPU-only concerns (streams, the
+import without CuPy, differential runs against the reference) are in
+``test_blockpool_gpu.py``.
+"""
 
 from __future__ import annotations
 
@@ -10,23 +17,24 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kvpool import (
+from reference.blockpool import (
     BlockIdError,
     BlockIdTypeError,
     BufferMismatchError,
     KVDType,
     KVPoolError,
     Layout,
-    NumpyBlockPool,
     PoolSpec,
     PoolTooLargeError,
 )
-from kvpool import errors as kv_errors
-from tests.kvpool_support import (
+from reference.blockpool import errors as kv_errors
+from tests.blockpool_support import (
     ERROR_CASES,
     ERROR_SPEC_KW,
+    TWIN_PARAMS,
     ErrorCase,
     Op,
+    Twin,
     assert_same_bits,
     model_copy,
     model_gather,
@@ -39,9 +47,9 @@ from tests.kvpool_support import (
 LAYOUTS = list(Layout)
 
 
-def make_pool(spec: PoolSpec, seed: int = 0) -> tuple[NumpyBlockPool, Any]:
+def make_pool(twin: Twin, spec: PoolSpec, seed: int = 0) -> tuple[Any, Any]:
     data = random_canonical(spec, seed)
-    return NumpyBlockPool.from_canonical(spec, data), data
+    return twin.pool(spec, data), data
 
 
 def small_spec(layout: Layout, **kw: Any) -> PoolSpec:
@@ -51,40 +59,44 @@ def small_spec(layout: Layout, **kw: Any) -> PoolSpec:
 
 
 # ----------------------------------------------------------------------------- storage layout
+@pytest.mark.parametrize("twin", TWIN_PARAMS)
 @pytest.mark.parametrize("layout", LAYOUTS)
-def test_round_trip_through_canonical(layout: Layout) -> None:
+def test_round_trip_through_canonical(twin: Twin, layout: Layout) -> None:
     spec = small_spec(layout, num_blocks=5)
-    pool, data = make_pool(spec, 1)
+    pool, data = make_pool(twin, spec, 1)
     assert_same_bits(pool.to_numpy(), data)
     for b in range(spec.num_blocks):
         assert_same_bits(pool.read_block(b), data[b])
 
 
-def test_layer_major_physical_layout() -> None:
+@pytest.mark.parametrize("twin", TWIN_PARAMS)
+def test_layer_major_physical_layout(twin: Twin) -> None:
     """Layer-major storage puts block b's (layer l, K/V kv) chunk at layers[l][kv, b]."""
     spec = small_spec(Layout.LAYER_MAJOR, num_blocks=5, num_layers=3)
-    pool, data = make_pool(spec, 2)
+    pool, data = make_pool(twin, spec, 2)
     arrays = pool.arrays
     assert len(arrays) == spec.num_layers
     for layer, arr in enumerate(arrays):
         assert arr.shape == spec.layer_shape
         for kv in (0, 1):
             for b in range(spec.num_blocks):
-                assert_same_bits(arr[kv, b], data[b, layer, kv])
+                assert_same_bits(twin.host(arr[kv, b]), data[b, layer, kv])
 
 
-def test_block_major_physical_layout() -> None:
+@pytest.mark.parametrize("twin", TWIN_PARAMS)
+def test_block_major_physical_layout(twin: Twin) -> None:
     spec = small_spec(Layout.BLOCK_MAJOR, num_blocks=5)
-    pool, data = make_pool(spec, 3)
+    pool, data = make_pool(twin, spec, 3)
     (arr,) = pool.arrays
     assert arr.shape == spec.pool_shape
     assert arr.nbytes == spec.total_bytes
-    assert_same_bits(arr, data)
+    assert_same_bits(twin.host(arr), data)
 
 
-def test_write_block_then_read_block() -> None:
+@pytest.mark.parametrize("twin", TWIN_PARAMS)
+def test_write_block_then_read_block(twin: Twin) -> None:
     spec = small_spec(Layout.LAYER_MAJOR)
-    pool, data = make_pool(spec, 4)
+    pool, data = make_pool(twin, spec, 4)
     new = random_canonical(spec, 99, n=1)[0]
     pool.write_block(2, new)
     assert_same_bits(pool.read_block(2), new)
@@ -94,10 +106,13 @@ def test_write_block_then_read_block() -> None:
 
 
 # ----------------------------------------------------------------------------- random programs
+@pytest.mark.parametrize("twin", TWIN_PARAMS)
 @settings(max_examples=150, deadline=None)
 @given(data=st.data(), spec=pool_specs(), seed=st.integers(0, 2**32 - 1))
-def test_random_programs_match_slice_model(data: st.DataObject, spec: PoolSpec, seed: int) -> None:
-    pool, model = make_pool(spec, seed)
+def test_random_programs_match_slice_model(
+    twin: Twin, data: st.DataObject, spec: PoolSpec, seed: int
+) -> None:
+    pool, model = make_pool(twin, spec, seed)
     program: list[Op] = data.draw(st.lists(ops(spec.num_blocks), max_size=6))
     for op in program:
         if op.kind == "gather":
@@ -107,14 +122,15 @@ def test_random_programs_match_slice_model(data: st.DataObject, spec: PoolSpec, 
             model = model_copy(model, list(op.a), list(op.b))
         else:
             buf = random_canonical(spec, op.seed, n=len(op.a))
-            pool.scatter(op.a, buf)
+            pool.scatter(op.a, twin.device(buf))
             model = model_scatter(model, list(op.a), buf)
         assert_same_bits(pool.to_numpy(), model)
 
 
+@pytest.mark.parametrize("twin", TWIN_PARAMS)
 @settings(max_examples=60, deadline=None)
 @given(data=st.data(), spec=pool_specs(layout=Layout.BLOCK_MAJOR), seed=st.integers(0, 2**32))
-def test_layouts_agree(data: st.DataObject, spec: PoolSpec, seed: int) -> None:
+def test_layouts_agree(twin: Twin, data: st.DataObject, spec: PoolSpec, seed: int) -> None:
     """The same program on both layouts leaves identical canonical contents."""
     other = PoolSpec(
         spec.num_blocks,
@@ -125,8 +141,8 @@ def test_layouts_agree(data: st.DataObject, spec: PoolSpec, seed: int) -> None:
         spec.dtype,
         Layout.LAYER_MAJOR,
     )
-    a, _ = make_pool(spec, seed)
-    b, _ = make_pool(other, seed)
+    a, _ = make_pool(twin, spec, seed)
+    b, _ = make_pool(twin, other, seed)
     for op in data.draw(st.lists(ops(spec.num_blocks), max_size=5)):
         if op.kind == "copy":
             a.copy(op.a, op.b)
@@ -143,11 +159,12 @@ def test_layouts_agree(data: st.DataObject, spec: PoolSpec, seed: int) -> None:
 
 
 # ----------------------------------------------------------------------------- copy semantics
+@pytest.mark.parametrize("twin", TWIN_PARAMS)
 @pytest.mark.parametrize("layout", LAYOUTS)
-def test_copy_chain_is_parallel_assignment(layout: Layout) -> None:
+def test_copy_chain_is_parallel_assignment(twin: Twin, layout: Layout) -> None:
     """(1->2), (2->3): block 3 receives the OLD block 2, not the new one."""
     spec = small_spec(layout, num_blocks=5)
-    pool, data = make_pool(spec, 5)
+    pool, data = make_pool(twin, spec, 5)
     pool.copy_pairs([(1, 2), (2, 3)])
     out = pool.to_numpy()
     assert_same_bits(out[2], data[1])
@@ -156,45 +173,49 @@ def test_copy_chain_is_parallel_assignment(layout: Layout) -> None:
         assert_same_bits(out[b], data[b])
 
 
+@pytest.mark.parametrize("twin", TWIN_PARAMS)
 @pytest.mark.parametrize("layout", LAYOUTS)
-def test_copy_swap_and_cycle(layout: Layout) -> None:
+def test_copy_swap_and_cycle(twin: Twin, layout: Layout) -> None:
     spec = small_spec(layout, num_blocks=4)
-    pool, data = make_pool(spec, 6)
+    pool, data = make_pool(twin, spec, 6)
     pool.copy([0, 1], [1, 0])
     out = pool.to_numpy()
     assert_same_bits(out[0], data[1])
     assert_same_bits(out[1], data[0])
-    pool2, _ = make_pool(spec, 6)
+    pool2, _ = make_pool(twin, spec, 6)
     pool2.copy([0, 1, 2, 3], [1, 2, 3, 0])  # rotate
     assert_same_bits(pool2.to_numpy(), np.roll(data, 1, axis=0))
 
 
+@pytest.mark.parametrize("twin", TWIN_PARAMS)
 @pytest.mark.parametrize("layout", LAYOUTS)
-def test_copy_result_independent_of_pair_order(layout: Layout) -> None:
+def test_copy_result_independent_of_pair_order(twin: Twin, layout: Layout) -> None:
     spec = small_spec(layout, num_blocks=5)
     pairs = [(0, 1), (1, 2), (2, 0), (2, 3)]  # sources repeat, destinations unique
     results = []
     for perm in itertools.permutations(pairs):
-        pool, _ = make_pool(spec, 7)
+        pool, _ = make_pool(twin, spec, 7)
         pool.copy_pairs(perm)
         results.append(pool.to_numpy())
     for r in results[1:]:
         assert_same_bits(r, results[0])
 
 
+@pytest.mark.parametrize("twin", TWIN_PARAMS)
 @pytest.mark.parametrize("layout", LAYOUTS)
-def test_copy_to_self_and_fan_out(layout: Layout) -> None:
+def test_copy_to_self_and_fan_out(twin: Twin, layout: Layout) -> None:
     spec = small_spec(layout)
-    pool, data = make_pool(spec, 8)
+    pool, data = make_pool(twin, spec, 8)
     pool.copy([2, 0, 0], [2, 1, 3])
     out = pool.to_numpy()
     for b, src in ((0, 0), (1, 0), (2, 2), (3, 0)):
         assert_same_bits(out[b], data[src])
 
 
-def test_bit_exact_special_values() -> None:
+@pytest.mark.parametrize("twin", TWIN_PARAMS)
+def test_bit_exact_special_values(twin: Twin) -> None:
     spec = small_spec(Layout.LAYER_MAJOR, dtype=KVDType.FP16)
-    pool = NumpyBlockPool(spec)
+    pool = twin.pool(spec)
     block = np.zeros(spec.block_shape, dtype=np.float16)
     raw = block.view(np.uint16)
     raw.reshape(-1)[:4] = [0x7E01, 0xFE55, 0x8000, 0x7C00]  # NaN payloads, -0.0, +inf
@@ -205,19 +226,21 @@ def test_bit_exact_special_values() -> None:
 
 
 # ----------------------------------------------------------------------------- id forms, empties
-def test_numpy_integer_ids_accepted() -> None:
+@pytest.mark.parametrize("twin", TWIN_PARAMS)
+def test_numpy_integer_ids_accepted(twin: Twin) -> None:
     spec = small_spec(Layout.BLOCK_MAJOR)
-    pool, data = make_pool(spec, 9)
+    pool, data = make_pool(twin, spec, 9)
     out = pool.gather(np.array([3, 1], dtype=np.uint8))
     assert_same_bits(out, data[[3, 1]])
     pool.copy([np.int64(3)], (np.int32(0),))
     assert_same_bits(pool.read_block(0), data[3])
 
 
+@pytest.mark.parametrize("twin", TWIN_PARAMS)
 @pytest.mark.parametrize("layout", LAYOUTS)
-def test_empty_batches_are_no_ops(layout: Layout) -> None:
+def test_empty_batches_are_no_ops(twin: Twin, layout: Layout) -> None:
     spec = small_spec(layout)
-    pool, data = make_pool(spec, 10)
+    pool, data = make_pool(twin, spec, 10)
     pool.copy([], [])
     out = pool.gather([])
     assert out.shape == spec.buffer_shape(0)
@@ -226,41 +249,46 @@ def test_empty_batches_are_no_ops(layout: Layout) -> None:
     assert_same_bits(pool.to_numpy(), data)
 
 
+@pytest.mark.parametrize("twin", TWIN_PARAMS)
 @pytest.mark.parametrize("layout", LAYOUTS)
-def test_gather_into_given_out(layout: Layout) -> None:
+def test_gather_into_given_out(twin: Twin, layout: Layout) -> None:
     spec = small_spec(layout)
-    pool, data = make_pool(spec, 11)
-    out = np.zeros(spec.buffer_shape(3), dtype=spec.storage_dtype)
+    pool, data = make_pool(twin, spec, 11)
+    out = twin.xp.zeros(spec.buffer_shape(3), dtype=spec.storage_dtype)
     res = pool.gather([2, 2, 0], out=out)
     assert res is out
     assert_same_bits(out, data[[2, 2, 0]])
 
 
 # ----------------------------------------------------------------------------- offload/restore
+@pytest.mark.parametrize("twin", TWIN_PARAMS)
 @pytest.mark.parametrize("layout", LAYOUTS)
-def test_offload_restore_round_trip(layout: Layout) -> None:
+def test_offload_restore_round_trip(twin: Twin, layout: Layout) -> None:
     spec = small_spec(layout, num_blocks=6)
-    pool, data = make_pool(spec, 12)
+    pool, data = make_pool(twin, spec, 12)
     host = pool.alloc_host_buffer(3)
     handle = pool.offload([5, 0, 3], host_out=host)
-    assert handle.done()
     assert handle.wait() is host
+    assert handle.done()
     assert_same_bits(host, data[[5, 0, 3]])
     # Evict: overwrite the blocks, then restore the prefix into different blocks.
-    pool.scatter([5, 0, 3], np.zeros_like(host))
+    pool.scatter([5, 0, 3], twin.device(np.zeros_like(host)))
     done = pool.restore([1, 2, 4], host)
-    assert done.done()
     assert done.wait() is None
+    assert done.done()
     out = pool.to_numpy()
     for dst, src in ((1, 5), (2, 0), (4, 3)):
         assert_same_bits(out[dst], data[src])
     pool.synchronize()
 
 
+@pytest.mark.parametrize("twin", TWIN_PARAMS)
 @settings(max_examples=50, deadline=None)
 @given(spec=pool_specs(), seed=st.integers(0, 2**32 - 1), data=st.data())
-def test_offload_restore_property(spec: PoolSpec, seed: int, data: st.DataObject) -> None:
-    pool, model = make_pool(spec, seed)
+def test_offload_restore_property(
+    twin: Twin, spec: PoolSpec, seed: int, data: st.DataObject
+) -> None:
+    pool, model = make_pool(twin, spec, seed)
     ids = data.draw(st.lists(st.integers(0, spec.num_blocks - 1), unique=True))
     host = pool.offload(ids).wait()
     assert_same_bits(host, model_gather(model, ids))
@@ -270,25 +298,27 @@ def test_offload_restore_property(spec: PoolSpec, seed: int, data: st.DataObject
 
 
 # ----------------------------------------------------------------------------- errors
+@pytest.mark.parametrize("twin", TWIN_PARAMS)
 @pytest.mark.parametrize("layout", LAYOUTS)
 @pytest.mark.parametrize("case", ERROR_CASES, ids=lambda c: c.name)
-def test_error_matrix_writes_nothing(case: ErrorCase, layout: Layout) -> None:
+def test_error_matrix_writes_nothing(twin: Twin, case: ErrorCase, layout: Layout) -> None:
     spec = small_spec(layout)
-    pool, data = make_pool(spec, 13)
+    pool, data = make_pool(twin, spec, 13)
     with pytest.raises(case.error) as info:
-        case.call(pool, np)
+        case.call(pool, twin.xp)
     assert isinstance(info.value, KVPoolError)
     assert case.fragment in str(info.value), str(info.value)
     assert_same_bits(pool.to_numpy(), data)
 
 
-def test_gather_out_untouched_when_ids_bad() -> None:
+@pytest.mark.parametrize("twin", TWIN_PARAMS)
+def test_gather_out_untouched_when_ids_bad(twin: Twin) -> None:
     spec = small_spec(Layout.BLOCK_MAJOR)
-    pool, _ = make_pool(spec, 14)
-    out = np.full(spec.buffer_shape(2), 7, dtype=spec.storage_dtype)
+    pool, _ = make_pool(twin, spec, 14)
+    out = twin.xp.full(spec.buffer_shape(2), 7, dtype=spec.storage_dtype)
     with pytest.raises(BlockIdError):
         pool.gather([1, 4], out=out)
-    assert (out == 7).all()
+    assert (twin.host(out) == 7).all()
 
 
 def test_error_hierarchy() -> None:
@@ -307,18 +337,20 @@ def test_error_hierarchy() -> None:
     assert issubclass(PoolTooLargeError, MemoryError)
 
 
-def test_memory_budget_refused_before_allocating() -> None:
+@pytest.mark.parametrize("twin", TWIN_PARAMS)
+def test_memory_budget_refused_before_allocating(twin: Twin) -> None:
     spec = PoolSpec.from_preset("llama-3-8b", num_blocks=10**6)  # 2 TB: allocating would fail
     with pytest.raises(PoolTooLargeError) as info:
-        NumpyBlockPool(spec, memory_budget=2**30)
+        twin.pool(spec, memory_budget=2**30)
     assert info.value.required_bytes == spec.total_bytes == 10**6 * 16 * 128 * 1024
     assert info.value.available_bytes == 2**30
     assert "memory_budget" in str(info.value)
 
 
-def test_memory_budget_exact_fit_allowed() -> None:
+@pytest.mark.parametrize("twin", TWIN_PARAMS)
+def test_memory_budget_exact_fit_allowed(twin: Twin) -> None:
     spec = small_spec(Layout.LAYER_MAJOR)
-    pool = NumpyBlockPool(spec, memory_budget=spec.total_bytes)
+    pool = twin.pool(spec, memory_budget=spec.total_bytes)
     assert sum(a.nbytes for a in pool.arrays) == spec.total_bytes
     with pytest.raises(PoolTooLargeError):
-        NumpyBlockPool(spec, memory_budget=spec.total_bytes - 1)
+        twin.pool(spec, memory_budget=spec.total_bytes - 1)

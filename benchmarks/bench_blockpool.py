@@ -1,7 +1,7 @@
-"""GPU bandwidth of kvpool's fused block copies (pytest-benchmark; skipped without a GPU).
+"""GPU bandwidth of the accel block pool's fused copies (pytest-benchmark; skipped without a GPU).
 
-Run:  ``pytest benchmarks/bench_kvpool.py --benchmark-json=OUT.json``
-then  ``python benchmarks/bench_kvpool.py summarize OUT.json SUMMARY.md [--junit X.xml ...]``.
+Run:  ``pytest benchmarks/bench_blockpool.py --benchmark-json=OUT.json``
+then  ``python benchmarks/bench_blockpool.py summarize OUT.json SUMMARY.md [--junit X.xml ...]``.
 
 What is measured, per layout (block-major, layer-major), op (gather, scatter, copy) and batch
 (1 ... 4096 randomly scattered Llama-3-8B fp16 blocks of 16 tokens = 2 MiB each):
@@ -34,7 +34,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from kvpool import CupyBlockPool, Layout, PoolSpec, cupy_unavailable_reason
+from accel.blockpool import BlockPool, cupy_unavailable_reason
+from reference.blockpool import Layout, PoolSpec
 
 GPU_SKIP_REASON = cupy_unavailable_reason()
 BATCHES = [1, 4, 16, 64, 256, 1024, 4096]
@@ -70,7 +71,7 @@ class Rig:
         if self.max_batch == 0:
             pytest.skip(f"not even one batch fits in {int(free)} free bytes")
         self.spec = unit.with_blocks(2 * self.max_batch)
-        self.pool = CupyBlockPool(self.spec)
+        self.pool = BlockPool(self.spec)
         for arr in self.pool.arrays:  # non-zero contents
             arr.view(cp.uint8).fill(0x5A)
         shape = self.spec.buffer_shape(self.max_batch)
@@ -255,7 +256,7 @@ def summarize(bench_json: Path, out_md: Path, junits: list[Path], notes: list[st
             if "op_gbps" in info:
                 info["e2e_us"] = float(b["stats"]["mean"]) * 1e6
                 rows.append(info)
-    lines = ["# kvpool GPU check", ""]
+    lines = ["# block pool GPU check", ""]
     lines += [f"- {n}" for n in notes]
     lines += _junit_counts(junits)
     lines.append("")

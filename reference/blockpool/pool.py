@@ -1,4 +1,7 @@
-"""Reference KV block pool in NumPy: the obvious code every accelerated backend must match.
+"""The KV block pool's reference twin in NumPy: the obvious code the accelerated twin must match.
+
+Its fast twin is :class:`accel.blockpool.pool.BlockPool` (CuPy, one fused kernel launch
+per batch); the two share the public API, and the tests run both through one suite.
 
 Storage:
 
@@ -8,7 +11,7 @@ Storage:
 Invariants:
 
 * Every public operation validates all of its arguments before writing anything; when it
-  raises a :class:`~kvpool.errors.KVPoolError` the pool's contents are unchanged.
+  raises a :class:`~reference.blockpool.KVPoolError` the pool's contents are unchanged.
 * Copies are *parallel assignments*: all source blocks are read before any destination is
   written, so ``copy([1, 2], [2, 3])`` puts the old block 1 in 2 and the old block 2 in 3,
   whatever the order of the pairs.
@@ -27,10 +30,10 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from kvpool.errors import BufferDTypeError, BufferLayoutError, BufferShapeError
-from kvpool.handles import CompletedTransfer, TransferHandle
-from kvpool.layout import Layout, PoolSpec
-from kvpool.validation import (
+from reference.blockpool.errors import BufferDTypeError, BufferLayoutError, BufferShapeError
+from reference.blockpool.handles import CompletedTransfer, TransferHandle
+from reference.blockpool.layout import Layout, PoolSpec
+from reference.blockpool.validation import (
     BlockIds,
     check_buffer,
     check_unique,
@@ -62,13 +65,16 @@ def check_canonical(spec: PoolSpec, data: Any, role: str = "data") -> None:
         raise BufferShapeError(f"{role} has shape {data.shape}, expected {spec.pool_shape}")
 
 
-class NumpyBlockPool:
-    """KV block pool held in NumPy arrays (the reference backend).
+class BlockPool:
+    """KV block pool held in NumPy arrays (the reference twin).
 
     Construction cost: allocates and zero-fills ``spec.total_bytes`` bytes.  Raises
-    :class:`~kvpool.errors.PoolTooLargeError` (before allocating) if ``memory_budget`` is
-    given and ``spec.total_bytes`` exceeds it.
+    :class:`~reference.blockpool.PoolTooLargeError` (before allocating) if
+    ``memory_budget`` is given and ``spec.total_bytes`` exceeds it.
     """
+
+    #: Which twin this is ("reference" or "accel"), so a test can tell which one ran.
+    implementation = "reference"
 
     def __init__(self, spec: PoolSpec, *, memory_budget: int | None = None) -> None:
         if memory_budget is not None:
@@ -83,7 +89,7 @@ class NumpyBlockPool:
     @classmethod
     def from_canonical(
         cls, spec: PoolSpec, data: Array, *, memory_budget: int | None = None
-    ) -> NumpyBlockPool:
+    ) -> BlockPool:
         """New pool whose contents equal ``data`` (shape ``spec.pool_shape``).  Cost O(size)."""
         check_canonical(spec, data)
         pool = cls(spec, memory_budget=memory_budget)
@@ -103,7 +109,7 @@ class NumpyBlockPool:
     def read_block(self, block_id: int) -> Array:
         """Copy of one block in canonical shape.  Cost O(bytes_per_block).
 
-        Raises :class:`~kvpool.errors.BlockIdError` for a bad id.
+        Raises :class:`~reference.blockpool.BlockIdError` for a bad id.
         """
         (b,) = normalize_ids([block_id], self._spec.num_blocks, "block_id")
         return self._read(b)
@@ -111,7 +117,8 @@ class NumpyBlockPool:
     def write_block(self, block_id: int, data: Array) -> None:
         """Overwrite one block with ``data`` (canonical block shape).  Cost O(bytes_per_block).
 
-        Raises :class:`~kvpool.errors.BlockIdError` or :class:`~kvpool.errors.BufferMismatchError`.
+        Raises :class:`~reference.blockpool.BlockIdError` or
+        :class:`~reference.blockpool.BufferMismatchError`.
         """
         (b,) = normalize_ids([block_id], self._spec.num_blocks, "block_id")
         check_block(self._spec, data)
@@ -153,9 +160,10 @@ class NumpyBlockPool:
         """Copy block ``src_ids[i]`` to ``dst_ids[i]`` for every ``i`` (parallel assignment).
 
         Cost O(n * bytes_per_block) time and, here, the same in temporary memory.  Raises
-        :class:`~kvpool.errors.BlockIdTypeError`, :class:`~kvpool.errors.BlockIdRangeError`,
-        :class:`~kvpool.errors.LengthMismatchError`,
-        :class:`~kvpool.errors.DuplicateDestinationError`; nothing is written if it raises.
+        :class:`~reference.blockpool.BlockIdTypeError`,
+        :class:`~reference.blockpool.BlockIdRangeError`,
+        :class:`~reference.blockpool.LengthMismatchError`,
+        :class:`~reference.blockpool.DuplicateDestinationError`; nothing is written if it raises.
         """
         plan = validate_copy(self._spec, src_ids, dst_ids)
         snapshots = [self._read(s) for s in plan.src]  # every read happens before any write
@@ -164,7 +172,7 @@ class NumpyBlockPool:
 
     def copy_pairs(self, pairs: Iterable[tuple[int, int]]) -> None:
         """``copy`` taking ``[(src, dst), ...]``.  Same cost and errors, plus
-        :class:`~kvpool.errors.BlockIdTypeError` for an element that is not a pair."""
+        :class:`~reference.blockpool.BlockIdTypeError` for an element that is not a pair."""
         src, dst = split_pairs(pairs)
         self.copy(src, dst)
 

@@ -1,4 +1,4 @@
-"""Presets, dtypes, shapes and size arithmetic of kvpool.layout."""
+"""Presets, dtypes, shapes and size arithmetic of reference.blockpool.layout."""
 
 from __future__ import annotations
 
@@ -8,9 +8,17 @@ from typing import Any
 import pytest
 from hypothesis import given
 
-from kvpool import PRESETS, ConfigError, KVDType, Layout, PoolSpec, PoolTooLargeError, get_preset
-from kvpool.layout import format_bytes
-from tests.kvpool_support import pool_specs
+from reference.blockpool import (
+    PRESETS,
+    ConfigError,
+    KVDType,
+    Layout,
+    PoolSpec,
+    PoolTooLargeError,
+    get_preset,
+)
+from reference.blockpool.layout import format_bytes
+from tests.blockpool_support import pool_specs
 
 KIB = 1024
 

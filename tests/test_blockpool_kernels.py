@@ -1,6 +1,6 @@
 """The fused kernel's addressing plans, checked on the CPU.
 
-The CuPy backend builds :class:`kvpool.kernels.LaunchPlan` objects from device pointers; here
+The CuPy twin builds :class:`accel.blockpool.kernels.LaunchPlan` objects from device pointers; here
 the same plan builders run on fake addresses inside a byte arena and :func:`emulate` executes
 them, so the addressing (segment tables, strides, index lists) is verified against the NumPy
 reference without a GPU.  The kernel's loop structure is checked by a literal port, and the
@@ -18,8 +18,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kvpool import Layout, NumpyBlockPool, PoolSpec
-from kvpool.kernels import (
+from accel.blockpool.kernels import (
     KERNEL_SOURCE,
     MAX_GRID_Y,
     THREADS_PER_BLOCK,
@@ -38,13 +37,14 @@ from kvpool.kernels import (
     pool_side,
     scatter_plan,
 )
-from tests.kvpool_support import assert_same_bits, ops, pool_specs, random_canonical
+from reference.blockpool import BlockPool, Layout, PoolSpec
+from tests.blockpool_support import assert_same_bits, ops, pool_specs, random_canonical
 
 
 class Arena:
     """A flat byte space holding a pool's storage arrays at (possibly misaligned) offsets."""
 
-    def __init__(self, spec: PoolSpec, ref: NumpyBlockPool, rng: np.random.Generator) -> None:
+    def __init__(self, spec: PoolSpec, ref: BlockPool, rng: np.random.Generator) -> None:
         self.spec = spec
         self.misalign = bool(rng.integers(0, 2))
         self.mem = np.zeros(0, dtype=np.uint8)
@@ -64,13 +64,13 @@ class Arena:
     def region(self, off: int, nbytes: int) -> npt.NDArray[np.uint8]:
         return self.mem[off : off + nbytes]
 
-    def assert_matches(self, ref: NumpyBlockPool) -> None:
+    def assert_matches(self, ref: BlockPool) -> None:
         for off, arr in zip(self.pool_offsets, ref.arrays, strict=True):
             assert_same_bits(self.region(off, arr.nbytes), arr.reshape(-1).view(np.uint8))
 
 
 def staged_copy(arena: Arena, src: tuple[int, ...], dst: tuple[int, ...]) -> None:
-    """What CupyBlockPool.copy does: one launch if disjoint, else gather+scatter via a temp."""
+    """What BlockPool.copy does: one launch if disjoint, else gather+scatter via a temp."""
     spec = arena.spec
     if set(src).isdisjoint(dst):
         emulate(arena.mem, copy_plan(spec, arena.side, src, dst))
@@ -83,7 +83,7 @@ def staged_copy(arena: Arena, src: tuple[int, ...], dst: tuple[int, ...]) -> Non
 @settings(max_examples=120, deadline=None)
 @given(data=st.data(), spec=pool_specs(), seed=st.integers(0, 2**32 - 1))
 def test_emulated_plans_match_reference(data: st.DataObject, spec: PoolSpec, seed: int) -> None:
-    ref = NumpyBlockPool.from_canonical(spec, random_canonical(spec, seed))
+    ref = BlockPool.from_canonical(spec, random_canonical(spec, seed))
     arena = Arena(spec, ref, np.random.default_rng(seed))
     arena.assert_matches(ref)
     for op in data.draw(st.lists(ops(spec.num_blocks), max_size=5)):
@@ -107,7 +107,7 @@ def test_emulated_plans_match_reference(data: st.DataObject, spec: PoolSpec, see
 
 def test_emulator_refuses_overlapping_launch() -> None:
     spec = PoolSpec(4, 1, 1, 1, 8)
-    ref = NumpyBlockPool(spec)
+    ref = BlockPool(spec)
     arena = Arena(spec, ref, np.random.default_rng(0))
     with pytest.raises(ValueError, match="overlaps"):
         emulate(arena.mem, copy_plan(spec, arena.side, (1, 2), (2, 3)))

@@ -32,7 +32,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from kvpool.layout import Layout, PoolSpec
+from reference.blockpool.layout import Layout, PoolSpec
 
 THREADS_PER_BLOCK = 256
 UNROLL = 4
@@ -171,7 +171,7 @@ extern "C" __global__ void __launch_bounds__({THREADS_PER_BLOCK})
 
 KERNEL_SOURCE = (
     r"""
-// Fused scattered block copy; see kvpool/kernels.py for the addressing formula.
+// Fused scattered block copy; see accel/blockpool/kernels.py for the addressing formula.
 #define KVPOOL_UNROLL """
     + str(UNROLL)
     + r"""

@@ -1,4 +1,4 @@
-"""Typed errors raised by :mod:`kvpool`.
+"""Typed errors raised by the KV block pool (both twins: NumPy and CuPy).
 
 Every error raised on purpose by this package derives from :class:`KVPoolError`, so callers
 can catch the whole family with one ``except`` clause.  Where a builtin exception type fits
@@ -13,7 +13,7 @@ from __future__ import annotations
 
 
 class KVPoolError(Exception):
-    """Base class of every error raised on purpose by :mod:`kvpool`."""
+    """Base class of every error raised on purpose by a block pool."""
 
 
 class ConfigError(KVPoolError, ValueError):

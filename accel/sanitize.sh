@@ -37,7 +37,7 @@ cp "$root"/accel/*.c "$root"/accel/*.h "$root"/accel/*.py "$root"/accel/*.pyi "$
 mkdir -p "$work/accel/blockpool"
 cp "$root"/accel/blockpool/*.py "$work/accel/blockpool/"
 cp -r "$root/reference" "$root/spec" "$work/"
-cp "$root/pyproject.toml" "$work/"
+cp "$root/pyproject.toml" "$root/README.md" "$root/LICENSE" "$work/"
 cp "$root/tests/__init__.py" "$root/tests/conftest.py" "$root/tests/support.py" \
     "$root/tests/model.py" "$root"/tests/test_accel_*.py "$root/tests/test_tree.py" \
     "$root/tests/test_tokens.py" "$root/tests/test_bad_input.py" "$root/tests/test_model.py" \

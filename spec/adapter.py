@@ -139,7 +139,7 @@ class TreeAdapter:
     def release(self, lease: int) -> None:
         """``tree.release`` of the lease filed under ``lease``; an unknown id sends
         a lease issued by another tree of the same class (R-PIN-5)."""
-        handle = self._leases.get(lease)
+        handle = self._leases.get(lease) if _plain_int(lease) else None
         if handle is None:
             handle = self._foreign_lease()
         _call(self._tree.release, handle)
@@ -193,8 +193,18 @@ class TreeAdapter:
         }
 
     def leave(self, snapshot: int) -> None:
-        """``leave()`` of the reader filed under ``snapshot``."""
-        _call(self._snapshot(snapshot).leave)
+        """``leave()`` of the reader filed under ``snapshot``.
+
+        Raises:
+            CandidateError: ``invalid_argument`` when ``snapshot`` names no snapshot
+                or a plain snapshot, which has no epoch to leave (R-ERR-1).
+        """
+        found = self._snapshot(snapshot)
+        if not hasattr(found, "leave"):
+            raise CandidateError(
+                "invalid_argument", f"snapshot {snapshot!r} is not a reader: it has no epoch"
+            )
+        _call(found.leave)
 
     def snapshot_match(
         self, snapshot: int, tokens: object, namespace: object
@@ -232,9 +242,9 @@ class TreeAdapter:
         return snapshot_id
 
     def _snapshot(self, snapshot: int) -> Any:
-        found = self._snapshots.get(snapshot)
+        found = self._snapshots.get(snapshot) if _plain_int(snapshot) else None
         if found is None:
-            raise CandidateError("unexpected:snapshot", f"no snapshot has the id {snapshot!r}")
+            raise CandidateError("invalid_argument", f"no snapshot has the id {snapshot!r}")
         return found
 
     def _foreign_lease(self) -> Any:
@@ -253,6 +263,11 @@ def _call(function: Callable[..., Any], *args: object, **kwargs: object) -> Any:
         raise CandidateError(exc.kind, str(exc)) from exc
     except Exception as exc:
         raise CandidateError(f"unexpected:{type(exc).__name__}", str(exc)) from exc
+
+
+def _plain_int(value: object) -> bool:
+    """An int that is not a bool: ``True`` must not find the id 1."""
+    return isinstance(value, int) and not isinstance(value, bool)
 
 
 def _plain(dump: Any) -> dict[str, Any]:

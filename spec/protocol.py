@@ -25,6 +25,11 @@ PROTOCOL_VERSION = 2
 #: Versions a candidate may answer ``hello`` with (1: without the snapshots level).
 SUPPORTED_PROTOCOLS: tuple[int, ...] = (1, 2)
 
+#: Error kinds of the protocol itself, besides the rules' (R-ERR-3): a malformed
+#: request, an unknown operation, and a server that failed to carry out a valid
+#: request for a reason no rule names (a bug in it).
+PROTOCOL_KINDS: frozenset[str] = frozenset({"protocol", "unsupported", "internal"})
+
 #: Where the JSON Schema of every message lives.
 SCHEMA_PATH = Path(__file__).with_name("protocol.schema.json")
 
@@ -55,6 +60,28 @@ SNAPSHOT_FIELDS: dict[str, tuple[str, ...]] = {
 }
 
 
+#: Typed request fields per operation, as the schema's ``#/$defs/request`` states them:
+#: ``"int0"`` an integer >= 0, ``"int1"`` an integer >= 1, ``"bool"`` a boolean,
+#: ``"any"`` any JSON value (the kit sends malformed arguments on purpose, R-TOK-2).
+REQUEST_FIELDS: dict[str, dict[str, str]] = {
+    "hello": {"protocol": "int0"},
+    "reset": {"num_blocks": "int1", "block_size": "int1"},
+    "match": {"tokens": "any", "namespace": "any", "pin": "bool"},
+    "insert": {"tokens": "any", "namespace": "any", "pin": "bool"},
+    "release": {"lease": "int0"},
+    "evict": {"count": "any"},
+    "stats": {},
+    "namespaces": {},
+    "dump": {},
+    "snapshot": {},
+    "reader": {},
+    "leave": {"snapshot": "int1"},
+    "snapshot_match": {"snapshot": "int1", "tokens": "any", "namespace": "any"},
+    "snapshot_dump": {"snapshot": "int1"},
+    "reclaim": {},
+}
+
+
 class ProtocolError(ValueError):
     """A line that is not a well-formed message."""
 
@@ -82,11 +109,45 @@ def decode(line: str) -> dict[str, Any]:
     """
     try:
         message = json.loads(line)  # a trailing newline is whitespace to JSON
-    except ValueError as exc:
+    except (ValueError, RecursionError) as exc:  # RecursionError: absurdly deep nesting
         raise ProtocolError(f"not JSON ({exc}): {_clip(line.rstrip())}") from None
     if not isinstance(message, dict):
         raise ProtocolError(f"not a JSON object: {_clip(line.rstrip())}")
     return message
+
+
+def request_problem(message: dict[str, Any]) -> tuple[str, str] | None:
+    """What is wrong with ``message`` as a request, as ``(kind, text)``; None if well formed.
+
+    The kind is ``"protocol"`` for a request the schema rejects (no integer ``id``,
+    no string ``op``, a required field missing or of the wrong JSON type: ``true``
+    and ``1.0`` are not integers, ``1`` is not a boolean) and ``"unsupported"`` for
+    an ``op`` this protocol does not define. Argument *values* are the
+    implementation's to judge (R-ERR-1). O(number of fields).
+    """
+    request_id = message.get("id")
+    if not _is_int(request_id, 0):
+        return "protocol", f"a request needs an integer id >= 0, got {_clip(repr(request_id))}"
+    op = message.get("op")
+    if not isinstance(op, str):
+        return "protocol", f"a request needs a string op, got {_clip(repr(op))}"
+    fields = REQUEST_FIELDS.get(op)
+    if fields is None:
+        return "unsupported", f"unknown operation {_clip(repr(op))}"
+    for name, shape in fields.items():
+        if name not in message:
+            return "protocol", f"request {op!r} lacks field {name!r}"
+        value = message[name]
+        if shape == "bool" and not isinstance(value, bool):
+            return "protocol", f"{op} field {name!r} must be a boolean, got {_clip(repr(value))}"
+        if shape in ("int0", "int1") and not _is_int(value, int(shape[-1])):
+            wanted = "an integer >= " + shape[-1]
+            return "protocol", f"{op} field {name!r} must be {wanted}, got {_clip(repr(value))}"
+    return None
+
+
+def _is_int(value: object, minimum: int) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= minimum
 
 
 def upgrade_dump(dump: Any) -> Any:

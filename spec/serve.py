@@ -16,97 +16,120 @@ It reads requests from stdin until end of file and answers each on one line.
 from __future__ import annotations
 
 import argparse
+import io
 import sys
 from collections.abc import Sequence
 from typing import Any, TextIO
 
+from reference.errors import ERROR_KINDS
+
 from .adapter import TreeAdapter, supported_levels
 from .candidate import Candidate, CandidateError
 from .levels import LEVELS, LevelError, ordered, parse_levels
-from .protocol import PROTOCOL_VERSION, ProtocolError, decode, encode
+from .protocol import (
+    PROTOCOL_KINDS,
+    PROTOCOL_VERSION,
+    ProtocolError,
+    decode,
+    encode,
+    request_problem,
+)
 from .steps import SNAPSHOT_OPS
+
+#: The kinds this server answers with: the rules' (R-ERR-3) and the protocol's own.
+SERVER_KINDS = frozenset(ERROR_KINDS) | PROTOCOL_KINDS
 
 
 def handle(candidate: Candidate, message: dict[str, Any]) -> Any:
     """Carry out one request on ``candidate`` and return the ``ok`` answer. O(the call).
 
     Raises:
-        CandidateError: the call was rejected (its kind goes back to the kit), or
-            the request was malformed (kind ``"protocol"``) or names an unknown
+        CandidateError: the call was rejected (its kind goes back to the kit), the
+            request is malformed (kind ``"protocol"``: it does not validate against
+            the schema, :func:`spec.protocol.request_problem`) or names an unknown
             operation (kind ``"unsupported"``).
     """
-    op = message.get("op")
-    try:
-        if op == "hello":
-            return {
-                "protocol": PROTOCOL_VERSION,
-                "name": candidate.name,
-                "levels": ordered(candidate.levels),
-                "block_sizes": None
-                if candidate.block_sizes is None
-                else list(candidate.block_sizes),
-            }
-        if op == "reset":
-            candidate.reset(message["num_blocks"], message["block_size"])
-            return None
-        if op == "match":
-            return candidate.match(message["tokens"], message["namespace"], message["pin"])
-        if op == "insert":
-            return candidate.insert(message["tokens"], message["namespace"], message["pin"])
-        if op == "release":
-            candidate.release(message["lease"])
-            return None
-        if op == "evict":
-            return candidate.evict(message["count"])
-        if op == "stats":
-            return candidate.stats()
-        if op == "namespaces":
-            return candidate.namespaces()
-        if op == "dump":
-            return candidate.dump()
-        if op in SNAPSHOT_OPS and "snapshots" not in candidate.levels:
-            raise CandidateError("unsupported", f"{op!r} needs the snapshots level")
-        if op == "snapshot":
-            return candidate.snapshot()
-        if op == "reader":
-            return candidate.reader()
-        if op == "leave":
-            candidate.leave(message["snapshot"])
-            return None
-        if op == "snapshot_match":
-            return candidate.snapshot_match(
-                message["snapshot"], message["tokens"], message["namespace"]
-            )
-        if op == "snapshot_dump":
-            return candidate.snapshot_dump(message["snapshot"])
-        if op == "reclaim":
-            return candidate.reclaim()
-    except KeyError as exc:
-        raise CandidateError("protocol", f"request {op!r} lacks field {exc}") from None
-    raise CandidateError("unsupported", f"unknown operation {op!r}")
+    problem = request_problem(message)
+    if problem is not None:
+        raise CandidateError(*problem)
+    op = message["op"]
+    if op == "hello":
+        return {
+            "protocol": PROTOCOL_VERSION,
+            "name": candidate.name,
+            "levels": ordered(candidate.levels),
+            "block_sizes": None if candidate.block_sizes is None else list(candidate.block_sizes),
+        }
+    if op in SNAPSHOT_OPS and "snapshots" not in candidate.levels:
+        raise CandidateError("unsupported", f"{op!r} needs the snapshots level")
+    return _call(candidate, op, message)
+
+
+def _call(candidate: Candidate, op: str, message: dict[str, Any]) -> Any:
+    """Carry out a validated request other than ``hello``."""
+    if op == "reset":
+        candidate.reset(message["num_blocks"], message["block_size"])
+        return None
+    if op in ("match", "insert"):
+        call = candidate.match if op == "match" else candidate.insert
+        return call(message["tokens"], message["namespace"], message["pin"])
+    if op == "release":
+        candidate.release(message["lease"])
+        return None
+    if op == "evict":
+        return candidate.evict(message["count"])
+    if op == "leave":
+        candidate.leave(message["snapshot"])
+        return None
+    if op == "snapshot_match":
+        return candidate.snapshot_match(
+            message["snapshot"], message["tokens"], message["namespace"]
+        )
+    if op == "snapshot_dump":
+        return candidate.snapshot_dump(message["snapshot"])
+    # The reads and the snapshot calls without arguments.
+    return getattr(candidate, op)()
 
 
 def serve(candidate: Candidate, stdin: TextIO, stdout: TextIO) -> int:
     """Answer requests from ``stdin`` on ``stdout`` until end of file; return 0.
 
-    A line that is not a JSON object is answered with ``id`` null and kind
-    ``"protocol"``. Cost: one call per line.
+    Every non-blank line gets exactly one answer that validates against the schema:
+    a line that is not a JSON object, or a request without a valid ``id``, is
+    answered with ``id`` null and kind ``"protocol"``; a call the implementation
+    could not carry out for a reason that is not a rule's error kind is answered
+    with kind ``"internal"`` (a bug, named in the message). Cost: one call per line.
     """
     for line in stdin:
         if not line.strip():
             continue
-        request_id: Any = None
-        try:
-            message = decode(line)
-            request_id = message.get("id")
-            response: dict[str, Any] = {"id": request_id, "ok": handle(candidate, message)}
-        except ProtocolError as exc:
-            response = {"id": None, "error": {"kind": "protocol", "message": str(exc)}}
-        except CandidateError as exc:
-            response = {"id": request_id, "error": {"kind": exc.kind, "message": exc.message}}
-        stdout.write(encode(response) + "\n")
+        stdout.write(encode(answer(candidate, line)) + "\n")
         stdout.flush()
     return 0
+
+
+def answer(candidate: Candidate, line: str) -> dict[str, Any]:
+    """The response to one request line (see :func:`serve`). O(the call)."""
+    request_id: Any = None
+    try:
+        message = decode(line)
+        raw_id = message.get("id")
+        request_id = raw_id if isinstance(raw_id, int) and not isinstance(raw_id, bool) else None
+        if request_id is not None and request_id < 0:
+            request_id = None
+        return {"id": request_id, "ok": handle(candidate, message)}
+    except ProtocolError as exc:
+        return _error(None, "protocol", str(exc))
+    except CandidateError as exc:
+        if exc.kind not in SERVER_KINDS:
+            return _error(request_id, "internal", f"{exc.kind}: {exc.message}")
+        return _error(request_id, exc.kind, exc.message)
+    except Exception as exc:  # the last resort: the server itself must never die
+        return _error(request_id, "internal", f"{type(exc).__name__}: {exc}")
+
+
+def _error(request_id: int | None, kind: str, message: str) -> dict[str, Any]:
+    return {"id": request_id, "error": {"kind": kind, "message": message}}
 
 
 def build(impl: str, levels: frozenset[str] | None = None) -> Candidate:
@@ -155,6 +178,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         levels = None if args.levels is None else parse_levels([args.levels])
     except LevelError as exc:
         parser.error(str(exc))
+    # Bytes that are not UTF-8 must become a "protocol" answer, not a crash.
+    if isinstance(sys.stdin, io.TextIOWrapper):
+        sys.stdin.reconfigure(errors="replace")
     return serve(build(args.impl, levels), sys.stdin, sys.stdout)
 
 

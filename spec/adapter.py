@@ -126,7 +126,10 @@ class TreeAdapter:
 
     def insert(self, tokens: object, namespace: object, pin: bool) -> InsertAnswer:
         """``tree.insert``; see :class:`spec.candidate.Candidate`."""
-        result = _call(self._tree.insert, tokens, namespace, pin=pin)
+        return self._insert_answer(_call(self._tree.insert, tokens, namespace, pin=pin))
+
+    def _insert_answer(self, result: Any) -> InsertAnswer:
+        """An insert result as plain data, its lease filed under a new id."""
         return {
             "length": int(result.length),
             "blocks": [int(block) for block in result.blocks],

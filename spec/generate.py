@@ -35,6 +35,9 @@ NON_SEQUENCES: tuple[Any, ...] = ("abc", 7, None, 1.5, True, {"tokens": [1]})
 #: Elements that spoil an otherwise valid sequence, and the kind each raises.
 BAD_ELEMENTS: tuple[Any, ...] = (-1, 2**32, 2**64, 1.5, 1.0, "7", True, None, [1])
 
+#: The rule each of :data:`BAD_ELEMENTS` probes (a waived rule's probes are not drawn).
+BAD_ELEMENT_RULES: tuple[str, ...] = ("R-TOK-3",) * 3 + ("R-TOK-2",) * 6
+
 #: Namespaces that are neither None nor a str (-> invalid_argument, R-NS-4).
 BAD_NAMESPACES: tuple[Any, ...] = (0, 1.5, True, ["a"], {"a": 1})
 
@@ -46,6 +49,12 @@ MAX_BLOCKS = 8
 
 #: Sequences remembered to build new ones from.
 HISTORY = 8
+
+#: What :meth:`Inputs.bad_tokens` returns when every probe left is avoided.
+UNUSABLE: Any = object()
+
+#: Longest sequence a bulk fill inserts, in whole blocks.
+MAX_DEEP_BLOCKS = 64
 
 
 class Chooser(Protocol):
@@ -65,6 +74,11 @@ class DataChooser:
 
     def __init__(self, data: st.DataObject) -> None:
         self._data = data
+
+    @property
+    def data(self) -> st.DataObject:
+        """The Hypothesis data object choices come from."""
+        return self._data
 
     def integer(self, low: int, high: int) -> int:
         """See :class:`Chooser`. O(1)."""
@@ -93,11 +107,14 @@ class RandomChooser:
 class Inputs:
     """Argument generators for one tree of block size ``block_size``.
 
-    Keeps the recent sequences so new ones can share their prefixes.
+    Keeps the recent sequences so new ones can share their prefixes. Sequences are cut
+    at ``max_blocks`` whole blocks (plus a partial one); the search raises it so that
+    matches can follow the long paths a fill builds.
     """
 
-    def __init__(self, block_size: int) -> None:
+    def __init__(self, block_size: int, max_blocks: int = MAX_BLOCKS) -> None:
         self.block_size = block_size
+        self.max_blocks = max_blocks
         self.history: list[list[int]] = []
 
     def tokens(self, chooser: Chooser) -> list[int]:
@@ -110,7 +127,7 @@ class Inputs:
         # A cut with nothing added (often exactly a cached path) or a few new tokens.
         extra = chooser.integer(0, 3 * size) if not prefix or chooser.integer(0, 1) else 0
         tail = [chooser.choice(ALPHABET) for _ in range(extra)]
-        tokens = (prefix + tail)[: MAX_BLOCKS * size + size - 1]
+        tokens = (prefix + tail)[: self.max_blocks * size + size - 1]
         self.remember(tokens)
         return tokens
 
@@ -119,18 +136,54 @@ class Inputs:
         if len(tokens) >= self.block_size and tokens not in self.history:
             self.history = [*self.history[-(HISTORY - 1) :], tokens]
 
-    def bad_tokens(self, chooser: Chooser) -> Any:
-        """An invalid token input: not a sequence, or one or two bad elements."""
+    def bad_tokens(self, chooser: Chooser, avoid: frozenset[str] = frozenset()) -> Any:
+        """An invalid token input: not a sequence, or one or two bad elements.
+
+        Probes of the rules in ``avoid`` (waived by the candidate) are not drawn;
+        :data:`UNUSABLE` when nothing is left to draw (None is a bad input itself).
+        """
+        elements = tuple(
+            element
+            for element, rule in zip(BAD_ELEMENTS, BAD_ELEMENT_RULES, strict=True)
+            if rule not in avoid
+        )
         shape = chooser.integer(0, 3)
+        if ("R-TOK-2" in avoid and shape == 0) or not elements:
+            return UNUSABLE
         if shape == 0:
             return chooser.choice(NON_SEQUENCES)
         good: list[Any] = list(self.tokens(chooser))
         at = chooser.integer(0, len(good))
-        spoilt = [*good[:at], chooser.choice(BAD_ELEMENTS), *good[at:]]
-        if shape == 3:  # a second bad element later: the first one decides (R-TOK-5)
+        spoilt = [*good[:at], chooser.choice(elements), *good[at:]]
+        if shape == 3 and "R-TOK-5" not in avoid:
+            # a second bad element later: the first one decides (R-TOK-5)
             later = chooser.integer(at + 1, len(spoilt))
-            spoilt.insert(later, chooser.choice(BAD_ELEMENTS))
+            spoilt.insert(later, chooser.choice(elements))
         return spoilt
+
+    def long_tokens(self, chooser: Chooser, style: str = "mixed", prefix: int = 0) -> list[int]:
+        """A long valid sequence for a fill (up to :data:`MAX_DEEP_BLOCKS` blocks).
+
+        ``deep``: the deepest remembered sequence extended by 1-8 blocks; ``wide``:
+        the first ``prefix`` blocks of the deepest one plus 1-3 new blocks, so a fill
+        hangs many siblings under one node; ``mixed``: a remembered sequence cut at
+        any block and extended, or a fresh one.
+        """
+        size = self.block_size
+        deepest = max(self.history, key=len) if self.history else []
+        if style == "deep":
+            cut, extra_blocks = deepest[: len(deepest) // size * size], chooser.integer(1, 8)
+        elif style == "wide":
+            cut, extra_blocks = deepest[: min(prefix, len(deepest) // size) * size], 1
+            extra_blocks += chooser.integer(0, 2)
+        else:
+            base = chooser.choice(self.history) if self.history and chooser.integer(0, 4) else []
+            cut = base[: chooser.integer(0, len(base)) // size * size]
+            extra_blocks = chooser.integer(1, 8)
+        extra = [chooser.choice(ALPHABET) for _ in range(extra_blocks * size)]
+        tokens = (cut + extra)[: MAX_DEEP_BLOCKS * size]
+        self.remember(tokens)
+        return tokens
 
     @staticmethod
     def namespace(chooser: Chooser) -> str | None:
@@ -153,11 +206,19 @@ class Inputs:
         return chooser.choice(BAD_COUNTS)
 
     @staticmethod
-    def lease(chooser: Chooser, issued: int, live: Sequence[int]) -> int:
-        """A lease handle: mostly a live one, else any issued one, or 0 (never issued)."""
+    def lease(
+        chooser: Chooser, issued: int, live: Sequence[int], avoid: frozenset[str] = frozenset()
+    ) -> int | None:
+        """A lease handle: mostly a live one, else any issued one (released: R-PIN-4),
+        or 0 (never issued: R-PIN-5); None when only avoided probes remain."""
         if live and chooser.integer(0, 4) > 0:
             return chooser.choice(live)
-        return chooser.integer(0, issued)
+        handle = chooser.integer(0, issued)
+        if handle == 0 and "R-PIN-5" in avoid:
+            return None
+        if handle and handle not in live and "R-PIN-4" in avoid:
+            return None
+        return handle
 
 
 #: Operation kinds drawn per level, with repeats as weights (the first shrinks best).
@@ -218,14 +279,20 @@ def draw_step(
     levels: frozenset[str],
     num_blocks: int,
     run: Run,
+    *,
+    kind: str | None = None,
+    avoid: frozenset[str] = frozenset(),
 ) -> dict[str, Any] | None:
     """Draw one operation of ``levels``; None when the draw is not usable here.
 
-    Without the ``eviction`` level an insert that would evict is not usable (which
-    blocks it evicts is unspecified there). Cost: O(tokens), plus a dry-run insert
-    on a copy of the reference without ``eviction``.
+    ``kind`` is drawn from :func:`kinds_for` unless given (the swarm search picks it).
+    Probes of the rules in ``avoid`` (a profile's waivers) are not drawn. Without the
+    ``eviction`` level an insert that would evict is not usable (which blocks it
+    evicts is unspecified there). Cost: O(tokens), plus a dry-run insert on a copy
+    of the reference without ``eviction`` when the free blocks may not suffice.
     """
-    kind = chooser.choice(kinds_for(levels))
+    if kind is None:
+        kind = chooser.choice(kinds_for(levels))
     namespace = Inputs.namespace(chooser) if "namespaces" in levels else None
     pin = "pinning" in levels and chooser.integer(0, 2) == 2
     if kind in ("insert", "match"):
@@ -236,22 +303,30 @@ def draw_step(
         return step
     if kind == "bad_tokens":
         op = chooser.choice(("insert", "match"))
-        return {"op": op, "tokens": inputs.bad_tokens(chooser), "namespace": namespace, "pin": pin}
+        bad = inputs.bad_tokens(chooser, avoid)
+        if bad is UNUSABLE:
+            return None
+        return {"op": op, "tokens": bad, "namespace": namespace, "pin": pin}
     if kind == "release":
         if not run.live and chooser.integer(0, 3) > 0:
             return None  # mostly live leases; sometimes a released or foreign one
-        return {"op": "release", "lease": Inputs.lease(chooser, run.issued, run.live)}
+        handle = Inputs.lease(chooser, run.issued, run.live, avoid)
+        return None if handle is None else {"op": "release", "lease": handle}
     if kind == "evict":
         return {"op": "evict", "count": Inputs.count(chooser, num_blocks)}
     if kind in SNAPSHOT_KINDS:
-        return _snapshot_step(kind, chooser, inputs, levels, run)
+        return _snapshot_step(kind, chooser, inputs, levels, run, avoid)
     if kind == "bad_count":
-        return {"op": "evict", "count": Inputs.bad_count(chooser)}
+        return None if "R-ERR-1" in avoid else {"op": "evict", "count": Inputs.bad_count(chooser)}
+    if "R-NS-4" in avoid:
+        return None
     # bad_namespace: valid tokens mostly, bad ones sometimes (tokens are checked first)
-    tokens = inputs.tokens(chooser) if chooser.integer(0, 2) > 0 else inputs.bad_tokens(chooser)
+    tokens = (
+        inputs.tokens(chooser) if chooser.integer(0, 2) > 0 else inputs.bad_tokens(chooser, avoid)
+    )
     return {
         "op": chooser.choice(("insert", "match")),
-        "tokens": tokens,
+        "tokens": inputs.tokens(chooser) if tokens is UNUSABLE else tokens,
         "namespace": Inputs.bad_namespace(chooser),
         "pin": pin,
     }
@@ -261,7 +336,12 @@ SNAPSHOT_KINDS = frozenset(KINDS["snapshots"])
 
 
 def _snapshot_step(
-    kind: str, chooser: Chooser, inputs: Inputs, levels: frozenset[str], run: Run
+    kind: str,
+    chooser: Chooser,
+    inputs: Inputs,
+    levels: frozenset[str],
+    run: Run,
+    avoid: frozenset[str],
 ) -> dict[str, Any] | None:
     """One operation of the ``snapshots`` level; None when unusable here."""
     if kind == "snapshot":
@@ -272,7 +352,9 @@ def _snapshot_step(
         # Mostly a reader inside; sometimes one that already left (R-EPOCH-4).
         if run.inside and (not run.left or chooser.integer(0, 4) > 0):
             return {"op": "leave", "snapshot": chooser.choice(run.inside)}
-        return {"op": "leave", "snapshot": chooser.choice(run.left)} if run.left else None
+        if not run.left or "R-EPOCH-4" in avoid:
+            return None
+        return {"op": "leave", "snapshot": chooser.choice(run.left)}
     if kind == "reclaim":
         return {"op": "reclaim"}
     # snapshot_match: any snapshot taken so far, old ones as often as new ones.
@@ -281,5 +363,7 @@ def _snapshot_step(
     handle = chooser.integer(1, run.snapshots)
     namespace = Inputs.namespace(chooser) if "namespaces" in levels else None
     spoilt = chooser.integer(0, 7) == 7
-    tokens = inputs.bad_tokens(chooser) if spoilt else inputs.tokens(chooser)
+    tokens = inputs.bad_tokens(chooser, avoid) if spoilt else inputs.tokens(chooser)
+    if tokens is UNUSABLE:
+        tokens = inputs.tokens(chooser)
     return {"op": "snapshot_match", "snapshot": handle, "tokens": tokens, "namespace": namespace}

@@ -1,12 +1,23 @@
-"""Lockstep execution: apply each step to the reference and a candidate, compare.
+"""Lockstep execution: apply each step to a candidate and the reference, check, compare.
 
-:class:`Lockstep` is the kit's core, used by the Hypothesis machine and by
-``replay``. It records every step with the reference's outcome (``"expect"``), and
-after each step compares the read-only views (dump, stats, namespaces and, at the
-``snapshots`` level, the dumps of the latest snapshots, so a snapshot that changes
-after it was taken is caught at the write that changed it). The first difference
-raises :class:`Disagreement`, which carries the trace up to and including the
-differing step and both answers.
+:class:`Lockstep` is the kit's core, used by the search (:mod:`spec.machine`), the
+shrinker (:mod:`spec.shrink`) and ``replay``. Per step it
+
+1. asks the candidate (first, so the oracle can follow its admissible choices);
+2. runs the policy-free safety check on the candidate's answer (:mod:`spec.safety`);
+3. asks the oracle (:mod:`spec.oracle`), adopting the candidate's evictions and
+   allocations where the profile tolerates another policy (:mod:`spec.profile`);
+4. compares the two outcomes, reduced to the levels and the profile;
+5. compares the read-only views (stats and namespaces after every step; the dump
+   after every step while the tree is small, else every few steps (more apart as
+   the tree grows), after a failed call, a fill and at the end; at the ``snapshots`` level the
+   dumps of the latest snapshots, so a snapshot that changes after it was taken is
+   caught at the write that changed it).
+
+Anything wrong raises :class:`Disagreement` carrying a :class:`Difference`: the trace
+up to and including the offending step, both outcomes, and the rules it breaks with
+a likely cause (:mod:`spec.rulemap`). The rules each step exercised accumulate in
+:attr:`Lockstep.exercised`.
 """
 
 from __future__ import annotations
@@ -16,25 +27,36 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-import reference
-
 from .adapter import TreeAdapter
-from .candidate import Candidate, CandidateFailure
+from .candidate import Candidate, CandidateError, CandidateFailure
+from .oracle import FollowingTree, Inadmissible, OracleAdapter
+from .profile import STRICT, Profile
+from .rulemap import Attribution, Observation, attribute, exercised, safety_attribution
+from .safety import SafetyMonitor, SafetyViolation
 from .steps import READ_OPS, LeaseBook, Outcome, Step, apply_step, describe, normalise
+
+#: Kinds of finding: a differing answer, a broken safety property, a choice no
+#: declared mode allows, and a candidate that could not answer at all.
+FINDING_KINDS = ("disagreement", "safety", "inadmissible", "failure")
 
 
 @dataclass
 class Difference:
-    """Where and how a candidate disagreed with the reference.
+    """Where and how a candidate went wrong (a finding).
 
     Attributes:
-        index: position of the differing step in ``trace`` (0-based).
+        index: position of the offending step in ``trace`` (0-based).
         trace: the steps run, each with the reference's outcome as ``"expect"``; the
-            last one is the differing step and also carries ``"actual"``.
-        expected: the reference's outcome at that step (after level normalisation).
+            last one is the offending step and also carries ``"actual"``.
+        expected: the reference's outcome at that step (after normalisation).
         actual: the candidate's outcome.
         reference: the reference's name.
         candidate: the candidate's name.
+        levels: the levels compared.
+        kind: one of :data:`FINDING_KINDS`.
+        rules: the rules it breaks, the primary first (:mod:`spec.rulemap`).
+        cause: a one-line likely cause.
+        peer_note: the primary rule's peer note in SPEC.md.
     """
 
     index: int
@@ -44,17 +66,41 @@ class Difference:
     reference: str
     candidate: str
     levels: list[str] = field(default_factory=list)
+    kind: str = "disagreement"
+    rules: tuple[str, ...] = ()
+    cause: str = ""
+    peer_note: str = ""
+
+    @property
+    def rule(self) -> str:
+        """The primary rule ("" when unattributed)."""
+        return self.rules[0] if self.rules else ""
 
     def trace_lines(self) -> list[str]:
         """The trace as JSON lines. O(size of the trace)."""
         return [json.dumps(step, separators=(", ", ": ")) for step in self.trace]
 
+    def headline(self) -> str:
+        """``R-X-n (R-Y-m): cause`` in one line."""
+        more = f" ({', '.join(self.rules[1:])})" if len(self.rules) > 1 else ""
+        return f"{self.rule or '?'}{more}: {self.cause}"
+
     def explain(self) -> str:
-        """A human report: the steps, the first differing one and both answers."""
+        """A human report: the rules, the offending step and both answers, the trace."""
         step = self.trace[self.index]
+        what = {
+            "safety": "breaks a safety property",
+            "inadmissible": "makes a choice no declared mode allows",
+            "failure": "fails",
+        }.get(self.kind, "disagrees with " + self.reference)
         lines = [
-            f"{self.candidate} disagrees with {self.reference} at step {self.index + 1} "
-            f"of {len(self.trace)}: {describe(step)}",
+            f"{self.candidate} {what} at step {self.index + 1} of {len(self.trace)}: "
+            f"{describe(step)}",
+            f"  {self.headline()}",
+        ]
+        if self.peer_note:
+            lines.append(f"  peers: {self.peer_note}")
+        lines += [
             f"  {self.reference}: {json.dumps(self.expected)}",
             f"  {self.candidate}: {json.dumps(self.actual)}",
         ]
@@ -63,9 +109,24 @@ class Difference:
         lines.extend(self.trace_lines())
         return "\n".join(lines)
 
+    def to_json(self) -> dict[str, Any]:
+        """The finding as JSON data (``#/$defs/finding`` of ``report.schema.json``)."""
+        return {
+            "rule": self.rule,
+            "rules": list(self.rules),
+            "kind": self.kind,
+            "cause": self.cause,
+            "peer_note": self.peer_note,
+            "step": self.index + 1,
+            "reference": self.reference,
+            "expected": self.expected,
+            "actual": self.actual,
+            "trace": self.trace,
+        }
+
 
 class Disagreement(AssertionError):
-    """The candidate's outcome differed from the reference's (a semantic bug)."""
+    """The candidate went wrong: a semantic finding (see :class:`Difference`)."""
 
     def __init__(self, difference: Difference) -> None:
         super().__init__(difference.explain())
@@ -75,10 +136,25 @@ class Disagreement(AssertionError):
 #: How many of the latest snapshots are dumped and compared after every step.
 WATCHED = 2
 
+#: The dump is compared after every step while the oracle caches at most this many
+#: blocks; beyond, every ``max(DUMP_EVERY, cached // 32)`` steps, after a failed call,
+#: after a fill and at the end of a trace (stats and namespaces after every step).
+SMALL_TREE = 96
+DUMP_EVERY = 4
+
 
 def reference_oracle() -> TreeAdapter:
     """The reference implementation, as the oracle every candidate is compared with."""
-    return TreeAdapter(reference.RadixTree, "reference")
+    return OracleAdapter()
+
+
+def copy_reference(oracle: TreeAdapter) -> TreeAdapter:
+    """A throwaway copy of the oracle for a dry run. O(size of the tree).
+
+    The one place the kit copies the reference (issue 16 swaps the deep copy for
+    ``RadixTree.clone()``).
+    """
+    return copy.deepcopy(oracle)
 
 
 class Lockstep:
@@ -87,8 +163,11 @@ class Lockstep:
     Args:
         candidate: the implementation under test.
         levels: the levels compared (outcomes are normalised to them).
-        check_reads: compare dump, stats and namespaces after every step.
-        oracle: the reference (default: :func:`reference_oracle`).
+        profile: the candidate's declared deviations (default: none).
+        check_reads: compare dump, stats and namespaces after steps.
+        oracle: the reference (default: a fresh :class:`spec.oracle.OracleAdapter`).
+        exercised: the set the rules each step exercises are added to (default: a
+            new one; a search shares one across its examples).
     """
 
     def __init__(
@@ -96,16 +175,26 @@ class Lockstep:
         candidate: Candidate,
         levels: frozenset[str],
         *,
+        profile: Profile = STRICT,
         check_reads: bool = True,
         oracle: TreeAdapter | None = None,
+        exercised: set[str] | None = None,
     ) -> None:
         self.candidate = candidate
         self.oracle = oracle if oracle is not None else reference_oracle()
         self.levels = levels
+        self.profile = profile
         self.check_reads = check_reads
         self.trace: list[Step] = []
+        self.exercised: set[str] = set() if exercised is None else exercised
+        self.safety = SafetyMonitor()
         self._oracle_book = LeaseBook()
         self._candidate_book = LeaseBook()
+        self._view: dict[str, Any] | None = None
+        self._pending: tuple[Step, dict[str, Any], bool] | None = None
+        self._last: tuple[Step, dict[str, Any]] | None = None
+        self._steps = 0
+        self.evicted = 0
         self.live: list[int] = []
         self.inside: list[int] = []
         self.left: list[int] = []
@@ -120,79 +209,278 @@ class Lockstep:
         """Snapshot (and reader) handles issued since the last reset. O(1)."""
         return self._oracle_book.snapshots
 
-    def run(self, step: Step) -> Outcome:
-        """Apply ``step`` to both and compare; then compare the read-only views.
+    @property
+    def steps_run(self) -> int:
+        """Steps run since the last reset (reads not counted). O(1)."""
+        return self._steps
 
-        Returns the reference's outcome. Cost: the two calls, plus three reads
-        each when ``check_reads`` (and up to ``WATCHED`` snapshot dumps at the
+    @property
+    def tree(self) -> Any:
+        """The oracle's reference tree (None before the first reset)."""
+        return self.oracle.tree
+
+    def run(self, step: Step) -> Outcome:
+        """Run ``step`` on both, check and compare; then the read-only views.
+
+        Returns the reference's outcome. A step carrying ``"batch": true`` (part of
+        a fill) in a tree of more than :data:`SMALL_TREE` blocks defers its reads to
+        the next step outside the batch (or :meth:`finish`), so a large fill costs
+        one dump comparison. Cost: the two
+        calls, plus up to three reads each (and ``WATCHED`` snapshot dumps at the
         ``snapshots`` level).
 
         Raises:
-            Disagreement: the outcomes (or views) differ.
+            Disagreement: a finding (difference, safety, inadmissible choice).
             CandidateFailure: the candidate could not answer (with step and trace).
         """
-        expected = self._step(step)
         op = step["op"]
+        tree = self.oracle.tree
+        batch = bool(step.get("batch")) and tree is not None and tree.stats().cached > SMALL_TREE
+        if not batch:
+            self.finish()
+        facts = self._facts(step)
+        actual = self._candidate_outcome(step)
+        expected = self._checked_step(step, actual, facts)
+        recorded = {**step, "expect": expected}
         if op == "reset":
-            self.live, self.inside, self.left = [], [], []
+            self.live, self.inside, self.left, self._view, self._steps = [], [], [], None, 0
         elif "ok" in expected:
-            answer = expected["ok"]
-            if op in ("match", "insert") and answer.get("lease") is not None:
-                self.live.append(answer["lease"])
-            if op == "release" and step["lease"] in self.live:
-                self.live.remove(step["lease"])
-            if op == "reader":
-                self.inside.append(answer["snapshot"])
-            if op == "leave" and step["snapshot"] in self.inside:
-                self.inside.remove(step["snapshot"])
-                self.left.append(step["snapshot"])
-        if self.check_reads:
-            for read in READ_OPS:
-                self._step({"op": read}, record_when_equal=False)
-            if "snapshots" in self.levels:
-                for handle in range(max(1, self.snapshots - WATCHED + 1), self.snapshots + 1):
-                    self._step({"op": "snapshot_dump", "snapshot": handle}, record_when_equal=False)
+            self._follow(step, expected["ok"])
+        self._steps += 1
+        if batch:
+            self._pending = (recorded, facts, "error" in actual)
+            self._view = None  # no longer the state just before the next step
+        elif self.check_reads:
+            self._reads(recorded, facts, failed="error" in actual)
         return expected
 
-    def would_evict(self, step: Step) -> bool:
-        """Whether the reference would evict to run this insert (dry run on a copy).
+    def finish(self, *, final: bool = False) -> None:
+        """Compare the reads a run of ``batch`` steps (a fill) deferred. Called before
+        the next step that is not part of the batch; call it with ``final`` at the end
+        of a trace, which also compares the dump if the last reads skipped it."""
+        pending, self._pending = self._pending, None
+        if pending is not None and self.check_reads:
+            step, facts, failed = pending
+            self._reads(step, facts, failed=failed)
+        elif final and self.check_reads and self._last is not None and self._view is None:
+            step, facts = self._last
+            self._read({"op": "dump"}, step, facts)
 
-        Cost: a deep copy of the reference tree.
-        """
-        trial = copy.deepcopy(self.oracle)
+    def would_evict(self, step: Step) -> bool:
+        """Whether the reference would evict to run this insert (dry run on a copy,
+        skipped when the free blocks cover every block of the insert)."""
+        tree, tokens = self.oracle.tree, step.get("tokens")
+        if (
+            tree is not None
+            and isinstance(tokens, list)
+            and tree.stats().free >= len(tokens) // tree.block_size
+        ):
+            return False
+        trial = copy_reference(self.oracle)
         outcome = apply_step(trial, step, LeaseBook())
         return "ok" in outcome and bool(outcome["ok"]["evicted"])
 
-    def _step(self, step: Step, *, record_when_equal: bool = True) -> Outcome:
-        op = step["op"]
-        expected = normalise(op, apply_step(self.oracle, step, self._oracle_book), self.levels)
-        recorded: Step = {**step, "expect": expected}
+    # ------------------------------------------------------------------ internals
+
+    def _facts(self, step: Step) -> dict[str, Any]:
+        tree = self.oracle.tree
+        if step["op"] == "reset" or not isinstance(tree, FollowingTree):
+            return {"block_size": step.get("block_size", 1)}
+        tree.split_seen = False
+        return tree.facts()
+
+    def _candidate_outcome(self, step: Step) -> Outcome:
         try:
-            actual = normalise(
-                op, apply_step(self.candidate, step, self._candidate_book), self.levels
-            )
+            raw = apply_step(self.candidate, step, self._candidate_book)
         except CandidateFailure as failure:
-            self.trace.append(recorded)
+            self.trace.append(dict(step))
             failure.step = len(self.trace)
             failure.trace = list(self.trace)
             raise
-        if first_difference(expected, actual, "") is not None:
-            recorded["actual"] = actual
-            self.trace.append(recorded)
-            raise Disagreement(
-                Difference(
-                    index=len(self.trace) - 1,
-                    trace=list(self.trace),
-                    expected=expected,
-                    actual=actual,
-                    reference=self.oracle.name,
-                    candidate=self.candidate.name,
-                    levels=sorted(self.levels),
-                )
-            )
-        if record_when_equal:
-            self.trace.append(recorded)
+        if "error" in raw:
+            raw = {"error": self.profile.map_kind(raw["error"])}
+        return raw
+
+    def _checked_step(
+        self, step: Step, actual: Outcome, facts: dict[str, Any], *, previous: Step | None = None
+    ) -> Outcome:
+        """Safety, oracle, comparison for one step; record it when it agrees."""
+        op = step["op"]
+        try:
+            self.safety.check(step, actual)
+        except SafetyViolation as violation:
+            expected = self._oracle_outcome(step, actual, adopt=False)
+            found = safety_attribution(violation.prop, violation.detail)
+            raise self._finding("safety", step, expected, actual, found) from None
+        try:
+            expected = self._oracle_outcome(step, actual, adopt=True)
+        except Inadmissible as exc:
+            found = Attribution(exc.rules, exc.cause + self._modes_note(), "")
+            raise self._finding("inadmissible", step, {"ok": None}, actual, found) from None
+        recency = self.profile.compares_recency
+        expected = normalise(op, expected, self.levels, recency=recency)
+        compared = normalise(op, actual, self.levels, recency=recency)
+        path = first_difference(expected, compared, "")
+        if "split" not in facts and isinstance(self.oracle.tree, FollowingTree):
+            facts["split"] = self.oracle.tree.split_seen
+        observation = Observation(
+            step, expected, compared, path or "", previous, self.levels, facts
+        )
+        if path is not None:
+            if previous is None and op != "reset":
+                self._accounting_first(step, expected, actual)
+            raise self._finding("disagreement", step, expected, compared, attribute(observation))
+        exercised(observation, self.exercised)
+        if previous is None:
+            self.trace.append({**step, "expect": expected})
         return expected
+
+    def _oracle_outcome(self, step: Step, actual: Outcome, *, adopt: bool) -> Outcome:
+        op, profile, oracle = step["op"], self.profile, self.oracle
+        answer = actual.get("ok")
+        adopting = adopt and isinstance(oracle, OracleAdapter) and isinstance(answer, dict)
+        if adopting and op == "insert" and (profile.adopts_eviction or profile.adopts_allocation):
+            assert isinstance(oracle, OracleAdapter) and isinstance(answer, dict)
+            evicted = _ids(answer.get("evicted")) if profile.adopts_eviction else None
+            allocated = _ids(answer.get("allocated")) if profile.adopts_allocation else None
+            try:
+                result: dict[str, Any] = dict(
+                    oracle.insert_following(
+                        step["tokens"],
+                        step.get("namespace"),
+                        bool(step.get("pin")),
+                        evicted,
+                        allocated,
+                        profile,
+                    )
+                )
+            except CandidateError as exc:
+                return {"error": exc.kind}
+            result["lease"] = self._oracle_book.file(result["lease"])
+            return {"ok": result}
+        if adopting and op == "evict" and profile.adopts_eviction:
+            assert isinstance(oracle, OracleAdapter) and isinstance(answer, dict)
+            freed = _ids(answer.get("freed"))
+            if freed is not None:
+                try:
+                    return {"ok": dict(oracle.evict_following(step["count"], freed, profile))}
+                except CandidateError as exc:
+                    return {"error": exc.kind}
+        return apply_step(oracle, step, self._oracle_book)
+
+    def _accounting_first(self, step: Step, expected: Outcome, actual: Outcome) -> None:
+        """Before reporting a differing call, check the candidate's counters: a broken
+        invariant (a leaked block, say) is the root cause to name (R-INV-1)."""
+        stats = apply_step(self.candidate, {"op": "stats"}, self._candidate_book)
+        try:
+            self.safety.check({"op": "stats"}, stats)
+        except SafetyViolation as violation:
+            found = safety_attribution(violation.prop, f"{violation.detail} after {step['op']}")
+            raise self._finding("safety", step, expected, actual, found) from None
+
+    def _follow(self, step: Step, answer: Any) -> None:
+        """Track live leases and readers (the generator draws from them), evictions."""
+        op = step["op"]
+        if op in ("insert", "evict"):
+            self.evicted += len(answer["evicted" if op == "insert" else "freed"])
+        if op in ("match", "insert") and answer.get("lease") is not None:
+            self.live.append(answer["lease"])
+        if op == "release" and step["lease"] in self.live:
+            self.live.remove(step["lease"])
+        if op == "reader":
+            self.inside.append(answer["snapshot"])
+        if op == "leave" and step["snapshot"] in self.inside:
+            self.inside.remove(step["snapshot"])
+            self.left.append(step["snapshot"])
+
+    def _reads(self, step: Step, facts: dict[str, Any], *, failed: bool) -> None:
+        """The read-only views after ``step`` (recorded, with its ``expect``)."""
+        tree = self.oracle.tree
+        self._last = (step, facts)
+        cached = 0 if tree is None else tree.stats().cached
+        every = 1 if cached <= SMALL_TREE else max(DUMP_EVERY, cached // 32)
+        # After a failed call the dump is read when there is one from just before to
+        # compare it with (the safety check, R-ERR-2).
+        with_dump = (failed and self._view is not None) or "batch" in step
+        with_dump = with_dump or self._steps % every == 0
+        reads = [read for read in READ_OPS if with_dump or read != "dump"]
+        if failed and self._view is not None:
+            self._unchanged(step, facts, reads)
+        view = {read: self._read({"op": read}, step, facts) for read in reads}
+        self._view = view if "dump" in view else None
+        if "snapshots" in self.levels:
+            for handle in range(max(1, self.snapshots - WATCHED + 1), self.snapshots + 1):
+                self._read({"op": "snapshot_dump", "snapshot": handle}, step, facts)
+
+    def _unchanged(self, step: Step, facts: dict[str, Any], reads: list[str]) -> None:
+        """The safety check of a failed call: the candidate's state is as before it."""
+        before = self._view or {}
+        after = {
+            read: apply_step(self.candidate, {"op": read}, self._candidate_book).get("ok")
+            for read in reads
+            if read in before
+        }
+        try:
+            self.safety.check_unchanged(before, after, step["op"])
+        except SafetyViolation as violation:
+            prop = violation.prop
+            if step["op"] == "insert" and step["expect"].get("error") == "out_of_blocks":
+                prop = "failed_insert_reader" if facts.get("readers") else "failed_insert"
+            found = safety_attribution(prop, violation.detail)
+            read = "dump" if "dump" in after else "stats"
+            raise self._finding(
+                "safety", {"op": read}, {"ok": before[read]}, {"ok": after[read]}, found
+            ) from None
+
+    def _read(self, read: Step, previous: Step, facts: dict[str, Any]) -> Any:
+        """One read on both, checked and compared; the candidate's raw answer."""
+        actual = self._candidate_outcome(read)
+        self._checked_step(read, actual, dict(facts), previous=previous)
+        return actual.get("ok")
+
+    def _finding(
+        self, kind: str, step: Step, expected: Outcome, actual: Outcome, found: Attribution
+    ) -> Disagreement:
+        recorded = {**step, "expect": expected, "actual": actual}
+        self.trace.append(recorded)
+        return Disagreement(
+            Difference(
+                index=len(self.trace) - 1,
+                trace=list(self.trace),
+                expected=expected,
+                actual=actual,
+                reference=self.oracle.name,
+                candidate=self.candidate.name,
+                levels=sorted(self.levels),
+                kind=kind,
+                rules=found.rules,
+                cause=found.cause,
+                peer_note=found.peer_note,
+            )
+        )
+
+    def _modes_note(self) -> str:
+        relaxed = [
+            f"{key} = {value}"
+            for key, value in self.profile.modes.items()
+            if key != "error_kinds" and value != _strict(key)
+        ]
+        return f" (declared: {', '.join(relaxed)})" if relaxed else ""
+
+
+def _strict(tolerance: str) -> str:
+    from .profile import MODES
+
+    return MODES[tolerance][0]
+
+
+def _ids(value: Any) -> list[int] | None:
+    """``value`` as a list of block ids, or None when it is not one (compared as is)."""
+    if isinstance(value, list) and all(
+        isinstance(item, int) and not isinstance(item, bool) for item in value
+    ):
+        return list(value)
+    return None
 
 
 def _diff_hint(expected: Outcome, actual: Outcome) -> list[str]:
@@ -204,19 +492,38 @@ def _diff_hint(expected: Outcome, actual: Outcome) -> list[str]:
 def first_difference(left: Any, right: Any, path: str) -> str | None:
     """Path of the first difference between two JSON values, None when equal.
 
-    Strict about types: ``1``, ``1.0`` and ``true`` all differ. O(size).
+    Strict about types: ``1``, ``1.0`` and ``true`` all differ. O(size); equal
+    values (the usual case) are confirmed at C speed.
     """
+    # Equal to Python (where 1 == 1.0 == True) and as JSON text: equal. At C speed,
+    # for a dump; the walk below checks small answers as fast.
+    if left == right and _large(left) and json.dumps(left) == json.dumps(right):
+        return None
+    return _path_of_difference(left, right, path)
+
+
+def _large(value: Any) -> bool:
+    """Whether ``value`` is (an outcome holding) a dump, worth comparing as JSON text."""
+    inner = value.get("ok", value) if isinstance(value, dict) else None
+    return (
+        isinstance(inner, dict)
+        and isinstance(inner.get("namespaces"), list)
+        and bool(inner["namespaces"])
+    )
+
+
+def _path_of_difference(left: Any, right: Any, path: str) -> str | None:
     if isinstance(left, dict) and isinstance(right, dict):
         for key in list(left) + [key for key in right if key not in left]:
             if key not in left or key not in right:
                 return f"{path}.{key}"
-            found = first_difference(left[key], right[key], f"{path}.{key}")
+            found = _path_of_difference(left[key], right[key], f"{path}.{key}")
             if found is not None:
                 return found
         return None
     if isinstance(left, list) and isinstance(right, list):
         for index, (a, b) in enumerate(zip(left, right, strict=False)):
-            found = first_difference(a, b, f"{path}[{index}]")
+            found = _path_of_difference(a, b, f"{path}[{index}]")
             if found is not None:
                 return found
         return None if len(left) == len(right) else f"{path} (length {len(left)} vs {len(right)})"

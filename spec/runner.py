@@ -1,25 +1,35 @@
-"""Run the kit against one candidate and report: pass, a shrunk disagreement, or a failure.
+"""Run the kit against one candidate and report rule by rule.
+
+:func:`run_kit` searches (:mod:`spec.machine`) -- by default through every example,
+recording the first finding of each rule; with ``first`` stopping at the first --
+then shrinks each finding (:mod:`spec.shrink`) and builds a :class:`Report`: the
+findings, and a table of every rule of the levels checked: ``pass`` (exercised,
+never broken), ``fail`` (with its shrunk trace), ``waived`` (with the profile's
+reason) or ``not exercised`` (with why, when the kit cannot reach it).
 
 Deterministic: Hypothesis is seeded (``KitSettings.seed``, default 0) and uses no
-example database, so the same candidate and settings give the same report.
+example database, so the same candidate, profile and settings give the same report.
 """
 
 from __future__ import annotations
 
+import json
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from hypothesis import HealthCheck, Phase, Verbosity, seed, settings
-from hypothesis.errors import Flaky
-from hypothesis.stateful import run_state_machine_as_test
+from .candidate import Candidate
+from .levels import GROUP_LEVEL, LevelError, ordered
+from .lockstep import Difference
+from .machine import Session, search
+from .profile import STRICT, Profile
+from .rulemap import load_map
+from .rules import load_rules
+from .shrink import Shrinker
 
-from .candidate import Candidate, CandidateFailure
-from .levels import LevelError, ordered
-from .lockstep import Difference, Disagreement
-from .machine import LockstepMachine, Session, ShrinkBudgetSpent
-from .minimise import minimise
-from .steps import Step
+#: Rule statuses in a report's table.
+STATUSES = ("pass", "fail", "waived", "not exercised", "not checked")
 
 
 @dataclass(frozen=True)
@@ -27,24 +37,47 @@ class KitSettings:
     """How hard the kit searches.
 
     Attributes:
-        examples: random operation sequences to try (Hypothesis ``max_examples``).
+        examples: examples to run (Hypothesis ``max_examples``); shrinking replays
+            are not counted.
         seed: the search seed; the same seed replays the same search.
-        steps: most operations per sequence.
-        shrink: shrink a disagreement to a minimal trace (off for mutant runs,
-            which only need to know that a disagreement exists).
-        shrink_seconds: time allowed for Hypothesis's shrinking; past it the
-            shortest trace seen so far is reported (after greedy minimisation).
+        steps: most operations per example (each draws its own length up to it).
+        shrink: shrink each finding to a short trace (off for mutant runs).
+        shrink_seconds: time allowed for shrinking all findings of a run.
         block_sizes: block sizes to draw from (intersected with the candidate's).
-        pool: smallest and largest pool size.
+        pool: smallest and largest pool size to draw from.
+        first: stop at the first finding (``--first``).
+        budget: most operations the whole search runs (fill inserts included); it
+            bounds the run's time when the search steers towards large examples.
     """
 
     examples: int = 300
     seed: int = 0
-    steps: int = 50
+    steps: int = 300
     shrink: bool = True
-    shrink_seconds: float = 10.0
+    shrink_seconds: float = 20.0
     block_sizes: tuple[int, ...] = (1, 2, 3, 4)
-    pool: tuple[int, int] = (2, 12)
+    pool: tuple[int, int] = (2, 4096)
+    first: bool = False
+    budget: int = 40_000
+
+
+@dataclass(frozen=True)
+class RuleResult:
+    """One row of a report's table.
+
+    Attributes:
+        rule: the rule id.
+        title: its title in SPEC.md.
+        level: its level.
+        status: one of :data:`STATUSES`.
+        reason: why it is waived, not exercised or not checked ("" otherwise).
+    """
+
+    rule: str
+    title: str
+    level: str
+    status: str
+    reason: str = ""
 
 
 @dataclass
@@ -54,68 +87,146 @@ class Report:
     Attributes:
         candidate: its name.
         levels: the levels checked.
-        passed: no disagreement and no failure.
-        examples: sequences run (including shrinking's replays).
-        seconds: wall time of the run.
-        difference: the shrunk disagreement, when one was found.
-        failure: a protocol failure (hang, crash, malformed answer), named by step.
-        failure_trace: the steps up to the failure.
+        profile: the deviations it declared.
+        passed: no finding (deviations declared by the profile allowed).
+        examples: examples run (shrinking replays not counted).
+        seconds: wall time of the run, shrinking included.
+        first_finding_seconds: time from the start to the first finding.
+        findings: the shrunk findings, one per rule, in the order found.
+        waived: findings attributed to waived rules (not failures).
+        exercised: the rules the run exercised.
     """
 
     candidate: str
     levels: list[str]
-    passed: bool
-    examples: int
-    seconds: float
-    difference: Difference | None = None
-    failure: str | None = None
-    failure_trace: list[Step] = field(default_factory=list)
+    profile: Profile = STRICT
+    passed: bool = False
+    examples: int = 0
+    seconds: float = 0.0
+    first_finding_seconds: float | None = None
+    findings: list[Difference] = field(default_factory=list)
+    waived: list[Difference] = field(default_factory=list)
+    exercised: set[str] = field(default_factory=set)
+
+    @property
+    def difference(self) -> Difference | None:
+        """The first finding that is not a failure (None when there is none)."""
+        return next((found for found in self.findings if found.kind != "failure"), None)
+
+    @property
+    def failure(self) -> str | None:
+        """The first failure's message (a candidate that could not answer), if any."""
+        found = next((found for found in self.findings if found.kind == "failure"), None)
+        return None if found is None else f"{self.candidate} failed at {found.actual['failure']}"
+
+    @property
+    def failure_trace(self) -> list[dict[str, Any]]:
+        """The steps up to the first failure."""
+        found = next((found for found in self.findings if found.kind == "failure"), None)
+        return [] if found is None else found.trace
 
     @property
     def verdict(self) -> str:
-        """``"pass"``, ``"disagreement"`` or ``"failure"``."""
-        if self.failure is not None:
+        """``pass``, ``conforms with declared deviations``, ``disagreement`` or ``failure``."""
+        if any(found.kind == "failure" for found in self.findings):
             return "failure"
-        return "disagreement" if self.difference is not None else "pass"
+        if self.findings:
+            return "disagreement"
+        return "conforms with declared deviations" if self.deviations() else "pass"
+
+    def deviations(self) -> dict[str, str]:
+        """The declared deviations of the levels checked: rule -> reason."""
+        return {
+            rule: reason
+            for rule, reason in self.profile.deviations().items()
+            if _level_of(rule) in self.levels
+        }
+
+    def table(self) -> list[RuleResult]:
+        """Every rule of SPEC.md with its status in this run. O(rules)."""
+        rules, unexercised = load_rules(), load_map().unexercised
+        failed = {found.rule for found in self.findings}
+        deviations = self.deviations()
+        rows = []
+        for rule in rules.values():
+            if rule.level not in self.levels:
+                status, reason = "not checked", "level not checked"
+            elif rule.id in failed:
+                status, reason = "fail", ""
+            elif rule.id in deviations:
+                status, reason = "waived", deviations[rule.id]
+            elif rule.id in self.exercised:
+                status, reason = "pass", ""
+            else:
+                status = "not exercised"
+                reason = unexercised.get(rule.id, "not reached in this run")
+            rows.append(RuleResult(rule.id, rule.title, rule.level, status, reason))
+        return rows
+
+    def headline(self) -> str:
+        """One line: the verdict, and what it rests on."""
+        verdict = self.verdict
+        if verdict == "conforms with declared deviations":
+            verdict += ": " + ", ".join(self.deviations())
+        elif self.findings:
+            verdict += ": " + ", ".join(found.rule for found in self.findings)
+        return verdict
 
     def to_json(self) -> dict[str, Any]:
-        """The report as JSON data. O(size of the trace)."""
-        data: dict[str, Any] = {
+        """The report as JSON data (``#/$defs/result`` of ``report.schema.json``)."""
+        findings = {found.rule: index for index, found in enumerate(self.findings)}
+        return {
             "candidate": self.candidate,
             "levels": self.levels,
+            "profile": self.profile.to_json(),
             "verdict": self.verdict,
+            "headline": self.headline(),
+            "deviations": self.deviations(),
             "examples": self.examples,
             "seconds": round(self.seconds, 3),
+            "first_finding_seconds": None
+            if self.first_finding_seconds is None
+            else round(self.first_finding_seconds, 3),
+            "rules_exercised": len(self.exercised),
+            "findings": [found.to_json() for found in self.findings],
+            "waived_findings": [found.to_json() for found in self.waived],
+            "table": [
+                {
+                    "rule": row.rule,
+                    "title": row.title,
+                    "level": row.level,
+                    "status": row.status,
+                    "reason": row.reason,
+                    "finding": findings.get(row.rule),
+                }
+                for row in self.table()
+            ],
         }
-        if self.difference is not None:
-            difference = self.difference
-            data["difference"] = {
-                "step": difference.index + 1,
-                "reference": difference.reference,
-                "expected": difference.expected,
-                "actual": difference.actual,
-                "trace": difference.trace,
-            }
-        if self.failure is not None:
-            data["failure"] = self.failure
-            data["trace"] = self.failure_trace
-        return data
 
     def explain(self) -> str:
-        """A human-readable report."""
-        head = (
-            f"{self.candidate}: {self.verdict.upper()} at levels {', '.join(self.levels)} "
-            f"({self.examples} examples, {self.seconds:.1f} s)"
+        """A human-readable report: headline, findings, then the table's summary."""
+        lines = [
+            f"{self.candidate}: {self.headline().upper() if not self.findings else self.headline()}"
+            f" at levels {', '.join(self.levels)} ({self.examples} examples, "
+            f"{self.seconds:.1f} s, {len(self.exercised)} rules exercised)"
+        ]
+        if self.profile.source is not None:
+            lines.append(f"  profile: {self.profile.name} ({self.profile.source})")
+        for found in self.findings:
+            lines.append("")
+            lines.append(found.explain())
+        counts: dict[str, int] = {}
+        for row in self.table():
+            counts[row.status] = counts.get(row.status, 0) + 1
+        lines.append(
+            "  rules: "
+            + ", ".join(f"{counts[status]} {status}" for status in STATUSES if status in counts)
         )
-        if self.difference is not None:
-            return head + "\n" + self.difference.explain()
-        if self.failure is not None:
-            import json
+        return "\n".join(lines)
 
-            lines = [head, self.failure, "steps up to the failure (JSON lines):"]
-            lines.extend(json.dumps(step) for step in self.failure_trace)
-            return "\n".join(lines)
-        return head
+
+def _level_of(rule: str) -> str:
+    return GROUP_LEVEL.get(rule.split("-")[1], "core")
 
 
 def choose_levels(candidate: Candidate, requested: frozenset[str] | None) -> frozenset[str]:
@@ -136,22 +247,42 @@ def choose_levels(candidate: Candidate, requested: frozenset[str] | None) -> fro
     return frozenset(requested | {"core"})
 
 
-def choose_block_sizes(candidate: Candidate, wanted: tuple[int, ...]) -> tuple[int, ...]:
-    """The block sizes to draw: ``wanted`` that the candidate supports, else its smallest."""
-    supported = candidate.block_sizes
+def choose_block_sizes(
+    candidate: Candidate, wanted: tuple[int, ...], profile: Profile = STRICT
+) -> tuple[int, ...]:
+    """The block sizes to draw: ``wanted`` that the candidate and its profile support,
+    else the smallest size both support (or the candidate's smallest)."""
+    supported = set(candidate.block_sizes or ()) or None
+    if profile.block_sizes is not None:
+        declared = set(profile.block_sizes)
+        supported = declared if supported is None else (supported & declared) or supported
     if supported is None:
         return wanted
     common = tuple(size for size in wanted if size in supported)
     return common or (min(supported),)
 
 
+def choose_pool(wanted: tuple[int, int], profile: Profile = STRICT) -> tuple[int, int]:
+    """The pool range to draw: ``wanted`` within the profile's supported sizes."""
+    if profile.pool_sizes is None:
+        return wanted
+    low, high = max(wanted[0], profile.pool_sizes[0]), min(wanted[1], profile.pool_sizes[1])
+    return (low, high) if low <= high else profile.pool_sizes
+
+
 def run_kit(
     candidate: Candidate,
     levels: frozenset[str] | None = None,
     kit: KitSettings | None = None,
+    *,
+    profile: Profile = STRICT,
+    reopen: Callable[[], Candidate] | None = None,
 ) -> Report:
     """Drive ``candidate`` against the reference and report. Cost: up to
-    ``examples * steps`` operations on each, plus shrinking when they disagree.
+    ``examples * steps`` operations on each, plus shrinking (``shrink_seconds``).
+
+    ``reopen`` makes a fresh candidate after one fails (a program that died);
+    without it the search stops at a failure.
 
     Raises:
         LevelError: ``levels`` asks for a level the candidate does not declare.
@@ -161,49 +292,44 @@ def run_kit(
     session = Session(
         candidate=candidate,
         levels=chosen,
-        block_sizes=choose_block_sizes(candidate, kit.block_sizes),
-        pool=kit.pool,
-        shrink_seconds=kit.shrink_seconds,
+        profile=profile,
+        reopen=reopen,
+        block_sizes=choose_block_sizes(candidate, kit.block_sizes, profile),
+        pool=choose_pool(kit.pool, profile),
+        max_steps=kit.steps,
+        first=kit.first,
+        budget=kit.budget,
     )
-    phases = [Phase.explicit, Phase.generate] + ([Phase.shrink] if kit.shrink else [])
-    search = settings(
-        max_examples=kit.examples,
-        stateful_step_count=kit.steps,
-        deadline=None,
-        database=None,
-        phases=phases,
-        report_multiple_bugs=False,
-        suppress_health_check=list(HealthCheck),
-        verbosity=Verbosity.quiet,
+    search(session, examples=kit.examples, seed_value=kit.seed)
+    findings = list(session.findings.values())
+    if kit.shrink and findings:
+        shrinker = Shrinker(session.candidate, chosen, profile, reopen)
+        budget = time.perf_counter() + kit.shrink_seconds
+        shrunk = []
+        for index, found in enumerate(findings):
+            if found.kind == "failure" and reopen is None:
+                shrunk.append(found)  # a program that died cannot be asked again
+                continue
+            share = (budget - time.perf_counter()) / (len(findings) - index)
+            shrunk.append(shrinker.shrink(found, max(share, 0.5)))
+        findings = shrunk
+        session.candidate = shrinker.candidate
+    if session.candidate is not candidate:
+        session.candidate.close()  # a restarted program; the caller closes its own
+    return Report(
+        candidate=candidate.name,
+        levels=ordered(chosen),
+        profile=profile,
+        passed=not findings,
+        examples=session.examples,
+        seconds=time.perf_counter() - session.started,
+        first_finding_seconds=session.first_at,
+        findings=findings,
+        waived=list(session.waived.values()),
+        exercised=session.exercised,
     )
 
-    class SessionMachine(LockstepMachine):
-        def __init__(self) -> None:
-            super().__init__(session)
 
-    report = Report(candidate.name, ordered(chosen), passed=False, examples=0, seconds=0.0)
-    start = time.perf_counter()
-    try:
-        run_state_machine_as_test(seed(kit.seed)(SessionMachine), settings=search)
-    except Disagreement as exc:
-        report.difference = exc.difference
-        if kit.shrink:
-            report.difference = minimise(exc.difference, candidate, chosen)
-    except CandidateFailure as exc:
-        report.failure = f"{candidate.name} failed at {exc}"
-        report.failure_trace = exc.trace
-    except (ShrinkBudgetSpent, Flaky) as exc:
-        if session.best is not None:
-            # Shrinking was cut short (Hypothesis may report the cut as flakiness):
-            # report the shortest disagreement seen, minimised greedily.
-            report.difference = minimise(session.best, candidate, chosen)
-        else:
-            report.failure = (
-                f"{candidate.name} is not deterministic: the same operations gave different "
-                f"answers on a rerun ({type(exc).__name__}: {exc})"
-            )
-    else:
-        report.passed = True
-    report.seconds = time.perf_counter() - start
-    report.examples = session.examples
-    return report
+def dumps(reports: list[Report], **extra: Any) -> str:
+    """Reports as the JSON document of ``report.schema.json``. O(size)."""
+    return json.dumps({"results": [report.to_json() for report in reports], **extra}, indent=2)

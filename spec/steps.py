@@ -60,7 +60,7 @@ SNAPSHOT_STATS: tuple[str, ...] = ("quarantined", "readers", "oldest_reader", "v
 READ_OPS: tuple[str, ...] = ("dump", "stats", "namespaces")
 
 #: Keys a step may carry besides its arguments (ignored when applying it).
-META_KEYS = frozenset({"op", "expect", "actual", "trace", "levels", "note"})
+META_KEYS = frozenset({"op", "expect", "actual", "trace", "levels", "note", "batch"})
 
 
 class LeaseBook:
@@ -168,11 +168,14 @@ def apply_step(candidate: Candidate, step: Step, book: LeaseBook) -> Outcome:
     raise ValueError(f"unknown operation {op!r} in step {step!r}")
 
 
-def normalise(op: str, outcome: Outcome, levels: frozenset[str]) -> Outcome:
+def normalise(
+    op: str, outcome: Outcome, levels: frozenset[str], *, recency: bool = True
+) -> Outcome:
     """What of ``outcome`` the declared ``levels`` specify. O(size of the outcome).
 
     Without the ``eviction`` level the logical clock and the stamps are not
-    specified (R-LRU-*), so they are removed from dumps, snapshot dumps and stats.
+    specified (R-LRU-*), so they are removed from dumps, snapshot dumps and stats;
+    so they are when ``recency`` is False (a profile's ``recency = "not_compared"``).
     Without the ``snapshots`` level the stats' version, reader and quarantine
     counters are not specified (R-SNAP-1, R-EPOCH-3), so they are removed.
     """
@@ -182,7 +185,7 @@ def normalise(op: str, outcome: Outcome, levels: frozenset[str]) -> Outcome:
     if op == "stats" and "snapshots" not in levels:
         for name in SNAPSHOT_STATS:
             answer.pop(name, None)
-    if "eviction" not in levels:
+    if "eviction" not in levels or not recency:
         if op in ("dump", "stats", "snapshot_dump"):
             answer.pop("clock", None)
         if op == "dump" and isinstance(answer.get("namespaces"), list):

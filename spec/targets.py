@@ -1,26 +1,44 @@
-"""Resolve a target name given on the command line into a :class:`Candidate`.
+"""Resolve a target name into something the kit can check: :func:`resolve`, :func:`command`.
+
+A :class:`Target` is a name, a way to open a fresh :class:`~spec.candidate.Candidate`
+(again after one failed: a program that died is restarted) and the deviation
+profile to check it under (:mod:`spec.profile`). Names:
 
 * ``reference`` -- the pure-Python reference (checking it against itself is a
   smoke test of the kit);
 * ``accel`` -- the C twin, imported only when asked for;
+* a peer of :mod:`spec.peers` (``sglang``) -- a real cache behind an adapter, with
+  the profile it ships;
 * ``module:attribute`` -- any Python object: a tree class with the reference API
   (``Tree(num_blocks, block_size)``; wrapped by :class:`TreeAdapter`), an object
   that already speaks the plain-data :class:`Candidate` protocol (used directly), a
   class of such objects (instantiated with no arguments), or a zero-argument
   function returning either;
-* a command line (``--cmd "program args"``) -- a program speaking the stdio
-  protocol (:class:`spec.stdio.StdioCandidate`).
+* a command line (:func:`command`, ``--cmd "program args"``) -- a program speaking
+  the stdio protocol (:class:`spec.stdio.StdioCandidate`).
+
+Both functions are plain, for other tools too (``kachedb-radix explain`` resolves
+targets and profiles the way ``conform`` does)::
+
+    target = resolve("sglang")              # its shipped profile
+    target = resolve("accel", profile="my.toml", timeout=5.0)
+    candidate = target.open()
 """
 
 from __future__ import annotations
 
 import importlib
 import shlex
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from .adapter import TreeAdapter
 from .candidate import Candidate
+from .profile import STRICT, Profile, load
 from .stdio import DEFAULT_TIMEOUT, StdioCandidate
+from .timeout import TimedCandidate
 
 _TREE_METHODS = ("match", "insert", "release", "evict", "dump")
 _CANDIDATE_METHODS = ("reset", "match", "insert", "release", "evict", "dump", "levels")
@@ -30,17 +48,70 @@ class TargetError(ValueError):
     """A target that cannot be loaded; the message says why and what to do."""
 
 
-def resolve(target: str) -> Candidate:
-    """The in-process candidate named by ``target``. Cost: an import.
+@dataclass(frozen=True)
+class Target:
+    """A resolved target.
+
+    Attributes:
+        name: the name it was resolved from.
+        open: makes a fresh candidate (for a program: starts it).
+        profile: the deviation profile to check it under.
+    """
+
+    name: str
+    open: Callable[[], Candidate]
+    profile: Profile = STRICT
+
+
+ProfileSpec = Profile | str | Path | None
+
+
+def resolve(name: str, *, profile: ProfileSpec = None, timeout: float | None = None) -> Target:
+    """The in-process target named ``name`` (see the module docstring). Cost: an import.
+
+    ``profile`` is a :class:`Profile`, a path to a TOML profile, ``"strict"`` (no
+    deviations), or None for the target's own (a peer's shipped profile; otherwise
+    the strict spec). With
+    ``timeout``, each call of the candidate must answer within that many seconds
+    (:mod:`spec.timeout`).
 
     Raises:
         TargetError: unknown name, import failure, or an object of neither shape.
+        ProfileError: the profile file is not a valid profile.
     """
-    if target == "reference":
+    opener, shipped = _opener(name)
+    chosen = load_profile(profile) if profile is not None else shipped
+    if timeout is not None:
+        inner = opener
+
+        def opener() -> Candidate:
+            return TimedCandidate(inner(), timeout)
+
+    return Target(name, opener, chosen)
+
+
+def load_profile(profile: ProfileSpec) -> Profile:
+    """``profile`` as a :class:`Profile`: itself, the file it names, or the strict spec
+    (None or ``"strict"``).
+
+    Raises:
+        ProfileError: the file is not a valid profile.
+    """
+    if profile is None or str(profile) == "strict":
+        return STRICT
+    if isinstance(profile, Profile):
+        return profile
+    return load(profile)
+
+
+def _opener(name: str) -> tuple[Callable[[], Candidate], Profile]:
+    from . import peers
+
+    if name == "reference":
         import reference
 
-        return TreeAdapter(reference.RadixTree, "reference")
-    if target == "accel":
+        return (lambda: TreeAdapter(reference.RadixTree, "reference")), STRICT
+    if name == "accel":
         try:
             import accel
         except ImportError as exc:
@@ -48,12 +119,25 @@ def resolve(target: str) -> Candidate:
                 f"target accel: the C twin cannot be imported ({exc}); build it with "
                 "`pip install -e .` (needs a C compiler), or check another target"
             ) from None
-        return TreeAdapter(accel.RadixTree, "accel")
-    if ":" not in target:
+        return (lambda: TreeAdapter(accel.RadixTree, "accel")), STRICT
+    if name in peers.PEERS:
+        peer = peers.PEERS[name]
+        try:
+            factory = peer.factory()
+        except ImportError as exc:
+            raise TargetError(f"target {name}: {exc}") from None
+        return factory, load(peer.profile)
+    if ":" not in name:
         raise TargetError(
-            f"unknown target {target!r}: use reference, accel, module:attribute, "
-            "or --cmd 'program args'"
+            f"unknown target {name!r}: use reference, accel, "
+            f"{', '.join(peers.PEERS)}, module:attribute, or --cmd 'program args'"
         )
+    found = _import(name)
+    wrap(found, name)  # fail now, not at the first open
+    return (lambda: wrap(found, name)), STRICT
+
+
+def _import(target: str) -> Any:
     module_name, _, attribute = target.partition(":")
     try:
         module = importlib.import_module(module_name)
@@ -65,7 +149,7 @@ def resolve(target: str) -> Candidate:
             found = getattr(found, part)
         except AttributeError:
             raise TargetError(f"target {target}: {module_name} has no {attribute!r}") from None
-    return wrap(found, target)
+    return found
 
 
 def wrap(found: Any, name: str) -> Candidate:
@@ -97,12 +181,16 @@ def wrap(found: Any, name: str) -> Candidate:
     )
 
 
-def command(line: str, *, timeout: float = DEFAULT_TIMEOUT) -> StdioCandidate:
-    """Start the program ``line`` (split like a shell would) as a stdio candidate.
+def command(line: str, *, timeout: float = DEFAULT_TIMEOUT, profile: ProfileSpec = None) -> Target:
+    """The program ``line`` (split like a shell would) as a stdio target.
+
+    Opening it starts the program and says ``hello`` (raising
+    :class:`~spec.candidate.CandidateFailure` when it does not start or fails the
+    handshake); after a failure the kit opens it again.
 
     Raises:
         TargetError: the line is empty or cannot be split.
-        CandidateFailure: the program does not start or fails its handshake.
+        ProfileError: the profile file is not a valid profile.
     """
     try:
         argv = shlex.split(line)
@@ -110,7 +198,11 @@ def command(line: str, *, timeout: float = DEFAULT_TIMEOUT) -> StdioCandidate:
         raise TargetError(f"--cmd {line!r}: {exc}") from None
     if not argv:
         raise TargetError("--cmd needs a program")
-    return StdioCandidate(argv, timeout=timeout)
+    return Target(
+        f"--cmd {line}",
+        lambda: StdioCandidate(argv, timeout=timeout),
+        load_profile(profile),
+    )
 
 
 def _has(found: Any, names: tuple[str, ...]) -> bool:

@@ -125,7 +125,9 @@ def test_a_bug_is_reported_as_a_short_trace() -> None:
     assert len(difference.trace) <= 5  # reset, one or two inserts, the evict
     text = report.explain()
     assert "sorted disagrees with reference" in text and '"op": "evict"' in text
-    assert json.loads(json.dumps(report.to_json()))["difference"]["step"] == len(difference.trace)
+    found = json.loads(json.dumps(report.to_json()))["findings"][0]
+    assert found["step"] == len(difference.trace) and found["rule"] == "R-EVICT-4"
+    assert "R-EVICT-4" in text and "sorted, not in eviction order" in text
     # The reported trace replays: the candidate still differs at the same step.
     again = replay(difference.trace, TreeAdapter(EvictedIdsSorted, "sorted"))
     assert again.difference is not None

@@ -1,11 +1,14 @@
 """``kachedb-radix conform`` and ``kachedb-radix replay``: the conformance kit's CLI.
 
 ``conform TARGET... [--cmd "program args"]...`` drives each target in lockstep with
-the reference (see :mod:`spec.targets` for target names), prints each report and a
-side-by-side summary, and exits 1 on any disagreement or failure. ``--mutants``
-also runs the kit against every planted bug in :mod:`spec.mutants` and exits 1 if
-one survives. ``replay TRACE --target T`` replays a JSON-lines trace (a golden
-vector file or a reported disagreement) and shows where T differs.
+the reference (see :mod:`spec.targets` for target names) under its deviation
+profile (``--profile``; :mod:`spec.profile`), prints each report -- every finding
+with its rule ids, one per rule unless ``--first`` -- and a side-by-side summary,
+writes the conformance report page with ``--report DIR`` (:mod:`spec.report`),
+and exits 1 on any finding or failure. ``--mutants`` also runs the kit against
+every planted bug in :mod:`spec.mutants` and exits 1 if one survives.
+``replay TRACE --target T`` replays a JSON-lines trace (a golden vector file or a
+reported finding) and shows where T differs.
 
 Exit status: 0 all agree (and every mutant killed), 1 a disagreement, a failure or
 a surviving mutant, 2 a usage error (unknown target, unreadable trace, bad level).
@@ -17,6 +20,7 @@ own.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import statistics
 import sys
@@ -26,10 +30,12 @@ from typing import Any
 
 from spec.candidate import Candidate, CandidateFailure
 from spec.levels import GROUP_LEVEL, LEVELS, LevelError, ordered, parse_levels
+from spec.profile import ProfileError
 from spec.replay import ReplayResult, TraceError, read_trace, replay
-from spec.runner import KitSettings, Report, run_kit
+from spec.report import write_report
+from spec.runner import KitSettings, Report, dumps, run_kit
 from spec.stdio import DEFAULT_TIMEOUT
-from spec.targets import TargetError, command, resolve
+from spec.targets import Target, TargetError, command, resolve
 
 EXIT_OK = 0
 EXIT_DIFFERS = 1
@@ -79,14 +85,56 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     conform.add_argument(
         "--no-shrink",
         action="store_true",
-        help="report the first disagreement found without shrinking it",
+        help="report findings without shrinking them",
+    )
+    conform.add_argument(
+        "--first",
+        action="store_true",
+        help="stop at the first finding (default: keep searching and report one finding per rule)",
+    )
+    conform.add_argument(
+        "--profile",
+        type=Path,
+        default=None,
+        metavar="FILE",
+        help="a deviation profile (TOML, spec/profile.py) for every target named, or "
+        "'strict' for none (default: each target's own; sglang ships spec/peers/sglang.toml)",
+    )
+    conform.add_argument(
+        "--block-sizes",
+        default=None,
+        metavar="B,B,...",
+        help="block sizes to draw (default 1,2,3,4; intersected with the target's)",
+    )
+    conform.add_argument(
+        "--pool-sizes",
+        default=None,
+        metavar="MIN-MAX",
+        help=f"pool sizes to draw from (default {KitSettings.pool[0]}-{KitSettings.pool[1]})",
+    )
+    conform.add_argument(
+        "--budget",
+        type=int,
+        default=KitSettings.budget,
+        help=f"most operations a search runs, fills included (default {KitSettings.budget})",
+    )
+    conform.add_argument(
+        "--report",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="also write DIR/index.html and DIR/report.json: targets x rules",
     )
     conform.add_argument(
         "--mutants",
         action="store_true",
         help="also run the kit against every planted bug in spec.mutants",
     )
-    conform.add_argument("--json", action="store_true", help="print the results as JSON")
+    conform.add_argument(
+        "--json",
+        action="store_true",
+        help="print the results as JSON (spec/report.schema.json)",
+    )
     conform.set_defaults(handler=run_conform)
 
     replayer = subparsers.add_parser(
@@ -116,7 +164,7 @@ def _add_cmd(parser: argparse.ArgumentParser) -> None:
         "--timeout",
         type=float,
         default=DEFAULT_TIMEOUT,
-        help=f"seconds allowed per answer over stdio (default {DEFAULT_TIMEOUT:g})",
+        help=f"seconds allowed per call, over stdio and in-process (default {DEFAULT_TIMEOUT:g})",
     )
 
 
@@ -140,35 +188,26 @@ def run_conform(args: argparse.Namespace) -> int:
         return EXIT_USAGE
     try:
         levels = None if args.levels is None else parse_levels(args.levels)
-    except LevelError as exc:
+        kit = _settings(args)
+    except (LevelError, ValueError) as exc:
         print(f"conform: {exc}", file=sys.stderr)
         return EXIT_USAGE
-    kit = KitSettings(
-        examples=args.examples, seed=args.seed, steps=args.steps, shrink=not args.no_shrink
-    )
     reports: list[Report] = []
     for name in [*args.targets, *(f"--cmd {line}" for line in args.cmd)]:
-        candidate = _open(name, args.timeout)
-        if candidate is None:
+        report = _check(name, args, levels, kit)
+        if report is None:
             return EXIT_USAGE
-        try:
-            reports.append(run_kit(candidate, levels, kit))
-        except LevelError as exc:
-            print(f"conform: {exc}", file=sys.stderr)
-            return EXIT_USAGE
-        finally:
-            candidate.close()
+        reports.append(report)
         if not args.json:
-            print(reports[-1].explain(), flush=True)
-            undeclared = [level for level in LEVELS if level not in candidate.levels]
-            if levels is None and undeclared:
-                print(f"  not checked (not declared): {', '.join(undeclared)}", flush=True)
+            print(report.explain(), flush=True)
     mutants = _run_mutants(kit, quiet=args.json) if args.mutants else None
+    if args.report is not None and reports:
+        written = write_report(reports, args.report)
+        if not args.json:
+            print(f"report: {', '.join(str(path) for path in written)}")
     if args.json:
-        output: dict[str, Any] = {"results": [report.to_json() for report in reports]}
-        if mutants is not None:
-            output["mutants"] = mutants
-        print(json.dumps(output, indent=2))
+        extra: dict[str, Any] = {"mutants": mutants} if mutants is not None else {}
+        print(dumps(reports, **extra))
     elif reports:
         print(_summary(reports))
     failed = any(not report.passed for report in reports)
@@ -176,31 +215,106 @@ def run_conform(args: argparse.Namespace) -> int:
     return EXIT_DIFFERS if failed or survived else EXIT_OK
 
 
-def _open(name: str, timeout: float) -> Candidate | None:
+def _settings(args: argparse.Namespace) -> KitSettings:
+    """The kit settings the flags ask for.
+
+    Raises:
+        ValueError: a malformed ``--block-sizes`` or ``--pool-sizes``.
+    """
+    block_sizes = KitSettings.block_sizes
+    if args.block_sizes is not None:
+        block_sizes = tuple(
+            _positive(part, "--block-sizes") for part in args.block_sizes.split(",")
+        )
+    pool = KitSettings.pool
+    if args.pool_sizes is not None:
+        low, _, high = args.pool_sizes.partition("-")
+        pool = (_positive(low, "--pool-sizes"), _positive(high or low, "--pool-sizes"))
+        if pool[0] > pool[1]:
+            raise ValueError(f"--pool-sizes {args.pool_sizes}: the smallest comes first")
+    return KitSettings(
+        examples=args.examples,
+        seed=args.seed,
+        steps=args.steps,
+        shrink=not args.no_shrink,
+        block_sizes=block_sizes,
+        pool=pool,
+        first=args.first,
+        budget=args.budget,
+    )
+
+
+def _positive(text: str, flag: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise ValueError(f"{flag}: {text!r} is not an integer") from None
+    if value < 1:
+        raise ValueError(f"{flag}: {value} is not >= 1")
+    return value
+
+
+def _check(
+    name: str, args: argparse.Namespace, levels: frozenset[str] | None, kit: KitSettings
+) -> Report | None:
+    """Run the kit on target ``name``; None (and a message) on a usage error."""
+    target = _target(name, args)
+    if target is None:
+        return None
+    try:
+        candidate = target.open()
+    except CandidateFailure as exc:
+        print(f"conform: {name}: {exc}", file=sys.stderr)
+        return None
+    try:
+        report = run_kit(candidate, levels, kit, profile=target.profile, reopen=target.open)
+    except LevelError as exc:
+        print(f"conform: {exc}", file=sys.stderr)
+        return None
+    finally:
+        candidate.close()
+    undeclared = [level for level in LEVELS if level not in candidate.levels]
+    if levels is None and undeclared and not args.json:
+        print(f"  not checked (not declared): {', '.join(undeclared)}", flush=True)
+    return report
+
+
+def _target(name: str, args: argparse.Namespace) -> Target | None:
     try:
         if name.startswith("--cmd "):
-            return command(name.removeprefix("--cmd "), timeout=timeout)
-        return resolve(name)
-    except TargetError as exc:
+            return command(name.removeprefix("--cmd "), timeout=args.timeout, profile=args.profile)
+        return resolve(name, profile=args.profile, timeout=args.timeout)
+    except (TargetError, ProfileError) as exc:
         print(f"conform: {exc}", file=sys.stderr)
+    return None
+
+
+def _open(name: str, timeout: float) -> Candidate | None:
+    """The candidate ``name`` names (for ``replay``); None and a message on failure."""
+    target = _target(name, argparse.Namespace(timeout=timeout, profile=None))
+    if target is None:
+        return None
+    try:
+        return target.open()
     except CandidateFailure as exc:
         print(f"conform: {name}: {exc}", file=sys.stderr)
     return None
 
 
 def _summary(reports: list[Report]) -> str:
-    rows = [("implementation", "levels", "verdict", "examples", "seconds")]
+    rows = [("implementation", "levels", "verdict", "examples", "rules", "seconds")]
     for report in reports:
         rows.append(
             (
                 report.candidate,
                 ",".join(report.levels),
-                report.verdict,
+                _short(report),
                 str(report.examples),
+                str(len(report.exercised)),
                 f"{report.seconds:.1f}",
             )
         )
-    widths = [max(len(row[column]) for row in rows) for column in range(5)]
+    widths = [max(len(row[column]) for row in rows) for column in range(len(rows[0]))]
     lines = ["", "summary:"]
     for row in rows:
         lines.append(
@@ -209,26 +323,38 @@ def _summary(reports: list[Report]) -> str:
     return "\n".join(lines)
 
 
+def _short(report: Report) -> str:
+    """The verdict in a table cell: the deviations or findings counted, not listed."""
+    if report.findings:
+        return f"{report.verdict}: {len(report.findings)} rule(s)"
+    deviations = report.deviations()
+    return f"{report.verdict} ({len(deviations)})" if deviations else report.verdict
+
+
 def _run_mutants(kit: KitSettings, *, quiet: bool) -> dict[str, Any]:
     from spec.mutants import MUTANTS, check_mutant
 
-    mutant_kit = KitSettings(examples=kit.examples, seed=kit.seed, steps=kit.steps, shrink=False)
+    mutant_kit = dataclasses.replace(kit, shrink=False, first=True)
     results = []
     for mutant in MUTANTS.values():
         result = check_mutant(mutant, mutant_kit)
         results.append(result)
         if not quiet:
             verdict = "killed  " if result.killed else "SURVIVED"
+            right = "right rule" if result.right_rule else "other rule" if result.killed else ""
             print(
                 f"  {verdict} {mutant.name:34} {result.seconds:6.2f} s  "
-                f"{result.examples:4d} examples  ({', '.join(mutant.rules)})",
+                f"{result.examples:4d} examples  found {','.join(result.rules[:1]) or '-':10}"
+                f" {right:10} (declares {', '.join(mutant.rules)})",
                 flush=True,
             )
     killed = [result for result in results if result.killed]
+    right_rule = [result for result in killed if result.right_rule]
     times = [result.seconds for result in killed]
     summary: dict[str, Any] = {
         "total": len(results),
         "killed": len(killed),
+        "right_rule": len(right_rule),
         "median_seconds_to_kill": round(statistics.median(times), 3) if times else None,
         "worst_seconds_to_kill": round(max(times), 3) if times else None,
         "mutants": [
@@ -243,14 +369,18 @@ def _run_mutants(kit: KitSettings, *, quiet: bool) -> dict[str, Any]:
                 "seconds": round(result.seconds, 3),
                 "examples": result.examples,
                 "first_difference": result.step,
+                "found_rules": list(result.rules),
+                "right_rule": result.right_rule,
             }
             for result in results
         ],
     }
     if not quiet:
         print(
-            f"mutants: {len(killed)}/{len(results)} killed; time to kill: median "
-            f"{summary['median_seconds_to_kill']} s, worst {summary['worst_seconds_to_kill']} s"
+            f"mutants: {len(killed)}/{len(results)} killed, {len(right_rule)} with the right "
+            "rule; "
+            f"time to kill: median {summary['median_seconds_to_kill']} s, "
+            f"worst {summary['worst_seconds_to_kill']} s"
         )
     return summary
 

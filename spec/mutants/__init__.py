@@ -6,8 +6,10 @@ rule group. ``kachedb-radix conform --mutants`` runs the kit against each and
 reports killed/total with the time each took to kill; ``tests/test_spec_mutants.py``
 requires all of them to be killed with the default settings.
 
-Mutants are killed, not explained: the search stops at the first disagreement and
-does not shrink it. To see a minimal trace for one, run the kit on it directly:
+Mutants are killed, not explained: the search stops at the first finding and does
+not shrink it. Each kill names the rule the finding was attributed to
+(:mod:`spec.rulemap`); it is *right* when that rule is one the mutant declares it
+violates. To see a minimal trace for one, run the kit on it directly:
 ``kachedb-radix conform spec.mutants.eviction:LruReversed``.
 
 A tie-break mutant (ties to the larger block id) is deliberately absent: with the
@@ -19,6 +21,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
+from typing import cast
 
 from ..adapter import TreeAdapter
 from ..runner import KitSettings, run_kit
@@ -29,6 +32,7 @@ from . import (
     pinning,
     recency,
     snapshots,
+    state,
     structure,
     tokens,
     views,
@@ -49,10 +53,12 @@ MODULES = (
     namespaces,
     views,
     snapshots,
+    state,
 )
 
-#: The settings mutant runs use by default: the kit's defaults without shrinking.
-MUTANT_SETTINGS = KitSettings(shrink=False)
+#: The settings mutant runs use by default: the kit's defaults, stopping at the first
+#: finding, without shrinking.
+MUTANT_SETTINGS = KitSettings(shrink=False, first=True)
 
 
 @dataclass(frozen=True)
@@ -64,7 +70,8 @@ class MutantResult:
         killed: the kit found a disagreement.
         seconds: time to the first disagreement (or to give up).
         examples: examples run.
-        step: the step of the first disagreement, described, when killed.
+        step: the step of the first finding, described, when killed.
+        rules: the rules the first finding was attributed to, the primary first.
     """
 
     mutant: Mutant
@@ -72,6 +79,12 @@ class MutantResult:
     seconds: float
     examples: int
     step: str = ""
+    rules: tuple[str, ...] = ()
+
+    @property
+    def right_rule(self) -> bool:
+        """Killed, and the finding's primary rule is one the mutant declares."""
+        return self.killed and bool(self.rules) and self.rules[0] in self.mutant.rules
 
 
 def check_mutant(mutant: Mutant, kit: KitSettings = MUTANT_SETTINGS) -> MutantResult:
@@ -79,12 +92,13 @@ def check_mutant(mutant: Mutant, kit: KitSettings = MUTANT_SETTINGS) -> MutantRe
     start = time.perf_counter()
     report = run_kit(TreeAdapter(mutant.tree, f"mutant:{mutant.name}"), kit=kit)
     seconds = time.perf_counter() - start
-    step = ""
-    if report.difference is not None:
+    step, rules = "", cast(tuple[str, ...], ())
+    if report.findings:
         from ..steps import describe
 
-        step = describe(report.difference.trace[report.difference.index])
-    return MutantResult(mutant, not report.passed, seconds, report.examples, step)
+        found = report.findings[0]
+        step, rules = describe(found.trace[found.index]), found.rules
+    return MutantResult(mutant, not report.passed, seconds, report.examples, step, rules)
 
 
 __all__ = ["MODULES", "MUTANTS", "MUTANT_SETTINGS", "Mutant", "MutantResult", "check_mutant"]

@@ -60,7 +60,7 @@ class EvictEdgeHeadFirst(MutantTree):
         return [head]
 
 
-@mutant("evict_whole_leaf", "R-EVICT-1", "R-EVICT-4")
+@mutant("evict_whole_leaf", "R-EVICT-1", "R-EVICT-4", "R-INS-5")
 class EvictWholeLeaf(MutantTree):
     """``evict(n)`` frees whole leaf edges, possibly more than n blocks."""
 

@@ -17,7 +17,7 @@ class PinWholeEdge(MutantTree):
         super()._adjust_pins([(node, node.count) for node, _ in path], delta)
 
 
-@mutant("pin_last_node_only", "R-PIN-3", "R-PIN-1")
+@mutant("pin_last_node_only", "R-PIN-3", "R-PIN-1", "R-PIN-2")
 class PinLastNodeOnly(MutantTree):
     """Only the last node of a path is pinned, not its ancestors."""
 

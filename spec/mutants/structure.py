@@ -33,7 +33,7 @@ class InsertLengthCountsPartial(MutantTree):
         return len(tokens)
 
 
-@mutant("reuse_trusts_first_block", "R-INS-2", "R-MATCH-1")
+@mutant("reuse_trusts_first_block", "R-INS-2", "R-MATCH-1", "R-MATCH-3")
 class ReuseTrustsFirstBlock(MutantTree):
     """Once an edge's first block matches, the rest of the edge is assumed to match."""
 
@@ -54,7 +54,7 @@ class ReuseTrustsFirstBlock(MutantTree):
         return path, matched
 
 
-@mutant("first_token_key", "R-EDGE-2")
+@mutant("first_token_key", "R-EDGE-2", "R-MATCH-3")
 class FirstTokenKey(MutantTree):
     """Children are found by their first token, not their whole first block."""
 
@@ -82,7 +82,7 @@ class FirstTokenKey(MutantTree):
         return path, matched
 
 
-@mutant("split_misplaces_blocks", "R-SPLIT-2")
+@mutant("split_misplaces_blocks", "R-SPLIT-2", "R-MATCH-3")
 class SplitMisplacesBlocks(MutantTree):
     """A split hands the upper half the edge's last block ids instead of its first."""
 

@@ -1,0 +1,60 @@
+"""Real caches behind adapters, checked by the kit as targets (``kachedb-radix conform
+sglang``).
+
+Each peer is its project's own code from a pinned release, installed without
+dependencies, with a thin adapter to the plain-data candidate protocol and the
+deviation profile it ships (:mod:`spec.profile`). Nothing of a peer's code is in
+this project: an adapter loads it from the installed package and fails with the
+install command when it is absent.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..candidate import Candidate
+
+#: Where the minimal traces of each peer's differences live.
+TRACES = Path(__file__).with_name("traces")
+
+
+@dataclass(frozen=True)
+class Peer:
+    """A peer target.
+
+    Attributes:
+        name: its target name.
+        description: what it is, in a few words.
+        profile: the profile it ships.
+        factory: returns a zero-argument constructor of its candidate.
+    """
+
+    name: str
+    description: str
+    profile: Path
+    factory: Callable[[], Callable[[], Candidate]]
+
+
+def _sglang() -> Callable[[], Candidate]:
+    """The SGLang adapter's constructor, once the pinned wheel is known to be there.
+
+    Raises:
+        ImportError: the pinned sglang wheel is not installed.
+    """
+    from .sglang import SGLangCandidate, load
+
+    load()  # fail now, with the install command, rather than at the first open
+    return SGLangCandidate
+
+
+#: The peers by target name.
+PEERS: dict[str, Peer] = {
+    "sglang": Peer(
+        "sglang",
+        "SGLang 0.5.23's RadixCache (sglang/srt/mem_cache/radix_cache.py)",
+        Path(__file__).with_name("sglang.toml"),
+        _sglang,
+    ),
+}

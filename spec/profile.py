@@ -1,0 +1,324 @@
+"""Deviation profiles: what a candidate declares about itself, in a TOML file it ships.
+
+A real cache makes policy choices this spec makes differently (SGLang evicts whole
+leaf nodes, reuses freed pages last-freed-first, stamps with wall time). Without a
+way to say so, the kit stops at the first such difference and the candidate learns
+nothing about the rest -- whether its eviction respects pins, say. A profile
+declares those choices; the kit then generates and compares accordingly and the
+verdict reads "conforms with declared deviations: R-...". A profile::
+
+    name = "my-cache 1.2"
+    block_sizes = [1, 16]          # supported block sizes (default: any)
+    pool_sizes = [2, 100000]       # smallest and largest pool (default: any)
+
+    [tolerate]                     # each key optional; the first value is the default
+    eviction_granularity = "whole_leaf_node"   # per_block | whole_leaf_node
+    evicted_set = "covering"       # exact | covering (whole nodes covering what was asked)
+    allocation_order = "any"       # smallest_free_first | any
+    recency = "not_compared"       # exact | not_compared
+    error_kinds = "mapped"         # exact | mapped (through [errors])
+
+    [errors]                       # with error_kinds = "mapped": its names -> kinds
+    TypeError = "token_type"
+
+    [waive]                        # rules not followed, each with its reason
+    R-TOK-3 = "token ids are int64 and never range-checked"
+
+Tolerance modes relax the rules listed in :data:`RELAXES`; the kit then *adopts*
+the candidate's admissible choice (the blocks it evicted, the ids it allocated)
+into its oracle, so the two stay in step and everything else is still compared
+exactly. Waived rules are not probed (their bad inputs are not generated) and a
+finding attributed to one is reported as waived. The safety rules
+(:data:`SAFETY_RULES`) are checked whatever the profile says and cannot be waived.
+
+:func:`load` reads a file; :func:`parse` checks already-parsed TOML data.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any
+
+from reference.errors import ERROR_KINDS
+
+from .rules import load_rules
+
+#: Each tolerance and its allowed values; the first is the spec's own (strict) choice.
+MODES: dict[str, tuple[str, ...]] = {
+    "eviction_granularity": ("per_block", "whole_leaf_node"),
+    "evicted_set": ("exact", "covering"),
+    "allocation_order": ("smallest_free_first", "any"),
+    "recency": ("exact", "not_compared"),
+    "error_kinds": ("exact", "mapped"),
+}
+
+#: The rules each non-strict tolerance relaxes, and why (shown as the waiver reason).
+RELAXES: dict[tuple[str, str], tuple[tuple[str, ...], str]] = {
+    ("eviction_granularity", "whole_leaf_node"): (
+        ("R-EVICT-1",),
+        "declared: evicts whole leaf nodes (any order inside a node)",
+    ),
+    ("evicted_set", "covering"): (
+        ("R-EVICT-4", "R-INS-5"),
+        "declared: frees whole nodes covering what was asked (may free more)",
+    ),
+    ("allocation_order", "any"): (
+        ("R-ALLOC-2", "R-INS-4"),
+        "declared: allocates any free ids (compared up to the ids it chose)",
+    ),
+    ("recency", "not_compared"): (
+        ("R-LRU-1", "R-LRU-2", "R-LRU-3", "R-LRU-4", "R-EVICT-2", "R-EVICT-3"),
+        "declared: recency is its own (stamps, clock and victim choice not compared)",
+    ),
+    ("error_kinds", "mapped"): (
+        ("R-ERR-3",),
+        "declared: error kinds mapped from its own exception names",
+    ),
+}
+
+#: Rules the policy-free safety check enforces (spec.safety): never waivable.
+SAFETY_RULES: tuple[str, ...] = (
+    "R-MATCH-3",
+    "R-PIN-3",
+    "R-ALLOC-1",
+    "R-NS-2",
+    "R-INV-1",
+    "R-ERR-2",
+)
+
+_TOP_KEYS = {"name", "block_sizes", "pool_sizes", "tolerate", "errors", "waive"}
+
+
+class ProfileError(ValueError):
+    """A profile that cannot be used; the message names the file and the setting."""
+
+
+@dataclass(frozen=True)
+class Profile:
+    """A candidate's declared deviations (see the module docstring).
+
+    Attributes:
+        name: a label for reports.
+        source: the file it was read from, if any.
+        block_sizes: supported block sizes, None for any.
+        pool_sizes: smallest and largest supported pool, None for any.
+        waived: rule id -> reason, for rules the candidate does not follow.
+        modes: tolerance -> chosen value (every key of :data:`MODES`).
+        errors: with ``error_kinds = "mapped"``, the candidate's names -> kinds.
+    """
+
+    name: str = "strict"
+    source: str | None = None
+    block_sizes: tuple[int, ...] | None = None
+    pool_sizes: tuple[int, int] | None = None
+    waived: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
+    modes: Mapping[str, str] = field(
+        default_factory=lambda: MappingProxyType({key: values[0] for key, values in MODES.items()})
+    )
+    errors: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
+
+    def mode(self, tolerance: str) -> str:
+        """The value chosen for ``tolerance`` (a key of :data:`MODES`). O(1)."""
+        return self.modes[tolerance]
+
+    @property
+    def strict(self) -> bool:
+        """No waiver and every tolerance at the spec's own choice."""
+        return not self.waived and all(
+            self.modes[key] == values[0] for key, values in MODES.items()
+        )
+
+    @property
+    def adopts_eviction(self) -> bool:
+        """Whether the kit follows the candidate's choice of victims (any eviction mode)."""
+        return (
+            self.modes["eviction_granularity"] != "per_block"
+            or self.modes["evicted_set"] != "exact"
+            or self.modes["recency"] != "exact"
+        )
+
+    @property
+    def adopts_allocation(self) -> bool:
+        """Whether the kit follows the candidate's choice of new block ids."""
+        return self.modes["allocation_order"] != "smallest_free_first"
+
+    @property
+    def compares_recency(self) -> bool:
+        """Whether stamps and the clock are compared."""
+        return self.modes["recency"] == "exact"
+
+    def deviations(self) -> dict[str, str]:
+        """Every rule not held to the letter, with its reason, in SPEC order. O(rules)."""
+        found: dict[str, str] = {}
+        for (tolerance, value), (rules, reason) in RELAXES.items():
+            if self.modes[tolerance] == value:
+                for rule in rules:
+                    found.setdefault(rule, reason)
+        found.update(self.waived)
+        order = {rule: index for index, rule in enumerate(load_rules())}
+        return dict(sorted(found.items(), key=lambda item: order.get(item[0], len(order))))
+
+    def map_kind(self, kind: str) -> str:
+        """A candidate's error kind as the spec names it. O(1).
+
+        With ``error_kinds = "mapped"`` a name in ``[errors]`` (a kind, or an
+        exception class name, also as ``unexpected:<Class>``) is translated;
+        anything else is kept.
+        """
+        if self.modes["error_kinds"] != "mapped":
+            return kind
+        bare = kind.removeprefix("unexpected:")
+        return self.errors.get(kind, self.errors.get(bare, kind))
+
+    def to_json(self) -> dict[str, Any]:
+        """The profile as JSON data (for reports). O(size)."""
+        return {
+            "name": self.name,
+            "source": self.source,
+            "block_sizes": None if self.block_sizes is None else list(self.block_sizes),
+            "pool_sizes": None if self.pool_sizes is None else list(self.pool_sizes),
+            "tolerate": dict(self.modes),
+            "errors": dict(self.errors),
+            "waived": dict(self.waived),
+        }
+
+
+#: The spec to the letter: what the kit uses when no profile is given.
+STRICT = Profile()
+
+
+def load(path: str | Path) -> Profile:
+    """Read and check the profile in TOML file ``path``. O(size of the file).
+
+    Raises:
+        ProfileError: the file cannot be read, is not TOML, or is not a valid
+            profile (see :func:`parse`).
+    """
+    path = Path(path)
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise ProfileError(f"profile {path}: cannot read it ({exc.strerror or exc})") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ProfileError(f"profile {path}: not TOML ({exc})") from None
+    return parse(data, str(path))
+
+
+def parse(data: Mapping[str, Any], source: str = "<profile>") -> Profile:
+    """Check parsed TOML data and build the profile. O(size).
+
+    Raises:
+        ProfileError: an unknown key, table, tolerance, value, rule id or error kind;
+            a waiver without a reason or of a safety rule; contradictory settings
+            (``evicted_set = "exact"`` with whole-node eviction; an ``[errors]``
+            table without ``error_kinds = "mapped"`` or the reverse); bad sizes.
+    """
+    where = f"profile {source}"
+    unknown = set(data) - _TOP_KEYS
+    if unknown:
+        raise ProfileError(f"{where}: unknown key(s) {', '.join(sorted(unknown))}")
+    name = data.get("name", Path(source).stem)
+    if not isinstance(name, str) or not name:
+        raise ProfileError(f"{where}: name must be a non-empty string")
+    modes = _modes(_table(data, "tolerate", where), where)
+    errors = _errors(_table(data, "errors", where), modes["error_kinds"], where)
+    if modes["evicted_set"] == "exact" and modes["eviction_granularity"] == "whole_leaf_node":
+        raise ProfileError(
+            f'{where}: evicted_set = "exact" contradicts eviction_granularity = '
+            '"whole_leaf_node" (whole nodes cannot free exactly the blocks asked for); '
+            'declare evicted_set = "covering"'
+        )
+    return Profile(
+        name=name,
+        source=source,
+        block_sizes=_block_sizes(data.get("block_sizes"), where),
+        pool_sizes=_pool_sizes(data.get("pool_sizes"), where),
+        waived=MappingProxyType(_waivers(_table(data, "waive", where), where)),
+        modes=MappingProxyType(modes),
+        errors=MappingProxyType(errors),
+    )
+
+
+def _table(data: Mapping[str, Any], key: str, where: str) -> Mapping[str, Any]:
+    table = data.get(key, {})
+    if not isinstance(table, Mapping):
+        raise ProfileError(f"{where}: [{key}] must be a table")
+    return table
+
+
+def _modes(table: Mapping[str, Any], where: str) -> dict[str, str]:
+    modes = {key: values[0] for key, values in MODES.items()}
+    for key, value in table.items():
+        if key not in MODES:
+            raise ProfileError(
+                f"{where}: unknown tolerance {key!r}; tolerances are {', '.join(MODES)}"
+            )
+        if value not in MODES[key]:
+            choices = " | ".join(MODES[key])
+            raise ProfileError(f"{where}: {key} = {value!r}: choose {choices}")
+        modes[key] = value
+    return modes
+
+
+def _errors(table: Mapping[str, Any], mode: str, where: str) -> dict[str, str]:
+    if mode == "mapped" and not table:
+        raise ProfileError(f'{where}: error_kinds = "mapped" needs an [errors] table')
+    if mode == "exact" and table:
+        raise ProfileError(f'{where}: an [errors] table needs error_kinds = "mapped"')
+    errors: dict[str, str] = {}
+    for name, kind in table.items():
+        if kind not in ERROR_KINDS:
+            raise ProfileError(
+                f"{where}: [errors] {name} = {kind!r} is not an error kind "
+                f"({', '.join(sorted(ERROR_KINDS))})"
+            )
+        errors[name] = kind
+    return errors
+
+
+def _waivers(table: Mapping[str, Any], where: str) -> dict[str, str]:
+    rules = load_rules()
+    waived: dict[str, str] = {}
+    for rule, reason in table.items():
+        if rule not in rules:
+            raise ProfileError(f"{where}: [waive] {rule}: no such rule in SPEC.md")
+        if rule in SAFETY_RULES:
+            raise ProfileError(
+                f"{where}: [waive] {rule} is a safety rule, checked whatever the profile "
+                "says; it cannot be waived"
+            )
+        if not isinstance(reason, str) or not reason.strip():
+            raise ProfileError(f"{where}: [waive] {rule} needs a reason (a non-empty string)")
+        waived[rule] = reason.strip()
+    return waived
+
+
+def _block_sizes(value: Any, where: str) -> tuple[int, ...] | None:
+    if value is None:
+        return None
+    if not isinstance(value, list) or not value or not all(_positive(size) for size in value):
+        raise ProfileError(f"{where}: block_sizes must be a non-empty list of ints >= 1")
+    return tuple(sorted(set(value)))
+
+
+def _pool_sizes(value: Any, where: str) -> tuple[int, int] | None:
+    if value is None:
+        return None
+    if (
+        not isinstance(value, list)
+        or len(value) != 2
+        or not all(_positive(size) for size in value)
+        or value[0] > value[1]
+    ):
+        raise ProfileError(
+            f"{where}: pool_sizes must be [smallest, largest], ints with 1 <= smallest <= largest"
+        )
+    return (value[0], value[1])
+
+
+def _positive(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 1

@@ -1,0 +1,186 @@
+"""The policy-free safety check: what every correct prefix cache keeps, whatever its profile.
+
+A deviation profile (:mod:`spec.profile`) lets a candidate evict whole nodes, reuse
+freed blocks in its own order and keep its own recency; it cannot let it hand out
+wrong KV. :class:`SafetyMonitor` follows the candidate's own answers -- never the
+oracle's -- and checks after every step:
+
+* a match returns only blocks whose content equals the queried prefix: the monitor
+  records what each block id was filled with (namespace and the whole token prefix
+  up to that block, as a chain of hashes) when an insert hands it out (R-MATCH-3);
+* a block freed (evicted) is never returned by a match until inserted again
+  (R-MATCH-3, R-ALLOC-1), and nothing matches across namespaces (R-NS-2);
+* a block pinned by a live lease is never evicted nor handed out again (R-PIN-3),
+  and a block still cached is never handed out again (R-ALLOC-1);
+* ``free + cached + quarantined == num_blocks`` and ``pinned + evictable ==
+  cached`` (R-INV-1);
+* a call that raised changed nothing of the cached state -- the dump and stats less
+  stamps and clock, which a profile may leave uncompared (R-ERR-2).
+
+A violation raises :class:`SafetyViolation` naming the property; the kit reports
+it with the property's rules (``rulemap.toml``, ``[safety]``). None of these rules
+can be waived.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+from .steps import Outcome, Step
+
+#: What a block holds: its namespace and a hash of the token prefix up to its end.
+Content = tuple[object, int]
+
+
+class SafetyViolation(Exception):
+    """A safety property broken by the candidate.
+
+    Attributes:
+        prop: the property (a key of ``[safety]`` in ``rulemap.toml``).
+        detail: which block, lease or counter, in words.
+    """
+
+    def __init__(self, prop: str, detail: str) -> None:
+        super().__init__(f"{prop}: {detail}")
+        self.prop = prop
+        self.detail = detail
+
+
+class SafetyMonitor:
+    """Tracks a candidate's blocks from its answers; see the module docstring."""
+
+    def __init__(self) -> None:
+        self._block_size = 1
+        self._content: dict[int, Content] = {}
+        self._leases: dict[int, list[int]] = {}
+        self._pins: Counter[int] = Counter()
+
+    def check(self, step: Step, outcome: Outcome) -> None:
+        """Check the candidate's ``outcome`` of ``step`` and update the model. O(answer).
+
+        Lease handles in the outcome and the step are the trace's (n-th lease issued).
+
+        Raises:
+            SafetyViolation: a property is broken.
+        """
+        op = step["op"]
+        if op == "reset":
+            self._block_size = step["block_size"]
+            self._content, self._leases, self._pins = {}, {}, Counter()
+            return
+        if op == "release" and "ok" in outcome:
+            for block in self._leases.pop(step["lease"], []):
+                self._pins[block] -= 1
+            return
+        answer = outcome.get("ok")
+        if not isinstance(answer, dict):
+            return
+        try:
+            if op == "insert":
+                self._insert(step, answer)
+            elif op == "match":
+                self._match(step, answer)
+            elif op == "evict":
+                self._free(answer["freed"], "evicted")
+            elif op == "stats":
+                self._accounting(answer)
+        except (KeyError, TypeError, IndexError):
+            return  # a malformed answer: the comparison with the oracle reports it
+
+    def check_unchanged(self, before: dict[str, Any], after: dict[str, Any], op: str) -> None:
+        """Raise unless a failed ``op`` left the cached state as it was (R-ERR-2).
+
+        ``before`` and ``after`` are the candidate's dump and stats around the call,
+        compared without stamps and clock. O(size of the dumps).
+        """
+        for name in sorted(before):
+            if policy_free(before[name]) != policy_free(after.get(name)):
+                raise SafetyViolation("failed_call", f"the failed {op} changed its {name}")
+
+    # ------------------------------------------------------------------ internals
+
+    def _insert(self, step: Step, answer: dict[str, Any]) -> None:
+        self._free(answer["evicted"], "evicted")
+        reused, blocks = answer["reused"], answer["blocks"]
+        keys = self._keys(step["namespace"], step["tokens"], len(blocks))
+        for index, block in enumerate(blocks[:reused]):
+            self._expect(block, keys[index], index)
+        for block in blocks[reused:]:
+            if self._pins[block] > 0:
+                raise SafetyViolation("pinned_reused", f"block {block} is pinned by a live lease")
+            if block in self._content:
+                raise SafetyViolation("handed_twice", f"block {block} is still cached")
+        for index in range(reused, len(blocks)):
+            self._content[blocks[index]] = keys[index]
+        self._lease(answer.get("lease"), blocks)
+
+    def _match(self, step: Step, answer: dict[str, Any]) -> None:
+        blocks = answer["blocks"]
+        keys = self._keys(step["namespace"], step["tokens"], len(blocks))
+        for index, block in enumerate(blocks):
+            self._expect(block, keys[index], index)
+        self._lease(answer.get("lease"), blocks)
+
+    def _expect(self, block: int, key: Content, index: int) -> None:
+        held = self._content.get(block)
+        where = f"block {block} at position {index}"
+        if held is None:
+            raise SafetyViolation("freed", f"{where} was never filled, or was freed since")
+        if held[0] != key[0]:
+            raise SafetyViolation(
+                "namespace", f"{where} holds namespace {held[0]!r}, the query {key[0]!r}"
+            )
+        if held != key:
+            raise SafetyViolation("content", f"{where} holds another token prefix")
+
+    def _free(self, blocks: list[int], how: str) -> None:
+        for block in blocks:
+            if self._pins[block] > 0:
+                raise SafetyViolation(
+                    "pinned_evicted", f"block {block} {how} while a live lease pins it"
+                )
+            self._content.pop(block, None)
+
+    def _lease(self, lease: object, blocks: list[int]) -> None:
+        if isinstance(lease, int) and not isinstance(lease, bool):
+            self._leases[lease] = list(blocks)
+            for block in blocks:
+                self._pins[block] += 1
+
+    def _keys(self, namespace: object, tokens: list[int], count: int) -> list[Content]:
+        """What block i of a path over ``tokens`` holds, for i < count. O(count * B)."""
+        size, chain, keys = self._block_size, 0, []
+        for index in range(count):
+            chain = hash((chain, tuple(tokens[index * size : (index + 1) * size])))
+            keys.append((namespace, chain))
+        return keys
+
+    @staticmethod
+    def _accounting(stats: dict[str, Any]) -> None:
+        quarantined = stats.get("quarantined", 0)
+        total = stats["free"] + stats["cached"] + quarantined
+        if total != stats["num_blocks"]:
+            raise SafetyViolation(
+                "accounting",
+                f"free {stats['free']} + cached {stats['cached']} + quarantined {quarantined} "
+                f"= {total}, pool {stats['num_blocks']}",
+            )
+        if stats["pinned"] + stats["evictable"] != stats["cached"]:
+            raise SafetyViolation(
+                "accounting",
+                f"pinned {stats['pinned']} + evictable {stats['evictable']} "
+                f"!= cached {stats['cached']}",
+            )
+
+
+def policy_free(value: Any) -> Any:
+    """``value`` (a dump or stats) without what a profile may leave uncompared: stamps and
+    the clock. O(size)."""
+    if isinstance(value, dict):
+        return {
+            key: policy_free(item) for key, item in value.items() if key not in ("stamps", "clock")
+        }
+    if isinstance(value, list):
+        return [policy_free(item) for item in value]
+    return value

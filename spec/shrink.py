@@ -1,0 +1,279 @@
+"""Shrink a finding to a short trace that still shows it.
+
+The search records each finding with the whole example that led to it, often
+hundreds of steps. This shrinker replays candidate traces through a fresh
+:class:`~spec.lockstep.Lockstep` and keeps every change after which the same rule
+is still broken first (or, for a failure, the candidate still fails): it deletes
+runs of steps (halves, quarters, ... single steps), then simplifies what is left
+(shorter token lists, no pin, the default namespace, smaller counts, a smaller
+pool, block size 1), and repeats while anything helps and time is left.
+
+Handles stay valid by construction. While shrinking, a step that names a lease or
+a snapshot (``release``, ``leave``, ``snapshot_match``, ``snapshot_dump``) refers to
+the *step* that issued it, not to a handle number; each trial resolves the
+reference against what that step issued in the trial. A trial whose issuing step
+is gone, or issued nothing this time, is rejected, so a shrunk trace never uses a
+handle the candidate was not issued, and a ``leave`` always names a reader.
+
+Cost: one replay per trial; bounded by ``seconds``.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from .candidate import Candidate, CandidateFailure
+from .lockstep import Difference, Disagreement, Lockstep
+from .profile import STRICT, Profile
+from .steps import META_KEYS, Step
+
+#: Step fields that name a lease or a snapshot by handle.
+HANDLE_FIELDS = {
+    "release": "lease",
+    "leave": "snapshot",
+    "snapshot_match": "snapshot",
+    "snapshot_dump": "snapshot",
+}
+
+#: Keys kept from a recorded step when shrinking (the arguments, and the batch mark).
+_KEEP = {"op", "batch"}
+
+
+#: The key under which a symbolic step keeps its identity (its index in the
+#: original trace), so references survive deletions.
+SID = "_sid"
+
+
+@dataclass(frozen=True)
+class Ref:
+    """A handle written as the identity of the step that issued it (-1: never issued)."""
+
+    step: int
+
+
+class _Invalid(Exception):
+    """A trial trace refers to a lease or snapshot no step issued."""
+
+
+@dataclass
+class Shrinker:
+    """Shrinks findings of one candidate (see the module docstring).
+
+    Attributes:
+        candidate: the candidate (reset by every trial).
+        levels: the levels compared.
+        profile: the candidate's declared deviations.
+        reopen: a fresh candidate after a failure (None: reuse the candidate).
+    """
+
+    candidate: Candidate
+    levels: frozenset[str]
+    profile: Profile = STRICT
+    reopen: Callable[[], Candidate] | None = None
+
+    def shrink(self, finding: Difference, seconds: float = 10.0) -> Difference:
+        """The shortest finding of the same rule (or failure) found within ``seconds``.
+
+        Returns ``finding`` itself when no trial reproduces it (a candidate that
+        is not deterministic).
+        """
+        deadline = time.monotonic() + seconds
+        steps = symbolic(finding.trace)
+        best: tuple[Difference, int] | None = self._trial(steps, finding)
+        if best is None:
+            return finding
+        steps = steps[: best[1]]
+        improved = True
+        while improved and time.monotonic() < deadline:
+            improved = False
+            for candidate_steps in _deletions(steps):
+                if time.monotonic() >= deadline:
+                    break
+                result = self._trial(candidate_steps, finding)
+                if result is not None and _smaller(candidate_steps[: result[1]], steps):
+                    best, steps, improved = result, candidate_steps[: result[1]], True
+                    break
+            if improved:
+                continue
+            for candidate_steps in _simplifications(steps):
+                if time.monotonic() >= deadline:
+                    break
+                result = self._trial(candidate_steps, finding)
+                if result is not None and _smaller(candidate_steps[: result[1]], steps):
+                    best, steps, improved = result, candidate_steps[: result[1]], True
+                    break
+        return best[0]
+
+    def _trial(self, steps: list[Step], target: Difference) -> tuple[Difference, int] | None:
+        """Replay ``steps``; the finding and how many steps ran, when it is ``target``'s."""
+        if target.kind == "failure" and self.reopen is not None:
+            self.candidate.close()
+            self.candidate = self.reopen()
+        lockstep = Lockstep(self.candidate, self.levels, profile=self.profile)
+        issued: dict[int, int] = {}
+        ran = 0
+        try:
+            for index, step in enumerate(steps):
+                ran = index + 1
+                lockstep.run(concrete(step, issued))
+                _note_issue(lockstep, step[SID], issued)
+            lockstep.finish(final=True)
+        except _Invalid:
+            return None
+        except Disagreement as exc:
+            found = exc.difference
+            if target.kind != "failure" and found.rule == target.rule:
+                return found, ran
+            return None
+        except CandidateFailure as exc:
+            if target.kind == "failure":
+                from .machine import failure_difference
+
+                return failure_difference(exc, lockstep), ran
+            return None
+        return None
+
+
+def symbolic(trace: list[Step]) -> list[Step]:
+    """``trace`` with recorded outcomes dropped and handles turned into :class:`Ref`."""
+    leases: dict[int, int] = {}
+    snapshots: dict[int, int] = {}
+    steps: list[Step] = []
+    for index, step in enumerate(trace):
+        if step["op"] == "reset":
+            leases, snapshots = {}, {}
+        bare = {key: value for key, value in step.items() if key not in META_KEYS or key in _KEEP}
+        bare[SID] = index
+        field = HANDLE_FIELDS.get(step["op"])
+        if field is not None and isinstance(bare.get(field), int):
+            table = leases if field == "lease" else snapshots
+            handle = bare[field]
+            bare[field] = Ref(table[handle]) if handle in table else Ref(-1)
+        steps.append(bare)
+        answer = step.get("expect", {}).get("ok")
+        if isinstance(answer, dict):
+            if step["op"] in ("match", "insert") and answer.get("lease"):
+                leases[answer["lease"]] = index
+            if step["op"] in ("snapshot", "reader"):
+                snapshots[answer["snapshot"]] = index
+    return steps
+
+
+def concrete(step: Step, issued: dict[int, int]) -> Step:
+    """``step`` with its :class:`Ref` resolved against what each step issued.
+
+    Raises:
+        _Invalid: the referenced step is gone or issued nothing in this trial.
+    """
+    plain = {key: value for key, value in step.items() if key != SID}
+    field = HANDLE_FIELDS.get(step["op"])
+    ref = plain.get(field) if field is not None else None
+    if field is None or not isinstance(ref, Ref):
+        return plain
+    if ref.step < 0:
+        plain[field] = 0  # a lease never issued, on purpose (R-PIN-5)
+    elif ref.step in issued:
+        plain[field] = issued[ref.step]
+    else:
+        raise _Invalid(f"step {ref.step} issued nothing")
+    return plain
+
+
+def _note_issue(lockstep: Lockstep, sid: int, issued: dict[int, int]) -> None:
+    recorded = lockstep.trace[-1] if lockstep.trace else {}
+    answer = recorded.get("expect", {}).get("ok")
+    if not isinstance(answer, dict):
+        return
+    if recorded["op"] in ("match", "insert") and answer.get("lease"):
+        issued[sid] = answer["lease"]
+    if recorded["op"] in ("snapshot", "reader"):
+        issued[sid] = answer["snapshot"]
+    if recorded["op"] == "reset":
+        issued.clear()
+
+
+def _smaller(new: list[Step], old: list[Step]) -> bool:
+    return (len(new), _size(new)) < (len(old), _size(old))
+
+
+def _size(steps: list[Step]) -> int:
+    total = 0
+    for step in steps:
+        for key, value in step.items():
+            total += len(value) if isinstance(value, list) else 1
+            if key == "num_blocks":
+                total += value
+    return total
+
+
+def _deletions(steps: list[Step]) -> list[list[Step]]:
+    """Traces with a run of steps removed, longest runs first (never the first reset)."""
+    found: list[list[Step]] = []
+    size = max(1, (len(steps) - 1) // 2)
+    while size >= 1:
+        for start in range(len(steps) - size, 0, -size):
+            found.append(_without_dangling(steps[:start] + steps[start + size :]))
+        if size == 1:
+            break
+        size //= 2
+    return found
+
+
+def _without_dangling(steps: list[Step]) -> list[Step]:
+    """``steps`` less those naming a lease or snapshot whose issuing step is gone."""
+    present = {step[SID] for step in steps}
+    kept = []
+    for step in steps:
+        field = HANDLE_FIELDS.get(step["op"])
+        ref = step.get(field) if field is not None else None
+        if isinstance(ref, Ref) and ref.step >= 0 and ref.step not in present:
+            continue
+        kept.append(step)
+    return kept
+
+
+def _simplifications(steps: list[Step]) -> list[list[Step]]:
+    """Traces with one step's arguments made simpler (see the module docstring)."""
+    found: list[list[Step]] = []
+    for index, step in enumerate(steps):
+        for simpler in _simpler(step):
+            found.append([*steps[:index], simpler, *steps[index + 1 :]])
+    return found
+
+
+def _simpler(step: Step) -> list[Step]:
+    options: list[Step] = []
+    op = step["op"]
+    if op == "reset":
+        blocks = step["num_blocks"]
+        for smaller in sorted({blocks // 2, blocks - 1, 2}):
+            if 1 <= smaller < blocks:
+                options.append({**step, "num_blocks": smaller})
+        if step["block_size"] > 1:
+            options.append({**step, "block_size": 1})
+    tokens = step.get("tokens")
+    if isinstance(tokens, list) and tokens:
+        for cut in sorted({len(tokens) // 2, len(tokens) - 1}):
+            options.append({**step, "tokens": tokens[:cut]})
+        options.append({**step, "tokens": tokens[1:]})
+    if step.get("pin"):
+        options.append({**step, "pin": False})
+    if isinstance(step.get("namespace"), str):
+        options.append({**step, "namespace": None})
+    count = step.get("count")
+    if isinstance(count, int) and not isinstance(count, bool) and count > 0:
+        options.extend({**step, "count": smaller} for smaller in sorted({count // 2, count - 1}))
+    if step.get("batch"):
+        options.append({key: value for key, value in step.items() if key != "batch"})
+    return options
+
+
+def plain_trace(steps: list[Step]) -> list[dict[str, Any]]:
+    """A symbolic trace written back with step identities (for tests and debugging)."""
+    return [
+        {key: (value.step if isinstance(value, Ref) else value) for key, value in step.items()}
+        for step in steps
+    ]

@@ -107,7 +107,9 @@ class CandidateError(Exception):
     Attributes:
         kind: the error's kind name (``"token_range"``, ``"out_of_blocks"``, ...);
             an in-process call that raised something other than a RadixError gets
-            ``"unexpected:<ExceptionClass>"``.
+            ``"unexpected:<ExceptionClass>"``, which a deviation profile may map to
+            a kind (``error_kinds = "mapped"``, :mod:`spec.profile`) and which is
+            otherwise a finding of its own ("a crash?").
         message: the candidate's message, shown in reports, never compared.
     """
 

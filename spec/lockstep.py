@@ -27,6 +27,10 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from reference.errors import RadixError
+from reference.tokens import as_token_list
+from reference.tree import check_namespace
+
 from .adapter import TreeAdapter
 from .candidate import Candidate, CandidateError, CandidateFailure
 from .oracle import FollowingTree, Inadmissible, OracleAdapter
@@ -192,6 +196,7 @@ class Lockstep:
         self._candidate_book = LeaseBook()
         self._view: dict[str, Any] | None = None
         self._pending: tuple[Step, dict[str, Any], bool] | None = None
+        self._split_pending = False
         self._last: tuple[Step, dict[str, Any]] | None = None
         self._steps = 0
         self.evicted = 0
@@ -267,15 +272,32 @@ class Lockstep:
             self._read({"op": "dump"}, step, facts)
 
     def would_evict(self, step: Step) -> bool:
-        """Whether the reference would evict to run this insert (dry run on a copy,
-        skipped when the free blocks cover every block of the insert)."""
+        """Whether the reference would evict to run this insert. O(tokens).
+
+        Without a quarantine the answer is exact from a read-only walk: it evicts
+        iff more new blocks are needed than are free and eviction can make room. With
+        quarantined blocks (which an insert reclaims first) it is a dry run on a copy
+        of the reference.
+        """
         tree, tokens = self.oracle.tree, step.get("tokens")
-        if (
-            tree is not None
-            and isinstance(tokens, list)
-            and tree.stats().free >= len(tokens) // tree.block_size
-        ):
+        if tree is None:
             return False
+        try:
+            token_list = as_token_list(tokens)
+            check_namespace(step.get("namespace"))
+        except RadixError:
+            return False  # refused before anything: no eviction
+        stats = tree.stats()
+        wanted = len(token_list) // tree.block_size
+        if stats.quarantined == 0:
+            path, reused = tree._walk(step.get("namespace"), token_list, wanted)
+            if wanted - reused <= stats.free:
+                return False
+            try:
+                tree._check_room(path, wanted - reused)
+            except RadixError:
+                return False  # refused for want of room: nothing evicted
+            return True
         trial = copy_reference(self.oracle)
         outcome = apply_step(trial, step, LeaseBook())
         return "ok" in outcome and bool(outcome["ok"]["evicted"])
@@ -322,7 +344,11 @@ class Lockstep:
         compared = normalise(op, actual, self.levels, recency=recency)
         path = first_difference(expected, compared, "")
         if "split" not in facts and isinstance(self.oracle.tree, FollowingTree):
-            facts["split"] = self.oracle.tree.split_seen
+            # Any split since the dump was last compared: a sampled dump shows them all.
+            self._split_pending = self._split_pending or self.oracle.tree.split_seen
+            facts["split"] = self._split_pending
+        if op == "dump":
+            self._split_pending = False
         observation = Observation(
             step, expected, compared, path or "", previous, self.levels, facts
         )

@@ -51,6 +51,19 @@ def write_report(reports: list[Report], directory: Path) -> list[Path]:
     return [page, document]
 
 
+def save_traces(reports: list[Report], directory: Path) -> list[Path]:
+    """Write each finding's trace as ``directory/<candidate>-<rule>.jsonl``; return the
+    paths. The files replay with ``kachedb-radix replay``."""
+    directory.mkdir(parents=True, exist_ok=True)
+    written = []
+    for report in reports:
+        for found in report.findings:
+            path = directory / f"{_anchor(report, found.rule)}.jsonl"
+            path.write_text("\n".join(found.trace_lines()) + "\n", encoding="utf-8")
+            written.append(path)
+    return written
+
+
 def render(reports: list[Report]) -> str:
     """The page's HTML. O(rules * reports + findings)."""
     tables = [report.table() for report in reports]

@@ -303,7 +303,9 @@ def run_kit(
     search(session, examples=kit.examples, seed_value=kit.seed)
     findings = list(session.findings.values())
     if kit.shrink and findings:
-        shrinker = Shrinker(session.candidate, chosen, profile, reopen)
+        shrinker = Shrinker(
+            session.candidate, chosen, profile, reopen, session.pool, session.block_sizes
+        )
         budget = time.perf_counter() + kit.shrink_seconds
         shrunk = []
         for index, found in enumerate(findings):

@@ -67,12 +67,16 @@ class Shrinker:
         levels: the levels compared.
         profile: the candidate's declared deviations.
         reopen: a fresh candidate after a failure (None: reuse the candidate).
+        pool: the smallest and largest pool a shrunk trace may use.
+        block_sizes: the block sizes a shrunk trace may use.
     """
 
     candidate: Candidate
     levels: frozenset[str]
     profile: Profile = STRICT
     reopen: Callable[[], Candidate] | None = None
+    pool: tuple[int, int] = (1, 2**31)
+    block_sizes: tuple[int, ...] | None = None
 
     def shrink(self, finding: Difference, seconds: float = 10.0) -> Difference:
         """The shortest finding of the same rule (or failure) found within ``seconds``.
@@ -86,26 +90,28 @@ class Shrinker:
         if best is None:
             return finding
         steps = steps[: best[1]]
-        improved = True
-        while improved and time.monotonic() < deadline:
-            improved = False
-            for candidate_steps in _deletions(steps):
-                if time.monotonic() >= deadline:
-                    break
-                result = self._trial(candidate_steps, finding)
-                if result is not None and _smaller(candidate_steps[: result[1]], steps):
-                    best, steps, improved = result, candidate_steps[: result[1]], True
-                    break
-            if improved:
-                continue
-            for candidate_steps in _simplifications(steps):
-                if time.monotonic() >= deadline:
-                    break
-                result = self._trial(candidate_steps, finding)
-                if result is not None and _smaller(candidate_steps[: result[1]], steps):
-                    best, steps, improved = result, candidate_steps[: result[1]], True
-                    break
+        while time.monotonic() < deadline:
+            found = self._first_smaller(_deletions(steps), steps, finding, deadline)
+            if found is None:
+                simpler = _simplifications(steps, self.pool, self.block_sizes)
+                found = self._first_smaller(simpler, steps, finding, deadline)
+            if found is None:
+                break
+            best, steps = found
         return best[0]
+
+    def _first_smaller(
+        self, trials: list[list[Step]], steps: list[Step], target: Difference, deadline: float
+    ) -> tuple[tuple[Difference, int], list[Step]] | None:
+        """The first trial that still shows ``target`` and is smaller than ``steps``: its
+        finding and its steps up to the finding."""
+        for trial in trials:
+            if time.monotonic() >= deadline:
+                return None
+            result = self._trial(trial, target)
+            if result is not None and _smaller(trial[: result[1]], steps):
+                return result, trial[: result[1]]
+        return None
 
     def _trial(self, steps: list[Step], target: Difference) -> tuple[Difference, int] | None:
         """Replay ``steps``; the finding and how many steps ran, when it is ``target``'s."""
@@ -235,25 +241,29 @@ def _without_dangling(steps: list[Step]) -> list[Step]:
     return kept
 
 
-def _simplifications(steps: list[Step]) -> list[list[Step]]:
-    """Traces with one step's arguments made simpler (see the module docstring)."""
+def _simplifications(
+    steps: list[Step], pool: tuple[int, int], block_sizes: tuple[int, ...] | None
+) -> list[list[Step]]:
+    """Traces with one step's arguments made simpler (see the module docstring), pools
+    and block sizes staying among those allowed."""
     found: list[list[Step]] = []
     for index, step in enumerate(steps):
-        for simpler in _simpler(step):
+        for simpler in _simpler(step, pool, block_sizes):
             found.append([*steps[:index], simpler, *steps[index + 1 :]])
     return found
 
 
-def _simpler(step: Step) -> list[Step]:
+def _simpler(step: Step, pool: tuple[int, int], block_sizes: tuple[int, ...] | None) -> list[Step]:
     options: list[Step] = []
     op = step["op"]
     if op == "reset":
         blocks = step["num_blocks"]
-        for smaller in sorted({blocks // 2, blocks - 1, 2}):
-            if 1 <= smaller < blocks:
+        for smaller in sorted({blocks // 2, blocks - 1, 2, pool[0]}):
+            if max(1, pool[0]) <= smaller < blocks:
                 options.append({**step, "num_blocks": smaller})
-        if step["block_size"] > 1:
-            options.append({**step, "block_size": 1})
+        smallest = min(block_sizes) if block_sizes else 1
+        if step["block_size"] > smallest:
+            options.append({**step, "block_size": smallest})
     tokens = step.get("tokens")
     if isinstance(tokens, list) and tokens:
         for cut in sorted({len(tokens) // 2, len(tokens) - 1}):

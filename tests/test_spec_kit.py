@@ -115,7 +115,8 @@ def _diff_path(expected: Any, actual: Any) -> str | None:
 
 
 def test_a_bug_is_reported_as_a_short_trace() -> None:
-    report = run_kit(TreeAdapter(EvictedIdsSorted, "sorted"))
+    """R-EVICT-4: the finding names its rule and cause, and shrinks to a few steps."""
+    report = run_kit(TreeAdapter(EvictedIdsSorted, "sorted"), kit=KitSettings(first=True))
     assert report.verdict == "disagreement"
     difference = report.difference
     assert difference is not None
@@ -127,7 +128,7 @@ def test_a_bug_is_reported_as_a_short_trace() -> None:
     assert "sorted disagrees with reference" in text and '"op": "evict"' in text
     found = json.loads(json.dumps(report.to_json()))["findings"][0]
     assert found["step"] == len(difference.trace) and found["rule"] == "R-EVICT-4"
-    assert "R-EVICT-4" in text and "sorted, not in eviction order" in text
+    assert "R-EVICT-4" in text and "ascending order, not eviction order" in text
     # The reported trace replays: the candidate still differs at the same step.
     again = replay(difference.trace, TreeAdapter(EvictedIdsSorted, "sorted"))
     assert again.difference is not None
@@ -241,13 +242,13 @@ def test_cli_conform_and_replay(tmp_path: Path, capsys: pytest.CaptureFixture[st
     assert "reference: PASS" in out and "summary:" in out
 
     status = conform.main(
-        ["conform", "spec.mutants.eviction:EvictedIdsSorted", "--examples", "100", "--json"]
+        ["conform", "spec.mutants.eviction:EvictedIdsSorted", "--first", "--json"]
     )
     assert status == 1
     result = json.loads(capsys.readouterr().out)["results"][0]
-    assert result["verdict"] == "disagreement"
+    assert result["verdict"] == "disagreement" and result["findings"][0]["rule"] == "R-EVICT-4"
     trace = tmp_path / "bug.jsonl"
-    trace.write_text("\n".join(json.dumps(step) for step in result["difference"]["trace"]))
+    trace.write_text("\n".join(json.dumps(step) for step in result["findings"][0]["trace"]))
 
     assert conform.main(["replay", str(trace), "--target", "reference"]) == 0
     assert "every answer as expected" in capsys.readouterr().out

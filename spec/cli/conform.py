@@ -32,7 +32,7 @@ from spec.candidate import Candidate, CandidateFailure
 from spec.levels import GROUP_LEVEL, LEVELS, LevelError, ordered, parse_levels
 from spec.profile import ProfileError
 from spec.replay import ReplayResult, TraceError, read_trace, replay
-from spec.report import write_report
+from spec.report import save_traces, write_report
 from spec.runner import KitSettings, Report, dumps, run_kit
 from spec.stdio import DEFAULT_TIMEOUT
 from spec.targets import Target, TargetError, command, resolve
@@ -135,6 +135,13 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         action="store_true",
         help="print the results as JSON (spec/report.schema.json)",
     )
+    conform.add_argument(
+        "--save-traces",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="write each finding's shrunk trace as DIR/<target>-<rule>.jsonl (replayable)",
+    )
     conform.set_defaults(handler=run_conform)
 
     replayer = subparsers.add_parser(
@@ -201,6 +208,10 @@ def run_conform(args: argparse.Namespace) -> int:
         if not args.json:
             print(report.explain(), flush=True)
     mutants = _run_mutants(kit, quiet=args.json) if args.mutants else None
+    if args.save_traces is not None:
+        for path in save_traces(reports, args.save_traces):
+            if not args.json:
+                print(f"trace: {path}")
     if args.report is not None and reports:
         written = write_report(reports, args.report)
         if not args.json:

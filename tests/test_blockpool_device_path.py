@@ -216,9 +216,12 @@ def test_device_id_metadata_is_checked_on_the_host(backend: Backend) -> None:
         gpu.copy(cp.zeros(3, dtype=np.int32), [1, 2])
 
 
-def test_many_device_checks_before_reading_them(backend: Backend) -> None:
+def test_many_device_checks_before_reading_them(
+    backend: Backend, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """More device-checked calls than status slots: the pool reads the slots when they come
     round, and a bad call among them is still reported, in order."""
+    monkeypatch.setattr(pool_module, "STATUS_SLOTS", 8)
     _, gpu = _pair(SPEC, 7)
     cp = backend.cp
     ids = cp.asarray(np.asarray([1, 2, 3], dtype=np.int32))

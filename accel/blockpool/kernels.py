@@ -39,6 +39,7 @@ read bytes another writes (callers stage overlapping copies through a buffer).
 
 from __future__ import annotations
 
+import bisect
 import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -467,11 +468,11 @@ def emulate(
     for a, b in itertools.pairwise(writes):
         if b < a + n:
             raise ValueError(f"chunks written at {a} and {b} overlap")
-    write_set = np.zeros(arena.size, dtype=bool)
-    for _, d in moves:
-        write_set[d : d + n] = True
     for s_addr, _ in moves:
-        if write_set[s_addr : s_addr + n].any():
+        # The written chunks are disjoint and sorted: only the last one starting before
+        # this read ends can overlap it.
+        i = bisect.bisect_left(writes, s_addr + n) - 1
+        if i >= 0 and writes[i] + n > s_addr:
             raise ValueError(f"chunk read at {s_addr} overlaps a chunk written in the launch")
     for s_addr, d in moves:
         arena[d : d + n] = arena[s_addr : s_addr + n]

@@ -104,8 +104,9 @@ _MEMCPY_D2H = 2
 #: Ids the staging ring holds at first (int32: 256 KiB pinned, as much on the device);
 #: it doubles when a batch needs more.
 RING_IDS = 1 << 16
-#: Device-checked calls whose outcome may be pending at once (one status slot each).
-STATUS_SLOTS = 256
+#: Device-checked calls whose outcome may be pending at once (one 16-byte status slot
+#: each); when they come round, the pool reads them all (a synchronization).
+STATUS_SLOTS = 4096
 
 
 @functools.cache

@@ -214,8 +214,7 @@ class TorchSide:
     """The same pool and buffers seen as torch tensors (zero copy), for the baselines."""
 
     def __init__(self, rig: Rig) -> None:
-        import torch
-
+        torch = importlib.import_module("torch")
         self.torch = torch
         self.rig = rig
         self.layers = [torch.as_tensor(a, device="cuda") for a in rig.pool.arrays]

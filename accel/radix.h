@@ -143,7 +143,8 @@ typedef struct HNode {
     uint32_t rc;
     uint32_t bitmap;  /* slots present (a collision node: 0) */
     uint32_t leafmap; /* of those, which hold a child PNode rather than a trie node */
-    uint32_t n;       /* entries */
+    uint16_t n;       /* entries */
+    uint16_t cap;     /* entries allocated (doubling, so adding is amortized O(1)) */
     void *e[];        /* PNode * or HNode *, in slot order */
 } HNode;
 

@@ -64,7 +64,7 @@ static HNode *hn_new(uint32_t n) {
     if (h == NULL) return NULL;
     h->rc = 1;
     h->bitmap = h->leafmap = 0;
-    h->n = n;
+    h->n = h->cap = (uint16_t)n;
     return h;
 }
 
@@ -148,22 +148,26 @@ static HNode *trie_own(HNode **where, uint32_t depth) {
     return c;
 }
 
-/* Resize writer-owned *where to n entries, opening (grow) or closing (shrink) a gap at
- * entry `at`.  -1 on allocation failure when growing (nothing changed). */
+/* Open (grow) or close a gap at entry `at` of writer-owned *where.  Growing doubles the
+ * allocation when it is full; closing never reallocates (a removal is a memmove).  -1 on
+ * allocation failure when growing (nothing changed). */
 static int hn_resize(HNode **where, uint32_t at, int grow) {
     HNode *h = *where;
     uint32_t n = h->n;
     if (grow) {
-        HNode *g = PyMem_Realloc(h, hn_bytes(n + 1u));
-        if (g == NULL) return -1;
-        memmove(g->e + at + 1, g->e + at, (size_t)(n - at) * sizeof(void *));
-        g->n = n + 1u;
-        *where = g;
+        if (n == h->cap) {
+            uint32_t cap = n ? 2u * n : 2u;
+            if (cap > UINT16_MAX) return -1; /* a collision list that long: give up */
+            HNode *g = PyMem_Realloc(h, hn_bytes(cap));
+            if (g == NULL) return -1;
+            g->cap = (uint16_t)cap;
+            *where = h = g;
+        }
+        memmove(h->e + at + 1, h->e + at, (size_t)(n - at) * sizeof(void *));
+        h->n = (uint16_t)(n + 1u);
     } else {
         memmove(h->e + at, h->e + at + 1, (size_t)(n - at - 1u) * sizeof(void *));
-        h->n = n - 1u;
-        HNode *g = PyMem_Realloc(h, hn_bytes(h->n));
-        if (g != NULL) *where = g; /* a failed shrink keeps the larger block */
+        h->n = (uint16_t)(n - 1u);
     }
     return 0;
 }
@@ -329,7 +333,7 @@ static void trie_each(const HNode *h, uint32_t depth, void (*fn)(const PNode *, 
 /* Bytes of the trie's nodes. */
 static size_t trie_bytes(const HNode *h, uint32_t depth) {
     if (h == NULL) return 0;
-    size_t total = hn_bytes(h->n);
+    size_t total = hn_bytes(h->cap);
     uint32_t rest = h->bitmap;
     for (uint32_t i = 0; i < h->n; i++)
         if (!hn_next_is_leaf(h, depth, &rest)) total += trie_bytes(h->e[i], depth + 1u);
@@ -964,7 +968,7 @@ static int trie_check(TreeObject *t, const HNode *top, const HNode *h, uint32_t 
     const uint32_t B = t->B;
     CHECK(h->rc >= 1 && (!sole || h->rc == 1), "node %u: trie node shared with no snapshot alive",
           owner);
-    CHECK(h->n >= 1, "node %u: empty trie node", owner);
+    CHECK(h->n >= 1 && h->n <= h->cap, "node %u: empty or overfull trie node", owner);
     if (depth < H_LEVELS) {
         CHECK((h->bitmap ? h_pos(h->bitmap, 0x80000000u) + (h->bitmap >> 31) : 0) == h->n &&
                   (h->leafmap & ~h->bitmap) == 0,

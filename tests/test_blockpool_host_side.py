@@ -135,6 +135,36 @@ def test_host_ids_refuse_repeats_only_when_asked() -> None:
     assert len(host_ids(np.arange(100), 200, "ids", unique=True)) == 100
 
 
+@pytest.mark.parametrize("n", [5, 200])
+def test_repeats_are_reported_where_a_scan_meets_them(n: int) -> None:
+    """check_unique (set for small batches, NumPy for large) names the repeat whose second
+    occurrence comes first, with both positions."""
+    ids = np.arange(n, dtype=np.int64) * 3
+    ids[n - 1] = ids[2]  # a later repeat of position 2
+    ids[n // 2 + 1] = ids[n // 2]  # the earlier one: positions n//2 and n//2 + 1
+    with pytest.raises(DuplicateDestinationError) as info:
+        host_ids(ids, 10 * n, "dst_ids", unique=True)
+    err = info.value
+    assert (err.first_index, err.second_index, err.value) == (n // 2, n // 2 + 1, 3 * (n // 2))
+
+
+def test_validation_of_arrays_and_large_batches() -> None:
+    from reference.blockpool import BlockIdRangeError, BlockIdTypeError
+    from reference.blockpool.validation import CopyPlan, overlap, split_pairs
+
+    with pytest.raises(BlockIdRangeError, match=r"ids\[1\] = 9"):
+        host_ids(np.asarray([1, 9, 2], dtype=np.uint16), 8, "ids")
+    assert host_ids(np.asarray([7], dtype=np.uint8), 8, "ids").dtype == np.int64
+    assert host_ids(iter([np.int32(3), 4]), 8, "ids").tolist() == [3, 4]
+    big = np.arange(100, dtype=np.int64)
+    assert not overlap(big, big + 100) and overlap(big, np.asarray([99] * 100))
+    assert CopyPlan(big[:2], big[1:3]).overlapping
+    with pytest.raises(BlockIdTypeError, match="sequence of"):
+        split_pairs(7)
+    with pytest.raises(BlockIdTypeError, match=r"pairs\[0\]"):
+        split_pairs([5])
+
+
 def _bench_json(path: Path, rows: list[dict[str, Any]]) -> Path:
     doc = {"benchmarks": [{"extra_info": r, "stats": {"mean": 1e-5}} for r in rows]}
     path.write_text(json.dumps(doc))

@@ -53,8 +53,10 @@ class _Finished:
 
 
 def accel_gather(n: int) -> Workload:
-    """The accel pool's host work for a gather of ``n`` blocks given as a list: ids
-    checked, plan looked up, ids packed into the arguments (n <= 16) or staged."""
+    """The accel pool's host work for a gather of ``n`` blocks: ids checked, plan looked
+    up, ids packed into the arguments (n <= 16: ids as a list, as an engine passes a few)
+    or staged (more: ids as a NumPy array, as an engine holds a large batch -- a list of
+    thousands of ints costs its conversion, ~50 ns an id, whatever the pool does)."""
     from accel.blockpool.kernels import (
         INLINE_PAIRS,
         array_args,
@@ -67,7 +69,7 @@ def accel_gather(n: int) -> Workload:
 
     spec = PoolSpec.from_preset("llama-3-8b", num_blocks=NUM_BLOCKS, block_size=16)
     plans = PlanCache(spec, pool_side(spec, [POOL_ADDRESS]), lambda side: 0)
-    ids = _ids(n)
+    ids: Any = _ids(n) if n <= INLINE_PAIRS else np.asarray(_ids(n), dtype=np.int64)
     words = np.zeros(INLINE_PAIRS, dtype=np.int32)
     ring = StagingRing(np.zeros(1 << 16, dtype=np.int32), 1 << 42)
     finished = _Finished()

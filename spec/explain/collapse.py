@@ -15,7 +15,8 @@ all of them at once. Two shapes make trees unreadable, and each folds into one
 
 Nothing the step changed is ever folded: a node that is changed (see
 :func:`spec.explain.view.is_hot`) is never a spine node, and a changed subtree is
-never hidden in a fan-out. A placeholder whose id is in ``expanded`` stays open.
+never hidden in a fan-out. A placeholder whose id is in ``expanded`` stays open
+(and an opened chain opens all of its run).
 
 The page's script repeats this function step for step (``visibleTree`` in
 ``page.js``); the browser test checks both show the same nodes at the same places.
@@ -47,6 +48,7 @@ class Shown:
 def visible(roots: list[Node], expanded: Collection[str] = ()) -> list[Shown]:
     """The shown forest of ``roots`` with placeholders for what is folded. O(n)."""
     hot = _hot_subtrees(roots)
+    opened: set[str] = set()  # nodes of opened chains: they never fold again
     shown_roots = [Shown(root) for root in roots]
     pending = list(shown_roots)
     while pending:
@@ -55,11 +57,12 @@ def visible(roots: list[Node], expanded: Collection[str] = ()) -> list[Shown]:
         kids = node["children"] if node["kind"] != "chain" else node["continues"]
         kept, hidden = _fan_out(node, kids, hot, expanded)
         for kid in kept:
-            run = _spine_run(kid)
-            if len(run) >= CHAIN and f"{kid['id']}/chain" not in expanded:
-                child = Shown(_chain(kid, run))
-            else:
-                child = Shown(kid)
+            run = [] if kid["id"] in opened else _spine_run(kid)
+            if len(run) >= CHAIN and f"{kid['id']}/chain" in expanded:
+                opened.update(node["id"] for node in run)
+            child = Shown(
+                _chain(kid, run) if len(run) >= CHAIN and kid["id"] not in opened else kid
+            )
             shown.children.append(child)
             pending.append(child)
         if hidden:

@@ -88,6 +88,7 @@
   }
   function visibleTree(roots) {
     const hot = hotSubtrees(roots);
+    const opened = new Set();
     const show = (n) => {
       const kids = n.kind === "chain" ? n.continues : n.children;
       let kept = kids, hidden = [];
@@ -99,9 +100,9 @@
         }
       }
       const children = kept.map((kid) => {
-        const run = spineRun(kid);
-        const folded = run.length >= K.chain && !state.expanded.has(kid.id + "/chain");
-        return show(folded ? chainNode(kid, run) : kid);
+        const run = opened.has(kid.id) ? [] : spineRun(kid);
+        if (run.length >= K.chain && state.expanded.has(kid.id + "/chain")) run.forEach((r) => opened.add(r.id));
+        return show(run.length >= K.chain && !opened.has(kid.id) ? chainNode(kid, run) : kid);
       });
       if (hidden.length) children.push({ node: moreNode(n, hidden), children: [] });
       return { node: n, children };
@@ -255,36 +256,50 @@
   }
 
   // ---------------------------------------------------------------- pan and zoom
+  function frameSize(view) {
+    const box = view.frame.getBoundingClientRect();
+    return [box.width || 800, box.height || 500];
+  }
   function fitView(view) {
-    const { width, height } = view, box = view.frame.getBoundingClientRect();
-    const scale = Math.min(1, (box.width || 800) / width, (box.height || 500) / height);
-    view.scale = Math.max(scale, 0.05);
-    view.x = 0; view.y = 0;
+    const [frameW, frameH] = frameSize(view);
+    view.scale = Math.max(Math.min(1, frameW / view.width, frameH / view.height), 0.05);
+    view.x = Math.min(0, (view.width - frameW / view.scale) / 2);
+    view.y = 0;
     applyView(view);
   }
+  // Show what the step changed, at a legible scale; the whole tree when it fits.
   function focusView(view) {
-    const box = view.frame.getBoundingClientRect();
-    const fits = width => width <= (box.width || 800);
-    if (fits(view.width) && view.height <= (box.height || 500)) return fitView(view);
-    view.scale = fits(view.width) ? 1 : Math.max(0.6, (box.width || 800) / view.width);
-    const hot = view.svg.querySelector("g.node.new, g.node.grown, g.node.split, g.node.ghost, g.node.walk, g.node.pin\\+, g.node.pin-");
-    const target = hot || view.svg.querySelector("g.node");
-    const x = target ? +target.dataset.x : 0, y = target ? +target.dataset.y : 0;
-    view.x = x - (box.width || 800) / 2 / view.scale;
-    view.y = Math.max(0, y - 40 / view.scale);
+    const [frameW, frameH] = frameSize(view);
+    if (view.width <= frameW && view.height <= frameH) return fitView(view);
+    let nodes = Array.from(view.svg.querySelectorAll("g.node")).filter((g) =>
+      g.dataset.kind === "ghost" || g.dataset.flags.split(" ").some((flag) => CHANGE.has(flag)));
+    if (!nodes.length) nodes = Array.from(view.svg.querySelectorAll("g.node")).slice(0, 1);
+    if (!nodes.length) return fitView(view);
+    const boxes = nodes.map((g) => {
+      const rect = g.querySelector("rect");
+      const w = +rect.getAttribute("width"), h = +rect.getAttribute("height");
+      return [+g.dataset.x - w / 2, +g.dataset.y, +g.dataset.x + w / 2, +g.dataset.y + h];
+    });
+    const left = Math.min(...boxes.map((b) => b[0])), right = Math.max(...boxes.map((b) => b[2]));
+    const top = Math.min(...boxes.map((b) => b[1])), bottom = Math.max(...boxes.map((b) => b[3]));
+    const wanted = Math.min(frameW / (right - left + 40), frameH / (bottom - top + 40));
+    view.scale = Math.min(1, Math.max(0.8, wanted));
+    // All of it when it fits at a legible scale; else from its left end (pan for the rest).
+    view.x = wanted >= 0.8 ? (left + right) / 2 - frameW / 2 / view.scale : left - 20;
+    view.y = bottom + 30 <= frameH / view.scale ? 0 : top - 30 / view.scale;
     applyView(view);
   }
   function applyView(view) {
-    const box = view.frame.getBoundingClientRect();
-    const w = (box.width || 800) / view.scale, h = (box.height || 500) / view.scale;
+    const [frameW, frameH] = frameSize(view);
+    const w = frameW / view.scale, h = frameH / view.scale;
     view.svg.setAttribute("viewBox", [view.x, view.y, w, h].map(fmt).join(" "));
     view.svg.setAttribute("width", "100%");
     view.svg.setAttribute("height", "100%");
     view.svg.dataset.scale = fmt(view.scale);
   }
   function zoom(view, factor, cx, cy) {
-    const box = view.frame.getBoundingClientRect();
-    const px = cx === undefined ? (box.width || 800) / 2 : cx, py = cy === undefined ? (box.height || 500) / 2 : cy;
+    const [frameW, frameH] = frameSize(view);
+    const px = cx === undefined ? frameW / 2 : cx, py = cy === undefined ? frameH / 2 : cy;
     const worldX = view.x + px / view.scale, worldY = view.y + py / view.scale;
     view.scale = Math.min(4, Math.max(0.05, view.scale * factor));
     view.x = worldX - px / view.scale;

@@ -149,6 +149,8 @@ class _Runner:
             return side
         try:
             side.outcome = apply_step(self.candidate, step, self.book)
+            if step["op"] == "reset" and "error" in side.outcome:
+                return side  # no tree was built: nothing to read
             side.dump = self._read(self.candidate.dump)
             side.stats = self._read(self.candidate.stats)
         except CandidateFailure as exc:

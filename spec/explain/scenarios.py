@@ -19,7 +19,7 @@ namespaces one root per namespace, nothing matches across, an emptied namespace
            disappears
 snapshots  a reader keeps what it can see: evicted blocks wait in quarantine
            until it leaves and they are reclaimed
-scale      240 edges: wide fan-outs and a long chain of edits fold, then one long
+scale      220 edges: a long chain of edits and a wide fan-out fold, then one long
            prompt evicts dozens of leaves (the page's legibility at scale)
 ========== ======================================================================
 """
@@ -264,13 +264,18 @@ def _snapshots() -> Scenario:
 def _scale() -> Scenario:
     scenario = Scenario(
         "scale",
-        "A tree of 240 edges",
-        "Forty users, each conversation edited twice, and one agent that rewrote its last "
-        "turn ten times: wide fan-outs and long chains fold, then one long prompt evicts.",
+        "A tree of 220 edges",
+        "An agent that rewrote its last turn ten times, then forty users who each edited "
+        "their conversation twice: long chains and wide fan-outs fold; one long prompt evicts.",
     )
     size = 4
     system = _tokens(1, 2, size)
     script = _Script(scenario, 300, size)
+    history = system + _tokens(9000, 1, size)
+    for edit in range(10):
+        script.call("insert", history + _tokens(9100 + 10 * edit, 1, size), f"agent retry {edit}")
+        history = history + _tokens(9500 + 10 * edit, 1, size)
+    script.call("insert", history, "the agent's final transcript")
     for user in range(40):
         base = 1000 + user * 100
         turn = [_tokens(base + 10 * index, 1, size) for index in range(5)]
@@ -283,11 +288,6 @@ def _scale() -> Scenario:
             system + turn[0] + turn[1] + turn[2] + turn[4],
             f"user {user} edits turn 4",
         )
-    history = system + _tokens(9000, 1, size)
-    for edit in range(10):
-        script.call("insert", history + _tokens(9100 + 10 * edit, 1, size), f"agent retry {edit}")
-        history = history + _tokens(9500 + 10 * edit, 1, size)
-    script.call("insert", history, "the agent's final transcript")
     script.call("insert", _tokens(50000, 60, size), "a 60-block document: the oldest leaves go")
     return scenario
 

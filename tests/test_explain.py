@@ -41,6 +41,7 @@ from spec.explain.record import Side, compare
 from spec.explain.svg import pool_cells, pool_svg, tree_svg
 from spec.explain.text import _complete
 from spec.explain.view import Node, View, describe_outcome, describe_step
+from spec.explain.view import all_nodes as nodes
 from spec.explain.why import _ordinal
 from spec.levels import LEVELS
 from spec.mutants.eviction import LruReversed
@@ -55,17 +56,6 @@ def run(name: str) -> tuple[Recording, list[list[View]]]:
     chosen = scenario(name)
     recording = record(chosen.steps, title=chosen.title, source=name, lesson=chosen.lesson)
     return recording, frame_views(recording)
-
-
-def nodes(roots: list[Node]) -> list[Node]:
-    """Every node of a view's tree, parents first."""
-    found: list[Node] = []
-    pending = list(reversed(roots))
-    while pending:
-        node = pending.pop()
-        found.append(node)
-        pending.extend(reversed(node["children"]))
-    return found
 
 
 def rules(view: View) -> list[str]:
@@ -305,7 +295,8 @@ def test_twins_agree_on_every_golden_vector() -> None:
     """accel beside the reference over a golden vector file: no step differs (R-DUMP-1)."""
     import accel
 
-    steps = [json.loads(line) for line in (ROOT / "spec/vectors/snapshots.jsonl").open()]
+    vectors = (ROOT / "spec/vectors/snapshots.jsonl").read_text().splitlines()
+    steps = [json.loads(line) for line in vectors]
     recording = record(steps, TreeAdapter(accel.RadixTree, "accel"), title="v", source="v")
     assert recording.first_difference is None
     assert recording.frames[0].levels == frozenset({"core", "eviction", "snapshots"})

@@ -30,7 +30,7 @@ from spec.explain import build_page, frame_views, record, scenario
 from spec.explain.collapse import visible
 from spec.explain.layout import layout
 from spec.explain.svg import pool_cells
-from spec.explain.view import View
+from spec.explain.view import View, all_nodes
 from spec.mutants.eviction import LruReversed
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -226,7 +226,7 @@ def test_big_tree_folds_opens_pans_and_zooms(browser: Any, tmp_path: Path) -> No
     chain_id = chain.get_attribute("data-node")
     chain.click()
     page.check(last, {more_id, chain_id})
-    assert svg.locator("g.node").count() == len(_all(page.views[last][0]["tree"]))
+    assert svg.locator("g.node").count() == len(all_nodes(page.views[last][0]["tree"]))
     page.page.keyboard.press("ArrowLeft")  # opened folds stay open while stepping
     page.check(last - 1, {more_id, chain_id})
     page.page.keyboard.press("c")
@@ -267,12 +267,3 @@ def test_rule_links_open_the_rule_text(browser: Any, tmp_path: Path) -> None:
     page.page.keyboard.press("Escape")
     assert view.is_hidden()
     page.close()
-
-
-def _all(roots: list[Any]) -> list[Any]:
-    found, pending = [], list(roots)
-    while pending:
-        node = pending.pop()
-        found.append(node)
-        pending.extend(node["children"])
-    return found

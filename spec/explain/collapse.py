@@ -28,7 +28,7 @@ from __future__ import annotations
 from collections.abc import Collection
 from dataclasses import dataclass, field
 
-from .view import Node, is_hot
+from .view import Node, all_nodes, is_hot
 
 #: Children shown under one node before the rest fold into "+n more".
 FANOUT = 8
@@ -72,14 +72,8 @@ def visible(roots: list[Node], expanded: Collection[str] = ()) -> list[Shown]:
 
 def _hot_subtrees(roots: list[Node]) -> set[str]:
     """Ids of the nodes whose subtree holds a changed node."""
-    order: list[Node] = []
-    pending = list(roots)
-    while pending:
-        node = pending.pop()
-        order.append(node)
-        pending.extend(node["children"])
     hot: set[str] = set()
-    for node in reversed(order):  # children before parents
+    for node in reversed(all_nodes(roots)):  # children before parents
         if is_hot(node) or any(child["id"] in hot for child in node["children"]):
             hot.add(node["id"])
     return hot
@@ -118,40 +112,27 @@ def _spine_run(node: Node) -> list[Node]:
     return run
 
 
-def _counts(nodes: list[Node]) -> tuple[int, int]:
-    """Nodes and blocks in ``nodes`` and everything below them."""
-    count = blocks = 0
-    pending = list(nodes)
-    while pending:
-        node = pending.pop()
-        count += 1
-        blocks += len(node["blocks"])
-        pending.extend(node["children"])
-    return count, blocks
-
-
 def _chain(first: Node, run: list[Node]) -> Node:
     end = next(kid for kid in run[-1]["children"] if kid["children"])
     leaves = [kid for node in run for kid in node["children"] if not kid["children"]]
     count = len(run) + len(leaves)
     blocks = sum(len(node["blocks"]) for node in [*run, *leaves])
-    return {
-        "id": f"{first['id']}/chain",
-        "kind": "chain",
-        "lines": [f"⋯ {len(run)} levels", f"{count} nodes, {blocks} blocks", "click to open"],
-        "blocks": [],
-        "flags": [],
-        "children": [],
-        "continues": [end],
-    }
+    lines = [f"⋯ {len(run)} levels", f"{count} nodes, {blocks} blocks"]
+    return {**_placeholder(f"{first['id']}/chain", "chain", lines), "continues": [end]}
 
 
 def _more(parent: Node, hidden: list[Node]) -> Node:
-    count, blocks = _counts(hidden)
+    below = all_nodes(hidden)
+    blocks = sum(len(node["blocks"]) for node in below)
+    lines = [f"+{len(hidden)} more", f"{len(below)} nodes, {blocks} blocks"]
+    return _placeholder(f"{parent['id']}/more", "more", lines)
+
+
+def _placeholder(node_id: str, kind: str, lines: list[str]) -> Node:
     return {
-        "id": f"{parent['id']}/more",
-        "kind": "more",
-        "lines": [f"+{len(hidden)} more", f"{count} nodes, {blocks} blocks", "click to open"],
+        "id": node_id,
+        "kind": kind,
+        "lines": [*lines, "click to open"],
         "blocks": [],
         "flags": [],
         "children": [],

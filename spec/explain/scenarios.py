@@ -57,8 +57,10 @@ class Scenario:
 class _Script:
     """Writes a scenario's steps, numbering lease and snapshot handles as a tree would."""
 
-    def __init__(self, scenario: Scenario, num_blocks: int, block_size: int) -> None:
-        self.scenario = scenario
+    def __init__(
+        self, name: str, title: str, lesson: str, num_blocks: int, block_size: int
+    ) -> None:
+        scenario = self.scenario = Scenario(name, title, lesson)
         self.leases = 0
         self.snapshots = 0
         self._add({"op": "reset", "num_blocks": num_blocks, "block_size": block_size}, "")
@@ -101,13 +103,14 @@ def _tokens(start: int, blocks: int, size: int) -> list[int]:
 
 
 def _demo() -> Scenario:
-    scenario = Scenario(
+    script = _Script(
         "demo",
         "The serving story",
         "Per request: match and pin the cached prefix, insert prompt and reply, release. "
         "A long prompt in a short pool evicts around a request that is still running.",
+        demo.POOL_BLOCKS,
+        demo.BLOCK_SIZE,
     )
-    script = _Script(scenario, demo.POOL_BLOCKS, demo.BLOCK_SIZE)
     for request in demo.SCENARIO:
         who = request.name
         lease = script.call(
@@ -121,21 +124,22 @@ def _demo() -> Scenario:
             pin=request.keeps_running,
         )
         script.step("release", f"{who}: the request is done with its prefix", lease=lease)
-    return scenario
+    return script.scenario
 
 
 def _split() -> Scenario:
-    scenario = Scenario(
-        "split",
-        "Splitting edges",
-        "A sequence that diverges inside an edge splits it at the block boundary; "
-        "a match never splits; a divergence inside a block makes that whole block new.",
-    )
     size = 4
     a, b, c, d = (_tokens(start, 1, size) for start in (10, 20, 30, 40))
     x, y = _tokens(50, 1, size), _tokens(60, 1, size)
     near_b = [20, 21, 99, 99]
-    script = _Script(scenario, 12, size)
+    script = _Script(
+        "split",
+        "Splitting edges",
+        "A sequence that diverges inside an edge splits it at the block boundary; "
+        "a match never splits; a divergence inside a block makes that whole block new.",
+        12,
+        size,
+    )
     script.call("insert", a + b + c, "three blocks on an empty tree: one edge of three blocks")
     script.call("insert", a + b + x, "diverges after two blocks: the edge splits there")
     script.call("insert", a + y, "diverges after one block: the upper edge splits again")
@@ -148,19 +152,20 @@ def _split() -> Scenario:
         "insert", a + near_b, "the block differs in its third token: the whole block is new"
     )
     script.step("dump", "the canonical dump: chains written once, children in token order")
-    return scenario
+    return script.scenario
 
 
 def _eviction() -> Scenario:
-    scenario = Scenario(
+    size = 2
+    system = _tokens(1, 1, size)
+    script = _Script(
         "eviction",
         "Least recently used, deepest first",
         "When the pool is short, single blocks are freed from the tails of leaves, oldest "
         "stamp first: a leaf's deeper blocks go before its ancestors.",
+        8,
+        size,
     )
-    size = 2
-    system = _tokens(1, 1, size)
-    script = _Script(scenario, 8, size)
     script.call("insert", system + _tokens(10, 2, size), "conversation A: three blocks")
     script.call("insert", system + _tokens(20, 2, size), "conversation B shares the first block")
     script.call("insert", system + _tokens(30, 1, size), "conversation C, one more block")
@@ -170,19 +175,20 @@ def _eviction() -> Scenario:
     script.call("insert", _tokens(40, 4, size), "a new prompt of four blocks: two must be evicted")
     script.step("evict", "evict one more block on demand", count=1)
     script.step("evict", "evict(10) frees only what is evictable", count=10)
-    return scenario
+    return script.scenario
 
 
 def _pinning() -> Scenario:
-    scenario = Scenario(
+    size = 2
+    long = _tokens(1, 4, size)
+    script = _Script(
         "pinning",
         "Pins protect running requests",
         "A lease pins exactly the blocks it covers; eviction passes pinned blocks over; "
         "an insert that cannot make room changes nothing.",
+        6,
+        size,
     )
-    size = 2
-    long = _tokens(1, 4, size)
-    script = _Script(scenario, 6, size)
     script.call("insert", long, "a prompt of four blocks")
     first = script.call("match", long[:4], "a request pins the first two blocks only", pin=True)
     script.call("insert", _tokens(20, 2, size), "two more blocks: the pool is full")
@@ -205,19 +211,20 @@ def _pinning() -> Scenario:
     script.step("release", "a lease this tree never issued", error="foreign_lease", lease=0)
     script.step("release", "the second request finishes", lease=second)
     script.call("insert", _tokens(40, 4, size), "now four blocks can be evicted")
-    return scenario
+    return script.scenario
 
 
 def _namespaces() -> Scenario:
-    scenario = Scenario(
+    size = 2
+    shared = _tokens(1, 2, size)
+    script = _Script(
         "namespaces",
         "One root per namespace",
         "The same tokens in two namespaces are two cached paths; nothing matches across "
         "them, and an emptied namespace disappears.",
+        10,
+        size,
     )
-    size = 2
-    shared = _tokens(1, 2, size)
-    script = _Script(scenario, 10, size)
     script.call("insert", shared, "the default namespace")
     script.call(
         "insert", shared, "the same tokens for tenant alice: a second root", namespace="alice"
@@ -230,19 +237,20 @@ def _namespaces() -> Scenario:
         "insert", shared, "a namespace must be None or a str", namespace=7, error="invalid_argument"
     )
     script.step("namespaces", "the namespaces holding blocks")
-    return scenario
+    return script.scenario
 
 
 def _snapshots() -> Scenario:
-    scenario = Scenario(
+    size = 2
+    prompt = _tokens(1, 3, size)
+    script = _Script(
         "snapshots",
         "Readers and the quarantine",
         "A reader sees one version for as long as it likes; blocks evicted under it wait in "
         "quarantine, and only return to the pool once it has left.",
+        6,
+        size,
     )
-    size = 2
-    prompt = _tokens(1, 3, size)
-    script = _Script(scenario, 6, size)
     script.call("insert", prompt, "three blocks cached")
     reader = script.step("reader", "a reader enters an epoch and sees this version")
     script.step("evict", "evict two blocks: the reader may still read them", count=2)
@@ -258,19 +266,20 @@ def _snapshots() -> Scenario:
     script.step("leave", "the reader leaves; the quarantine waits for a reclaim", snapshot=reader)
     script.step("reclaim", "no reader is inside: the quarantined blocks are free again")
     script.step("leave", "leaving twice is an error", error="reader_left", snapshot=reader)
-    return scenario
+    return script.scenario
 
 
 def _scale() -> Scenario:
-    scenario = Scenario(
+    size = 4
+    system = _tokens(1, 2, size)
+    script = _Script(
         "scale",
         "A tree of 220 edges",
         "An agent that rewrote its last turn ten times, then forty users who each edited "
         "their conversation twice: long chains and wide fan-outs fold; one long prompt evicts.",
+        300,
+        size,
     )
-    size = 4
-    system = _tokens(1, 2, size)
-    script = _Script(scenario, 300, size)
     history = system + _tokens(9000, 1, size)
     for edit in range(10):
         script.call("insert", history + _tokens(9100 + 10 * edit, 1, size), f"agent retry {edit}")
@@ -289,7 +298,7 @@ def _scale() -> Scenario:
             f"user {user} edits turn 4",
         )
     script.call("insert", _tokens(50000, 60, size), "a 60-block document: the oldest leaves go")
-    return scenario
+    return script.scenario
 
 
 #: Every scenario by name, in the order they are best read.

@@ -14,7 +14,7 @@ from typing import Any
 from reference.render import id_ranges, render_dump
 
 from .record import Recording
-from .view import Node, View
+from .view import View, all_nodes
 
 
 def text_report(recording: Recording, views: list[list[View]]) -> str:
@@ -61,20 +61,14 @@ def _changes(view: View) -> list[str]:
         if pool.get(name):
             found.append(f"{name} #{id_ranges(pool[name])}")
     for flag, label in (("split", "split before"), ("pin+", "pinned"), ("pin-", "unpinned")):
-        ids = [node["blocks"][0] for node in _nodes(view["tree"]) if flag in node["flags"]]
+        ids = [
+            node["blocks"][0]
+            for node in all_nodes(view["tree"])
+            if node["kind"] == "edge" and flag in node["flags"]
+        ]
         if ids:
             found.append(f"{label} #{', #'.join(map(str, ids))}")
     return found
-
-
-def _nodes(roots: list[Node]) -> list[Node]:
-    found: list[Node] = []
-    pending = list(roots)
-    while pending:
-        node = pending.pop()
-        found.append(node)
-        pending.extend(node["children"])
-    return [node for node in found if node["kind"] == "edge"]
 
 
 def _complete(dump: dict[str, Any]) -> dict[str, Any]:

@@ -311,3 +311,14 @@ def build_pool(before: DumpIndex, after: DumpIndex, changes: Changes) -> dict[st
 def is_hot(node: Node) -> bool:
     """Whether the step changed this node (it carries a change flag or is a ghost). O(1)."""
     return node["kind"] == "ghost" or any(flag in CHANGE_FLAGS for flag in node["flags"])
+
+
+def all_nodes(roots: list[Node]) -> list[Node]:
+    """Every node of a display tree, parents first, left to right. O(n), no recursion."""
+    found: list[Node] = []
+    pending = list(reversed(roots))
+    while pending:
+        node = pending.pop()
+        found.append(node)
+        pending.extend(reversed(node["children"]))
+    return found

@@ -19,7 +19,7 @@ import pytest
 import reference
 from reference.render import render_dump
 from spec.adapter import TreeAdapter
-from spec.candidate import CandidateFailure
+from spec.candidate import CandidateError, CandidateFailure
 from spec.cli import main
 from spec.demo import run_demo
 from spec.explain import (
@@ -35,14 +35,14 @@ from spec.explain import (
 )
 from spec.explain.collapse import CHAIN, FANOUT, Shown, visible
 from spec.explain.layout import GAP, layout
-from spec.explain.model import KeySpace, empty_dump, eviction_order, index_dump, walk
+from spec.explain.model import KeySpace, diff, empty_dump, eviction_order, index_dump, walk
 from spec.explain.page import page_data, rule_html
 from spec.explain.record import Side, compare
 from spec.explain.svg import pool_cells, pool_svg, tree_svg
 from spec.explain.text import _complete
 from spec.explain.view import Node, View, describe_outcome, describe_step
 from spec.explain.view import all_nodes as nodes
-from spec.explain.why import _ordinal
+from spec.explain.why import _ordinal, explain_step
 from spec.levels import LEVELS
 from spec.mutants.eviction import LruReversed
 from spec.rules import RULE_ID, load_rules
@@ -190,8 +190,9 @@ def test_snapshots_scenario_shows_the_quarantine() -> None:
     assert "R-SNAP-2" in rules(views[step_of("snapshots", "the reader still")][0])
     refused = views[step_of("snapshots", "four new blocks")][0]
     assert rules(refused)[:2] == ["R-EPOCH-3", "R-INS-6"]
-    reclaimed = views[step_of("snapshots", "no reader is inside")][0]
+    reclaimed = views[step_of("snapshots", "one block, none free")][0]
     assert reclaimed["pool"]["reclaimed"] == [2, 1] and "R-EPOCH-2" in rules(reclaimed)
+    assert views[step_of("snapshots", "reclaim finds")][0]["outcome"] == "reclaimed nothing"
     assert rules(views[-1][0])[0] == "R-EPOCH-4"
 
 
@@ -336,6 +337,9 @@ def test_a_failing_target_stops_and_a_trace_it_cannot_run_is_skipped() -> None:
     assert sides[3].note == "stopped: the program died" and sides[3].outcome is None
     views = frame_views(recording)
     assert views[3][1]["outcome"] == "not run" and views[3][1]["tree"] == []
+    assert "flaky: evict count=1  →  not run\n  stopped: the program died" in text_report(
+        recording, views
+    )
     plain = TreeAdapter(reference.RadixTree, "plain", levels=frozenset(LEVELS) - {"snapshots"})
     steps = [dict(scenario("snapshots").steps[0], levels=["core", "snapshots"])]
     steps += scenario("snapshots").steps[1:]
@@ -533,6 +537,8 @@ def test_cli_writes_page_slides_text_and_trace(
     assert len(list(slides.glob("step-*-reference.svg"))) == 11
     assert main(["explain", str(saved)]) == 0
     assert "pins 0→1" in capsys.readouterr().out
+    assert main(["explain", "--scenario", "split", "--html", str(html)]) == 0
+    assert "── step" not in capsys.readouterr().out
 
 
 def test_cli_side_by_side_exits_1_on_a_difference(capsys: pytest.CaptureFixture[str]) -> None:
@@ -578,3 +584,77 @@ def test_cli_unknown_scenario_is_a_usage_error(capsys: pytest.CaptureFixture[str
         main(["explain", "--scenario", "nope"])
     assert exit_info.value.code == 2
     assert "invalid choice: 'nope'" in capsys.readouterr().err
+
+
+class Sparse(TreeAdapter):
+    """A target that keeps stamps to itself and cannot report stats."""
+
+    def dump(self) -> dict[str, Any]:
+        dump = super().dump()
+        for space in dump["namespaces"]:
+            for edge in nodes(space["children"]):
+                edge.pop("stamps")
+        return dump
+
+    def stats(self) -> Any:
+        raise CandidateError("unsupported", "no stats here")
+
+
+def test_a_target_with_less_to_show_is_still_drawn() -> None:
+    """No stamps: two label lines; no stats: the difference is in the stats."""
+    recording = record(
+        scenario("split").steps, Sparse(reference.RadixTree, "sparse"), title="t", source="s"
+    )
+    assert recording.frames[1].sides[1].stats is None
+    assert recording.frames[1].difference == "dump.ok.namespaces[0].children[0].stamps"
+    view = frame_views(recording)[1][1]
+    assert view["tree"][0]["children"][0]["lines"] == ["3 blocks [10 11 12 13 …]", "#0-2"]
+
+
+def test_a_tree_whose_dumps_disagree_with_the_trace_is_drawn_from_its_dumps() -> None:
+    """A target whose block size is not the trace's: its own dumps decide what is drawn."""
+    doubled = TreeAdapter(lambda blocks, size: reference.RadixTree(blocks, size * 2), "double")
+    recording = record(scenario("split").steps[:2], doubled, title="t", source="s")
+    view = frame_views(recording)[1][1]
+    assert view["tree"][0]["children"][0]["lines"][0] == "1 block [10 11 12 13 …]"
+    bad = record([{"op": "reset", "num_blocks": "x", "block_size": 1}], title="t", source="s")
+    assert frame_views(bad)[0][0]["outcome"] == "error: invalid_argument"
+
+
+def test_a_fan_out_folds_only_two_or_more() -> None:
+    """Folding a single node into "+1 more" would hide it for nothing."""
+
+    def leaf(index: int, flags: list[str]) -> Node:
+        return {
+            "id": f"n{index}",
+            "kind": "edge",
+            "lines": ["x"],
+            "blocks": [index],
+            "flags": flags,
+            "children": [],
+        }
+
+    kids = [leaf(index, ["new"] if index == FANOUT else []) for index in range(FANOUT + 1)]
+    root: Node = {
+        "id": "r",
+        "kind": "root",
+        "lines": ["r"],
+        "blocks": [],
+        "flags": [],
+        "children": kids,
+    }
+    (shown,) = visible([root])
+    assert [child.node["id"] for child in shown.children] == [kid["id"] for kid in kids]
+    kids.append(leaf(FANOUT + 1, []))
+    (shown,) = visible([root])
+    assert shown.children[-1].node["lines"][0] == "+2 more"
+
+
+def test_readers_without_stats() -> None:
+    keys = KeySpace()
+    empty = index_dump(empty_dump(2, 1), keys)
+    changes = diff(empty, empty)
+    changes.quarantined = [1]
+    assert explain_step(
+        {"op": "evict", "count": 1}, {"ok": {"freed": []}}, empty, empty, changes, keys, None
+    ) == [("readers and quarantine", ["quarantined now: 1", "quarantine: empty"])]

@@ -264,7 +264,12 @@ def _snapshots() -> Scenario:
     )
     script.call("insert", _tokens(20, 3, size), "three new blocks fit in the free ones")
     script.step("leave", "the reader leaves; the quarantine waits for a reclaim", snapshot=reader)
-    script.step("reclaim", "no reader is inside: the quarantined blocks are free again")
+    script.call(
+        "insert",
+        _tokens(40, 1, size),
+        "one block, none free: the insert reclaims the quarantine first",
+    )
+    script.step("reclaim", "reclaim finds nothing left: the insert took the quarantine back")
     script.step("leave", "leaving twice is an error", error="reader_left", snapshot=reader)
     return script.scenario
 

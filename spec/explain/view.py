@@ -270,9 +270,9 @@ def _hang_ghosts(
         kept = [key for key in members if key not in changes.gone]
         parent = before.blocks[members[0]].parent
         if kept:
+            # Only a leaf edge loses its tail, and one after-node holds it.
             anchor = by_key[kept[-1]]
-            if "trimmed" not in anchor["flags"]:
-                anchor["flags"].append("trimmed")
+            anchor["flags"].append("trimmed")
         elif parent in before.blocks and parent in changes.gone:
             anchor = ghosts[before.blocks[parent].edge]
         elif parent in by_key:

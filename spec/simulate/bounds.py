@@ -1,0 +1,166 @@
+"""The bounds beside LRU: infinite capacity and an offline farthest-next-use policy.
+
+Both replay the trace in the order the mode serves it, with the sequential model's
+rules -- each request matches its prompt, then inserts its sequence -- over the
+prefix ids of :mod:`spec.simulate.prefix`, so a block is a prefix and the cache is
+always a set of whole root paths (a block is cached only with its parent).
+
+**Infinite capacity** (the ceiling): nothing is ever evicted; a request hits every
+block some earlier request inserted. No policy at any capacity does better.
+
+**Belady** (the offline bound): the policy that knows the future. When the pool is
+full and a request needs a block, it evicts, among evictable blocks -- cached leaf
+blocks (no cached child, so the cache stays a set of root paths) not on the
+request's own path -- the one whose next use is farthest in the future; and it
+declines to cache the new block (and so the rest of the path) when that block's
+next use is no sooner than the victim's ("with bypass": caching it would only
+evict something needed sooner). A block's next use is the next request whose
+*prompt* contains it (only prompts can hit). A parent is used whenever its child is,
+so leaves carry the farthest next uses and restricting eviction to leaves costs
+nothing. Ties go to the larger prefix id (the more recently created prefix).
+
+Farthest-next-use with bypass is Belady's MIN, optimal for a cache of independent
+blocks; with the prefix constraint it is the natural offline reference, not a proof
+of optimality -- the tests check it against an exhaustive search on small traces.
+Requests longer than the pool cache their first ``capacity`` blocks, as in LRU.
+
+Cost: infinite O(total blocks); Belady O(total blocks * log capacity).
+"""
+
+from __future__ import annotations
+
+import heapq
+from array import array
+from collections.abc import Sequence
+
+from .prefix import PrefixPaths
+
+#: The next use of a block that is never used again.
+NEVER = 1 << 62
+
+
+def infinite_lengths(paths: PrefixPaths, order: Sequence[int], block_size: int) -> list[int]:
+    """Matched tree length of each request (by trace index) with an unbounded pool. O(blocks)."""
+    seen = bytearray(paths.count)
+    lengths = [0] * len(order)
+    nodes, starts, prompts = paths.nodes, paths.starts, paths.prompt_blocks
+    for index in order:
+        start, end = starts[index], starts[index + 1]
+        hit = 0
+        limit = prompts[index]
+        while hit < limit and seen[nodes[start + hit]]:
+            hit += 1
+        lengths[index] = hit * block_size
+        for position in range(start + hit, end):
+            seen[nodes[position]] = 1
+    return lengths
+
+
+def next_uses(paths: PrefixPaths, order: Sequence[int]) -> array[int]:
+    """For each position of ``paths.nodes``: the step (index into ``order``) of the
+    next request after this one whose prompt holds the same prefix, or :data:`NEVER`.
+
+    O(total blocks), one backward pass.
+    """
+    nodes, starts, prompts = paths.nodes, paths.starts, paths.prompt_blocks
+    upcoming = array("q", [NEVER]) * len(nodes)
+    last_seen: dict[int, int] = {}
+    for step in range(len(order) - 1, -1, -1):
+        index = order[step]
+        start, end = starts[index], starts[index + 1]
+        for position in range(start, end):
+            upcoming[position] = last_seen.get(nodes[position], NEVER)
+        for position in range(start, start + prompts[index]):
+            last_seen[nodes[position]] = step
+    return upcoming
+
+
+def belady_lengths(
+    paths: PrefixPaths,
+    order: Sequence[int],
+    capacity: int,
+    block_size: int,
+    upcoming: array[int] | None = None,
+) -> list[int]:
+    """Matched tree length of each request (by trace index) under Belady at ``capacity``.
+
+    ``upcoming`` is :func:`next_uses` for this order (computed when not given; pass
+    it to share it across capacities). Cost: O(total blocks * log capacity).
+
+    Raises:
+        ValueError: ``capacity`` < 1.
+    """
+    if capacity < 1:
+        raise ValueError(f"capacity must be >= 1, got {capacity}")
+    if upcoming is None:
+        upcoming = next_uses(paths, order)
+    nodes, starts, prompts, parents = paths.nodes, paths.starts, paths.prompt_blocks, paths.parents
+    count = paths.count
+    cached = bytearray(count)
+    children = array("q", [0]) * count  # cached children per prefix
+    next_use = array("q", [NEVER]) * count
+    on_path = array("q", [-1]) * count  # the step whose path a prefix is on
+    leaves: list[tuple[int, int]] = []  # evictable-leaf candidates: (-next use, -id)
+    size = 0
+    lengths = [0] * len(order)
+
+    def victim(step: int) -> int:
+        """Pop the evictable leaf with the farthest next use, or -1."""
+        held = []
+        found = -1
+        while leaves:
+            entry = heapq.heappop(leaves)
+            node = -entry[1]
+            if not cached[node] or children[node] or next_use[node] != -entry[0]:
+                continue  # stale: evicted, no longer a leaf, or used since
+            if on_path[node] == step:
+                held.append(entry)  # the request's own path is never evicted
+                continue
+            found = node
+            break
+        for entry in held:
+            heapq.heappush(leaves, entry)
+        return found
+
+    for step, index in enumerate(order):
+        start, end = starts[index], starts[index + 1]
+        end = min(end, start + capacity)  # a request longer than the pool: its head only
+        hit = 0
+        while hit < prompts[index] and start + hit < end and cached[nodes[start + hit]]:
+            hit += 1
+        lengths[index] = hit * block_size
+        position = start
+        while position < end and cached[nodes[position]]:
+            node = nodes[position]
+            next_use[node] = upcoming[position]
+            on_path[node] = step
+            position += 1
+        deepest = nodes[position - 1] if position > start else -1
+        while position < end:
+            node = nodes[position]
+            wanted = upcoming[position]
+            if size >= capacity:
+                out = victim(step)
+                if out < 0 or next_use[out] <= wanted:
+                    if out >= 0:
+                        heapq.heappush(leaves, (-next_use[out], -out))  # it stays cached
+                    break  # bypass: the block is needed no sooner than the victim
+                cached[out] = 0
+                size -= 1
+                parent = parents[out]
+                if parent >= 0:
+                    children[parent] -= 1
+                    if not children[parent] and on_path[parent] != step:
+                        heapq.heappush(leaves, (-next_use[parent], -parent))
+            cached[node] = 1
+            size += 1
+            next_use[node] = wanted
+            on_path[node] = step
+            parent = parents[node]
+            if parent >= 0:
+                children[parent] += 1
+            deepest = node
+            position += 1
+        if deepest >= 0 and not children[deepest]:
+            heapq.heappush(leaves, (-next_use[deepest], -deepest))
+    return lengths

@@ -33,46 +33,67 @@ import heapq
 from array import array
 from collections.abc import Sequence
 
+import numpy as np
+
 from .prefix import PrefixPaths
 
 #: The next use of a block that is never used again.
 NEVER = 1 << 62
 
 
+def _positions(paths: PrefixPaths, order: Sequence[int]) -> tuple[np.ndarray, ...]:
+    """Per position of ``paths.nodes``: its prefix id, its request, the step that
+    request is served at, and whether the position is in the prompt. O(blocks)."""
+    count = len(paths.starts) - 1
+    starts = np.frombuffer(paths.starts, dtype=np.int64)
+    lengths = np.diff(starts)
+    requests = np.repeat(np.arange(count, dtype=np.int64), lengths)
+    step_of = np.empty(count, dtype=np.int64)
+    step_of[np.asarray(order, dtype=np.int64)] = np.arange(count, dtype=np.int64)
+    offsets = np.arange(len(paths.nodes), dtype=np.int64) - starts[:-1][requests]
+    prompt = offsets < np.frombuffer(paths.prompt_blocks, dtype=np.int64)[requests]
+    nodes = np.frombuffer(paths.nodes, dtype=np.int64)
+    return nodes, requests, step_of[requests], prompt
+
+
 def infinite_lengths(paths: PrefixPaths, order: Sequence[int], block_size: int) -> list[int]:
-    """Matched tree length of each request (by trace index) with an unbounded pool. O(blocks)."""
-    seen = bytearray(paths.count)
-    lengths = [0] * len(order)
-    nodes, starts, prompts = paths.nodes, paths.starts, paths.prompt_blocks
-    for index in order:
-        start, end = starts[index], starts[index + 1]
-        hit = 0
-        limit = prompts[index]
-        while hit < limit and seen[nodes[start + hit]]:
-            hit += 1
-        lengths[index] = hit * block_size
-        for position in range(start + hit, end):
-            seen[nodes[position]] = 1
-    return lengths
+    """Matched tree length of each request (by trace index) with an unbounded pool.
+
+    A prompt block hits when its prefix was inserted by an earlier request; those
+    are always a leading run of the prompt (a prefix is inserted with its parent).
+    O(blocks), vectorised.
+    """
+    nodes, requests, steps, prompt = _positions(paths, order)
+    first = np.full(paths.count, NEVER, dtype=np.int64)
+    np.minimum.at(first, nodes, steps)
+    hits = prompt & (first[nodes] < steps)
+    counts = np.bincount(requests[hits], minlength=len(paths.starts) - 1)
+    return (counts * block_size).tolist()  # type: ignore[no-any-return]
 
 
 def next_uses(paths: PrefixPaths, order: Sequence[int]) -> array[int]:
     """For each position of ``paths.nodes``: the step (index into ``order``) of the
     next request after this one whose prompt holds the same prefix, or :data:`NEVER`.
 
-    O(total blocks), one backward pass.
+    A prefix occurs at most once per request, so sorting positions by (prefix,
+    step) puts each prefix's uses in serving order; the next use of a position is
+    the next prompt position of the same prefix in that order. O(blocks log blocks),
+    vectorised.
     """
-    nodes, starts, prompts = paths.nodes, paths.starts, paths.prompt_blocks
-    upcoming = array("q", [NEVER]) * len(nodes)
-    last_seen: dict[int, int] = {}
-    for step in range(len(order) - 1, -1, -1):
-        index = order[step]
-        start, end = starts[index], starts[index + 1]
-        for position in range(start, end):
-            upcoming[position] = last_seen.get(nodes[position], NEVER)
-        for position in range(start, start + prompts[index]):
-            last_seen[nodes[position]] = step
-    return upcoming
+    nodes, _, steps, prompt = _positions(paths, order)
+    ranked = np.lexsort((steps, nodes))
+    ranked_nodes, ranked_steps = nodes[ranked], steps[ranked]
+    prompt_ranks = np.flatnonzero(prompt[ranked])
+    candidate = np.searchsorted(prompt_ranks, np.arange(1, len(ranked) + 1))
+    found = candidate < len(prompt_ranks)
+    target = prompt_ranks[np.minimum(candidate, max(len(prompt_ranks) - 1, 0))]
+    if len(prompt_ranks):
+        found &= ranked_nodes[target] == ranked_nodes
+    upcoming = np.full(len(nodes), NEVER, dtype=np.int64)
+    upcoming[ranked[found]] = ranked_steps[target[found]]
+    result = array("q")
+    result.frombytes(upcoming.tobytes())
+    return result
 
 
 def belady_lengths(

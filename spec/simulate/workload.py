@@ -45,7 +45,7 @@ class WorkloadSpec:
     Lengths are medians of log-normal distributions, in tokens; times in seconds.
     """
 
-    requests: int = 3000
+    requests: int = 2000
     seed: int = 0
     block_size: int = 16
     vocab: int = 128_000
@@ -57,8 +57,8 @@ class WorkloadSpec:
     chat_share: float = 0.55
     agent_share: float = 0.25
     fork_probability: float = 0.12
-    system_tokens: float = 700.0
-    schema_tokens: float = 2500.0
+    system_tokens: float = 500.0
+    schema_tokens: float = 1500.0
     user_tokens: float = 90.0
     reply_tokens: float = 220.0
     observation_tokens: float = 280.0

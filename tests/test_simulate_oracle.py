@@ -35,9 +35,7 @@ def _path(trace: Trace, index: int, *, sequence: bool) -> list[Block]:
     request = trace.requests[index]
     tokens = list(request.sequence if sequence else request.tokens)
     size = trace.block_size
-    return [
-        (request.namespace, *tokens[: (end + 1) * size]) for end in range(len(tokens) // size)
-    ]
+    return [(request.namespace, *tokens[: (end + 1) * size]) for end in range(len(tokens) // size)]
 
 
 def oracle_lru(trace: Trace, capacity: int) -> tuple[list[int], int]:
@@ -107,9 +105,7 @@ def _random_block_trace(rng: random.Random) -> Trace:
 
 
 @pytest.mark.parametrize("capacity", [1, 3, 8, 40, 10_000])
-def test_sequential_matches_the_oracle_on_small_token_traces(
-    impl_name: str, capacity: int
-) -> None:
+def test_sequential_matches_the_oracle_on_small_token_traces(impl_name: str, capacity: int) -> None:
     """Random chats with shared prefixes, outputs and two namespaces: identical hits."""
     rng = random.Random(capacity)
     prompts, outputs, spaces = [], [], []

@@ -52,17 +52,26 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "offline Belady bound and an infinite pool.",
     )
     parser.add_argument(
-        "trace", nargs="?", type=Path, metavar="TRACE", help="JSON-lines trace (default: the "
-        "embedded workload)"
+        "trace",
+        nargs="?",
+        type=Path,
+        metavar="TRACE",
+        help="JSON-lines trace (default: the embedded workload)",
     )
     source = parser.add_argument_group("trace")
     source.add_argument("--format", choices=("auto", *FORMATS), default="auto")
     source.add_argument(
-        "--block-size", type=int, default=16, metavar="B",
+        "--block-size",
+        type=int,
+        default=16,
+        metavar="B",
         help="tokens per block of token traces and the embedded workload (default 16)",
     )
     source.add_argument(
-        "--hash-block-tokens", type=int, default=512, metavar="N",
+        "--hash-block-tokens",
+        type=int,
+        default=512,
+        metavar="N",
         help="tokens per hash id of mooncake traces (default 512)",
     )
     source.add_argument(
@@ -70,11 +79,16 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     )
     source.add_argument("--seed", type=int, default=0, help="embedded workload seed (default 0)")
     source.add_argument(
-        "--requests", type=int, default=WorkloadSpec.requests, metavar="N",
+        "--requests",
+        type=int,
+        default=WorkloadSpec.requests,
+        metavar="N",
         help=f"embedded workload size (default {WorkloadSpec.requests})",
     )
     source.add_argument(
-        "--save-workload", type=Path, metavar="PATH",
+        "--save-workload",
+        type=Path,
+        metavar="PATH",
         help="also write the embedded workload to PATH as a token trace",
     )
     run = parser.add_argument_group("simulation")
@@ -84,38 +98,57 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "--capacity", metavar="LIST", help="pool sizes in blocks, e.g. 1000,5000,20k"
     )
     sizes.add_argument(
-        "--sweep", metavar="auto|N", default="auto",
+        "--sweep",
+        metavar="auto|N",
+        default="auto",
         help="N log-spaced capacities up to the working set (default auto: 8)",
     )
     run.add_argument(
-        "--impl", choices=IMPLEMENTATION_NAMES, default=None,
+        "--impl",
+        choices=IMPLEMENTATION_NAMES,
+        default=None,
         help=f"tree implementation (default: accel, or reference when {PURE_SWITCH}=1)",
     )
     run.add_argument("--no-bounds", action="store_true", help="skip Belady and infinite capacity")
     run.add_argument(
-        "--executor", choices=EXECUTORS, default="process",
+        "--executor",
+        choices=EXECUTORS,
+        default="process",
         help="where the capacities run (default: worker processes)",
     )
     run.add_argument("--jobs", type=int, default=None, help="worker processes (default: CPUs)")
     run.add_argument(
-        "--ray-address", default=None, metavar="ADDR",
+        "--ray-address",
+        default=None,
+        metavar="ADDR",
         help="Ray cluster for --executor ray ('auto', host:port; default: a local Ray)",
     )
     timed = parser.add_argument_group("timed mode (service model)")
     timed.add_argument(
-        "--prefill-tps", type=float, default=service.prefill_tokens_per_s, metavar="TOKENS",
+        "--prefill-tps",
+        type=float,
+        default=service.prefill_tokens_per_s,
+        metavar="TOKENS",
         help=f"prefill throughput, tokens/s (default {service.prefill_tokens_per_s:g})",
     )
     timed.add_argument(
-        "--decode-ms", type=float, default=service.decode_ms_per_token, metavar="MS",
+        "--decode-ms",
+        type=float,
+        default=service.decode_ms_per_token,
+        metavar="MS",
         help=f"decode time per output token (default {service.decode_ms_per_token:g})",
     )
     timed.add_argument(
-        "--max-running", type=int, default=service.max_running, metavar="N",
+        "--max-running",
+        type=int,
+        default=service.max_running,
+        metavar="N",
         help=f"concurrent requests at most (default {service.max_running})",
     )
     timed.add_argument(
-        "--on-full", choices=ON_FULL, default=service.on_full,
+        "--on-full",
+        choices=ON_FULL,
+        default=service.on_full,
         help="when every block is pinned: wait for one to finish, or refuse (default wait)",
     )
     output = parser.add_argument_group("output")
@@ -123,7 +156,10 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "--out", type=Path, metavar="DIR", help="write results.json, results.csv and the plots"
     )
     output.add_argument(
-        "--timeline-capacity", type=int, default=None, metavar="N",
+        "--timeline-capacity",
+        type=int,
+        default=None,
+        metavar="N",
         help="the capacity of the hit-ratio-over-time plot (default: the middle one)",
     )
     output.add_argument("--quiet", action="store_true", help="no progress bar")

@@ -109,9 +109,7 @@ def _ray_point(job: Job, capacity: int) -> Point:
     return run_point(job, capacity)
 
 
-def _run_ray(
-    job: Job, capacities: list[int], advance: Advance, address: str | None
-) -> list[Point]:
+def _run_ray(job: Job, capacities: list[int], advance: Advance, address: str | None) -> list[Point]:
     try:
         import ray
     except ImportError:

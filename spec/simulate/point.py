@@ -97,9 +97,7 @@ def run_point(job: Job, capacity: int, progress: Progress | None = None) -> Poin
     belady_seconds = 0.0
     if job.paths is not None and job.infinite is not None:
         started = time.perf_counter()
-        lengths = belady_lengths(
-            job.paths, job.order, capacity, job.trace.block_size, job.upcoming
-        )
+        lengths = belady_lengths(job.paths, job.order, capacity, job.trace.block_size, job.upcoming)
         belady_seconds = time.perf_counter() - started
         belady = hit_stats(job.trace, lengths)
         series.update(belady=lengths, infinite=job.infinite)

@@ -136,11 +136,11 @@ class Results:
                 "seconds": round(point.seconds, 4),
             }
             for name, stats in (("belady", point.belady), ("infinite", self.infinite)):
-                row[f"{name}_token_hit_ratio"] = "" if stats is None else round(
-                    stats.token_hit_ratio, 6
+                row[f"{name}_token_hit_ratio"] = (
+                    "" if stats is None else round(stats.token_hit_ratio, 6)
                 )
-                row[f"{name}_block_hit_ratio"] = "" if stats is None else round(
-                    stats.block_hit_ratio, 6
+                row[f"{name}_block_hit_ratio"] = (
+                    "" if stats is None else round(stats.block_hit_ratio, 6)
                 )
             for percentile in ("p50", "p90", "p99"):
                 row[f"ttft_{percentile}_ms"] = point.ttft_ms.get(percentile, "")

@@ -121,9 +121,7 @@ def replay_timed(
     server = _Server(trace, tree, service)
     arrived = 0
     while arrived < len(order) or server.running:
-        next_arrival = (
-            trace.requests[order[arrived]].timestamp if arrived < len(order) else None
-        )
+        next_arrival = trace.requests[order[arrived]].timestamp if arrived < len(order) else None
         if server.running and (next_arrival is None or server.running[0][0] <= next_arrival):
             now = server.complete()
         else:

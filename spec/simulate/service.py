@@ -11,7 +11,8 @@ blocks):
 * **Full pool.** When every block it could evict is pinned and the insert finds no
   room (``OutOfBlocksError``), the request -- and, first come first served, every
   request behind it -- waits for a running request to finish (``on_full="wait"``),
-  or it is refused (``on_full="refuse"``). Either is counted. A prompt with more
+  or it is refused (``on_full="refuse"``). Either is counted: ``waited`` counts
+  every request that sat in the queue while the pool was full. A prompt with more
   whole blocks than the pool can never run and is always refused.
 * **Prefill.** One prefill stream, first come first served, at
   ``prefill_tokens_per_s``: a request's prefill starts when it is admitted and the

@@ -74,7 +74,6 @@ class _Server:
                     self.waiting.popleft()
                     self.refused += 1
                     continue
-                self.waited.add(index)
                 self.blocked = True
                 return
             self.waiting.popleft()
@@ -132,6 +131,8 @@ def replay_timed(
             if progress is not None and arrived % PROGRESS_EVERY == 0:
                 progress(PROGRESS_EVERY)
         server.admit(now)
+        if server.blocked:  # everyone queued behind a full pool waits for it
+            server.waited.update(server.waiting)
     if progress is not None:
         progress(arrived % PROGRESS_EVERY)
     assert not server.waiting, "a waiting request always has a running one to wait for"

@@ -92,8 +92,13 @@ def test_timed_mode_reports_ttft(tmp_path: Path, capsys: pytest.CaptureFixture[s
 
 
 def test_no_bounds_and_the_knee_when_unreached(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    monkeypatch.setenv("COLUMNS", "120")  # the user's width is kept
+    assert main(["simulate", *SMALL, "--no-bounds", "--capacity", "900"]) == 0
+    printed = capsys.readouterr().out
+    assert "working set" not in printed and "knee:" not in printed
+    assert max(map(len, printed.splitlines())) <= 120
     assert main(["simulate", *SMALL, "--no-bounds", "--sweep", "3", "--out", str(tmp_path)]) == 0
     document = json.loads((tmp_path / "results.json").read_text())
     _validate(document)
@@ -274,3 +279,21 @@ def test_ray_executor_without_ray(monkeypatch: pytest.MonkeyPatch) -> None:
     prepared = plan(generate(WorkloadSpec(requests=20)), Settings(capacities=(50,)))
     with pytest.raises(SimulateError, match=r"--executor ray needs Ray: pip install"):
         run_points(prepared.job, [50], lambda done: None, executor="ray")
+
+
+def test_worker_entry_points_in_process() -> None:
+    """What a worker process and a Ray task run, called here (their own processes are
+    not traced by coverage): the job installed once, progress added to the counter."""
+    import multiprocessing
+
+    from spec.simulate import executors
+
+    prepared = plan(generate(WorkloadSpec(requests=30)), Settings(capacities=(100,)))
+    counter = multiprocessing.get_context("spawn").Value("q", 0)
+    executors._start_worker(prepared.job, counter)
+    try:
+        point = executors._worker_point(100)
+    finally:
+        executors._start_worker(None, None)  # type: ignore[arg-type]
+    assert counter.value == 30
+    assert executors._ray_point(prepared.job, 100).lru == point.lru

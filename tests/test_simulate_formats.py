@@ -106,8 +106,9 @@ def test_skip_bad_counts_and_skips() -> None:
 def test_traces_that_cannot_be_read(tmp_path: Path) -> None:
     with pytest.raises(SimulateError, match="the trace is empty"):
         parse_trace(b"\n  \n", "x")
-    with pytest.raises(TraceLineError, match="cannot tell the format"):
-        parse_trace(_lines({"prompt": [1]}), "x")
+    for first in ({"prompt": [1]}, [1]):
+        with pytest.raises(TraceLineError, match="line 1: cannot tell the format"):
+            parse_trace(_lines(first), "x")
     with pytest.raises(TraceLineError, match=r"line 1: not valid JSON"):
         parse_trace(b"\xff\xfe", "x")
     with pytest.raises(SimulateError, match=r"cannot read trace .*missing.jsonl"):
@@ -131,6 +132,8 @@ def test_token_trace_round_trip(tmp_path: Path) -> None:
         json.loads(path.read_text().splitlines()[0])["tokens"] == trace.requests[0].tokens.tolist()
     )
     assert list(token_lines(plain)) == [{"tokens": [1, 2], "output_length": 0, "timestamp": 0.0}]
+    untimed = parse_trace(_lines({"tokens": [3]}), "u")
+    assert list(token_lines(untimed)) == [{"tokens": [3], "output_length": 0}]
 
 
 def test_mooncake_export_chains_hashes_over_prefixes(tmp_path: Path) -> None:

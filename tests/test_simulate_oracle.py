@@ -220,3 +220,20 @@ def test_belady_rejects_an_empty_pool() -> None:
     trace = block_trace([[1]])
     with pytest.raises(ValueError, match="capacity must be >= 1"):
         belady_lengths(prefix_paths(trace), [0], 0, 1)
+
+
+def test_belady_skips_retired_entries_of_a_reused_output() -> None:
+    """A cached reply on a later request's path (beyond its prompt) keeps its far next
+    use, but being on the path retires its heap entry: Belady passes over it and
+    keeps the prompt that is needed again."""
+    trace = token_trace([[1], [9], [1], [9]], block_size=1, outputs=[[2], [], [2, 3], []])
+    paths = prefix_paths(trace)
+    order = [0, 1, 2, 3]
+    assert belady_lengths(paths, order, 3, 1) == [0, 0, 1, 1]
+    assert sum(belady_lengths(paths, order, 3, 1)) == oracle_best(trace, 3)
+    assert oracle_lru(trace, 3)[0] == [0, 0, 1, 0]
+
+
+def test_next_uses_with_no_prompt_block() -> None:
+    trace = token_trace([[1], [1]], block_size=2, outputs=[[2, 3], []])
+    assert next_uses(prefix_paths(trace), [0, 1]).tolist() == [1 << 62]

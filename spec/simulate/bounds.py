@@ -84,13 +84,13 @@ def next_uses(paths: PrefixPaths, order: Sequence[int]) -> array[int]:
     ranked = np.lexsort((steps, nodes))
     ranked_nodes, ranked_steps = nodes[ranked], steps[ranked]
     prompt_ranks = np.flatnonzero(prompt[ranked])
-    candidate = np.searchsorted(prompt_ranks, np.arange(1, len(ranked) + 1))
-    found = candidate < len(prompt_ranks)
-    target = prompt_ranks[np.minimum(candidate, max(len(prompt_ranks) - 1, 0))]
-    if len(prompt_ranks):
-        found &= ranked_nodes[target] == ranked_nodes
     upcoming = np.full(len(nodes), NEVER, dtype=np.int64)
-    upcoming[ranked[found]] = ranked_steps[target[found]]
+    if len(prompt_ranks):  # else nothing is ever used again
+        candidate = np.searchsorted(prompt_ranks, np.arange(1, len(ranked) + 1))
+        found = candidate < len(prompt_ranks)
+        target = prompt_ranks[np.minimum(candidate, len(prompt_ranks) - 1)]
+        found &= ranked_nodes[target] == ranked_nodes
+        upcoming[ranked[found]] = ranked_steps[target[found]]
     result = array("q")
     result.frombytes(upcoming.tobytes())
     return result
@@ -120,28 +120,27 @@ def belady_lengths(
     cached = bytearray(count)
     children = array("q", [0]) * count  # cached children per prefix
     next_use = array("q", [NEVER]) * count
-    on_path = array("q", [-1]) * count  # the step whose path a prefix is on
-    leaves: list[tuple[int, int]] = []  # evictable-leaf candidates: (-next use, -id)
+    touched = array("q", [-1]) * count  # the last step whose path held the prefix
+    # Candidate victims: (-next use, -id, touched when pushed). An entry is current
+    # while its prefix is cached, childless and untouched since; touching a prefix
+    # (its request's path) retires its old entries, so the path is never a victim.
+    leaves: list[tuple[int, int, int]] = []
     size = 0
     lengths = [0] * len(order)
 
-    def victim(step: int) -> int:
-        """Pop the evictable leaf with the farthest next use, or -1."""
-        held = []
-        found = -1
-        while leaves:
-            entry = heapq.heappop(leaves)
-            node = -entry[1]
-            if not cached[node] or children[node] or next_use[node] != -entry[0]:
-                continue  # stale: evicted, no longer a leaf, or used since
-            if on_path[node] == step:
-                held.append(entry)  # the request's own path is never evicted
-                continue
-            found = node
-            break
-        for entry in held:
-            heapq.heappush(leaves, entry)
-        return found
+    def victim() -> int:
+        """Pop the current entry with the farthest next use.
+
+        One always exists when called: the pool is full and the path (cut to the
+        capacity) still needs a block, so some cached prefix is off the path, and
+        the off-path prefixes, closed under descendants, include a leaf.
+        """
+        while True:
+            _, negative, when = heapq.heappop(leaves)
+            node = -negative
+            if cached[node] and not children[node] and touched[node] == when:
+                return node
+            # else stale: evicted, extended, or touched since it was pushed
 
     for step, index in enumerate(order):
         start, end = starts[index], starts[index + 1]
@@ -154,34 +153,33 @@ def belady_lengths(
         while position < end and cached[nodes[position]]:
             node = nodes[position]
             next_use[node] = upcoming[position]
-            on_path[node] = step
+            touched[node] = step
             position += 1
         deepest = nodes[position - 1] if position > start else -1
         while position < end:
             node = nodes[position]
             wanted = upcoming[position]
             if size >= capacity:
-                out = victim(step)
-                if out < 0 or next_use[out] <= wanted:
-                    if out >= 0:
-                        heapq.heappush(leaves, (-next_use[out], -out))  # it stays cached
+                out = victim()
+                if next_use[out] <= wanted:
+                    heapq.heappush(leaves, (-next_use[out], -out, touched[out]))  # stays
                     break  # bypass: the block is needed no sooner than the victim
                 cached[out] = 0
                 size -= 1
                 parent = parents[out]
                 if parent >= 0:
                     children[parent] -= 1
-                    if not children[parent] and on_path[parent] != step:
-                        heapq.heappush(leaves, (-next_use[parent], -parent))
+                    if not children[parent] and touched[parent] != step:
+                        heapq.heappush(leaves, (-next_use[parent], -parent, touched[parent]))
             cached[node] = 1
             size += 1
             next_use[node] = wanted
-            on_path[node] = step
+            touched[node] = step
             parent = parents[node]
             if parent >= 0:
                 children[parent] += 1
             deepest = node
             position += 1
         if deepest >= 0 and not children[deepest]:
-            heapq.heappush(leaves, (-next_use[deepest], -deepest))
+            heapq.heappush(leaves, (-next_use[deepest], -deepest, step))
     return lengths

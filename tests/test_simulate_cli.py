@@ -40,8 +40,8 @@ def test_no_arguments_runs_the_embedded_workload(capsys: pytest.CaptureFixture[s
     """The README's main-job command, exactly: a fresh clone, no arguments."""
     assert main(["simulate"]) == 0
     out = capsys.readouterr().out
-    assert "embedded workload (seed 0, 2000 requests)" in out
-    assert "token hit LRU" in out and "Belady" in out and "infinite" in out
+    assert "embedded workload (seed 0): 2,000 requests" in out
+    assert "hit LRU" in out and "Belady" in out and "infinite" in out
     assert out.count("%") > 30 and "knee: LRU reaches 90%" in out
     assert "8 capacities in" in out and "(process executor)" in out
 
@@ -254,6 +254,7 @@ def test_report_formats() -> None:
     assert (percent(0.4318), percent(None)) == ("43.2%", "—")
     assert (count(39852661), count(1234), count(5), count(2.5e9)) == ("39.9M", "1.23k", "5", "2.5G")
     assert (duration(None), duration(350.2), duration(1234.5)) == ("—", "350 ms", "1.23 s")
+    assert duration(1_589_757.0) == "1,590 s"
 
 
 def test_progress_bar_on_a_terminal_only() -> None:

@@ -31,7 +31,7 @@ def test_requests_arrive_in_order_with_their_outputs() -> None:
     stamps = [r.timestamp or 0.0 for r in trace.requests]
     assert len(trace.requests) == 400 and stamps == sorted(stamps) and stamps[-1] > 0
     assert (trace.format, trace.block_size, trace.token_scale) == ("tokens", 16, 1)
-    assert trace.source == "embedded workload (seed 11, 400 requests)"
+    assert trace.source == "embedded workload (seed 11)"
     for request in trace.requests:
         assert request.sequence[: len(request.tokens)] == request.tokens
         assert len(request.sequence) == len(request.tokens) + request.output_tokens > 0

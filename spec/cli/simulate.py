@@ -38,7 +38,7 @@ EXIT_OK = 0
 EXIT_USAGE = 2
 
 #: The table's width when the output is not a terminal (a file, a pipe, a CI log).
-PLAIN_WIDTH = 160
+PLAIN_WIDTH = 180
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

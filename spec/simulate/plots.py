@@ -32,6 +32,7 @@ def write_plots(results: Results, out: Path) -> list[Path]:
 
     matplotlib.use("Agg")  # files only: no display needed
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import FuncFormatter
 
     points = results.points
     capacities = [point.capacity for point in points]
@@ -47,10 +48,11 @@ def write_plots(results: Results, out: Path) -> list[Path]:
         colour, label = STYLE["infinite"]
         axes.axhline(results.infinite.token_hit_ratio, color=colour, linestyle="--", label=label)
     axes.set_xscale("log")
+    axes.xaxis.set_major_formatter(FuncFormatter(lambda value, _: f"{value:,.0f}"))
     axes.set_xlabel(f"pool capacity (blocks of {results.trace.tokens_per_block} tokens)")
     axes.set_ylabel("token hit ratio")
     axes.set_ylim(0, 1)
-    axes.set_title(f"Hit ratio against capacity ({results.mode} mode)", fontsize=11)
+    axes.set_title(f"Hit ratio against capacity: {_name(results)}", fontsize=11)
     axes.grid(True, which="both", alpha=0.3)
     axes.legend(loc="upper left", fontsize=9)
     figure.tight_layout()
@@ -73,7 +75,7 @@ def write_plots(results: Results, out: Path) -> list[Path]:
     axes.set_ylabel("token hit ratio per window")
     axes.set_ylim(0, 1)
     axes.set_title(
-        f"Hit ratio over time at {point.capacity:,} blocks ({results.mode} mode)", fontsize=11
+        f"Hit ratio over time at {point.capacity:,} blocks: {_name(results)}", fontsize=11
     )
     axes.grid(True, alpha=0.3)
     axes.legend(loc="lower right", fontsize=9)
@@ -82,3 +84,8 @@ def write_plots(results: Results, out: Path) -> list[Path]:
     figure.savefig(over_time)
     plt.close(figure)
     return [against_capacity, over_time]
+
+
+def _name(results: Results) -> str:
+    """The trace's short name and the mode, for titles."""
+    return f"{results.trace.name.split(' (')[0]}, {results.mode}"

@@ -31,12 +31,20 @@ def count(value: float) -> str:
 
 
 def duration(milliseconds: float | None) -> str:
-    """``350.0`` -> ``350 ms``, ``1234.5`` -> ``1.23 s``; None -> an em dash. O(1)."""
+    """``350.0`` -> ``350 ms``, ``1234.5`` -> ``1.23 s``, ``1589757`` -> ``1,590 s``;
+    None -> an em dash. O(1)."""
     if milliseconds is None:
         return "—"
     if milliseconds < 1000:
         return f"{milliseconds:.0f} ms"
-    return f"{milliseconds / 1000:.3g} s"
+    seconds = milliseconds / 1000
+    if seconds < 100:
+        return f"{seconds:.3g} s"
+    return f"{float(f'{seconds:.3g}'):,.0f} s"
+
+
+#: What the columns mean, under the table.
+CAPTION = "hit: prompt tokens reused / prompt tokens; LRU/Belady: LRU's share of the bound"
 
 
 def _ratio(stats: HitStats | None) -> float | None:
@@ -46,15 +54,15 @@ def _ratio(stats: HitStats | None) -> float | None:
 def summary_table(results: Results) -> Table:
     """The table, one row per capacity. O(points)."""
     timed = results.mode == "timed"
-    table = Table(title=_title(results), title_justify="left")
+    table = Table(caption=CAPTION)
     columns = [
-        "capacity (blocks)",
-        "token hit LRU",
+        "blocks",
+        "hit LRU",
         "Belady",
         "infinite",
         "LRU/Belady",
-        "block hit LRU",
-        "prefill saved",
+        "block hit",
+        "tokens saved",
         "evictions",
         "peak pinned",
     ]
@@ -87,7 +95,8 @@ def summary_table(results: Results) -> Table:
     return table
 
 
-def _title(results: Results) -> str:
+def title(results: Results) -> str:
+    """The line above the table: the trace, its units, the mode, the tree. O(1)."""
     trace = results.trace
     unit = (
         f"{trace.tokens_per_block} tokens per hash block"
@@ -95,7 +104,7 @@ def _title(results: Results) -> str:
         else f"{trace.block_size} tokens per block"
     )
     return (
-        f"{trace.source}: {len(trace.requests):,} requests ({trace.format}, {unit}), "
+        f"{trace.name}: {len(trace.requests):,} requests ({trace.format}, {unit}), "
         f"{results.mode} mode, {results.implementation} tree"
     )
 
@@ -133,7 +142,8 @@ def notes(results: Results) -> list[str]:
 
 
 def print_report(results: Results, console: Console) -> None:
-    """Print the table and its notes."""
+    """Print the title, the table and its notes."""
+    console.print(title(results), highlight=False, soft_wrap=True)
     console.print(summary_table(results))
     for line in notes(results):
-        console.print(line, highlight=False)
+        console.print(line, highlight=False, soft_wrap=True)

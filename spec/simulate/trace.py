@@ -28,6 +28,7 @@ from __future__ import annotations
 
 from array import array
 from dataclasses import dataclass, field
+from pathlib import Path
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,6 +83,11 @@ class Trace:
     token_scale: int
     source: str
     skipped: list[SkippedLine] = field(default_factory=list)
+
+    @property
+    def name(self) -> str:
+        """A short name: the trace file's name without its folders, else ``source``. O(1)."""
+        return Path(self.source).name if self.source.endswith(".jsonl") else self.source
 
     @property
     def tokens_per_block(self) -> int:

@@ -199,5 +199,5 @@ def generate_requests(spec: WorkloadSpec) -> list[Request]:
 def generate(spec: WorkloadSpec | None = None) -> Trace:
     """The generated workload as a token trace with ``spec.block_size`` tokens per block."""
     spec = spec or WorkloadSpec()
-    source = f"embedded workload (seed {spec.seed}, {spec.requests} requests)"
+    source = f"embedded workload (seed {spec.seed})"
     return Trace(generate_requests(spec), "tokens", spec.block_size, 1, source)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from array import array
 from pathlib import Path
 
+from spec.simulate.point import Point
 from spec.simulate.trace import Request, Trace
 
 DATA = Path(__file__).resolve().parent / "data"
@@ -48,3 +49,15 @@ def token_trace(
             )
         )
     return Trace(requests, "tokens", block_size, 1, "test")
+
+
+def assert_same_points(first: list[Point], second: list[Point]) -> None:
+    """Two sweeps found the same figures at the same capacities (wall times aside)."""
+    for a, b in zip(first, second, strict=True):
+        assert (a.capacity, a.lru, a.belady, a.timeline) == (
+            b.capacity,
+            b.lru,
+            b.belady,
+            b.timeline,
+        )
+        assert a.replay.lengths == b.replay.lengths

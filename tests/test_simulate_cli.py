@@ -24,7 +24,7 @@ from spec.simulate.run import Settings, execute, plan, simulate
 from spec.simulate.sweep import auto_capacities, parse_capacities, parse_sweep
 from spec.simulate.workload import WorkloadSpec, generate
 
-from .simulate_support import MOONCAKE_SAMPLE
+from .simulate_support import MOONCAKE_SAMPLE, assert_same_points
 
 SCHEMA = json.loads(SCHEMA_PATH.read_text())
 SMALL = ["--requests", "120", "--executor", "serial"]
@@ -218,14 +218,7 @@ def test_process_and_serial_executors_agree() -> None:
         prepared.job, prepared.capacities, seen.append, executor="process", jobs=2
     )
     assert sum(seen) == 3 * 80
-    for a, b in zip(serial.points, parallel, strict=True):
-        assert (a.capacity, a.lru, a.belady, a.timeline) == (
-            b.capacity,
-            b.lru,
-            b.belady,
-            b.timeline,
-        )
-        assert a.replay.lengths == b.replay.lengths
+    assert_same_points(serial.points, parallel)
     one = run_points(prepared.job, [200], seen.append, executor="process")
     assert one[0].lru == serial.points[0].lru
     with pytest.raises(SimulateError, match="unknown executor 'mpi'"):

@@ -18,6 +18,8 @@ from spec.cli import main  # noqa: E402
 from spec.simulate.run import Settings, simulate  # noqa: E402
 from spec.simulate.workload import WorkloadSpec, generate  # noqa: E402
 
+from .simulate_support import assert_same_points  # noqa: E402
+
 
 @pytest.fixture(scope="module")
 def local_ray() -> Iterator[None]:
@@ -32,14 +34,7 @@ def test_ray_tasks_give_the_serial_results(local_ray: None) -> None:
         executor: simulate(trace, Settings(executor=executor, capacities=(150, 600, 2400)))
         for executor in ("serial", "ray")
     }
-    for a, b in zip(found["serial"].points, found["ray"].points, strict=True):
-        assert (a.capacity, a.lru, a.belady, a.timeline) == (
-            b.capacity,
-            b.lru,
-            b.belady,
-            b.timeline,
-        )
-        assert a.replay.lengths == b.replay.lengths
+    assert_same_points(found["serial"].points, found["ray"].points)
     assert found["ray"].executor == "ray"
 
 

@@ -37,6 +37,13 @@ from spec.simulate.workload import WorkloadSpec, generate
 EXIT_OK = 0
 EXIT_USAGE = 2
 
+#: The service model's numeric options: flag, ServiceModel field, type, metavar, help.
+SERVICE_OPTIONS: tuple[tuple[str, str, type, str, str], ...] = (
+    ("--prefill-tps", "prefill_tokens_per_s", float, "TOKENS", "prefill throughput, tokens/s"),
+    ("--decode-ms", "decode_ms_per_token", float, "MS", "decode time per output token"),
+    ("--max-running", "max_running", int, "N", "concurrent requests at most"),
+)
+
 #: The table's width when the output is not a terminal (a file, a pipe, a CI log).
 PLAIN_WIDTH = 180
 
@@ -124,27 +131,11 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help="Ray cluster for --executor ray ('auto', host:port; default: a local Ray)",
     )
     timed = parser.add_argument_group("timed mode (service model)")
-    timed.add_argument(
-        "--prefill-tps",
-        type=float,
-        default=service.prefill_tokens_per_s,
-        metavar="TOKENS",
-        help=f"prefill throughput, tokens/s (default {service.prefill_tokens_per_s:g})",
-    )
-    timed.add_argument(
-        "--decode-ms",
-        type=float,
-        default=service.decode_ms_per_token,
-        metavar="MS",
-        help=f"decode time per output token (default {service.decode_ms_per_token:g})",
-    )
-    timed.add_argument(
-        "--max-running",
-        type=int,
-        default=service.max_running,
-        metavar="N",
-        help=f"concurrent requests at most (default {service.max_running})",
-    )
+    for flag, field, kind, metavar, text in SERVICE_OPTIONS:
+        default = getattr(service, field)
+        timed.add_argument(
+            flag, type=kind, default=default, metavar=metavar, help=f"{text} (default {default:g})"
+        )
     timed.add_argument(
         "--on-full",
         choices=ON_FULL,
@@ -189,12 +180,10 @@ def run_simulate(args: argparse.Namespace) -> int:
 
 def _settings(args: argparse.Namespace) -> Settings:
     try:
-        service = ServiceModel(
-            prefill_tokens_per_s=args.prefill_tps,
-            decode_ms_per_token=args.decode_ms,
-            max_running=args.max_running,
-            on_full=args.on_full,
-        )
+        numbers = {
+            field: getattr(args, flag[2:].replace("-", "_")) for flag, field, *_ in SERVICE_OPTIONS
+        }
+        service = ServiceModel(on_full=args.on_full, **numbers)
     except ValueError as error:
         raise SimulateError(str(error)) from None
     if args.jobs is not None and args.jobs < 1:

@@ -11,5 +11,12 @@ the machinery, one concept per module:
 * :mod:`~spec.simulate.prefix`, :mod:`~spec.simulate.bounds` -- infinite capacity
   and the offline Belady bound;
 * :mod:`~spec.simulate.metrics`, :mod:`~spec.simulate.point` -- the figures at one
-  capacity.
+  capacity;
+* :mod:`~spec.simulate.sweep`, :mod:`~spec.simulate.executors`,
+  :mod:`~spec.simulate.run` -- which capacities, where they run, a whole simulation;
+* :mod:`~spec.simulate.results` (and ``results.schema.json``),
+  :mod:`~spec.simulate.report`, :mod:`~spec.simulate.plots`,
+  :mod:`~spec.simulate.progress` -- what a run writes and shows;
+* :mod:`~spec.simulate.export` -- traces written back (token and Mooncake formats);
+* :mod:`~spec.simulate.errors` -- the one error type, with line and field.
 """

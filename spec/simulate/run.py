@@ -11,6 +11,8 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from spec.impls import default_implementation
+
 from .bounds import infinite_lengths, next_uses
 from .errors import SimulateError
 from .executors import run_points
@@ -30,7 +32,8 @@ class Settings:
 
     Attributes:
         mode: ``sequential`` or ``timed``.
-        implementation: ``accel`` or ``reference``.
+        implementation: ``accel`` or ``reference`` (default: accel, or reference
+            when ``KACHEDB_RADIX_PURE=1``).
         service: the timed mode's service model.
         capacities: pool sizes in blocks, or None for an automatic sweep of
             ``sweep_points`` capacities.
@@ -42,7 +45,7 @@ class Settings:
     """
 
     mode: str = "sequential"
-    implementation: str = "accel"
+    implementation: str = field(default_factory=default_implementation)
     service: ServiceModel = field(default_factory=ServiceModel)
     capacities: tuple[int, ...] | None = None
     sweep_points: int = AUTO_POINTS

@@ -28,8 +28,9 @@ The format is taken from ``--format`` or detected from the first non-blank line 
 ``hash_ids`` field means mooncake, a ``tokens`` field means tokens). A bad line
 raises :class:`~spec.simulate.errors.TraceLineError` naming the line and the field;
 with ``skip_bad`` it is counted and left out instead. Decoding uses msgspec: typed
-validation in C, about 3x faster than the standard library's json on these traces
-(measured in ``benchmarks/bench_simulate.py``'s docstring).
+validation in C (its error paths name the field), and decoding alone about 3x faster
+than the standard library's ``json.loads`` on Mooncake lines; reading a whole trace
+into records is timed in ``benchmarks/bench_simulate.py`` (``test_parse``).
 """
 
 from __future__ import annotations

@@ -12,7 +12,7 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from spec.cli import conform, simulate
+from spec.cli import conform, explain, simulate
 from spec.demo import run_demo
 from spec.impls import IMPLEMENTATION_NAMES, PURE_SWITCH, default_implementation, tree_class
 
@@ -35,6 +35,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     demo.set_defaults(handler=_demo)
     conform.register(commands)
+    explain.register(commands)
     simulate.register(commands)
     return parser
 

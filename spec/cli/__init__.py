@@ -13,7 +13,7 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from spec.cli import conform, gate
+from spec.cli import conform, explain, gate, simulate
 from spec.demo import run_demo
 from spec.impls import IMPLEMENTATION_NAMES, PURE_SWITCH, default_implementation, tree_class
 
@@ -36,6 +36,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     demo.set_defaults(handler=_demo)
     conform.register(commands)
+    explain.register(commands)
+    simulate.register(commands)
     gate.register(commands)
     return parser
 

@@ -112,7 +112,9 @@ class Rig:
         self.dst = [int(i) for i in perm[self.max_batch :]]
         self.spin = cp.RawKernel(SPIN_SOURCE, "kvpool_bench_spin")
         props = cp.cuda.runtime.getDeviceProperties(cp.cuda.runtime.getDevice())
-        self.clock_khz = int(props["clockRate"]) or 2_000_000
+        # CUDA 13 dropped clockRate from the device properties: assume 2 GHz then (the spin
+        # kernel only needs to outlast the host's launches, not to last an exact time)
+        self.clock_khz = int(props.get("clockRate") or 0) or 2_000_000
         name = props["name"]
         self.device_name = name.decode() if isinstance(name, bytes) else str(name)
         cp.cuda.get_current_stream().synchronize()
@@ -225,8 +227,7 @@ class TorchSide:
         """One contiguous [2, n, ...] buffer per layer, as per-layer calls read or write."""
         shape = (2, n, *self.rig.spec.layer_shape[2:])
         return [
-            self.torch.empty(shape, dtype=self.layers[0].dtype, device="cuda")
-            for _ in self.layers
+            self.torch.empty(shape, dtype=self.layers[0].dtype, device="cuda") for _ in self.layers
         ]
 
     def index(self, ids: list[int]) -> Any:
@@ -285,12 +286,17 @@ def torch_side(rig: Rig) -> TorchSide:
     return TorchSide(rig)
 
 
-def _sync_after(rig: Rig, fn: Callable[[], None]) -> Callable[[], None]:
+def _record(
+    benchmark: Any, rig: Rig, fn: Callable[[], None], rounds: int, warmup: int, **info: Any
+) -> None:
+    """Store ``info`` (plus layout and device) and let pytest-benchmark time ``fn`` synced."""
+    benchmark.extra_info.update(layout=rig.spec.layout.value, device=rig.device_name, **info)
+
     def run() -> None:
         fn()
         rig.cp.cuda.get_current_stream().synchronize()
 
-    return run
+    benchmark.pedantic(run, rounds=rounds, iterations=1, warmup_rounds=warmup)
 
 
 @pytest.mark.parametrize("n", BATCHES)
@@ -302,18 +308,20 @@ def test_device_bandwidth(benchmark: Any, rig: Rig, op: str, n: int) -> None:
     fn, base = rig.op(op, n), rig.contiguous(n)
     t_op = rig.device_seconds(fn, nbytes)
     t_base = rig.device_seconds(base, nbytes)
-    benchmark.extra_info.update(
+    _record(
+        benchmark,
+        rig,
+        fn,
+        rounds=5,
+        warmup=1,
         kind="device",
-        layout=rig.spec.layout.value,
         op=op,
         blocks=n,
         bytes=nbytes,
         op_gbps=nbytes / t_op / 1e9,
         contig_gbps=nbytes / t_base / 1e9,
         fraction=t_base / t_op,
-        device=rig.device_name,
     )
-    benchmark.pedantic(_sync_after(rig, fn), rounds=5, iterations=1, warmup_rounds=1)
 
 
 @pytest.mark.parametrize("n", HOST_BATCHES)
@@ -349,18 +357,20 @@ def test_host_round_trip(benchmark: Any, rig: Rig, n: int) -> None:
         return float(cp.cuda.get_elapsed_time(start, end)) / 1e3 / reps
 
     t_op, t_base = timed(round_trip), timed(contiguous)
-    benchmark.extra_info.update(
+    _record(
+        benchmark,
+        rig,
+        round_trip,
+        rounds=3,
+        warmup=0,
         kind="host",
-        layout=rig.spec.layout.value,
         op="offload+restore",
         blocks=n,
         bytes=2 * nbytes,
         op_gbps=2 * nbytes / t_op / 1e9,
         contig_gbps=2 * nbytes / t_base / 1e9,
         fraction=t_base / t_op,
-        device=rig.device_name,
     )
-    benchmark.pedantic(_sync_after(rig, round_trip), rounds=3, iterations=1, warmup_rounds=0)
     pool.synchronize()
 
 
@@ -371,17 +381,19 @@ def test_host_cost(benchmark: Any, rig: Rig, op: str, ids: str, n: int) -> None:
     """Host microseconds per call of the accel pool for small batches."""
     fn = rig.op(op, n, ids)
     us = rig.host_us(fn)
-    benchmark.extra_info.update(
+    _record(
+        benchmark,
+        rig,
+        fn,
+        rounds=3,
+        warmup=1,
         kind="host-cost",
-        layout=rig.spec.layout.value,
         impl="accel",
         op=op,
         ids=ids,
         blocks=n,
         host_us=us,
-        device=rig.device_name,
     )
-    benchmark.pedantic(_sync_after(rig, fn), rounds=3, iterations=1, warmup_rounds=1)
 
 
 @pytest.mark.parametrize("n", HOST_COST_BATCHES)
@@ -390,17 +402,19 @@ def test_torch_host_cost(benchmark: Any, rig: Rig, torch_side: TorchSide, ids: s
     """Host microseconds per call of torch's index_select (per layer for layer-major)."""
     fn = torch_side.gather(n, from_list=ids == "list")
     us = rig.host_us(fn)
-    benchmark.extra_info.update(
+    _record(
+        benchmark,
+        rig,
+        fn,
+        rounds=3,
+        warmup=1,
         kind="host-cost",
-        layout=rig.spec.layout.value,
         impl="torch",
         op="gather",
         ids=ids,
         blocks=n,
         host_us=us,
-        device=rig.device_name,
     )
-    benchmark.pedantic(_sync_after(rig, fn), rounds=3, iterations=1, warmup_rounds=1)
 
 
 @pytest.mark.parametrize("n", TORCH_BATCHES)
@@ -418,16 +432,18 @@ def test_vs_torch(benchmark: Any, rig: Rig, torch_side: TorchSide, op: str, n: i
         info[f"{mode}_ours_gbps"] = nbytes / t_ours / 1e9
         info[f"{mode}_torch_gbps"] = nbytes / t_torch / 1e9
         info[f"{mode}_ratio"] = t_torch / t_ours
-    benchmark.extra_info.update(
+    _record(
+        benchmark,
+        rig,
+        ours,
+        rounds=3,
+        warmup=1,
         kind="vs-torch",
-        layout=rig.spec.layout.value,
         op=op,
         blocks=n,
         bytes=nbytes,
-        device=rig.device_name,
         **info,
     )
-    benchmark.pedantic(_sync_after(rig, ours), rounds=3, iterations=1, warmup_rounds=1)
 
 
 # ----------------------------------------------------------------------------- summary
@@ -494,7 +510,8 @@ def _host_cost_table(rows: list[dict[str, Any]]) -> tuple[list[str], int]:
         f"Host microseconds per call (median of 5 rounds of {HOST_CALLS} calls; target: accel "
         f"<= {TARGET_HOST_US:g} us for 1-16 blocks with list or NumPy ids).",
         "",
-        "| layout | impl | op | ids | " + " | ".join(f"{n} blk" for n in HOST_COST_BATCHES)
+        "| layout | impl | op | ids | "
+        + " | ".join(f"{n} blk" for n in HOST_COST_BATCHES)
         + " | target |",
         "|---|---|---|---|" + "---:|" * len(HOST_COST_BATCHES) + "---|",
     ]

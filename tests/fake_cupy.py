@@ -3,7 +3,9 @@
 "Device" memory is one NumPy byte arena; device addresses are ``DEVICE_BASE`` plus an
 offset into it, so they can never be mistaken for host addresses.  Host (pinned) memory
 is ordinary process memory, reached by address with ctypes, as the CUDA runtime would.
-Every operation completes at once (streams and events are trivially in order).
+Every operation completes at once (streams and events are trivially in order); events
+time on the host clock, so the benchmarks run on the fake too (their figures mean nothing).
+Freed arrays give their memory back, as CuPy's memory pool does.
 
 The kernels are not re-implemented: :class:`FakeFunction` decodes the launch arguments in
 the order the CUDA source declares them (parsed from
@@ -19,7 +21,10 @@ from __future__ import annotations
 
 import ctypes
 import re
+import time
 import types
+import weakref
+from collections import defaultdict
 from typing import Any, ClassVar
 
 import numpy as np
@@ -39,13 +44,28 @@ class _Arena:
         self.mem = np.zeros(nbytes, dtype=np.uint8)
         self.top = 256
         self.base = int(self.mem.ctypes.data)
+        self.generation = 0
+        self.free: defaultdict[int, list[int]] = defaultdict(list)
 
     def alloc(self, nbytes: int) -> int:
-        start = -(-self.top // 256) * 256
-        if start + nbytes > self.mem.size:
+        size = -(-max(nbytes, 1) // 256) * 256
+        if self.free[size]:
+            return self.free[size].pop()
+        start = self.top
+        if start + size > self.mem.size:
             raise MemoryError("fake device arena exhausted")
-        self.top = start + max(nbytes, 1)
+        self.top = start + size
         return start
+
+    def release(self, generation: int, offset: int, nbytes: int) -> None:
+        """Give an allocation back (ignored when the arena was reset since)."""
+        if generation == self.generation:
+            self.free[-(-max(nbytes, 1) // 256) * 256].append(offset)
+
+    def reset(self) -> None:
+        self.top = 256
+        self.generation += 1
+        self.free.clear()
 
     def view(self, offset: int, nbytes: int) -> np.ndarray[Any, np.dtype[np.uint8]]:
         return self.mem[offset : offset + nbytes]
@@ -62,7 +82,7 @@ ARENA = _Arena(ARENA_BYTES)
 
 def reset() -> None:
     """Forget every allocation (between tests; nothing allocated before may be used)."""
-    ARENA.top = 256
+    ARENA.reset()
     FakeFunction.launches.clear()
 
 
@@ -88,8 +108,12 @@ class _Device:
 class ndarray:
     """A device array: a NumPy array living in the arena (or a derived host-side array)."""
 
-    def __init__(self, a: np.ndarray[Any, Any]) -> None:
+    def __init__(self, a: np.ndarray[Any, Any], owner: ndarray | None = None) -> None:
         self._a = a
+        self._owner = owner  # the array whose allocation this one views (kept alive)
+
+    def _root(self) -> ndarray:
+        return self if self._owner is None else self._owner
 
     # metadata
     @property
@@ -146,16 +170,16 @@ class ndarray:
         self._a.fill(value)
 
     def view(self, dtype: Any) -> ndarray:
-        return ndarray(self._a.view(dtype))
+        return ndarray(self._a.view(dtype), self._root())
 
     def transpose(self, *axes: int) -> ndarray:
-        return ndarray(self._a.transpose(*axes))
+        return ndarray(self._a.transpose(*axes), self._root())
 
     def __len__(self) -> int:
         return len(self._a)
 
     def __getitem__(self, key: Any) -> ndarray:
-        return ndarray(np.asarray(self._a[key]))
+        return ndarray(np.asarray(self._a[key]), self._root())
 
     def __setitem__(self, key: Any, value: Any) -> None:
         self._a[key] = value._a if isinstance(value, ndarray) else value
@@ -166,7 +190,9 @@ def _new(shape: Any, dtype: Any) -> ndarray:
     shape = (shape,) if isinstance(shape, int) else tuple(shape)
     count = int(np.prod(shape, dtype=np.int64))
     off = ARENA.alloc(count * dt.itemsize)
-    return ndarray(ARENA.view(off, count * dt.itemsize).view(dt).reshape(shape))
+    out = ndarray(ARENA.view(off, count * dt.itemsize).view(dt).reshape(shape))
+    weakref.finalize(out, ARENA.release, ARENA.generation, off, count * dt.itemsize)
+    return out
 
 
 def empty(shape: Any, dtype: Any = np.float64) -> ndarray:
@@ -235,9 +261,10 @@ _STREAM = _Stream()
 class _Event:
     def __init__(self, block: bool = False, disable_timing: bool = False) -> None:
         self.done = True
+        self.ns = time.perf_counter_ns()
 
     def record(self, stream: Any = None) -> None:
-        return None
+        self.ns = time.perf_counter_ns()
 
     def synchronize(self) -> None:
         return None
@@ -253,6 +280,11 @@ class _Runtime:
     @staticmethod
     def getDevice() -> int:
         return 0
+
+    @staticmethod
+    def getDeviceProperties(device: int) -> dict[str, Any]:
+        # no clockRate, as with CUDA 13
+        return {"name": b"fake CuPy on the CPU", "totalGlobalMem": ARENA_BYTES}
 
     @staticmethod
     def memGetInfo() -> tuple[int, int]:
@@ -379,6 +411,23 @@ class FakeFunction:
         return [int(x) for x in ARENA.read(address, dtype, n)]
 
 
+class RawKernel:
+    """A kernel outside the pool's source (the benchmarks' busy-wait): launching it does
+    nothing, as every launch completes at once."""
+
+    def __init__(self, code: str, name: str, options: tuple[str, ...] = ()) -> None:
+        self.name = name
+
+    def __call__(
+        self, grid: tuple[int, ...], block: tuple[int, ...], args: tuple[Any, ...]
+    ) -> None:
+        return None
+
+
+def _elapsed_ms(start: _Event, end: _Event) -> float:
+    return (end.ns - start.ns) / 1e6
+
+
 class RawModule:
     def __init__(self, code: str, options: tuple[str, ...] = ()) -> None:
         if code != kernels.KERNEL_SOURCE:
@@ -409,6 +458,7 @@ def module() -> types.ModuleType:
         Stream=_Stream,
         Event=_Event,
         get_current_stream=lambda: _STREAM,
+        get_elapsed_time=_elapsed_ms,
         alloc_pinned_memory=_alloc_pinned_memory,
     )
     names = {
@@ -421,6 +471,7 @@ def module() -> types.ModuleType:
         "ascontiguousarray": ascontiguousarray,
         "stack": stack,
         "RawModule": RawModule,
+        "RawKernel": RawKernel,
         "get_default_memory_pool": _MemoryPool,
         "uint8": np.uint8,
         "__version__": "fake",

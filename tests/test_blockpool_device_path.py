@@ -44,6 +44,7 @@ from tests.blockpool_support import (
     ops,
     pool_specs,
     random_canonical,
+    run_program,
 )
 
 
@@ -255,16 +256,7 @@ def test_random_programs_match_reference(
     if backend.fake:
         fake_cupy.reset()
     ref, gpu = _pair(spec, seed)
-    for op in data.draw(st.lists(ops(spec.num_blocks), max_size=5)):
-        if op.kind == "gather":
-            assert_same_bits(gpu.gather(op.a), ref.gather(op.a))
-        elif op.kind == "copy":
-            gpu.copy(op.a, op.b)
-            ref.copy(op.a, op.b)
-        else:
-            buf = random_canonical(spec, op.seed, len(op.a))
-            gpu.scatter(op.a, backend.cp.asarray(buf))
-            ref.scatter(op.a, buf)
+    run_program(gpu, ref, spec, data.draw(st.lists(ops(spec.num_blocks), max_size=5)), backend.cp)
     host = gpu.alloc_host_buffer(2)
     ids = [0, spec.num_blocks - 1] if spec.num_blocks > 1 else [0, 0]
     gpu.offload(ids, host_out=host).wait()

@@ -55,9 +55,7 @@ class PlanCache:
         table_address: the device address of a side's segment table (0 for none).
     """
 
-    def __init__(
-        self, spec: PoolSpec, pool: Side, table_address: Callable[[Side], int]
-    ) -> None:
+    def __init__(self, spec: PoolSpec, pool: Side, table_address: Callable[[Side], int]) -> None:
         self._spec = spec
         self._pool = pool
         self._table_address = table_address

@@ -382,9 +382,7 @@ class BlockPool:
                 pack_inline(dst, self._dst_words),
             )
             with self._on_device():
-                self._function(kernel_name(plan.vector_width, inline=True))(
-                    grid, block, args, 0, s
-                )
+                self._function(kernel_name(plan.vector_width, inline=True))(grid, block, args, 0, s)
             return
         with self._on_device():
             staged = [x for x in (src, dst) if x is not None and not isinstance(x, DeviceIds)]

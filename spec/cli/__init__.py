@@ -13,7 +13,7 @@ import sys
 from collections.abc import Sequence
 
 from reference import __version__
-from spec.cli import conform
+from spec.cli import conform, explain, simulate
 from spec.demo import run_demo
 from spec.impls import IMPLEMENTATION_NAMES, PURE_SWITCH, default_implementation, tree_class
 
@@ -37,6 +37,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     demo.set_defaults(handler=_demo)
     conform.register(commands)
+    explain.register(commands)
+    simulate.register(commands)
     return parser
 
 

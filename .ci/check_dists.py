@@ -7,7 +7,10 @@ problem, when:
 * the sdist lacks a file git tracks (it is the whole source: tests and benchmarks too,
   found by setuptools-scm), or a file a user of the source needs (spec, vectors, stubs,
   ``py.typed``, LICENSE, README);
-* the wheel lacks the package data the code reads at run time;
+* the wheel lacks a file git tracks inside a package (its code and its data: spec,
+  schemas, vectors, page assets, stubs, ``py.typed``), other than the sources that stay
+  in the sdist (``SOURCE_ONLY``) -- so a data file added without a ``package-data``
+  entry in pyproject.toml fails here, not on a user's machine;
 * the wheel built from the sdist differs from the one built from the tree in its file
   list, or in any file but the compiled extension (its debug info names the temporary
   build folder) and RECORD (which hashes it).
@@ -33,18 +36,11 @@ SDIST_REQUIRED = (
     "accel/_radix.pyi",
     "accel/radix.h",
 )
-#: Files the wheel must hold: what the installed package reads or type checkers need.
-WHEEL_REQUIRED = (
-    "spec/SPEC.md",
-    "spec/protocol.schema.json",
-    "accel/_radix.pyi",
-    "reference/py.typed",
-    "spec/py.typed",
-    "accel/py.typed",
-)
-#: Package data by pattern (fnmatch: ``*`` spans folders): every tracked file that
-#: matches must be in the wheel.
-WHEEL_DATA_PATTERNS = ("spec/vectors/*.jsonl", "*/py.typed", "*.pyi")
+#: The packages the wheel holds (pyproject.toml's packages.find).
+PACKAGES = ("reference/", "spec/", "accel/")
+#: Tracked files inside the packages that stay out of the wheel (fnmatch: ``*`` spans
+#: folders): the C twin's sources (the wheel has it compiled) and its developer notes.
+SOURCE_ONLY = ("accel/*.c", "accel/*.h", "accel/DESIGN.md", "accel/sanitize.sh")
 
 
 def sdist_names(path: Path) -> set[str]:
@@ -74,9 +70,12 @@ def problems(sdist: Path, from_sdist: Path, from_tree: Path) -> list[str]:
     found += [f"sdist lacks tracked file {name}" for name in sources if name not in in_sdist]
 
     wheel, tree_wheel = wheel_files(from_sdist), wheel_files(from_tree)
-    data = {name for name in sources for pattern in WHEEL_DATA_PATTERNS if fnmatch(name, pattern)}
-    wanted = set(WHEEL_REQUIRED) | data
-    found += [f"wheel lacks {name}" for name in sorted(wanted) if name not in wheel]
+    wanted = [
+        name
+        for name in sources
+        if name.startswith(PACKAGES) and not any(fnmatch(name, glob) for glob in SOURCE_ONLY)
+    ]
+    found += [f"wheel lacks {name} (package-data?)" for name in wanted if name not in wheel]
     if not any(name.startswith("accel/_radix.") and name.endswith(".so") for name in wheel):
         found.append("wheel lacks the compiled extension accel/_radix*.so")
 

@@ -85,6 +85,13 @@ class EvictionQueue:
         self.withdraw(nid)
         return nid
 
+    def copy(self) -> EvictionQueue:
+        """An independent queue with the same entries, of the same class. O(h)."""
+        twin = type(self).__new__(type(self))
+        twin._heap = list(self._heap)
+        twin._position = dict(self._position)
+        return twin
+
     def entries(self) -> Iterator[Entry]:
         """Every entry, in heap order (not sorted). O(h); for ``check_invariants``."""
         return iter(self._heap)

@@ -44,7 +44,7 @@ Invariants: see :mod:`reference.invariants`, run by :meth:`RadixTree.check_invar
 
 from __future__ import annotations
 
-import itertools
+import copy
 from collections import deque
 from typing import Any
 
@@ -60,6 +60,7 @@ from .errors import (
 from .eviction import EvictionQueue
 from .lease import Lease
 from .node import EMPTY_CHILDREN, Node
+from .numbering import Numbering
 from .results import InsertResult, MatchResult, TreeStats
 from .snapshot import Reader, Snapshot, Version
 from .tokens import as_token_list
@@ -93,7 +94,7 @@ class RadixTree:
         self._nodes: dict[int, Node] = {}
         self._parents: dict[int, int | None] = {}
         self._root_names: dict[int, str | None] = {}
-        self._node_ids = itertools.count(1)
+        self._node_ids = Numbering(1)
         # Per-block bookkeeping, by block id (R-PIN-2, R-LRU-1).
         self._pins = [0] * num_blocks
         self._stamps = [0] * num_blocks
@@ -102,10 +103,10 @@ class RadixTree:
         self._cached = 0
         self._pinned = 0
         self._leases: dict[int, Lease] = {}
-        self._lease_ids = itertools.count(1)
+        self._lease_ids = Numbering(1)
         # Publication, readers and quarantine (R-SNAP-1, R-EPOCH-*).
         self._published = Version(self._roots, 0, 0)
-        self._epochs = itertools.count(1)
+        self._epochs = Numbering(1)
         self._readers: dict[int, int] = {}  # epoch -> version it reads
         self._quarantine: deque[tuple[int, list[int]]] = deque()
         self._quarantined = 0
@@ -300,6 +301,46 @@ class RadixTree:
         for r readers and k blocks.
         """
         return tuple(self._reclaim())
+
+    # ------------------------------------------------------------------ copies
+
+    def clone(self) -> RadixTree:
+        """An independent copy of the tree in the same state, for dry runs and what-ifs.
+
+        The copy answers every call exactly as this tree would from now on -- same
+        dump, stats, clock, version and epoch numbers, same allocation and eviction
+        order -- and nothing done to either changes the other. Live leases and
+        readers inside are part of that state: the copy keeps their pins and epochs,
+        so it evicts and quarantines as this tree would. The :class:`Lease` and
+        :class:`Reader` objects handed out stay this tree's: releasing or leaving
+        them acts on this tree only (the copy's pins stay held, its readers inside).
+        Snapshots need no copy: a published version never changes.
+
+        Cost: O(num_blocks + nodes + leases + readers + L) for L evictable
+        leaves. The persistent shape is shared, not copied: a shared node version
+        is never changed, and one tree extends a shared edge's lists in place only
+        past what every version of the other reads (see :mod:`reference.node`),
+        exactly as the live tree does with its snapshots. Everything else the
+        writer changes in place is copied. No ``copy.deepcopy`` of the whole tree.
+        """
+        twin = copy.copy(self)  # the immutable fields; each mutable one is replaced below
+        twin._allocator = self._allocator.clone()
+        twin._nodes = dict(self._nodes)
+        twin._parents = dict(self._parents)
+        twin._root_names = dict(self._root_names)
+        twin._node_ids = self._node_ids.copy()
+        twin._pins = list(self._pins)
+        twin._stamps = list(self._stamps)
+        twin._lease_ids = self._lease_ids.copy()
+        twin._leases = {
+            lease_id: Lease(twin, lease_id, lease.namespace, lease.tokens, lease.blocks)
+            for lease_id, lease in self._leases.items()
+        }
+        twin._epochs = self._epochs.copy()
+        twin._readers = dict(self._readers)
+        twin._quarantine = deque((epoch, list(batch)) for epoch, batch in self._quarantine)
+        twin._queue = self._queue.copy()  # node ids are shared, so its entries hold
+        return twin
 
     # ------------------------------------------------------------------ introspection
 

@@ -11,7 +11,6 @@ differing step and both answers.
 
 from __future__ import annotations
 
-import copy
 import json
 from dataclasses import dataclass, field
 from typing import Any
@@ -157,9 +156,11 @@ class Lockstep:
     def would_evict(self, step: Step) -> bool:
         """Whether the reference would evict to run this insert (dry run on a copy).
 
-        Cost: a deep copy of the reference tree.
+        Cost: one ``RadixTree.clone()`` of the reference, O(pool + nodes).
         """
-        trial = copy.deepcopy(self.oracle)
+        tree = self.oracle.tree.clone()
+        trial = TreeAdapter(lambda _blocks, _size: tree, self.oracle.name)
+        trial.reset(tree.num_blocks, tree.block_size)  # adopts the clone
         outcome = apply_step(trial, step, LeaseBook())
         return "ok" in outcome and bool(outcome["ok"]["evicted"])
 

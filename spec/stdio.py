@@ -105,8 +105,12 @@ class StdioCandidate:
         self._stderr_reader = _start_reader(
             self._process.stderr, self._stderr.append, keep_newline=False
         )
-        hello = self._request("hello", {"protocol": PROTOCOL_VERSION}, startup_timeout)
-        self._handshake(hello, name)
+        try:
+            hello = self._request("hello", {"protocol": PROTOCOL_VERSION}, startup_timeout)
+            self._handshake(hello, name)
+        except CandidateFailure:
+            self.close()  # the caller gets no object to close: release the pipes here
+            raise
 
     # ------------------------------------------------------------------ identity
 
@@ -210,12 +214,12 @@ class StdioCandidate:
     def close(self) -> None:
         """Close the program's stdin and wait briefly for it to exit; kill it if not."""
         process = self._process
+        try:
+            assert process.stdin is not None
+            process.stdin.close()  # also after a failure, when the program is gone
+        except OSError:
+            pass  # it exited with our last request unread: nothing left to flush
         if process.poll() is None:
-            try:
-                assert process.stdin is not None
-                process.stdin.close()
-            except OSError:
-                pass
             try:
                 process.wait(timeout=2)
             except subprocess.TimeoutExpired:

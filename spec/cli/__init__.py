@@ -13,6 +13,7 @@ import argparse
 import sys
 from collections.abc import Sequence
 
+from reference import __version__
 from spec.cli import conform, explain, gate, simulate
 from spec.demo import run_demo
 from spec.impls import IMPLEMENTATION_NAMES, PURE_SWITCH, default_implementation, tree_class
@@ -24,6 +25,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="kachedb-radix",
         description="Reference radix tree for LLM KV prefix caching.",
     )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     commands = parser.add_subparsers(dest="command", required=True)
     demo = commands.add_parser(
         "demo", help="replay a small multi-turn scenario and draw the resulting tree"

@@ -260,7 +260,9 @@ class RadixTree:
         a new version (R-SNAP-1); the ids then go to the allocator, or to the
         quarantine while readers are inside (R-EPOCH-1). The clock does not advance.
 
-        Cost: O(count * (log h + depth * log fan-out)), h the eviction queue's size.
+        Cost: O(count * (log h + depth * log fan-out)) in the worst case, h the
+        number of evictable leaves: the queue holds no stale entries, so no call pays
+        for earlier ones.
 
         Raises:
             InvalidArgumentError: ``count`` is not an int >= 0.
@@ -314,7 +316,7 @@ class RadixTree:
         them acts on this tree only (the copy's pins stay held, its readers inside).
         Snapshots need no copy: a published version never changes.
 
-        Cost: O(num_blocks + nodes + leases + readers + L log L) for L evictable
+        Cost: O(num_blocks + nodes + leases + readers + L) for L evictable
         leaves. The persistent shape is shared, not copied: a shared node version
         is never changed, and one tree extends a shared edge's lists in place only
         past what every version of the other reads (see :mod:`reference.node`),
@@ -337,11 +339,7 @@ class RadixTree:
         twin._epochs = self._epochs.copy()
         twin._readers = dict(self._readers)
         twin._quarantine = deque((epoch, list(batch)) for epoch, batch in self._quarantine)
-        # The queue is rebuilt rather than copied: one entry per evictable leaf
-        # gives the same eviction order (stale entries are never chosen).
-        twin._queue = EvictionQueue()
-        for nid in twin._nodes:
-            twin._offer(nid)
+        twin._queue = self._queue.copy()  # node ids are shared, so its entries hold
         return twin
 
     # ------------------------------------------------------------------ introspection
@@ -449,7 +447,13 @@ class RadixTree:
         wanted: int,
         new_blocks: list[int],
     ) -> None:
-        """Hang ``new_blocks`` (blocks ``reused .. wanted-1`` of ``tokens``) off the path."""
+        """Hang ``new_blocks`` (blocks ``reused .. wanted-1`` of ``tokens``) off the path.
+
+        The new or extended leaf is not queued here: ``insert`` stamps its path next,
+        which files the leaf straight under its final key (appended to the heap as
+        its newest entry, O(1), where filing the fresh zero stamp first would sift it
+        to the top and straight back down).
+        """
         size = self._block_size
         if not path:
             parent = self._roots.get(namespace)
@@ -465,11 +469,9 @@ class RadixTree:
         if self._parents[parent.nid] is not None and not parent.children:
             # Extending a leaf in place (a chat's next turn) keeps the tree compact.
             self._replace(parent.extended(size, new_tokens, new_blocks))
-            self._offer(parent.nid)
             return
         child = self._new_node(parent.nid, new_tokens, list(new_blocks))
         self._replace(parent.with_children(parent.children.set(child.first_block(size), child)))
-        self._offer(child.nid)
 
     def _split(self, node: Node, at: int) -> Node:
         """Split ``node``'s edge after its first ``at`` blocks (R-SPLIT-1, R-SPLIT-2).
@@ -502,27 +504,20 @@ class RadixTree:
         self._clock += 1
         return self._clock
 
-    def _is_current(self, stamp: int, block_id: int, nid: int) -> bool:
-        """Whether a queue entry still names node ``nid``'s evictable tail (R-EVICT-2)."""
-        node = self._nodes.get(nid)
-        return (
-            node is not None
-            and node.count > 0
-            and not node.children
-            and node.tail() == block_id
-            and self._pins[block_id] == 0
-            and self._stamps[block_id] == stamp
-        )
-
     def _offer(self, nid: int) -> None:
-        """Queue node ``nid`` if it is now an evictable leaf."""
+        """Bring node ``nid``'s queue entry up to date (R-EVICT-2). O(log h).
+
+        An evictable leaf -- a non-root node with no children whose tail block is
+        unpinned -- is filed under its tail's ``(stamp, block_id)``; any other node
+        is withdrawn. Called for every node whose tail, pins, stamps or children may
+        have changed, so the queue always holds exactly the evictable leaves.
+        """
         node = self._nodes.get(nid)
-        if node is None or node.count == 0 or node.children:
-            return
-        tail = node.tail()
-        if self._pins[tail] == 0:
-            live = len(self._nodes) - len(self._root_names)
-            self._queue.push(self._stamps[tail], tail, nid, live, self._is_current)
+        if node is None or node.count == 0 or node.children or self._pins[node.tail()] > 0:
+            self._queue.withdraw(nid)
+        else:
+            tail = node.tail()
+            self._queue.file(nid, self._stamps[tail], tail)
 
     def _stamp(self, path: Path, now: int) -> None:
         """Mark the path's blocks as used at ``now`` (R-LRU-1)."""
@@ -545,7 +540,8 @@ class RadixTree:
                     self._pinned += 1
                 elif before + delta == 0:
                     self._pinned -= 1
-        if path and delta < 0:
+        if path:
+            # Only the last node can be a leaf; pinning its tail withdraws it.
             self._offer(path[-1][0].nid)
 
     def _pin(self, namespace: str | None, tokens: list[int], count: int, path: Path) -> Lease:
@@ -582,7 +578,7 @@ class RadixTree:
         """Evict up to ``count`` leaf-tail blocks in LRU order, publish, then retire them."""
         evicted: list[int] = []
         while len(evicted) < count:
-            nid = self._queue.pop_lru(self._is_current)
+            nid = self._queue.pop_lru()
             if nid is None:
                 break
             leaf = self._nodes[nid]

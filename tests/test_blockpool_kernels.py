@@ -19,6 +19,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from accel.blockpool.kernels import (
+    CHECK_KERNEL,
+    INLINE_PAIRS,
     KERNEL_SOURCE,
     MAX_GRID_Y,
     THREADS_PER_BLOCK,
@@ -26,16 +28,19 @@ from accel.blockpool.kernels import (
     VECTOR_TYPES,
     LaunchPlan,
     Side,
+    array_args,
     buffer_side,
     copy_plan,
     emulate,
     gather_plan,
+    inline_args,
     kernel_name,
     kernel_vector_schedule,
-    launch_args,
-    launch_geometry,
+    pack_inline,
     pool_side,
     scatter_plan,
+    static_args,
+    unpack_inline,
 )
 from reference.blockpool import BlockPool, Layout, PoolSpec
 from tests.blockpool_support import assert_same_bits, ops, pool_specs, random_canonical
@@ -72,12 +77,13 @@ class Arena:
 def staged_copy(arena: Arena, src: tuple[int, ...], dst: tuple[int, ...]) -> None:
     """What BlockPool.copy does: one launch if disjoint, else gather+scatter via a temp."""
     spec = arena.spec
+    n = len(src)
     if set(src).isdisjoint(dst):
-        emulate(arena.mem, copy_plan(spec, arena.side, src, dst))
+        emulate(arena.mem, copy_plan(spec, arena.side, n), src, dst)
         return
-    tmp = buffer_side(spec, arena.alloc(spec.buffer_bytes(len(src))))
-    emulate(arena.mem, gather_plan(spec, arena.side, tmp, src))
-    emulate(arena.mem, scatter_plan(spec, arena.side, tmp, dst))
+    tmp = buffer_side(spec, arena.alloc(spec.buffer_bytes(n)))
+    emulate(arena.mem, gather_plan(spec, arena.side, tmp, n), src_idx=src)
+    emulate(arena.mem, scatter_plan(spec, arena.side, tmp, n), dst_idx=dst)
 
 
 @settings(max_examples=120, deadline=None)
@@ -90,14 +96,16 @@ def test_emulated_plans_match_reference(data: st.DataObject, spec: PoolSpec, see
         n = len(op.a)
         if op.kind == "gather":
             off = arena.alloc(spec.buffer_bytes(n))
-            emulate(arena.mem, gather_plan(spec, arena.side, buffer_side(spec, off), op.a))
+            plan = gather_plan(spec, arena.side, buffer_side(spec, off), n)
+            emulate(arena.mem, plan, src_idx=op.a)
             expected = ref.gather(op.a).reshape(-1).view(np.uint8)
             assert_same_bits(arena.region(off, spec.buffer_bytes(n)), expected)
         elif op.kind == "scatter":
             buf = random_canonical(spec, op.seed, n)
             off = arena.alloc(buf.nbytes)
             arena.region(off, buf.nbytes)[:] = buf.reshape(-1).view(np.uint8)
-            emulate(arena.mem, scatter_plan(spec, arena.side, buffer_side(spec, off), op.a))
+            plan = scatter_plan(spec, arena.side, buffer_side(spec, off), n)
+            emulate(arena.mem, plan, dst_idx=op.a)
             ref.scatter(op.a, buf)
         else:
             staged_copy(arena, op.a, op.b)
@@ -110,9 +118,11 @@ def test_emulator_refuses_overlapping_launch() -> None:
     ref = BlockPool(spec)
     arena = Arena(spec, ref, np.random.default_rng(0))
     with pytest.raises(ValueError, match="overlaps"):
-        emulate(arena.mem, copy_plan(spec, arena.side, (1, 2), (2, 3)))
+        emulate(arena.mem, copy_plan(spec, arena.side, 2), (1, 2), (2, 3))
     with pytest.raises(ValueError, match="overlap"):
-        emulate(arena.mem, LaunchPlan(arena.side, arena.side, (0, 1), (2, 2), 2, 1, 64))
+        emulate(arena.mem, LaunchPlan(arena.side, arena.side, True, True, 2, 1, 64), (0, 1), (2, 2))
+    with pytest.raises(ValueError, match="indexed sides"):
+        emulate(arena.mem, copy_plan(spec, arena.side, 2), (1, 2))
 
 
 def test_layer_major_table_points_at_each_k_and_v() -> None:
@@ -147,7 +157,7 @@ def test_block_major_is_one_segment_per_block() -> None:
 def test_vector_width(chunk: int, ptr: int, width: int) -> None:
     a = Side(ptr, chunk, chunk)
     b = Side(512, chunk, chunk)
-    assert LaunchPlan(a, b, (0,), None, 1, 1, chunk).vector_width == width
+    assert LaunchPlan(a, b, True, False, 1, 1, chunk).vector_width == width
 
 
 @pytest.mark.parametrize("layout", list(Layout))
@@ -159,20 +169,22 @@ def test_realistic_spec_uses_16_byte_vectors(layout: Layout) -> None:
         layer_bytes = spec.total_bytes // spec.num_layers
         ptrs = [2**32 + i * (layer_bytes + 4096) for i in range(spec.num_layers)]
     side = pool_side(spec, ptrs)
-    plan = gather_plan(spec, side, buffer_side(spec, 2**33), tuple(range(64)))
-    assert plan.vector_width == 16
-    gx, gy = launch_geometry(plan)
+    plan = gather_plan(spec, side, buffer_side(spec, 2**33), 64)
+    assert plan.vector_width == 16 and not plan.inline
+    gx, gy = plan.geometry
     assert gx == 64 * spec.num_segments
     assert gy * THREADS_PER_BLOCK * UNROLL * 16 >= spec.segment_bytes
-    args = launch_args(plan, 0, 111, 0, 0)
-    assert len(args) == 13 and int(args[4]) == 111
-    assert int(args[-1]) == spec.segment_bytes // 16
+    static = static_args(plan, 777, 0)
+    assert len(static) == 9 and int(static[0]) == 777
+    assert int(static[-1]) == spec.segment_bytes // 16
+    args = array_args(static, 5, 2**33, 111, 4, 0, 8, 0)
+    assert len(args) == 16 and int(args[9]) == 5 and int(args[11]) == 111 and int(args[12]) == 4
 
 
 def test_grid_y_is_capped() -> None:
     huge = 16 * THREADS_PER_BLOCK * UNROLL * (MAX_GRID_Y + 10)
-    plan = LaunchPlan(Side(0, 0, huge), Side(huge, 0, huge), None, None, 1, 1, huge)
-    assert launch_geometry(plan) == (1, MAX_GRID_Y)
+    plan = LaunchPlan(Side(0, 0, huge), Side(huge, 0, huge), False, False, 1, 1, huge)
+    assert plan.geometry == (1, MAX_GRID_Y)
 
 
 @settings(max_examples=200, deadline=None)
@@ -188,8 +200,8 @@ def test_kernel_loops_cover_each_vector_once(chunk_vecs: int, grid_y: int, threa
 
 def test_kernel_loops_cover_with_real_geometry() -> None:
     for chunk_vecs in (1, 255, 1024, 2048, 2049, 131072):
-        plan = LaunchPlan(Side(0, 0, 0), Side(0, 0, 0), None, None, 1, 1, 16 * chunk_vecs)
-        _, gy = launch_geometry(plan)
+        plan = LaunchPlan(Side(0, 0, 0), Side(0, 0, 0), False, False, 1, 1, 16 * chunk_vecs)
+        _, gy = plan.geometry
         sched = kernel_vector_schedule(chunk_vecs, gy)
         assert np.array_equal(np.sort(sched), np.arange(chunk_vecs))
 
@@ -215,11 +227,35 @@ def test_kernel_source_compiles_with_nvrtc() -> None:
         raise AssertionError(f"{exc}\n{nvrtc.getProgramLog(prog)}") from exc
     ptx = nvrtc.getPTX(prog)
     text = ptx.decode() if isinstance(ptx, bytes) else str(ptx)
-    for width in VECTOR_TYPES:
-        assert f".entry {kernel_name(width)}(" in text
+    assert f".entry {CHECK_KERNEL}(" in text
     # each kernel moves data with global-space loads/stores of its vector width
     suffix = {16: "v4.u32", 8: "v2.u32", 4: "u32", 2: "u16", 1: "u8"}
-    for width, sfx in suffix.items():
-        body = text.split(f".entry {kernel_name(width)}(")[1].split(".entry")[0]
-        assert f"ld.global.nc.{sfx}" in body, width
-        assert f"st.global.wb.{sfx}" in body, width
+    for inline in (False, True):
+        for width, sfx in suffix.items():
+            name = kernel_name(width, inline=inline)
+            body = text.split(f".entry {name}(")[1].split(".entry")[0]
+            assert f"ld.global.nc.{sfx}" in body, name
+            assert f"st.global.wb.{sfx}" in body, name
+    assert set(suffix) == set(VECTOR_TYPES)
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    ids=st.lists(st.integers(0, 2**31 - 1), max_size=INLINE_PAIRS),
+    indexed=st.booleans(),
+)
+def test_inline_ids_round_trip(ids: list[int], indexed: bool) -> None:
+    """Up to 16 ids packed two per argument unpack, the way the kernel reads them, to
+    themselves; an identity side packs zeros; the argument tuple has its fixed length."""
+    scratch = np.full(INLINE_PAIRS, -1, dtype=np.int32)
+    words = pack_inline(np.asarray(ids, dtype=np.int64) if indexed else None, scratch)
+    assert len(words) == INLINE_PAIRS // 2
+    if indexed:
+        assert unpack_inline(words, len(ids)) == ids
+    else:
+        assert unpack_inline(words, INLINE_PAIRS) == [0] * INLINE_PAIRS
+    spec = PoolSpec(8, 1, 1, 1, 8)
+    plan = gather_plan(spec, pool_side(spec, [0]), buffer_side(spec, 4096), max(1, len(ids)))
+    assert plan.inline and plan.kernel == kernel_name(plan.vector_width, inline=True)
+    args = inline_args(plan, static_args(plan, 0, 0), 1, 2, words, words)
+    assert len(args) == 9 + 2 + INLINE_PAIRS + 1 and int(args[-1]) == plan.index_flags() == 1

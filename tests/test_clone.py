@@ -206,6 +206,22 @@ def test_clone_of_a_subclass_keeps_its_class() -> None:
     assert twin.dump() == mutant.dump()
 
 
+def test_clone_keeps_the_queue_class_and_order() -> None:
+    """A mutant's own eviction queue survives the copy, entries and order included, and
+    the two queues change apart."""
+    mutant = REGISTRY["lru_reversed"].tree(8, 2)
+    for first in (1, 3, 5):
+        mutant.insert([first, first, first + 1, first + 1])
+    twin = mutant.clone()
+    assert type(twin._queue) is type(mutant._queue)
+    assert list(twin._queue.entries()) == list(mutant._queue.entries())
+    assert twin.evict(1) == mutant.evict(1)
+    twin.evict(1)
+    assert twin.dump() != mutant.dump()
+    twin.check_invariants()
+    mutant.check_invariants()
+
+
 def test_allocator_clone_is_independent() -> None:
     allocator = BlockAllocator(6)
     allocator.allocate(4)

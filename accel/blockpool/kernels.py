@@ -1,7 +1,7 @@
 """Addressing plans and CUDA source for the fused block-copy kernel.
 
 One launch moves ``n_pairs * n_segments`` chunks of ``chunk_bytes`` bytes.  Chunk ``(p, s)``
-is read from ``src.address(s, src_idx[p])`` and written to ``dst.address(s, dst_idx[p])``
+is read from ``src.address(s, src_index(p))`` and written to ``dst.address(s, dst_index(p))``
 where, for each side,
 
     address(s, b) = (table[s] if table else base + s * seg_stride) + b * block_stride
@@ -14,7 +14,22 @@ where, for each side,
 * A contiguous buffer (canonical ``[n, layers, 2, ...]``) uses ``base`` = buffer pointer,
   ``seg_stride`` = ``segment_bytes`` and ``block_stride`` = ``bytes_per_block``.
 
-An absent index list means the identity (``idx[p] == p``), used for the buffer side.
+A side is *indexed* (pool blocks named by ids) or not (the identity: buffer row ``p``).  The
+ids of an indexed side reach the kernel one of two ways:
+
+* **inline** -- up to :data:`INLINE_PAIRS` pairs travel in the launch's own arguments (int32
+  ids packed two to a 64-bit argument, :func:`pack_inline`): no index upload at all, so a
+  small batch costs one launch and nothing else;
+* **array** -- a device array of int32 or int64 ids (staged from pinned host memory by the
+  pool, or the caller's own device array); with a device array from the caller, a separate
+  launch of :data:`CHECK_KERNEL` first checks every id against the pool size and records the
+  first bad position in a status word, which the copy launch reads before anything else:
+  a batch with a bad id writes nothing.
+
+A :class:`LaunchPlan` is everything about a launch that does not change from call to call
+(sides, strides, counts, vector width, grid); the pool caches plans by (operation, batch
+size, the buffer pointer's alignment) and fills in the per-call pointers and ids
+(:func:`array_args`, :func:`inline_args`).
 
 Invariants: plans are pure data built from integer addresses, so they can be checked on the
 CPU by :func:`emulate` over a flat byte arena; the CUDA kernel and :func:`emulate` implement the
@@ -24,9 +39,11 @@ read bytes another writes (callers stage overlapping copies through a buffer).
 
 from __future__ import annotations
 
+import bisect
 import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 import numpy as np
@@ -38,6 +55,10 @@ THREADS_PER_BLOCK = 256
 UNROLL = 4
 MAX_GRID_X = 2**31 - 1
 MAX_GRID_Y = 65535
+#: Batches of at most this many pairs pass their ids in the launch arguments.
+INLINE_PAIRS = 16
+#: A device status word's value while no bad id was found.
+STATUS_OK = 2**64 - 1
 
 VECTOR_TYPES: dict[int, str] = {
     16: "uint4",
@@ -46,6 +67,8 @@ VECTOR_TYPES: dict[int, str] = {
     2: "unsigned short",
     1: "unsigned char",
 }
+
+IndexArray = npt.NDArray[np.integer[Any]]
 
 
 @dataclass(frozen=True)
@@ -69,17 +92,21 @@ class Side:
 
 @dataclass(frozen=True)
 class LaunchPlan:
-    """Everything one fused launch needs (except the device copies of tables and indices)."""
+    """Everything one fused launch needs but the ids and the device copy of the tables.
+
+    ``src_indexed`` / ``dst_indexed``: whether that side's blocks are named by ids (else
+    pair ``p`` uses row ``p``).
+    """
 
     src: Side
     dst: Side
-    src_idx: tuple[int, ...] | None
-    dst_idx: tuple[int, ...] | None
+    src_indexed: bool
+    dst_indexed: bool
     n_pairs: int
     n_segments: int
     chunk_bytes: int
 
-    @property
+    @cached_property
     def vector_width(self) -> int:
         """Widest access (16, 8, 4, 2 or 1 bytes) that every chunk address allows."""
         terms = (self.chunk_bytes, *self.src.alignment_terms(), *self.dst.alignment_terms())
@@ -91,6 +118,30 @@ class LaunchPlan:
     @property
     def total_bytes(self) -> int:
         return self.n_pairs * self.n_segments * self.chunk_bytes
+
+    @cached_property
+    def geometry(self) -> tuple[int, int]:
+        """Grid ``(x, y)``: x walks chunks (grid-stride), y tiles one chunk's vectors."""
+        vecs = self.chunk_bytes // self.vector_width
+        n_chunks = self.n_pairs * self.n_segments
+        per_y = THREADS_PER_BLOCK * UNROLL
+        gy = max(1, min(MAX_GRID_Y, -(-vecs // per_y)))
+        gx = max(1, min(MAX_GRID_X, n_chunks))
+        return gx, gy
+
+    @property
+    def inline(self) -> bool:
+        """Whether the ids travel in the launch arguments (a batch of few pairs)."""
+        return self.n_pairs <= INLINE_PAIRS
+
+    @property
+    def kernel(self) -> str:
+        """The name of the kernel this plan launches."""
+        return kernel_name(self.vector_width, inline=self.inline)
+
+    def index_flags(self) -> int:
+        """Bit 0: the source is indexed; bit 1: the destination is."""
+        return int(self.src_indexed) | int(self.dst_indexed) << 1
 
 
 def pool_side(spec: PoolSpec, pointers: Sequence[int]) -> Side:
@@ -111,60 +162,69 @@ def buffer_side(spec: PoolSpec, pointer: int) -> Side:
     return Side(pointer, spec.segment_bytes, spec.bytes_per_block)
 
 
-def _plan(
-    spec: PoolSpec,
-    src: Side,
-    dst: Side,
-    src_idx: tuple[int, ...] | None,
-    dst_idx: tuple[int, ...] | None,
-    n: int,
-) -> LaunchPlan:
-    return LaunchPlan(src, dst, src_idx, dst_idx, n, spec.num_segments, spec.segment_bytes)
+def gather_plan(spec: PoolSpec, pool: Side, buf: Side, n: int) -> LaunchPlan:
+    """Pool blocks (ids) -> buffer rows ``0..n-1``."""
+    return LaunchPlan(pool, buf, True, False, n, spec.num_segments, spec.segment_bytes)
 
 
-def gather_plan(spec: PoolSpec, pool: Side, buf: Side, ids: tuple[int, ...]) -> LaunchPlan:
-    """Pool blocks ``ids`` -> buffer rows ``0..n-1``."""
-    return _plan(spec, pool, buf, ids, None, len(ids))
+def scatter_plan(spec: PoolSpec, pool: Side, buf: Side, n: int) -> LaunchPlan:
+    """Buffer rows ``0..n-1`` -> pool blocks (ids, unique)."""
+    return LaunchPlan(buf, pool, False, True, n, spec.num_segments, spec.segment_bytes)
 
 
-def scatter_plan(spec: PoolSpec, pool: Side, buf: Side, ids: tuple[int, ...]) -> LaunchPlan:
-    """Buffer rows ``0..n-1`` -> pool blocks ``ids`` (ids must be unique)."""
-    return _plan(spec, buf, pool, None, ids, len(ids))
+def copy_plan(spec: PoolSpec, pool: Side, n: int) -> LaunchPlan:
+    """Pool blocks (source ids) -> pool blocks (destination ids; sets disjoint, unique)."""
+    return LaunchPlan(pool, pool, True, True, n, spec.num_segments, spec.segment_bytes)
 
 
-def copy_plan(spec: PoolSpec, pool: Side, src: tuple[int, ...], dst: tuple[int, ...]) -> LaunchPlan:
-    """Pool blocks ``src`` -> pool blocks ``dst`` (sets must be disjoint, dst unique)."""
-    return _plan(spec, pool, pool, src, dst, len(src))
+def kernel_name(width: int, *, inline: bool = False) -> str:
+    return f"kvpool_copy_{'inline' if inline else 'array'}_v{width}"
 
 
-def launch_geometry(plan: LaunchPlan) -> tuple[int, int]:
-    """Grid ``(x, y)``: x walks chunks (grid-stride), y tiles one chunk's vectors."""
-    vecs = plan.chunk_bytes // plan.vector_width
-    n_chunks = plan.n_pairs * plan.n_segments
-    per_y = THREADS_PER_BLOCK * UNROLL
-    gy = max(1, min(MAX_GRID_Y, -(-vecs // per_y)))
-    gx = max(1, min(MAX_GRID_X, n_chunks))
-    return gx, gy
+CHECK_KERNEL = "kvpool_check_ids"
+"""Name of the kernel that checks a device array of ids against the pool size."""
 
 
-def kernel_name(width: int) -> str:
-    return f"kvpool_copy_chunks_v{width}"
-
-
-def _kernel(width: int) -> str:
+def _kernels(width: int) -> str:
+    t = VECTOR_TYPES[width]
+    common = """
+    unsigned long long src_table, long long src_seg_stride, long long src_block_stride,
+    unsigned long long dst_table, long long dst_seg_stride, long long dst_block_stride,
+    long long n_pairs, long long n_segments, long long chunk_vecs,
+    unsigned long long src_base, unsigned long long dst_base"""
+    body = """
+    kvpool_copy_body<{t}>(
+        src_table, src_base, src_seg_stride, src_block_stride,
+        dst_table, dst_base, dst_seg_stride, dst_block_stride,
+        n_pairs, n_segments, chunk_vecs, si, di);"""
+    packed = ", ".join(f"unsigned long long {s}{i}" for s in "sd" for i in range(INLINE_PAIRS // 2))
+    s_list = ", ".join(f"s{i}" for i in range(INLINE_PAIRS // 2))
+    d_list = ", ".join(f"d{i}" for i in range(INLINE_PAIRS // 2))
     return f"""
 extern "C" __global__ void __launch_bounds__({THREADS_PER_BLOCK})
-{kernel_name(width)}(
-    unsigned long long src_table, unsigned long long src_base,
-    long long src_seg_stride, long long src_block_stride, unsigned long long src_idx,
-    unsigned long long dst_table, unsigned long long dst_base,
-    long long dst_seg_stride, long long dst_block_stride, unsigned long long dst_idx,
-    long long n_pairs, long long n_segments, long long chunk_vecs)
+{kernel_name(width)}({common},
+    unsigned long long src_idx, long long src_idx_bytes,
+    unsigned long long dst_idx, long long dst_idx_bytes, unsigned long long status)
 {{
-    kvpool_copy_body<{VECTOR_TYPES[width]}>(
-        src_table, src_base, src_seg_stride, src_block_stride, src_idx,
-        dst_table, dst_base, dst_seg_stride, dst_block_stride, dst_idx,
-        n_pairs, n_segments, chunk_vecs);
+    // Ids checked on the device (a caller's device array): a bad one was recorded in the
+    // status words by the check launch queued before this one; then nothing is written.
+    if (status) {{
+        const volatile unsigned long long* st =
+            reinterpret_cast<const volatile unsigned long long*>(status);
+        if (st[0] != {STATUS_OK}ULL || st[1] != {STATUS_OK}ULL) return;
+    }}
+    const KvpoolArrayIndex si{{src_idx, src_idx_bytes}};
+    const KvpoolArrayIndex di{{dst_idx, dst_idx_bytes}};{body.format(t=t)}
+}}
+
+extern "C" __global__ void __launch_bounds__({THREADS_PER_BLOCK})
+{kernel_name(width, inline=True)}({common},
+    {packed}, long long flags)
+{{
+    const unsigned long long sp[{INLINE_PAIRS // 2}] = {{{s_list}}};
+    const unsigned long long dp[{INLINE_PAIRS // 2}] = {{{d_list}}};
+    const KvpoolInlineIndex si{{sp, (flags & 1) != 0}};
+    const KvpoolInlineIndex di{{dp, (flags & 2) != 0}};{body.format(t=t)}
 }}
 """
 
@@ -176,6 +236,28 @@ KERNEL_SOURCE = (
     + str(UNROLL)
     + r"""
 
+// Ids in a device array of int32 (bytes == 4) or int64; address 0: the identity.
+struct KvpoolArrayIndex {
+    unsigned long long ptr;
+    long long bytes;
+    __device__ __forceinline__ long long operator()(long long p) const {
+        if (!ptr) return p;
+        return bytes == 4 ? (long long)reinterpret_cast<const int*>(ptr)[p]
+                          : reinterpret_cast<const long long*>(ptr)[p];
+    }
+};
+
+// Up to 16 int32 ids packed two per 64-bit launch argument; not indexed: the identity.
+struct KvpoolInlineIndex {
+    const unsigned long long* packed;
+    bool indexed;
+    __device__ __forceinline__ long long operator()(long long p) const {
+        if (!indexed) return p;
+        const unsigned long long word = packed[p >> 1];
+        return (long long)(int)(unsigned int)(p & 1 ? word >> 32 : word);
+    }
+};
+
 __device__ __forceinline__ unsigned long long kvpool_addr(
     unsigned long long table, unsigned long long base, long long seg_stride,
     long long block_stride, long long seg, long long block)
@@ -186,24 +268,23 @@ __device__ __forceinline__ unsigned long long kvpool_addr(
     return start + (unsigned long long)(block * block_stride);
 }
 
-template <typename T>
+template <typename T, typename Index>
 __device__ __forceinline__ void kvpool_copy_body(
     unsigned long long src_table, unsigned long long src_base,
-    long long src_seg_stride, long long src_block_stride, unsigned long long src_idx,
+    long long src_seg_stride, long long src_block_stride,
     unsigned long long dst_table, unsigned long long dst_base,
-    long long dst_seg_stride, long long dst_block_stride, unsigned long long dst_idx,
-    long long n_pairs, long long n_segments, long long chunk_vecs)
+    long long dst_seg_stride, long long dst_block_stride,
+    long long n_pairs, long long n_segments, long long chunk_vecs,
+    const Index& src_index, const Index& dst_index)
 {
-    const long long* sidx = reinterpret_cast<const long long*>(src_idx);
-    const long long* didx = reinterpret_cast<const long long*>(dst_idx);
     const long long n_chunks = n_pairs * n_segments;
     const long long bd = blockDim.x;
     const long long step = (long long)gridDim.y * bd * KVPOOL_UNROLL;
     for (long long c = blockIdx.x; c < n_chunks; c += gridDim.x) {
         const long long pair = c / n_segments;
         const long long seg = c - pair * n_segments;
-        const long long sb = sidx ? sidx[pair] : pair;
-        const long long db = didx ? didx[pair] : pair;
+        const long long sb = src_index(pair);
+        const long long db = dst_index(pair);
         const T* __restrict__ s = reinterpret_cast<const T*>(
             kvpool_addr(src_table, src_base, src_seg_stride, src_block_stride, seg, sb));
         T* __restrict__ d = reinterpret_cast<T*>(
@@ -227,10 +308,117 @@ __device__ __forceinline__ void kvpool_copy_body(
         }
     }
 }
+
+// Check n device ids (int32 or int64) against the pool size; the first bad position is
+// kept in *status (all ones while none): atomicMin keeps the smallest over all threads.
+extern "C" __global__ void kvpool_check_ids(
+    unsigned long long idx, long long idx_bytes, long long n, long long num_blocks,
+    unsigned long long status)
+{
+    const long long stride = (long long)gridDim.x * blockDim.x;
+    for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
+        const long long v = idx_bytes == 4 ? (long long)reinterpret_cast<const int*>(idx)[i]
+                                           : reinterpret_cast<const long long*>(idx)[i];
+        if (v < 0 || v >= num_blocks)
+            atomicMin(reinterpret_cast<unsigned long long*>(status), (unsigned long long)i);
+    }
+}
 """
-    + "".join(_kernel(w) for w in sorted(VECTOR_TYPES, reverse=True))
+    + "".join(_kernels(w) for w in sorted(VECTOR_TYPES, reverse=True))
 )
-"""CUDA C++ source defining one kernel per vector width (see :func:`kernel_name`)."""
+"""CUDA C++ source: per vector width an array-index and an inline-index copy kernel (see
+:func:`kernel_name`), and the id check kernel (:data:`CHECK_KERNEL`)."""
+
+
+# ----------------------------------------------------------------------------- arguments
+
+_U64, _I64 = np.uint64, np.int64
+
+
+def static_args(plan: LaunchPlan, src_table: int, dst_table: int) -> tuple[Any, ...]:
+    """The launch arguments that are the same for every call of ``plan`` (device addresses
+    of the segment tables, 0 when absent), computed once per cached plan."""
+    return (
+        _U64(src_table),
+        _I64(plan.src.seg_stride),
+        _I64(plan.src.block_stride),
+        _U64(dst_table),
+        _I64(plan.dst.seg_stride),
+        _I64(plan.dst.block_stride),
+        _I64(plan.n_pairs),
+        _I64(plan.n_segments),
+        _I64(plan.chunk_bytes // plan.vector_width),
+    )
+
+
+def array_args(
+    static: tuple[Any, ...],
+    src_base: int,
+    dst_base: int,
+    src_idx: int = 0,
+    src_idx_bytes: int = 8,
+    dst_idx: int = 0,
+    dst_idx_bytes: int = 8,
+    status: int = 0,
+) -> tuple[Any, ...]:
+    """Arguments of an array-index launch: device addresses of the id arrays (0: the
+    identity), their element size (4 or 8), the status words (0: ids checked on the host)."""
+    return (
+        *static,
+        _U64(src_base),
+        _U64(dst_base),
+        _U64(src_idx),
+        _I64(src_idx_bytes),
+        _U64(dst_idx),
+        _I64(dst_idx_bytes),
+        _U64(status),
+    )
+
+
+def pack_inline(ids: IndexArray | None, scratch: npt.NDArray[np.int32]) -> tuple[Any, ...]:
+    """Up to :data:`INLINE_PAIRS` ids as ``INLINE_PAIRS / 2`` uint64 launch arguments (int32
+    pairs, little-endian: id ``2k`` in the low half of word ``k``).  ``scratch`` is an int32
+    array of ``INLINE_PAIRS`` entries, reused.  Cost: one array copy, no Python loop."""
+    if ids is None:
+        scratch[:] = 0
+    else:
+        scratch[: len(ids)] = ids
+        scratch[len(ids) :] = 0
+    words: tuple[Any, ...] = tuple(scratch.view(np.uint64))
+    return words
+
+
+def inline_args(
+    plan: LaunchPlan,
+    static: tuple[Any, ...],
+    src_base: int,
+    dst_base: int,
+    src_words: tuple[Any, ...],
+    dst_words: tuple[Any, ...],
+) -> tuple[Any, ...]:
+    """Arguments of an inline-index launch (ids packed by :func:`pack_inline`)."""
+    return (
+        *static,
+        _U64(src_base),
+        _U64(dst_base),
+        *src_words,
+        *dst_words,
+        _I64(plan.index_flags()),
+    )
+
+
+def unpack_inline(words: Sequence[Any], n: int) -> list[int]:
+    """The ids :func:`pack_inline` packed, read back the way the kernel reads them (a CPU
+    check of the packing)."""
+    out = []
+    for p in range(n):
+        word = int(words[p >> 1])
+        half = (word >> 32 if p & 1 else word) & 0xFFFFFFFF
+        out.append(half - (1 << 32) if half >= 1 << 31 else half)
+    return out
+
+
+# ----------------------------------------------------------------------------- CPU checks
 
 
 def kernel_vector_schedule(
@@ -254,55 +442,37 @@ def kernel_vector_schedule(
     return np.asarray(out, dtype=np.int64)
 
 
-def emulate(arena: npt.NDArray[np.uint8], plan: LaunchPlan) -> None:
+def emulate(
+    arena: npt.NDArray[np.uint8],
+    plan: LaunchPlan,
+    src_idx: Sequence[int] | IndexArray | None = None,
+    dst_idx: Sequence[int] | IndexArray | None = None,
+) -> None:
     """Execute ``plan`` on the CPU, treating addresses as offsets into the byte ``arena``.
 
-    Follows the kernel's chunk formula exactly; raises ``ValueError`` if two chunks of the
-    launch write overlapping bytes or one reads bytes another writes (which the kernel
-    forbids).  Cost O(plan.total_bytes).
+    ``src_idx`` / ``dst_idx`` are the ids of the indexed sides (None for the identity).
+    Follows the kernel's chunk formula exactly; raises ``ValueError`` if an indexed side has
+    no ids, if two chunks of the launch write overlapping bytes or one reads bytes another
+    writes (which the kernel forbids).  Cost O(plan.total_bytes).
     """
+    if plan.src_indexed != (src_idx is not None) or plan.dst_indexed != (dst_idx is not None):
+        raise ValueError("ids must be given for exactly the indexed sides of the plan")
     n = plan.chunk_bytes
     moves: list[tuple[int, int]] = []
     for p in range(plan.n_pairs):
-        sb = plan.src_idx[p] if plan.src_idx is not None else p
-        db = plan.dst_idx[p] if plan.dst_idx is not None else p
+        sb = int(src_idx[p]) if src_idx is not None else p
+        db = int(dst_idx[p]) if dst_idx is not None else p
         for s in range(plan.n_segments):
             moves.append((plan.src.address(s, sb), plan.dst.address(s, db)))
     writes = sorted(d for _, d in moves)
     for a, b in itertools.pairwise(writes):
         if b < a + n:
             raise ValueError(f"chunks written at {a} and {b} overlap")
-    write_set = np.zeros(arena.size, dtype=bool)
-    for _, d in moves:
-        write_set[d : d + n] = True
     for s_addr, _ in moves:
-        if write_set[s_addr : s_addr + n].any():
+        # The written chunks are disjoint and sorted: only the last one starting before
+        # this read ends can overlap it.
+        i = bisect.bisect_left(writes, s_addr + n) - 1
+        if i >= 0 and writes[i] + n > s_addr:
             raise ValueError(f"chunk read at {s_addr} overlaps a chunk written in the launch")
     for s_addr, d in moves:
         arena[d : d + n] = arena[s_addr : s_addr + n]
-
-
-def as_index_array(ids: tuple[int, ...]) -> npt.NDArray[np.int64]:
-    return np.asarray(ids, dtype=np.int64)
-
-
-def launch_args(
-    plan: LaunchPlan, src_table: int, src_idx: int, dst_table: int, dst_idx: int
-) -> tuple[Any, ...]:
-    """Kernel argument tuple; table/index arguments are device addresses (0 = absent)."""
-    u64, i64 = np.uint64, np.int64
-    return (
-        u64(src_table),
-        u64(plan.src.base),
-        i64(plan.src.seg_stride),
-        i64(plan.src.block_stride),
-        u64(src_idx),
-        u64(dst_table),
-        u64(plan.dst.base),
-        i64(plan.dst.seg_stride),
-        i64(plan.dst.block_stride),
-        u64(dst_idx),
-        i64(plan.n_pairs),
-        i64(plan.n_segments),
-        i64(plan.chunk_bytes // plan.vector_width),
-    )

@@ -2,7 +2,8 @@
 
 One subcommand per tool of the executable spec's toolbox, each in its own module of
 this package: ``demo`` (the teaching scenario, :mod:`spec.demo`), ``conform`` and
-``replay`` (the conformance kit, :mod:`spec.cli.conform`). Exit status: 0 success,
+``replay`` (the conformance kit, :mod:`spec.cli.conform`), ``gate`` (the performance
+gate, :mod:`spec.cli.gate`). Exit status: 0 success,
 1 a finding (a disagreement, a regression), 2 a usage error.
 """
 
@@ -13,7 +14,7 @@ import sys
 from collections.abc import Sequence
 
 from reference import __version__
-from spec.cli import conform, explain, simulate
+from spec.cli import conform, explain, gate, simulate
 from spec.demo import run_demo
 from spec.impls import IMPLEMENTATION_NAMES, PURE_SWITCH, default_implementation, tree_class
 
@@ -39,6 +40,7 @@ def build_parser() -> argparse.ArgumentParser:
     conform.register(commands)
     explain.register(commands)
     simulate.register(commands)
+    gate.register(commands)
     return parser
 
 

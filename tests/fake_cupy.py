@@ -336,9 +336,10 @@ class FakeFunction:
         self.params = SIGNATURES[name]
 
     def __call__(
-        self, grid: tuple[int, ...], block: tuple[int, ...], args: tuple[Any, ...],
+        self, grid: tuple[int, ...], block: tuple[int, ...], args: tuple[Any, ...], *,
         shared_mem: int = 0, stream: Any = None,
     ) -> None:  # fmt: skip
+        # Keyword-only like cupy.RawKernel.__call__ (CuPy 14), so a positional call fails here.
         if len(args) != len(self.params):
             raise TypeError(f"{self.name} takes {len(self.params)} arguments, got {len(args)}")
         for value in args:

@@ -382,7 +382,9 @@ class BlockPool:
                 pack_inline(dst, self._dst_words),
             )
             with self._on_device():
-                self._function(kernel_name(plan.vector_width, inline=True))(grid, block, args, 0, s)
+                self._function(kernel_name(plan.vector_width, inline=True))(
+                    grid, block, args, shared_mem=0, stream=s
+                )
             return
         with self._on_device():
             staged = [x for x in (src, dst) if x is not None and not isinstance(x, DeviceIds)]
@@ -400,7 +402,9 @@ class BlockPool:
             args = array_args(
                 prep.static, src_base, dst_base, src_idx, src_bytes, dst_idx, dst_bytes, status
             )
-            self._function(kernel_name(plan.vector_width))(grid, block, args, 0, s)
+            self._function(kernel_name(plan.vector_width))(
+                grid, block, args, shared_mem=0, stream=s
+            )
             if span is not None and self._ring is not None:
                 event = self._cp.cuda.Event(block=False, disable_timing=True)
                 event.record(s)
@@ -470,7 +474,7 @@ class BlockPool:
                     np.int64(self._spec.num_blocks),
                     np.uint64(base + 8 * word),
                 )
-                fn(grid, (THREADS_PER_BLOCK,), args, 0, s)
+                fn(grid, (THREADS_PER_BLOCK,), args, shared_mem=0, stream=s)
         return base
 
     def check_device_ids(self) -> None:

@@ -166,7 +166,10 @@ KINDS: dict[str, tuple[str, ...]] = {
     "pinning": ("release",) * 2,
     "eviction": ("evict", "evict", "bad_count"),
     "namespaces": ("bad_namespace",),
-    "snapshots": ("snapshot_match",) * 2 + ("snapshot", "reader") + ("leave",) * 2 + ("reclaim",),
+    "snapshots": ("snapshot_match",) * 2
+    + ("snapshot", "reader")
+    + ("leave",) * 2
+    + ("reclaim", "drop"),
 }
 
 #: Most readers inside at once: more would keep inserts from evicting most of the time
@@ -200,6 +203,11 @@ class Run(Protocol):
     @property
     def left(self) -> list[int]:
         """Handles of readers that have left."""
+        ...
+
+    @property
+    def dropped(self) -> list[int]:
+        """Handles of readers dropped without leaving (never named again)."""
         ...
 
     def would_evict(self, step: dict[str, Any]) -> bool:
@@ -275,10 +283,15 @@ def _snapshot_step(
         return {"op": "leave", "snapshot": chooser.choice(run.left)} if run.left else None
     if kind == "reclaim":
         return {"op": "reclaim"}
-    # snapshot_match: any snapshot taken so far, old ones as often as new ones.
+    if kind == "drop":
+        # A reader forgotten without leave(): it must leave by itself (R-EPOCH-5).
+        return {"op": "drop", "snapshot": chooser.choice(run.inside)} if run.inside else None
+    # snapshot_match: any snapshot taken so far (not dropped), old ones as often as new ones.
     if not run.snapshots:
         return None
     handle = chooser.integer(1, run.snapshots)
+    if handle in run.dropped:
+        return None
     namespace = Inputs.namespace(chooser) if "namespaces" in levels else None
     spoilt = chooser.integer(0, 7) == 7
     tokens = inputs.bad_tokens(chooser) if spoilt else inputs.tokens(chooser)

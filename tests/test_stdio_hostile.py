@@ -1,0 +1,252 @@
+"""Hostile stdio candidates: real misbehaving programs, written here, driven by the
+kit's client (spec/stdio.py) and by ``conform --cmd`` / ``replay --cmd``.
+
+Each must end in a clear diagnostic within seconds, with the kit's memory bounded,
+and leave no process behind: not the program (even one that ignores SIGTERM), not
+the children it forked.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import textwrap
+import time
+import tracemalloc
+from pathlib import Path
+
+import pytest
+
+from spec.candidate import CandidateFailure
+from spec.cli import conform
+from spec.stdio import StdioCandidate
+from spec.vectors import path_of
+
+HELLO = """
+import json, os, signal, sys, time
+def say(message):
+    sys.stdout.write(json.dumps(message) + "\\n"); sys.stdout.flush()
+line = sys.stdin.readline()
+say({"id": json.loads(line)["id"], "ok": {"protocol": 2, "name": "hostile",
+     "levels": ["core"], "block_sizes": None}})
+"""
+
+
+def _program(tmp_path: Path, after_hello: str, before_hello: str = "") -> list[str]:
+    """A program that runs ``before_hello``, answers hello, then runs ``after_hello``."""
+    script = tmp_path / "hostile.py"
+    script.write_text(
+        textwrap.dedent(before_hello) + textwrap.dedent(HELLO) + textwrap.dedent(after_hello)
+    )
+    return [sys.executable, str(script)]
+
+
+def _gone(pid: int) -> bool:
+    """Whether ``pid`` no longer runs (a zombie waiting for a reaper counts as gone)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (FileNotFoundError, ProcessLookupError):
+        return True
+    return state in ("Z", "X")
+
+
+def _wait_gone(pid: int, seconds: float = 5.0) -> bool:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if _gone(pid):
+            return True
+        time.sleep(0.05)
+    return _gone(pid)
+
+
+def _failure(argv: list[str], **options: float) -> tuple[str, StdioCandidate | None]:
+    """Start ``argv``, send a reset, and return the failure's message."""
+    candidate: StdioCandidate | None = None
+    try:
+        candidate = StdioCandidate(argv, **options)  # type: ignore[arg-type]
+        candidate.reset(4, 1)
+    except CandidateFailure as exc:
+        return str(exc), candidate
+    raise AssertionError("the hostile program was not reported")
+
+
+def test_a_flood_without_newlines_is_cut_off_with_bounded_memory(tmp_path: Path) -> None:
+    """200 MB of output on one line: refused at the line limit, memory stays small."""
+    argv = _program(
+        tmp_path,
+        """
+        sys.stdin.readline()
+        chunk = b"x" * (1 << 20)
+        for _ in range(200):
+            sys.stdout.buffer.write(chunk)
+        sys.stdout.flush()
+        time.sleep(60)
+        """,
+    )
+    tracemalloc.start()
+    started = time.monotonic()
+    try:
+        message, candidate = _failure(argv, max_line=1 << 20)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert "answer longer than 1048576 bytes" in message and "request 1 (reset)" in message
+    assert peak < 16 << 20, f"the kit held {peak} bytes"
+    assert time.monotonic() - started < 20
+    assert candidate is not None
+    candidate.close()
+
+
+def test_a_flood_of_lines_and_stderr_is_bounded(tmp_path: Path) -> None:
+    """Endless short lines after the answer and an endless stderr: the first extra
+    line is a wrong answer to the next request; the stderr tail is short."""
+    argv = _program(
+        tmp_path,
+        """
+        line = sys.stdin.readline()
+        say({"id": json.loads(line)["id"], "ok": None})
+        while True:
+            sys.stderr.write("e" * 5000 + "\\n")
+            say({"id": 999, "ok": None})
+        """,
+    )
+    candidate = StdioCandidate(argv)
+    candidate.reset(4, 1)
+    with pytest.raises(CandidateFailure, match="answer carries id") as raised:
+        candidate.dump()
+    text = str(raised.value)
+    assert "stderr (last lines)" in text
+    assert len(text) < 20 * 600  # at most 20 lines of at most 500 characters
+    candidate.close()
+
+
+def test_binary_garbage_is_a_clear_diagnostic(tmp_path: Path) -> None:
+    argv = _program(
+        tmp_path,
+        """
+        sys.stdin.readline()
+        sys.stdout.buffer.write(bytes(range(256)) * 4 + b"\\n")
+        sys.stdout.flush()
+        time.sleep(60)
+        """,
+    )
+    message, _ = _failure(argv)
+    assert "request 1 (reset): malformed answer" in message and "it began" in message
+
+
+def test_a_program_that_closes_its_output_and_ignores_sigterm(tmp_path: Path) -> None:
+    """Closed stdout, SIGTERM ignored, still running: reported, then SIGKILLed."""
+    argv = _program(
+        tmp_path,
+        """
+        os.close(1)
+        print(os.getpid(), file=sys.stderr, flush=True)
+        while True:
+            time.sleep(1)
+        """,
+        before_hello="import signal\nsignal.signal(signal.SIGTERM, signal.SIG_IGN)\n",
+    )
+    started = time.monotonic()
+    message, candidate = _failure(argv)
+    assert "closed its output" in message and "still running" in message
+    assert candidate is not None
+    assert _wait_gone(candidate._process.pid)
+    assert time.monotonic() - started < 15
+    candidate.close()  # idempotent
+
+
+def test_closing_escalates_to_sigkill_and_takes_forked_children(tmp_path: Path) -> None:
+    """A program that ignores both end of input and SIGTERM, with a forked child that
+    outlives it: close() ends both (process group, SIGTERM then SIGKILL)."""
+    pidfile = tmp_path / "child.pid"
+    argv = _program(
+        tmp_path,
+        f"""
+        child = os.fork()
+        if child == 0:
+            signal.signal(signal.SIGTERM, signal.SIG_IGN)
+            while True:
+                time.sleep(1)
+        open({str(pidfile)!r}, "w").write(str(child))
+        for line in sys.stdin:
+            say({{"id": json.loads(line)["id"], "ok": None}})
+        while True:  # end of input: keep running anyway
+            time.sleep(1)
+        """,
+        before_hello="import signal\nsignal.signal(signal.SIGTERM, signal.SIG_IGN)\n",
+    )
+    candidate = StdioCandidate(argv, close_grace=0.2)
+    candidate.reset(4, 1)
+    child = int(pidfile.read_text())
+    leader = candidate._process.pid
+    assert not _gone(child) and not _gone(leader)
+    started = time.monotonic()
+    candidate.close()
+    assert time.monotonic() - started < 10
+    assert _wait_gone(leader) and _wait_gone(child)
+
+
+def test_a_child_left_behind_by_a_program_that_exits_is_ended(tmp_path: Path) -> None:
+    """The program dies at once but its forked child holds the pipes: the failure is
+    reported (no hang on the child's open stdout) and the child is ended."""
+    pidfile = tmp_path / "child.pid"
+    argv = _program(
+        tmp_path,
+        f"""
+        child = os.fork()
+        if child == 0:
+            while True:
+                time.sleep(1)
+        open({str(pidfile)!r}, "w").write(str(child))
+        sys.stdin.readline()
+        os._exit(4)
+        """,
+    )
+    message, candidate = _failure(argv, timeout=2.0)
+    assert "request 1 (reset)" in message
+    assert _wait_gone(int(pidfile.read_text()))
+    assert candidate is not None
+    candidate.close()
+
+
+@pytest.mark.parametrize("command", ["conform", "replay"])
+def test_the_cli_survives_a_hostile_command(
+    tmp_path: Path, command: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``conform --cmd`` and ``replay --cmd``: exit status 1, a diagnostic, no orphan."""
+    pidfile = tmp_path / "child.pid"
+    argv = _program(
+        tmp_path,
+        f"""
+        child = os.fork()
+        if child == 0:
+            signal.signal(signal.SIGTERM, signal.SIG_IGN)
+            while True:
+                time.sleep(1)
+        open({str(pidfile)!r}, "w").write(str(child))
+        sys.stdin.readline()
+        sys.stdout.buffer.write(os.urandom(3000) + b"\\n")
+        sys.stdout.flush()
+        while True:
+            time.sleep(1)
+        """,
+        before_hello="import signal\nsignal.signal(signal.SIGTERM, signal.SIG_IGN)\n",
+    )
+    line = " ".join(argv)
+    if command == "conform":
+        status = conform.main(["conform", "--cmd", line, "--examples", "3"])
+    else:
+        status = conform.main(["replay", str(path_of("core")), "--cmd", line])
+    out = capsys.readouterr()
+    assert status == 1
+    assert "malformed answer" in out.out + out.err
+    assert _wait_gone(int(pidfile.read_text()))
+
+
+def test_no_stray_processes_remain(tmp_path: Path) -> None:
+    """After all of the above, this process has no child processes left running."""
+    children = Path(f"/proc/{os.getpid()}/task/{os.getpid()}/children")
+    if not children.exists():
+        pytest.skip("/proc does not list children on this kernel")
+    alive = [int(pid) for pid in children.read_text().split() if not _gone(int(pid))]
+    assert alive == []

@@ -19,7 +19,9 @@
 # behaviour aborts); the interpreter is not instrumented, so atheris's own
 # ASan+libFuzzer runtime (asan_with_fuzzer.so, which also carries UBSan's handlers) is
 # LD_PRELOADed, leak detection is off (CPython keeps objects until exit by design) and
-# PYTHONMALLOC=malloc routes the extension's PyMem allocations through ASan. The seed
+# PYTHONMALLOC=malloc routes the extension's PyMem allocations through ASan (short
+# allocation stacks and a small quarantine keep that affordable: rerun a crash with
+# ASAN_OPTIONS=detect_leaks=0:malloc_context_size=30 for full stacks). The seed
 # corpus is the golden vectors and kit traces, encoded (tests/fuzz_accel.py
 # --seed-corpus), plus the regression inputs in tests/fuzz_regressions/. Inputs are
 # capped at FUZZ_MAX_LEN bytes (default 96, a dozen operations): short inputs keep the
@@ -76,7 +78,7 @@ cp "$root"/tests/fuzz_regressions/* "$work/seeds/" 2>/dev/null || true
 
 atheris_dir="$("$python" -c 'import atheris; print(atheris.path())')"
 export LD_PRELOAD="$atheris_dir/asan_with_fuzzer.so"
-export ASAN_OPTIONS="detect_leaks=0:abort_on_error=1:halt_on_error=1:allocator_may_return_null=1"
+export ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=0:abort_on_error=1:halt_on_error=1:allocator_may_return_null=1:malloc_context_size=2:quarantine_size_mb=16}"
 export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
 export PYTHONMALLOC=malloc
 

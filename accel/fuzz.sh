@@ -36,38 +36,18 @@
 # tests/test_fuzz_accel.py).
 set -euo pipefail
 
-root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-caller="$PWD"
-python="${PYTHON:-python}"
-work="$(mktemp -d "${TMPDIR:-/tmp}/accel-fuzz.XXXXXX")"
-if [[ "${KEEP:-0}" != "1" ]]; then
-    trap 'rm -rf "$work"' EXIT
-fi
-
 if ! command -v clang >/dev/null; then
     echo "fuzz: clang not found (Debian: apt-get install clang libclang-rt-dev)" >&2
     exit 1
 fi
+# shellcheck source=accel/workcopy.sh
+source "$(dirname "${BASH_SOURCE[0]}")/workcopy.sh" fuzz
 if ! "$python" -c 'import atheris' 2>/dev/null; then
     "$python" -m pip install --quiet atheris
 fi
-
-echo "fuzz: building in $work"
-mkdir -p "$work/accel/blockpool" "$work/tests"
-cp "$root"/accel/*.c "$root"/accel/*.h "$root"/accel/*.py "$root"/accel/*.pyi "$work/accel/"
-cp "$root"/accel/blockpool/*.py "$work/accel/blockpool/"
-cp -r "$root/reference" "$root/spec" "$work/"
-cp "$root/pyproject.toml" "$root/README.md" "$root/LICENSE" "$work/"
 cp "$root/tests/__init__.py" "$root/tests/twins.py" "$root/tests/fuzz_accel.py" "$work/tests/"
-
 flags="-fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=undefined"
-flags="$flags -fno-omit-frame-pointer -O1 -g"
-(
-    cd "$work"
-    CC=clang CFLAGS="$flags" LDFLAGS="-fsanitize=address,undefined" \
-        "$python" -c 'from setuptools import setup; setup()' -q build_ext --inplace --force \
-        >/dev/null
-)
+build_in_place clang "$flags -fno-omit-frame-pointer -O1 -g" "-fsanitize=address,undefined"
 
 corpus="${FUZZ_CORPUS:-$work/corpus}"
 mkdir -p "$corpus" "$work/seeds"
@@ -82,11 +62,7 @@ export ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=0:abort_on_error=1:halt_on_err
 export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
 export PYTHONMALLOC=malloc
 
-built="$("$python" -c 'import accel._radix as m; print(m.__file__)')"
-case "$built" in
-    "$work"/*) echo "fuzz: fuzzing $built" ;;
-    *) echo "fuzz: picked up $built instead of the fuzz build" >&2; exit 1 ;;
-esac
+check_built fuzz
 
 limits=(-max_len="${FUZZ_MAX_LEN:-96}")
 if [[ -n "${FUZZ_RUNS:-}" ]]; then

@@ -36,6 +36,19 @@ def _fill_and_evict_under(tree: Any) -> Any:
     return reader
 
 
+class _Request:
+    """A request object in a reference cycle, holding a reader: only the cyclic
+    collector frees it."""
+
+    def __init__(self, tree: Any) -> None:
+        self.me = self
+        self.reader = tree.reader()
+
+
+def _forgotten_request(tree: Any) -> None:
+    _Request(tree)
+
+
 def test_a_dropped_reader_leaves_and_its_quarantine_drains(make_tree: TreeFactory) -> None:
     """R-EPOCH-5: dropping the last reference is a leave()."""
     tree = make_tree(2, 1)
@@ -96,13 +109,7 @@ def test_a_reader_dropped_in_another_thread_leaves(make_tree: TreeFactory) -> No
 def test_a_reader_in_a_reference_cycle_leaves_when_collected(make_tree: TreeFactory) -> None:
     """R-EPOCH-5: the cyclic collector frees a forgotten request holding a reader."""
     tree = make_tree(4, 1)
-
-    class Request:
-        def __init__(self) -> None:
-            self.me = self
-            self.reader = tree.reader()
-
-    Request()
+    _forgotten_request(tree)
     assert tree.stats().readers == 1
     gc.collect()
     assert tree.stats().readers == 0
@@ -112,18 +119,12 @@ def test_a_reader_collected_during_a_writer_call(make_tree: TreeFactory) -> None
     """R-EPOCH-5: a collection triggered by an allocation inside insert or evict may
     free a reader mid-call; the call and the invariants survive it."""
     tree = make_tree(512, 1)  # inserts never need to evict (a reader may be inside)
-
-    class Request:
-        def __init__(self) -> None:
-            self.me = self
-            self.reader = tree.reader()
-
     threshold = gc.get_threshold()
     gc.collect()
     gc.set_threshold(1, 1, 1)  # collect at nearly every allocation of a tracked object
     try:
         for value in range(300):
-            Request()
+            _forgotten_request(tree)
             tree.insert([value % 13, value % 5, value % 3])
             if value % 4 == 0:
                 tree.evict(2)

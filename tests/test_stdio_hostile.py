@@ -32,13 +32,31 @@ say({"id": json.loads(line)["id"], "ok": {"protocol": 2, "name": "hostile",
 """
 
 
-def _program(tmp_path: Path, after_hello: str, before_hello: str = "") -> list[str]:
-    """A program that runs ``before_hello``, answers hello, then runs ``after_hello``."""
+IGNORE_TERM = "import signal\nsignal.signal(signal.SIGTERM, signal.SIG_IGN)\n"
+
+FORK = """
+child = os.fork()
+if child == 0:  # a child that ignores SIGTERM and would run for ever
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    while True:
+        time.sleep(1)
+open(sys.argv[1], "w").write(str(child))
+"""
+
+
+def _program(
+    tmp_path: Path, after_hello: str, *, ignore_term: bool = False, fork: bool = False
+) -> list[str]:
+    """A program that answers hello and then runs ``after_hello``; it may ignore
+    SIGTERM, and may first fork a child whose pid it writes to ``child.pid``."""
     script = tmp_path / "hostile.py"
     script.write_text(
-        textwrap.dedent(before_hello) + textwrap.dedent(HELLO) + textwrap.dedent(after_hello)
+        (IGNORE_TERM if ignore_term else "")
+        + textwrap.dedent(HELLO)
+        + (FORK if fork else "")
+        + textwrap.dedent(after_hello)
     )
-    return [sys.executable, str(script)]
+    return [sys.executable, str(script), str(tmp_path / "child.pid")]
 
 
 def _gone(pid: int) -> bool:
@@ -144,7 +162,7 @@ def test_a_program_that_closes_its_output_and_ignores_sigterm(tmp_path: Path) ->
         while True:
             time.sleep(1)
         """,
-        before_hello="import signal\nsignal.signal(signal.SIGTERM, signal.SIG_IGN)\n",
+        ignore_term=True,
     )
     started = time.monotonic()
     message, candidate = _failure(argv)
@@ -161,19 +179,14 @@ def test_closing_escalates_to_sigkill_and_takes_forked_children(tmp_path: Path) 
     pidfile = tmp_path / "child.pid"
     argv = _program(
         tmp_path,
-        f"""
-        child = os.fork()
-        if child == 0:
-            signal.signal(signal.SIGTERM, signal.SIG_IGN)
-            while True:
-                time.sleep(1)
-        open({str(pidfile)!r}, "w").write(str(child))
+        """
         for line in sys.stdin:
-            say({{"id": json.loads(line)["id"], "ok": None}})
+            say({"id": json.loads(line)["id"], "ok": None})
         while True:  # end of input: keep running anyway
             time.sleep(1)
         """,
-        before_hello="import signal\nsignal.signal(signal.SIGTERM, signal.SIG_IGN)\n",
+        ignore_term=True,
+        fork=True,
     )
     candidate = StdioCandidate(argv, close_grace=0.2)
     candidate.reset(4, 1)
@@ -192,15 +205,11 @@ def test_a_child_left_behind_by_a_program_that_exits_is_ended(tmp_path: Path) ->
     pidfile = tmp_path / "child.pid"
     argv = _program(
         tmp_path,
-        f"""
-        child = os.fork()
-        if child == 0:
-            while True:
-                time.sleep(1)
-        open({str(pidfile)!r}, "w").write(str(child))
+        """
         sys.stdin.readline()
         os._exit(4)
         """,
+        fork=True,
     )
     message, candidate = _failure(argv, timeout=2.0)
     assert "request 1 (reset)" in message
@@ -217,20 +226,15 @@ def test_the_cli_survives_a_hostile_command(
     pidfile = tmp_path / "child.pid"
     argv = _program(
         tmp_path,
-        f"""
-        child = os.fork()
-        if child == 0:
-            signal.signal(signal.SIGTERM, signal.SIG_IGN)
-            while True:
-                time.sleep(1)
-        open({str(pidfile)!r}, "w").write(str(child))
+        """
         sys.stdin.readline()
         sys.stdout.buffer.write(os.urandom(3000) + b"\\n")
         sys.stdout.flush()
         while True:
             time.sleep(1)
         """,
-        before_hello="import signal\nsignal.signal(signal.SIGTERM, signal.SIG_IGN)\n",
+        ignore_term=True,
+        fork=True,
     )
     line = " ".join(argv)
     if command == "conform":

@@ -14,7 +14,7 @@ set -euo pipefail
 # shellcheck source=accel/workcopy.sh
 source "$(dirname "${BASH_SOURCE[0]}")/workcopy.sh" coverage
 rm -rf "$work/tests"
-cp -r "$root/tests" "$work/"
+cp -r "$root/tests" "$root/benchmarks" "$work/"
 rm -rf "$work"/tests/__pycache__
 build_in_place "${CC:-gcc}" "--coverage -O0 -g" "--coverage"
 check_built coverage

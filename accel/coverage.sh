@@ -28,13 +28,18 @@ unset PYTHONPATH
 "$python" -m tests.fuzz_accel --seed-corpus "$work/seeds" >/dev/null
 inputs=("$work"/seeds/* "$root"/tests/fuzz_regressions/*)
 if [[ -n "${FUZZ_CORPUS:-}" ]]; then
-    inputs+=("$FUZZ_CORPUS"/*)
+    cp -r "$FUZZ_CORPUS" "$work/campaign"  # a still-running campaign rewrites its corpus
+    inputs+=("$work"/campaign/*)
 fi
 printf '%s\0' "${inputs[@]}" | xargs -0 -n 200 "$python" -m tests.fuzz_accel >/dev/null
 echo "coverage: replayed ${#inputs[@]} fuzz inputs"
 
 objects="$(dirname "$(find build -name '_radix.o' | head -n 1)")"
-gcov -b -o "$objects" accel/*.c >"$work/gcov.txt" 2>/dev/null
+# One gcov run per compiled unit (snapshot.c is #included into _radix.c and reported
+# under it).
+units=()
+for gcno in "$objects"/*.gcno; do units+=("accel/$(basename "${gcno%.gcno}").c"); done
+gcov -b -o "$objects" "${units[@]}" >"$work/gcov.txt" 2>"$work/gcov.err"
 "$python" - "$work/gcov.txt" <<'EOF'
 import re
 import sys

@@ -126,8 +126,9 @@ def _check_buffer(view: memoryview) -> list[int]:
     values: list[int] = view.tolist()
     # uint32 items are in range by construction; signed ones may be negative or too large.
     if item_format[-1] not in "IL" and not _in_range(values):
-        for index, token in enumerate(values):
-            _check_range(index, token)
+        # Some item is out of range: report the first one (R-TOK-5).
+        index = next(i for i, token in enumerate(values) if not 0 <= token < TOKEN_LIMIT)
+        _check_range(index, values[index])
     return values
 
 

@@ -437,8 +437,8 @@ def _start_reader(
                         return
                     while (rest := stream.readline(1 << 16)) and not rest.endswith(b"\n"):
                         pass
-        except (OSError, ValueError):
-            pass
+        except (OSError, ValueError):  # pragma: no cover - a read error on the pipe (the
+            pass  # stream is never closed under its reader) ends the stream like EOF
         sink(None)
 
     thread = threading.Thread(target=pump, name="kachedb-radix-stdio", daemon=True)

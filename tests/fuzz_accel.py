@@ -520,7 +520,7 @@ def main(argv: Sequence[str]) -> int:
         Path(argv[2]).write_bytes(small)
         print(f"minimised {len(data)} bytes to {len(small)}: {small.hex()} ({failure(small)})")
         return 0
-    if argv and all(Path(arg).is_file() for arg in argv):
+    if argv and not any(arg.startswith("-") for arg in argv):
         for arg in argv:
             run_one(Path(arg).read_bytes())
         print(f"replayed {len(argv)} inputs: the twins agree")

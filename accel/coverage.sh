@@ -50,7 +50,9 @@ rows, name, totals = {}, None, {"lines": [0, 0], "branches": [0, 0]}
 for line in open(sys.argv[1], encoding="utf-8"):
     if line.startswith("File '"):
         name = line.split("'")[1]
-    elif name and name.endswith(".c") and (m := re.match(r"(Lines executed|Taken at least once):([\d.]+)% of (\d+)", line)):
+    elif line.startswith("Creating") or not line.strip():
+        name = None  # the end of a file's block (a unit's summary line may follow)
+    elif name and name.startswith("accel/") and (m := re.match(r"(Lines executed|Taken at least once):([\d.]+)% of (\d+)", line)):
         kind = "lines" if m.group(1) == "Lines executed" else "branches"
         total = int(m.group(3))
         hit = round(float(m.group(2)) * total / 100)

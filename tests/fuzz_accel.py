@@ -206,12 +206,7 @@ class Session:
             if runs[0][1] is not None and runs[0][1].lease is not None:
                 self.leases.append((runs[0][1].lease, runs[1][1].lease))
         elif op == "release":
-            index, how = cursor.byte(), cursor.pick(ENDINGS)
-            if self.leases:
-                pair = self.leases[index % len(self.leases)]
-                pairs = zip(self.trees, pair, strict=True)
-                _same(op, [_end(how, t, lease, "lease") for t, lease in pairs])
-                assert pair[1].released == pair[0].released
+            self._end_one(self.leases, "lease", cursor)
         elif op == "evict":
             count = _count(cursor)
             _same((op, count), [partial(t.evict, count) for t in self.trees])
@@ -234,12 +229,7 @@ class Session:
                 self.readers.append(pair)
                 assert pair[1].epoch == pair[0].epoch
         elif op == "leave":
-            index, how = cursor.byte(), cursor.pick(ENDINGS)
-            if self.readers:
-                pair = self.readers[index % len(self.readers)]
-                pairs = zip(self.trees, pair, strict=True)
-                _same(op, [_end(how, t, reader, "reader") for t, reader in pairs])
-                assert pair[1].left == pair[0].left
+            self._end_one(self.readers, "reader", cursor)
         elif op == "drop":
             # Forget a reader without leave(): it must leave by itself (R-EPOCH-5).
             index = cursor.byte()
@@ -270,6 +260,16 @@ class Session:
                 assert list(pair[1].blocks) == list(pair[0].blocks)
         else:  # render
             assert acc.render() == ref.render()
+
+    def _end_one(self, pairs: list[Pair], kind: str, cursor: Cursor) -> None:
+        """End one lease or reader pair, chosen and ended as the next bytes say."""
+        index, how = cursor.byte(), cursor.pick(ENDINGS)
+        if pairs:
+            pair = pairs[index % len(pairs)]
+            both = zip(self.trees, pair, strict=True)
+            _same((kind, how), [_end(how, tree, thing, kind) for tree, thing in both])
+            done = "released" if kind == "lease" else "left"
+            assert getattr(pair[1], done) == getattr(pair[0], done)
 
     def _foreign_release(self, how: str) -> None:
         ref, acc = self.trees

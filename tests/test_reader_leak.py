@@ -49,6 +49,14 @@ def _forgotten_request(tree: Any) -> None:
     _Request(tree)
 
 
+def _drained(tree: Any) -> None:
+    """No reader is registered any more, so the whole quarantine can be reclaimed."""
+    assert tree.stats().readers == 0
+    tree.reclaim()
+    assert tree.stats().quarantined == 0
+    tree.check_invariants()
+
+
 def test_a_dropped_reader_leaves_and_its_quarantine_drains(make_tree: TreeFactory) -> None:
     """R-EPOCH-5: dropping the last reference is a leave()."""
     tree = make_tree(2, 1)
@@ -100,10 +108,7 @@ def test_a_reader_dropped_in_another_thread_leaves(make_tree: TreeFactory) -> No
         tree.insert([value % 50, value % 7])
         tree.evict(1)
     worker.join()
-    assert tree.stats().readers == 0
-    tree.reclaim()
-    assert tree.stats().quarantined == 0
-    tree.check_invariants()
+    _drained(tree)
 
 
 def test_a_reader_in_a_reference_cycle_leaves_when_collected(make_tree: TreeFactory) -> None:
@@ -132,10 +137,7 @@ def test_a_reader_collected_during_a_writer_call(make_tree: TreeFactory) -> None
     finally:
         gc.set_threshold(*threshold)
     gc.collect()
-    assert tree.stats().readers == 0
-    tree.reclaim()
-    assert tree.stats().quarantined == 0
-    tree.check_invariants()
+    _drained(tree)
 
 
 def test_a_reader_kept_on_purpose_ages_in_versions(make_tree: TreeFactory) -> None:

@@ -1035,14 +1035,22 @@ static PyObject *Tree_stats(TreeObject *self, PyObject *unused) {
     PyObject *oldest = self->nreaders > 0 ? PyLong_FromUnsignedLongLong(self->readers[0])
                                           : Py_NewRef(Py_None);
     if (oldest == NULL) return NULL;
+    /* R-EPOCH-5: versions published since the oldest reader took its snapshot. */
+    PyObject *age = self->nreaders > 0 ? PyLong_FromUnsignedLongLong(
+                                             self->version - self->reader_versions[0])
+                                       : Py_NewRef(Py_None);
+    if (age == NULL) {
+        Py_DECREF(oldest);
+        return NULL;
+    }
     PyObject *kw = Py_BuildValue(
-        "{s:I,s:I,s:K,s:K,s:K,s:n,s:K,s:K,s:n,s:N,s:K}", "num_blocks", self->num_blocks, "free",
+        "{s:I,s:I,s:K,s:K,s:K,s:n,s:K,s:K,s:n,s:N,s:K,s:N}", "num_blocks", self->num_blocks, "free",
         self->alloc.free_count, "cached", (unsigned long long)self->cached, "pinned",
         (unsigned long long)self->pinned, "evictable",
         (unsigned long long)(self->cached - self->pinned), "leases", self->nleases, "clock",
         (unsigned long long)self->clock, "quarantined", (unsigned long long)self->quarantined,
         "readers", self->nreaders, "oldest_reader", oldest, "version",
-        (unsigned long long)self->version);
+        (unsigned long long)self->version, "oldest_reader_age", age);
     if (kw == NULL) return NULL;
     PyObject *empty = PyTuple_New(0);
     PyObject *r = empty ? PyObject_Call(G.TreeStats, empty, kw) : NULL;
@@ -1264,6 +1272,7 @@ static void Tree_dealloc(TreeObject *self) {
     chunk_unreserve(self);
     shadow_fini(self);
     PyMem_Free(self->readers);
+    PyMem_Free(self->reader_versions);
     PyMem_Free(self->qb);
     PyMem_Free(self->qids);
     for (uint32_t i = 0; i < self->roots_len; i++) Py_XDECREF(self->roots[i].ns);

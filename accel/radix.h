@@ -295,6 +295,7 @@ typedef struct {
     /* reader epochs and quarantine (R-EPOCH-*) */
     uint64_t epochs;  /* last epoch number drawn (readers and frees share it) */
     uint64_t *readers; /* registered epochs, ascending */
+    uint64_t *reader_versions; /* the version each registered reader sees (R-EPOCH-5) */
     Py_ssize_t nreaders, readers_cap;
     QBatch *qb;        /* quarantine batches qb[qb_head .. qb_len), epoch order */
     size_t qb_head, qb_len, qb_cap;

@@ -1088,6 +1088,12 @@ static int readers_reserve(TreeObject *t) {
         return -1;
     }
     t->readers = r;
+    uint64_t *v = PyMem_Realloc(t->reader_versions, (size_t)cap * sizeof(uint64_t));
+    if (v == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    t->reader_versions = v;
     t->readers_cap = cap;
     return 0;
 }
@@ -1103,6 +1109,7 @@ PyObject *tree_snapshot(TreeObject *t, int reader) {
         /* Draw the epoch and register first, then load the published version. */
         ReaderObject *r = (ReaderObject *)s;
         r->epoch = ++t->epochs;
+        t->reader_versions[t->nreaders] = t->version;
         t->readers[t->nreaders++] = r->epoch;
         r->tree = (TreeObject *)Py_NewRef((PyObject *)t);
         r->left = 0;
@@ -1130,6 +1137,8 @@ void reader_leave(TreeObject *t, uint64_t epoch) {
     if (lo < t->nreaders && t->readers[lo] == epoch) {
         memmove(t->readers + lo, t->readers + lo + 1,
                 (size_t)(t->nreaders - lo - 1) * sizeof(uint64_t));
+        memmove(t->reader_versions + lo, t->reader_versions + lo + 1,
+                (size_t)(t->nreaders - lo - 1) * sizeof(uint64_t));
         t->nreaders--;
     }
 }
@@ -1144,7 +1153,17 @@ static void Snapshot_dealloc(SnapshotObject *self) {
 }
 
 static void Reader_dealloc(ReaderObject *self) {
-    /* Like the reference, a reader dropped without leave() stays registered (R-EPOCH-3). */
+    /* An unreferenced reader leaves by itself (R-EPOCH-5), like the reference's
+     * finalizer. This runs in whichever thread drops the last reference, possibly inside
+     * a writer call's preparation phase (a collection triggered by an allocation there
+     * can free a cycle holding the reader), and at interpreter shutdown. reader_leave is
+     * plain C on the tree this reader keeps alive: no Python code, no allocation, no
+     * lock, nothing that can fail, and every writer step that reads the registry reads
+     * it after its last allocation (DESIGN.md, "Readers and quarantine"). */
+    if (self->tree != NULL && !self->left) {
+        self->left = 1;
+        reader_leave(self->tree, self->epoch);
+    }
     Py_XDECREF(self->tree);
     Snapshot_dealloc(&self->snap);
 }
@@ -1525,9 +1544,9 @@ PyTypeObject Reader_Type = {
     .tp_base = &Snapshot_Type,
     .tp_doc = "A snapshot inside a reader epoch (R-EPOCH-1); from ``RadixTree.reader()`` only.\n\n"
               "Blocks it can see are not handed out again until it leaves: use it as a\n"
-              "context manager or call ``leave()`` exactly once. A reader dropped without\n"
-              "leaving stays registered, as in the reference (R-EPOCH-3). Every method may\n"
-              "be called from any thread at any time and never waits for the writer.",
+              "context manager or call ``leave()`` exactly once. A reader that is no longer\n"
+              "referenced leaves by itself, as in the reference (R-EPOCH-5). Every method\n"
+              "may be called from any thread at any time and never waits for the writer.",
     .tp_methods = Reader_methods,
     .tp_getset = Reader_getset,
 };

@@ -287,8 +287,10 @@ class RadixTree:
         Blocks the reader can see are not handed out again until it leaves.
         """
         epoch = next(self._epochs)
-        self._readers[epoch] = -1
         # Register first, then load the version: see the ordering in reference.snapshot.
+        # The value registered is only what stats() reports the reader's age from; until
+        # the load below it is a lower bound of the version the reader will see.
+        self._readers[epoch] = self._published.number
         version = self._published
         self._readers[epoch] = version.number
         return Reader(self, epoch, version)
@@ -345,7 +347,10 @@ class RadixTree:
     # ------------------------------------------------------------------ introspection
 
     def stats(self) -> TreeStats:
-        """Block counters (R-INV-1, R-EPOCH-3). O(readers)."""
+        """Block counters (R-INV-1, R-EPOCH-3), and how long the oldest reader has been
+        inside, in versions (R-EPOCH-5). O(readers)."""
+        readers = dict(self._readers)  # one atomic copy: readers may leave meanwhile
+        oldest = min(readers, default=None)
         return TreeStats(
             num_blocks=self.num_blocks,
             free=self._allocator.free_count,
@@ -355,9 +360,10 @@ class RadixTree:
             leases=len(self._leases),
             clock=self._clock,
             quarantined=self._quarantined,
-            readers=len(self._readers),
-            oldest_reader=min(self._readers, default=None),
+            readers=len(readers),
+            oldest_reader=oldest,
             version=self._published.number,
+            oldest_reader_age=None if oldest is None else self._published.number - readers[oldest],
         )
 
     def namespaces(self) -> list[str | None]:
@@ -634,7 +640,8 @@ class RadixTree:
         return reclaimed
 
     def _leave(self, epoch: int) -> None:
-        del self._readers[epoch]
+        # One atomic dict operation: safe from any thread and from a finalizer (R-EPOCH-5).
+        self._readers.pop(epoch, None)
 
 
 def check_namespace(namespace: object) -> None:

@@ -108,6 +108,7 @@ class Lockstep:
         self.live: list[int] = []
         self.inside: list[int] = []
         self.left: list[int] = []
+        self.dropped: list[int] = []
 
     @property
     def issued(self) -> int:
@@ -133,7 +134,7 @@ class Lockstep:
         expected = self._step(step)
         op = step["op"]
         if op == "reset":
-            self.live, self.inside, self.left = [], [], []
+            self.live, self.inside, self.left, self.dropped = [], [], [], []
         elif "ok" in expected:
             answer = expected["ok"]
             if op in ("match", "insert") and answer.get("lease") is not None:
@@ -145,12 +146,18 @@ class Lockstep:
             if op == "leave" and step["snapshot"] in self.inside:
                 self.inside.remove(step["snapshot"])
                 self.left.append(step["snapshot"])
+            if op == "drop" and step["snapshot"] in self.inside:
+                self.inside.remove(step["snapshot"])
+                self.dropped.append(step["snapshot"])
         if self.check_reads:
             for read in READ_OPS:
                 self._step({"op": read}, record_when_equal=False)
             if "snapshots" in self.levels:
                 for handle in range(max(1, self.snapshots - WATCHED + 1), self.snapshots + 1):
-                    self._step({"op": "snapshot_dump", "snapshot": handle}, record_when_equal=False)
+                    if handle not in self.dropped:
+                        self._step(
+                            {"op": "snapshot_dump", "snapshot": handle}, record_when_equal=False
+                        )
         return expected
 
     def would_evict(self, step: Step) -> bool:

@@ -12,7 +12,8 @@ Each example resets both implementations with a drawn block size (1-4) and pool
 * ``namespaces``: named namespaces, including ``""``, and malformed ones;
 * ``snapshots``: snapshots, readers (at most two inside), leaves (of readers
   inside, sometimes of ones that left), snapshot matches on any snapshot taken so
-  far (interleaved with the writes after it), malformed ones, and ``reclaim``.
+  far (interleaved with the writes after it), malformed ones, ``reclaim``, and
+  readers dropped without leaving (R-EPOCH-5).
 
 Every outcome and, after every step, the dump, stats and namespaces (and at the
 ``snapshots`` level the dumps of the two latest snapshots) are compared

@@ -45,6 +45,7 @@ ANSWER_FIELDS: dict[str, tuple[str, ...] | None] = {
     "snapshot_match": ("length", "blocks"),
     "snapshot_dump": ("format", "block_size", "version", "namespaces"),
     "reclaim": ("reclaimed",),
+    "drop": None,
 }
 
 #: Answer fields required besides :data:`ANSWER_FIELDS` of a version-2 candidate

@@ -81,6 +81,9 @@ def handle(candidate: Candidate, message: dict[str, Any]) -> Any:
             return candidate.snapshot_dump(message["snapshot"])
         if op == "reclaim":
             return candidate.reclaim()
+        if op == "drop":
+            candidate.drop(message["snapshot"])
+            return None
     except KeyError as exc:
         raise CandidateError("protocol", f"request {op!r} lacks field {exc}") from None
     raise CandidateError("unsupported", f"unknown operation {op!r}")

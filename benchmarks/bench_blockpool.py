@@ -289,8 +289,15 @@ def torch_side(rig: Rig) -> TorchSide:
 def _record(
     benchmark: Any, rig: Rig, fn: Callable[[], None], rounds: int, warmup: int, **info: Any
 ) -> None:
-    """Store ``info`` (plus layout and device) and let pytest-benchmark time ``fn`` synced."""
-    benchmark.extra_info.update(layout=rig.spec.layout.value, device=rig.device_name, **info)
+    """Store ``info`` (plus layout, device and launch path) and let pytest-benchmark time
+    ``fn`` synced."""
+    benchmark.extra_info.update(
+        layout=rig.spec.layout.value,
+        device=rig.device_name,
+        launch=rig.pool.launch_path,
+        launch_note=rig.pool.launch_note,
+        **info,
+    )
 
     def run() -> None:
         fn()
@@ -578,6 +585,8 @@ def summarize(bench_json: Path, out_md: Path, junits: list[Path], notes: list[st
         lines.append(f"**GPU figures unmeasured**: {reason}.")
     else:
         lines.append(f"Device: {rows[0].get('device', '?')}.")
+        launches = sorted({str(r.get("launch_note") or r.get("launch") or "?") for r in rows})
+        lines.append(f"Launch path: {'; '.join(launches)}.")
         sections = (
             ("Bandwidth", _device_table, ("device", "host")),
             ("Host cost per call", _host_cost_table, ("host-cost",)),

@@ -50,6 +50,7 @@ def test_gpu_benchmarks_run_on_the_fake(tmp_path: Path) -> None:
     kinds = {b["extra_info"]["kind"] for b in benches}
     assert kinds == {"device", "host", "host-cost"}
     assert {b["extra_info"]["device"] for b in benches} == {"fake CuPy on the CPU"}
+    assert {b["extra_info"]["launch"] for b in benches} == {"driver"}
 
     summary = tmp_path / "summary.md"
     run = subprocess.run(
@@ -60,4 +61,5 @@ def test_gpu_benchmarks_run_on_the_fake(tmp_path: Path) -> None:
     assert run.returncode == 0, run.stderr
     text = summary.read_text()
     assert "## Host cost per call" in text and "| block_major | accel | gather | device |" in text
+    assert "Launch path: kernels launched by cupy.cuda.driver.launchKernel" in text
     assert "## Against torch" in text

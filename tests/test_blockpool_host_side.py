@@ -179,7 +179,7 @@ def test_gpu_summary_tables_and_targets(tmp_path: Path) -> None:
     rows: list[dict[str, Any]] = [
         {"kind": "device", "layout": "block_major", "op": "gather", "blocks": 64,
          "bytes": 2**27, "op_gbps": 1800.0, "contig_gbps": 2000.0, "fraction": 0.9,
-         "device": "H200"},
+         "device": "H200", "launch": "driver", "launch_note": "by the driver"},
         {"kind": "device", "layout": "block_major", "op": "copy", "blocks": 256,
          "bytes": 2**29, "op_gbps": 1000.0, "contig_gbps": 2000.0, "fraction": 0.5},
         {"kind": "host-cost", "layout": "block_major", "impl": "accel", "op": "gather",
@@ -201,6 +201,7 @@ def test_gpu_summary_tables_and_targets(tmp_path: Path) -> None:
     misses = bench_blockpool.summarize(_bench_json(tmp_path / "b.json", rows), out, [], ["a note"])
     text = out.read_text()
     assert "Device: H200" in text and "- a note" in text
+    assert "Launch path: ?; by the driver." in text
     assert "## Host cost per call" in text and "| 9.5 | - | - | - | 14.0 | MISSED |" in text
     assert "| block_major | gather | 256 | 1900 | 1950 | 1.02 | 1900 | 1950 | 0.97 | met |" in text
     # the copy at half the contiguous speed, the host cost, the layer-major ratio

@@ -136,6 +136,23 @@ def test_batches_inline_and_staged(backend: Backend, layout: Layout, n: int) -> 
         assert bool(inline) == (n <= INLINE_PAIRS)
 
 
+@pytest.mark.parametrize("layout", list(Layout))
+def test_both_grid_orders_give_the_same_bytes(backend: Backend, layout: Layout) -> None:
+    """Chunk-major and tile-major launches (a tuning knob) move the same bytes."""
+    spec = PoolSpec(**{**SPEC_KW, "layout": layout})
+    ref, gpu = _pair(spec, 13)
+    assert gpu.tile_major
+    for tile_major in (False, True):
+        gpu.tile_major = tile_major
+        for n in (3, 20):
+            src, dst = list(range(n)), list(range(40, 40 + n))
+            assert_same_bits(gpu.gather(src), ref.gather(src))
+            gpu.copy(src, dst)
+            ref.copy(src, dst)
+            _same(gpu, ref)
+    assert gpu.tile_major and len(gpu._plans) == 4  # the chunk-major plans were dropped
+
+
 def test_staging_ring_comes_round(backend: Backend) -> None:
     """Many staged batches reuse the ring's spans and stay correct."""
     spec = SPEC

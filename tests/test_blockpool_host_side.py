@@ -196,6 +196,9 @@ def test_gpu_summary_tables_and_targets(tmp_path: Path) -> None:
          "device_ours_gbps": 1400.0, "device_torch_gbps": 600.0, "device_ratio": 2.3,
          "back-to-back_ours_gbps": 1200.0, "back-to-back_torch_gbps": 700.0,
          "back-to-back_ratio": 1.7},
+        {"kind": "grid-order", "layout": "block_major", "op": "gather", "blocks": 1024,
+         "device_tile_gbps": 2000.0, "device_chunk_gbps": 1900.0,
+         "back-to-back_tile_gbps": 1980.0, "back-to-back_chunk_gbps": 1980.0},
     ]  # fmt: skip
     out = tmp_path / "summary.md"
     misses = bench_blockpool.summarize(_bench_json(tmp_path / "b.json", rows), out, [], ["a note"])
@@ -204,6 +207,7 @@ def test_gpu_summary_tables_and_targets(tmp_path: Path) -> None:
     assert "Launch path: ?; by the driver." in text
     assert "## Host cost per call" in text and "| 9.5 | - | - | - | 14.0 | MISSED |" in text
     assert "| block_major | gather | 256 | 1900 | 1950 | 1.02 | 1900 | 1950 | 0.97 | met |" in text
+    assert "| block_major | 1024 | 2000 | 1900 | 1.053 | 1980 | 1980 | 1.000 |" in text
     # the copy at half the contiguous speed, the host cost, the layer-major ratio
     assert misses == 3
 

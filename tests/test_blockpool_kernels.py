@@ -172,9 +172,11 @@ def test_realistic_spec_uses_16_byte_vectors(layout: Layout) -> None:
     side = pool_side(spec, ptrs)
     plan = gather_plan(spec, side, buffer_side(spec, 2**33), 64)
     assert plan.vector_width == 16 and not plan.inline
-    gx, gy = plan.geometry
-    assert gx == 64 * spec.num_segments
-    assert gy * THREADS_PER_BLOCK * UNROLL * 16 >= spec.segment_bytes
+    gx, gy = plan.geometry  # tile-major: x the tiles of a chunk, y the chunks
+    assert gy == 64 * spec.num_segments
+    assert gx * THREADS_PER_BLOCK * UNROLL * 16 >= spec.segment_bytes
+    chunk_major = gather_plan(spec, side, buffer_side(spec, 2**33), 64, tile_major=False)
+    assert chunk_major.geometry == (gy, gx) and chunk_major.index_flags() == 1
     prep = Prepared(plan, 777, 0)
     prep.set_bases(5, 2**33)
     prep.set_arrays(111, 4, 0, 8, 0)
@@ -182,31 +184,35 @@ def test_realistic_spec_uses_16_byte_vectors(layout: Layout) -> None:
     assert (a["src_table"], a["dst_table"], a["src_base"], a["dst_base"]) == (777, 0, 5, 2**33)
     assert a["chunk_vecs"] == spec.segment_bytes // 16 and a["n_pairs"] == 64
     assert (a["src_idx"], a["src_idx_bytes"], a["dst_idx"], a["dst_idx_bytes"]) == (111, 4, 0, 8)
-    assert a["flags"] == plan.index_flags() == 1 and prep.grid == (gx, gy, 1)
+    assert a["flags"] == plan.index_flags() == 1 | 4 and prep.grid == (gx, gy, 1)
 
 
 def test_grid_y_is_capped() -> None:
+    """The y dimension (65,535 at most) holds the chunks when tile-major, the tiles when
+    chunk-major; the kernel's grid-stride loops cover the rest."""
     huge = 16 * THREADS_PER_BLOCK * UNROLL * (MAX_GRID_Y + 10)
-    plan = LaunchPlan(Side(0, 0, huge), Side(huge, 0, huge), False, False, 1, 1, huge)
+    plan = LaunchPlan(Side(0, 0, huge), Side(huge, 0, huge), False, False, 1, 1, huge, False)
     assert plan.geometry == (1, MAX_GRID_Y)
+    many = LaunchPlan(Side(0, 0, 64), Side(64, 0, 64), False, False, 70_000, 1, 64)
+    assert many.geometry == (1, MAX_GRID_Y)
 
 
 @settings(max_examples=200, deadline=None)
 @given(
     chunk_vecs=st.integers(0, 3000),
-    grid_y=st.integers(1, 4),
+    tiles=st.integers(1, 4),
     threads=st.sampled_from([1, 2, 3, 8, 32]),
 )
-def test_kernel_loops_cover_each_vector_once(chunk_vecs: int, grid_y: int, threads: int) -> None:
-    sched = kernel_vector_schedule(chunk_vecs, grid_y, threads)
+def test_kernel_loops_cover_each_vector_once(chunk_vecs: int, tiles: int, threads: int) -> None:
+    sched = kernel_vector_schedule(chunk_vecs, tiles, threads)
     assert np.array_equal(np.sort(sched), np.arange(chunk_vecs))
 
 
 def test_kernel_loops_cover_with_real_geometry() -> None:
     for chunk_vecs in (1, 255, 1024, 2048, 2049, 131072):
         plan = LaunchPlan(Side(0, 0, 0), Side(0, 0, 0), False, False, 1, 1, 16 * chunk_vecs)
-        _, gy = plan.geometry
-        sched = kernel_vector_schedule(chunk_vecs, gy)
+        tiles, _ = plan.geometry
+        sched = kernel_vector_schedule(chunk_vecs, tiles)
         assert np.array_equal(np.sort(sched), np.arange(chunk_vecs))
 
 
@@ -260,7 +266,7 @@ def test_inline_ids_land_where_the_kernel_reads_them(ids: list[int], base: int) 
     prep.set_bases(base, 12)
     a = read_args(prep.args.tobytes())
     assert a["dst_ids"][: len(ids)] == ids and a["src_base"] == base and a["dst_base"] == 12
-    assert a["flags"] == 2 and len(prep.src_ids) == len(ids)
+    assert a["flags"] == 2 | 4 and len(prep.src_ids) == len(ids)
     assert int(prep.params[0]) == prep.args.ctypes.data
     assert prep.params_address == prep.params.ctypes.data
 

@@ -104,7 +104,8 @@ class LaunchPlan:
     """Everything one fused launch needs but the ids and the device copy of the tables.
 
     ``src_indexed`` / ``dst_indexed``: whether that side's blocks are named by ids (else
-    pair ``p`` uses row ``p``).
+    pair ``p`` uses row ``p``).  ``tile_major``: the order in which the launch grid walks
+    the work (:attr:`geometry`).
     """
 
     src: Side
@@ -114,6 +115,7 @@ class LaunchPlan:
     n_pairs: int
     n_segments: int
     chunk_bytes: int
+    tile_major: bool = True
 
     @cached_property
     def vector_width(self) -> int:
@@ -130,13 +132,23 @@ class LaunchPlan:
 
     @cached_property
     def geometry(self) -> tuple[int, int]:
-        """Grid ``(x, y)``: x walks chunks (grid-stride), y tiles one chunk's vectors."""
+        """Grid ``(x, y)``: one dimension walks the chunks (grid-stride), the other the
+        tiles of one chunk (``THREADS_PER_BLOCK * UNROLL`` vectors each, grid-stride).
+
+        Tile-major (the default): x walks the tiles, so the blocks the GPU dispatches one
+        after the other (x fastest) sweep one chunk from start to end before the next, as
+        a contiguous copy does -- the blocks in flight touch a few chunks, consecutively.
+        Chunk-major: x walks the chunks, so the blocks in flight read the same tile of up
+        to a thousand chunks, each at the same offset of its block (the order before
+        issue 14; kept for measuring one against the other).  The y dimension is capped
+        at ``MAX_GRID_Y``; the kernel's grid-stride loops cover the rest.
+        """
         vecs = self.chunk_bytes // self.vector_width
         n_chunks = self.n_pairs * self.n_segments
-        per_y = THREADS_PER_BLOCK * UNROLL
-        gy = max(1, min(MAX_GRID_Y, -(-vecs // per_y)))
-        gx = max(1, min(MAX_GRID_X, n_chunks))
-        return gx, gy
+        tiles = -(-vecs // (THREADS_PER_BLOCK * UNROLL))
+        if self.tile_major:
+            return max(1, min(MAX_GRID_X, tiles)), max(1, min(MAX_GRID_Y, n_chunks))
+        return max(1, min(MAX_GRID_X, n_chunks)), max(1, min(MAX_GRID_Y, tiles))
 
     @property
     def inline(self) -> bool:
@@ -149,8 +161,9 @@ class LaunchPlan:
         return kernel_name(self.vector_width, inline=self.inline)
 
     def index_flags(self) -> int:
-        """Bit 0: the source is indexed; bit 1: the destination is."""
-        return int(self.src_indexed) | int(self.dst_indexed) << 1
+        """Bit 0: the source is indexed; bit 1: the destination is; bit 2: the grid is
+        tile-major."""
+        return int(self.src_indexed) | int(self.dst_indexed) << 1 | int(self.tile_major) << 2
 
 
 def pool_side(spec: PoolSpec, pointers: Sequence[int]) -> Side:
@@ -171,19 +184,23 @@ def buffer_side(spec: PoolSpec, pointer: int) -> Side:
     return Side(pointer, spec.segment_bytes, spec.bytes_per_block)
 
 
-def gather_plan(spec: PoolSpec, pool: Side, buf: Side, n: int) -> LaunchPlan:
+def gather_plan(
+    spec: PoolSpec, pool: Side, buf: Side, n: int, *, tile_major: bool = True
+) -> LaunchPlan:
     """Pool blocks (ids) -> buffer rows ``0..n-1``."""
-    return LaunchPlan(pool, buf, True, False, n, spec.num_segments, spec.segment_bytes)
+    return LaunchPlan(pool, buf, True, False, n, spec.num_segments, spec.segment_bytes, tile_major)
 
 
-def scatter_plan(spec: PoolSpec, pool: Side, buf: Side, n: int) -> LaunchPlan:
+def scatter_plan(
+    spec: PoolSpec, pool: Side, buf: Side, n: int, *, tile_major: bool = True
+) -> LaunchPlan:
     """Buffer rows ``0..n-1`` -> pool blocks (ids, unique)."""
-    return LaunchPlan(buf, pool, False, True, n, spec.num_segments, spec.segment_bytes)
+    return LaunchPlan(buf, pool, False, True, n, spec.num_segments, spec.segment_bytes, tile_major)
 
 
-def copy_plan(spec: PoolSpec, pool: Side, n: int) -> LaunchPlan:
+def copy_plan(spec: PoolSpec, pool: Side, n: int, *, tile_major: bool = True) -> LaunchPlan:
     """Pool blocks (source ids) -> pool blocks (destination ids; sets disjoint, unique)."""
-    return LaunchPlan(pool, pool, True, True, n, spec.num_segments, spec.segment_bytes)
+    return LaunchPlan(pool, pool, True, True, n, spec.num_segments, spec.segment_bytes, tile_major)
 
 
 def kernel_name(width: int, *, inline: bool = False) -> str:
@@ -345,8 +362,14 @@ __device__ __forceinline__ void kvpool_copy_body(const KvpoolArgs& a)
     const long long chunk_vecs = a.chunk_vecs;
     const long long n_chunks = a.n_pairs * n_segments;
     const long long bd = blockDim.x;
-    const long long step = (long long)gridDim.y * bd * KVPOOL_UNROLL;
-    for (long long c = blockIdx.x; c < n_chunks; c += gridDim.x) {
+    // Which grid dimension walks the chunks and which the tiles of a chunk (flags bit 2:
+    // tile-major, x the tiles; see LaunchPlan.geometry).  Uniform over the launch.
+    const bool tile_major = (a.flags & 4) != 0;
+    const long long first_chunk = tile_major ? blockIdx.y : blockIdx.x;
+    const long long chunk_step = tile_major ? gridDim.y : gridDim.x;
+    const long long tile = tile_major ? blockIdx.x : blockIdx.y;
+    const long long step = (long long)(tile_major ? gridDim.x : gridDim.y) * bd * KVPOOL_UNROLL;
+    for (long long c = first_chunk; c < n_chunks; c += chunk_step) {
         const long long pair = c / n_segments;
         const long long seg = c - pair * n_segments;
         const long long sb = Ids::src(a, pair);
@@ -355,7 +378,7 @@ __device__ __forceinline__ void kvpool_copy_body(const KvpoolArgs& a)
             a.src_table, a.src_base, a.src_seg_stride, a.src_block_stride, seg, sb));
         T* __restrict__ d = reinterpret_cast<T*>(kvpool_addr(
             a.dst_table, a.dst_base, a.dst_seg_stride, a.dst_block_stride, seg, db));
-        long long v = (long long)blockIdx.y * bd * KVPOOL_UNROLL + threadIdx.x;
+        long long v = tile * bd * KVPOOL_UNROLL + threadIdx.x;
         // Full tiles: issue every load before any store so UNROLL loads are in flight.
         // __ldg / __stwb make the accesses global-space (the pointers come from integers);
         // __ldg's read-only path is valid because no chunk read here is written in the launch.
@@ -425,19 +448,20 @@ def read_args(raw: bytes, dtype: np.dtype[np.void] = ARGS_DTYPE) -> dict[str, An
 
 
 def kernel_vector_schedule(
-    chunk_vecs: int, grid_y: int, threads: int = THREADS_PER_BLOCK
+    chunk_vecs: int, n_tiles: int, threads: int = THREADS_PER_BLOCK
 ) -> npt.NDArray[np.int64]:
     """Vector indices of one chunk in the order the kernel's loops visit them.
 
-    A literal port of the kernel's ``v`` loops (full tiles, then tail) for every
-    ``(blockIdx.y, threadIdx.x)``; used on the CPU to check that the loops cover each vector of
-    a chunk exactly once.  Cost O(chunk_vecs + grid_y * threads).
+    A literal port of the kernel's ``v`` loops (full tiles, then tail) for every (tile
+    block, ``threadIdx.x``), ``n_tiles`` being the grid's size in the tile dimension (x
+    when tile-major, y when chunk-major); used on the CPU to check that the loops cover
+    each vector of a chunk exactly once.  Cost O(chunk_vecs + n_tiles * threads).
     """
     out: list[int] = []
-    step = grid_y * threads * UNROLL
-    for by in range(grid_y):
+    step = n_tiles * threads * UNROLL
+    for tile in range(n_tiles):
         for t in range(threads):
-            v = by * threads * UNROLL + t
+            v = tile * threads * UNROLL + t
             while v + (UNROLL - 1) * threads < chunk_vecs:
                 out.extend(v + u * threads for u in range(UNROLL))
                 v += step

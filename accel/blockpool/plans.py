@@ -135,7 +135,21 @@ class PlanCache:
         self._pool = pool
         self._table_address = table_address
         self._plans: dict[tuple[str, int, int], Prepared] = {}
+        self._tile_major = True
         self.misses = 0
+
+    @property
+    def tile_major(self) -> bool:
+        """The grid order of the plans built (see
+        :attr:`accel.blockpool.kernels.LaunchPlan.geometry`; tile-major by default).
+        Setting it forgets the plans built in the other order.  O(1)."""
+        return self._tile_major
+
+    @tile_major.setter
+    def tile_major(self, value: bool) -> None:
+        if bool(value) != self._tile_major:
+            self._tile_major = bool(value)
+            self._plans.clear()
 
     def __len__(self) -> int:
         return len(self._plans)
@@ -154,13 +168,13 @@ class PlanCache:
         self.misses += 1
         if len(self._plans) >= MAX_PLANS:
             self._plans.clear()
-        spec, pool = self._spec, self._pool
+        spec, pool, tm = self._spec, self._pool, self._tile_major
         if op == GATHER:
-            plan = gather_plan(spec, pool, buffer_side(spec, buffer), n)
+            plan = gather_plan(spec, pool, buffer_side(spec, buffer), n, tile_major=tm)
         elif op == SCATTER:
-            plan = scatter_plan(spec, pool, buffer_side(spec, buffer), n)
+            plan = scatter_plan(spec, pool, buffer_side(spec, buffer), n, tile_major=tm)
         elif op == COPY:
-            plan = copy_plan(spec, pool, n)
+            plan = copy_plan(spec, pool, n, tile_major=tm)
         else:
             raise ValueError(f"unknown operation {op!r}")
         prepared = Prepared(plan, self._table_address(plan.src), self._table_address(plan.dst))

@@ -301,6 +301,18 @@ class BlockPool:
         return self._spec
 
     @property
+    def tile_major(self) -> bool:
+        """Whether launches walk their work tile-major (the default) or chunk-major (see
+        :attr:`accel.blockpool.kernels.LaunchPlan.geometry`): a tuning knob of the accel
+        twin, for measuring one order against the other.  Setting it drops the cached
+        plans; results are the same either way."""
+        return self._plans.tile_major
+
+    @tile_major.setter
+    def tile_major(self, value: bool) -> None:
+        self._plans.tile_major = value
+
+    @property
     def arrays(self) -> list[Any]:
         """The device storage arrays (not copies): one, or one per layer."""
         return list(self._arrays)

@@ -37,6 +37,7 @@ from accel.blockpool.kernels import (
 from reference.blockpool import (
     BlockIdRangeError,
     BlockIdTypeError,
+    ConfigError,
     KVPoolError,
     Layout,
     LengthMismatchError,
@@ -441,3 +442,11 @@ def test_fake_lays_structs_out_like_numpy() -> None:
         assert [(f, off) for f, _, _, off in struct.fields] == [
             (f, int(fields[f][1])) for f in dtype.names or ()
         ]
+
+
+def test_more_blocks_than_int32_ids_name_is_refused(backend: Backend) -> None:
+    """Ids reach the kernels as int32: a pool of 2**31 blocks is refused before it
+    allocates anything."""
+    spec = PoolSpec(num_blocks=2**31, block_size=1, num_layers=1, num_kv_heads=1, head_dim=1)
+    with pytest.raises(ConfigError, match="int32 ids"):
+        accel.BlockPool(spec)

@@ -40,7 +40,7 @@ SDIST_REQUIRED = (
 PACKAGES = ("reference/", "spec/", "accel/")
 #: Tracked files inside the packages that stay out of the wheel (fnmatch: ``*`` spans
 #: folders): the C twin's sources (the wheel has it compiled) and its developer notes.
-SOURCE_ONLY = ("accel/*.c", "accel/*.h", "accel/DESIGN.md", "accel/sanitize.sh")
+SOURCE_ONLY = ("accel/*.c", "accel/*.h", "accel/DESIGN.md", "accel/*.sh")
 
 
 def sdist_names(path: Path) -> set[str]:

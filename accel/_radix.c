@@ -14,15 +14,6 @@ Globals G;
 
 /* ------------------------------------------------------------------ hashing */
 
-static inline uint64_t fmix64(uint64_t k) {
-    k ^= k >> 33;
-    k *= 0xff51afd7ed558ccdULL;
-    k ^= k >> 33;
-    k *= 0xc4ceb9fe1a85ec53ULL;
-    k ^= k >> 33;
-    return k;
-}
-
 static inline uint64_t splitmix64(uint64_t *state) {
     uint64_t z = (*state += 0x9E3779B97F4A7C15ULL);
     z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
@@ -40,7 +31,7 @@ void derive_keys(uint64_t seed, uint32_t *keys, uint32_t n, uint64_t *parent_mix
 /* The keyed block hash (NH, then a full avalanche) depends only on the block, so it is
  * off the walk's critical path; the parent enters with one multiply and xor. */
 static inline uint64_t block_key(const TreeObject *t, const uint32_t *blk) {
-    return fmix64(nh_hash(blk, t->keys, t->B) + t->parent_mix);
+    return keyed_block_hash(t->keys, t->parent_mix, blk, t->B);
 }
 
 static inline uint64_t with_parent(uint64_t key, uint32_t parent) {
@@ -49,6 +40,22 @@ static inline uint64_t with_parent(uint64_t key, uint32_t parent) {
 
 static inline uint64_t child_hash(const TreeObject *t, uint32_t parent, const uint32_t *blk) {
     return with_parent(block_key(t, blk), parent);
+}
+
+/* ------------------------------------------------------------------ chunks */
+
+PChunk *chunk_new(uint32_t cap, uint32_t B) {
+    PChunk *c = PyMem_Malloc(chunk_bytes(cap, B));
+    if (c == NULL) return NULL;
+    c->rc = 1;
+    c->used = 0;
+    c->cap = cap;
+    c->mark = 0;
+    return c;
+}
+
+void chunk_decref(PChunk *c) {
+    if (c != NULL && --c->rc == 0) PyMem_Free(c);
 }
 
 /* ------------------------------------------------------------------ children table */
@@ -61,8 +68,7 @@ static inline uint32_t find_child(const TreeObject *t, uint32_t parent, const ui
     for (;;) {
         const Slot *s = &t->slots[i];
         if (s->node == NIL) return NIL;
-        if (s->tag == tag && s->parent == parent &&
-            tokens_equal(t->tok + (size_t)s->first * t->B, blk, t->B))
+        if (s->tag == tag && t->nodes[s->node].parent == parent && tokens_equal(s->tok, blk, t->B))
             return s->node;
         i = (i + 1u) & mask;
     }
@@ -74,7 +80,7 @@ uint32_t tree_find_child(TreeObject *t, uint32_t parent, const uint32_t *blk) {
 
 static inline uint64_t node_hash(const TreeObject *t, uint32_t n) {
     const Node *x = &t->nodes[n];
-    return child_hash(t, x->parent, t->tok + (size_t)x->first * t->B);
+    return child_hash(t, x->parent, node_tok(t, x));
 }
 
 /* A slot's home index is its tag (the hash's high 32 bits) masked, so moving or
@@ -89,7 +95,7 @@ static void slot_place(Slot *slots, uint32_t mask, Slot entry) {
 static void hash_insert(TreeObject *t, uint32_t n) {
     Node *x = &t->nodes[n];
     x->tag = (uint32_t)(node_hash(t, n) >> 32);
-    Slot entry = {n, x->tag, x->first, x->parent};
+    Slot entry = {n, x->tag, node_tok(t, x)};
     slot_place(t->slots, t->slot_mask, entry);
     t->slot_used++;
 }
@@ -133,7 +139,7 @@ static int hash_reserve(TreeObject *t, uint32_t extra) {
         PyErr_NoMemory();
         return -1;
     }
-    for (uint64_t i = 0; i < ncap; i++) ns[i] = (Slot){NIL, 0, NIL, NIL};
+    for (uint64_t i = 0; i < ncap; i++) ns[i] = (Slot){NIL, 0, NULL};
     uint32_t nmask = (uint32_t)(ncap - 1u);
     for (uint64_t i = 0; i < cap; i++)
         if (t->slots[i].node != NIL) slot_place(ns, nmask, t->slots[i]);
@@ -199,7 +205,8 @@ static void heap_remove(TreeObject *t, uint32_t pos) {
 }
 
 static inline int is_evictable_leaf(const TreeObject *t, const Node *x) {
-    return x->parent < NODE_FREE && x->nblocks > 0 && x->nchildren == 0 && t->pins[x->last] == 0;
+    return x->parent < NODE_FREE && x->nblocks > 0 && x->nchildren == 0 &&
+           t->pins[node_last(t, x)] == 0;
 }
 
 /* Bring node n's heap entry in line with its state (the reference's "offer", made
@@ -207,7 +214,8 @@ static inline int is_evictable_leaf(const TreeObject *t, const Node *x) {
 static void heap_update(TreeObject *t, uint32_t n) {
     Node *x = &t->nodes[n];
     if (is_evictable_leaf(t, x)) {
-        HeapEntry e = {t->stamps[x->last], x->last, n};
+        uint32_t last = node_last(t, x);
+        HeapEntry e = {t->stamps[last], last, n};
         if (t->heap_pos[n] == NIL) {
             uint32_t pos = t->heap_len++;
             heap_set(t, pos, e);
@@ -246,6 +254,12 @@ static int grow_nodes(TreeObject *t, uint32_t extra) {
             return -1;
         }
         t->heap_pos = hp;
+        PNode **pp = PyMem_Realloc(t->pub, (size_t)cap * sizeof(PNode *));
+        if (pp == NULL) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        t->pub = pp;
         t->nodes_cap = (uint32_t)cap;
     }
     uint64_t hneed = (uint64_t)t->live_nodes + extra + 1u;
@@ -283,26 +297,25 @@ static uint32_t node_new(TreeObject *t) {
     uint32_t n;
     if (t->free_node != NIL) {
         n = t->free_node;
-        t->free_node = t->nodes[n].first;
+        t->free_node = t->nodes[n].off;
     } else {
         n = t->nodes_len++;
     }
     Node *x = &t->nodes[n];
+    memset(x, 0, sizeof(Node));
     x->parent = NIL;
-    x->first = x->last = NIL;
-    x->nblocks = 0;
-    x->nchildren = 0;
     t->heap_pos[n] = NIL;
+    t->pub[n] = NULL;
     return n;
 }
 
 static void node_free(TreeObject *t, uint32_t n) {
     Node *x = &t->nodes[n];
+    chunk_decref(x->chunk);
+    memset(x, 0, sizeof(Node));
     x->parent = NODE_FREE;
-    x->nblocks = 0;
-    x->nchildren = 0;
     t->heap_pos[n] = NIL;
-    x->first = t->free_node;
+    x->off = t->free_node;
     t->free_node = n;
 }
 
@@ -329,7 +342,7 @@ static uint32_t root_create(TreeObject *t, PyObject *ns) {
     } else {
         t->default_root = r;
     }
-    t->nodes[r].first = t->roots_len;
+    t->nodes[r].off = t->roots_len;
     t->roots[t->roots_len].ns = ns;
     t->roots[t->roots_len].node = r;
     t->roots_len++;
@@ -339,7 +352,7 @@ static uint32_t root_create(TreeObject *t, PyObject *ns) {
 
 static void root_delete(TreeObject *t, uint32_t r) {
     sh_root_delete(t, r);
-    uint32_t slot = t->nodes[r].first;
+    uint32_t slot = t->nodes[r].off;
     PyObject *ns = t->roots[slot].ns;
     if (ns == NULL) {
         t->default_root = NIL;
@@ -351,7 +364,7 @@ static void root_delete(TreeObject *t, uint32_t r) {
     t->roots_len--;
     if (slot != t->roots_len) {
         t->roots[slot] = t->roots[t->roots_len];
-        t->nodes[t->roots[slot].node].first = slot;
+        t->nodes[t->roots[slot].node].off = slot;
     }
     node_free(t, r);
 }
@@ -361,12 +374,11 @@ static void root_delete(TreeObject *t, uint32_t r) {
 /* Follow the cached path of tok's first `limit` blocks from `root` (NIL: none).
  * Writes the matched block ids to out, returns how many; *last_node is the last node
  * visited (NIL if none) and *last_used how many of its blocks matched.  O(limit * B):
- * one hash probe per node, then one memcmp per run of consecutive block ids. */
+ * one hash probe per node (which compares the edge's first block), then one memcmp over
+ * the rest of the edge, contiguous in its chunk. */
 Py_ssize_t tree_walk(TreeObject *t, uint32_t root, const uint32_t *tok, Py_ssize_t limit,
                      uint32_t *out, uint32_t *last_node, uint32_t *last_used) {
     const uint32_t B = t->B;
-    const uint32_t *store = t->tok;
-    const uint32_t *next = t->next;
     Py_ssize_t matched = 0;
     uint32_t node = root;
     *last_node = NIL;
@@ -378,28 +390,17 @@ Py_ssize_t tree_walk(TreeObject *t, uint32_t root, const uint32_t *tok, Py_ssize
         const Node *c = &t->nodes[child];
         Py_ssize_t usable = limit - matched;
         if ((Py_ssize_t)c->nblocks < usable) usable = c->nblocks;
-        uint32_t b = c->first;
-        out[matched] = b;
         Py_ssize_t taken = 1;
-        while (taken < usable) {
-            /* A run of consecutive ids keeps its tokens contiguous: one memcmp. */
-            uint32_t start = next[b];
-            Py_ssize_t run = 1;
-            while (taken + run < usable && next[start + run - 1] == start + run) run++;
-            const uint32_t *want = blk + (size_t)taken * B;
-            if (run == 1 ? tokens_equal(store + (size_t)start * B, want, B)
-                         : memcmp(store + (size_t)start * B, want, (size_t)run * B * 4u) == 0) {
-                for (Py_ssize_t k = 0; k < run; k++) out[matched + taken + k] = start + (uint32_t)k;
-                taken += run;
-                b = start + (uint32_t)(run - 1);
-                continue;
+        if (usable > 1) {
+            const uint32_t *edge = node_tok(t, c);
+            taken = usable;
+            if (memcmp(edge + B, blk + B, (size_t)(usable - 1) * B * 4u) != 0) {
+                taken = 1;
+                while (tokens_equal(edge + (size_t)taken * B, blk + (size_t)taken * B, B)) taken++;
             }
-            for (Py_ssize_t k = 0; k < run; k++) {
-                if (!tokens_equal(store + (size_t)(start + k) * B, want + (size_t)k * B, B)) break;
-                out[matched + taken] = start + (uint32_t)k;
-                taken++;
-            }
-            break;
+            memcpy(out + matched, node_ids(t, c), (size_t)taken * sizeof(uint32_t));
+        } else {
+            out[matched] = c->first; /* a one-block hop: no second cache line */
         }
         matched += taken;
         *last_node = child;
@@ -445,25 +446,25 @@ static void pin_path(TreeObject *t, const uint32_t *blocks, Py_ssize_t n, uint32
 
 /* Split node x after its first `at` blocks (0 < at < nblocks) (R-SPLIT-1): a new upper
  * node takes the first `at` blocks and x's place (and hash slot) under the parent; x
- * keeps the rest, its children and its heap entry. Returns the upper node. */
+ * keeps the rest, its children and its heap entry.  Both halves share x's chunk.
+ * Returns the upper node. */
 static uint32_t split(TreeObject *t, uint32_t x, uint32_t at) {
     PNode *pu = sh_split(t, x, at);
     uint32_t u = node_new(t);
-    if (pu != NULL) t->nodes[u].p = pu;
+    if (pu != NULL) t->pub[u] = pu;
     Node *X = &t->nodes[x], *U = &t->nodes[u];
-    uint32_t b = X->first;
-    for (uint32_t i = 1; i < at; i++) b = t->next[b];
     uint32_t slot = hash_slot_of(t, x);
     U->parent = X->parent;
+    U->chunk = X->chunk;
+    U->chunk->rc++;
+    U->off = X->off;
     U->first = X->first;
-    U->last = b;
     U->nblocks = at;
     U->nchildren = 1;
     U->tag = X->tag;
     t->slots[slot].node = u; /* same parent, same first block: same key */
-    X->first = t->next[b];
-    t->next[b] = NIL;
-    t->prev[X->first] = NIL;
+    X->off += at;
+    X->first = node_ids(t, X)[0];
     X->nblocks -= at;
     X->parent = u;
     hash_insert(t, x);
@@ -577,20 +578,27 @@ static Py_ssize_t evict_blocks(TreeObject *t, Py_ssize_t count, uint32_t *out,
     while (done < count && t->heap_len > 0) {
         uint32_t n = t->heap[0].node;
         Node *x = &t->nodes[n];
-        uint32_t b = x->last;
-        /* A leaf loses its blocks one per iteration, then its child-table slot and a
-         * parent update: start those loads now, while its tail blocks are trimmed.
-         * In a tree of a million blocks each is otherwise a cache miss. */
+        uint32_t b = t->heap[0].block; /* its tail */
+        /* A leaf loses its blocks one per iteration, then its child-table slot, its
+         * published version and a parent update: start those loads now, while its tail
+         * blocks are trimmed, and the node records of the next victims (heap[0]'s
+         * children).  In a tree of a million blocks each is otherwise a cache miss. */
         __builtin_prefetch(&t->slots[x->tag & t->slot_mask], 1);
         __builtin_prefetch(&t->nodes[x->parent], 1);
+        __builtin_prefetch(x->chunk, 1);
+        __builtin_prefetch(t->pub[n], 1);
+        __builtin_prefetch(t->pub[x->parent], 1);
+        for (uint32_t k = 1; k <= HEAP_ARITY && k < t->heap_len; k++)
+            __builtin_prefetch(&t->nodes[t->heap[k].node], 1);
         if (x->nblocks == 1) {
             heap_remove(t, 0);
             remove_leaf(t, n, protect_root);
             node_free(t, n);
         } else {
-            x->last = t->prev[b];
-            t->next[x->last] = NIL;
             x->nblocks--;
+            /* With no snapshot alive nothing reads past the trimmed edge, so the
+             * leaf's next extension may append in place again. */
+            if (t->pctx->live == 0 && x->off + x->nblocks + 1u == x->chunk->used) x->chunk->used--;
             sh_trim(t, n);
             heap_update(t, n);
         }
@@ -604,12 +612,59 @@ static Py_ssize_t evict_blocks(TreeObject *t, Py_ssize_t count, uint32_t *out,
     return done;
 }
 
-/* Hang the new blocks ids[0..count) (blocks reused..wanted of tok) off the path.
- * Returns the node now holding the path's last block. */
+/* Whether leaf x can take `count` more blocks at the end of its own chunk. */
+static inline int grows_in_place(const Node *x, uint64_t count) {
+    return x->off + x->nblocks == x->chunk->used && x->chunk->used + count <= x->chunk->cap;
+}
+
+/* Reserve the chunks attach() may need, in the preparation phase (fallible; changes
+ * nothing).  Without eviction, attach() sees the walked shape: a new child needs a chunk
+ * of its own, a leaf extended past the end of its chunk a bigger copy (1.5x, so a chat's
+ * next turns append in place), a leaf growing in place nothing.  An eviction first may
+ * trim the last node reached or strip its children, so then both are reserved. */
+static int chunk_reserve(TreeObject *t, uint32_t last, uint32_t last_used, Py_ssize_t reused,
+                         Py_ssize_t needed, Py_ssize_t nevict) {
+    int child = 1, copy = 0;
+    uint64_t total = 0;
+    if (reused > 0) {
+        const Node *x = &t->nodes[last];
+        int extends = x->nchildren == 0 && last_used == x->nblocks;
+        total = (uint64_t)x->nblocks + (uint64_t)needed;
+        if (nevict > 0) {
+            copy = 1;
+        } else {
+            child = !extends;
+            copy = extends && !grows_in_place(x, (uint64_t)needed);
+        }
+    }
+    if (child && (t->res_new = chunk_new((uint32_t)needed, t->B)) == NULL) goto oom;
+    if (copy) {
+        uint64_t cap = total + total / 2u;
+        if (cap > MAX_POOL) cap = total;
+        if ((t->res_ext = chunk_new((uint32_t)cap, t->B)) == NULL) goto oom;
+    }
+    return 0;
+oom:
+    PyErr_NoMemory();
+    return -1;
+}
+
+/* Give back what chunk_reserve() reserved and attach() did not use. */
+static void chunk_unreserve(TreeObject *t) {
+    PyMem_Free(t->res_new);
+    PyMem_Free(t->res_ext);
+    t->res_new = t->res_ext = NULL;
+}
+
+/* Hang the new blocks ids[0..count) (blocks reused..wanted of tok) off the path.  Their
+ * tokens and ids go into the extended leaf's chunk past its end (where no version of
+ * any node reads), or into a chunk reserved by chunk_reserve().  Returns the node now
+ * holding the path's last block. */
 static uint32_t attach(TreeObject *t, uint32_t root, uint32_t last, uint32_t last_used,
                        Py_ssize_t reused, const uint32_t *tok, const uint32_t *ids,
                        Py_ssize_t count) {
     const uint32_t B = t->B;
+    const uint32_t *src = tok + (size_t)reused * B;
     uint32_t parent;
     if (reused == 0) {
         parent = root;
@@ -618,35 +673,49 @@ static uint32_t attach(TreeObject *t, uint32_t root, uint32_t last, uint32_t las
         if (last_used < t->nodes[last].nblocks) parent = split(t, last, last_used);
     }
     for (Py_ssize_t i = 0; i < count; i++) {
-        uint32_t b = ids[i];
-        memcpy(t->tok + (size_t)b * B, tok + (size_t)(reused + i) * B, (size_t)B * 4u);
-        t->pins[b] = 0;
-        t->stamps[b] = 0;
-        t->next[b] = i + 1 < count ? ids[i + 1] : NIL;
-        t->prev[b] = i > 0 ? ids[i - 1] : NIL;
+        t->pins[ids[i]] = 0;
+        t->stamps[ids[i]] = 0;
     }
     t->cached += (uint64_t)count;
     Node *P = &t->nodes[parent];
     if (P->parent != NIL && P->nchildren == 0) {
         /* Extending a leaf in place (a chat's next turn) keeps the tree compact. */
-        t->next[P->last] = ids[0];
-        t->prev[ids[0]] = P->last;
-        P->last = ids[count - 1];
+        PChunk *ch = P->chunk;
+        if (!grows_in_place(P, (uint64_t)count)) {
+            PChunk *nc = t->res_ext;
+            t->res_ext = NULL;
+            memcpy(nc->tok, node_tok(t, P), (size_t)P->nblocks * B * 4u);
+            memcpy(chunk_ids(nc, B), node_ids(t, P), (size_t)P->nblocks * 4u);
+            nc->used = P->nblocks;
+            chunk_decref(ch);
+            P->chunk = ch = nc;
+            P->off = 0;
+            t->slots[hash_slot_of(t, parent)].tok = node_tok(t, P); /* its first block moved */
+        }
+        memcpy(ch->tok + (size_t)ch->used * B, src, (size_t)count * B * 4u);
+        memcpy(chunk_ids(ch, B) + ch->used, ids, (size_t)count * 4u);
+        ch->used += (uint32_t)count;
         P->nblocks += (uint32_t)count;
-        sh_extend(t, parent, tok + (size_t)reused * B, ids, (uint32_t)count);
+        sh_extend(t, parent);
         heap_update(t, parent);
         return parent;
     }
+    PChunk *nc = t->res_new;
+    t->res_new = NULL;
+    memcpy(nc->tok, src, (size_t)count * B * 4u);
+    memcpy(chunk_ids(nc, B), ids, (size_t)count * 4u);
+    nc->used = (uint32_t)count;
     uint32_t c = node_new(t);
     Node *C = &t->nodes[c];
     C->parent = parent;
+    C->chunk = nc;
+    C->off = 0;
     C->first = ids[0];
-    C->last = ids[count - 1];
     C->nblocks = (uint32_t)count;
     hash_insert(t, c);
     t->nodes[parent].nchildren++;
     t->live_nodes++;
-    sh_attach(t, parent, c, tok + (size_t)reused * B, ids, (uint32_t)count);
+    sh_attach(t, parent, c);
     heap_update(t, c);
     return c;
 }
@@ -853,6 +922,7 @@ static PyObject *Tree_insert(TreeObject *self, PyObject *const *args, Py_ssize_t
     if (res == NULL) goto fail;
     if (pin && lease_fill(self, lease, tk.data, wanted) < 0) goto fail;
     if (reserve(self) < 0) goto fail;
+    if (needed > 0 && chunk_reserve(self, last, used, reused, needed, nevict) < 0) goto fail;
     if (needed > 0 && root == NIL) {
         root = root_create(self, ns);
         if (root == NIL) goto fail;
@@ -886,10 +956,12 @@ static PyObject *Tree_insert(TreeObject *self, PyObject *const *args, Py_ssize_t
         Py_SETREF(res->lease, (PyObject *)lease);
     }
     self->version++;
+    chunk_unreserve(self);
     tokens_release(self, &tk);
     Py_XDECREF(ns);
     return (PyObject *)res;
 fail:
+    chunk_unreserve(self);
     tokens_release(self, &tk);
 fail_no_tokens:
     Py_XDECREF(ns);
@@ -963,14 +1035,22 @@ static PyObject *Tree_stats(TreeObject *self, PyObject *unused) {
     PyObject *oldest = self->nreaders > 0 ? PyLong_FromUnsignedLongLong(self->readers[0])
                                           : Py_NewRef(Py_None);
     if (oldest == NULL) return NULL;
+    /* R-EPOCH-5: versions published since the oldest reader took its snapshot. */
+    PyObject *age = self->nreaders > 0 ? PyLong_FromUnsignedLongLong(
+                                             self->version - self->reader_versions[0])
+                                       : Py_NewRef(Py_None);
+    if (age == NULL) {
+        Py_DECREF(oldest);
+        return NULL;
+    }
     PyObject *kw = Py_BuildValue(
-        "{s:I,s:I,s:K,s:K,s:K,s:n,s:K,s:K,s:n,s:N,s:K}", "num_blocks", self->num_blocks, "free",
+        "{s:I,s:I,s:K,s:K,s:K,s:n,s:K,s:K,s:n,s:N,s:K,s:N}", "num_blocks", self->num_blocks, "free",
         self->alloc.free_count, "cached", (unsigned long long)self->cached, "pinned",
         (unsigned long long)self->pinned, "evictable",
         (unsigned long long)(self->cached - self->pinned), "leases", self->nleases, "clock",
         (unsigned long long)self->clock, "quarantined", (unsigned long long)self->quarantined,
         "readers", self->nreaders, "oldest_reader", oldest, "version",
-        (unsigned long long)self->version);
+        (unsigned long long)self->version, "oldest_reader_age", age);
     if (kw == NULL) return NULL;
     PyObject *empty = PyTuple_New(0);
     PyObject *r = empty ? PyObject_Call(G.TreeStats, empty, kw) : NULL;
@@ -1144,26 +1224,21 @@ static PyObject *Tree_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
     t->default_root = NIL;
     t->free_node = NIL;
     t->seed = seed;
-    t->tok = PyMem_Calloc((size_t)n * B, sizeof(uint32_t));
     t->pins = PyMem_Calloc(n, sizeof(uint32_t));
     t->stamps = PyMem_Calloc(n, sizeof(uint64_t));
-    t->next = PyMem_Calloc(n, sizeof(uint32_t));
-    t->prev = PyMem_Calloc(n, sizeof(uint32_t));
-    t->keys = PyMem_Malloc(((size_t)B + 1u) * sizeof(uint32_t));
     t->slots = PyMem_Malloc(64 * sizeof(Slot));
     t->ns_roots = PyDict_New();
-    if (!t->tok || !t->pins || !t->stamps || !t->next || !t->prev || !t->keys || !t->slots) {
+    if (!t->pins || !t->stamps || !t->slots) {
         Py_DECREF(t);
         return PyErr_NoMemory();
     }
-    if (t->ns_roots == NULL || ba_init(&t->alloc, n) < 0) {
+    if (t->ns_roots == NULL || ba_init(&t->alloc, n) < 0 || shadow_init(t, seed) < 0) {
         Py_DECREF(t);
         return NULL;
     }
-    for (int i = 0; i < 64; i++) t->slots[i] = (Slot){NIL, 0, NIL, NIL};
+    for (int i = 0; i < 64; i++) t->slots[i] = (Slot){NIL, 0, NULL};
     t->slot_mask = 63;
-    derive_keys(seed, t->keys, B + 1u, &t->parent_mix);
-    if (reserve(t) < 0 || shadow_init(t) < 0) {
+    if (reserve(t) < 0) {
         Py_DECREF(t);
         return NULL;
     }
@@ -1192,21 +1267,22 @@ static void Tree_dealloc(TreeObject *self) {
     PyObject_GC_UnTrack(self);
     if (self->weakrefs) PyObject_ClearWeakRefs((PyObject *)self);
     unlink_all_leases(self);
+    for (uint32_t n = 0; n < self->nodes_len; n++)
+        if (self->nodes[n].parent != NODE_FREE) chunk_decref(self->nodes[n].chunk);
+    chunk_unreserve(self);
     shadow_fini(self);
     PyMem_Free(self->readers);
+    PyMem_Free(self->reader_versions);
     PyMem_Free(self->qb);
     PyMem_Free(self->qids);
     for (uint32_t i = 0; i < self->roots_len; i++) Py_XDECREF(self->roots[i].ns);
     Py_XDECREF(self->ns_roots);
-    PyMem_Free(self->tok);
     PyMem_Free(self->pins);
     PyMem_Free(self->stamps);
-    PyMem_Free(self->next);
-    PyMem_Free(self->prev);
-    PyMem_Free(self->keys);
     PyMem_Free(self->slots);
     PyMem_Free(self->nodes);
     PyMem_Free(self->heap_pos);
+    PyMem_Free(self->pub);
     PyMem_Free(self->heap);
     PyMem_Free(self->roots);
     PyMem_Free(self->scratch_tok);

@@ -24,14 +24,12 @@ static void kids_free(Kids *k) {
 static inline uint32_t kids_count(const Kids *k, uint32_t n) { return k->start[n + 1] - k->start[n]; }
 
 /* Sorting context: the GIL serialises every caller. */
-static const uint32_t *g_tok;
-static const Node *g_nodes;
-static uint32_t g_B;
+static const TreeObject *g_tree;
 
 static int cmp_first_block(const void *a, const void *b) {
-    const uint32_t *x = g_tok + (size_t)g_nodes[*(const uint32_t *)a].first * g_B;
-    const uint32_t *y = g_tok + (size_t)g_nodes[*(const uint32_t *)b].first * g_B;
-    for (uint32_t i = 0; i < g_B; i++)
+    const uint32_t *x = node_tok(g_tree, &g_tree->nodes[*(const uint32_t *)a]);
+    const uint32_t *y = node_tok(g_tree, &g_tree->nodes[*(const uint32_t *)b]);
+    for (uint32_t i = 0; i < g_tree->B; i++)
         if (x[i] != y[i]) return x[i] < y[i] ? -1 : 1;
     return 0;
 }
@@ -70,9 +68,7 @@ static int kids_build(TreeObject *t, Kids *k, int sorted) {
     }
     PyMem_Free(fill);
     if (sorted) {
-        g_tok = t->tok;
-        g_nodes = t->nodes;
-        g_B = t->B;
+        g_tree = t;
         for (uint32_t i = 0; i < n; i++) {
             uint32_t c = kids_count(k, i);
             if (c > 1) qsort(k->list + k->start[i], c, sizeof(uint32_t), cmp_first_block);
@@ -112,9 +108,10 @@ static PyObject *edge_dict(TreeObject *t, const Kids *k, uint32_t n, uint32_t *e
     m = n;
     for (;;) {
         const Node *x = &t->nodes[m];
-        uint32_t b = x->first;
+        const uint32_t *ids = node_ids(t, x);
         for (uint32_t j = 0; j < x->nblocks; j++, i++) {
-            const uint32_t *tk = t->tok + (size_t)b * B;
+            uint32_t b = ids[j];
+            const uint32_t *tk = node_tok(t, x) + (size_t)j * B;
             for (uint32_t q = 0; q < B; q++) {
                 PyObject *v = PyLong_FromUnsignedLong(tk[q]);
                 if (v == NULL) goto done;
@@ -129,7 +126,6 @@ static PyObject *edge_dict(TreeObject *t, const Kids *k, uint32_t n, uint32_t *e
             PyObject *sv = PyLong_FromUnsignedLongLong(t->stamps[b]);
             if (sv == NULL) goto done;
             PyList_SET_ITEM(stamps, i, sv);
-            b = t->next[b];
         }
         if (m == *end) break;
         m = k->list[k->start[m]];
@@ -255,7 +251,7 @@ int tree_check(TreeObject *t) {
     uint32_t *expected = NULL, *path = NULL;
     uint64_t *leaf_stamps = NULL;
     CheckItem *stack = NULL;
-    const uint32_t NB = t->num_blocks, N = t->nodes_len, B = t->B;
+    const uint32_t NB = t->num_blocks, N = t->nodes_len;
 
     const char *msg = ba_check(&t->alloc);
     if (msg) FAIL("%s", msg);
@@ -278,7 +274,7 @@ int tree_check(TreeObject *t) {
     }
     if (live != t->live_nodes) FAIL("node counter %u != recount %u", t->live_nodes, live);
     uint32_t chain = 0;
-    for (uint32_t f = t->free_node; f != NIL; f = t->nodes[f].first) {
+    for (uint32_t f = t->free_node; f != NIL; f = t->nodes[f].off) {
         if (f >= N || t->nodes[f].parent != NODE_FREE || ++chain > free_seen)
             FAIL("node free list is corrupt");
     }
@@ -288,12 +284,11 @@ int tree_check(TreeObject *t) {
         uint32_t n = t->slots[i].node;
         if (n != NIL && (n >= N || t->nodes[n].parent >= NODE_FREE))
             FAIL("children table slot %u holds a free node or a root", i);
-        if (n != NIL && (t->slots[i].first != t->nodes[n].first || t->slots[i].parent != t->nodes[n].parent))
+        if (n != NIL && (t->nodes[n].chunk == NULL || t->slots[i].tok != node_tok(t, &t->nodes[n])))
             FAIL("children table slot %u disagrees with node %u", i, n);
         /* The stored tag is the key's hash: a lookup from the tokens finds the node. */
         if (n != NIL && (t->slots[i].tag != t->nodes[n].tag ||
-                         tree_find_child(t, t->nodes[n].parent,
-                                         t->tok + (size_t)t->nodes[n].first * t->B) != n))
+                         tree_find_child(t, t->nodes[n].parent, node_tok(t, &t->nodes[n])) != n))
             FAIL("children table slot %u has a stale tag for node %u", i, n);
     }
     if (kids_build(t, &k, 0) < 0) return -1;
@@ -305,7 +300,7 @@ int tree_check(TreeObject *t) {
     for (uint32_t i = 0; i < t->roots_len; i++) {
         uint32_t r = t->roots[i].node;
         PyObject *ns = t->roots[i].ns;
-        if (r >= N || t->nodes[r].parent != NIL || t->nodes[r].first != i)
+        if (r >= N || t->nodes[r].parent != NIL || t->nodes[r].off != i)
             FAIL("root of %R misfiled", ns ? ns : Py_None);
         if (t->nodes[r].nblocks != 0) FAIL("root has an edge");
         if (kids_count(&k, r) == 0) FAIL("namespace %R has an empty root", ns ? ns : Py_None);
@@ -340,14 +335,18 @@ int tree_check(TreeObject *t) {
                 const Node *x = &t->nodes[c];
                 visited++;
                 if (x->nblocks < 1) FAIL("a non-root node has no blocks");
-                if (x->first >= NB || x->last >= NB) FAIL("node %u holds a foreign block id", c);
-                if (tree_find_child(t, item.node, t->tok + (size_t)x->first * B) != c)
+                const PChunk *ch = x->chunk;
+                if ((uint64_t)x->off + x->nblocks > ch->used || ch->used > ch->cap || ch->rc < 1)
+                    FAIL("edge of node %u lies outside its chunk", c);
+                if (tree_find_child(t, item.node, node_tok(t, x)) != c)
                     FAIL("child filed under a wrong key");
-                if (t->prev[x->first] != NIL) FAIL("edge of node %u does not start at its first block", c);
-                uint32_t last_pin = item.pin_above, count = 0, b = x->first;
+                const uint32_t *ids = node_ids(t, x);
+                if (ids[0] != x->first) FAIL("node %u: first block %u, its edge starts %u", c, x->first, ids[0]);
+                uint32_t last_pin = item.pin_above;
                 uint64_t last_stamp = item.stamp_above;
-                for (;;) {
-                    if (b >= NB) FAIL("edge of node %u links to a foreign block id", c);
+                for (uint32_t j = 0; j < x->nblocks; j++) {
+                    uint32_t b = ids[j];
+                    if (b >= NB) FAIL("node %u holds a foreign block id", c);
                     if (seen[b]) FAIL("block %u cached twice", b);
                     seen[b] = 1;
                     blocks_seen++;
@@ -357,21 +356,15 @@ int tree_check(TreeObject *t) {
                     pinned += t->pins[b] > 0;
                     last_pin = t->pins[b];
                     last_stamp = t->stamps[b];
-                    if (++count > x->nblocks) FAIL("edge arrays disagree: node %u is longer than %u blocks", c, x->nblocks);
-                    if (b == x->last) break;
-                    uint32_t nb = t->next[b];
-                    if (nb >= NB || t->prev[nb] != b) FAIL("edge links of node %u are broken", c);
-                    b = nb;
                 }
-                if (count != x->nblocks) FAIL("edge arrays disagree: %u blocks linked, %u counted", count, x->nblocks);
-                if (t->next[x->last] != NIL) FAIL("edge of node %u runs past its last block", c);
-                if (kids_count(&k, c) == 0) leaf_stamps[leaves++] = t->stamps[x->last];
-                int evictable = x->nchildren == 0 && t->pins[x->last] == 0;
+                uint32_t tail = ids[x->nblocks - 1];
+                if (kids_count(&k, c) == 0) leaf_stamps[leaves++] = t->stamps[tail];
+                int evictable = x->nchildren == 0 && t->pins[tail] == 0;
                 if (evictable) {
                     uint32_t pos = t->heap_pos[c];
-                    if (pos >= t->heap_len || t->heap[pos].node != c ||
-                        t->heap[pos].block != x->last || t->heap[pos].stamp != t->stamps[x->last])
-                        FAIL("evictable leaf ending in block %u not queued", x->last);
+                    if (pos >= t->heap_len || t->heap[pos].node != c || t->heap[pos].block != tail ||
+                        t->heap[pos].stamp != t->stamps[tail])
+                        FAIL("evictable leaf ending in block %u not queued", tail);
                 } else if (t->heap_pos[c] != NIL) {
                     FAIL("node %u is queued but is not an evictable leaf", c);
                 }
@@ -406,6 +399,19 @@ int tree_check(TreeObject *t) {
         FAIL("%u blocks allocated but %llu cached and %llu quarantined", NB - t->alloc.free_count,
              (unsigned long long)t->cached, (unsigned long long)t->quarantined);
     if (shadow_check(t) < 0) goto out;
+    /* Chunks: with no snapshot alive, a chunk's references are exactly its writer nodes
+     * and (when kept) their published versions. */
+    if (t->pctx->live == 0) {
+        for (uint32_t n = 0; n < N; n++)
+            if (t->nodes[n].parent < NODE_FREE) t->nodes[n].chunk->mark = 0;
+        for (uint32_t n = 0; n < N; n++)
+            if (t->nodes[n].parent < NODE_FREE) t->nodes[n].chunk->mark++;
+        for (uint32_t n = 0; n < N; n++) {
+            const PChunk *ch = t->nodes[n].chunk;
+            if (t->nodes[n].parent < NODE_FREE && ch->rc != ch->mark * (t->shadow_ok ? 2u : 1u))
+                FAIL("chunk of node %u has %u references for %u users", n, ch->rc, ch->mark);
+        }
+    }
     if (pinned != t->pinned)
         FAIL("pinned counter %llu != recount %llu", (unsigned long long)t->pinned, (unsigned long long)pinned);
     qsort(leaf_stamps, leaves, sizeof(uint64_t), cmp_u64);
@@ -460,30 +466,42 @@ out:
 /* ------------------------------------------------------------------ memory */
 
 PyObject *tree_memory(TreeObject *t) {
+    const uint32_t B = t->B;
     size_t NB = t->num_blocks;
-    size_t tokens = NB * t->B * sizeof(uint32_t);
-    size_t per_block = NB * (sizeof(uint32_t) * 3u + sizeof(uint64_t));
+    /* The token bytes proper: 4 * B per cached block, stored once. */
+    size_t tokens = (size_t)t->cached * B * sizeof(uint32_t);
+    /* The chunks around them: headers, block ids, room not (or no longer) used. */
+    size_t edges = 0;
+    for (uint32_t n = 0; n < t->nodes_len; n++)
+        if (t->nodes[n].parent < NODE_FREE) t->nodes[n].chunk->mark = 0;
+    for (uint32_t n = 0; n < t->nodes_len; n++) {
+        PChunk *ch = t->nodes[n].chunk;
+        if (t->nodes[n].parent < NODE_FREE && ch->mark == 0) {
+            ch->mark = 1;
+            edges += chunk_bytes(ch->cap, B);
+        }
+    }
+    edges -= tokens;
+    size_t per_block = NB * (sizeof(uint32_t) + sizeof(uint64_t));
     size_t allocator = ba_bytes(&t->alloc);
-    size_t nodes = (size_t)t->nodes_cap * (sizeof(Node) + sizeof(uint32_t));
+    size_t nodes = (size_t)t->nodes_cap * (sizeof(Node) + sizeof(uint32_t) + sizeof(PNode *));
     size_t table = ((size_t)t->slot_mask + 1u) * sizeof(Slot);
     size_t heap = (size_t)t->heap_cap * sizeof(HeapEntry);
-    size_t roots = (size_t)t->roots_cap * sizeof(RootSlot) + ((size_t)t->B + 1u) * sizeof(uint32_t);
+    size_t roots = (size_t)t->roots_cap * sizeof(RootSlot);
     size_t scratch = (t->scratch_tok_cap + t->scratch_path_cap) * sizeof(uint32_t);
     size_t leases = 0;
     for (LeaseObject *l = t->lease_head; l; l = l->lnext)
-        leases += sizeof(LeaseObject) + (size_t)l->count * (t->B + 1u) * sizeof(uint32_t);
+        leases += sizeof(LeaseObject) + (size_t)l->count * (B + 1u) * sizeof(uint32_t);
     size_t object = sizeof(TreeObject);
-    size_t published_tokens = 0;
-    size_t published = shadow_bytes(t, &published_tokens);
+    size_t published = shadow_bytes(t);
     size_t quarantine = t->qb_cap * sizeof(QBatch) + t->qid_cap * sizeof(uint32_t) +
                         (size_t)t->readers_cap * sizeof(uint64_t) + t->anc_cap * sizeof(uint32_t);
-    published -= published_tokens; /* two disjoint parts */
-    size_t total = tokens + per_block + allocator + nodes + table + heap + roots + scratch + leases +
-                   object + published + published_tokens + quarantine;
+    size_t total = tokens + edges + per_block + allocator + nodes + table + heap + roots +
+                   scratch + leases + object + published + quarantine;
     return Py_BuildValue("{s:n,s:n,s:n,s:n,s:n,s:n,s:n,s:n,s:n,s:n,s:n,s:n,s:n,s:n,s:K,s:I}",
-                         "published_shape", (Py_ssize_t)published, "published_tokens",
-                         (Py_ssize_t)published_tokens, "quarantine", (Py_ssize_t)quarantine,
-                         "tokens", (Py_ssize_t)tokens, "per_block", (Py_ssize_t)per_block,
+                         "tokens", (Py_ssize_t)tokens, "edges", (Py_ssize_t)edges,
+                         "published_shape", (Py_ssize_t)published, "quarantine",
+                         (Py_ssize_t)quarantine, "per_block", (Py_ssize_t)per_block,
                          "allocator", (Py_ssize_t)allocator, "nodes", (Py_ssize_t)nodes,
                          "children_table", (Py_ssize_t)table, "eviction_heap", (Py_ssize_t)heap,
                          "roots", (Py_ssize_t)roots, "scratch", (Py_ssize_t)scratch, "leases",

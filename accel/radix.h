@@ -3,27 +3,31 @@
  * Layout (see accel/DESIGN.md for the full story):
  *
  *   per block id (arrays of num_blocks entries, calloc'd once, so pages of ids never
- *   used stay untouched): the block's B tokens, its pin count, its stamp and the
- *   next/prev links of the edge it belongs to.  An edge is a doubly linked list of
- *   block ids; smallest-free-first allocation makes most edges runs of consecutive
- *   ids, which the walk compares with one memcmp.
+ *   used stay untouched): the block's pin count and stamp.
  *
- *   nodes: one pool of fixed 24-byte records indexed by uint32, with a free list.
+ *   edges: the tokens and block ids of an edge lie contiguously in a reference-counted
+ *   PChunk, shared by the writer's node, the published versions of that node and the
+ *   two halves of a split; the walk compares a whole edge with one memcmp.  The tokens
+ *   are stored once, for the writer and every snapshot alike.
+ *
+ *   nodes: one pool of fixed 40-byte records indexed by uint32, with a free list.
  *
  *   children: one open-addressing (linear probing, backward-shift deletion) table for
- *   the whole tree keyed by (parent index, hash of the child's first block); slots are
- *   {node, 32-bit tag, first block id, parent}, so a probe goes straight from the slot
- *   to the tokens it compares.  The block hash is NH (UMAC's universal hash) over the B
- *   tokens with 32-bit keys drawn per tree from os.urandom, so colliding blocks cannot
- *   be crafted without the keys (collision probability <= 2**-32 per pair).
+ *   the whole tree keyed by (parent index, hash of the child's first block); a 16-byte
+ *   slot holds the node, a 32-bit tag of the hash and the address of the child's first
+ *   block, so a probe goes straight to the tokens it compares.  The block hash is NH (UMAC's
+ *   universal hash) over the B tokens with 32-bit keys drawn per tree from os.urandom,
+ *   so colliding blocks cannot be crafted without the keys (collision probability
+ *   <= 2**-32 per pair).
  *
- *   eviction: an indexed binary min-heap of the evictable leaves keyed by
+ *   eviction: an indexed 4-ary min-heap of the evictable leaves keyed by
  *   (stamp of the tail block, tail block id) -- the reference's order -- updated in
  *   place whenever a leaf's tail, pin or children change; O(log h) per change.
  *
- *   published shape (snapshot.c): a persistent, reference-counted copy of the shape
- *   that snapshots read, changed in place only where no snapshot can reach, else
- *   path-copied; the reader registry and the quarantine of blocks freed under readers.
+ *   published shape (snapshot.c): a persistent, reference-counted version of the shape
+ *   that snapshots read (PNodes over the same chunks, children in a persistent hash
+ *   trie), changed in place only where no snapshot can reach, else path-copied; the
+ *   reader registry and the quarantine of blocks freed under readers.
  *
  * The GIL is held for the whole of every writer call; nothing inside a mutation runs Python
  * code or allocates a GC-tracked object (leases are allocated before any tree state
@@ -106,39 +110,55 @@ static inline int ba_is_free(const BitAlloc *a, uint32_t id) {
 
 extern PyTypeObject BlockAllocator_Type;
 
-/* ------------------------------------------------------------------ published shape
+/* ------------------------------------------------------------------ chunks and the published shape
  *
- * The persistent, reference-counted shape that snapshots read (see snapshot.c and
- * DESIGN.md).  Reachable from a snapshot means immutable: the writer changes a PNode,
- * a PRoots or the used part of a PChunk in place only when it is the sole owner of the
- * whole path to it (every reference count on the path is 1); otherwise it copies the
- * path first.  Reference counts are plain integers: every change happens under the GIL,
- * and readers that run without the GIL never read or write them. */
+ * A PChunk holds `cap` blocks: cap * B tokens, then cap block ids.  Entries below
+ * `used` are never written again (a reader may be reading them without the GIL); the
+ * writer appends past `used`, and lowers `used` only when no snapshot object is alive.
+ *
+ * The published shape is the persistent, reference-counted tree that snapshots read
+ * (see snapshot.c and DESIGN.md).  Reachable from a snapshot means immutable: the writer
+ * changes a PNode, a trie node or a PRoots in place only when it is the sole owner of
+ * the whole path to it (every reference count on the path is 1); otherwise it copies
+ * the path first.  Reference counts are plain integers: every change happens under the
+ * GIL, and readers that run without the GIL never read or write them. */
 
 typedef struct PChunk {
-    uint32_t rc;   /* PNodes using this chunk */
-    uint32_t used; /* blocks written; entries past it are never read by anyone */
-    uint32_t cap;  /* blocks allocated */
-    uint32_t mark; /* memory_bytes() traversal mark */
-    uint32_t *ids; /* cap block ids, after the tokens */
-    uint32_t tok[]; /* cap * B tokens */
+    uint32_t rc;    /* writer nodes and PNodes using it */
+    uint32_t used;  /* blocks written; entries past it are never read by anyone */
+    uint32_t cap;   /* blocks allocated */
+    uint32_t mark;  /* memory_bytes() traversal mark */
+    uint32_t tok[]; /* cap * B tokens, then cap block ids */
 } PChunk;
 
-struct PNode;
-typedef struct {
-    uint32_t key; /* the child's first token: a cheap first comparison */
-    struct PNode *node;
-} PChild;
+static inline uint32_t *chunk_ids(PChunk *c, uint32_t B) { return c->tok + (size_t)c->cap * B; }
+
+/* The children of a published node with many children: a persistent hash array mapped
+ * trie (32-way, five bits of the child's first-block hash per level) whose entries are
+ * child PNodes or deeper trie nodes; below the last level (the 64 bits used up) a node
+ * lists colliding children.  Reference-counted like PNodes, so a path copy of a PNode
+ * shares its trie and copying the trie's own path costs O(log fan-out), never
+ * O(fan-out).  A few children sit in a sorted array instead (snapshot.c). */
+typedef struct HNode {
+    uint32_t rc;
+    uint32_t bitmap;  /* slots present (a collision node: 0) */
+    uint32_t leafmap; /* of those, which hold a child PNode rather than a trie node */
+    uint16_t n;       /* entries */
+    uint16_t cap;     /* entries allocated (doubling, so adding is amortized O(1)) */
+    void *e[];        /* PNode * or HNode *, in slot order */
+} HNode;
 
 typedef struct PNode {
     uint32_t rc;
     uint32_t count; /* blocks on this version's edge: chunk entries off .. off+count-1 */
     uint32_t off;
     uint32_t nkids;
-    uint32_t capkids;
-    PChunk *chunk;  /* NULL for a root */
-    PChild *kids;   /* sorted by the first block's tokens (element-wise, as the dump) */
-    struct PNode *link; /* free stack while being released */
+    union {
+        PChunk *chunk;      /* NULL for a root */
+        struct PNode *link; /* free stack while being released */
+    };
+    void *kids; /* nkids <= KIDS_SMALL: a sorted PChild array; more: an HNode trie;
+                   NULL when there are none */
 } PNode;
 
 typedef struct {
@@ -152,35 +172,45 @@ typedef struct {
     PRoot *r; /* sorted: the default namespace first, then by name */
 } PRoots;
 
-/* Shared by a tree and its snapshots: how many snapshot objects are alive.  With none,
- * every PNode the writer holds is uniquely owned and is changed in place. */
+/* Shared by a tree and its snapshots: how many snapshot objects are alive (with none,
+ * every PNode the writer holds is uniquely owned and is changed in place), and the
+ * block-hash keys, which a snapshot needs to look children up. */
 typedef struct {
     Py_ssize_t rc;
     Py_ssize_t live;
+    uint32_t B;
+    uint64_t parent_mix;
+    uint32_t keys[]; /* NH keys: B + 1 words */
 } PCtx;
 
 static inline const uint32_t *pn_tokens(const PNode *p, uint32_t B) {
     return p->chunk->tok + (size_t)p->off * B;
 }
-static inline const uint32_t *pn_ids(const PNode *p) { return p->chunk->ids + p->off; }
+static inline const uint32_t *pn_ids(const PNode *p, uint32_t B) {
+    return chunk_ids(p->chunk, B) + p->off;
+}
 
 /* ------------------------------------------------------------------ tree */
 
+/* 32 bytes, so a record never straddles two cache lines.  The walk reads parent,
+ * nblocks and first (a one-block hop needs nothing else); its published version sits
+ * in the parallel array TreeObject.pub, which only mirroring reads. */
 typedef struct {
     uint32_t parent;    /* NIL for a root, NODE_FREE for a free record */
-    uint32_t first;     /* first block id; a root: its namespace slot; free: next free */
-    uint32_t last;      /* last block id */
     uint32_t nblocks;   /* 0 for a root */
+    uint32_t first;     /* its first block's id (also in the chunk) */
+    uint32_t off;       /* edge: chunk entries off..off+nblocks-1; a root: its namespace
+                           slot; a free record: the next free one */
+    PChunk *chunk;      /* the edge's storage (NULL for a root), one reference */
     uint32_t nchildren;
     uint32_t tag;       /* high 32 bits of its child-table hash: its slot's home and tag */
-    PNode *p;           /* this node's current published-shape version (if shadow_ok) */
 } Node;
 
 typedef struct {
-    uint32_t node;   /* NIL: empty */
-    uint32_t tag;    /* high 32 bits of the 64-bit hash */
-    uint32_t first;  /* the child's first block id and its parent, copied from the node */
-    uint32_t parent; /* so a probe reaches the tokens without touching the node */
+    uint32_t node;       /* NIL: empty */
+    uint32_t tag;        /* high 32 bits of the 64-bit hash: the probe's first filter */
+    const uint32_t *tok; /* the node's first block, in its chunk: a probe compares it
+                            without waiting for the node record */
 } Slot;
 
 typedef struct {
@@ -206,18 +236,19 @@ typedef struct {
     uint32_t B;
     uint32_t num_blocks;
     /* per block id */
-    uint32_t *tok; /* num_blocks * B */
     uint32_t *pins;
     uint64_t *stamps;
-    uint32_t *next;
-    uint32_t *prev;
     BitAlloc alloc;
+    /* chunks reserved by insert's preparation phase for its mutation phase */
+    PChunk *res_new; /* a new child's edge */
+    PChunk *res_ext; /* an extended leaf's edge, when it cannot grow in place */
     /* nodes */
     Node *nodes;
     /* Each node's index in the eviction heap (NIL if not queued), apart from the node
      * records: a sift writes one per level, and a dense array keeps those writes in
      * cache where 24-byte records spread them over many more lines. */
     uint32_t *heap_pos;
+    PNode **pub; /* each node's current published-shape version (if shadow_ok) */
     uint32_t nodes_cap;
     uint32_t nodes_len; /* high-water mark */
     uint32_t free_node; /* head of the free list */
@@ -226,7 +257,7 @@ typedef struct {
     Slot *slots;
     uint32_t slot_mask;
     uint32_t slot_used;
-    uint32_t *keys; /* NH keys: B + 1 words */
+    const uint32_t *keys; /* NH keys: B + 1 words (they live in pctx) */
     uint64_t seed;
     uint64_t parent_mix;
     /* eviction heap */
@@ -264,6 +295,7 @@ typedef struct {
     /* reader epochs and quarantine (R-EPOCH-*) */
     uint64_t epochs;  /* last epoch number drawn (readers and frees share it) */
     uint64_t *readers; /* registered epochs, ascending */
+    uint64_t *reader_versions; /* the version each registered reader sees (R-EPOCH-5) */
     Py_ssize_t nreaders, readers_cap;
     QBatch *qb;        /* quarantine batches qb[qb_head .. qb_len), epoch order */
     size_t qb_head, qb_len, qb_cap;
@@ -400,6 +432,40 @@ static inline int tokens_equal(const uint32_t *a, const uint32_t *b, uint32_t n)
     return n == 16 ? tokens_equal_n(a, b, 16) : tokens_equal_n(a, b, n);
 }
 
+/* The avalanche (murmur3's fmix64) that follows NH. */
+static inline uint64_t fmix64(uint64_t k) {
+    k ^= k >> 33;
+    k *= 0xff51afd7ed558ccdULL;
+    k ^= k >> 33;
+    k *= 0xc4ceb9fe1a85ec53ULL;
+    k ^= k >> 33;
+    return k;
+}
+
+/* The keyed hash of one block, independent of its parent: the published tries use it
+ * as is, the children table mixes the parent in. */
+static inline uint64_t keyed_block_hash(const uint32_t *keys, uint64_t mix, const uint32_t *blk,
+                                        uint32_t B) {
+    return fmix64(nh_hash(blk, keys, B) + mix);
+}
+
+/* A writer node's edge, in its chunk. */
+static inline const uint32_t *node_tok(const TreeObject *t, const Node *x) {
+    return x->chunk->tok + (size_t)x->off * t->B;
+}
+static inline const uint32_t *node_ids(const TreeObject *t, const Node *x) {
+    return chunk_ids(x->chunk, t->B) + x->off;
+}
+static inline uint32_t node_last(const TreeObject *t, const Node *x) {
+    return node_ids(t, x)[x->nblocks - 1];
+}
+
+PChunk *chunk_new(uint32_t cap, uint32_t B); /* NULL on failure (no exception set) */
+void chunk_decref(PChunk *c);
+static inline size_t chunk_bytes(uint32_t cap, uint32_t B) {
+    return sizeof(PChunk) + (size_t)cap * (B + 1u) * sizeof(uint32_t);
+}
+
 void derive_keys(uint64_t seed, uint32_t *keys, uint32_t n, uint64_t *parent_mix);
 uint32_t tree_find_child(TreeObject *t, uint32_t parent, const uint32_t *blk);
 Py_ssize_t tree_walk(TreeObject *t, uint32_t root, const uint32_t *tok, Py_ssize_t limit,
@@ -416,7 +482,7 @@ PyObject *Tree_release(TreeObject *self, PyObject *lease);
 extern PyTypeObject Snapshot_Type;
 extern PyTypeObject Reader_Type;
 
-int shadow_init(TreeObject *t);
+int shadow_init(TreeObject *t, uint64_t seed);
 void shadow_fini(TreeObject *t);
 void shadow_drop(TreeObject *t);
 int shadow_rebuild(TreeObject *t);
@@ -424,16 +490,14 @@ int shadow_rebuild(TreeObject *t);
  * published shape, which the next snapshot() rebuilds). */
 void sh_root_create(TreeObject *t, uint32_t r, PyObject *ns);
 void sh_root_delete(TreeObject *t, uint32_t r);
-void sh_attach(TreeObject *t, uint32_t parent, uint32_t c, const uint32_t *tok,
-               const uint32_t *ids, uint32_t count);
-void sh_extend(TreeObject *t, uint32_t n, const uint32_t *tok, const uint32_t *ids,
-               uint32_t count);
+void sh_attach(TreeObject *t, uint32_t parent, uint32_t c); /* after the writer's attach */
+void sh_extend(TreeObject *t, uint32_t n);                  /* after the writer's extension */
 PNode *sh_split(TreeObject *t, uint32_t x, uint32_t at); /* before the writer's split */
 void sh_trim(TreeObject *t, uint32_t n);
 void sh_remove_leaf(TreeObject *t, uint32_t n); /* before the writer unlinks it */
 PyObject *tree_snapshot(TreeObject *t, int reader);
 int shadow_check(TreeObject *t);
-size_t shadow_bytes(TreeObject *t, size_t *token_bytes);
+size_t shadow_bytes(TreeObject *t); /* PNodes, tries, roots; the chunks are the writer's */
 void reader_leave(TreeObject *t, uint64_t epoch);
 
 #if defined(__GNUC__)

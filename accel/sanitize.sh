@@ -41,7 +41,8 @@ cp "$root/pyproject.toml" "$root/README.md" "$root/LICENSE" "$work/"
 cp "$root/tests/__init__.py" "$root/tests/conftest.py" "$root/tests/support.py" \
     "$root/tests/model.py" "$root"/tests/test_accel_*.py "$root/tests/test_tree.py" \
     "$root/tests/test_tokens.py" "$root/tests/test_bad_input.py" "$root/tests/test_model.py" \
-    "$root/tests/test_snapshots.py" "$root/tests/test_snapshot_stress.py" "$work/tests/"
+    "$root/tests/test_snapshots.py" "$root/tests/test_snapshot_stress.py" \
+    "$root/tests/test_reader_leak.py" "$root/tests/twins.py" "$work/tests/"
 
 flags="-fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer -O1 -g"
 (
@@ -72,6 +73,7 @@ start=$SECONDS
     "tests/test_snapshot_stress.py::test_readers_see_whole_versions_and_no_early_reuse[accel]" \
     -p no:cacheprovider -q -o addopts="" "$@"
 "$python" -m pytest tests/test_tree.py tests/test_tokens.py tests/test_bad_input.py \
-    tests/test_model.py -k accel -p no:cacheprovider -q -o addopts="" "$@"
+    tests/test_model.py tests/test_reader_leak.py -k accel -p no:cacheprovider -q \
+    -o addopts="" "$@"
 "$python" -m spec conform accel --examples "${CONFORM_EXAMPLES:-300}"
 echo "sanitize: clean ($((SECONDS - start)) s of tests and conformance)"

@@ -1,25 +1,30 @@
 /* The published shape, snapshots and readers (reference/snapshot.py; accel/DESIGN.md).
  *
- * The writer's fast structures (per-block-id token array, global children table) are
- * overwritten by later writes, so snapshots cannot point into them.  Beside them the
- * tree keeps a *published shape*: a persistent, reference-counted tree of PNodes
- * (edge = a range of an immutable-once-written PChunk of tokens and block ids, plus a
- * child array sorted by first-block tokens) under a PRoots (namespace -> root PNode).
+ * The writer's fast structures (node records, the global children table, per-block pins
+ * and stamps) are overwritten by later writes, so snapshots cannot point into them.
+ * Beside them the tree keeps a *published shape*: a persistent, reference-counted tree
+ * of PNodes under a PRoots (namespace -> root PNode).  A PNode's edge is a range of a
+ * PChunk -- the very chunk the writer's node keeps its tokens and ids in: chunks are
+ * written only past their `used` mark, which no range of any node version covers, so
+ * sharing them never lets a reader see a change.  A PNode's children sit in a
+ * persistent hash array mapped trie (HNode, see radix.h) keyed by the keyed hash of the
+ * child's first block.
  *
- * Every change of the writer's shape is mirrored here by a sh_* call.  A PNode, its
- * child array or PRoots is changed in place only when the writer owns the whole path
- * to it (every reference count on it is 1); otherwise the path is copied first
- * (pn_unique).  With no snapshot object alive every count is 1, so the writer skips the
- * path walk entirely.  A chunk is only ever appended to past its `used` mark, which no
- * range of any PNode covers, so appends never disturb a reader.
+ * Every change of the writer's shape is mirrored here by a sh_* call.  A PNode, a trie
+ * node or PRoots is changed in place only when the writer owns the whole path to it
+ * (every reference count on it is 1); otherwise the path is copied first (pn_unique for
+ * PNodes, trie_own for trie nodes).  Copying a PNode shares its chunk and its trie, so a
+ * path copy costs O(depth * log fan-out).  With no snapshot object alive every count is
+ * 1, so the writer skips the path walk entirely.
  *
  * snapshot() increfs the current PRoots: O(1).  All reference counting happens under
- * the GIL; a snapshot match that runs without the GIL only reads PNodes and chunks
- * (never their counts), and its snapshot keeps everything it can reach alive.
+ * the GIL; a snapshot match that runs without the GIL only reads PNodes, trie nodes and
+ * chunks (never their counts), and its snapshot keeps everything it can reach alive.
  *
  * An allocation failure while mirroring never fails the writer's call: the published
  * shape is dropped (shadow_ok = 0) and rebuilt from the writer's structures by the next
- * snapshot() or reader(), which may then raise MemoryError.
+ * snapshot() or reader(), which may then raise MemoryError.  The chunks are the
+ * writer's: dropping the published shape never loses a token.
  */
 #include "radix.h"
 
@@ -28,55 +33,330 @@
 /* Token counts from which a snapshot match releases the GIL. */
 #define NOGIL_MIN_TOKENS 4096
 
-/* ------------------------------------------------------------------ chunks and nodes */
+/* ------------------------------------------------------------------ the children trie */
 
-static inline size_t chunk_bytes(uint32_t cap, uint32_t B) {
-    return sizeof(PChunk) + ((size_t)cap * B + cap) * sizeof(uint32_t);
+#define H_BITS 5u
+/* Levels 0..12 consume the 64-bit hash five bits at a time; a node at depth H_LEVELS
+ * (all bits used) lists the children whose hashes are equal. */
+#define H_LEVELS 13u
+
+static inline uint32_t h_bit(uint64_t hash, uint32_t depth) {
+    return 1u << ((uint32_t)(hash >> (depth * H_BITS)) & 31u);
 }
 
-static PChunk *chunk_new(uint32_t cap, uint32_t B) {
-    PChunk *c = PyMem_Malloc(chunk_bytes(cap, B));
+/* Set bits below `bit`: the entry's index.  Hand-written: the baseline x86-64 build
+ * has no POPCNT instruction, and __builtin_popcount would call a libgcc routine. */
+static inline uint32_t h_pos(uint32_t bitmap, uint32_t bit) {
+    uint32_t v = bitmap & (bit - 1u);
+    v = v - ((v >> 1) & 0x55555555u);
+    v = (v & 0x33333333u) + ((v >> 2) & 0x33333333u);
+    return (((v + (v >> 4)) & 0x0F0F0F0Fu) * 0x01010101u) >> 24;
+}
+
+static inline uint64_t child_key(const PCtx *ctx, const uint32_t *blk) {
+    return keyed_block_hash(ctx->keys, ctx->parent_mix, blk, ctx->B);
+}
+
+static inline size_t hn_bytes(uint32_t n) { return sizeof(HNode) + (size_t)n * sizeof(void *); }
+
+static HNode *hn_new(uint32_t n) {
+    HNode *h = PyMem_Malloc(hn_bytes(n));
+    if (h == NULL) return NULL;
+    h->rc = 1;
+    h->bitmap = h->leafmap = 0;
+    h->n = h->cap = (uint16_t)n;
+    return h;
+}
+
+/* Walking a trie node's entries in order: entry i sits at the i-th set bit of the
+ * bitmap; it is a child PNode when that bit is set in leafmap (or below the last
+ * level), else a deeper trie node.  `rest` holds the bits not walked yet. */
+static inline int hn_next_is_leaf(const HNode *h, uint32_t depth, uint32_t *rest) {
+    if (depth == H_LEVELS) return 1;
+    uint32_t bit = *rest & -*rest;
+    *rest &= *rest - 1u;
+    return (h->leafmap & bit) != 0;
+}
+
+/* The child whose first block is blk (hash `hash`), or NULL.  Reads only: safe without
+ * the GIL on any version a snapshot holds.  O(log32 fan-out + B). */
+static const PNode *trie_find(const HNode *h, uint64_t hash, const uint32_t *blk, uint32_t B) {
+    for (uint32_t depth = 0; h != NULL; depth++) {
+        if (depth == H_LEVELS) {
+            for (uint32_t i = 0; i < h->n; i++)
+                if (tokens_equal(pn_tokens(h->e[i], B), blk, B)) return h->e[i];
+            return NULL;
+        }
+        uint32_t bit = h_bit(hash, depth);
+        if (!(h->bitmap & bit)) return NULL;
+        void *e = h->e[h_pos(h->bitmap, bit)];
+        if (h->leafmap & bit) {
+            const PNode *c = e;
+            return tokens_equal(pn_tokens(c, B), blk, B) ? c : NULL;
+        }
+        h = e;
+    }
+    return NULL;
+}
+
+/* Drop one reference to trie node h; child PNodes whose count reaches 0 are pushed on
+ * *stack (linked through `link`) for the caller to release. */
+static void hn_decref(HNode *h, uint32_t depth, PNode **stack) {
+    if (h == NULL || --h->rc > 0) return;
+    uint32_t rest = h->bitmap;
+    for (uint32_t i = 0; i < h->n; i++) {
+        if (hn_next_is_leaf(h, depth, &rest)) {
+            PNode *c = h->e[i];
+            if (--c->rc == 0) {
+                chunk_decref(c->chunk);
+                c->link = *stack;
+                *stack = c;
+            }
+        } else {
+            hn_decref(h->e[i], depth + 1u, stack); /* at most H_LEVELS deep */
+        }
+    }
+    PyMem_Free(h);
+}
+
+/* A copy of h owned by the writer: one more reference to everything it holds. */
+static HNode *hn_copy(const HNode *h, uint32_t depth) {
+    HNode *c = hn_new(h->n);
     if (c == NULL) return NULL;
-    c->rc = 1;
-    c->used = 0;
-    c->cap = cap;
-    c->mark = 0;
-    c->ids = c->tok + (size_t)cap * B;
+    c->bitmap = h->bitmap;
+    c->leafmap = h->leafmap;
+    memcpy(c->e, h->e, (size_t)h->n * sizeof(void *));
+    uint32_t rest = h->bitmap;
+    for (uint32_t i = 0; i < h->n; i++) {
+        if (hn_next_is_leaf(h, depth, &rest))
+            ((PNode *)h->e[i])->rc++;
+        else
+            ((HNode *)h->e[i])->rc++;
+    }
     return c;
 }
 
-static void chunk_decref(PChunk *c) {
-    if (c != NULL && --c->rc == 0) PyMem_Free(c);
+/* Make *where (a trie node reachable only through writer-owned nodes) writer-owned:
+ * copy it if shared.  NULL on allocation failure (nothing changed). */
+static HNode *trie_own(HNode **where, uint32_t depth) {
+    HNode *h = *where;
+    if (h->rc == 1) return h;
+    HNode *c = hn_copy(h, depth);
+    if (c == NULL) return NULL;
+    h->rc--; /* still referenced elsewhere: never 0 here */
+    *where = c;
+    return c;
 }
 
-static PNode *pn_new(void) {
-    PNode *p = PyMem_Malloc(sizeof(PNode));
-    if (p == NULL) return NULL;
-    memset(p, 0, sizeof(PNode));
-    p->rc = 1;
-    return p;
-}
-
-/* Drop one reference; frees what becomes unreachable, iteratively (deep trees). */
-static void pn_decref(PNode *p) {
-    if (p == NULL || --p->rc > 0) return;
-    PNode *stack = p;
-    p->link = NULL;
-    while (stack != NULL) {
-        PNode *x = stack;
-        stack = x->link;
-        for (uint32_t i = 0; i < x->nkids; i++) {
-            PNode *c = x->kids[i].node;
-            if (--c->rc == 0) {
-                c->link = stack;
-                stack = c;
-            }
+/* Open (grow) or close a gap at entry `at` of writer-owned *where.  Growing doubles the
+ * allocation when it is full; closing never reallocates (a removal is a memmove).  -1 on
+ * allocation failure when growing (nothing changed). */
+static int hn_resize(HNode **where, uint32_t at, int grow) {
+    HNode *h = *where;
+    uint32_t n = h->n;
+    if (grow) {
+        if (n == h->cap) {
+            uint32_t cap = n ? 2u * n : 2u;
+            if (cap > UINT16_MAX) return -1; /* a collision list that long: give up */
+            HNode *g = PyMem_Realloc(h, hn_bytes(cap));
+            if (g == NULL) return -1;
+            g->cap = (uint16_t)cap;
+            *where = h = g;
         }
-        chunk_decref(x->chunk);
-        PyMem_Free(x->kids);
-        PyMem_Free(x);
+        memmove(h->e + at + 1, h->e + at, (size_t)(n - at) * sizeof(void *));
+        h->n = (uint16_t)(n + 1u);
+    } else {
+        memmove(h->e + at, h->e + at + 1, (size_t)(n - at - 1u) * sizeof(void *));
+        h->n = (uint16_t)(n - 1u);
+    }
+    return 0;
+}
+
+/* A trie node at `depth` holding children a and b (hashes ha, hb), nested as deep as
+ * their hashes agree; a's and b's references move into it.  NULL on allocation failure
+ * (nothing changed). */
+static HNode *hn_pair(PNode *a, uint64_t ha, PNode *b, uint64_t hb, uint32_t depth) {
+    HNode *chain[H_LEVELS + 1u] = {NULL};
+    uint32_t last = depth;
+    while (last < H_LEVELS && h_bit(ha, last) == h_bit(hb, last)) last++;
+    for (uint32_t d = depth; d <= last; d++) {
+        chain[d] = hn_new(d == last ? 2u : 1u);
+        if (chain[d] == NULL) {
+            while (d-- > depth) PyMem_Free(chain[d]);
+            return NULL;
+        }
+    }
+    for (uint32_t d = depth; d < last; d++) {
+        chain[d]->bitmap = h_bit(ha, d);
+        chain[d]->e[0] = chain[d + 1u];
+    }
+    HNode *h = chain[last];
+    int a_first = 1;
+    if (last < H_LEVELS) {
+        uint32_t ba = h_bit(ha, last), bb = h_bit(hb, last);
+        h->bitmap = h->leafmap = ba | bb;
+        a_first = ba < bb;
+    }
+    h->e[a_first ? 0 : 1] = a;
+    h->e[a_first ? 1 : 0] = b;
+    return chain[depth];
+}
+
+/* Add child c (its first block hashes to `hash`; the caller's reference moves into the
+ * trie) to the trie at *root, which a writer-owned PNode holds.  Copies shared trie
+ * nodes on the way down.  -1 on allocation failure (the trie stays consistent and c's
+ * reference stays with the caller). */
+static int trie_add(HNode **root, uint64_t hash, PNode *c, const PCtx *ctx) {
+    HNode **where = root;
+    for (uint32_t depth = 0;; depth++) {
+        if (*where == NULL) {
+            HNode *h = hn_new(1);
+            if (h == NULL) return -1;
+            h->bitmap = h->leafmap = h_bit(hash, depth);
+            h->e[0] = c;
+            *where = h;
+            return 0;
+        }
+        HNode *h = trie_own(where, depth);
+        if (h == NULL) return -1;
+        if (depth == H_LEVELS) {
+            uint32_t n = h->n;
+            if (hn_resize(where, n, 1) < 0) return -1;
+            (*where)->e[n] = c;
+            return 0;
+        }
+        uint32_t bit = h_bit(hash, depth), at = h_pos(h->bitmap, bit);
+        if (!(h->bitmap & bit)) {
+            if (hn_resize(where, at, 1) < 0) return -1;
+            h = *where;
+            h->bitmap |= bit;
+            h->leafmap |= bit;
+            h->e[at] = c;
+            return 0;
+        }
+        if (h->leafmap & bit) {
+            /* The slot holds another child: both move one level down. */
+            PNode *other = h->e[at];
+            HNode *sub = hn_pair(other, child_key(ctx, pn_tokens(other, ctx->B)), c, hash,
+                                 depth + 1u);
+            if (sub == NULL) return -1;
+            h->e[at] = sub;
+            h->leafmap &= ~bit;
+            return 0;
+        }
+        where = (HNode **)&h->e[at];
     }
 }
+
+/* The slot holding the child whose first block is blk in the trie at *root (a
+ * writer-owned PNode's), every trie node on the way made writer-owned; NULL if there is
+ * no such child, or if an allocation failed. */
+static void **trie_slot(HNode **root, uint64_t hash, const uint32_t *blk, uint32_t B) {
+    HNode **where = root;
+    for (uint32_t depth = 0; *where != NULL; depth++) {
+        HNode *h = trie_own(where, depth);
+        if (h == NULL) return NULL;
+        if (depth == H_LEVELS) {
+            for (uint32_t i = 0; i < h->n; i++)
+                if (tokens_equal(pn_tokens(h->e[i], B), blk, B)) return &h->e[i];
+            return NULL;
+        }
+        uint32_t bit = h_bit(hash, depth);
+        if (!(h->bitmap & bit)) return NULL;
+        void **e = &h->e[h_pos(h->bitmap, bit)];
+        if (h->leafmap & bit) return tokens_equal(pn_tokens(*e, B), blk, B) ? e : NULL;
+        where = (HNode **)e;
+    }
+    return NULL;
+}
+
+/* Remove the child whose first block is blk from the trie at *where (at `depth`),
+ * copying shared nodes on the way down.  A trie node left empty is freed, and one left
+ * holding a single child is replaced by that child, so the trie stays as shallow as
+ * its hashes need.  Returns the removed child (the trie's reference moves to the
+ * caller); NULL if absent or an allocation failed. */
+static PNode *trie_take(HNode **where, uint32_t depth, uint64_t hash, const uint32_t *blk,
+                        uint32_t B) {
+    HNode *h = trie_own(where, depth);
+    if (h == NULL) return NULL;
+    PNode *gone;
+    uint32_t at, bit = 0;
+    if (depth == H_LEVELS) {
+        for (at = 0; at < h->n; at++)
+            if (tokens_equal(pn_tokens(h->e[at], B), blk, B)) break;
+        if (at == h->n) return NULL;
+        gone = h->e[at];
+    } else {
+        bit = h_bit(hash, depth);
+        if (!(h->bitmap & bit)) return NULL;
+        at = h_pos(h->bitmap, bit);
+        if (h->leafmap & bit) {
+            if (!tokens_equal(pn_tokens(h->e[at], B), blk, B)) return NULL;
+            gone = h->e[at];
+        } else {
+            HNode **below = (HNode **)&h->e[at];
+            gone = trie_take(below, depth + 1u, hash, blk, B);
+            if (gone == NULL) return NULL;
+            HNode *s = *below;
+            if (s->n > 0) {
+                if (s->n == 1 && (depth + 1u == H_LEVELS || s->leafmap != 0)) {
+                    h->e[at] = s->e[0]; /* a lone child moves up into the slot */
+                    h->leafmap |= bit;
+                    PyMem_Free(s);
+                }
+                return gone;
+            }
+            PyMem_Free(s); /* emptied: its slot goes too */
+        }
+    }
+    if (depth < H_LEVELS) {
+        h->bitmap &= ~bit;
+        h->leafmap &= ~bit;
+    }
+    hn_resize(where, at, 0);
+    return gone;
+}
+
+/* Call fn on every child in the trie (any order). */
+static void trie_each(const HNode *h, uint32_t depth, void (*fn)(const PNode *, void *),
+                      void *arg) {
+    if (h == NULL) return;
+    uint32_t rest = h->bitmap;
+    for (uint32_t i = 0; i < h->n; i++) {
+        if (hn_next_is_leaf(h, depth, &rest))
+            fn(h->e[i], arg);
+        else
+            trie_each(h->e[i], depth + 1u, fn, arg);
+    }
+}
+
+/* Bytes of the trie's nodes. */
+static size_t trie_bytes(const HNode *h, uint32_t depth) {
+    if (h == NULL) return 0;
+    size_t total = hn_bytes(h->cap);
+    uint32_t rest = h->bitmap;
+    for (uint32_t i = 0; i < h->n; i++)
+        if (!hn_next_is_leaf(h, depth, &rest)) total += trie_bytes(h->e[i], depth + 1u);
+    return total;
+}
+
+/* ------------------------------------------------------------------ a node's children
+ *
+ * Up to KIDS_SMALL children sit in a sorted array of (first token, node): a lookup is a
+ * binary search on the first token and one block comparison, no hashing -- the fastest
+ * for the fan-outs trees mostly have.  More children go into the trie: O(log32 fan-out)
+ * per lookup or change, however many there are.  The count of children says which; the
+ * representation changes exactly when the count crosses KIDS_SMALL.  A PNode's copy
+ * copies its array (at most KIDS_SMALL entries) and shares its trie. */
+
+#define KIDS_SMALL 16u
+
+typedef struct {
+    uint32_t key; /* the child's first token: a cheap first comparison */
+    PNode *node;
+} PChild;
+
+static inline int kids_in_trie(const PNode *p) { return p->nkids > KIDS_SMALL; }
 
 static inline int block_cmp(const uint32_t *a, const uint32_t *b, uint32_t n) {
     for (uint32_t i = 0; i < n; i++)
@@ -84,15 +364,22 @@ static inline int block_cmp(const uint32_t *a, const uint32_t *b, uint32_t n) {
     return 0;
 }
 
-/* The index of p's child whose first block is blk, or -(insertion point) - 1. */
-static inline Py_ssize_t kid_find(const PNode *p, const uint32_t *blk, uint32_t B) {
-    Py_ssize_t lo = 0, hi = p->nkids;
+/* The index of the entry whose first block is blk in a sorted array of n, or
+ * -(insertion point) - 1. */
+static inline Py_ssize_t arr_find(const PChild *k, uint32_t n, const uint32_t *blk, uint32_t B) {
+    Py_ssize_t lo = 0, hi = n;
     const uint32_t key = blk[0];
     while (lo < hi) {
         Py_ssize_t mid = (lo + hi) / 2;
-        const PChild *k = &p->kids[mid];
-        int c = k->key != key ? (k->key < key ? -1 : 1)
-                              : block_cmp(pn_tokens(k->node, B) + 1, blk + 1, B - 1);
+        int c;
+        if (k[mid].key != key) {
+            c = k[mid].key < key ? -1 : 1;
+        } else {
+            /* Equal first tokens mostly mean the block we look for: test equality with
+             * SIMD first, order token by token only when they differ. */
+            const uint32_t *tk = pn_tokens(k[mid].node, B);
+            c = tokens_equal(tk, blk, B) ? 0 : block_cmp(tk + 1, blk + 1, B - 1);
+        }
         if (c == 0) return mid;
         if (c < 0)
             lo = mid + 1;
@@ -102,30 +389,201 @@ static inline Py_ssize_t kid_find(const PNode *p, const uint32_t *blk, uint32_t 
     return -lo - 1;
 }
 
-static int kids_grow(PNode *p) {
-    if (p->nkids < p->capkids) return 0;
-    uint32_t cap = p->capkids ? p->capkids * 2u : 2u;
-    PChild *k = PyMem_Realloc(p->kids, (size_t)cap * sizeof(PChild));
-    if (k == NULL) return -1;
-    p->kids = k;
-    p->capkids = cap;
+/* p's child whose first block is blk, or NULL.  Reads only. */
+static inline const PNode *kids_find(const PNode *p, const PCtx *ctx, const uint32_t *blk) {
+    const uint32_t B = ctx->B;
+    if (kids_in_trie(p)) return trie_find(p->kids, child_key(ctx, blk), blk, B);
+    Py_ssize_t i = arr_find(p->kids, p->nkids, blk, B);
+    return i >= 0 ? ((const PChild *)p->kids)[i].node : NULL;
+}
+
+/* The slot holding writer-owned p's child whose first block is blk (the trie path made
+ * the writer's on the way); NULL if absent, or if an allocation failed. */
+static void **kids_slot(PNode *p, const PCtx *ctx, const uint32_t *blk) {
+    const uint32_t B = ctx->B;
+    if (kids_in_trie(p)) return trie_slot((HNode **)&p->kids, child_key(ctx, blk), blk, B);
+    Py_ssize_t i = arr_find(p->kids, p->nkids, blk, B);
+    return i >= 0 ? (void **)&((PChild *)p->kids)[i].node : NULL;
+}
+
+static uint32_t g_kid_B; /* the GIL serialises every sort */
+
+static int cmp_pchild(const void *a, const void *b) {
+    const PChild *x = a, *y = b;
+    if (x->key != y->key) return x->key < y->key ? -1 : 1;
+    return block_cmp(pn_tokens(x->node, g_kid_B), pn_tokens(y->node, g_kid_B), g_kid_B);
+}
+
+static void collect_child(const PNode *c, void *arg) {
+    PChild **at = arg;
+    **at = (PChild){c->chunk->tok[(size_t)c->off * g_kid_B], (PNode *)c};
+    (*at)++;
+}
+
+/* Add child c to writer-owned p (c's reference moves in).  -1 on allocation failure
+ * (nothing changed; the reference stays with the caller). */
+static int kids_add(PNode *p, const PCtx *ctx, PNode *c) {
+    const uint32_t B = ctx->B;
+    const uint32_t *first = pn_tokens(c, B);
+    if (p->nkids < KIDS_SMALL) {
+        PChild *k = PyMem_Realloc(p->kids, ((size_t)p->nkids + 1u) * sizeof(PChild));
+        if (k == NULL) return -1;
+        p->kids = k;
+        Py_ssize_t at = -arr_find(k, p->nkids, first, B) - 1;
+        memmove(k + at + 1, k + at, (size_t)(p->nkids - (uint32_t)at) * sizeof(PChild));
+        k[at] = (PChild){first[0], c};
+        p->nkids++;
+        return 0;
+    }
+    if (p->nkids == KIDS_SMALL) {
+        /* The array overflows: move everything into a new trie.  Until it is complete the
+         * array keeps its references, so undoing is one decref of the partial trie. */
+        PChild *k = p->kids;
+        HNode *trie = NULL;
+        for (uint32_t i = 0; i <= KIDS_SMALL; i++) {
+            PNode *e = i < KIDS_SMALL ? k[i].node : c;
+            if (i < KIDS_SMALL) e->rc++;
+            if (trie_add(&trie, child_key(ctx, pn_tokens(e, B)), e, ctx) < 0) {
+                if (i < KIDS_SMALL) e->rc--;
+                PNode *none = NULL;
+                hn_decref(trie, 0, &none); /* drops only the references added here */
+                return -1;
+            }
+        }
+        for (uint32_t i = 0; i < KIDS_SMALL; i++) k[i].node->rc--;
+        PyMem_Free(k);
+        p->kids = trie;
+        p->nkids++;
+        return 0;
+    }
+    if (trie_add((HNode **)&p->kids, child_key(ctx, first), c, ctx) < 0) return -1;
+    p->nkids++;
     return 0;
 }
 
-/* A new version of p owned by the writer: shares the chunk and the children. */
+/* Remove writer-owned p's child whose first block is blk; returns it (the reference
+ * moves to the caller), NULL if absent or an allocation failed (nothing changed that a
+ * reader could see). */
+static PNode *kids_take(PNode *p, const PCtx *ctx, const uint32_t *blk) {
+    const uint32_t B = ctx->B;
+    if (!kids_in_trie(p)) {
+        Py_ssize_t i = arr_find(p->kids, p->nkids, blk, B);
+        if (i < 0) return NULL;
+        PChild *k = p->kids;
+        PNode *gone = k[i].node;
+        memmove(k + i, k + i + 1, (size_t)(p->nkids - (uint32_t)i - 1u) * sizeof(PChild));
+        if (--p->nkids == 0) {
+            PyMem_Free(k);
+            p->kids = NULL;
+        } else {
+            PChild *s = PyMem_Realloc(k, (size_t)p->nkids * sizeof(PChild));
+            if (s != NULL) p->kids = s; /* a failed shrink keeps the larger block */
+        }
+        return gone;
+    }
+    PChild *arr = NULL;
+    if (p->nkids == KIDS_SMALL + 1u && (arr = PyMem_Malloc(KIDS_SMALL * sizeof(PChild))) == NULL)
+        return NULL;
+    PNode *gone = trie_take((HNode **)&p->kids, 0, child_key(ctx, blk), blk, B);
+    if (gone == NULL) {
+        PyMem_Free(arr);
+        return NULL;
+    }
+    if (--p->nkids == KIDS_SMALL) {
+        /* Back to an array: it takes a reference to each child, the trie drops its own. */
+        PChild *at = arr;
+        g_kid_B = B;
+        trie_each(p->kids, 0, collect_child, &at);
+        for (uint32_t i = 0; i < KIDS_SMALL; i++) arr[i].node->rc++;
+        qsort(arr, KIDS_SMALL, sizeof(PChild), cmp_pchild);
+        PNode *none = NULL;
+        hn_decref(p->kids, 0, &none);
+        p->kids = arr;
+    }
+    return gone;
+}
+
+/* Drop p's references to its children (p is being freed); children left without one
+ * go on *stack. */
+static void kids_release(PNode *p, PNode **stack) {
+    if (kids_in_trie(p)) {
+        hn_decref(p->kids, 0, stack);
+        return;
+    }
+    PChild *k = p->kids;
+    for (uint32_t i = 0; i < p->nkids; i++) {
+        PNode *c = k[i].node;
+        if (--c->rc == 0) {
+            chunk_decref(c->chunk);
+            c->link = *stack;
+            *stack = c;
+        }
+    }
+    PyMem_Free(k);
+}
+
+/* Call fn on each of p's children (any order). */
+static void kids_each(const PNode *p, void (*fn)(const PNode *, void *), void *arg) {
+    if (kids_in_trie(p)) {
+        trie_each(p->kids, 0, fn, arg);
+        return;
+    }
+    const PChild *k = p->kids;
+    for (uint32_t i = 0; i < p->nkids; i++) fn(k[i].node, arg);
+}
+
+static size_t kids_bytes(const PNode *p) {
+    return kids_in_trie(p) ? trie_bytes(p->kids, 0) : (size_t)p->nkids * sizeof(PChild);
+}
+
+/* ------------------------------------------------------------------ published nodes */
+
+static PNode *pn_new(void) {
+    PNode *p = PyMem_Malloc(sizeof(PNode));
+    if (p == NULL) return NULL;
+    memset(p, 0, sizeof(PNode));
+    p->rc = 1;
+    return p;
+}
+
+/* Free p (count already 0, chunk already released) and everything only it kept alive;
+ * iterative over PNodes, so a deep tree cannot overflow the C stack. */
+static void pn_free_tree(PNode *p) {
+    PNode *stack = p;
+    p->link = NULL;
+    while (stack != NULL) {
+        PNode *x = stack;
+        stack = x->link;
+        kids_release(x, &stack);
+        PyMem_Free(x);
+    }
+}
+
+/* Drop one reference; frees what becomes unreachable. */
+static void pn_decref(PNode *p) {
+    if (p == NULL || --p->rc > 0) return;
+    chunk_decref(p->chunk);
+    pn_free_tree(p);
+}
+
+/* A new version of p owned by the writer: shares the chunk and a trie of children,
+ * copies an array of them (one more reference to each child). */
 static PNode *pn_copy(const PNode *p) {
     PNode *c = pn_new();
     if (c == NULL) return NULL;
-    if (p->nkids > 0) {
+    if (kids_in_trie(p)) {
+        c->kids = p->kids;
+        ((HNode *)c->kids)->rc++;
+    } else if (p->nkids > 0) {
         c->kids = PyMem_Malloc((size_t)p->nkids * sizeof(PChild));
         if (c->kids == NULL) {
             PyMem_Free(c);
             return NULL;
         }
         memcpy(c->kids, p->kids, (size_t)p->nkids * sizeof(PChild));
-        for (uint32_t i = 0; i < p->nkids; i++) p->kids[i].node->rc++;
+        for (uint32_t i = 0; i < p->nkids; i++) ((PChild *)p->kids)[i].node->rc++;
     }
-    c->nkids = c->capkids = p->nkids;
+    c->nkids = p->nkids;
     c->count = p->count;
     c->off = p->off;
     c->chunk = p->chunk;
@@ -186,8 +644,11 @@ static PRoots *proots_unique(TreeObject *t) {
 
 /* ------------------------------------------------------------------ lifecycle */
 
-int shadow_init(TreeObject *t) {
-    t->pctx = PyMem_Malloc(sizeof(PCtx));
+/* The context shared with snapshots, holding the block-hash keys drawn from `seed`, and
+ * an empty published shape. */
+int shadow_init(TreeObject *t, uint64_t seed) {
+    const uint32_t B = t->B;
+    t->pctx = PyMem_Malloc(sizeof(PCtx) + ((size_t)B + 1u) * sizeof(uint32_t));
     t->proots = proots_new(4);
     if (t->pctx == NULL || t->proots == NULL) {
         PyErr_NoMemory();
@@ -195,6 +656,10 @@ int shadow_init(TreeObject *t) {
     }
     t->pctx->rc = 1;
     t->pctx->live = 0;
+    t->pctx->B = B;
+    derive_keys(seed, t->pctx->keys, B + 1u, &t->pctx->parent_mix);
+    t->keys = t->pctx->keys;
+    t->parent_mix = t->pctx->parent_mix;
     t->shadow_ok = 1;
     return 0;
 }
@@ -219,21 +684,14 @@ void shadow_drop(TreeObject *t) {
     t->shadow_ok = 0;
 }
 
-static uint32_t g_sort_B;
-
-static int cmp_pchild(const void *a, const void *b) {
-    const PChild *x = a, *y = b;
-    if (x->key != y->key) return x->key < y->key ? -1 : 1;
-    return block_cmp(pn_tokens(x->node, g_sort_B), pn_tokens(y->node, g_sort_B), g_sort_B);
-}
-
 static int cmp_proot(const void *a, const void *b) {
     return ns_cmp(((const PRoot *)a)->ns, ((const PRoot *)b)->ns);
 }
 
-/* Build the published shape afresh from the writer's structures (after a drop). */
+/* Build the published shape afresh from the writer's structures (after a drop). The
+ * PNodes share the writer's chunks: only the shape is built. */
 int shadow_rebuild(TreeObject *t) {
-    const uint32_t N = t->nodes_len, B = t->B;
+    const uint32_t N = t->nodes_len;
     PNode **made = PyMem_Calloc((size_t)N + 1u, sizeof(PNode *));
     PRoots *R = proots_new(t->roots_len + 1u);
     if (made == NULL || R == NULL) goto oom;
@@ -242,33 +700,29 @@ int shadow_rebuild(TreeObject *t) {
         if (x->parent == NODE_FREE) continue;
         PNode *p = made[n] = pn_new();
         if (p == NULL) goto oom;
-        if (x->nchildren > 0) {
-            p->kids = PyMem_Malloc((size_t)x->nchildren * sizeof(PChild));
-            if (p->kids == NULL) goto oom;
-            p->capkids = x->nchildren;
-        }
         if (x->parent == NIL) continue;
-        p->chunk = chunk_new(x->nblocks, B);
-        if (p->chunk == NULL) goto oom;
-        uint32_t b = x->first;
-        for (uint32_t i = 0; i < x->nblocks; i++, b = t->next[b]) {
-            p->chunk->ids[i] = b;
-            memcpy(p->chunk->tok + (size_t)i * B, t->tok + (size_t)b * B, (size_t)B * 4u);
-        }
-        p->chunk->used = p->count = x->nblocks;
+        p->chunk = x->chunk;
+        p->chunk->rc++;
+        p->off = x->off;
+        p->count = x->nblocks;
     }
-    /* ---- linking: nothing below fails */
+    /* Each made node holds a reference of its own until the end, so a failure part way
+     * leaves every one of them freeable by one pn_decref. */
     for (uint32_t n = 0; n < N; n++) {
         const Node *x = &t->nodes[n];
         if (x->parent >= NODE_FREE) continue;
-        PNode *parent = made[x->parent];
-        parent->kids[parent->nkids++] = (PChild){pn_tokens(made[n], B)[0], made[n]};
+        PNode *parent = made[x->parent], *c = made[n];
+        c->rc++; /* the parent's reference */
+        if (kids_add(parent, t->pctx, c) < 0) {
+            c->rc--;
+            goto oom;
+        }
     }
-    g_sort_B = B;
+    /* ---- nothing below fails */
     for (uint32_t n = 0; n < N; n++) {
         if (made[n] == NULL) continue;
-        if (made[n]->nkids > 1) qsort(made[n]->kids, made[n]->nkids, sizeof(PChild), cmp_pchild);
-        t->nodes[n].p = made[n];
+        t->pub[n] = made[n];
+        if (t->nodes[n].parent != NIL) made[n]->rc--; /* now only its parent's trie */
     }
     for (uint32_t i = 0; i < t->roots_len; i++) {
         R->r[i].ns = t->roots[i].ns;
@@ -283,12 +737,10 @@ int shadow_rebuild(TreeObject *t) {
     return 0;
 oom:
     if (made != NULL) {
-        for (uint32_t n = 0; n < N; n++) {
-            if (made[n] == NULL) continue;
-            chunk_decref(made[n]->chunk);
-            PyMem_Free(made[n]->kids);
-            PyMem_Free(made[n]);
-        }
+        /* Roots first: freeing a root frees what only it keeps alive, and the nodes still
+         * held by their own reference survive until their turn. */
+        for (uint32_t n = 0; n < N; n++)
+            if (made[n] != NULL) pn_decref(made[n]);
         PyMem_Free(made);
     }
     if (R != NULL) {
@@ -316,9 +768,9 @@ static PNode *pn_unique(TreeObject *t, uint32_t n, PNode **parent_out) {
         /* No snapshot alive: every count is 1 (shadow_check verifies this). */
         if (parent_out != NULL) {
             uint32_t pa = t->nodes[n].parent;
-            *parent_out = pa == NIL ? NULL : t->nodes[pa].p;
+            *parent_out = pa == NIL ? NULL : t->pub[pa];
         }
-        return t->nodes[n].p;
+        return t->pub[n];
     }
     const uint32_t B = t->B;
     size_t depth = 0;
@@ -335,26 +787,32 @@ static PNode *pn_unique(TreeObject *t, uint32_t n, PNode **parent_out) {
     PRoots *R = proots_unique(t);
     if (R == NULL) goto oom;
     uint32_t root = t->anc[depth - 1];
-    PNode *cur = t->nodes[root].p;
+    PNode *cur = t->pub[root];
     if (cur->rc > 1) {
         PRoot *entry = proot_entry(R, cur);
         PNode *c = pn_copy(cur);
         if (c == NULL) goto oom;
         cur->rc--;
         entry->root = c;
-        t->nodes[root].p = cur = c;
+        t->pub[root] = cur = c;
     }
     PNode *parent = NULL;
     for (size_t i = depth - 1; i-- > 0;) {
         uint32_t m = t->anc[i];
-        PNode *old = t->nodes[m].p;
+        PNode *old = t->pub[m];
+        /* Own the trie path first: a trie node shared with an older version holds one
+         * reference to `old` however many versions share it, so only once the path is
+         * the writer's does old's count say whether anything else can reach it.  The
+         * slot exists (the shapes agree): NULL means an allocation failed. */
+        const uint32_t *first = pn_tokens(old, B);
+        void **slot = kids_slot(cur, t->pctx, first);
+        if (slot == NULL) goto oom;
         if (old->rc > 1) {
-            Py_ssize_t idx = kid_find(cur, pn_tokens(old, B), B);
             PNode *c = pn_copy(old);
             if (c == NULL) goto oom;
             old->rc--;
-            cur->kids[idx].node = c;
-            t->nodes[m].p = old = c;
+            *slot = c;
+            t->pub[m] = old = c;
         }
         parent = cur;
         cur = old;
@@ -386,7 +844,7 @@ void sh_root_create(TreeObject *t, uint32_t r, PyObject *ns) {
     Py_XINCREF(ns);
     R->r[at].root = p;
     R->n++;
-    t->nodes[r].p = p;
+    t->pub[r] = p;
     return;
 oom:
     shadow_drop(t);
@@ -399,7 +857,7 @@ void sh_root_delete(TreeObject *t, uint32_t r) {
         shadow_drop(t);
         return;
     }
-    PRoot *e = proot_entry(R, t->nodes[r].p);
+    PRoot *e = proot_entry(R, t->pub[r]);
     PyObject *ns = e->ns;
     PNode *root = e->root;
     size_t at = (size_t)(e - R->r);
@@ -409,57 +867,38 @@ void sh_root_delete(TreeObject *t, uint32_t r) {
     Py_XDECREF(ns);
 }
 
-void sh_attach(TreeObject *t, uint32_t parent, uint32_t c, const uint32_t *tok,
-               const uint32_t *ids, uint32_t count) {
-    const uint32_t B = t->B;
+void sh_attach(TreeObject *t, uint32_t parent, uint32_t c) {
+    const Node *x = &t->nodes[c];
     PNode *P = pn_unique(t, parent, NULL);
     if (P == NULL) return;
     PNode *C = pn_new();
-    if (C == NULL || kids_grow(P) < 0 || (C->chunk = chunk_new(count, B)) == NULL) {
-        PyMem_Free(C);
-        shadow_drop(t);
-        return;
+    if (C == NULL) goto oom;
+    C->chunk = x->chunk;
+    C->chunk->rc++;
+    C->off = x->off;
+    C->count = x->nblocks;
+    if (kids_add(P, t->pctx, C) < 0) {
+        pn_decref(C);
+        goto oom;
     }
-    memcpy(C->chunk->tok, tok, (size_t)count * B * 4u);
-    memcpy(C->chunk->ids, ids, (size_t)count * 4u);
-    C->chunk->used = C->count = count;
-    Py_ssize_t at = -kid_find(P, tok, B) - 1;
-    memmove(P->kids + at + 1, P->kids + at, (size_t)(P->nkids - (uint32_t)at) * sizeof(PChild));
-    P->kids[at] = (PChild){tok[0], C};
-    P->nkids++;
-    t->nodes[c].p = C;
+    t->pub[c] = C;
+    return;
+oom:
+    shadow_drop(t);
 }
 
-void sh_extend(TreeObject *t, uint32_t n, const uint32_t *tok, const uint32_t *ids,
-               uint32_t count) {
-    const uint32_t B = t->B;
+void sh_extend(TreeObject *t, uint32_t n) {
+    const Node *x = &t->nodes[n];
     PNode *P = pn_unique(t, n, NULL);
     if (P == NULL) return;
-    PChunk *ch = P->chunk;
-    if (P->off + P->count == ch->used && (uint64_t)ch->used + count <= ch->cap) {
-        /* Past `used`: no version of any node reads there. */
-        memcpy(ch->tok + (size_t)ch->used * B, tok, (size_t)count * B * 4u);
-        memcpy(ch->ids + ch->used, ids, (size_t)count * 4u);
-        ch->used += count;
-    } else {
-        uint64_t total = (uint64_t)P->count + count;
-        uint64_t cap = total + total / 2u; /* a chat's next turns append in place */
-        if (cap > MAX_POOL) cap = total;
-        PChunk *nc = chunk_new((uint32_t)cap, B);
-        if (nc == NULL) {
-            shadow_drop(t);
-            return;
-        }
-        memcpy(nc->tok, pn_tokens(P, B), (size_t)P->count * B * 4u);
-        memcpy(nc->tok + (size_t)P->count * B, tok, (size_t)count * B * 4u);
-        memcpy(nc->ids, pn_ids(P), (size_t)P->count * 4u);
-        memcpy(nc->ids + P->count, ids, (size_t)count * 4u);
-        nc->used = (uint32_t)total;
-        chunk_decref(ch);
-        P->chunk = nc;
-        P->off = 0;
+    if (P->chunk != x->chunk) {
+        /* The writer moved the edge into a bigger chunk. */
+        chunk_decref(P->chunk);
+        P->chunk = x->chunk;
+        P->chunk->rc++;
     }
-    P->count += count;
+    P->off = x->off;
+    P->count = x->nblocks;
 }
 
 PNode *sh_split(TreeObject *t, uint32_t x, uint32_t at) {
@@ -467,23 +906,29 @@ PNode *sh_split(TreeObject *t, uint32_t x, uint32_t at) {
     PNode *PP = NULL;
     PNode *X = pn_unique(t, x, &PP);
     if (X == NULL) return NULL;
-    PNode *U = pn_new();
-    if (U == NULL || kids_grow(U) < 0) {
-        PyMem_Free(U);
-        shadow_drop(t);
-        return NULL;
-    }
-    Py_ssize_t idx = kid_find(PP, pn_tokens(X, B), B);
+    const uint32_t *first = pn_tokens(X, B);
+    void **slot = kids_slot(PP, t->pctx, first);
+    PNode *U = slot != NULL ? pn_new() : NULL;
+    if (U == NULL) goto oom;
     U->chunk = X->chunk;
     U->chunk->rc++;
     U->off = X->off;
     U->count = at;
+    /* X's reference moves from the parent's trie into U's; U takes X's place there
+     * (same first block: same key, same slot). */
     X->off += at;
     X->count -= at;
-    U->kids[0] = (PChild){pn_tokens(X, B)[0], X};
-    U->nkids = 1;
-    PP->kids[idx].node = U; /* same first block: same key, same place */
+    if (kids_add(U, t->pctx, X) < 0) {
+        X->off -= at;
+        X->count += at;
+        pn_decref(U);
+        goto oom;
+    }
+    *slot = U;
     return U;
+oom:
+    shadow_drop(t);
+    return NULL;
 }
 
 void sh_trim(TreeObject *t, uint32_t n) {
@@ -495,11 +940,13 @@ void sh_remove_leaf(TreeObject *t, uint32_t n) {
     if (!t->shadow_ok) return;
     PNode *P = pn_unique(t, t->nodes[n].parent, NULL);
     if (P == NULL) return;
-    PNode *old = t->nodes[n].p;
-    Py_ssize_t idx = kid_find(P, pn_tokens(old, t->B), t->B);
-    memmove(P->kids + idx, P->kids + idx + 1, (size_t)(P->nkids - (uint32_t)idx - 1u) * sizeof(PChild));
-    P->nkids--;
-    pn_decref(old);
+    const uint32_t *first = pn_tokens(t->pub[n], t->B);
+    PNode *gone = kids_take(P, t->pctx, first);
+    if (gone == NULL) {
+        shadow_drop(t);
+        return;
+    }
+    pn_decref(gone);
 }
 
 /* ------------------------------------------------------------------ checks and memory */
@@ -512,11 +959,48 @@ void sh_remove_leaf(TreeObject *t, uint32_t n) {
         }                                                     \
     } while (0)
 
-/* The published shape equals the writer's shape (R-SNAP-1), node by node; with no
- * snapshot alive every reference count is 1 (what lets the writer skip path copying). */
+/* One trie node (and below), checked against the trie's owner `owner` (whose trie is
+ * `top`): every child is found from the top by its own hash, is a current published
+ * version of one of the writer's children of `owner`; counts are positive (1 with no
+ * snapshot alive); no trie node is empty, and none below the top holds a lone child. */
+static int trie_check(TreeObject *t, const HNode *top, const HNode *h, uint32_t depth,
+                      uint32_t owner, int sole, uint32_t *seen) {
+    const uint32_t B = t->B;
+    CHECK(h->rc >= 1 && (!sole || h->rc == 1), "node %u: trie node shared with no snapshot alive",
+          owner);
+    CHECK(h->n >= 1 && h->n <= h->cap, "node %u: empty or overfull trie node", owner);
+    if (depth < H_LEVELS) {
+        CHECK((h->bitmap ? h_pos(h->bitmap, 0x80000000u) + (h->bitmap >> 31) : 0) == h->n &&
+                  (h->leafmap & ~h->bitmap) == 0,
+              "node %u: trie node bitmaps disagree with its %u entries", owner, h->n);
+        CHECK(depth == 0 || h->n > 1 || h->leafmap == 0, "node %u: a lone child below the top",
+              owner);
+    } else {
+        CHECK(h->bitmap == 0 && h->leafmap == 0 && h->n >= 2, "node %u: bad collision node", owner);
+    }
+    uint32_t rest = h->bitmap;
+    for (uint32_t i = 0; i < h->n; i++) {
+        if (!hn_next_is_leaf(h, depth, &rest)) {
+            if (trie_check(t, top, h->e[i], depth + 1u, owner, sole, seen) < 0) return -1;
+            continue;
+        }
+        const PNode *k = h->e[i];
+        CHECK(k->count >= 1 && k->chunk != NULL, "node %u: a child without an edge", owner);
+        const uint32_t *first = pn_tokens(k, B);
+        CHECK(trie_find(top, child_key(t->pctx, first), first, B) == k,
+              "node %u: child filed under a wrong hash", owner);
+        uint32_t c = tree_find_child(t, owner, first);
+        CHECK(c != NIL && t->pub[c] == k, "node %u: published child is not current", owner);
+        (*seen)++;
+    }
+    return 0;
+}
+
+/* The published shape equals the writer's shape (R-SNAP-1), node by node, and shares
+ * its chunks; with no snapshot alive every reference count is 1 (what lets the writer
+ * skip path copying). */
 int shadow_check(TreeObject *t) {
     if (!t->shadow_ok) return 0; /* dropped after an allocation failure: rebuilt on demand */
-    const uint32_t B = t->B;
     const int sole = t->pctx->live == 0;
     PRoots *R = t->proots;
     CHECK(!sole || R->rc == 1, "published roots shared with no snapshot alive");
@@ -526,68 +1010,58 @@ int shadow_check(TreeObject *t) {
         if (i > 0) CHECK(ns_cmp(R->r[i - 1].ns, R->r[i].ns) < 0, "published namespaces unsorted");
         uint32_t r = tree_root_of(t, R->r[i].ns);
         if (r == NIL && PyErr_Occurred()) return -1;
-        CHECK(r != NIL && t->nodes[r].p == R->r[i].root, "published root of %R is stale",
+        CHECK(r != NIL && t->pub[r] == R->r[i].root, "published root of %R is stale",
               R->r[i].ns ? R->r[i].ns : Py_None);
         CHECK(R->r[i].root->count == 0 && R->r[i].root->chunk == NULL, "published root has an edge");
     }
     for (uint32_t n = 0; n < t->nodes_len; n++) {
         const Node *x = &t->nodes[n];
         if (x->parent == NODE_FREE) continue;
-        const PNode *p = x->p;
+        const PNode *p = t->pub[n];
         CHECK(p != NULL && p->rc >= 1, "node %u has no published version", n);
         CHECK(!sole || p->rc == 1, "node %u's published version is shared with no snapshot alive", n);
         CHECK(p->count == x->nblocks, "node %u: published edge of %u blocks, writer %u", n, p->count,
               x->nblocks);
         CHECK(p->nkids == x->nchildren, "node %u: %u published children, writer %u", n, p->nkids,
               x->nchildren);
-        for (uint32_t i = 0; i < p->nkids; i++) {
-            const PNode *k = p->kids[i].node;
-            CHECK(k->count >= 1 && p->kids[i].key == pn_tokens(k, B)[0], "node %u: bad child key", n);
-            if (i > 0)
-                CHECK(block_cmp(pn_tokens(p->kids[i - 1].node, B), pn_tokens(k, B), B) < 0,
-                      "node %u: published children unsorted", n);
-            uint32_t c = tree_find_child(t, n, pn_tokens(k, B));
-            CHECK(c != NIL && t->nodes[c].p == k, "node %u: published child is not current", n);
+        CHECK((p->kids == NULL) == (p->nkids == 0), "node %u: children and their count disagree", n);
+        if (kids_in_trie(p)) {
+            uint32_t seen = 0;
+            if (trie_check(t, p->kids, p->kids, 0, n, sole, &seen) < 0) return -1;
+            CHECK(seen == p->nkids, "node %u: its trie holds %u children, not %u", n, seen, p->nkids);
+        } else {
+            const PChild *k = p->kids;
+            for (uint32_t i = 0; i < p->nkids; i++) {
+                const PNode *c = k[i].node;
+                CHECK(c->count >= 1 && c->chunk != NULL && k[i].key == pn_tokens(c, t->B)[0],
+                      "node %u: bad child key", n);
+                if (i > 0)
+                    CHECK(block_cmp(pn_tokens(k[i - 1].node, t->B), pn_tokens(c, t->B), t->B) < 0,
+                          "node %u: published children unsorted", n);
+                uint32_t w = tree_find_child(t, n, pn_tokens(c, t->B));
+                CHECK(w != NIL && t->pub[w] == c, "node %u: published child is not current", n);
+            }
         }
         if (x->parent == NIL) continue;
-        CHECK(p->chunk != NULL && (uint64_t)p->off + p->count <= p->chunk->used &&
-                  p->chunk->used <= p->chunk->cap,
-              "node %u: published edge outside its chunk", n);
-        uint32_t b = x->first;
-        for (uint32_t i = 0; i < x->nblocks; i++, b = t->next[b]) {
-            CHECK(pn_ids(p)[i] == b, "node %u: published block %u is %u, writer %u", n, i,
-                  pn_ids(p)[i], b);
-            CHECK(block_cmp(pn_tokens(p, B) + (size_t)i * B, t->tok + (size_t)b * B, B) == 0,
-                  "node %u: published tokens of block %u differ", n, b);
-        }
+        CHECK(p->chunk == x->chunk && p->off == x->off,
+              "node %u: published edge not in the writer's chunk", n);
     }
     return 0;
 }
 
-static uint32_t g_mark;
-
-/* Bytes of the shape the writer currently publishes (shared parts counted once). */
-size_t shadow_bytes(TreeObject *t, size_t *token_bytes) {
-    *token_bytes = 0;
-    if (!t->shadow_ok) return 0;
-    const uint32_t B = t->B;
-    size_t total = sizeof(PRoots) + (size_t)t->proots->cap * sizeof(PRoot) + sizeof(PCtx);
-    uint32_t mark = ++g_mark;
+/* Bytes of the shape the writer currently publishes: PNodes, tries, roots, the context.
+ * The chunks are the writer's, counted with its nodes. */
+size_t shadow_bytes(TreeObject *t) {
+    size_t total = sizeof(PCtx) + ((size_t)t->B + 1u) * sizeof(uint32_t);
+    if (!t->shadow_ok) return total;
+    total += sizeof(PRoots) + (size_t)t->proots->cap * sizeof(PRoot);
     for (uint32_t n = 0; n < t->nodes_len; n++) {
         const Node *x = &t->nodes[n];
         if (x->parent == NODE_FREE) continue;
-        const PNode *p = x->p;
-        total += sizeof(PNode) + (size_t)p->capkids * sizeof(PChild);
-        if (p->chunk != NULL && p->chunk->mark != mark) {
-            p->chunk->mark = mark;
-            total += chunk_bytes(p->chunk->cap, B);
-            *token_bytes += (size_t)p->chunk->cap * B * sizeof(uint32_t);
-        }
+        total += sizeof(PNode) + kids_bytes(t->pub[n]);
     }
     return total;
 }
-
-/* ------------------------------------------------------------------ Snapshot and Reader */
 
 typedef struct {
     PyObject_HEAD
@@ -614,6 +1088,12 @@ static int readers_reserve(TreeObject *t) {
         return -1;
     }
     t->readers = r;
+    uint64_t *v = PyMem_Realloc(t->reader_versions, (size_t)cap * sizeof(uint64_t));
+    if (v == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    t->reader_versions = v;
     t->readers_cap = cap;
     return 0;
 }
@@ -629,6 +1109,7 @@ PyObject *tree_snapshot(TreeObject *t, int reader) {
         /* Draw the epoch and register first, then load the published version. */
         ReaderObject *r = (ReaderObject *)s;
         r->epoch = ++t->epochs;
+        t->reader_versions[t->nreaders] = t->version;
         t->readers[t->nreaders++] = r->epoch;
         r->tree = (TreeObject *)Py_NewRef((PyObject *)t);
         r->left = 0;
@@ -656,6 +1137,8 @@ void reader_leave(TreeObject *t, uint64_t epoch) {
     if (lo < t->nreaders && t->readers[lo] == epoch) {
         memmove(t->readers + lo, t->readers + lo + 1,
                 (size_t)(t->nreaders - lo - 1) * sizeof(uint64_t));
+        memmove(t->reader_versions + lo, t->reader_versions + lo + 1,
+                (size_t)(t->nreaders - lo - 1) * sizeof(uint64_t));
         t->nreaders--;
     }
 }
@@ -670,21 +1153,32 @@ static void Snapshot_dealloc(SnapshotObject *self) {
 }
 
 static void Reader_dealloc(ReaderObject *self) {
-    /* Like the reference, a reader dropped without leave() stays registered (R-EPOCH-3). */
+    /* An unreferenced reader leaves by itself (R-EPOCH-5), like the reference's
+     * finalizer. This runs in whichever thread drops the last reference, possibly inside
+     * a writer call's preparation phase (a collection triggered by an allocation there
+     * can free a cycle holding the reader), and at interpreter shutdown. reader_leave is
+     * plain C on the tree this reader keeps alive: no Python code, no allocation, no
+     * lock, nothing that can fail, and every writer step that reads the registry reads
+     * it after its last allocation (DESIGN.md, "Readers and quarantine"). */
+    if (self->tree != NULL && !self->left) {
+        self->left = 1;
+        reader_leave(self->tree, self->epoch);
+    }
     Py_XDECREF(self->tree);
     Snapshot_dealloc(&self->snap);
 }
 
 /* Follow tok's first `limit` blocks down one published version; ids go to out. Reads
  * only immutable data, so it runs without the GIL. */
-static Py_ssize_t pn_walk(const PNode *node, const uint32_t *tok, Py_ssize_t limit, uint32_t B,
-                          uint32_t *out) {
+static Py_ssize_t pn_walk(const PNode *node, const PCtx *ctx, const uint32_t *tok,
+                          Py_ssize_t limit, uint32_t *out) {
+    const uint32_t B = ctx->B;
     Py_ssize_t matched = 0;
     while (node != NULL && matched < limit) {
         const uint32_t *blk = tok + (size_t)matched * B;
-        Py_ssize_t idx = kid_find(node, blk, B);
-        if (idx < 0) break;
-        const PNode *c = node->kids[idx].node;
+        if (node->nkids == 0) break;
+        const PNode *c = kids_find(node, ctx, blk);
+        if (c == NULL) break;
         Py_ssize_t usable = limit - matched;
         if ((Py_ssize_t)c->count < usable) usable = c->count;
         const uint32_t *edge = pn_tokens(c, B);
@@ -693,7 +1187,10 @@ static Py_ssize_t pn_walk(const PNode *node, const uint32_t *tok, Py_ssize_t lim
             taken = 1;
             while (tokens_equal(edge + (size_t)taken * B, blk + (size_t)taken * B, B)) taken++;
         }
-        memcpy(out + matched, pn_ids(c), (size_t)taken * sizeof(uint32_t));
+        if (taken == 1)
+            out[matched] = pn_ids(c, B)[0];
+        else
+            memcpy(out + matched, pn_ids(c, B), (size_t)taken * sizeof(uint32_t));
         matched += taken;
         node = taken == (Py_ssize_t)c->count ? c : NULL;
     }
@@ -760,11 +1257,11 @@ static PyObject *Snapshot_match(SnapshotObject *self, PyObject *const *args, Py_
          * unchanged; the tokens are owned or a held buffer view. */
         Py_INCREF(self);
         Py_BEGIN_ALLOW_THREADS
-        matched = pn_walk(root, tk.data, limit, B, out);
+        matched = pn_walk(root, self->ctx, tk.data, limit, out);
         Py_END_ALLOW_THREADS
         Py_DECREF(self);
     } else {
-        matched = pn_walk(root, tk.data, limit, B, out);
+        matched = pn_walk(root, self->ctx, tk.data, limit, out);
     }
     tokens_release(NULL, &tk);
     MatchResultObject *res = match_result_new(matched);
@@ -794,7 +1291,7 @@ static PyObject *pedge(const PNode *n, uint32_t B, const PNode **end) {
     for (;;) {
         total += m->count;
         if (m->nkids != 1) break;
-        m = m->kids[0].node;
+        m = ((const PChild *)m->kids)[0].node;
     }
     *end = m;
     PyObject *tokens = PyList_New((Py_ssize_t)(total * B));
@@ -803,8 +1300,8 @@ static PyObject *pedge(const PNode *n, uint32_t B, const PNode **end) {
     PyObject *d = NULL;
     if (!tokens || !blocks || !children) goto done;
     Py_ssize_t i = 0;
-    for (m = n;; m = m->kids[0].node) {
-        const uint32_t *tk = pn_tokens(m, B), *ids = pn_ids(m);
+    for (m = n;; m = ((const PChild *)m->kids)[0].node) {
+        const uint32_t *tk = pn_tokens(m, B), *ids = pn_ids(m, B);
         for (uint32_t j = 0; j < m->count; j++, i++) {
             for (uint32_t q = 0; q < B; q++) {
                 PyObject *v = PyLong_FromUnsignedLong(tk[(size_t)j * B + q]);
@@ -833,6 +1330,25 @@ typedef struct {
     const PNode *node;
     PyObject *target; /* borrowed: owned by the result being built */
 } PDumpItem;
+
+typedef struct {
+    PDumpItem *at;
+    PyObject *target;
+} PDumpFill;
+
+static void push_child(const PNode *c, void *arg) {
+    PDumpFill *f = arg;
+    *f->at++ = (PDumpItem){c, f->target};
+}
+
+/* Dump order: a node's children by their first block's tokens, element-wise.  The
+ * stack pops the last pushed first, so they are pushed in descending order. */
+static uint32_t g_dump_B;
+
+static int cmp_dump_desc(const void *a, const void *b) {
+    const PNode *x = ((const PDumpItem *)a)->node, *y = ((const PDumpItem *)b)->node;
+    return -block_cmp(pn_tokens(x, g_dump_B), pn_tokens(y, g_dump_B), g_dump_B);
+}
 
 static PyObject *Snapshot_dump(SnapshotObject *self, PyObject *unused) {
     (void)unused;
@@ -868,8 +1384,11 @@ static PyObject *Snapshot_dump(SnapshotObject *self, PyObject *unused) {
                 stack = s;
                 cap = ncap;
             }
-            for (uint32_t i = from->nkids; i-- > 0;)
-                stack[top++] = (PDumpItem){from->kids[i].node, into};
+            PDumpFill fill = {stack + top, into};
+            kids_each(from, push_child, &fill);
+            g_dump_B = B; /* the GIL serialises every caller */
+            qsort(stack + top, from->nkids, sizeof(PDumpItem), cmp_dump_desc);
+            top += from->nkids;
             if (top == 0) break;
             PDumpItem item = stack[--top];
             const PNode *end;
@@ -1025,9 +1544,9 @@ PyTypeObject Reader_Type = {
     .tp_base = &Snapshot_Type,
     .tp_doc = "A snapshot inside a reader epoch (R-EPOCH-1); from ``RadixTree.reader()`` only.\n\n"
               "Blocks it can see are not handed out again until it leaves: use it as a\n"
-              "context manager or call ``leave()`` exactly once. A reader dropped without\n"
-              "leaving stays registered, as in the reference (R-EPOCH-3). Every method may\n"
-              "be called from any thread at any time and never waits for the writer.",
+              "context manager or call ``leave()`` exactly once. A reader that is no longer\n"
+              "referenced leaves by itself, as in the reference (R-EPOCH-5). Every method\n"
+              "may be called from any thread at any time and never waits for the writer.",
     .tp_methods = Reader_methods,
     .tp_getset = Reader_getset,
 };

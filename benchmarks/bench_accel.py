@@ -17,7 +17,8 @@ Shapes (block size 16, tokens from a uint32 NumPy array, Python call included):
   keys of seed 0 (``RadixTree(..., _hash_seed=0)``): with that seed a lookup scans the
   whole probe chain; with the default per-tree random seed it stays flat.
 * ``bytes_per_block``: the tree's own C memory beyond the 4*B token bytes, per cached
-  block (``RadixTree.memory_bytes()``), reported in ``extra_info``.
+  block (``RadixTree.memory_bytes()``), on the gate's memory shapes
+  (:mod:`spec.gate.memory`), reported in ``extra_info``.
 
 Unit tests never assert timings; these numbers go to benchmarks/ACCEL.md.
 """
@@ -32,6 +33,7 @@ import pytest
 import accel
 import accel._radix as radix
 import reference
+from spec.gate import memory
 
 B = 16
 PROMPT_BLOCKS = 64
@@ -144,40 +146,11 @@ def test_adversarial_siblings(benchmark: Any, siblings: int, seed: str) -> None:
     assert benchmark(tree.match, probe).length == B
 
 
-def _bytes_per_block(tree: Any) -> float:
-    parts = tree.memory_bytes()
-    own = parts["total"] - parts["tokens"] - parts["scratch"]
-    return float(own / parts["cached_blocks"])
-
-
-@pytest.mark.parametrize("shape", ["one_block_nodes", "one_edge", "chat_turns", "random_prompts"])
+@pytest.mark.parametrize("shape", list(memory.memory_shapes(quick=True)))
 def test_bytes_per_block(benchmark: Any, shape: str) -> None:
-    """Own C bytes per cached block beyond the 4*B token bytes, pool sized to the cache."""
-    rng = np.random.default_rng(5)
-    if shape == "one_block_nodes":
-        tree, _ = _one_block_nodes(accel.RadixTree)
-    elif shape == "one_edge":
-        tree = accel.RadixTree(8192, B)
-        tree.insert(_prompt(8192))
-    elif shape == "chat_turns":
-        # 256 conversations of 8 turns, each turn extending the leaf by 4 blocks.
-        tree = accel.RadixTree(256 * 32, B)
-        for conversation in range(256):
-            history = rng.integers(0, 50_000, size=0, dtype=np.uint32)
-            for _turn in range(8):
-                history = np.concatenate(
-                    [history, rng.integers(0, 50_000, size=4 * B, dtype=np.uint32)]
-                )
-                tree.insert(history, f"user{conversation % 4}")
-    else:
-        # 2,000 prompts: one of 16 system prompts (8 blocks) + 1-16 random blocks.
-        systems = [rng.integers(0, 50_000, size=8 * B, dtype=np.uint32) for _ in range(16)]
-        tree = accel.RadixTree(2000 * 16 + 16 * 8, B)
-        for _ in range(2000):
-            body = rng.integers(0, 50_000, size=int(rng.integers(1, 17)) * B, dtype=np.uint32)
-            tree.insert(np.concatenate([systems[int(rng.integers(0, 16))], body]))
-    value = _bytes_per_block(tree)
-    benchmark.extra_info["bytes_per_block"] = round(value, 1)
+    """Own C bytes per cached block beyond the 4*B token bytes (the gate's memory shapes)."""
+    tree = memory.memory_shapes(quick=True)[shape](accel.RadixTree, "accel")
+    benchmark.extra_info["bytes_per_block"] = round(memory.bytes_per_block(tree), 1)
     benchmark.extra_info["live_nodes"] = tree.memory_bytes()["live_nodes"]
     benchmark.extra_info["cached_blocks"] = tree.stats().cached
     benchmark.pedantic(tree.memory_bytes, rounds=3, iterations=1)

@@ -24,7 +24,7 @@ import pytest
 
 from benchmarks import shapes
 from benchmarks.flat_index import FlatIndex
-from benchmarks.gate import format_ns
+from spec.gate.timing import format_ns
 
 IMPLEMENTATIONS = shapes.find_implementations()
 TREE_NAMES = ("reference", "accel")
@@ -153,8 +153,8 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
     evictions = records.get("evict", [])
     if evictions:
         write(
-            f"eviction cost per freed block (median of one evict({shapes.EVICT_BATCH}) call / "
-            f"{shapes.EVICT_BATCH}, block size 1):"
+            f"eviction cost per freed block: the first evict({shapes.EVICT_BATCH}) after a fill "
+            f"(median over fills) / {shapes.EVICT_BATCH}, block size 1:"
         )
         impls = sorted({row["impl"] for row in evictions})
         sizes = sorted({row["size"] for row in evictions})

@@ -1,9 +1,15 @@
 #!/usr/bin/env bash
-# Run every block-pool GPU test and GPU benchmark, writing results into OUTDIR:
+# Run every block-pool GPU test and GPU benchmark, writing results into OUTDIR (six files):
 #   junit-tests.xml, junit-bench.xml, bench.json, summary.md, gpu_check.log, nvidia-smi.txt
-# Usage: benchmarks/gpu_check.sh OUTDIR        (about 5 minutes at most; PYTHON=... to override)
+# Usage: benchmarks/gpu_check.sh OUTDIR        (under 5 minutes; PYTHON=... to override)
 # On a machine without a GPU everything skips, the summary says the GPU figures are
 # unmeasured, and the script exits 0.  It exits 1 if a test or benchmark failed.
+#
+# A GPU machine that can install nothing needs two things carried from a machine that can
+# (benchmarks/gpu_prepare.sh makes both): the C extension built for its Python
+# (accel/_radix.cpython-3XX-*.so) and wheels of `immutables` and `typing_extensions` in
+# .gpu-wheels/.  Torch is
+# measured beside the pool whenever it is importable.
 set -u
 if [ $# -ne 1 ]; then
   echo "usage: $0 OUTDIR" >&2
@@ -21,11 +27,25 @@ log() { echo "[gpu_check] $*" | tee -a "$LOG"; }
 note() { NOTES+=(--note "$*"); log "$*"; }
 START=$(date +%s)
 
-# 1. Python test dependencies.
-if ! "$PY" -c "import numpy, pytest, hypothesis, pytest_benchmark" >/dev/null 2>&1; then
-  log "installing numpy/pytest/hypothesis/pytest-benchmark"
-  timeout 120 "$PY" -m pip install -q numpy pytest hypothesis pytest-benchmark >>"$LOG" 2>&1 \
-    || note "pip install of test dependencies failed"
+# 1. Python test dependencies: carried wheels first (no network needed), then the index.
+for mod in immutables typing_extensions; do
+  if ! "$PY" -c "import $mod" >/dev/null 2>&1 && [ -d .gpu-wheels ]; then
+    log "installing $mod from .gpu-wheels"
+    "$PY" -m pip install -q --no-index --find-links .gpu-wheels "$mod" >>"$LOG" 2>&1 \
+      || note "installing $mod from .gpu-wheels failed"
+  fi
+done
+DEPS="numpy pytest hypothesis pytest_benchmark immutables typing_extensions"
+if ! "$PY" -c "import ${DEPS// /, }" >/dev/null 2>&1; then
+  log "installing missing test dependencies from the index"
+  timeout 60 "$PY" -m pip install -q numpy pytest hypothesis pytest-benchmark immutables \
+    typing_extensions >>"$LOG" 2>&1 || note "pip install of test dependencies failed"
+fi
+# The C twin of the tree: `import accel` needs it.  Carried, or built here if a compiler is.
+if ! "$PY" -c "import accel" >/dev/null 2>&1; then
+  log "accel._radix not importable for $("$PY" -V 2>&1); building it in place"
+  timeout 90 "$PY" -c 'from setuptools import setup; setup()' build_ext --inplace -q \
+    >>"$LOG" 2>&1 || note "building accel._radix failed (carry it: benchmarks/gpu_prepare.sh)"
 fi
 
 # 2. GPU and CuPy (install the wheel matching the driver's CUDA major version if missing).
@@ -57,22 +77,29 @@ CUPY_VER=$("$PY" -c "import cupy; print(cupy.__version__)" 2>/dev/null || echo "
 REASON=$("$PY" -c "from accel.blockpool import cupy_unavailable_reason as r; print(r() or 'available')" 2>&1 | tail -n1)
 note "cupy: ${CUPY_VER}; accel.BlockPool (CuPy): ${REASON}"
 
-# 3. Tests (both twins through the shared suite, the GPU-only tests, the kernel plans).
-timeout 110 "$PY" -m pytest tests/test_blockpool.py tests/test_blockpool_gpu.py tests/test_blockpool_kernels.py \
-  tests/test_blockpool_layout.py -rs \
+# Warnings stay visible but do not fail this one-shot device run: CI enforces warnings as
+# errors on the CPU, while CuPy and torch on an unknown driver may warn about themselves.
+WARN=(-W default::UserWarning -W default::RuntimeWarning -W default::DeprecationWarning
+  -W default::FutureWarning -W default::ResourceWarning)
+
+# 3. Tests (both twins through the shared suite, the GPU-only tests, the kernel plans, the
+#    host side of every call on the device and on the CPU fake).
+timeout 150 "$PY" -m pytest -p no:cacheprovider "${WARN[@]}" tests/test_blockpool.py \
+  tests/test_blockpool_gpu.py tests/test_blockpool_kernels.py tests/test_blockpool_layout.py \
+  tests/test_blockpool_device_path.py tests/test_blockpool_host_side.py -rs \
   --junitxml="$OUT/junit-tests.xml" 2>&1 | tee -a "$LOG" | tail -n 30
 TEST_RC=${PIPESTATUS[0]}
 note "tests exit code: ${TEST_RC}"
 
 # 4. Benchmarks.
-timeout 150 "$PY" -m pytest benchmarks/bench_blockpool.py -rs \
+timeout 180 "$PY" -m pytest -p no:cacheprovider "${WARN[@]}" benchmarks/bench_blockpool.py -rs \
   --benchmark-json="$OUT/bench.json" --benchmark-columns=mean,stddev,rounds \
   --junitxml="$OUT/junit-bench.xml" 2>&1 | tee -a "$LOG" | tail -n 70
 BENCH_RC=${PIPESTATUS[0]}
 note "benchmarks exit code: ${BENCH_RC}; elapsed $(( $(date +%s) - START )) s"
 
 # 5. Summary.
-"$PY" benchmarks/bench_blockpool.py summarize "$OUT/bench.json" "$OUT/summary.md" \
+"$PY" -m benchmarks.bench_blockpool summarize "$OUT/bench.json" "$OUT/summary.md" \
   --junit "$OUT/junit-tests.xml" --junit "$OUT/junit-bench.xml" "${NOTES[@]}" \
   || { log "summary failed"; exit 1; }
 

@@ -17,13 +17,17 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from . import gate, shapes
+from spec.gate import run as gate_run
+from spec.gate import timing
+
+from . import shapes
 
 OUTPUT = Path(__file__).with_name("match_latency.png")
-POLICY = gate.Policy(budget_s=0.2, min_rounds=9, max_rounds=201)
+POLICY = timing.Policy(budget_s=0.2, min_rounds=9, max_rounds=201)
 KINDS = ("uint32", "list")
 STYLES = {"uint32": "-", "list": "--"}
-COLOURS = {"reference": "tab:blue", "accel": "tab:red", gate.FLAT: "tab:green"}
+FLAT = "flat-hash"
+COLOURS = {"reference": "tab:blue", "accel": "tab:red", FLAT: "tab:green"}
 
 #: (shape, impl, kind) -> [(length, median ns)]
 Series = dict[tuple[str, str, str], list[tuple[int, float]]]
@@ -32,13 +36,13 @@ Series = dict[tuple[str, str, str], list[tuple[int, float]]]
 def measure(impls: shapes.Implementations, lengths: Sequence[int], quiet: bool) -> Series:
     """Median match latency per shape, implementation, input kind and length."""
     series: Series = {}
-    names = [*impls.factories, gate.FLAT]
+    names = [*impls.factories, FLAT]
     top = max(lengths)
     for shape in shapes.SHAPES:
         shape_lengths = shapes.shape_lengths(shape, tuple(lengths))
         built = shapes.get_shape(shape, max(shape_lengths))
         for impl in names:
-            if impl == gate.FLAT:
+            if impl == FLAT:
                 tree: Any = shapes.build_flat(built)
             else:
                 tree = shapes.build_tree(impls.factories[impl], impl, built)
@@ -46,9 +50,9 @@ def measure(impls: shapes.Implementations, lengths: Sequence[int], quiet: bool) 
                 points = series.setdefault((shape, impl, kind), [])
                 for length in shape_lengths:
                     work = shapes.match_workload(tree, built.query[:length], kind)
-                    points.append((length, gate.time_workload(work, POLICY).median_ns))
+                    points.append((length, timing.time_workload(work, POLICY).median_ns))
                 if not quiet:
-                    last = gate.format_ns(points[-1][1])
+                    last = timing.format_ns(points[-1][1])
                     print(f"  {shape} {impl} {kind}: {len(points)} lengths, {last} at {top}")
             del tree
     return series
@@ -77,7 +81,7 @@ def markdown(series: Series, impls: Sequence[str]) -> str:
                 "|---:|" + "---:|" * len(impls),
             ]
             for n in lengths:
-                cells = [gate.format_ns(table[(i, n)]) if (i, n) in table else "-" for i in impls]
+                cells = [timing.format_ns(table[(i, n)]) if (i, n) in table else "-" for i in impls]
                 lines.append(f"| {n:,} | " + " | ".join(cells) + " |")
             blocks.append("\n".join(lines))
     return "\n\n".join(blocks)
@@ -133,13 +137,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(impls.describe())
     lengths = shapes.QUICK_MATCH_LENGTHS if args.quick else shapes.MATCH_LENGTHS
     series = measure(impls, lengths, args.quiet)
-    host = gate.machine()
+    host = gate_run.machine()
     title = (
         f"kachedb-radix match latency, median; {host['cpu']}, {host['cpus']} CPUs, "
         f"Python {host['python']}"
     )
     draw(series, impls, args.out, title)
-    print(markdown(series, [*impls.factories, gate.FLAT]))
+    print(markdown(series, [*impls.factories, FLAT]))
     print(f"wrote {args.out}")
     return 0
 

@@ -9,6 +9,7 @@ Every class here has a fast twin of the same name in :mod:`accel`: ``RadixTree``
 ``BlockPool`` (CuPy on a GPU), with the same API and behaviour.
 """
 
+from ._version import __version__
 from .allocator import BlockAllocator
 from .blockpool import BlockPool
 from .dump import DUMP_FORMAT
@@ -66,6 +67,7 @@ __all__ = [
     "TokenRangeError",
     "TokenTypeError",
     "TreeStats",
+    "__version__",
     "as_token_list",
     "render_dump",
 ]

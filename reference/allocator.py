@@ -126,6 +126,14 @@ class BlockAllocator:
             self._allocated[block_id] = 0
             heapq.heappush(self._free_heap, block_id)
 
+    def clone(self) -> BlockAllocator:
+        """An independent allocator in the same state. O(num_blocks)."""
+        twin = BlockAllocator.__new__(BlockAllocator)
+        twin._num_blocks = self._num_blocks
+        twin._free_heap = list(self._free_heap)  # still a valid heap: same order
+        twin._allocated = bytearray(self._allocated)
+        return twin
+
     def free_ids(self) -> list[int]:
         """The free ids, ascending. O(f log f) for f free ids."""
         return sorted(self._free_heap)

@@ -8,74 +8,128 @@ equal stamps the smallest block id. (With the clock advanced once per operation 
 leaf tails never share a stamp -- R-LRU-4 -- but the tie-break keeps the order total
 for any state.)
 
-The queue is a binary heap with lazy deletion. Entries name a node by its stable
-id (``nid``), since nodes are persistent and each change makes a new version.
-Whenever a leaf's tail changes (new stamp, pin dropped to zero, block evicted,
-child removed, edge extended) the tree *offers* the node again; when popped, an
-entry is checked against the tree's current state by a caller-supplied predicate
-and discarded if stale. Each eviction therefore costs O(log h) amortised for a heap
-of h entries -- never a scan of all leaves (SGLang's original tree heapified every
-leaf on each call; the seed sorted them).
+The queue is an **indexed binary min-heap**: one entry per evictable leaf, found by
+the node's stable id (``nid``, shared by every version of a node), so an entry can
+be re-keyed or withdrawn where it stands. The tree calls :meth:`EvictionQueue.file`
+whenever a leaf's key may have changed (new stamp, pin dropped to zero, tail evicted,
+edge extended, last child removed) and :meth:`EvictionQueue.withdraw` when a node
+stops being an evictable leaf (pinned, given a child, removed).
 
-Invariant: every evictable leaf has at least one valid entry. Stale entries are
-compacted away when they outnumber the nodes, keeping the heap O(nodes).
+Invariants (checked by :meth:`EvictionQueue.check` and ``RadixTree.check_invariants``):
+
+1. the entries are exactly the evictable leaves, each under its current key;
+2. heap order: no entry's key is smaller than its parent's (``heap[(i - 1) // 2]``);
+3. ``position[nid]`` is the index of ``nid``'s entry.
+
+Cost: every operation is O(log h) for h queued leaves, worst case -- there are no
+stale entries to skip, so the first ``evict`` after a long fill costs what any other
+does. (A lazy-deletion heap -- push a new entry on every change, skip the stale ones
+when popping -- is O(log h) only amortised: one call may pop a whole history of
+stale entries. SGLang's first tree heapified every leaf per call; the seed sorted
+them.)
 """
 
 from __future__ import annotations
 
-import heapq
-import itertools
-from collections.abc import Callable
+from collections.abc import Iterator
 
-#: ``is_current(stamp, block_id, nid)``: is this entry still the node's evictable tail?
-IsCurrent = Callable[[int, int, int], bool]
-
-_Entry = tuple[int, int, int, int]  # (stamp, block id, insertion order, nid)
+#: ``(stamp, block_id, nid)``: ordered by ``(stamp, block_id)``; block ids of leaf
+#: tails are distinct, so ``nid`` never decides.
+Entry = tuple[int, int, int]
 
 
 class EvictionQueue:
-    """Min-heap of evictable leaf tails keyed by ``(stamp, block_id)``."""
+    """Indexed min-heap of evictable leaf tails keyed by ``(stamp, block_id)``."""
 
-    __slots__ = ("_heap", "_order")
+    __slots__ = ("_heap", "_position")
 
     def __init__(self) -> None:
-        self._heap: list[_Entry] = []
-        # Keeps duplicate entries distinct and the heap order total.
-        self._order = itertools.count()
+        self._heap: list[Entry] = []
+        self._position: dict[int, int] = {}  # nid -> index of its entry in _heap
 
     def __len__(self) -> int:
+        """Queued leaves. O(1)."""
         return len(self._heap)
 
-    def push(
-        self, stamp: int, block_id: int, nid: int, live_nodes: int, is_current: IsCurrent
-    ) -> None:
-        """Queue node ``nid`` whose evictable tail is ``block_id`` stamped ``stamp``.
+    def __contains__(self, nid: object) -> bool:
+        """Whether node ``nid`` is queued. O(1)."""
+        return nid in self._position
 
-        O(log h) amortised; ``live_nodes`` (the tree's node count) decides when to
-        compact stale entries, judged by ``is_current``.
-        """
-        heapq.heappush(self._heap, (stamp, block_id, next(self._order), nid))
-        if len(self._heap) > 2 * live_nodes + 64:
-            self._compact(is_current)
+    def file(self, nid: int, stamp: int, block_id: int) -> None:
+        """Queue node ``nid`` under ``(stamp, block_id)``, or re-key its entry. O(log h)."""
+        entry = (stamp, block_id, nid)
+        index = self._position.get(nid)
+        if index is None:
+            index = len(self._heap)
+            self._heap.append(entry)
+        else:
+            self._heap[index] = entry
+        self._restore(index)
 
-    def pop_lru(self, is_current: IsCurrent) -> int | None:
+    def withdraw(self, nid: int) -> None:
+        """Take node ``nid`` out of the queue, if it is queued. O(log h)."""
+        index = self._position.pop(nid, None)
+        if index is None:
+            return
+        last = self._heap.pop()
+        if index < len(self._heap):
+            # The last entry fills the hole, then moves up or down to its place.
+            self._heap[index] = last
+            self._restore(index)
+
+    def pop_lru(self) -> int | None:
         """Remove and return the nid of the least recently used tail, or None. O(log h)."""
+        if not self._heap:
+            return None
+        nid = self._heap[0][2]
+        self.withdraw(nid)
+        return nid
+
+    def copy(self) -> EvictionQueue:
+        """An independent queue with the same entries, of the same class. O(h)."""
+        twin = type(self).__new__(type(self))
+        twin._heap = list(self._heap)
+        twin._position = dict(self._position)
+        return twin
+
+    def entries(self) -> Iterator[Entry]:
+        """Every entry, in heap order (not sorted). O(h); for ``check_invariants``."""
+        return iter(self._heap)
+
+    def check(self) -> str | None:
+        """The first broken heap invariant (2 or 3 above), or None. O(h)."""
         heap = self._heap
-        while heap:
-            stamp, block_id, _, nid = heapq.heappop(heap)
-            if is_current(stamp, block_id, nid):
-                return nid
+        if len(self._position) != len(heap):
+            return f"{len(self._position)} positions for {len(heap)} entries"
+        for index, (stamp, block_id, nid) in enumerate(heap):
+            if self._position.get(nid) != index:
+                return f"node {nid}'s position is not {index}"
+            if index and heap[(index - 1) // 2][:2] > (stamp, block_id):
+                return f"entry {index} of node {nid} is smaller than its parent"
         return None
 
-    def covered(self, is_current: IsCurrent) -> set[int]:
-        """The nids holding a valid entry. O(h); for ``check_invariants``."""
-        return {entry[3] for entry in self._heap if is_current(entry[0], entry[1], entry[3])}
+    def _restore(self, index: int) -> None:
+        """Move the entry at ``index`` up or down until heap order holds again."""
+        heap = self._heap
+        entry = heap[index]
+        # Up: while the parent is larger, it moves down into the hole.
+        while index > 0:
+            parent = (index - 1) // 2
+            if heap[parent] <= entry:
+                break
+            self._put(index, heap[parent])
+            index = parent
+        # Down: while the smaller child is smaller, it moves up into the hole.
+        size = len(heap)
+        while (child := 2 * index + 1) < size:
+            if child + 1 < size and heap[child + 1] < heap[child]:
+                child += 1
+            if heap[child] >= entry:
+                break
+            self._put(index, heap[child])
+            index = child
+        self._put(index, entry)
 
-    def _compact(self, is_current: IsCurrent) -> None:
-        # Keep one valid entry per node; the rest are stale.
-        kept: dict[int, _Entry] = {}
-        for entry in self._heap:
-            if is_current(entry[0], entry[1], entry[3]):
-                kept.setdefault(entry[3], entry)
-        self._heap = list(kept.values())
-        heapq.heapify(self._heap)
+    def _put(self, index: int, entry: Entry) -> None:
+        self._heap[index] = entry
+        self._position[entry[2]] = index

@@ -16,7 +16,8 @@ mutation. Each check raises :class:`InvariantViolation` naming what broke:
    stamps are <= the clock.
 5. Pins are exact (R-PIN-2): each block's pin count equals the number of live
    leases whose path covers it.
-6. Eviction queue (R-EVICT-2): every evictable leaf has a valid queue entry.
+6. Eviction queue (R-EVICT-2): the queue holds exactly the evictable leaves, each
+   under its tail's current ``(stamp, block_id)``, in heap order.
 7. Recency is total (R-LRU-4): no two leaf tails share a stamp.
 8. Side tables hold exactly the reachable nodes; the published version is the
    current shape (R-SNAP-1); quarantine batches are in epoch order (R-EPOCH-2).
@@ -47,7 +48,7 @@ def check_tree(tree: RadixTree) -> None:
     reached: set[int] = set()
     pinned_recount = 0
     leaf_stamps: list[int] = []
-    evictable_leaves: list[int] = []
+    evictable_leaves: dict[int, tuple[int, int]] = {}  # nid -> (stamp, tail)
 
     for namespace, root in tree._roots.items():
         _require(
@@ -86,7 +87,7 @@ def check_tree(tree: RadixTree) -> None:
                 if not child.children:
                     leaf_stamps.append(stamps[child.tail()])
                     if pins[child.tail()] == 0:
-                        evictable_leaves.append(child.nid)
+                        evictable_leaves[child.nid] = (stamps[child.tail()], child.tail())
                 stack.append((child, last_pin, last_stamp))
 
     _require(reached == set(tree._nodes), "the node table holds unreachable nodes")
@@ -111,9 +112,13 @@ def check_tree(tree: RadixTree) -> None:
     )
     _require(len(set(leaf_stamps)) == len(leaf_stamps), "two leaf tails share a stamp")
 
-    covered = tree._queue.covered(tree._is_current)
-    for nid in evictable_leaves:
-        _require(nid in covered, f"evictable leaf {nid} is not queued")
+    broken = tree._queue.check()
+    _require(broken is None, f"eviction queue: {broken}")
+    queued = {nid: (stamp, block_id) for stamp, block_id, nid in tree._queue.entries()}
+    for nid, key in evictable_leaves.items():
+        _require(queued.get(nid) == key, f"evictable leaf {nid} is not queued under {key}")
+    extra = sorted(queued.keys() - evictable_leaves.keys())
+    _require(not extra, f"nodes {extra} are queued but are not evictable leaves")
 
     _check_lease_pins(tree, seen_blocks)
 

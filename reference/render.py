@@ -76,7 +76,7 @@ def describe_edge(edge: dict[str, Any], block_size: int) -> str:
     shown = " ".join(str(token) for token in tokens[:_SHOWN_TOKENS])
     more = " …" if len(tokens) > _SHOWN_TOKENS else ""
     noun = "block" if len(blocks) == 1 else "blocks"
-    parts = [f"{len(blocks)} {noun} [{shown}{more}]", f"#{_id_ranges(blocks)}"]
+    parts = [f"{len(blocks)} {noun} [{shown}{more}]", f"#{id_ranges(blocks)}"]
     pins: list[int] = edge["pins"]
     if pins[0] > 0:
         parts.append(f"pin {pins[0]}" if pins[0] == pins[-1] else f"pins {pins[0]}..{pins[-1]}")
@@ -85,8 +85,13 @@ def describe_edge(edge: dict[str, Any], block_size: int) -> str:
     return "  ".join(parts)
 
 
-def _id_ranges(ids: Sequence[int]) -> str:
-    """``[0, 1, 2, 5, 7, 8]`` -> ``0-2,5,7-8``: block ids are mostly consecutive runs."""
+def id_ranges(ids: Sequence[int]) -> str:
+    """``[0, 1, 2, 5, 7, 8]`` -> ``0-2,5,7-8``: block ids are mostly consecutive runs.
+
+    ``""`` for no ids. O(len(ids)).
+    """
+    if not ids:
+        return ""
     runs: list[str] = []
     start = previous = ids[0]
     for block_id in [*ids[1:], None]:

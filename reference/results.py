@@ -66,6 +66,9 @@ class TreeStats:
         readers: readers inside an epoch.
         oldest_reader: the epoch number of the oldest reader inside, or None.
         version: the number of the latest published version (R-SNAP-1).
+        oldest_reader_age: versions published since the oldest reader inside took its
+            snapshot (``version`` minus that reader's version), or None with no reader
+            inside; a server alerts when it keeps growing (R-EPOCH-5).
     """
 
     num_blocks: int
@@ -79,3 +82,4 @@ class TreeStats:
     readers: int = 0
     oldest_reader: int | None = None
     version: int = 0
+    oldest_reader_age: int | None = None

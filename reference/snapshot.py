@@ -21,7 +21,23 @@ a fresh epoch number, and returns to the allocator only once every reader that
 entered before it has left (R-EPOCH-1, R-EPOCH-2). Epoch numbers come from one
 counter shared by readers and frees, so "entered before" is a comparison of two
 integers. A reader that never leaves keeps its quarantine visible in
-``stats().quarantined`` and loses nothing (R-EPOCH-3).
+``stats().quarantined`` and loses nothing (R-EPOCH-3); ``stats().oldest_reader_age``
+says for how many versions the oldest one has been inside.
+
+**Readers that cannot leak.** A reader nobody refers to any more leaves by itself
+(R-EPOCH-5): forgetting ``leave()`` -- an exception path, a dropped request object
+-- must not pin the quarantine for ever and shrink the pool until every insert
+fails. The finalizer is :meth:`Reader.__del__`, and what it may do is narrow,
+because of *when* it runs: in CPython, in whichever thread drops the last reference
+(or in whichever thread the cyclic collector happens to run, at any allocation,
+possibly in the middle of the writer's call), and at interpreter shutdown while
+modules are being torn down. So it does exactly what ``leave()`` does, which is
+already allowed from any thread at any moment: one atomic dict operation on the
+tree this reader holds (``RadixTree._leave``). It takes no lock (the interrupted
+thread might hold it), runs no code that could re-enter the tree, reads no module
+global and cannot raise. The writer, for its part, only ever reads the registry in
+single atomic steps (``len``, ``min``, a copy), so a reader may vanish between any
+two of them -- as it may when another thread calls ``leave()``.
 
 Ordering that makes this safe under threads (documented for implementers): a
 reader takes its epoch number, registers, *then* loads the published version; the
@@ -141,7 +157,8 @@ class Snapshot:
 class Reader(Snapshot):
     """A snapshot inside a reader epoch: what it can see is not reused until it leaves.
 
-    Use as a context manager, or call :meth:`leave` exactly once (R-EPOCH-1).
+    Use as a context manager, or call :meth:`leave` exactly once (R-EPOCH-1). A
+    reader that is no longer referenced leaves by itself (R-EPOCH-5).
     """
 
     __slots__ = ("_left", "_tree", "epoch")
@@ -167,6 +184,18 @@ class Reader(Snapshot):
             raise ReaderLeftError(f"reader {self.epoch} already left")
         self._left = True
         self._tree._leave(self.epoch)
+
+    def __del__(self) -> None:
+        """Leave if still inside: an unreferenced reader cannot leak (R-EPOCH-5).
+
+        Runs in any thread, possibly in the middle of a writer call or at interpreter
+        shutdown (see the module docstring), so it only flips its own flag and makes
+        the one atomic registry update ``leave()`` makes. ``getattr`` covers a reader
+        whose construction never finished (a failed copy). O(1).
+        """
+        if not getattr(self, "_left", True):
+            self._left = True
+            self._tree._leave(self.epoch)
 
     def __enter__(self) -> Reader:
         return self

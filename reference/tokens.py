@@ -27,7 +27,7 @@ from __future__ import annotations
 import sys
 from array import array
 from collections.abc import Sequence
-from typing import TypeAlias, cast
+from typing import Literal, TypeAlias, cast
 
 from typing_extensions import Buffer
 
@@ -44,8 +44,20 @@ _ORDER_PREFIXES = ("", "@", "=", _NATIVE_ORDER)
 # (format character, item size) pairs accepted: uint32, int32 and int64 (R-TOK-2).
 # Sizes are checked too because 'l' and 'L' are 4 or 8 bytes depending on the platform.
 # The array type code of a 4-byte unsigned int, used as a C-speed range check.
-_UINT32_CODE = "I" if array("I").itemsize == 4 else "L"
-_ACCEPTED_FORMATS = {("I", 4), ("L", 4), ("i", 4), ("l", 4), ("l", 8), ("q", 8)}
+_UINT32_CODE: Literal["I", "L"] = "I" if array("I").itemsize == 4 else "L"
+# Each accepted (format character, item size) and the native single-character code of
+# the same size and signedness, which memoryview.tolist() understands: a format with an
+# explicit native-order prefix ("=I", "<I" on little-endian machines; NumPy exports
+# them for unaligned arrays) is read through a cast to it.
+_NATIVE_CODES: dict[tuple[str, int], Literal["I", "L", "i", "q"]] = {
+    ("I", 4): _UINT32_CODE,
+    ("L", 4): _UINT32_CODE,
+    ("i", 4): "i",
+    ("l", 4): "i",
+    ("l", 8): "q",
+    ("q", 8): "q",
+}
+_ACCEPTED_FORMATS = set(_NATIVE_CODES)
 
 
 def as_token_list(tokens: object) -> list[int]:
@@ -108,11 +120,15 @@ def _check_buffer(view: memoryview) -> list[int]:
             f"token buffer must be one-dimensional and C-contiguous, got ndim={view.ndim}, "
             f"shape={view.shape}, strides={view.strides}"
         )
+    code = _NATIVE_CODES[(item_format[-1], view.itemsize)]
+    if item_format != code:
+        view = view.cast("B").cast(code)
     values: list[int] = view.tolist()
     # uint32 items are in range by construction; signed ones may be negative or too large.
     if item_format[-1] not in "IL" and not _in_range(values):
-        for index, token in enumerate(values):
-            _check_range(index, token)
+        # Some item is out of range: report the first one (R-TOK-5).
+        index = next(i for i, token in enumerate(values) if not 0 <= token < TOKEN_LIMIT)
+        _check_range(index, values[index])
     return values
 
 

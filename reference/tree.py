@@ -44,7 +44,7 @@ Invariants: see :mod:`reference.invariants`, run by :meth:`RadixTree.check_invar
 
 from __future__ import annotations
 
-import itertools
+import copy
 from collections import deque
 from typing import Any
 
@@ -60,6 +60,7 @@ from .errors import (
 from .eviction import EvictionQueue
 from .lease import Lease
 from .node import EMPTY_CHILDREN, Node
+from .numbering import Numbering
 from .results import InsertResult, MatchResult, TreeStats
 from .snapshot import Reader, Snapshot, Version
 from .tokens import as_token_list
@@ -93,7 +94,7 @@ class RadixTree:
         self._nodes: dict[int, Node] = {}
         self._parents: dict[int, int | None] = {}
         self._root_names: dict[int, str | None] = {}
-        self._node_ids = itertools.count(1)
+        self._node_ids = Numbering(1)
         # Per-block bookkeeping, by block id (R-PIN-2, R-LRU-1).
         self._pins = [0] * num_blocks
         self._stamps = [0] * num_blocks
@@ -102,10 +103,10 @@ class RadixTree:
         self._cached = 0
         self._pinned = 0
         self._leases: dict[int, Lease] = {}
-        self._lease_ids = itertools.count(1)
+        self._lease_ids = Numbering(1)
         # Publication, readers and quarantine (R-SNAP-1, R-EPOCH-*).
         self._published = Version(self._roots, 0, 0)
-        self._epochs = itertools.count(1)
+        self._epochs = Numbering(1)
         self._readers: dict[int, int] = {}  # epoch -> version it reads
         self._quarantine: deque[tuple[int, list[int]]] = deque()
         self._quarantined = 0
@@ -259,7 +260,9 @@ class RadixTree:
         a new version (R-SNAP-1); the ids then go to the allocator, or to the
         quarantine while readers are inside (R-EPOCH-1). The clock does not advance.
 
-        Cost: O(count * (log h + depth * log fan-out)), h the eviction queue's size.
+        Cost: O(count * (log h + depth * log fan-out)) in the worst case, h the
+        number of evictable leaves: the queue holds no stale entries, so no call pays
+        for earlier ones.
 
         Raises:
             InvalidArgumentError: ``count`` is not an int >= 0.
@@ -284,8 +287,10 @@ class RadixTree:
         Blocks the reader can see are not handed out again until it leaves.
         """
         epoch = next(self._epochs)
-        self._readers[epoch] = -1
         # Register first, then load the version: see the ordering in reference.snapshot.
+        # The value registered is only what stats() reports the reader's age from; until
+        # the load below it is a lower bound of the version the reader will see.
+        self._readers[epoch] = self._published.number
         version = self._published
         self._readers[epoch] = version.number
         return Reader(self, epoch, version)
@@ -299,10 +304,53 @@ class RadixTree:
         """
         return tuple(self._reclaim())
 
+    # ------------------------------------------------------------------ copies
+
+    def clone(self) -> RadixTree:
+        """An independent copy of the tree in the same state, for dry runs and what-ifs.
+
+        The copy answers every call exactly as this tree would from now on -- same
+        dump, stats, clock, version and epoch numbers, same allocation and eviction
+        order -- and nothing done to either changes the other. Live leases and
+        readers inside are part of that state: the copy keeps their pins and epochs,
+        so it evicts and quarantines as this tree would. The :class:`Lease` and
+        :class:`Reader` objects handed out stay this tree's: releasing or leaving
+        them acts on this tree only (the copy's pins stay held, its readers inside).
+        Snapshots need no copy: a published version never changes.
+
+        Cost: O(num_blocks + nodes + leases + readers + L) for L evictable
+        leaves. The persistent shape is shared, not copied: a shared node version
+        is never changed, and one tree extends a shared edge's lists in place only
+        past what every version of the other reads (see :mod:`reference.node`),
+        exactly as the live tree does with its snapshots. Everything else the
+        writer changes in place is copied. No ``copy.deepcopy`` of the whole tree.
+        """
+        twin = copy.copy(self)  # the immutable fields; each mutable one is replaced below
+        twin._allocator = self._allocator.clone()
+        twin._nodes = dict(self._nodes)
+        twin._parents = dict(self._parents)
+        twin._root_names = dict(self._root_names)
+        twin._node_ids = self._node_ids.copy()
+        twin._pins = list(self._pins)
+        twin._stamps = list(self._stamps)
+        twin._lease_ids = self._lease_ids.copy()
+        twin._leases = {
+            lease_id: Lease(twin, lease_id, lease.namespace, lease.tokens, lease.blocks)
+            for lease_id, lease in self._leases.items()
+        }
+        twin._epochs = self._epochs.copy()
+        twin._readers = dict(self._readers)
+        twin._quarantine = deque((epoch, list(batch)) for epoch, batch in self._quarantine)
+        twin._queue = self._queue.copy()  # node ids are shared, so its entries hold
+        return twin
+
     # ------------------------------------------------------------------ introspection
 
     def stats(self) -> TreeStats:
-        """Block counters (R-INV-1, R-EPOCH-3). O(readers)."""
+        """Block counters (R-INV-1, R-EPOCH-3), and how long the oldest reader has been
+        inside, in versions (R-EPOCH-5). O(readers)."""
+        readers = dict(self._readers)  # one atomic copy: readers may leave meanwhile
+        oldest = min(readers, default=None)
         return TreeStats(
             num_blocks=self.num_blocks,
             free=self._allocator.free_count,
@@ -312,9 +360,10 @@ class RadixTree:
             leases=len(self._leases),
             clock=self._clock,
             quarantined=self._quarantined,
-            readers=len(self._readers),
-            oldest_reader=min(self._readers, default=None),
+            readers=len(readers),
+            oldest_reader=oldest,
             version=self._published.number,
+            oldest_reader_age=None if oldest is None else self._published.number - readers[oldest],
         )
 
     def namespaces(self) -> list[str | None]:
@@ -404,7 +453,13 @@ class RadixTree:
         wanted: int,
         new_blocks: list[int],
     ) -> None:
-        """Hang ``new_blocks`` (blocks ``reused .. wanted-1`` of ``tokens``) off the path."""
+        """Hang ``new_blocks`` (blocks ``reused .. wanted-1`` of ``tokens``) off the path.
+
+        The new or extended leaf is not queued here: ``insert`` stamps its path next,
+        which files the leaf straight under its final key (appended to the heap as
+        its newest entry, O(1), where filing the fresh zero stamp first would sift it
+        to the top and straight back down).
+        """
         size = self._block_size
         if not path:
             parent = self._roots.get(namespace)
@@ -420,11 +475,9 @@ class RadixTree:
         if self._parents[parent.nid] is not None and not parent.children:
             # Extending a leaf in place (a chat's next turn) keeps the tree compact.
             self._replace(parent.extended(size, new_tokens, new_blocks))
-            self._offer(parent.nid)
             return
         child = self._new_node(parent.nid, new_tokens, list(new_blocks))
         self._replace(parent.with_children(parent.children.set(child.first_block(size), child)))
-        self._offer(child.nid)
 
     def _split(self, node: Node, at: int) -> Node:
         """Split ``node``'s edge after its first ``at`` blocks (R-SPLIT-1, R-SPLIT-2).
@@ -457,27 +510,20 @@ class RadixTree:
         self._clock += 1
         return self._clock
 
-    def _is_current(self, stamp: int, block_id: int, nid: int) -> bool:
-        """Whether a queue entry still names node ``nid``'s evictable tail (R-EVICT-2)."""
-        node = self._nodes.get(nid)
-        return (
-            node is not None
-            and node.count > 0
-            and not node.children
-            and node.tail() == block_id
-            and self._pins[block_id] == 0
-            and self._stamps[block_id] == stamp
-        )
-
     def _offer(self, nid: int) -> None:
-        """Queue node ``nid`` if it is now an evictable leaf."""
+        """Bring node ``nid``'s queue entry up to date (R-EVICT-2). O(log h).
+
+        An evictable leaf -- a non-root node with no children whose tail block is
+        unpinned -- is filed under its tail's ``(stamp, block_id)``; any other node
+        is withdrawn. Called for every node whose tail, pins, stamps or children may
+        have changed, so the queue always holds exactly the evictable leaves.
+        """
         node = self._nodes.get(nid)
-        if node is None or node.count == 0 or node.children:
-            return
-        tail = node.tail()
-        if self._pins[tail] == 0:
-            live = len(self._nodes) - len(self._root_names)
-            self._queue.push(self._stamps[tail], tail, nid, live, self._is_current)
+        if node is None or node.count == 0 or node.children or self._pins[node.tail()] > 0:
+            self._queue.withdraw(nid)
+        else:
+            tail = node.tail()
+            self._queue.file(nid, self._stamps[tail], tail)
 
     def _stamp(self, path: Path, now: int) -> None:
         """Mark the path's blocks as used at ``now`` (R-LRU-1)."""
@@ -500,7 +546,8 @@ class RadixTree:
                     self._pinned += 1
                 elif before + delta == 0:
                     self._pinned -= 1
-        if path and delta < 0:
+        if path:
+            # Only the last node can be a leaf; pinning its tail withdraws it.
             self._offer(path[-1][0].nid)
 
     def _pin(self, namespace: str | None, tokens: list[int], count: int, path: Path) -> Lease:
@@ -537,7 +584,7 @@ class RadixTree:
         """Evict up to ``count`` leaf-tail blocks in LRU order, publish, then retire them."""
         evicted: list[int] = []
         while len(evicted) < count:
-            nid = self._queue.pop_lru(self._is_current)
+            nid = self._queue.pop_lru()
             if nid is None:
                 break
             leaf = self._nodes[nid]
@@ -593,7 +640,8 @@ class RadixTree:
         return reclaimed
 
     def _leave(self, epoch: int) -> None:
-        del self._readers[epoch]
+        # One atomic dict operation: safe from any thread and from a finalizer (R-EPOCH-5).
+        self._readers.pop(epoch, None)
 
 
 def check_namespace(namespace: object) -> None:

@@ -226,6 +226,12 @@ class TreeAdapter:
         """``tree.reclaim()``."""
         return {"reclaimed": [int(block) for block in _call(self._tree.reclaim)]}
 
+    def drop(self, snapshot: int) -> None:
+        """Drop the adapter's only reference to the reader filed under ``snapshot``,
+        without ``leave()``: the tree must see it leave by itself (R-EPOCH-5)."""
+        self._snapshot(snapshot)
+        self._snapshots[snapshot] = None  # a tombstone: ids stay unique (len + 1)
+
     def close(self) -> None:
         """Drop the tree."""
         self._tree = None

@@ -223,6 +223,11 @@ class Candidate(Protocol):
         """Return quarantined blocks whose readers have all left (R-EPOCH-2)."""
         ...
 
+    def drop(self, snapshot: int) -> None:
+        """Forget the reader with this id without leaving; it must leave by itself
+        (R-EPOCH-5). The kit never names the id again."""
+        ...
+
     def close(self) -> None:
         """Release any resources (a child process). Idempotent."""
         ...

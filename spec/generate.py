@@ -263,6 +263,11 @@ class Run(Protocol):
         """Handles of readers that have left."""
         ...
 
+    @property
+    def dropped(self) -> list[int]:
+        """Handles of readers dropped without leaving (never named again)."""
+        ...
+
     def would_evict(self, step: dict[str, Any]) -> bool:
         """Whether this insert would evict."""
         ...
@@ -349,18 +354,22 @@ def _snapshot_step(
     if kind == "reader":
         return None if len(run.inside) >= MAX_INSIDE else {"op": "reader"}
     if kind == "leave":
-        # Mostly a reader inside; sometimes one that already left (R-EPOCH-4).
+        # Mostly a reader inside; sometimes one that already left (R-EPOCH-4); and
+        # sometimes one is forgotten without leave(): it must leave by itself (R-EPOCH-5).
         if run.inside and (not run.left or chooser.integer(0, 4) > 0):
-            return {"op": "leave", "snapshot": chooser.choice(run.inside)}
+            op = "drop" if chooser.integer(0, 5) == 5 else "leave"
+            return {"op": op, "snapshot": chooser.choice(run.inside)}
         if not run.left or "R-EPOCH-4" in avoid:
             return None
         return {"op": "leave", "snapshot": chooser.choice(run.left)}
     if kind == "reclaim":
         return {"op": "reclaim"}
-    # snapshot_match: any snapshot taken so far, old ones as often as new ones.
+    # snapshot_match: any snapshot taken so far (not dropped), old ones as often as new ones.
     if not run.snapshots:
         return None
     handle = chooser.integer(1, run.snapshots)
+    if handle in run.dropped:
+        return None
     namespace = Inputs.namespace(chooser) if "namespaces" in levels else None
     spoilt = chooser.integer(0, 7) == 7
     tokens = inputs.bad_tokens(chooser, avoid) if spoilt else inputs.tokens(chooser)

@@ -22,7 +22,6 @@ a likely cause (:mod:`spec.rulemap`). The rules each step exercised accumulate i
 
 from __future__ import annotations
 
-import copy
 import json
 from dataclasses import dataclass, field
 from typing import Any
@@ -153,12 +152,59 @@ def reference_oracle() -> TreeAdapter:
 
 
 def copy_reference(oracle: TreeAdapter) -> TreeAdapter:
-    """A throwaway copy of the oracle for a dry run. O(size of the tree).
+    """A throwaway copy of the oracle for a dry run, made with ``RadixTree.clone()``.
 
-    The one place the kit copies the reference (issue 16 swaps the deep copy for
-    ``RadixTree.clone()``).
+    Cost: O(pool + nodes + leases + readers); the shape is shared, not copied.
     """
-    return copy.deepcopy(oracle)
+    tree = oracle.tree.clone()
+    trial = TreeAdapter(lambda _blocks, _size: tree, oracle.name)
+    trial.reset(tree.num_blocks, tree.block_size)  # adopts the clone
+    return trial
+
+
+def adopting_outcome(
+    oracle: Candidate, book: LeaseBook, step: Step, actual: Outcome, profile: Profile
+) -> Outcome | None:
+    """The oracle's outcome of ``step`` when it adopts the candidate's choice, or None
+    when there is nothing to adopt (not an insert or evict, a strict mode, a refusal,
+    an oracle that cannot follow): the caller then applies the step as usual.
+
+    Under ``profile``'s eviction or allocation tolerance the oracle evicts the blocks
+    the candidate evicted and hands out the ids it allocated (``actual``), after
+    checking the choice is admissible. Cost: the call on the oracle.
+
+    Raises:
+        spec.oracle.Inadmissible: the candidate's choice is one no declared mode allows.
+    """
+    op, answer = step["op"], actual.get("ok")
+    if not isinstance(oracle, OracleAdapter) or not isinstance(answer, dict):
+        return None
+    if op == "insert" and (profile.adopts_eviction or profile.adopts_allocation):
+        evicted = _ids(answer.get("evicted")) if profile.adopts_eviction else None
+        allocated = _ids(answer.get("allocated")) if profile.adopts_allocation else None
+        try:
+            result: dict[str, Any] = dict(
+                oracle.insert_following(
+                    step["tokens"],
+                    step.get("namespace"),
+                    bool(step.get("pin")),
+                    evicted,
+                    allocated,
+                    profile,
+                )
+            )
+        except CandidateError as exc:
+            return {"error": exc.kind}
+        result["lease"] = book.file(result["lease"])
+        return {"ok": result}
+    if op == "evict" and profile.adopts_eviction:
+        freed = _ids(answer.get("freed"))
+        if freed is not None:
+            try:
+                return {"ok": dict(oracle.evict_following(step["count"], freed, profile))}
+            except CandidateError as exc:
+                return {"error": exc.kind}
+    return None
 
 
 class Lockstep:
@@ -203,6 +249,7 @@ class Lockstep:
         self.live: list[int] = []
         self.inside: list[int] = []
         self.left: list[int] = []
+        self.dropped: list[int] = []
 
     @property
     def issued(self) -> int:
@@ -248,7 +295,8 @@ class Lockstep:
         expected = self._checked_step(step, actual, facts)
         recorded = {**step, "expect": expected}
         if op == "reset":
-            self.live, self.inside, self.left, self._view, self._steps = [], [], [], None, 0
+            self.live, self.inside, self.left, self.dropped = [], [], [], []
+            self._view, self._steps = None, 0
         elif "ok" in expected:
             self._follow(step, expected["ok"])
         self._steps += 1
@@ -362,37 +410,11 @@ class Lockstep:
         return expected
 
     def _oracle_outcome(self, step: Step, actual: Outcome, *, adopt: bool) -> Outcome:
-        op, profile, oracle = step["op"], self.profile, self.oracle
-        answer = actual.get("ok")
-        adopting = adopt and isinstance(oracle, OracleAdapter) and isinstance(answer, dict)
-        if adopting and op == "insert" and (profile.adopts_eviction or profile.adopts_allocation):
-            assert isinstance(oracle, OracleAdapter) and isinstance(answer, dict)
-            evicted = _ids(answer.get("evicted")) if profile.adopts_eviction else None
-            allocated = _ids(answer.get("allocated")) if profile.adopts_allocation else None
-            try:
-                result: dict[str, Any] = dict(
-                    oracle.insert_following(
-                        step["tokens"],
-                        step.get("namespace"),
-                        bool(step.get("pin")),
-                        evicted,
-                        allocated,
-                        profile,
-                    )
-                )
-            except CandidateError as exc:
-                return {"error": exc.kind}
-            result["lease"] = self._oracle_book.file(result["lease"])
-            return {"ok": result}
-        if adopting and op == "evict" and profile.adopts_eviction:
-            assert isinstance(oracle, OracleAdapter) and isinstance(answer, dict)
-            freed = _ids(answer.get("freed"))
-            if freed is not None:
-                try:
-                    return {"ok": dict(oracle.evict_following(step["count"], freed, profile))}
-                except CandidateError as exc:
-                    return {"error": exc.kind}
-        return apply_step(oracle, step, self._oracle_book)
+        if adopt:
+            adopted = adopting_outcome(self.oracle, self._oracle_book, step, actual, self.profile)
+            if adopted is not None:
+                return adopted
+        return apply_step(self.oracle, step, self._oracle_book)
 
     def _accounting_first(self, step: Step, expected: Outcome, actual: Outcome) -> None:
         """Before reporting a differing call, check the candidate's counters: a broken
@@ -418,6 +440,9 @@ class Lockstep:
         if op == "leave" and step["snapshot"] in self.inside:
             self.inside.remove(step["snapshot"])
             self.left.append(step["snapshot"])
+        if op == "drop" and step["snapshot"] in self.inside:
+            self.inside.remove(step["snapshot"])
+            self.dropped.append(step["snapshot"])
 
     def _reads(self, step: Step, facts: dict[str, Any], *, failed: bool) -> None:
         """The read-only views after ``step`` (recorded, with its ``expect``)."""
@@ -436,7 +461,8 @@ class Lockstep:
         self._view = view if "dump" in view else None
         if "snapshots" in self.levels:
             for handle in range(max(1, self.snapshots - WATCHED + 1), self.snapshots + 1):
-                self._read({"op": "snapshot_dump", "snapshot": handle}, step, facts)
+                if handle not in self.dropped:
+                    self._read({"op": "snapshot_dump", "snapshot": handle}, step, facts)
 
     def _unchanged(self, step: Step, facts: dict[str, Any], reads: list[str]) -> None:
         """The safety check of a failed call: the candidate's state is as before it."""

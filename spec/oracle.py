@@ -259,6 +259,7 @@ class FollowingTree(reference.RadixTree):
             waiting.remove(chosen)
             leaf = owner[chosen]
             if leaf.count == 1:
+                self._queue.withdraw(leaf.nid)  # as pop_lru does before a removal
                 self._remove_leaf(leaf)
             else:
                 self._replace(leaf.without_tail())

@@ -50,6 +50,7 @@ ANSWER_FIELDS: dict[str, tuple[str, ...] | None] = {
     "snapshot_match": ("length", "blocks"),
     "snapshot_dump": ("format", "block_size", "version", "namespaces"),
     "reclaim": ("reclaimed",),
+    "drop": None,
 }
 
 #: Answer fields required besides :data:`ANSWER_FIELDS` of a version-2 candidate
@@ -79,6 +80,7 @@ REQUEST_FIELDS: dict[str, dict[str, str]] = {
     "snapshot_match": {"snapshot": "int1", "tokens": "any", "namespace": "any"},
     "snapshot_dump": {"snapshot": "int1"},
     "reclaim": {},
+    "drop": {"snapshot": "int1"},
 }
 
 

@@ -81,6 +81,9 @@ def _call(candidate: Candidate, op: str, message: dict[str, Any]) -> Any:
     if op == "leave":
         candidate.leave(message["snapshot"])
         return None
+    if op == "drop":
+        candidate.drop(message["snapshot"])
+        return None
     if op == "snapshot_match":
         return candidate.snapshot_match(
             message["snapshot"], message["tokens"], message["namespace"]

@@ -34,6 +34,7 @@ from .steps import META_KEYS, Step
 HANDLE_FIELDS = {
     "release": "lease",
     "leave": "snapshot",
+    "drop": "snapshot",
     "snapshot_match": "snapshot",
     "snapshot_dump": "snapshot",
 }

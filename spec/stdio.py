@@ -6,16 +6,35 @@ queue read with a timeout, and stderr is drained by a second thread (its tail is
 shown in diagnostics). A program that does not answer in time, exits, closes its
 output, or answers something that is not a well-formed message raises
 :class:`~spec.candidate.CandidateFailure` naming the request, and is killed.
+
+A hostile or broken program cannot take the kit down with it:
+
+* **Bounded memory.** Output is read in bytes, a line at a time up to ``max_line``
+  bytes: a longer answer (a flood without newlines) is a failure, not a growing
+  buffer. At most a few answers wait in the queue (the reader then blocks, and so
+  does the program's write). Stderr lines are cut to :data:`STDERR_LINE_CHARS` and
+  only the last :data:`STDERR_LINES` are kept.
+* **Any bytes.** Output that is not UTF-8 is decoded with replacement characters and
+  then fails as malformed JSON; the diagnostic quotes its start.
+* **No orphans.** The program runs in a process group (session) of its own, and
+  everything in that group is ended with it: on close, stdin is closed and the
+  program gets ``close_grace`` seconds to exit; then the group gets SIGTERM, then,
+  after :data:`TERM_GRACE` seconds, SIGKILL -- so a program that ignores SIGTERM, and
+  children it forked, go too. (A descendant that starts a session of its own has
+  left the group on purpose and is out of reach.)
 """
 
 from __future__ import annotations
 
 import collections
+import contextlib
 import itertools
+import os
 import queue
+import signal
 import subprocess
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import IO, Any, NoReturn
 
 from .candidate import (
@@ -48,7 +67,20 @@ from .protocol import (
 DEFAULT_TIMEOUT = 10.0
 #: Seconds to wait for the program to start and answer ``hello``.
 DEFAULT_STARTUP_TIMEOUT = 30.0
-_STDERR_LINES = 20
+#: Longest answer line accepted, in bytes (a dump of a large tree fits many times).
+DEFAULT_MAX_LINE = 16 * 1024 * 1024
+#: Stderr lines kept for diagnostics, and the characters kept of each.
+STDERR_LINES = 20
+STDERR_LINE_CHARS = 500
+#: Seconds a program gets to exit after its stdin closes, then after SIGTERM.
+CLOSE_GRACE = 2.0
+TERM_GRACE = 1.0
+#: Answers read ahead at most (the reader thread then waits for the kit).
+_QUEUE_DEPTH = 4
+
+
+class _TooLong:
+    """Queued instead of an answer line that exceeded the limit."""
 
 
 class StdioCandidate:
@@ -59,6 +91,8 @@ class StdioCandidate:
         timeout: seconds allowed per answer.
         startup_timeout: seconds allowed for the ``hello`` answer.
         name: the report name (default: the name the program gives in ``hello``).
+        max_line: the longest answer line accepted, in bytes.
+        close_grace: seconds the program gets to exit by itself when closed.
 
     Raises:
         CandidateFailure: the program could not be started, or its ``hello`` answer
@@ -77,12 +111,17 @@ class StdioCandidate:
         timeout: float = DEFAULT_TIMEOUT,
         startup_timeout: float = DEFAULT_STARTUP_TIMEOUT,
         name: str | None = None,
+        max_line: int = DEFAULT_MAX_LINE,
+        close_grace: float = CLOSE_GRACE,
     ) -> None:
         self._argv = list(argv)
         self._timeout = timeout
+        self._max_line = max_line
+        self._close_grace = close_grace
         self._ids = itertools.count()
-        self._answers: queue.Queue[str | None] = queue.Queue()
-        self._stderr: collections.deque[str] = collections.deque(maxlen=_STDERR_LINES)
+        self._answers: queue.Queue[str | _TooLong | None] = queue.Queue(_QUEUE_DEPTH)
+        self._stderr: collections.deque[str] = collections.deque(maxlen=STDERR_LINES)
+        self._closing = threading.Event()
         self._failed: str | None = None
         self._name = name or self._argv[0]
         self._protocol = PROTOCOL_VERSION
@@ -93,20 +132,27 @@ class StdioCandidate:
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
-                text=True,
-                encoding="utf-8",
-                errors="replace",
-                bufsize=1,
+                start_new_session=True,  # its own process group: see _terminate
             )
         except OSError as exc:
             raise CandidateFailure(f"could not start {self._argv!r}: {exc}") from None
         assert self._process.stdout is not None and self._process.stderr is not None
-        _start_reader(self._process.stdout, self._answers.put)
-        self._stderr_reader = _start_reader(
-            self._process.stderr, self._stderr.append, keep_newline=False
+        self._stdout_reader = _start_reader(
+            self._process.stdout, self._queue_answer, max_line, self._closing
         )
-        hello = self._request("hello", {"protocol": PROTOCOL_VERSION}, startup_timeout)
-        self._handshake(hello, name)
+        self._stderr_reader = _start_reader(
+            self._process.stderr,
+            self._keep_stderr,
+            STDERR_LINE_CHARS,
+            self._closing,
+            stop_at_long=False,
+        )
+        try:
+            hello = self._request("hello", {"protocol": PROTOCOL_VERSION}, startup_timeout)
+            self._handshake(hello, name)
+        except CandidateFailure:
+            self.close()  # the caller gets no object to close: release the pipes here
+            raise
 
     # ------------------------------------------------------------------ identity
 
@@ -207,23 +253,24 @@ class StdioCandidate:
         answer: ReclaimAnswer = self._request("reclaim", {})
         return answer
 
+    def drop(self, snapshot: int) -> None:
+        """See :class:`spec.candidate.Candidate`."""
+        self._request("drop", {"snapshot": snapshot})
+
     def close(self) -> None:
-        """Close the program's stdin and wait briefly for it to exit; kill it if not."""
+        """Close the program's stdin and let it exit; then end its whole process group
+        (SIGTERM, then SIGKILL). Idempotent; never hangs."""
         process = self._process
-        if process.poll() is None:
-            try:
-                assert process.stdin is not None
-                process.stdin.close()
-            except OSError:
-                pass
-            try:
-                process.wait(timeout=2)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
-        for stream in (process.stdout, process.stderr):
-            if stream is not None:
-                stream.close()
+        try:
+            assert process.stdin is not None
+            process.stdin.close()  # also after a failure, when the program is gone
+        except OSError:
+            pass  # it exited with our last request unread: nothing left to flush
+        self._terminate(self._close_grace)
+        # Each reader closes its own stream when it ends (see _start_reader): one still
+        # blocked (a pipe held by a descendant out of reach) keeps it until that end.
+        for reader in (self._stdout_reader, self._stderr_reader):
+            reader.join(timeout=1)
 
     # ------------------------------------------------------------------ internals
 
@@ -265,7 +312,7 @@ class StdioCandidate:
         process = self._process
         assert process.stdin is not None
         try:
-            process.stdin.write(line + "\n")
+            process.stdin.write(line.encode("utf-8") + b"\n")
             process.stdin.flush()
         except (BrokenPipeError, OSError, ValueError):
             self._fail(f"{what}: could not write it, {self._exit_status()}")
@@ -275,10 +322,15 @@ class StdioCandidate:
             self._fail(f"{what}: no answer within {timeout or self._timeout:g} s (killed)")
         if reply is None:
             self._fail(f"{what}: the program closed its output, {self._exit_status()}")
+        if isinstance(reply, _TooLong):
+            self._fail(
+                f"{what}: answer longer than {self._max_line} bytes without a newline "
+                "(flooded output; killed)"
+            )
         try:
             message = decode(reply)
         except ProtocolError as exc:
-            self._fail(f"{what}: malformed answer, {exc}")
+            self._fail(f"{what}: malformed answer, {exc}; it began {reply[:120]!r}")
         problem = response_problem(request_id, op, message, self._extra_fields(op))
         if problem is not None:
             self._fail(f"{what}: malformed answer, {problem}")
@@ -302,10 +354,41 @@ class StdioCandidate:
             return "though it is still running"
         return f"it exited with status {code}"
 
+    def _queue_answer(self, line: bytes | None) -> None:
+        item: str | _TooLong | None = None
+        if line is not None:
+            if len(line) > self._max_line and not line.endswith(b"\n"):
+                item = _TooLong()
+            else:
+                item = line.decode("utf-8", errors="replace")
+        while not self._closing.is_set():
+            try:
+                self._answers.put(item, timeout=0.1)
+                return
+            except queue.Full:
+                continue
+
+    def _keep_stderr(self, line: bytes | None) -> None:
+        if line is not None:
+            text = line.decode("utf-8", errors="replace").rstrip("\n")
+            self._stderr.append(text[:STDERR_LINE_CHARS])
+
+    def _terminate(self, grace: float) -> None:
+        """Let the program exit within ``grace`` seconds, then end its process group:
+        SIGTERM, :data:`TERM_GRACE` seconds, SIGKILL (descendants that outlive it go too)."""
+        process = self._process
+        try:
+            process.wait(timeout=grace)
+        except subprocess.TimeoutExpired:
+            _signal_group(process.pid, signal.SIGTERM)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                process.wait(timeout=TERM_GRACE)
+        _signal_group(process.pid, signal.SIGKILL)
+        process.wait()
+        self._closing.set()
+
     def _fail(self, message: str) -> NoReturn:
-        if self._process.poll() is None:
-            self._process.kill()
-            self._process.wait()
+        self._terminate(0)
         self._stderr_reader.join(timeout=1)  # collect the last words it wrote
         tail = list(self._stderr)
         if tail:
@@ -318,17 +401,50 @@ def _positive_int(value: object) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and value >= 1
 
 
-def _start_reader(stream: IO[str], sink: Any, *, keep_newline: bool = True) -> threading.Thread:
-    """Copy ``stream`` line by line into ``sink`` (then ``None``) on a daemon thread."""
+def _signal_group(pid: int, signum: signal.Signals) -> None:
+    """Send ``signum`` to the process group led by ``pid``; gone already is fine."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pid, signum)
+
+
+def _start_reader(
+    stream: IO[bytes],
+    sink: Callable[[bytes | None], None],
+    limit: int,
+    closing: threading.Event,
+    *,
+    stop_at_long: bool = True,
+) -> threading.Thread:
+    """Feed ``stream``'s lines, then ``None``, to ``sink`` on a daemon thread.
+
+    At most ``limit + 1`` bytes of a line are ever held: a longer line is passed on
+    cut there, and then either the reading stops (``stop_at_long``: the sink reports
+    it) or the rest of that line is skipped. Either way the pipe keeps being drained,
+    so the program never blocks on a full pipe while it is being ended.
+
+    The thread owns ``stream`` and closes it when it ends: nobody else may close it,
+    since closing it under a blocked read could block on the stream's lock, and a
+    stream left to the garbage collector open would leak its descriptor."""
 
     def pump() -> None:
         try:
-            for line in stream:
-                sink(line if keep_newline else line.rstrip("\n"))
-        except (OSError, ValueError):
-            pass
-        if keep_newline:
-            sink(None)
+            while not closing.is_set():
+                line = stream.readline(limit + 1)
+                if not line:
+                    break
+                sink(line)
+                if len(line) > limit and not line.endswith(b"\n"):
+                    if stop_at_long:
+                        while not closing.is_set() and stream.read(1 << 16):
+                            pass
+                        return
+                    while (rest := stream.readline(1 << 16)) and not rest.endswith(b"\n"):
+                        pass
+        except (OSError, ValueError):  # pragma: no cover - a read error on the pipe (the
+            pass  # stream is never closed under its reader) ends the stream like EOF
+        finally:
+            stream.close()
+        sink(None)
 
     thread = threading.Thread(target=pump, name="kachedb-radix-stdio", daemon=True)
     thread.start()

@@ -12,6 +12,8 @@ used by the golden vectors, by the disagreement reports and by ``replay``::
     {"op": "reader"}
     {"op": "snapshot_match", "snapshot": 1, "tokens": [0, 1], "namespace": null}
     {"op": "leave", "snapshot": 1}
+    {"op": "reader"}
+    {"op": "drop", "snapshot": 2}
 
 Leases are named in traces by *handle*: the n-th lease issued since the last
 ``reset`` is handle n, whatever id the implementation chose; handle 0 is a lease the
@@ -46,11 +48,12 @@ OPS: tuple[str, ...] = (
     "snapshot_match",
     "snapshot_dump",
     "reclaim",
+    "drop",
 )
 
 #: Operations of the ``snapshots`` level.
 SNAPSHOT_OPS: frozenset[str] = frozenset(
-    {"snapshot", "reader", "leave", "snapshot_match", "snapshot_dump", "reclaim"}
+    {"snapshot", "reader", "leave", "snapshot_match", "snapshot_dump", "reclaim", "drop"}
 )
 
 #: Stats fields specified by the ``snapshots`` level only.
@@ -163,6 +166,9 @@ def apply_step(candidate: Candidate, step: Step, book: LeaseBook) -> Outcome:
             return {"ok": candidate.snapshot_dump(book.snapshot_id(step["snapshot"]))}
         if op == "reclaim":
             return {"ok": dict(candidate.reclaim())}
+        if op == "drop":
+            candidate.drop(book.snapshot_id(step["snapshot"]))
+            return {"ok": None}
     except CandidateError as exc:
         return {"error": exc.kind}
     raise ValueError(f"unknown operation {op!r} in step {step!r}")

@@ -144,6 +144,10 @@ class TimedCandidate:
         """See :class:`spec.candidate.Candidate`."""
         self._call("leave", self.candidate.leave, snapshot)
 
+    def drop(self, snapshot: int) -> None:
+        """See :class:`spec.candidate.Candidate`."""
+        self._call("drop", self.candidate.drop, snapshot)
+
     def snapshot_match(
         self, snapshot: int, tokens: object, namespace: object
     ) -> SnapshotMatchAnswer:

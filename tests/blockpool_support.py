@@ -172,6 +172,29 @@ def ops(draw: st.DrawFn, num_blocks: int) -> Op:
     return Op(kind, src, dst)
 
 
+def run_program(
+    gpu: Any,
+    ref: Any,
+    spec: PoolSpec,
+    program: list[Op],
+    xp: Any,
+    after_each: Callable[[], None] | None = None,
+) -> None:
+    """Run ``program`` on both pools (gathers compared bit for bit); ``xp`` uploads buffers."""
+    for op in program:
+        if op.kind == "gather":
+            assert_same_bits(gpu.gather(op.a), ref.gather(op.a))
+        elif op.kind == "copy":
+            gpu.copy(op.a, op.b)
+            ref.copy(op.a, op.b)
+        else:
+            buf = random_canonical(spec, op.seed, len(op.a))
+            gpu.scatter(op.a, xp.asarray(buf))
+            ref.scatter(op.a, buf)
+        if after_each is not None:
+            after_each()
+
+
 # ----------------------------------------------------------------------------- error matrix
 @dataclass(frozen=True)
 class ErrorCase:

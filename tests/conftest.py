@@ -51,3 +51,31 @@ def make_tree(impl_name: str) -> TreeFactory:
         return tree
 
     return build
+
+
+#: The quick suite, ``python -m pytest -m quick``: the modules that exercise the
+#: installed package end to end -- both twins, bad input, snapshots, the golden vectors
+#: shipped as package data, the command line, the version -- and need nothing from the
+#: source tree but these tests. CI runs it against the built wheel in a fresh virtual
+#: environment without a compiler (.ci/package).
+QUICK_MODULES = frozenset(
+    {
+        "test_accel_basics.py",
+        "test_allocator.py",
+        "test_bad_input.py",
+        "test_cli.py",
+        "test_clone.py",
+        "test_snapshots.py",
+        "test_spec_vectors.py",
+        "test_tokens.py",
+        "test_tree.py",
+        "test_version.py",
+    }
+)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark the tests of ``QUICK_MODULES`` as ``quick``."""
+    for item in items:
+        if item.path.name in QUICK_MODULES:
+            item.add_marker(pytest.mark.quick)

@@ -15,12 +15,10 @@ version identically in both, and both trees' ``check_invariants()`` must pass.
 
 from __future__ import annotations
 
-import array
 import os
 from functools import partial
 from typing import Any
 
-import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -32,79 +30,13 @@ if os.environ.get("KACHEDB_RADIX_PURE") == "1":
 
 import accel
 
+from .twins import BAD_TOKENS
+from .twins import check_pair as _check_pair
+from .twins import containers as _containers
+from .twins import outcome as _outcome
+from .twins import run as _run
+
 NAMESPACES = [None, "a", "b"]
-
-
-def _containers(tokens: list[int], kind: str) -> object:
-    """The same tokens in one of the accepted containers."""
-    if kind == "list":
-        return list(tokens)
-    if kind == "tuple":
-        return tuple(tokens)
-    if kind == "u32":
-        return np.array(tokens, dtype=np.uint32)
-    if kind == "i32":
-        return np.array(tokens, dtype=np.int32)
-    if kind == "i64":
-        return np.array(tokens, dtype=np.int64)
-    if kind == "array":
-        return array.array("I", tokens)
-    if kind == "memoryview":
-        return memoryview(array.array("q", tokens))
-    if kind == "range_like":
-        # A Sequence that is neither list, tuple nor buffer: the slow path.
-        return _Seq(tokens)
-    raise AssertionError(kind)
-
-
-class _Seq:
-    """A minimal Sequence[int] (registered below)."""
-
-    def __init__(self, items: list[int]) -> None:
-        self._items = items
-
-    def __len__(self) -> int:
-        return len(self._items)
-
-    def __getitem__(self, index: int) -> int:
-        return self._items[index]
-
-
-from collections.abc import Sequence  # noqa: E402
-
-Sequence.register(_Seq)
-
-BAD_TOKENS: list[Any] = [
-    "abc",
-    3,
-    None,
-    {1: 2},
-    [1, True],
-    [0, 1.0],
-    [0, -1],
-    [1, 2**32],
-    [1, 2**70],
-    [1, "x", -1],
-    [1, -1, "x"],
-    (5, None),
-    b"\x01\x02\x03\x04",
-    bytearray(8),
-    np.array([1, 2], dtype=np.uint64),
-    np.array([1, 2], dtype=np.float32),
-    np.array([1, 2], dtype=np.int16),
-    np.array([1, 2], dtype=">u4"),
-    np.array([1, 2], dtype=">i8"),
-    np.zeros((2, 2), dtype=np.uint32),
-    np.zeros(8, dtype=np.uint32)[::2],
-    np.array(5, dtype=np.uint32),
-    np.array([1, -1], dtype=np.int32),
-    np.array([1, 2**32], dtype=np.int64),
-    np.array([-5, 2**40], dtype=np.int64),
-    array.array("d", [1.0]),
-    array.array("L", [1, 2]),
-    array.array("h", [1, 2]),
-    [np.int64(1)],
-]
 
 token_lists = st.lists(st.integers(0, 2), max_size=18)
 
@@ -151,62 +83,6 @@ op_strategy = st.one_of(
     ),
     st.tuples(st.just("snap_bad"), st.integers(0, 30), st.integers(0, len(BAD_TOKENS) - 1)),
 )
-
-
-def _lease(lease: Any) -> Any:
-    if lease is None:
-        return None
-    return (
-        lease.id,
-        lease.namespace,
-        tuple(lease.tokens),
-        tuple(lease.blocks),
-        lease.length,
-        lease.released,
-    )
-
-
-def _describe(value: Any) -> Any:
-    if value is None or isinstance(value, tuple):
-        return ("ok", value)
-    if hasattr(value, "reused"):
-        return (
-            "ok",
-            value.length,
-            tuple(value.blocks),
-            value.reused,
-            tuple(value.allocated),
-            tuple(value.evicted),
-            _lease(value.lease),
-        )
-    return ("ok", value.length, tuple(value.blocks), _lease(value.lease))
-
-
-def _run(call: Any) -> tuple[Any, Any]:
-    """(outcome, raw value): the outcome is comparable across implementations."""
-    try:
-        value = call()
-    except reference.RadixError as error:
-        return ("error", type(error)), None
-    return _describe(value), value
-
-
-def _outcome(call: Any) -> Any:
-    return _run(call)[0]
-
-
-def _check_pair(ref: Any, acc: Any, snapshots: Sequence[tuple[Any, Any]] = ()) -> None:
-    ref.check_invariants()
-    acc.check_invariants()
-    assert acc.dump() == ref.dump()
-    assert acc.stats() == ref.stats()
-    assert acc.namespaces() == ref.namespaces()
-    assert acc.clock == ref.clock
-    assert acc.version == ref.version
-    for ref_snap, acc_snap in snapshots:
-        assert acc_snap.dump() == ref_snap.dump()
-        assert acc_snap.namespaces() == ref_snap.namespaces()
-        assert (acc_snap.version, acc_snap.clock) == (ref_snap.version, ref_snap.clock)
 
 
 @settings(

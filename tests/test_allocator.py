@@ -107,38 +107,71 @@ def test_allocator_agrees_with_a_sorted_set(steps: list[tuple[bool, int]]) -> No
         pool.check_invariants()
 
 
-class _Tails:
-    """A stand-in tree for the queue: each node id has one tail (block, stamp, pinned)."""
-
-    def __init__(self) -> None:
-        self.tails: dict[int, tuple[int, int, bool]] = {}
-
-    def is_current(self, stamp: int, block_id: int, nid: int) -> bool:
-        return self.tails.get(nid) == (block_id, stamp, False)
-
-
 def test_equal_stamps_break_ties_by_smaller_block_id() -> None:
     """R-EVICT-3, R-EVICT-2: the queue orders by (stamp, block id)."""
     queue = EvictionQueue()
-    tails = _Tails()
     for nid, (block_id, stamp) in enumerate([(7, 3), (2, 5), (5, 3), (1, 9)]):
-        tails.tails[nid] = (block_id, stamp, False)
-        queue.push(stamp, block_id, nid, live_nodes=4, is_current=tails.is_current)
+        queue.file(nid, stamp, block_id)
+    assert queue.check() is None
     order = []
-    while (popped := queue.pop_lru(tails.is_current)) is not None:
-        order.append(tails.tails.pop(popped)[0])  # as if evicted: its entries go stale
-    assert order == [5, 7, 2, 1]
+    while (popped := queue.pop_lru()) is not None:
+        order.append(popped)
+        assert queue.check() is None
+    assert order == [2, 0, 1, 3]  # blocks 5, 7, 2, 1
 
 
-def test_stale_entries_are_skipped_and_compacted() -> None:
+def test_re_keying_and_withdrawing_keep_one_entry_per_node() -> None:
     """R-EVICT-2: a node whose tail changed is found under its new key only."""
     queue = EvictionQueue()
-    tails = _Tails()
     for stamp in range(1, 200):
-        tails.tails[0] = (4, stamp, False)
-        queue.push(stamp, 4, 0, live_nodes=1, is_current=tails.is_current)
-    assert len(queue) < 2 * 1 + 64 + 1
-    assert queue.pop_lru(tails.is_current) == 0
-    tails.tails[0] = (4, 199, True)  # pinned: no longer evictable
-    queue.push(199, 4, 0, live_nodes=1, is_current=tails.is_current)
-    assert queue.pop_lru(tails.is_current) is None
+        queue.file(0, stamp, 4)
+    assert len(queue) == 1 and 0 in queue
+    assert list(queue.entries()) == [(199, 4, 0)]
+    queue.withdraw(0)  # pinned: no longer evictable
+    queue.withdraw(0)  # withdrawing twice is harmless
+    assert queue.pop_lru() is None and 0 not in queue
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from(["file", "withdraw", "pop"]),
+            st.integers(0, 12),  # nid
+            st.integers(0, 20),  # stamp
+        ),
+        max_size=80,
+    )
+)
+def test_queue_against_a_sorted_model(ops: list[tuple[str, int, int]]) -> None:
+    """R-EVICT-2, R-EVICT-3: every operation keeps the heap exact (one entry per
+    node, heap order, positions); pops come out in (stamp, block id) order."""
+    queue = EvictionQueue()
+    model: dict[int, tuple[int, int]] = {}  # nid -> (stamp, block id); block id = nid
+    for op, nid, stamp in ops:
+        if op == "file":
+            queue.file(nid, stamp, nid)
+            model[nid] = (stamp, nid)
+        elif op == "withdraw":
+            queue.withdraw(nid)
+            model.pop(nid, None)
+        else:
+            expected = min(model, key=model.__getitem__) if model else None
+            assert queue.pop_lru() == expected
+            if expected is not None:
+                del model[expected]
+        assert queue.check() is None
+        assert {n: (s, b) for s, b, n in queue.entries()} == model
+
+
+def test_check_reports_a_broken_heap() -> None:
+    """The checker used by check_invariants catches each kind of damage."""
+    queue = EvictionQueue()
+    for nid in range(3):
+        queue.file(nid, nid, nid)
+    queue._heap[0], queue._heap[1] = queue._heap[1], queue._heap[0]
+    assert "position" in str(queue.check())
+    queue._position[queue._heap[0][2]], queue._position[queue._heap[1][2]] = 0, 1
+    assert "smaller than its parent" in str(queue.check())
+    queue._position[99] = 5
+    assert "positions for" in str(queue.check())

@@ -37,6 +37,7 @@ from tests.blockpool_support import (
     pool_specs,
     random_canonical,
     requires_gpu,
+    run_program,
 )
 
 LAYOUTS = list(Layout)
@@ -113,17 +114,10 @@ def test_random_programs_bit_identical(data: st.DataObject, spec: PoolSpec, seed
     cp = _cp()
     ref, gpu = _pair(spec, seed)
     assert_same_bits(gpu.to_numpy(), ref.to_numpy())
-    for op in data.draw(st.lists(ops(spec.num_blocks), max_size=6)):
-        if op.kind == "gather":
-            assert_same_bits(gpu.gather(op.a), ref.gather(op.a))
-        elif op.kind == "copy":
-            gpu.copy(op.a, op.b)
-            ref.copy(op.a, op.b)
-        else:
-            buf = random_canonical(spec, op.seed, len(op.a))
-            gpu.scatter(op.a, cp.asarray(buf))
-            ref.scatter(op.a, buf)
-        assert_same_bits(gpu.to_numpy(), ref.to_numpy())
+    program = data.draw(st.lists(ops(spec.num_blocks), max_size=6))
+    run_program(
+        gpu, ref, spec, program, cp, lambda: assert_same_bits(gpu.to_numpy(), ref.to_numpy())
+    )
 
 
 @requires_gpu

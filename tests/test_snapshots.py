@@ -139,7 +139,7 @@ def test_a_reader_that_never_leaves_holds_but_loses_nothing(make_tree: TreeFacto
     """R-EPOCH-3: its quarantine stays visible; free + cached + quarantined = pool."""
     tree = make_tree(6, 1)
     tree.insert([1, 2, 3, 4, 5, 6])
-    tree.reader()
+    kept = tree.reader()  # kept: a reader nobody holds would leave (R-EPOCH-5)
     tree.evict(4)
     for _ in range(3):
         tree.reclaim()
@@ -147,6 +147,7 @@ def test_a_reader_that_never_leaves_holds_but_loses_nothing(make_tree: TreeFacto
     assert (stats.free, stats.cached, stats.quarantined) == (0, 2, 4)
     assert stats.free + stats.cached + stats.quarantined == stats.num_blocks
     tree.check_invariants()
+    assert not kept.left
 
 
 def test_leaving_twice_is_an_error(make_tree: TreeFactory) -> None:

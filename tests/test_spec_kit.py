@@ -95,7 +95,7 @@ def test_a_snapshot_changed_by_a_later_write_is_caught_at_that_write() -> None:
 
 def test_a_torn_snapshot_read_is_reported() -> None:
     """R-SNAP-2: the kit finds a snapshot match that walks the live tree."""
-    report = run_kit(TreeAdapter(SnapshotReadsLiveTree, "torn"), kit=SMALL)
+    report = run_kit(TreeAdapter(SnapshotReadsLiveTree, "torn"), kit=KitSettings(examples=100))
     assert report.verdict == "disagreement"
     assert report.difference is not None
     assert report.difference.trace[-1]["op"] == "snapshot_match"

@@ -147,7 +147,7 @@ class WholeLeafEviction(reference.RadixTree):
     def _evict_blocks(self, count: int) -> list[int]:
         evicted: list[int] = []
         while len(evicted) < count:
-            nid = self._queue.pop_lru(self._is_current)
+            nid = self._queue.pop_lru()
             if nid is None:
                 break
             leaf: Any = self._nodes[nid]

@@ -20,6 +20,21 @@ from reference.errors import (
 from .conftest import TreeFactory
 from .support import blocks
 
+
+def _unaligned(dtype: str) -> Callable[[list[int]], Any]:
+    """Tokens in a NumPy array one byte into its buffer: NumPy exports its item format
+    with an explicit native-order prefix ("=I", "=i", "=q"), still native (R-TOK-2).
+    Found by the fuzzer (tests/fuzz_regressions/native-order-buffer-format)."""
+
+    def make(tokens: list[int]) -> Any:
+        size = np.dtype(dtype).itemsize
+        view = np.zeros(len(tokens) * size + 1, dtype=np.uint8)[1:].view(dtype)
+        view[:] = tokens
+        return view
+
+    return make
+
+
 GOOD_INPUTS: list[tuple[str, Callable[[list[int]], Any]]] = [
     ("list", list),
     ("tuple", tuple),
@@ -31,6 +46,9 @@ GOOD_INPUTS: list[tuple[str, Callable[[list[int]], Any]]] = [
     ("array.array q", lambda t: array.array("q", t)),
     ("memoryview", lambda t: memoryview(array.array("I", t))),
     ("other Sequence", UserList),
+    ("unaligned uint32", _unaligned("<u4" if np.little_endian else ">u4")),
+    ("unaligned int32", _unaligned("<i4" if np.little_endian else ">i4")),
+    ("unaligned int64", _unaligned("<i8" if np.little_endian else ">i8")),
 ]
 
 

@@ -6,15 +6,22 @@ that runs all of them before its first write leaves its contents unchanged when 
 Accepted block-id lists: any one-dimensional iterable of Python ``int`` or numpy integer
 scalars, or a one-dimensional numpy integer array.  Refused: ``bool`` / ``numpy.bool_``
 (even though ``bool`` subclasses ``int``), floats (even integral ones), strings, nested lists.
+
+Validated ids come back as a one-dimensional ``int64`` NumPy array.  The checks run in
+NumPy (or C builtins), never element by element in Python, unless an id is bad: then a
+per-element pass finds the first offending position, so the message names exactly the
+element a plain loop would have stopped at (a GPU pool calls this per batch, so the
+valid path is what must be cheap: about a microsecond for 16 ids).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
 from reference.blockpool.errors import (
     BlockIdRangeError,
@@ -30,13 +37,20 @@ from reference.blockpool.layout import PoolSpec
 BlockIds = Iterable[int] | Any
 """Type of id-list arguments (kept loose so numpy integer arrays are accepted)."""
 
+IdArray = npt.NDArray[np.int64]
+"""Validated ids: a one-dimensional int64 array, every value in ``[0, num_blocks)``."""
 
-def normalize_ids(ids: BlockIds, num_blocks: int, role: str = "ids") -> tuple[int, ...]:
-    """Return ``ids`` as a tuple of Python ints, each in ``[0, num_blocks)``.
+#: Batches up to this size are checked with Python's C builtins (``set``, ``min``,
+#: ``max``), which beat NumPy's per-call overhead on a handful of ids.
+SMALL_BATCH = 64
 
-    Cost O(len(ids)).  Raises :class:`BlockIdTypeError` for a non-integer element or a
-    non-1-D argument and :class:`BlockIdRangeError` for an out-of-range id; the message names
-    ``role``, the position and the offending value.
+
+def normalize_ids(ids: BlockIds, num_blocks: int, role: str = "ids") -> IdArray:
+    """Return ``ids`` as an int64 array, each in ``[0, num_blocks)``.
+
+    Cost O(len(ids)) in NumPy or C builtins.  Raises :class:`BlockIdTypeError` for a
+    non-integer element or a non-1-D argument and :class:`BlockIdRangeError` for an
+    out-of-range id; the message names ``role``, the first offending position and value.
     """
     if isinstance(ids, np.ndarray):
         if ids.ndim != 1:
@@ -45,31 +59,102 @@ def normalize_ids(ids: BlockIds, num_blocks: int, role: str = "ids") -> tuple[in
             raise BlockIdTypeError(
                 f"{role} must hold integers, got a numpy array of dtype {ids.dtype}"
             )
-        items: list[object] = [int(v) for v in ids.tolist()]
-    elif isinstance(ids, str | bytes | bytearray) or not isinstance(ids, Iterable):
+        if ids.size and (int(ids.min()) < 0 or int(ids.max()) >= num_blocks):
+            _raise_first_bad(ids.tolist(), num_blocks, role)
+        return ids.astype(np.int64, copy=False)
+    if isinstance(ids, str | bytes | bytearray) or not isinstance(ids, Iterable):
         raise BlockIdTypeError(
             f"{role} must be a sequence of ints, got {type(ids).__name__}: {ids!r}"
         )
+    items = ids if isinstance(ids, list | tuple) else list(ids)
+    if not items:
+        return np.empty(0, dtype=np.int64)
+    # Exact ints only (bool is a subclass of int: excluded by the exact type test).
+    if set(map(type, items)) == {int} and min(items) >= 0 and max(items) < num_blocks:
+        return np.array(items, dtype=np.int64)
+    _raise_first_bad(items, num_blocks, role)
+    # Only numpy integer scalars (or a mix with ints) can pass the element-wise check.
+    return np.array([int(v) for v in items], dtype=np.int64)
+
+
+_ONLY_INT = frozenset({int})
+
+
+def small_ids(ids: BlockIds, num_blocks: int, limit: int) -> Sequence[int] | None:
+    """``ids`` as a sequence of Python ints, if it is a list or tuple of exact ints, or a 1-D
+    NumPy integer array, of 1 to ``limit`` ids, each in ``[0, num_blocks)``; else None.
+
+    The fast path of a GPU pool's small calls: it accepts only what
+    :func:`normalize_ids` accepts, with the same values, and raises nothing -- on None the
+    caller runs :func:`normalize_ids`, which converts what this declined or raises the
+    precise error.  Cost O(limit) in C builtins; no NumPy array is made.
+    """
+    if type(ids) is list or type(ids) is tuple:
+        items: Sequence[int] = ids
+    elif type(ids) is np.ndarray and ids.ndim == 1 and ids.dtype.kind in "iu":
+        items = ids.tolist()
     else:
-        items = list(ids)
-    out: list[int] = []
+        return None
+    if not 0 < len(items) <= limit or set(map(type, items)) != _ONLY_INT:
+        return None
+    if min(items) < 0 or max(items) >= num_blocks:
+        return None
+    return items
+
+
+def small_disjoint_copy(
+    src_ids: BlockIds, dst_ids: BlockIds, num_blocks: int, limit: int
+) -> tuple[Sequence[int], Sequence[int]] | None:
+    """Both id lists of a copy as :func:`small_ids` gives them, if both are taken, have the
+    same length, the destinations are unique and no block is both read and written (a
+    copy that is one launch); else None (the caller runs the full checks, which raise or
+    handle the overlap).  Cost O(limit) in C builtins."""
+    src = small_ids(src_ids, num_blocks, limit)
+    if src is None:
+        return None
+    dst = small_ids(dst_ids, num_blocks, limit)
+    if dst is None or len(src) != len(dst) or len(set(dst)) != len(dst):
+        return None
+    return (src, dst) if set(src).isdisjoint(dst) else None
+
+
+def _raise_first_bad(items: Iterable[object], num_blocks: int, role: str) -> None:
+    """Raise for the first element that is not an int in range; return if there is none."""
     for i, v in enumerate(items):
         if isinstance(v, bool | np.bool_) or not isinstance(v, int | np.integer):
             raise BlockIdTypeError(f"{role}[{i}] = {v!r} is not an int (got {type(v).__name__})")
         iv = int(v)
         if iv < 0 or iv >= num_blocks:
             raise BlockIdRangeError(role, i, iv, num_blocks)
-        out.append(iv)
-    return tuple(out)
 
 
-def check_unique(ids: tuple[int, ...], role: str) -> None:
-    """Raise :class:`DuplicateDestinationError` if an id repeats.  Cost O(len(ids))."""
-    seen: dict[int, int] = {}
-    for i, v in enumerate(ids):
-        if v in seen:
-            raise DuplicateDestinationError(role, v, seen[v], i)
-        seen[v] = i
+def check_unique(ids: IdArray, role: str) -> None:
+    """Raise :class:`DuplicateDestinationError` if an id repeats, naming the repeat a scan
+    from the left meets first.  Cost O(n) with a set for small batches, O(n log n) in
+    NumPy otherwise."""
+    n = len(ids)
+    if n <= SMALL_BATCH and len(set(ids.tolist())) == n:
+        return
+    order = np.argsort(ids, kind="stable")
+    ranked = ids[order]
+    same = ranked[1:] == ranked[:-1]
+    if not same.any():
+        return
+    # Each repeated value's run in sorted order starts where `same` turns on; its second
+    # member is that value's second occurrence.  The scan meets the smallest one first.
+    starts = np.flatnonzero(same & np.concatenate(([True], ~same[:-1])))
+    seconds = order[starts + 1]
+    pick = int(np.argmin(seconds))
+    start = int(starts[pick])
+    raise DuplicateDestinationError(role, int(ranked[start]), int(order[start]), int(seconds[pick]))
+
+
+def overlap(a: IdArray, b: IdArray) -> bool:
+    """Whether the two id arrays share a value.  Cost O(n) with sets for small batches,
+    O(n log n) in NumPy otherwise."""
+    if len(a) <= SMALL_BATCH and len(b) <= SMALL_BATCH:
+        return not set(a.tolist()).isdisjoint(b.tolist())
+    return bool(np.isin(a, b, assume_unique=False).any())
 
 
 @dataclass(frozen=True)
@@ -80,12 +165,13 @@ class CopyPlan:
     still honour parallel-assignment semantics (every source read before any write).
     """
 
-    src: tuple[int, ...]
-    dst: tuple[int, ...]
+    src: IdArray
+    dst: IdArray
 
     @property
     def overlapping(self) -> bool:
-        return not set(self.src).isdisjoint(self.dst)
+        """Whether some block is both read and written.  O(n)."""
+        return overlap(self.src, self.dst)
 
 
 def validate_copy(spec: PoolSpec, src_ids: BlockIds, dst_ids: BlockIds) -> CopyPlan:

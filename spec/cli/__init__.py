@@ -2,7 +2,8 @@
 
 One subcommand per tool of the executable spec's toolbox, each in its own module of
 this package: ``demo`` (the teaching scenario, :mod:`spec.demo`), ``conform`` and
-``replay`` (the conformance kit, :mod:`spec.cli.conform`). Exit status: 0 success,
+``replay`` (the conformance kit, :mod:`spec.cli.conform`), ``gate`` (the performance
+gate, :mod:`spec.cli.gate`). Exit status: 0 success,
 1 a finding (a disagreement, a regression), 2 a usage error.
 """
 
@@ -12,7 +13,8 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from spec.cli import conform
+from reference import __version__
+from spec.cli import conform, explain, gate, simulate
 from spec.demo import run_demo
 from spec.impls import IMPLEMENTATION_NAMES, PURE_SWITCH, default_implementation, tree_class
 
@@ -23,6 +25,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="kachedb-radix",
         description="Reference radix tree for LLM KV prefix caching.",
     )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     commands = parser.add_subparsers(dest="command", required=True)
     demo = commands.add_parser(
         "demo", help="replay a small multi-turn scenario and draw the resulting tree"
@@ -35,6 +38,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     demo.set_defaults(handler=_demo)
     conform.register(commands)
+    explain.register(commands)
+    simulate.register(commands)
+    gate.register(commands)
     return parser
 
 

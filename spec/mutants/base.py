@@ -236,7 +236,7 @@ class MutantTree(RadixTree):
         """The reference's eviction loop, evicting each leaf through :meth:`_evict_from`."""
         evicted: list[int] = []
         while len(evicted) < count:
-            nid = self._queue.pop_lru(self._is_current)
+            nid = self._queue.pop_lru()
             if nid is None:
                 break
             evicted.extend(self._evict_from(self._nodes[nid], count - len(evicted)))

@@ -51,20 +51,10 @@ class ForeignLeaseWrongKind(MutantTree):
 class PinnedBlockEvicted(MutantTree):
     """Eviction ignores pins: a pinned leaf tail can be evicted."""
 
-    def _is_current(self, stamp: int, block_id: int, nid: int) -> bool:
-        node = self._nodes.get(nid)
-        return (
-            node is not None
-            and node.count > 0
-            and not node.children
-            and node.tail() == block_id
-            and self._stamps[block_id] == stamp
-        )
-
     def _offer(self, nid: int) -> None:
         node = self._nodes.get(nid)
         if node is None or node.count == 0 or node.children:
-            return
-        tail = node.tail()
-        live = len(self._nodes) - len(self._root_names)
-        self._queue.push(self._stamps[tail], tail, nid, live, self._is_current)
+            self._queue.withdraw(nid)
+        else:
+            tail = node.tail()
+            self._queue.file(nid, self._stamps[tail], tail)

@@ -1,22 +1,16 @@
 """An eviction queue with a planted bug, for the eviction mutants (R-EVICT-*).
 
 The reference's queue (:class:`reference.eviction.EvictionQueue`) orders leaf tails
-by ``(stamp, block_id)`` and checks each popped entry against the tree with an
-``is_current(stamp, block_id, nid)`` predicate. :class:`ReversedQueue` files every
-entry under the negated stamp, so the newest tail comes out first, and translates
-the predicate back so staleness is still judged on the true stamp.
+by ``(stamp, block_id)``. :class:`ReversedQueue` files every entry under the negated
+stamp, so the newest tail comes out first, and shows the true stamps to
+``check_invariants`` so that only the eviction order differs.
 """
 
 from __future__ import annotations
 
-from reference.eviction import EvictionQueue, IsCurrent
+from collections.abc import Iterator
 
-
-def _negated(is_current: IsCurrent) -> IsCurrent:
-    def check(stamp: int, block_id: int, nid: int) -> bool:
-        return is_current(-stamp, block_id, nid)
-
-    return check
+from reference.eviction import Entry, EvictionQueue
 
 
 class ReversedQueue(EvictionQueue):
@@ -24,16 +18,10 @@ class ReversedQueue(EvictionQueue):
 
     __slots__ = ()
 
-    def push(
-        self, stamp: int, block_id: int, nid: int, live_nodes: int, is_current: IsCurrent
-    ) -> None:
+    def file(self, nid: int, stamp: int, block_id: int) -> None:
         """Queue the tail under its negated stamp."""
-        super().push(-stamp, block_id, nid, live_nodes, _negated(is_current))
+        super().file(nid, -stamp, block_id)
 
-    def pop_lru(self, is_current: IsCurrent) -> int | None:
-        """The newest current tail's node."""
-        return super().pop_lru(_negated(is_current))
-
-    def covered(self, is_current: IsCurrent) -> set[int]:
-        """The nids holding a valid entry."""
-        return super().covered(_negated(is_current))
+    def entries(self) -> Iterator[Entry]:
+        """The entries with their true stamps."""
+        return ((-stamp, block_id, nid) for stamp, block_id, nid in super().entries())

@@ -4,7 +4,8 @@ Each breaks one promise of :mod:`reference.snapshot`: a block handed out again
 while a reader that could see it is inside, a snapshot that shows a later write
 (by reading the live tree, or because a published node was changed in place), a
 reclaim or an insert that does not wait for readers, a call that is not
-published, a reader that may leave twice, a counter that hides the quarantine.
+published, a reader that may leave twice, a counter that hides the quarantine, a
+reader that stays inside after it was dropped.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from reference.node import Node
 from reference.results import MatchResult, TreeStats
 from reference.snapshot import Reader, Snapshot
 from reference.tokens import as_token_list
-from reference.tree import check_namespace
+from reference.tree import RadixTree, check_namespace
 from reference.walk import Path, path_blocks, walk
 
 from .base import MutantTree, mutant
@@ -31,6 +32,17 @@ class EarlyReuse(MutantTree):
     def _retire(self, blocks: list[int]) -> None:
         next(self._epochs)  # the free still takes its epoch number
         self._allocator.free(blocks)
+
+
+def _rewrap(tree: MutantTree, cls: type[Reader]) -> Reader:
+    """A reader of class ``cls`` in a fresh epoch of ``tree``.
+
+    The epoch is entered by the reference's ``reader()`` and handed over: the inner
+    reader is marked as gone so that dropping it does not end the epoch (R-EPOCH-5).
+    """
+    inner = RadixTree.reader(tree)
+    inner._left = True
+    return cls(tree, inner.epoch, inner._version)
 
 
 class _LiveSnapshot(Snapshot):
@@ -75,8 +87,7 @@ class SnapshotReadsLiveTree(MutantTree):
         return _LiveSnapshot(self, super().snapshot())
 
     def reader(self) -> Reader:
-        inner = super().reader()
-        return _LiveReader(self, inner.epoch, inner._version)
+        return _rewrap(self, _LiveReader)
 
 
 @mutant("extend_overwrites_shared_tail", "R-SNAP-2")
@@ -231,8 +242,22 @@ class LeaveTwiceAccepted(MutantTree):
     """A reader that already left may leave again, silently."""
 
     def reader(self) -> Reader:
-        inner = super().reader()
-        return _ForgivingReader(self, inner.epoch, inner._version)
+        return _rewrap(self, _ForgivingReader)
+
+
+class _StickyReader(Reader):
+    __slots__ = ()
+
+    def __del__(self) -> None:
+        pass  # dropped without leave(): stays registered for ever
+
+
+@mutant("dropped_reader_stays", "R-EPOCH-5")
+class DroppedReaderStays(MutantTree):
+    """A reader nobody references any more stays inside: its quarantine never drains."""
+
+    def reader(self) -> Reader:
+        return _rewrap(self, _StickyReader)
 
 
 @mutant("quarantine_counted_free", "R-EPOCH-3", "R-INV-1")

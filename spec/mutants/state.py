@@ -11,9 +11,7 @@ case.
 
 from __future__ import annotations
 
-import heapq
-
-from reference.eviction import EvictionQueue, IsCurrent, _Entry
+from reference.eviction import EvictionQueue
 from reference.walk import Path
 
 from .base import MutantTree, mutant
@@ -102,50 +100,58 @@ class LruAfterManyEvictions(MutantTree):
         return evicted
 
 
-class _KeepsFirstEntry(EvictionQueue):
-    """Compaction keeps each node's first entry in heap order, valid or stale."""
+class _WithdrawWithoutRestore(EvictionQueue):
+    """Withdrawing an entry moves the heap's last entry into the hole and stops there."""
 
     __slots__ = ()
 
-    def _compact(self, is_current: IsCurrent) -> None:
-        kept: dict[int, _Entry] = {}
-        for entry in self._heap:
-            kept.setdefault(entry[3], entry)  # the bug: no is_current check
-        self._heap = list(kept.values())
-        heapq.heapify(self._heap)
+    def withdraw(self, nid: int) -> None:
+        index = self._position.pop(nid, None)
+        if index is None:
+            return
+        last = self._heap.pop()
+        if index < len(self._heap):
+            self._put(index, last)  # the bug: no _restore(index)
 
 
-@mutant("compaction_keeps_stale_entries", "R-EVICT-2", "R-EVICT-4")
-class CompactionKeepsStaleEntries(MutantTree):
-    """When the eviction queue compacts its stale entries, it may keep a node's stale
-    entry and drop its valid one, so that leaf is never evicted again."""
+@mutant("withdraw_leaves_heap_unordered", "R-EVICT-2", "R-EVICT-4")
+class WithdrawLeavesHeapUnordered(MutantTree):
+    """The eviction queue's withdraw fills the hole with its last entry without moving
+    it up: correct while the heap is shallow, but once a leaf deep in one subtree is
+    withdrawn (pinned, given a child) an older leaf from another subtree can sit below
+    a newer one, and eviction takes the newer one first."""
 
     def __init__(self, num_blocks: int, block_size: int = 16) -> None:
         super().__init__(num_blocks, block_size)
-        self._queue = _KeepsFirstEntry()
+        self._queue = _WithdrawWithoutRestore()
 
 
-class _DropsOldHalf(EvictionQueue):
-    """Compaction keeps only the valid entries stamped in the newer half."""
+class _RekeyOnlyUp(EvictionQueue):
+    """Re-keying an entry moves it towards the root only, never down."""
 
     __slots__ = ()
 
-    def _compact(self, is_current: IsCurrent) -> None:
-        valid = [entry for entry in self._heap if is_current(entry[0], entry[1], entry[3])]
-        stamps = sorted(entry[0] for entry in valid)
-        middle = stamps[len(stamps) // 2] if stamps else 0
-        self._heap = [entry for entry in valid if entry[0] >= middle]
-        heapq.heapify(self._heap)
+    def _restore(self, index: int) -> None:
+        heap = self._heap
+        entry = heap[index]
+        while index > 0:
+            parent = (index - 1) // 2
+            if heap[parent] <= entry:
+                break
+            self._put(index, heap[parent])
+            index = parent
+        self._put(index, entry)  # the bug: an entry whose key grew stays where it is
 
 
-@mutant("compaction_drops_old_leaves", "R-EVICT-2", "R-EVICT-4")
-class CompactionDropsOldLeaves(MutantTree):
-    """Compacting the eviction queue drops the older half of its valid entries: the
-    least recently used leaves are never evicted again."""
+@mutant("rekey_never_sifts_down", "R-EVICT-2", "R-EVICT-4")
+class RekeyNeverSiftsDown(MutantTree):
+    """The eviction queue moves a re-keyed entry up but never down: a leaf refreshed
+    by a match (or an entry filled into a hole) keeps its old place, so a recently
+    used leaf can be evicted before older ones."""
 
     def __init__(self, num_blocks: int, block_size: int = 16) -> None:
         super().__init__(num_blocks, block_size)
-        self._queue = _DropsOldHalf()
+        self._queue = _RekeyOnlyUp()
 
 
 @mutant("leak_before_room_check", "R-ERR-2", "R-INS-6", "R-ALLOC-1")

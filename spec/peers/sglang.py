@@ -352,6 +352,10 @@ class SGLangCandidate:
         """Not offered (see :meth:`snapshot`)."""
         return self.snapshot()
 
+    def drop(self, snapshot: int) -> None:
+        """Not offered (see :meth:`snapshot`)."""
+        self.snapshot()
+
     def close(self) -> None:
         """Drop the tree."""
         self._cache = None

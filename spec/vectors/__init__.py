@@ -75,8 +75,9 @@ def generate_trace(levels: frozenset[str], seed: int, name: str) -> list[Step]:
         done += 1
         if done % DUMP_EVERY == 0 or done == STEPS:
             lockstep.run({"op": "dump"})
-        if "snapshots" in levels and lockstep.snapshots and done % SNAPSHOT_DUMP_EVERY == 0:
-            lockstep.run({"op": "snapshot_dump", "snapshot": 1})
+        kept = [h for h in range(1, lockstep.snapshots + 1) if h not in lockstep.dropped]
+        if "snapshots" in levels and kept and done % SNAPSHOT_DUMP_EVERY == 0:
+            lockstep.run({"op": "snapshot_dump", "snapshot": kept[0]})
     if "snapshots" in levels:
         for handle in list(lockstep.inside):
             lockstep.run({"op": "leave", "snapshot": handle})

@@ -1,0 +1,155 @@
+"""``kachedb-radix explain``: step through a trace or a scenario, on the reference and
+beside it another implementation.
+
+``explain [TRACE | --scenario NAME] [--html OUT.html] [--svg DIR] [--text]
+[--target T | --cmd 'PROGRAM ARGS']``. Without an output option the steps are
+printed (``--text``). ``--target``/``--cmd`` name another implementation the way
+``conform`` does (:mod:`spec.targets`); it runs beside the reference and every
+step where it parts ways is marked.
+
+Exit status: 0 done (and the target agrees), 1 the target differs or failed,
+2 a usage error (unknown scenario, unreadable trace, bad target, unwritable
+output).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from spec.candidate import Candidate, CandidateFailure
+from spec.explain import (
+    SCENARIOS,
+    RecordError,
+    Recording,
+    build_page,
+    frame_views,
+    record,
+    scenario,
+    slide,
+    text_report,
+)
+from spec.replay import TraceError, read_trace
+from spec.stdio import DEFAULT_TIMEOUT
+from spec.steps import Step
+from spec.targets import TargetError, command, resolve
+
+EXIT_OK = 0
+EXIT_DIFFERS = 1
+EXIT_USAGE = 2
+
+
+class UsageError(Exception):
+    """A command line that cannot be carried out; the message says why."""
+
+
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add the ``explain`` subcommand to a CLI's subparsers."""
+    parser = subparsers.add_parser(
+        "explain",
+        help="step through a trace or a scenario: the tree, what changed and which rule decided",
+        description="Run TRACE (the kit's JSON lines) or a built-in scenario on the reference "
+        "(and a target beside it) and show every step: an HTML page to step through, one SVG "
+        "per step, or text.",
+    )
+    parser.add_argument("trace", nargs="?", type=Path, metavar="TRACE", help="a JSON-lines trace")
+    parser.add_argument(
+        "--scenario", choices=list(SCENARIOS), help="a built-in scenario instead of a trace"
+    )
+    parser.add_argument("--html", type=Path, metavar="OUT.html", help="write the page here")
+    parser.add_argument("--svg", type=Path, metavar="DIR", help="write one SVG per step here")
+    parser.add_argument("--text", action="store_true", help="print the steps (the default)")
+    parser.add_argument(
+        "--save-trace", type=Path, metavar="FILE", help="also write the steps as a JSON-lines trace"
+    )
+    parser.add_argument("--target", help="run beside the reference: accel or module:attribute")
+    parser.add_argument("--cmd", metavar="'PROGRAM ARGS'", help="... or a stdio program")
+    parser.add_argument(
+        "--timeout",
+        type=float,
+        default=DEFAULT_TIMEOUT,
+        help=f"seconds allowed per answer over stdio (default {DEFAULT_TIMEOUT:g})",
+    )
+    parser.set_defaults(handler=run_explain)
+
+
+def run_explain(args: argparse.Namespace) -> int:
+    """The ``explain`` subcommand. Returns the exit status."""
+    try:
+        steps, title, source, lesson = _steps(args)
+        target = open_target(args.target, args.cmd, args.timeout)
+        try:
+            recording = record(steps, target, title=title, source=source, lesson=lesson)
+        finally:
+            if target is not None:
+                target.close()
+        _write(args, recording, steps)
+    except (UsageError, RecordError) as exc:
+        print(f"explain: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    differs = recording.first_difference is not None
+    return EXIT_DIFFERS if differs else EXIT_OK
+
+
+def _steps(args: argparse.Namespace) -> tuple[list[Step], str, str, str]:
+    if (args.trace is None) == (args.scenario is None):
+        raise UsageError("give a TRACE file or --scenario NAME (one of them)")
+    if args.scenario is not None:
+        chosen = scenario(args.scenario)
+        return chosen.steps, chosen.title, f"--scenario {chosen.name}", chosen.lesson
+    try:
+        steps = read_trace(args.trace)
+    except (OSError, UnicodeDecodeError, TraceError) as exc:
+        raise UsageError(f"cannot read the trace: {exc}") from None
+    return steps, args.trace.name, str(args.trace), ""
+
+
+def open_target(target: str | None, cmd: str | None, timeout: float) -> Candidate | None:
+    """The candidate named by ``--target`` or ``--cmd`` (None for neither), resolved as the
+    kit resolves them (:mod:`spec.targets`). Cost: an import, or starting the program.
+
+    Raises:
+        UsageError: both given, an unknown target, or a program that does not start.
+    """
+    if target is not None and cmd is not None:
+        raise UsageError("give --target or --cmd, not both")
+    try:
+        if cmd is not None:
+            return command(cmd, timeout=timeout).open()
+        return resolve(target).open() if target is not None else None
+    except TargetError as exc:
+        raise UsageError(str(exc)) from None
+    except CandidateFailure as exc:
+        raise UsageError(f"--cmd {cmd}: {exc}") from None
+
+
+def _write(args: argparse.Namespace, recording: Recording, steps: list[Step]) -> None:
+    views = frame_views(recording)
+    try:
+        if args.save_trace is not None:
+            lines = [json.dumps(step) for step in steps]
+            args.save_trace.write_text("\n".join(lines) + "\n", encoding="utf-8")
+        if args.html is not None:
+            args.html.write_text(build_page(recording, views), encoding="utf-8")
+            print(f"wrote {args.html} ({len(recording.frames)} steps)")
+        if args.svg is not None:
+            args.svg.mkdir(parents=True, exist_ok=True)
+            digits = len(str(len(recording.frames)))
+            for frame, row in zip(recording.frames, views, strict=True):
+                heading = [f"{recording.title}: step {frame.number}/{len(recording.frames)}"]
+                if frame.step.get("note"):
+                    heading.append(str(frame.step["note"]))
+                for view in row:
+                    name = f"step-{frame.number:0{digits}d}-{_safe(view['name'])}.svg"
+                    (args.svg / name).write_text(slide(view, heading, frame.number - 1))
+            print(f"wrote {len(recording.frames)} steps as SVG to {args.svg}")
+    except OSError as exc:
+        raise UsageError(f"cannot write: {exc}") from None
+    if args.text or (args.html is None and args.svg is None):
+        print(text_report(recording, views))
+
+
+def _safe(name: str) -> str:
+    return "".join(char if char.isalnum() or char in "-_." else "_" for char in name)

@@ -1,0 +1,172 @@
+"""``kachedb-radix gate``: the performance gate, for this project or any other.
+
+::
+
+    kachedb-radix gate TARGET --baseline FILE [--update-baseline] [--quick]
+    kachedb-radix gate --cmd "program args" --baseline FILE ...
+
+TARGET is any conformance target (``reference``, ``accel``, ``module:Class``; ``--cmd`` for
+a program speaking the stdio protocol).  The gate times the standard cases on it, divides
+each figure by a calibration loop timed in the same run, compares with the baseline file
+and its limits, re-measures what failed once, prints one table and exits:
+
+* 0 -- every check passed (cases without a baseline are reported, not gated);
+* 1 -- a regression: a case over 1.5x its baseline, the first eviction growing more than
+  3x from 10^3 to 10^6 cached blocks, a memory figure over its baseline, a limit exceeded;
+* 2 -- a usage error: an unknown target, an unreadable baseline.
+
+``--update-baseline`` measures every case twice and merges the better into FILE (its
+hand-written ``limits`` are kept).  Adding the gate to another project's CI: record a
+baseline once on the CI machine (``--update-baseline``), commit the file, and run the
+gate with ``--quick`` in CI.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+from spec.candidate import CandidateFailure
+from spec.gate.cases import Case, build_plan
+from spec.gate.run import (
+    machine,
+    measure_case,
+    render_plain,
+    render_rich,
+    run_gate,
+    summary,
+    to_json,
+)
+from spec.gate.targets import GateTarget, gate_target
+from spec.gate.timing import FULL_POLICY, QUICK_POLICY
+from spec.gate.verdicts import (
+    Baseline,
+    BaselineError,
+    Measurement,
+    evaluate,
+    load_baseline,
+    save_baseline,
+)
+from spec.targets import TargetError
+
+EXIT_OK = 0
+EXIT_REGRESSION = 1
+EXIT_USAGE = 2
+
+
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add the ``gate`` subcommand to a CLI's subparsers."""
+    parser = subparsers.add_parser(
+        "gate",
+        help="time a target on the standard shapes and compare with its baseline",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    add_arguments(parser)
+    parser.set_defaults(handler=run)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The gate's arguments (shared by the subcommand and :func:`main`)."""
+    parser.add_argument(
+        "target",
+        nargs="?",
+        metavar="TARGET",
+        help="reference, accel, or module:attribute (a tree class or a plain-data candidate)",
+    )
+    parser.add_argument("--cmd", help="a program speaking the stdio protocol, instead of TARGET")
+    parser.add_argument("--baseline", type=Path, required=True, help="the baseline file (JSON)")
+    parser.add_argument(
+        "--update-baseline",
+        action="store_true",
+        help="measure every case twice and merge the better into the baseline file",
+    )
+    parser.add_argument("--quick", action="store_true", help="the CI set (a minute or two)")
+    parser.add_argument("--only", help="only the cases whose name holds this text")
+    parser.add_argument("--json", type=Path, help="also write the results and verdicts here")
+    parser.add_argument("--plain", action="store_true", help="a plain-text table even with rich")
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run the gate from parsed arguments; returns the exit status."""
+    if (args.target is None) == (args.cmd is None):
+        print("kachedb-radix gate: give a TARGET or --cmd, not both", file=sys.stderr)
+        return EXIT_USAGE
+    try:
+        baseline = load_baseline(args.baseline)
+        target = gate_target(args.target, args.cmd)
+    except (TargetError, BaselineError, CandidateFailure) as exc:
+        print(f"kachedb-radix gate: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    try:
+        return _run(args, target, baseline)
+    finally:
+        target.close()
+
+
+def _run(args: argparse.Namespace, target: GateTarget, baseline: Baseline) -> int:
+    started = time.perf_counter()
+    plan = build_plan(target, args.quick, args.only)
+    policy = QUICK_POLICY if args.quick else FULL_POLICY
+    host = machine()
+    print(
+        f"kachedb-radix gate: {target.name} ({target.implementation}), {plan.mode} mode, "
+        f"{len(plan.cases)} timed and {len(plan.memory)} memory cases"
+    )
+    print("machine: " + ", ".join(f"{k}={v}" for k, v in host.items()))
+    if baseline.target not in (None, target.name):
+        print(f"note: the baseline was recorded for {baseline.target!r}")
+    for note in plan.notes:
+        print(note)
+    if args.update_baseline:
+        baseline = Baseline(limits=baseline.limits)  # record afresh, gate on limits only
+
+    def measure(case: Case) -> Measurement:
+        return measure_case(case, policy)
+
+    def progress(line: str) -> None:
+        print("  " + line, flush=True)
+
+    run = run_gate(plan, baseline, measure, progress=progress)
+    written = 0
+    if args.update_baseline:
+        for case in plan.cases:  # best of two, like a re-measured case
+            if len(run.results[case.name]) == 1:
+                run.results[case.name].append(measure(case))
+        named = args.target if args.cmd is None else f"--cmd {args.cmd!r}"
+        command = f"kachedb-radix gate {named} --update-baseline" + (" --quick" * args.quick)
+        written = save_baseline(args.baseline, plan, run.results, run.memory, host, command)
+        run.verdicts = evaluate(run.results, run.memory, plan, load_baseline(args.baseline))
+    table = None if args.plain else render_rich(run.verdicts, f"kachedb-radix gate: {plan.target}")
+    if table is None:
+        print(render_plain(run.verdicts))
+    else:
+        importlib.import_module("rich.console").Console(width=200).print(table)
+    if args.json is not None:
+        args.json.write_text(json.dumps(to_json(run, host), indent=1) + "\n", encoding="utf-8")
+    print(summary(run))
+    print(f"took {time.perf_counter() - started:.0f} s")
+    if args.update_baseline:
+        print(f"baseline: wrote {written} cases to {args.baseline}")
+        return EXIT_OK
+    return run.exit_code
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m spec.cli.gate``: the subcommand on its own."""
+    parser = argparse.ArgumentParser(
+        prog="kachedb-radix gate",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    add_arguments(parser)
+    return run(parser.parse_args(argv))
+
+
+if __name__ == "__main__":  # pragma: no cover - the console script calls main()
+    sys.exit(main())

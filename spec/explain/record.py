@@ -1,0 +1,224 @@
+"""Recording a run: each step of a trace applied to the reference (and a target), with
+the state after it.
+
+A *recording* is the raw material of every view: for each step, its outcome and
+the canonical dump and stats after it, per implementation. Steps are the kit's
+trace steps (:mod:`spec.steps`), applied through the plain-data
+:class:`~spec.candidate.Candidate` interface, so the reference and any target --
+``accel``, a Python class, a program over stdio -- are recorded the same way.
+
+Beside the reference a target runs in lockstep. After each step its outcome, dump
+and stats are compared with the reference's at the levels in force
+(:func:`compare`); every differing step is marked and the first one is where
+"my cache and the spec part ways". Unlike ``replay``, the recording goes on past
+a difference, so the page shows what followed; a target that fails (hangs,
+crashes, breaks the protocol) stops there. A trace that needs levels or a block
+size the target does not declare is skipped for the target, as ``replay`` does.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..adapter import TreeAdapter
+from ..candidate import Candidate, CandidateError, CandidateFailure
+from ..levels import parse_levels
+from ..lockstep import first_difference, reference_oracle
+from ..steps import LeaseBook, Outcome, Step, apply_step, normalise
+
+
+class RecordError(ValueError):
+    """A trace that cannot be recorded (it does not start with a reset)."""
+
+
+@dataclass
+class Side:
+    """One implementation after one step.
+
+    Attributes:
+        name: the implementation's name.
+        outcome: the step's outcome (None when the implementation did not run it).
+        dump: its canonical dump after the step (None when not run or refused).
+        stats: its stats after the step (None likewise).
+        note: why it did not run, or how it failed.
+    """
+
+    name: str
+    outcome: Outcome | None = None
+    dump: dict[str, Any] | None = None
+    stats: dict[str, Any] | None = None
+    note: str | None = None
+
+
+@dataclass
+class Frame:
+    """One step and what each implementation made of it.
+
+    Attributes:
+        number: the step's number in the recording, from 1.
+        step: the step as the trace gives it (recorded outcomes left in).
+        trace: the name of the trace it belongs to (its reset's ``"trace"``), if any.
+        levels: the levels its outcomes are compared at.
+        sides: the reference's side, then the target's when there is one.
+        difference: where the target's view first differs from the reference's
+            (a path such as ``outcome.ok.evicted[0]``), None when they agree.
+    """
+
+    number: int
+    step: Step
+    trace: str | None
+    levels: frozenset[str]
+    sides: list[Side]
+    difference: str | None = None
+
+
+@dataclass
+class Recording:
+    """A whole run.
+
+    Attributes:
+        title: what it shows (a scenario's title, a trace's file name).
+        source: where the steps came from.
+        frames: one per step.
+        lesson: the one idea a scenario teaches ("" for traces).
+    """
+
+    title: str
+    source: str
+    frames: list[Frame] = field(default_factory=list)
+    lesson: str = ""
+
+    @property
+    def names(self) -> list[str]:
+        """The implementations recorded: the reference first."""
+        return [side.name for side in self.frames[0].sides] if self.frames else []
+
+    @property
+    def first_difference(self) -> int | None:
+        """The index of the first frame where the target differs, or None."""
+        return next(
+            (index for index, frame in enumerate(self.frames) if frame.difference is not None),
+            None,
+        )
+
+
+#: ``compare(op, reference, target, levels)``: where two sides' views of a step
+#: first differ, or None. A deviation profile would supply its own.
+Compare = Callable[[str, Side, Side, frozenset[str]], "str | None"]
+
+
+def compare(op: str, reference: Side, target: Side, levels: frozenset[str]) -> str | None:
+    """Where ``target``'s outcome, dump or stats first differ from ``reference``'s at
+    ``levels`` (as the kit compares them, :func:`spec.steps.normalise`), else None.
+    O(size of the state)."""
+    views = [
+        ("outcome", op, reference.outcome, target.outcome),
+        ("dump", "dump", _ok(reference.dump), _ok(target.dump)),
+        ("stats", "stats", _ok(reference.stats), _ok(target.stats)),
+    ]
+    for name, view_op, expected, actual in views:
+        found = first_difference(
+            normalise(view_op, expected or {}, levels),
+            normalise(view_op, actual or {}, levels),
+            name,
+        )
+        if found is not None:
+            return found
+    return None
+
+
+def _ok(answer: dict[str, Any] | None) -> Outcome | None:
+    return None if answer is None else {"ok": answer}
+
+
+class _Runner:
+    """Applies steps to one candidate, keeping its lease and snapshot handles."""
+
+    def __init__(self, candidate: Candidate) -> None:
+        self.candidate = candidate
+        self.book = LeaseBook()
+        self.stopped: str | None = None
+        self.skipping: str | None = None
+
+    def run(self, step: Step) -> Side:
+        side = Side(self.candidate.name)
+        if self.stopped is not None or self.skipping is not None:
+            side.note = self.stopped or self.skipping
+            return side
+        try:
+            side.outcome = apply_step(self.candidate, step, self.book)
+            if step["op"] == "reset" and "error" in side.outcome:
+                return side  # no tree was built: nothing to read
+            side.dump = self._read(self.candidate.dump)
+            side.stats = self._read(self.candidate.stats)
+        except CandidateFailure as exc:
+            self.stopped = f"stopped: {exc}"
+            side.note = f"failed: {exc}"
+        return side
+
+    @staticmethod
+    def _read(read: Callable[[], Any]) -> dict[str, Any] | None:
+        try:
+            return dict(read())
+        except CandidateError:
+            return None
+
+    def enter(self, step: Step, levels: frozenset[str]) -> None:
+        """Decide at a reset whether this candidate can run the trace that follows."""
+        missing = sorted(levels - self.candidate.levels)
+        sizes = self.candidate.block_sizes
+        if missing:
+            self.skipping = f"skipped: the trace needs levels {', '.join(missing)}"
+        elif sizes is not None and step.get("block_size") not in sizes:
+            self.skipping = f"skipped: block size {step.get('block_size')} not supported"
+        else:
+            self.skipping = None
+
+
+def record(
+    steps: list[Step],
+    target: Candidate | None = None,
+    *,
+    title: str,
+    source: str,
+    lesson: str = "",
+    oracle: TreeAdapter | None = None,
+    comparison: Compare = compare,
+) -> Recording:
+    """Apply ``steps`` to the reference (and ``target``) and record each state.
+
+    Cost: each step on each implementation, plus a dump and stats read after it:
+    O(steps * state size).
+
+    Raises:
+        RecordError: the steps do not start with a ``reset``, or one is malformed
+            (a missing argument, an unknown operation).
+    """
+    if not steps or steps[0].get("op") != "reset":
+        raise RecordError("a trace starts with a reset step (it sets the pool and block size)")
+    reference = _Runner(oracle if oracle is not None else reference_oracle())
+    other = _Runner(target) if target is not None else None
+    recording = Recording(title, source, lesson=lesson)
+    levels, trace = reference.candidate.levels, None
+    for number, step in enumerate(steps, 1):
+        if step["op"] == "reset":
+            trace = step.get("trace")
+            declared = reference.candidate.levels & (other.candidate.levels if other else levels)
+            levels = parse_levels(step["levels"]) if "levels" in step else declared
+            if other is not None:
+                other.enter(step, levels)
+        try:
+            sides = [reference.run(step)]
+            if other is not None:
+                sides.append(other.run(step))
+        except (KeyError, ValueError, TypeError) as exc:
+            raise RecordError(f"step {number} ({step.get('op')}): malformed ({exc!r})") from None
+        frame = Frame(number, step, trace, levels, sides)
+        if len(sides) == 2 and sides[1].outcome is not None:
+            frame.difference = comparison(step["op"], sides[0], sides[1], levels)
+        elif len(sides) == 2 and sides[1].note and sides[1].note.startswith("failed"):
+            frame.difference = "failure"
+        recording.frames.append(frame)
+    return recording

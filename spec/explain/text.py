@@ -1,0 +1,93 @@
+"""The text mode: every step in the terminal, with the same facts the page shows.
+
+Per step: the note, each implementation's operation and outcome, the rules that
+decided it, what changed (new and evicted blocks, split points, pins), the "why"
+panel, and the tree drawn by :func:`reference.render.render_dump` whenever the
+state changed. Steps where a target parts ways with the reference are marked
+``≠``; the first one also in the summary line at the end.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from reference.render import id_ranges, render_dump
+
+from .record import Recording
+from .view import View, all_nodes
+
+
+def text_report(recording: Recording, views: list[list[View]]) -> str:
+    """The whole recording as text. O(frames * state size)."""
+    lines = [f"kachedb-radix explain: {recording.title}  ({recording.source})"]
+    if recording.lesson:
+        lines.append(recording.lesson)
+    total = len(recording.frames)
+    for frame, row in zip(recording.frames, views, strict=True):
+        trace = f" · trace {frame.trace}" if frame.trace else ""
+        note = f"  {frame.step['note']}" if frame.step.get("note") else ""
+        lines += ["", f"── step {frame.number}/{total}{trace} ──{note}"]
+        if frame.difference is not None:
+            lines.append(f"≠ {row[-1]['name']} parts ways with the reference at {frame.difference}")
+        for view, side in zip(row, frame.sides, strict=True):
+            lines += _side(view, side.dump)
+    first = recording.first_difference
+    if len(recording.names) > 1:
+        verdict = f"first difference at step {first + 1}" if first is not None else "no difference"
+        lines += ["", f"{recording.names[1]} against the reference: {verdict}"]
+    return "\n".join(lines)
+
+
+def _side(view: View, dump: dict[str, Any] | None) -> list[str]:
+    lines = [f"{view['name']}: {view['step']}  →  {view['outcome']}"]
+    if view["note"]:
+        lines.append(f"  {view['note']}")
+    if view["rules"]:
+        lines.append("  rules: " + "; ".join(f"{rule} {reason}" for rule, reason in view["rules"]))
+    changed = _changes(view)
+    if changed:
+        lines.append("  changed: " + " · ".join(changed))
+    for title, body in view["why"]:
+        lines.append(f"  {title}: " + " | ".join(body))
+    if dump is not None and changed:
+        lines += ["    " + line for line in render_dump(_complete(dump)).splitlines()]
+    return lines
+
+
+def _changes(view: View) -> list[str]:
+    found: list[str] = []
+    pool = view["pool"] or {}
+    for name in ("allocated", "evicted", "freed", "quarantined", "reclaimed"):
+        if pool.get(name):
+            found.append(f"{name} #{id_ranges(pool[name])}")
+    for flag, label in (("split", "split before"), ("pin+", "pinned"), ("pin-", "unpinned")):
+        ids = [
+            node["blocks"][0]
+            for node in all_nodes(view["tree"])
+            if node["kind"] == "edge" and flag in node["flags"]
+        ]
+        if ids:
+            found.append(f"{label} #{', #'.join(map(str, ids))}")
+    return found
+
+
+def _complete(dump: dict[str, Any]) -> dict[str, Any]:
+    """``dump`` with pins and stamps filled in where a target left them out."""
+    complete = dict(dump)
+    complete.setdefault("free", [])
+    complete.setdefault("clock", 0)
+
+    def fill(edge: dict[str, Any]) -> dict[str, Any]:
+        zeros = [0] * len(edge["blocks"])
+        return {
+            **edge,
+            "pins": edge.get("pins") or zeros,
+            "stamps": edge.get("stamps") or zeros,
+            "children": [fill(child) for child in edge["children"]],
+        }
+
+    complete["namespaces"] = [
+        {**space, "children": [fill(edge) for edge in space["children"]]}
+        for space in dump["namespaces"]
+    ]
+    return complete

@@ -1,0 +1,156 @@
+"""What a gate run measures: the standard cases for one target.
+
+* **match** -- a full match by shape and prompt length, tokens as a uint32 array, a list or
+  int64 (:data:`QUICK_MATCHES`, :data:`FULL_MATCHES`);
+* **insert** -- a sequence sharing nothing, one sharing 7/8 of its blocks, one splitting an
+  edge; and the **request cycle** (match with a pin, insert, release);
+* **eviction** -- the *first* ``evict(64)`` after filling the wide shared-prefix tree, per
+  freed block, at 10^3 and 10^6 cached blocks (and 10^4, 10^5 in the full run): both a
+  figure against the baseline and the growth check (at most 3x from the smallest size to
+  the largest);
+* **memory** -- bytes per cached block beyond the tokens, for targets that report their
+  own allocations (:mod:`spec.gate.memory`);
+* **block pool host side** -- for ``reference`` and ``accel``, the CPU side of a GPU pool
+  call (:mod:`spec.gate.blockpool`).
+
+Each timed case names the calibration loop that normalises it (:mod:`spec.gate.timing`):
+``cpu`` for matches and the pool's host side, ``memory`` for the cases that allocate and
+walk large trees.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from . import memory, shapes
+from .blockpool import host_side_cases
+from .shapes import Workload
+from .targets import GateTarget
+from .timing import CPU, MEMORY
+
+#: (shape, length, input kinds) of the match cases; the quick set is a subset.
+QUICK_MATCHES: list[tuple[str, int, tuple[str, ...]]] = [
+    ("branchy", 1024, ("uint32", "list")),
+    ("long_edge", 1024, ("uint32",)),
+    ("long_edge", 16_384, ("int64",)),
+    ("system_prompts", 1024, ("uint32",)),
+    ("chat", 4096, ("uint32",)),
+]
+FULL_MATCHES: list[tuple[str, int, tuple[str, ...]]] = [
+    ("branchy", 16, ("uint32",)),
+    ("branchy", 1024, ("uint32", "list", "int64")),
+    ("branchy", 16_384, ("uint32",)),
+    ("long_edge", 16, ("uint32",)),
+    ("long_edge", 1024, ("uint32", "list")),
+    ("long_edge", 16_384, ("int64", "uint32")),
+    ("long_edge", 131_072, ("uint32", "list")),
+    ("system_prompts", 1024, ("uint32",)),
+    ("system_prompts", 131_072, ("uint32",)),
+    ("chat", 4096, ("uint32", "list")),
+    ("chat", 131_072, ("uint32",)),
+]
+INSERT_KINDS: dict[str, Callable[..., Workload]] = {
+    "insert/fresh": shapes.insert_fresh,
+    "insert/shared": shapes.insert_shared,
+    "insert/split": shapes.insert_split,
+    "cycle/pin-insert-release": shapes.serving_cycle,
+}
+#: The first eviction's growth from the smallest size to the largest may not exceed this.
+MAX_EVICT_GROWTH = 3.0
+
+
+@dataclass(frozen=True)
+class Case:
+    """One timed figure: ``name`` (``kind/shape/size/input``), normalised by the
+    ``calibration`` loop."""
+
+    name: str
+    make: Callable[[], Workload] = field(compare=False, repr=False)
+    calibration: str = CPU
+
+
+@dataclass(frozen=True)
+class MemoryCase:
+    """One memory figure: bytes per cached block of the tree ``build()`` returns."""
+
+    name: str
+    build: Callable[[], Any] = field(compare=False, repr=False)
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What a gate run measures for one target."""
+
+    target: str
+    mode: str
+    cases: list[Case]
+    memory: list[MemoryCase] = field(default_factory=list)
+    evict_keys: tuple[str, str] | None = None  # (smallest, largest) first-eviction cases
+    notes: list[str] = field(default_factory=list)
+
+
+def first_evict_name(size: int) -> str:
+    return f"evict/first/{size}"
+
+
+def build_plan(
+    target: GateTarget,
+    quick: bool,
+    only: str | None = None,
+    evict_sizes: tuple[int, ...] | None = None,
+) -> Plan:
+    """The cases of a quick or full run for ``target`` (``only``: just the names holding
+    that text; ``evict_sizes``: other first-eviction sizes, for tests)."""
+    factory, impl = target.factory, target.implementation
+    built: dict[tuple[str, int], Any] = {}
+
+    def tree_for(shape: str, length: int) -> Any:
+        # A match case's tree serves exactly its query length (the query is the whole
+        # cached path); trees are shared by the input kinds and kept for the run.
+        key = (shape, length)
+        if key not in built or not target.reuse_trees:
+            built[key] = shapes.build_tree(factory, impl, shapes.get_shape(shape, length))
+        return built[key]
+
+    def match(shape: str, length: int, kind: str) -> Workload:
+        query = shapes.get_shape(shape, length).query[:length]
+        return shapes.match_workload(tree_for(shape, length), query, kind)
+
+    cases: list[Case] = []
+    for shape, length, kinds in QUICK_MATCHES if quick else FULL_MATCHES:
+        for kind in kinds:
+            make = functools.partial(match, shape, length, kind)
+            cases.append(Case(f"match/{shape}/{length}/{kind}", make, CPU))
+    for length in (1024,) if quick else (1024, 16_384):
+        for name, maker in INSERT_KINDS.items():
+            make = functools.partial(maker, factory, impl, length)
+            cases.append(Case(f"{name}/{length}", make, MEMORY))
+    sizes = evict_sizes or (shapes.QUICK_EVICT_SIZES if quick else shapes.EVICT_SIZES)
+    for size in sizes:
+        make = functools.partial(shapes.first_evict_workload, factory, impl, size)
+        cases.append(Case(first_evict_name(size), make, MEMORY))
+    if target.pool is not None:
+        for name, host_side in host_side_cases(target.pool).items():
+            cases.append(Case(name, host_side, CPU))
+
+    memory_cases: list[MemoryCase] = []
+    if memory.reports_memory(factory(1, 1)):
+        for name, builder in memory.memory_shapes(quick).items():
+            build = functools.partial(builder, factory, impl)
+            memory_cases.append(MemoryCase(f"memory/{name}", build))
+
+    if only is not None:
+        cases = [case for case in cases if only in case.name]
+        memory_cases = [case for case in memory_cases if only in case.name]
+    evict = [case.name for case in cases if case.name.startswith("evict/first/")]
+    keys = (evict[0], evict[-1]) if len(evict) > 1 else None
+    notes = [
+        f"eviction check: the first evict({shapes.EVICT_BATCH}) after a fill, per freed "
+        f"block, at {min(sizes):,} vs {max(sizes):,} cached blocks (block size 1, "
+        f"{shapes.FIRST_EVICT_HEADS} shared heads, leaves of "
+        f"{shapes.FIRST_EVICT_LEAF_BLOCKS} blocks), at most {MAX_EVICT_GROWTH:g}x"
+    ]
+    return Plan(target.name, "quick" if quick else "full", cases, memory_cases, keys, notes)

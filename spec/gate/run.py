@@ -1,0 +1,180 @@
+"""A gate run: measure every case, decide, re-measure what failed once, decide again.
+
+Noise only ever adds time, so a real regression is slow both times while a burst of load
+on a shared machine rarely is: every check over its limit has its cases measured once
+more (with fresh calibrations) and each figure keeps the better of its two measurements.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import platform
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from .cases import Case, MemoryCase, Plan
+from .memory import bytes_per_block
+from .timing import Policy, calibrate, time_workload
+from .verdicts import FAIL, NEW, PASS, Baseline, Measurement, Verdict, evaluate
+
+Measure = Callable[[Case], Measurement]
+MeasureMemory = Callable[[MemoryCase], float]
+
+
+def measure_case(case: Case, policy: Policy) -> Measurement:
+    """Calibrate, time ``case`` (its tree is built untimed first), calibrate again; the
+    calibration kept is the faster of the two loops (noise only adds time)."""
+    before = calibrate(case.calibration, policy)
+    work = case.make()
+    timing = time_workload(work, policy)
+    after = calibrate(case.calibration, policy)
+    return Measurement(
+        timing.median_ns, min(before, after), case.calibration, timing.rounds, work.unit
+    )
+
+
+def measure_memory(case: MemoryCase) -> float:
+    """Bytes per cached block of the case's tree (not timed)."""
+    return bytes_per_block(case.build())
+
+
+@dataclass
+class GateRun:
+    """What a gate run measured and decided."""
+
+    plan: Plan
+    results: dict[str, list[Measurement]]
+    memory: dict[str, float]
+    verdicts: list[Verdict]
+    remeasured: list[str]
+
+    @property
+    def failed(self) -> list[Verdict]:
+        """The failing rows."""
+        return [v for v in self.verdicts if v.status == FAIL]
+
+    @property
+    def exit_code(self) -> int:
+        """0 when nothing failed, else 1."""
+        return 1 if self.failed else 0
+
+
+def run_gate(
+    plan: Plan,
+    baseline: Baseline,
+    measure: Measure,
+    memory: MeasureMemory = measure_memory,
+    progress: Callable[[str], None] | None = None,
+) -> GateRun:
+    """Measure every case, evaluate, re-measure the cases of failing checks once, decide."""
+    say = progress or (lambda line: None)
+    results: dict[str, list[Measurement]] = {}
+    total = len(plan.cases) + len(plan.memory)
+    for index, case in enumerate(plan.cases, 1):
+        results[case.name] = [measure(case)]
+        m = results[case.name][0]
+        say(f"[{index}/{total}] {case.name}: {m.median_ns:.4g} ns/{m.unit}")
+    sizes: dict[str, float] = {}
+    for index, mem in enumerate(plan.memory, len(plan.cases) + 1):
+        sizes[mem.name] = memory(mem)
+        say(f"[{index}/{total}] {mem.name}: {sizes[mem.name]:.1f} bytes/block")
+    verdicts = evaluate(results, sizes, plan, baseline)
+    suspects = {key for verdict in verdicts if verdict.status == FAIL for key in verdict.keys}
+    remeasured: list[str] = []
+    for case in plan.cases:
+        if case.name in suspects:
+            results[case.name].append(measure(case))
+            remeasured.append(case.name)
+            say(f"re-measured {case.name}: {results[case.name][-1].median_ns:.4g} ns")
+    if remeasured:
+        verdicts = evaluate(results, sizes, plan, baseline)
+    return GateRun(plan, results, sizes, verdicts, remeasured)
+
+
+# ---------------------------------------------------------------- output
+
+
+def machine() -> dict[str, str]:
+    """The machine a run happened on, for the output and the baseline file."""
+    model = platform.processor() or platform.machine()
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as info:
+            for line in info:
+                if line.startswith("model name"):
+                    model = line.split(":", 1)[1].strip()
+                    break
+    except OSError:
+        pass
+    try:
+        load = " ".join(f"{x:.2f}" for x in os.getloadavg())
+    except OSError:  # pragma: no cover - platforms without getloadavg
+        load = "n/a"
+    return {
+        "cpu": model,
+        "cpus": str(os.cpu_count()),
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "load_average": load,
+    }
+
+
+COLUMNS = ("figure", "median", "value", "limit", "status", "note")
+
+
+def render_plain(verdicts: Sequence[Verdict]) -> str:
+    """The verdicts as a plain-text table."""
+    rows = [COLUMNS] + [(v.figure, v.median, v.value, v.limit, v.status, v.note) for v in verdicts]
+    widths = [max(len(row[i]) for row in rows) for i in range(len(COLUMNS) - 1)]
+    lines = []
+    for index, row in enumerate(rows):
+        cells = [cell.ljust(width) for cell, width in zip(row[:-1], widths, strict=True)]
+        lines.append("  ".join([*cells, row[-1]]).rstrip())
+        if index == 0:
+            lines.append("  ".join("-" * width for width in widths) + "  ----")
+    return "\n".join(lines)
+
+
+def render_rich(verdicts: Sequence[Verdict], title: str) -> Any:
+    """The verdicts as a ``rich`` table, or None when rich is not installed."""
+    try:
+        table_module = importlib.import_module("rich.table")
+    except ImportError:
+        return None
+    table = table_module.Table(title=title)
+    for column in COLUMNS:
+        table.add_column(column)
+    colours = {PASS: "green", FAIL: "bold red", NEW: "cyan"}
+    for v in verdicts:
+        status = f"[{colours[v.status]}]{v.status}[/]"
+        table.add_row(v.figure, v.median, v.value, v.limit, status, v.note)
+    return table
+
+
+def summary(run: GateRun) -> str:
+    """The closing lines: what failed, what has no baseline, the verdict."""
+    counts = {status: 0 for status in (PASS, FAIL, NEW)}
+    for verdict in run.verdicts:
+        counts[verdict.status] += 1
+    lines = [
+        f"{counts[PASS]} passed, {counts[FAIL]} failed, {counts[NEW]} without baseline; "
+        f"re-measured: {len(run.remeasured)}"
+    ]
+    if counts[NEW]:
+        lines.append("cases without a baseline are not gated: record them with --update-baseline")
+    lines.append("GATE " + ("FAILED" if run.exit_code else "PASSED"))
+    return "\n".join(lines)
+
+
+def to_json(run: GateRun, host: dict[str, str]) -> dict[str, Any]:
+    """The run as plain data (for ``--json``)."""
+    return {
+        "target": run.plan.target,
+        "mode": run.plan.mode,
+        "machine": host,
+        "results": {k: [vars(m) for m in v] for k, v in run.results.items()},
+        "memory": run.memory,
+        "verdicts": [vars(v) for v in run.verdicts],
+        "exit_code": run.exit_code,
+    }

@@ -1,0 +1,272 @@
+"""The gate's decisions: every check, from measurements and a baseline file.
+
+Checks, one row each:
+
+1. every timed case is at most :data:`MAX_BASELINE_RATIO` times its baseline, both sides
+   normalised by the case's calibration loop timed in the same run (a case without a
+   baseline is NEW: reported, not gated);
+2. the first eviction after a fill grows at most
+   :data:`~spec.gate.cases.MAX_EVICT_GROWTH` times per freed block from the smallest tree
+   to the largest, both measured in this run (no baseline needed);
+3. every memory figure is at most :data:`MAX_MEMORY_RATIO` times its baseline (memory is
+   deterministic: a tolerance only for allocator rounding);
+4. the baseline file's ``limits``: absolute bounds a project sets for itself --
+   ``{"CASE": {"max_ns": 2450}}`` for a timed case, ``{"CASE": {"max": 64}}`` for a
+   memory case.
+
+The baseline file (JSON, ``format`` 2) holds the target's name, the machine it was
+recorded on, ``limits`` (hand-written, kept by updates) and ``cases`` (written by
+``--update-baseline``): per timed case its normalised median, calibration kind, raw median
+and calibration time; per memory case its value.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .cases import MAX_EVICT_GROWTH, Plan
+from .timing import format_ns
+
+MAX_BASELINE_RATIO = 1.5
+MAX_MEMORY_RATIO = 1.10
+BASELINE_FORMAT = 2
+
+PASS, FAIL, NEW = "PASS", "FAIL", "NEW"
+
+
+@dataclass(frozen=True)
+class Measurement:
+    """A case's median time per unit and its calibration loop's time, same run."""
+
+    median_ns: float
+    calib_ns: float
+    calibration: str
+    rounds: int = 0
+    unit: str = "call"
+
+    @property
+    def normalised(self) -> float:
+        """The median in calibration loops: comparable across machines."""
+        return self.median_ns / self.calib_ns
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """One row of the gate's table.
+
+    Attributes:
+        figure: what is measured.
+        median: the case's median, formatted ("" for a cross-case figure).
+        value: the figure compared with the limit, formatted.
+        limit: the limit, formatted.
+        status: PASS, FAIL or NEW (no baseline).
+        keys: the timed cases the row depends on (re-measured when it fails).
+        note: anything a reader needs (re-measure history, the raw figures).
+    """
+
+    figure: str
+    median: str
+    value: str
+    limit: str
+    status: str
+    keys: tuple[str, ...] = ()
+    note: str = ""
+
+
+@dataclass
+class Baseline:
+    """A target's baseline file, loaded."""
+
+    target: str | None = None
+    cases: dict[str, dict[str, Any]] = field(default_factory=dict)
+    limits: dict[str, dict[str, float]] = field(default_factory=dict)
+    recorded_with: dict[str, str] = field(default_factory=dict)
+
+
+class BaselineError(ValueError):
+    """A baseline file that cannot be used; the message says why."""
+
+
+def load_baseline(path: Path) -> Baseline:
+    """The baseline in ``path``; an empty one when the file does not exist.
+
+    Raises:
+        BaselineError: not JSON, or an unknown format.
+    """
+    if not path.exists():
+        return Baseline()
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as exc:
+        raise BaselineError(f"{path}: not JSON ({exc})") from None
+    if not isinstance(data, dict) or data.get("format") != BASELINE_FORMAT:
+        found = data.get("format") if isinstance(data, dict) else type(data).__name__
+        raise BaselineError(
+            f"{path}: baseline format {found!r}, this gate reads format {BASELINE_FORMAT}"
+        )
+    return Baseline(
+        data.get("target"),
+        dict(data.get("cases", {})),
+        {k: dict(v) for k, v in data.get("limits", {}).items()},
+        dict(data.get("recorded_with", {})),
+    )
+
+
+def save_baseline(
+    path: Path,
+    plan: Plan,
+    results: Mapping[str, Sequence[Measurement]],
+    memory: Mapping[str, float],
+    machine: Mapping[str, str],
+    command: str,
+) -> int:
+    """Merge the best measurement of each case into ``path`` (limits and cases not
+    measured are kept); returns the number of cases written."""
+    old = load_baseline(path)
+    cases = dict(old.cases)
+    for key, measured in results.items():
+        best = min(measured, key=lambda m: m.normalised)
+        cases[key] = {
+            "normalised": round(best.normalised, 6),
+            "calibration": best.calibration,
+            "median_ns": round(best.median_ns, 1),
+            "calibration_ns": round(best.calib_ns, 1),
+            "unit": best.unit,
+        }
+    for key, value in memory.items():
+        cases[key] = {"value": round(value, 2), "unit": "bytes/block"}
+    document = {
+        "format": BASELINE_FORMAT,
+        "target": plan.target,
+        "about": (
+            "Baseline of `kachedb-radix gate`: per timed case the median divided by its "
+            "calibration loop timed in the same run (`normalised`); per memory case the "
+            "bytes per cached block beyond the tokens. `limits` are hand-written absolute "
+            "bounds (max_ns for a timed case, max for a memory case), kept by updates."
+        ),
+        "recorded_with": {"command": command, **machine},
+        "limits": old.limits,
+        "cases": dict(sorted(cases.items())),
+    }
+    path.write_text(json.dumps(document, indent=1) + "\n", encoding="utf-8")
+    return len(results) + len(memory)
+
+
+Results = Mapping[str, Sequence[Measurement]]
+
+
+def best_median(results: Results, key: str) -> float:
+    """The lower of a case's medians (one, or two after a re-measure)."""
+    return min(m.median_ns for m in results[key])
+
+
+def best_normalised(results: Results, key: str) -> float:
+    """The lower of a case's normalised medians."""
+    return min(m.normalised for m in results[key])
+
+
+def _history(results: Results, keys: Sequence[str]) -> str:
+    again = [key for key in keys if len(results.get(key, ())) > 1]
+    if not again:
+        return ""
+    parts = []
+    for key in again:
+        firsts = ", ".join(format_ns(m.median_ns) for m in results[key])
+        parts.append(f"{key}: {firsts}")
+    return "re-measured, best kept (" + "; ".join(parts) + ")"
+
+
+def _join(*notes: str) -> str:
+    return "; ".join(note for note in notes if note)
+
+
+def _new(key: str, shown: str, limit: str, keys: tuple[str, ...] = ()) -> Verdict:
+    return Verdict(key, shown, "no baseline", limit, NEW, keys, "record one with --update-baseline")
+
+
+def evaluate(
+    results: Results, memory: Mapping[str, float], plan: Plan, baseline: Baseline
+) -> list[Verdict]:
+    """Every check of the gate, from the measurements so far."""
+    verdicts: list[Verdict] = []
+    if plan.evict_keys is not None and all(k in results for k in plan.evict_keys):
+        small, large = plan.evict_keys
+        low, high = best_median(results, small), best_median(results, large)
+        growth = high / low
+        verdicts.append(
+            Verdict(
+                f"eviction growth, {large} / {small}",
+                "",
+                f"{growth:.2f}x",
+                f"<= {MAX_EVICT_GROWTH:g}x",
+                PASS if growth <= MAX_EVICT_GROWTH else FAIL,
+                (large, small),
+                _join(
+                    f"{format_ns(high)}/block vs {format_ns(low)}/block",
+                    _history(results, (large, small)),
+                ),
+            )
+        )
+    for case in plan.cases:
+        key = case.name
+        if key not in results:
+            continue
+        median = best_median(results, key)
+        shown = f"{format_ns(median)}/{results[key][0].unit}"
+        history = _history(results, [key])
+        limit = baseline.limits.get(key, {})
+        if "max_ns" in limit:
+            bound = float(limit["max_ns"])
+            verdicts.append(
+                Verdict(
+                    f"{key} (limit)",
+                    shown,
+                    format_ns(median),
+                    f"<= {format_ns(bound)}",
+                    PASS if median <= bound else FAIL,
+                    (key,),
+                    history,
+                )
+            )
+        entry = baseline.cases.get(key)
+        if entry is None or "normalised" not in entry:
+            verdicts.append(_new(key, shown, f"<= {MAX_BASELINE_RATIO:g}x baseline", (key,)))
+            continue
+        ratio = best_normalised(results, key) / float(entry["normalised"])
+        verdicts.append(
+            Verdict(
+                key,
+                shown,
+                f"{ratio:.2f}x baseline",
+                f"<= {MAX_BASELINE_RATIO:g}x baseline",
+                PASS if ratio <= MAX_BASELINE_RATIO else FAIL,
+                (key,),
+                _join(f"{results[key][0].calibration} calibration", history),
+            )
+        )
+    for mem in plan.memory:
+        key = mem.name
+        if key not in memory:
+            continue
+        value = memory[key]
+        shown = f"{value:.1f} B/block"
+        limit = baseline.limits.get(key, {})
+        if "max" in limit:
+            bound = float(limit["max"])
+            status = PASS if value <= bound else FAIL
+            verdicts.append(
+                Verdict(f"{key} (limit)", shown, f"{value:.1f}", f"<= {bound:g}", status)
+            )
+        entry = baseline.cases.get(key)
+        if entry is None or "value" not in entry:
+            verdicts.append(_new(key, shown, f"<= {MAX_MEMORY_RATIO:g}x baseline"))
+            continue
+        ratio = value / float(entry["value"])
+        status = PASS if ratio <= MAX_MEMORY_RATIO else FAIL
+        limit_text = f"<= {MAX_MEMORY_RATIO:g}x baseline"
+        verdicts.append(Verdict(key, shown, f"{ratio:.2f}x baseline", limit_text, status))
+    return verdicts

@@ -1,0 +1,203 @@
+"""The embedded workload: a seeded generator of chat and agent traffic.
+
+With no trace, ``kachedb-radix simulate`` replays this. It is built to have the
+shapes that make prefix caching pay, and to have them in proportions one sees in
+served chat and agent traffic, so the hit-ratio curve has a knee worth finding:
+
+* **shared system prompts with skewed popularity** -- each tenant (a namespace,
+  R-NS) has its own pool of system prompts; sessions pick one by a Zipf law, so a
+  few are hot and most are cold;
+* **multi-turn conversations** growing turn by turn -- each turn's prompt is the
+  previous prompt, its reply and a new user message, so the next turn can reuse all
+  of the previous one;
+* **forks** -- a user edits an earlier message or regenerates: the turn restarts
+  from the history as it was after an earlier turn, and the conversation goes on
+  from the branch;
+* **agent loops** -- a long tool-schema prefix shared by every session of an agent
+  type, then many short steps, each appending a tool result and a short call;
+* **one-off prompts** -- no shared prefix at all: the misses every cache has.
+
+Sessions start as a Poisson process; turns follow after the previous reply plus a
+think time (chat) or a tool's run time (agent). Token ids are drawn uniformly from
+the vocabulary, so distinct texts never share a block by accident.
+
+Determinism: everything is drawn from one ``numpy.random.Generator`` seeded with
+``seed``, in a fixed order; the same spec gives the same requests, token for token.
+Cost: O(total prompt tokens) time and memory.
+"""
+
+from __future__ import annotations
+
+from array import array
+from dataclasses import dataclass
+
+import numpy as np
+
+from .trace import Request, Trace
+
+Tokens = np.ndarray  # a 1-D uint32 array of token ids
+
+
+@dataclass(frozen=True)
+class WorkloadSpec:
+    """The generator's knobs; the defaults are the embedded workload.
+
+    Lengths are medians of log-normal distributions, in tokens; times in seconds.
+    """
+
+    requests: int = 2000
+    seed: int = 0
+    block_size: int = 16
+    vocab: int = 128_000
+    tenants: int = 3
+    system_prompts_per_tenant: int = 12
+    agent_types_per_tenant: int = 3
+    zipf: float = 1.2
+    session_rate: float = 1.5
+    chat_share: float = 0.55
+    agent_share: float = 0.25
+    fork_probability: float = 0.12
+    system_tokens: float = 500.0
+    schema_tokens: float = 1500.0
+    user_tokens: float = 90.0
+    reply_tokens: float = 220.0
+    observation_tokens: float = 280.0
+    call_tokens: float = 50.0
+    oneoff_tokens: float = 600.0
+    chat_turns: float = 4.0
+    agent_steps: float = 8.0
+    think_seconds: float = 25.0
+    tool_seconds: float = 3.0
+    decode_seconds_per_token: float = 0.02
+
+
+@dataclass
+class _Pending:
+    """A generated request before ordering: (time, session, turn) orders them."""
+
+    time: float
+    session: int
+    turn: int
+    prompt: Tokens
+    output: Tokens
+    namespace: str | None
+
+
+class _Generator:
+    def __init__(self, spec: WorkloadSpec) -> None:
+        self.spec = spec
+        self.rng = np.random.default_rng(spec.seed)
+        names: list[str | None] = [None, *(f"tenant-{k}" for k in range(1, spec.tenants))]
+        self.namespaces = names
+        self.systems = [
+            [self.text(spec.system_tokens) for _ in range(spec.system_prompts_per_tenant)]
+            for _ in names
+        ]
+        self.schemas = [
+            [
+                np.concatenate([self.text(spec.system_tokens), self.text(spec.schema_tokens)])
+                for _ in range(spec.agent_types_per_tenant)
+            ]
+            for _ in names
+        ]
+
+    def text(self, median: float) -> Tokens:
+        """Fresh random tokens, a log-normal length around ``median`` (at least 1)."""
+        length = max(1, int(self.rng.lognormal(np.log(median), 0.6)))
+        return self.rng.integers(0, self.spec.vocab, size=length, dtype=np.uint32)
+
+    def zipf_pick(self, count: int) -> int:
+        """An index in [0, count) with probability proportional to 1 / (rank ** zipf)."""
+        weights = 1.0 / np.arange(1, count + 1) ** self.spec.zipf
+        return int(self.rng.choice(count, p=weights / weights.sum()))
+
+    def turns(self, mean: float) -> int:
+        return int(self.rng.geometric(1.0 / mean))
+
+    def session(self, number: int, start: float) -> list[_Pending]:
+        spec = self.spec
+        tenant = int(self.rng.integers(len(self.namespaces)))
+        namespace = self.namespaces[tenant]
+        kind = self.rng.random()
+        if kind < spec.chat_share:
+            return self.chat(number, start, tenant, namespace)
+        if kind < spec.chat_share + spec.agent_share:
+            return self.agent(number, start, tenant, namespace)
+        prompt = self.text(spec.oneoff_tokens)
+        return [_Pending(start, number, 0, prompt, self.text(spec.reply_tokens), namespace)]
+
+    def chat(self, number: int, start: float, tenant: int, namespace: str | None) -> list[_Pending]:
+        spec = self.spec
+        history = self.systems[tenant][self.zipf_pick(spec.system_prompts_per_tenant)]
+        states = [history]  # the history after each turn, for forks
+        made: list[_Pending] = []
+        now = start
+        for turn in range(min(self.turns(spec.chat_turns), 24)):
+            if turn >= 2 and self.rng.random() < spec.fork_probability:
+                history = states[int(self.rng.integers(1, len(states)))]  # edit or regenerate
+            prompt = np.concatenate([history, self.text(spec.user_tokens)])
+            output = self.text(spec.reply_tokens)
+            made.append(_Pending(now, number, turn, prompt, output, namespace))
+            history = np.concatenate([prompt, output])
+            states.append(history)
+            now += len(output) * spec.decode_seconds_per_token
+            now += self.rng.lognormal(np.log(spec.think_seconds), 0.8)
+        return made
+
+    def agent(
+        self, number: int, start: float, tenant: int, namespace: str | None
+    ) -> list[_Pending]:
+        spec = self.spec
+        schema = self.schemas[tenant][self.zipf_pick(spec.agent_types_per_tenant)]
+        history = np.concatenate([schema, self.text(spec.user_tokens * 3)])  # the task
+        made: list[_Pending] = []
+        now = start
+        for step in range(min(self.turns(spec.agent_steps), 40)):
+            if step:
+                history = np.concatenate([history, self.text(spec.observation_tokens)])
+            output = self.text(spec.call_tokens)
+            made.append(_Pending(now, number, step, history, output, namespace))
+            history = np.concatenate([history, output])
+            now += len(output) * spec.decode_seconds_per_token
+            now += self.rng.lognormal(np.log(spec.tool_seconds), 0.5)
+        return made
+
+
+def generate_requests(spec: WorkloadSpec) -> list[Request]:
+    """The spec's requests in arrival order (ties: session, then turn). O(total tokens).
+
+    Raises:
+        ValueError: ``spec.requests`` < 1 or ``spec.tenants`` < 1.
+    """
+    if spec.requests < 1 or spec.tenants < 1:
+        raise ValueError("a workload needs at least one request and one tenant")
+    generator = _Generator(spec)
+    pending: list[_Pending] = []
+    start = 0.0
+    session = 0
+    while len(pending) < spec.requests:
+        start += generator.rng.exponential(1.0 / spec.session_rate)
+        pending.extend(generator.session(session, start))
+        session += 1
+    pending.sort(key=lambda made: (made.time, made.session, made.turn))
+    requests = []
+    for made in pending[: spec.requests]:
+        prompt = array("I", made.prompt.tobytes())
+        requests.append(
+            Request(
+                tokens=prompt,
+                sequence=prompt + array("I", made.output.tobytes()),
+                prompt_tokens=len(prompt),
+                output_tokens=len(made.output),
+                timestamp=round(made.time * 1000.0, 3),
+                namespace=made.namespace,
+            )
+        )
+    return requests
+
+
+def generate(spec: WorkloadSpec | None = None) -> Trace:
+    """The generated workload as a token trace with ``spec.block_size`` tokens per block."""
+    spec = spec or WorkloadSpec()
+    source = f"embedded workload (seed {spec.seed})"
+    return Trace(generate_requests(spec), "tokens", spec.block_size, 1, source)

@@ -2,10 +2,13 @@
 beside it another implementation.
 
 ``explain [TRACE | --scenario NAME] [--html OUT.html] [--svg DIR] [--text]
-[--target T | --cmd 'PROGRAM ARGS']``. Without an output option the steps are
-printed (``--text``). ``--target``/``--cmd`` name another implementation the way
-``conform`` does (:mod:`spec.targets`); it runs beside the reference and every
-step where it parts ways is marked.
+[--target T | --cmd 'PROGRAM ARGS'] [--profile FILE]``. Without an output option
+the steps are printed (``--text``). ``--target``/``--cmd`` name another
+implementation the way ``conform`` does (:mod:`spec.targets`); it runs beside the
+reference and every step where it parts ways is marked. ``--profile`` compares it
+under a deviation profile, as ``conform --profile`` does (a peer such as
+``sglang`` brings its own; ``--profile strict`` for none): its declared policy
+differences are followed rather than marked.
 
 Exit status: 0 done (and the target agrees), 1 the target differs or failed,
 2 a usage error (unknown scenario, unreadable trace, bad target, unwritable
@@ -31,6 +34,7 @@ from spec.explain import (
     slide,
     text_report,
 )
+from spec.profile import Profile, ProfileError
 from spec.replay import TraceError, read_trace
 from spec.stdio import DEFAULT_TIMEOUT
 from spec.steps import Step
@@ -67,6 +71,12 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     parser.add_argument("--target", help="run beside the reference: accel or module:attribute")
     parser.add_argument("--cmd", metavar="'PROGRAM ARGS'", help="... or a stdio program")
     parser.add_argument(
+        "--profile",
+        metavar="FILE",
+        help="compare the target under this deviation profile (TOML, spec/profile.py; "
+        "'strict' for none; default: the target's own, e.g. sglang's)",
+    )
+    parser.add_argument(
         "--timeout",
         type=float,
         default=DEFAULT_TIMEOUT,
@@ -79,9 +89,16 @@ def run_explain(args: argparse.Namespace) -> int:
     """The ``explain`` subcommand. Returns the exit status."""
     try:
         steps, title, source, lesson = _steps(args)
-        target = open_target(args.target, args.cmd, args.timeout)
+        target, profile = open_target(args.target, args.cmd, args.timeout, args.profile)
         try:
-            recording = record(steps, target, title=title, source=source, lesson=lesson)
+            recording = record(
+                steps,
+                target,
+                title=title,
+                source=source if profile.strict else f"{source} (profile {profile.name})",
+                lesson=lesson,
+                profile=None if profile.strict else profile,
+            )
         finally:
             if target is not None:
                 target.close()
@@ -106,20 +123,31 @@ def _steps(args: argparse.Namespace) -> tuple[list[Step], str, str, str]:
     return steps, args.trace.name, str(args.trace), ""
 
 
-def open_target(target: str | None, cmd: str | None, timeout: float) -> Candidate | None:
+def open_target(
+    target: str | None, cmd: str | None, timeout: float, profile: str | None = None
+) -> tuple[Candidate | None, Profile]:
     """The candidate named by ``--target`` or ``--cmd`` (None for neither), resolved as the
-    kit resolves them (:mod:`spec.targets`). Cost: an import, or starting the program.
+    kit resolves them (:mod:`spec.targets`), and the deviation profile to compare it
+    under: ``profile`` (a file or ``"strict"``), else the target's own. Cost: an
+    import, or starting the program; reading the profile.
 
     Raises:
-        UsageError: both given, an unknown target, or a program that does not start.
+        UsageError: both given, a profile without a target, an unknown target, a bad
+            profile, or a program that does not start.
     """
     if target is not None and cmd is not None:
         raise UsageError("give --target or --cmd, not both")
+    if profile is not None and target is None and cmd is None:
+        raise UsageError("--profile needs a --target or --cmd to compare")
     try:
         if cmd is not None:
-            return command(cmd, timeout=timeout).open()
-        return resolve(target).open() if target is not None else None
-    except TargetError as exc:
+            resolved = command(cmd, timeout=timeout, profile=profile)
+        elif target is not None:
+            resolved = resolve(target, profile=profile)
+        else:
+            return None, Profile()
+        return resolved.open(), resolved.profile
+    except (TargetError, ProfileError) as exc:
         raise UsageError(str(exc)) from None
     except CandidateFailure as exc:
         raise UsageError(f"--cmd {cmd}: {exc}") from None

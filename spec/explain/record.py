@@ -10,7 +10,12 @@ trace steps (:mod:`spec.steps`), applied through the plain-data
 Beside the reference a target runs in lockstep. After each step its outcome, dump
 and stats are compared with the reference's at the levels in force
 (:func:`compare`); every differing step is marked and the first one is where
-"my cache and the spec part ways". Unlike ``replay``, the recording goes on past
+"my cache and the spec part ways". With a deviation profile (:mod:`spec.profile`)
+the comparison is the kit's under that profile: the target's error names are
+mapped to kinds, stamps and the clock are left out when it declares its own
+recency, and the reference adopts the target's admissible eviction and
+allocation choices, so a declared policy difference is not marked and what
+follows it is still compared (:func:`compare_under`). Unlike ``replay``, the recording goes on past
 a difference, so the page shows what followed; a target that fails (hangs,
 crashes, breaks the protocol) stops there. A trace that needs levels or a block
 size the target does not declare is skipped for the target, as ``replay`` does.
@@ -25,7 +30,9 @@ from typing import Any
 from ..adapter import TreeAdapter
 from ..candidate import Candidate, CandidateError, CandidateFailure
 from ..levels import parse_levels
-from ..lockstep import first_difference, reference_oracle
+from ..lockstep import adopting_outcome, first_difference, reference_oracle
+from ..oracle import Inadmissible
+from ..profile import Profile
 from ..steps import LeaseBook, Outcome, Step, apply_step, normalise
 
 
@@ -109,10 +116,12 @@ class Recording:
 Compare = Callable[[str, Side, Side, frozenset[str]], "str | None"]
 
 
-def compare(op: str, reference: Side, target: Side, levels: frozenset[str]) -> str | None:
+def compare(
+    op: str, reference: Side, target: Side, levels: frozenset[str], *, recency: bool = True
+) -> str | None:
     """Where ``target``'s outcome, dump or stats first differ from ``reference``'s at
-    ``levels`` (as the kit compares them, :func:`spec.steps.normalise`), else None.
-    O(size of the state)."""
+    ``levels`` (as the kit compares them, :func:`spec.steps.normalise`; stamps and
+    the clock only with ``recency``), else None. O(size of the state)."""
     views = [
         ("outcome", op, reference.outcome, target.outcome),
         ("dump", "dump", _ok(reference.dump), _ok(target.dump)),
@@ -120,8 +129,8 @@ def compare(op: str, reference: Side, target: Side, levels: frozenset[str]) -> s
     ]
     for name, view_op, expected, actual in views:
         found = first_difference(
-            normalise(view_op, expected or {}, levels),
-            normalise(view_op, actual or {}, levels),
+            normalise(view_op, expected or {}, levels, recency=recency),
+            normalise(view_op, actual or {}, levels, recency=recency),
             name,
         )
         if found is not None:
@@ -129,8 +138,23 @@ def compare(op: str, reference: Side, target: Side, levels: frozenset[str]) -> s
     return None
 
 
+def compare_under(profile: Profile) -> Compare:
+    """:func:`compare` as the kit compares under ``profile``: stamps and the clock only
+    when it compares recency. (Error kinds are mapped, and eviction and allocation
+    choices adopted, by :func:`record` given the profile.) O(1)."""
+
+    def compared(op: str, reference: Side, target: Side, levels: frozenset[str]) -> str | None:
+        return compare(op, reference, target, levels, recency=profile.compares_recency)
+
+    return compared
+
+
 def _ok(answer: dict[str, Any] | None) -> Outcome | None:
     return None if answer is None else {"ok": answer}
+
+
+#: Decides a runner's outcome of a step: ``(outcome, note)``, or None for the plain call.
+Follow = Callable[["_Runner"], "tuple[Outcome, str | None] | None"]
 
 
 class _Runner:
@@ -142,13 +166,20 @@ class _Runner:
         self.stopped: str | None = None
         self.skipping: str | None = None
 
-    def run(self, step: Step) -> Side:
+    def run(self, step: Step, follow: Follow | None = None) -> Side:
+        """Apply ``step``; with ``follow``, let it decide the outcome first (the oracle
+        adopting a target's choice), falling back to the plain call when it returns
+        None."""
         side = Side(self.candidate.name)
         if self.stopped is not None or self.skipping is not None:
             side.note = self.stopped or self.skipping
             return side
         try:
-            side.outcome = apply_step(self.candidate, step, self.book)
+            followed = None if follow is None else follow(self)
+            if followed is not None:
+                side.outcome, side.note = followed
+            else:
+                side.outcome = apply_step(self.candidate, step, self.book)
             if step["op"] == "reset" and "error" in side.outcome:
                 return side  # no tree was built: nothing to read
             side.dump = self._read(self.candidate.dump)
@@ -186,8 +217,13 @@ def record(
     lesson: str = "",
     oracle: TreeAdapter | None = None,
     comparison: Compare = compare,
+    profile: Profile | None = None,
 ) -> Recording:
     """Apply ``steps`` to the reference (and ``target``) and record each state.
+
+    With ``profile`` the target is compared as the kit compares it under that
+    deviation profile (module docstring); ``comparison`` then defaults to
+    :func:`compare_under`.
 
     Cost: each step on each implementation, plus a dump and stats read after it:
     O(steps * state size).
@@ -198,6 +234,8 @@ def record(
     """
     if not steps or steps[0].get("op") != "reset":
         raise RecordError("a trace starts with a reset step (it sets the pool and block size)")
+    if profile is not None and comparison is compare:
+        comparison = compare_under(profile)
     reference = _Runner(oracle if oracle is not None else reference_oracle())
     other = _Runner(target) if target is not None else None
     recording = Recording(title, source, lesson=lesson)
@@ -210,9 +248,14 @@ def record(
             if other is not None:
                 other.enter(step, levels)
         try:
-            sides = [reference.run(step)]
-            if other is not None:
-                sides.append(other.run(step))
+            if other is not None and profile is not None:
+                theirs = other.run(step)
+                _map_kind(theirs, profile)
+                sides = [reference.run(step, _adopting(step, theirs, profile)), theirs]
+            else:
+                sides = [reference.run(step)]
+                if other is not None:
+                    sides.append(other.run(step))
         except (KeyError, ValueError, TypeError) as exc:
             raise RecordError(f"step {number} ({step.get('op')}): malformed ({exc!r})") from None
         frame = Frame(number, step, trace, levels, sides)
@@ -222,3 +265,30 @@ def record(
             frame.difference = "failure"
         recording.frames.append(frame)
     return recording
+
+
+def _map_kind(side: Side, profile: Profile) -> None:
+    """The target's error name as the kind its profile maps it to."""
+    if side.outcome is not None and "error" in side.outcome:
+        side.outcome = {"error": profile.map_kind(side.outcome["error"])}
+
+
+def _adopting(step: Step, theirs: Side, profile: Profile) -> Follow | None:
+    """How the reference follows the target's admissible choice at ``step``."""
+    if theirs.outcome is None:
+        return None
+    actual = theirs.outcome
+
+    def follow(runner: _Runner) -> tuple[Outcome, str | None] | None:
+        try:
+            adopted = adopting_outcome(runner.candidate, runner.book, step, actual, profile)
+        except Inadmissible as exc:
+            return _plain(runner, step, f"not adopted: {exc}")
+        return None if adopted is None else (adopted, f"adopted {theirs.name}'s choice")
+
+    return follow
+
+
+def _plain(runner: _Runner, step: Step, note: str) -> tuple[Outcome, str | None]:
+    """The plain call, with a note saying why the target's choice was not followed."""
+    return apply_step(runner.candidate, step, runner.book), note

@@ -1,0 +1,142 @@
+"""``explain --profile``: a target beside the reference, compared as the kit compares it
+under its deviation profile -- declared policy differences followed, not marked, and
+what follows them still compared; an inadmissible choice still marked."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from spec.adapter import TreeAdapter
+from spec.cli import main as cli_main
+from spec.explain import record
+from spec.mutants.recency import ClockFrozenOnMatch
+from spec.profile import parse
+from tests.test_spec_profile import WHOLE_NODES, WholeLeafEviction
+
+#: A two-block leaf in a two-block pool; the next insert needs one block. The
+#: reference evicts the leaf's tail only (R-EVICT-1); a whole-leaf evictor frees both.
+STEPS: list[dict[str, Any]] = [
+    {"op": "reset", "num_blocks": 2, "block_size": 1},
+    {"op": "insert", "tokens": [1, 2], "namespace": None, "pin": False},
+    {"op": "insert", "tokens": [3], "namespace": None, "pin": False},
+    {"op": "match", "tokens": [1], "namespace": None, "pin": False},
+    {"op": "insert", "tokens": [3, 4], "namespace": None, "pin": False},
+    {"op": "stats"},
+]
+
+PROFILE_TOML = """
+name = "whole-nodes"
+[tolerate]
+eviction_granularity = "whole_leaf_node"
+evicted_set = "covering"
+recency = "not_compared"
+"""
+
+
+def test_strict_marks_the_policy_difference() -> None:
+    """R-EVICT-1: without a profile the whole-leaf eviction is where the two part ways."""
+    recording = record(STEPS, TreeAdapter(WholeLeafEviction, "whole"), title="t", source="s")
+    assert recording.first_difference == 2
+    assert recording.frames[2].difference is not None
+    assert recording.frames[2].difference.startswith("outcome")
+
+
+def test_under_its_profile_the_reference_follows_and_compares_the_rest() -> None:
+    """R-EVICT-1, R-INS-5: under a profile declaring whole-node eviction the reference
+    adopts the target's choice, so no step differs -- the later match and insert, run
+    on the trees the adoption kept in step, included."""
+    recording = record(
+        STEPS, TreeAdapter(WholeLeafEviction, "whole"), title="t", source="s", profile=WHOLE_NODES
+    )
+    assert recording.first_difference is None, [f.difference for f in recording.frames]
+    adopted = recording.frames[2].sides[0]
+    assert adopted.note == "adopted whole's choice"
+    assert adopted.outcome is not None and adopted.outcome["ok"]["evicted"] == [1, 0]
+    # The match after it sees the same (emptied) tree on both sides.
+    match = recording.frames[3].sides
+    assert (
+        match[0].outcome == match[1].outcome == {"ok": {"length": 0, "blocks": [], "lease": None}}
+    )
+
+
+def test_a_profile_does_not_hide_other_differences() -> None:
+    """R-LRU-1: a profile that tolerates only eviction still marks a frozen clock."""
+    eviction_only = parse(
+        {"tolerate": {"eviction_granularity": "whole_leaf_node", "evicted_set": "covering"}}
+    )
+    recording = record(
+        STEPS,
+        TreeAdapter(ClockFrozenOnMatch, "frozen"),
+        title="t",
+        source="s",
+        profile=eviction_only,
+    )
+    assert recording.first_difference is not None
+    # ... while a profile that does not compare recency lets it pass.
+    quiet = record(
+        STEPS,
+        TreeAdapter(ClockFrozenOnMatch, "frozen"),
+        title="t",
+        source="s",
+        profile=WHOLE_NODES,
+    )
+    assert quiet.first_difference is None
+
+
+def test_an_inadmissible_choice_is_still_marked() -> None:
+    """R-PIN-3: an evictor that frees a pinned block is not followed under any profile."""
+    steps: list[dict[str, Any]] = [
+        {"op": "reset", "num_blocks": 2, "block_size": 1},
+        {"op": "insert", "tokens": [1, 2], "namespace": None, "pin": True},
+        {"op": "evict", "count": 1},
+    ]
+
+    class FreesPinned(TreeAdapter):
+        def evict(self, count: object) -> Any:
+            return {"freed": [1]}  # block 1 is pinned by the live lease
+
+    recording = record(
+        steps,
+        FreesPinned(WholeLeafEviction, "pinned"),
+        title="t",
+        source="s",
+        profile=WHOLE_NODES,
+    )
+    assert recording.first_difference == 2
+    note = recording.frames[2].sides[0].note
+    assert note is not None and note.startswith("not adopted")
+
+
+def test_cli_profile_file_strict_and_errors(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The command line: a profile file makes the whole-leaf target agree (exit 0);
+    ``--profile strict`` or none marks it (exit 1); a bad profile, or a profile
+    without a target, is a usage error (exit 2) without a traceback."""
+    trace = tmp_path / "t.jsonl"
+    trace.write_text("\n".join(json.dumps(step) for step in STEPS) + "\n")
+    profile = tmp_path / "whole.toml"
+    profile.write_text(PROFILE_TOML)
+    target = ["--target", "tests.test_spec_profile:WholeLeafEviction"]
+    page = tmp_path / "page.html"
+    assert cli_main(["explain", str(trace), *target, "--profile", str(profile)]) == 0
+    assert "profile whole-nodes" in capsys.readouterr().out
+    assert (
+        cli_main(["explain", str(trace), *target, "--profile", str(profile), "--html", str(page)])
+        == 0
+    )
+    assert "profile whole-nodes" in page.read_text()
+    assert cli_main(["explain", str(trace), *target]) == 1
+    assert cli_main(["explain", str(trace), *target, "--profile", "strict"]) == 1
+    capsys.readouterr()
+    bad = tmp_path / "bad.toml"
+    unknown = "R-" + "NOPE-1"  # spelt apart: tests/test_spec_rules.py reads every cited id
+    bad.write_text(f'[waive]\n{unknown} = "x"\n')
+    assert cli_main(["explain", str(trace), *target, "--profile", str(bad)]) == 2
+    assert unknown in capsys.readouterr().err
+    assert cli_main(["explain", str(trace), "--profile", str(profile)]) == 2
+    assert "--profile needs a --target" in capsys.readouterr().err

@@ -239,3 +239,25 @@ def test_the_server_process_never_hangs_on_garbage() -> None:
 def test_answer_is_usable_on_its_own() -> None:
     adapter = TreeAdapter(reference.RadixTree, "reference")
     assert answer(adapter, json.dumps(RESET)) == {"id": 1, "ok": None}
+
+
+def test_every_kind_the_reference_can_emit_is_in_r_err_3_and_the_schema() -> None:
+    """R-ERR-3: every error class the reference can raise (each leaf of RadixError's
+    hierarchy) has its kind in R-ERR-3's list and the schema's errorKind enum, and so
+    does every kind the server adds; nothing is listed that nothing emits."""
+    from reference.errors import ERROR_KINDS, RadixError
+    from spec.protocol import PROTOCOL_KINDS, load_schema
+    from spec.rules import SPEC_PATH
+    from spec.serve import SERVER_KINDS
+
+    def leaves(cls: type[RadixError]) -> set[type[RadixError]]:
+        below = cls.__subclasses__()
+        return {cls} if not below else set().union(*(leaves(sub) for sub in below))
+
+    emitted = {cls.kind for cls in leaves(RadixError)}
+    assert emitted == set(ERROR_KINDS)
+    schema_kinds = set(load_schema()["$defs"]["errorKind"]["enum"])
+    assert schema_kinds == set(SERVER_KINDS) == emitted | set(PROTOCOL_KINDS)
+    text = SPEC_PATH.read_text(encoding="utf-8")
+    rule = text[text.index("### R-ERR-3") : text.index("**Why.**", text.index("### R-ERR-3"))]
+    assert {kind for kind in schema_kinds if f"`{kind}`" in rule} == schema_kinds

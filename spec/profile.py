@@ -174,11 +174,23 @@ class Profile:
         bare = kind.removeprefix("unexpected:")
         return self.errors.get(kind, self.errors.get(bare, kind))
 
+    @property
+    def shown_source(self) -> str | None:
+        """:attr:`source` as reports show it: a file shipped inside this project as a
+        path relative to its root (``spec/peers/sglang.toml``), so a committed report
+        names no machine's directories; any other file as given. O(path length)."""
+        if self.source is None:
+            return None
+        try:
+            return Path(self.source).resolve().relative_to(_PROJECT).as_posix()
+        except (ValueError, OSError):
+            return self.source
+
     def to_json(self) -> dict[str, Any]:
         """The profile as JSON data (for reports). O(size)."""
         return {
             "name": self.name,
-            "source": self.source,
+            "source": self.shown_source,
             "block_sizes": None if self.block_sizes is None else list(self.block_sizes),
             "pool_sizes": None if self.pool_sizes is None else list(self.pool_sizes),
             "tolerate": dict(self.modes),
@@ -186,6 +198,9 @@ class Profile:
             "waived": dict(self.waived),
         }
 
+
+#: The directory holding the ``spec`` package: shipped profiles are shown relative to it.
+_PROJECT = Path(__file__).resolve().parent.parent
 
 #: The spec to the letter: what the kit uses when no profile is given.
 STRICT = Profile()

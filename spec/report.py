@@ -103,7 +103,11 @@ def _summaries(reports: list[Report]) -> str:
         profile = report.profile
         declared = (
             f"profile {html.escape(profile.name)}"
-            + (f" (<code>{html.escape(profile.source)}</code>)" if profile.source else "")
+            + (
+                f" (<code>{html.escape(profile.shown_source)}</code>)"
+                if profile.shown_source
+                else ""
+            )
             if not profile.strict
             else "no deviations declared"
         )

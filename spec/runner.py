@@ -210,8 +210,8 @@ class Report:
             f" at levels {', '.join(self.levels)} ({self.examples} examples, "
             f"{self.seconds:.1f} s, {len(self.exercised)} rules exercised)"
         ]
-        if self.profile.source is not None:
-            lines.append(f"  profile: {self.profile.name} ({self.profile.source})")
+        if self.profile.shown_source is not None:
+            lines.append(f"  profile: {self.profile.name} ({self.profile.shown_source})")
         for found in self.findings:
             lines.append("")
             lines.append(found.explain())

@@ -201,3 +201,17 @@ def test_a_pin_ignoring_eviction_is_killed_under_the_most_lenient_profile() -> N
     assert found.kind == "safety" and found.rule == "R-PIN-3"
     # The reference itself passes under the same profile.
     assert run_kit(TreeAdapter(reference.RadixTree, "ref"), kit=QUICK, profile=LENIENT).passed
+
+
+def test_reports_show_shipped_profiles_by_their_project_path(tmp_path: Path) -> None:
+    """A committed report names no machine's directories: a profile shipped in the
+    project shows as its path from the project root; any other file as given."""
+    from spec.peers import sglang as peer
+
+    shipped = load(peer.PROFILE)
+    assert shipped.shown_source == "spec/peers/sglang.toml"
+    assert shipped.to_json()["source"] == "spec/peers/sglang.toml"
+    mine = tmp_path / "mine.toml"
+    mine.write_text('[tolerate]\nrecency = "not_compared"\n')
+    assert load(mine).shown_source == str(mine)
+    assert STRICT.shown_source is None

@@ -218,3 +218,27 @@ def test_run_kit_reopens_after_a_failure_and_shrinks_it() -> None:
     assert found.kind == "failure" and found.rule == "R-MATCH-1"
     assert [step["op"] for step in found.trace].count("match") == 3
     assert len(opened) > 2
+
+
+class _CoreOnly(TreeAdapter):
+    """A candidate declaring only the core level."""
+
+    def __init__(self) -> None:
+        super().__init__(reference.RadixTree, "core-only", frozenset({"core"}))
+
+
+def test_undeclared_levels_are_named_under_their_target(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """The note on levels a target does not declare follows that target's own lines,
+    not the next target's."""
+    status = conform.main(
+        ["conform", "tests.test_spec_targets:_CoreOnly", "reference", "--budget", "300"]
+    )
+    assert status == 0
+    lines = capsys.readouterr().out.splitlines()
+    note = next(i for i, line in enumerate(lines) if "not checked (not declared)" in line)
+    assert "pinning, eviction, namespaces, snapshots" in lines[note]
+    header = next(i for i, line in enumerate(lines) if line.startswith("core-only"))
+    following = next(i for i, line in enumerate(lines) if line.startswith("reference"))
+    assert header < note < following

@@ -207,6 +207,10 @@ def run_conform(args: argparse.Namespace) -> int:
         reports.append(report)
         if not args.json:
             print(report.explain(), flush=True)
+            # Under the target's own lines: the levels it does not declare.
+            undeclared = [level for level in LEVELS if level not in report.levels]
+            if levels is None and undeclared:
+                print(f"  not checked (not declared): {', '.join(undeclared)}", flush=True)
     mutants = _run_mutants(kit, quiet=args.json) if args.mutants else None
     if args.save_traces is not None:
         for path in save_traces(reports, args.save_traces):
@@ -284,9 +288,6 @@ def _check(
         return None
     finally:
         candidate.close()
-    undeclared = [level for level in LEVELS if level not in candidate.levels]
-    if levels is None and undeclared and not args.json:
-        print(f"  not checked (not declared): {', '.join(undeclared)}", flush=True)
     return report
 
 

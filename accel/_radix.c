@@ -155,8 +155,12 @@ static int hash_reserve(TreeObject *t, uint32_t extra) {
  * side in memory, so a sift over a large heap touches half as many cache lines. */
 #define HEAP_ARITY 4u
 
-static inline int heap_less(const HeapEntry *a, const HeapEntry *b) {
-    return a->stamp < b->stamp || (a->stamp == b->stamp && a->block < b->block);
+static inline uint32_t node_last_of(const TreeObject *t, uint32_t n);
+
+/* The reference's order: (stamp of the tail block, tail block id). */
+static inline int heap_less(const TreeObject *t, const HeapEntry *a, const HeapEntry *b) {
+    return a->stamp < b->stamp ||
+           (a->stamp == b->stamp && node_last_of(t, a->node) < node_last_of(t, b->node));
 }
 
 static inline void heap_set(TreeObject *t, uint32_t pos, HeapEntry e) {
@@ -168,7 +172,7 @@ static void sift_up(TreeObject *t, uint32_t pos) {
     HeapEntry e = t->heap[pos];
     while (pos > 0) {
         uint32_t parent = (pos - 1u) / HEAP_ARITY;
-        if (!heap_less(&e, &t->heap[parent])) break;
+        if (!heap_less(t, &e, &t->heap[parent])) break;
         heap_set(t, pos, t->heap[parent]);
         pos = parent;
     }
@@ -184,8 +188,8 @@ static void sift_down(TreeObject *t, uint32_t pos) {
         uint32_t end = first + HEAP_ARITY < n ? first + HEAP_ARITY : n;
         uint32_t c = first;
         for (uint32_t k = first + 1u; k < end; k++)
-            if (heap_less(&t->heap[k], &t->heap[c])) c = k;
-        if (!heap_less(&t->heap[c], &e)) break;
+            if (heap_less(t, &t->heap[k], &t->heap[c])) c = k;
+        if (!heap_less(t, &t->heap[c], &e)) break;
         heap_set(t, pos, t->heap[c]);
         pos = c;
     }
@@ -204,6 +208,10 @@ static void heap_remove(TreeObject *t, uint32_t pos) {
     t->heap_pos[gone] = NIL;
 }
 
+static inline uint32_t node_last_of(const TreeObject *t, uint32_t n) {
+    return node_last(t, &t->nodes[n]);
+}
+
 static inline int is_evictable_leaf(const TreeObject *t, const Node *x) {
     return x->parent < NODE_FREE && x->nblocks > 0 && x->nchildren == 0 &&
            t->pins[node_last(t, x)] == 0;
@@ -215,7 +223,7 @@ static void heap_update(TreeObject *t, uint32_t n) {
     Node *x = &t->nodes[n];
     if (is_evictable_leaf(t, x)) {
         uint32_t last = node_last(t, x);
-        HeapEntry e = {t->stamps[last], last, n};
+        HeapEntry e = {t->stamps[last], n};
         if (t->heap_pos[n] == NIL) {
             uint32_t pos = t->heap_len++;
             heap_set(t, pos, e);
@@ -237,7 +245,7 @@ static int grow_nodes(TreeObject *t, uint32_t extra) {
     uint64_t need = (uint64_t)t->nodes_len + extra;
     if (need > t->nodes_cap) {
         uint64_t cap = t->nodes_cap ? t->nodes_cap : 64;
-        while (cap < need) cap += cap / 2u; /* 1.5x: less slack per cached block */
+        while (cap < need) cap += cap / 4u; /* 1.25x: little slack per cached block */
         if (cap >= NODE_FREE) {
             PyErr_NoMemory();
             return -1;
@@ -262,10 +270,13 @@ static int grow_nodes(TreeObject *t, uint32_t extra) {
         t->pub = pp;
         t->nodes_cap = (uint32_t)cap;
     }
-    uint64_t hneed = (uint64_t)t->live_nodes + extra + 1u;
+    /* The heap holds evictable leaves only, and one call adds at most one leaf (a new
+     * child; a split adds an inner node, an eviction replaces a leaf by at most its
+     * parent), so `leaves + extra` entries always suffice. */
+    uint64_t hneed = (uint64_t)t->leaves + extra;
     if (hneed > t->heap_cap) {
         uint64_t cap = t->heap_cap ? t->heap_cap : 64;
-        while (cap < hneed) cap += cap / 2u;
+        while (cap < hneed) cap += cap / 4u;
         HeapEntry *h = PyMem_Realloc(t->heap, (size_t)cap * sizeof(HeapEntry));
         if (h == NULL) {
             PyErr_NoMemory();
@@ -478,6 +489,7 @@ static void remove_leaf(TreeObject *t, uint32_t n, uint32_t protect_root) {
     hash_remove_at(t, hash_slot_of(t, n));
     t->nodes[p].nchildren--;
     t->live_nodes--;
+    t->leaves -= t->nodes[p].parent == NIL || t->nodes[p].nchildren > 0; /* p may become one */
     if (t->nodes[p].parent != NIL)
         heap_update(t, p);
     else if (t->nodes[p].nchildren == 0 && p != protect_root)
@@ -578,7 +590,7 @@ static Py_ssize_t evict_blocks(TreeObject *t, Py_ssize_t count, uint32_t *out,
     while (done < count && t->heap_len > 0) {
         uint32_t n = t->heap[0].node;
         Node *x = &t->nodes[n];
-        uint32_t b = t->heap[0].block; /* its tail */
+        uint32_t b = node_last(t, x); /* its tail */
         /* A leaf loses its blocks one per iteration, then its child-table slot, its
          * published version and a parent update: start those loads now, while its tail
          * blocks are trimmed, and the node records of the next victims (heap[0]'s
@@ -715,6 +727,7 @@ static uint32_t attach(TreeObject *t, uint32_t root, uint32_t last, uint32_t las
     hash_insert(t, c);
     t->nodes[parent].nchildren++;
     t->live_nodes++;
+    t->leaves++; /* the parent is a root or already has children */
     sh_attach(t, parent, c);
     heap_update(t, c);
     return c;

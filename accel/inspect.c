@@ -362,7 +362,7 @@ int tree_check(TreeObject *t) {
                 int evictable = x->nchildren == 0 && t->pins[tail] == 0;
                 if (evictable) {
                     uint32_t pos = t->heap_pos[c];
-                    if (pos >= t->heap_len || t->heap[pos].node != c || t->heap[pos].block != tail ||
+                    if (pos >= t->heap_len || t->heap[pos].node != c ||
                         t->heap[pos].stamp != t->stamps[tail])
                         FAIL("evictable leaf ending in block %u not queued", tail);
                 } else if (t->heap_pos[c] != NIL) {
@@ -373,6 +373,10 @@ int tree_check(TreeObject *t) {
         }
     }
     if (visited != live) FAIL("%u nodes are not reachable from a root", live - visited);
+    if (leaves != t->leaves) FAIL("leaf counter %u != recount %u", t->leaves, leaves);
+    if (t->heap_len > t->leaves || t->heap_cap < t->leaves)
+        FAIL("eviction heap of %u entries (room for %u) for %u leaves", t->heap_len, t->heap_cap,
+             t->leaves);
     if (blocks_seen != t->cached)
         FAIL("cached counter %llu != %llu blocks", (unsigned long long)t->cached, (unsigned long long)blocks_seen);
     /* Quarantine (R-EPOCH-2): allocated, not cached, once each, batches in epoch order. */
@@ -424,7 +428,9 @@ int tree_check(TreeObject *t) {
         if (e->node >= N || t->heap_pos[e->node] != pos) FAIL("eviction heap position %u is stale", pos);
         if (pos > 0) {
             const HeapEntry *p = &t->heap[(pos - 1) / 4];
-            if (e->stamp < p->stamp || (e->stamp == p->stamp && e->block < p->block))
+            if (e->stamp < p->stamp ||
+                (e->stamp == p->stamp && node_last(t, &t->nodes[e->node]) <
+                                             node_last(t, &t->nodes[p->node])))
                 FAIL("eviction heap out of order at %u", pos);
         }
     }

@@ -213,9 +213,11 @@ typedef struct {
                             without waiting for the node record */
 } Slot;
 
-typedef struct {
+/* 12 bytes: the key's stamp and the leaf.  The key's tie-break, the tail block id, is
+ * read from the node only when two stamps are equal (with the clock advanced once per
+ * call, two leaf tails never share a stamp: R-LRU-4). */
+typedef struct __attribute__((packed, aligned(4))) {
     uint64_t stamp;
-    uint32_t block;
     uint32_t node;
 } HeapEntry;
 
@@ -253,6 +255,7 @@ typedef struct {
     uint32_t nodes_len; /* high-water mark */
     uint32_t free_node; /* head of the free list */
     uint32_t live_nodes; /* non-root nodes (the reference's _nodes) */
+    uint32_t leaves;     /* non-root nodes without children: a bound on the heap's length */
     /* children hash */
     Slot *slots;
     uint32_t slot_mask;

@@ -50,7 +50,6 @@ PChunk *chunk_new(uint32_t cap, uint32_t B) {
     c->rc = 1;
     c->used = 0;
     c->cap = cap;
-    c->mark = 0;
     return c;
 }
 
@@ -1392,7 +1391,9 @@ static PyMethodDef Tree_methods[] = {
      "Raises:\n    InvariantViolation: an invariant is broken (a bug, never bad input).\n\nThreads: the writer's call; one thread at a time (holds the GIL throughout)."},
     {"memory_bytes", (PyCFunction)Tree_memory_bytes, METH_NOARGS,
      "memory_bytes($self, /)\n--\n\n"
-     "Bytes held by the tree's own C allocations, by part (a dict of int). O(1).\n\nThreads: the writer's call; one thread at a time (holds the GIL throughout)."},
+     "Bytes held by the tree's own C allocations, by part (a dict of int).\n\n"
+     "Cost: O(N log N) for N nodes (the chunks shared by several edges are counted once).\n\n"
+     "Raises:\n    MemoryError: no room for the list of chunks.\n\nThreads: the writer's call; one thread at a time (holds the GIL throughout)."},
     {NULL, NULL, 0, NULL},
 };
 

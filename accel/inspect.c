@@ -227,6 +227,28 @@ PyObject *tree_dump(TreeObject *t) {
 
 /* ------------------------------------------------------------------ invariants */
 
+static int cmp_ptr(const void *a, const void *b) {
+    uintptr_t x = (uintptr_t)*(void *const *)a, y = (uintptr_t)*(void *const *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* The chunks of every live edge, sorted by address, so a chunk shared by k writer nodes
+ * appears k times in a row.  *n gets the count; NULL with MemoryError set on failure.
+ * O(N log N). */
+static PChunk **edge_chunks(TreeObject *t, size_t *n) {
+    PChunk **all = PyMem_Malloc(((size_t)t->live_nodes + 1u) * sizeof(PChunk *));
+    if (all == NULL) {
+        PyErr_NoMemory();
+        return NULL;
+    }
+    size_t k = 0;
+    for (uint32_t i = 0; i < t->nodes_len && k < t->live_nodes; i++)
+        if (t->nodes[i].parent < NODE_FREE) all[k++] = t->nodes[i].chunk;
+    qsort(all, k, sizeof(PChunk *), cmp_ptr);
+    *n = k;
+    return all;
+}
+
 static int cmp_u64(const void *a, const void *b) {
     uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
     return x < y ? -1 : x > y;
@@ -251,6 +273,7 @@ int tree_check(TreeObject *t) {
     uint32_t *expected = NULL, *path = NULL;
     uint64_t *leaf_stamps = NULL;
     CheckItem *stack = NULL;
+    PChunk **chunks = NULL;
     const uint32_t NB = t->num_blocks, N = t->nodes_len;
 
     const char *msg = ba_check(&t->alloc);
@@ -406,14 +429,13 @@ int tree_check(TreeObject *t) {
     /* Chunks: with no snapshot alive, a chunk's references are exactly its writer nodes
      * and (when kept) their published versions. */
     if (t->pctx->live == 0) {
-        for (uint32_t n = 0; n < N; n++)
-            if (t->nodes[n].parent < NODE_FREE) t->nodes[n].chunk->mark = 0;
-        for (uint32_t n = 0; n < N; n++)
-            if (t->nodes[n].parent < NODE_FREE) t->nodes[n].chunk->mark++;
-        for (uint32_t n = 0; n < N; n++) {
-            const PChunk *ch = t->nodes[n].chunk;
-            if (t->nodes[n].parent < NODE_FREE && ch->rc != ch->mark * (t->shadow_ok ? 2u : 1u))
-                FAIL("chunk of node %u has %u references for %u users", n, ch->rc, ch->mark);
+        size_t nchunks;
+        chunks = edge_chunks(t, &nchunks);
+        if (chunks == NULL) goto out;
+        for (size_t i = 0, run; i < nchunks; i += run) {
+            for (run = 1; i + run < nchunks && chunks[i + run] == chunks[i];) run++;
+            if (chunks[i]->rc != run * (t->shadow_ok ? 2u : 1u))
+                FAIL("a chunk has %u references for %zu users", chunks[i]->rc, run);
         }
     }
     if (pinned != t->pinned)
@@ -461,6 +483,7 @@ int tree_check(TreeObject *t) {
     rc = 0;
 out:
     kids_free(&k);
+    PyMem_Free(chunks);
     PyMem_Free(seen);
     PyMem_Free(expected);
     PyMem_Free(path);
@@ -477,16 +500,12 @@ PyObject *tree_memory(TreeObject *t) {
     /* The token bytes proper: 4 * B per cached block, stored once. */
     size_t tokens = (size_t)t->cached * B * sizeof(uint32_t);
     /* The chunks around them: headers, block ids, room not (or no longer) used. */
-    size_t edges = 0;
-    for (uint32_t n = 0; n < t->nodes_len; n++)
-        if (t->nodes[n].parent < NODE_FREE) t->nodes[n].chunk->mark = 0;
-    for (uint32_t n = 0; n < t->nodes_len; n++) {
-        PChunk *ch = t->nodes[n].chunk;
-        if (t->nodes[n].parent < NODE_FREE && ch->mark == 0) {
-            ch->mark = 1;
-            edges += chunk_bytes(ch->cap, B);
-        }
-    }
+    size_t edges = 0, nchunks;
+    PChunk **chunks = edge_chunks(t, &nchunks);
+    if (chunks == NULL) return NULL;
+    for (size_t i = 0; i < nchunks; i++)
+        if (i == 0 || chunks[i] != chunks[i - 1]) edges += chunk_bytes(chunks[i]->cap, B);
+    PyMem_Free(chunks);
     edges -= tokens;
     size_t per_block = NB * (sizeof(uint32_t) + sizeof(uint64_t));
     size_t allocator = ba_bytes(&t->alloc);

@@ -127,8 +127,8 @@ typedef struct PChunk {
     uint32_t rc;    /* writer nodes and PNodes using it */
     uint32_t used;  /* blocks written; entries past it are never read by anyone */
     uint32_t cap;   /* blocks allocated */
-    uint32_t mark;  /* memory_bytes() traversal mark */
-    uint32_t tok[]; /* cap * B tokens, then cap block ids */
+    uint32_t tok[]; /* cap * B tokens, then cap block ids (a 12-byte header: every
+                       load of tokens is unaligned-safe) */
 } PChunk;
 
 static inline uint32_t *chunk_ids(PChunk *c, uint32_t B) { return c->tok + (size_t)c->cap * B; }

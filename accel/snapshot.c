@@ -342,19 +342,22 @@ static size_t trie_bytes(const HNode *h, uint32_t depth) {
 
 /* ------------------------------------------------------------------ a node's children
  *
- * Up to KIDS_SMALL children sit in a sorted array of (first token, node): a lookup is a
- * binary search on the first token and one block comparison, no hashing -- the fastest
- * for the fan-outs trees mostly have.  More children go into the trie: O(log32 fan-out)
- * per lookup or change, however many there are.  The count of children says which; the
+ * Up to KIDS_SMALL children sit in a sorted array: a lookup is a binary search on the
+ * children's first tokens and one block comparison, no hashing -- the fastest for the
+ * fan-outs trees mostly have.  More children go into the trie: O(log32 fan-out) per
+ * lookup or change, however many there are.  The count of children says which; the
  * representation changes exactly when the count crosses KIDS_SMALL.  A PNode's copy
- * copies its array (at most KIDS_SMALL entries) and shares its trie. */
+ * copies its array (at most KIDS_SMALL entries) and shares its trie.
+ *
+ * The array is one allocation of n child pointers followed by their n first tokens,
+ * sorted by the child's first block (element-wise): 12 bytes a child, no padding, and
+ * the keys a binary search reads lie together. */
 
 #define KIDS_SMALL 16u
 
-typedef struct {
-    uint32_t key; /* the child's first token: a cheap first comparison */
-    PNode *node;
-} PChild;
+static inline size_t arr_bytes(uint32_t n) { return (size_t)n * (sizeof(PNode *) + sizeof(uint32_t)); }
+static inline PNode **arr_nodes(void *kids) { return kids; }
+static inline uint32_t *arr_keys(void *kids, uint32_t n) { return (uint32_t *)((PNode **)kids + n); }
 
 static inline int kids_in_trie(const PNode *p) { return p->nkids > KIDS_SMALL; }
 
@@ -364,20 +367,22 @@ static inline int block_cmp(const uint32_t *a, const uint32_t *b, uint32_t n) {
     return 0;
 }
 
-/* The index of the entry whose first block is blk in a sorted array of n, or
+/* The index of the entry whose first block is blk in the sorted array `kids` of n, or
  * -(insertion point) - 1. */
-static inline Py_ssize_t arr_find(const PChild *k, uint32_t n, const uint32_t *blk, uint32_t B) {
+static inline Py_ssize_t arr_find(void *kids, uint32_t n, const uint32_t *blk, uint32_t B) {
+    PNode *const *nodes = arr_nodes(kids);
+    const uint32_t *keys = arr_keys(kids, n);
     Py_ssize_t lo = 0, hi = n;
     const uint32_t key = blk[0];
     while (lo < hi) {
         Py_ssize_t mid = (lo + hi) / 2;
         int c;
-        if (k[mid].key != key) {
-            c = k[mid].key < key ? -1 : 1;
+        if (keys[mid] != key) {
+            c = keys[mid] < key ? -1 : 1;
         } else {
             /* Equal first tokens mostly mean the block we look for: test equality with
              * SIMD first, order token by token only when they differ. */
-            const uint32_t *tk = pn_tokens(k[mid].node, B);
+            const uint32_t *tk = pn_tokens(nodes[mid], B);
             c = tokens_equal(tk, blk, B) ? 0 : block_cmp(tk + 1, blk + 1, B - 1);
         }
         if (c == 0) return mid;
@@ -394,7 +399,7 @@ static inline const PNode *kids_find(const PNode *p, const PCtx *ctx, const uint
     const uint32_t B = ctx->B;
     if (kids_in_trie(p)) return trie_find(p->kids, child_key(ctx, blk), blk, B);
     Py_ssize_t i = arr_find(p->kids, p->nkids, blk, B);
-    return i >= 0 ? ((const PChild *)p->kids)[i].node : NULL;
+    return i >= 0 ? arr_nodes(p->kids)[i] : NULL;
 }
 
 /* The slot holding writer-owned p's child whose first block is blk (the trie path made
@@ -403,20 +408,19 @@ static void **kids_slot(PNode *p, const PCtx *ctx, const uint32_t *blk) {
     const uint32_t B = ctx->B;
     if (kids_in_trie(p)) return trie_slot((HNode **)&p->kids, child_key(ctx, blk), blk, B);
     Py_ssize_t i = arr_find(p->kids, p->nkids, blk, B);
-    return i >= 0 ? (void **)&((PChild *)p->kids)[i].node : NULL;
+    return i >= 0 ? (void **)&arr_nodes(p->kids)[i] : NULL;
 }
 
 static uint32_t g_kid_B; /* the GIL serialises every sort */
 
-static int cmp_pchild(const void *a, const void *b) {
-    const PChild *x = a, *y = b;
-    if (x->key != y->key) return x->key < y->key ? -1 : 1;
-    return block_cmp(pn_tokens(x->node, g_kid_B), pn_tokens(y->node, g_kid_B), g_kid_B);
+static int cmp_by_first_block(const void *a, const void *b) {
+    const PNode *x = *(PNode *const *)a, *y = *(PNode *const *)b;
+    return block_cmp(pn_tokens(x, g_kid_B), pn_tokens(y, g_kid_B), g_kid_B);
 }
 
 static void collect_child(const PNode *c, void *arg) {
-    PChild **at = arg;
-    **at = (PChild){c->chunk->tok[(size_t)c->off * g_kid_B], (PNode *)c};
+    PNode ***at = arg;
+    **at = (PNode *)c;
     (*at)++;
 }
 
@@ -425,23 +429,36 @@ static void collect_child(const PNode *c, void *arg) {
 static int kids_add(PNode *p, const PCtx *ctx, PNode *c) {
     const uint32_t B = ctx->B;
     const uint32_t *first = pn_tokens(c, B);
-    if (p->nkids < KIDS_SMALL) {
-        PChild *k = PyMem_Realloc(p->kids, ((size_t)p->nkids + 1u) * sizeof(PChild));
+    const uint32_t n = p->nkids;
+    if (n < KIDS_SMALL) {
+        /* A new array one entry larger (at most KIDS_SMALL entries: cheap to rebuild). */
+        void *k = PyMem_Malloc(arr_bytes(n + 1u));
         if (k == NULL) return -1;
+        size_t at = n ? (size_t)(-arr_find(p->kids, n, first, B) - 1) : 0;
+        PNode **nodes = arr_nodes(k);
+        uint32_t *keys = arr_keys(k, n + 1u);
+        if (n > 0) {
+            PNode **old = arr_nodes(p->kids);
+            const uint32_t *okeys = arr_keys(p->kids, n);
+            memcpy(nodes, old, at * sizeof(PNode *));
+            memcpy(nodes + at + 1, old + at, (n - at) * sizeof(PNode *));
+            memcpy(keys, okeys, at * sizeof(uint32_t));
+            memcpy(keys + at + 1, okeys + at, (n - at) * sizeof(uint32_t));
+        }
+        nodes[at] = c;
+        keys[at] = first[0];
+        PyMem_Free(p->kids);
         p->kids = k;
-        Py_ssize_t at = -arr_find(k, p->nkids, first, B) - 1;
-        memmove(k + at + 1, k + at, (size_t)(p->nkids - (uint32_t)at) * sizeof(PChild));
-        k[at] = (PChild){first[0], c};
-        p->nkids++;
+        p->nkids = n + 1u;
         return 0;
     }
-    if (p->nkids == KIDS_SMALL) {
+    if (n == KIDS_SMALL) {
         /* The array overflows: move everything into a new trie.  Until it is complete the
          * array keeps its references, so undoing is one decref of the partial trie. */
-        PChild *k = p->kids;
+        PNode **k = arr_nodes(p->kids);
         HNode *trie = NULL;
         for (uint32_t i = 0; i <= KIDS_SMALL; i++) {
-            PNode *e = i < KIDS_SMALL ? k[i].node : c;
+            PNode *e = i < KIDS_SMALL ? k[i] : c;
             if (i < KIDS_SMALL) e->rc++;
             if (trie_add(&trie, child_key(ctx, pn_tokens(e, B)), e, ctx) < 0) {
                 if (i < KIDS_SMALL) e->rc--;
@@ -450,7 +467,7 @@ static int kids_add(PNode *p, const PCtx *ctx, PNode *c) {
                 return -1;
             }
         }
-        for (uint32_t i = 0; i < KIDS_SMALL; i++) k[i].node->rc--;
+        for (uint32_t i = 0; i < KIDS_SMALL; i++) k[i]->rc--;
         PyMem_Free(k);
         p->kids = trie;
         p->nkids++;
@@ -467,22 +484,33 @@ static int kids_add(PNode *p, const PCtx *ctx, PNode *c) {
 static PNode *kids_take(PNode *p, const PCtx *ctx, const uint32_t *blk) {
     const uint32_t B = ctx->B;
     if (!kids_in_trie(p)) {
-        Py_ssize_t i = arr_find(p->kids, p->nkids, blk, B);
+        const uint32_t n = p->nkids;
+        Py_ssize_t i = arr_find(p->kids, n, blk, B);
         if (i < 0) return NULL;
-        PChild *k = p->kids;
-        PNode *gone = k[i].node;
-        memmove(k + i, k + i + 1, (size_t)(p->nkids - (uint32_t)i - 1u) * sizeof(PChild));
-        if (--p->nkids == 0) {
-            PyMem_Free(k);
+        PNode **nodes = arr_nodes(p->kids);
+        PNode *gone = nodes[i];
+        if (n == 1) {
+            PyMem_Free(p->kids);
             p->kids = NULL;
-        } else {
-            PChild *s = PyMem_Realloc(k, (size_t)p->nkids * sizeof(PChild));
-            if (s != NULL) p->kids = s; /* a failed shrink keeps the larger block */
+            p->nkids = 0;
+            return gone;
         }
+        /* Close the gap in place: the n - 1 pointers, then the keys move down to follow
+         * them (the tail first, then the head: both moves go towards lower addresses, and
+         * the head's destination ends before the tail's source begins). */
+        const uint32_t *okeys = arr_keys(p->kids, n);
+        uint32_t *keys = arr_keys(p->kids, n - 1u);
+        size_t at = (size_t)i;
+        memmove(nodes + at, nodes + at + 1, (n - 1u - at) * sizeof(PNode *));
+        memmove(keys, okeys, at * sizeof(uint32_t));
+        memmove(keys + at, okeys + at + 1, (n - 1u - at) * sizeof(uint32_t));
+        p->nkids = n - 1u;
+        void *s = PyMem_Realloc(p->kids, arr_bytes(n - 1u));
+        if (s != NULL) p->kids = s; /* a failed shrink keeps the larger block */
         return gone;
     }
-    PChild *arr = NULL;
-    if (p->nkids == KIDS_SMALL + 1u && (arr = PyMem_Malloc(KIDS_SMALL * sizeof(PChild))) == NULL)
+    void *arr = NULL;
+    if (p->nkids == KIDS_SMALL + 1u && (arr = PyMem_Malloc(arr_bytes(KIDS_SMALL))) == NULL)
         return NULL;
     PNode *gone = trie_take((HNode **)&p->kids, 0, child_key(ctx, blk), blk, B);
     if (gone == NULL) {
@@ -491,11 +519,15 @@ static PNode *kids_take(PNode *p, const PCtx *ctx, const uint32_t *blk) {
     }
     if (--p->nkids == KIDS_SMALL) {
         /* Back to an array: it takes a reference to each child, the trie drops its own. */
-        PChild *at = arr;
+        PNode **nodes = arr_nodes(arr), **at = nodes;
         g_kid_B = B;
         trie_each(p->kids, 0, collect_child, &at);
-        for (uint32_t i = 0; i < KIDS_SMALL; i++) arr[i].node->rc++;
-        qsort(arr, KIDS_SMALL, sizeof(PChild), cmp_pchild);
+        qsort(nodes, KIDS_SMALL, sizeof(PNode *), cmp_by_first_block);
+        uint32_t *keys = arr_keys(arr, KIDS_SMALL);
+        for (uint32_t i = 0; i < KIDS_SMALL; i++) {
+            nodes[i]->rc++;
+            keys[i] = pn_tokens(nodes[i], B)[0];
+        }
         PNode *none = NULL;
         hn_decref(p->kids, 0, &none);
         p->kids = arr;
@@ -510,9 +542,9 @@ static void kids_release(PNode *p, PNode **stack) {
         hn_decref(p->kids, 0, stack);
         return;
     }
-    PChild *k = p->kids;
+    PNode **k = arr_nodes(p->kids);
     for (uint32_t i = 0; i < p->nkids; i++) {
-        PNode *c = k[i].node;
+        PNode *c = k[i];
         if (--c->rc == 0) {
             chunk_decref(c->chunk);
             c->link = *stack;
@@ -528,13 +560,16 @@ static void kids_each(const PNode *p, void (*fn)(const PNode *, void *), void *a
         trie_each(p->kids, 0, fn, arg);
         return;
     }
-    const PChild *k = p->kids;
-    for (uint32_t i = 0; i < p->nkids; i++) fn(k[i].node, arg);
+    PNode **k = arr_nodes(p->kids);
+    for (uint32_t i = 0; i < p->nkids; i++) fn(k[i], arg);
 }
 
 static size_t kids_bytes(const PNode *p) {
-    return kids_in_trie(p) ? trie_bytes(p->kids, 0) : (size_t)p->nkids * sizeof(PChild);
+    return kids_in_trie(p) ? trie_bytes(p->kids, 0) : arr_bytes(p->nkids);
 }
+
+/* A one-child node's child (dump's chains). */
+static inline const PNode *kids_only(const PNode *p) { return arr_nodes(p->kids)[0]; }
 
 /* ------------------------------------------------------------------ published nodes */
 
@@ -575,13 +610,13 @@ static PNode *pn_copy(const PNode *p) {
         c->kids = p->kids;
         ((HNode *)c->kids)->rc++;
     } else if (p->nkids > 0) {
-        c->kids = PyMem_Malloc((size_t)p->nkids * sizeof(PChild));
+        c->kids = PyMem_Malloc(arr_bytes(p->nkids));
         if (c->kids == NULL) {
             PyMem_Free(c);
             return NULL;
         }
-        memcpy(c->kids, p->kids, (size_t)p->nkids * sizeof(PChild));
-        for (uint32_t i = 0; i < p->nkids; i++) ((PChild *)p->kids)[i].node->rc++;
+        memcpy(c->kids, p->kids, arr_bytes(p->nkids));
+        for (uint32_t i = 0; i < p->nkids; i++) arr_nodes(p->kids)[i]->rc++;
     }
     c->nkids = p->nkids;
     c->count = p->count;
@@ -1030,13 +1065,14 @@ int shadow_check(TreeObject *t) {
             if (trie_check(t, p->kids, p->kids, 0, n, sole, &seen) < 0) return -1;
             CHECK(seen == p->nkids, "node %u: its trie holds %u children, not %u", n, seen, p->nkids);
         } else {
-            const PChild *k = p->kids;
+            PNode **k = arr_nodes(p->kids);
+            const uint32_t *keys = arr_keys(p->kids, p->nkids);
             for (uint32_t i = 0; i < p->nkids; i++) {
-                const PNode *c = k[i].node;
-                CHECK(c->count >= 1 && c->chunk != NULL && k[i].key == pn_tokens(c, t->B)[0],
+                const PNode *c = k[i];
+                CHECK(c->count >= 1 && c->chunk != NULL && keys[i] == pn_tokens(c, t->B)[0],
                       "node %u: bad child key", n);
                 if (i > 0)
-                    CHECK(block_cmp(pn_tokens(k[i - 1].node, t->B), pn_tokens(c, t->B), t->B) < 0,
+                    CHECK(block_cmp(pn_tokens(k[i - 1], t->B), pn_tokens(c, t->B), t->B) < 0,
                           "node %u: published children unsorted", n);
                 uint32_t w = tree_find_child(t, n, pn_tokens(c, t->B));
                 CHECK(w != NIL && t->pub[w] == c, "node %u: published child is not current", n);
@@ -1291,7 +1327,7 @@ static PyObject *pedge(const PNode *n, uint32_t B, const PNode **end) {
     for (;;) {
         total += m->count;
         if (m->nkids != 1) break;
-        m = ((const PChild *)m->kids)[0].node;
+        m = kids_only(m);
     }
     *end = m;
     PyObject *tokens = PyList_New((Py_ssize_t)(total * B));
@@ -1300,7 +1336,7 @@ static PyObject *pedge(const PNode *n, uint32_t B, const PNode **end) {
     PyObject *d = NULL;
     if (!tokens || !blocks || !children) goto done;
     Py_ssize_t i = 0;
-    for (m = n;; m = ((const PChild *)m->kids)[0].node) {
+    for (m = n;; m = kids_only(m)) {
         const uint32_t *tk = pn_tokens(m, B), *ids = pn_ids(m, B);
         for (uint32_t j = 0; j < m->count; j++, i++) {
             for (uint32_t q = 0; q < B; q++) {

@@ -1,9 +1,9 @@
 /* Read-only views of the whole tree: dump() (reference.dump), check_invariants()
  * (reference.invariants, every check listed there, in C) and memory_bytes().
  *
- * Both traversals first build the children of every node as one CSR array (the
- * children table is keyed by (parent, first block), so it cannot be enumerated per
- * node); the dump sorts each child list by its first block's tokens.  Both are
+ * Both traversals first build the children of every node as one CSR array from the
+ * writer's parent links (they hold whether or not the published shape is kept); the
+ * dump sorts each child list by its first block's tokens.  Both are
  * iterative: a deep tree cannot overflow the C stack.
  */
 #include "radix.h"
@@ -302,19 +302,10 @@ int tree_check(TreeObject *t) {
             FAIL("node free list is corrupt");
     }
     if (chain != free_seen) FAIL("node free list misses %u free records", free_seen - chain);
-    if (t->slot_used != live) FAIL("children table holds %u entries for %u nodes", t->slot_used, live);
-    for (uint32_t i = 0; i <= t->slot_mask; i++) {
-        uint32_t n = t->slots[i].node;
-        if (n != NIL && (n >= N || t->nodes[n].parent >= NODE_FREE))
-            FAIL("children table slot %u holds a free node or a root", i);
-        if (n != NIL && (t->nodes[n].chunk == NULL || t->slots[i].tok != node_tok(t, &t->nodes[n])))
-            FAIL("children table slot %u disagrees with node %u", i, n);
-        /* The stored tag is the key's hash: a lookup from the tokens finds the node. */
-        if (n != NIL && (t->slots[i].tag != t->nodes[n].tag ||
-                         tree_find_child(t, t->nodes[n].parent, node_tok(t, &t->nodes[n])) != n))
-            FAIL("children table slot %u has a stale tag for node %u", i, n);
-    }
     if (kids_build(t, &k, 0) < 0) return -1;
+    /* The published shape equals the writer's node by node, and finds every child (the
+     * walks below use it). */
+    if (shadow_check(t) < 0) goto out;
 
     /* 1. Roots: no edge, at least one child, filed under their own namespace. */
     if (roots_seen != t->roots_len) FAIL("%u root records for %u namespaces", roots_seen, t->roots_len);
@@ -361,10 +352,11 @@ int tree_check(TreeObject *t) {
                 const PChunk *ch = x->chunk;
                 if ((uint64_t)x->off + x->nblocks > ch->used || ch->used > ch->cap || ch->rc < 1)
                     FAIL("edge of node %u lies outside its chunk", c);
+                /* R-EDGE-2: the child lookup (the published shape, or a scan without
+                 * it) finds this child by its first block -- so no sibling shares it. */
                 if (tree_find_child(t, item.node, node_tok(t, x)) != c)
                     FAIL("child filed under a wrong key");
                 const uint32_t *ids = node_ids(t, x);
-                if (ids[0] != x->first) FAIL("node %u: first block %u, its edge starts %u", c, x->first, ids[0]);
                 uint32_t last_pin = item.pin_above;
                 uint64_t last_stamp = item.stamp_above;
                 for (uint32_t j = 0; j < x->nblocks; j++) {
@@ -425,7 +417,6 @@ int tree_check(TreeObject *t) {
     if ((uint64_t)(NB - t->alloc.free_count) != t->cached + t->quarantined)
         FAIL("%u blocks allocated but %llu cached and %llu quarantined", NB - t->alloc.free_count,
              (unsigned long long)t->cached, (unsigned long long)t->quarantined);
-    if (shadow_check(t) < 0) goto out;
     /* Chunks: with no snapshot alive, a chunk's references are exactly its writer nodes
      * and (when kept) their published versions. */
     if (t->pctx->live == 0) {
@@ -510,7 +501,6 @@ PyObject *tree_memory(TreeObject *t) {
     size_t per_block = NB * (sizeof(uint32_t) + sizeof(uint64_t));
     size_t allocator = ba_bytes(&t->alloc);
     size_t nodes = (size_t)t->nodes_cap * (sizeof(Node) + sizeof(uint32_t) + sizeof(PNode *));
-    size_t table = ((size_t)t->slot_mask + 1u) * sizeof(Slot);
     size_t heap = (size_t)t->heap_cap * sizeof(HeapEntry);
     size_t roots = (size_t)t->roots_cap * sizeof(RootSlot);
     size_t scratch = (t->scratch_tok_cap + t->scratch_path_cap) * sizeof(uint32_t);
@@ -521,14 +511,14 @@ PyObject *tree_memory(TreeObject *t) {
     size_t published = shadow_bytes(t);
     size_t quarantine = t->qb_cap * sizeof(QBatch) + t->qid_cap * sizeof(uint32_t) +
                         (size_t)t->readers_cap * sizeof(uint64_t) + t->anc_cap * sizeof(uint32_t);
-    size_t total = tokens + edges + per_block + allocator + nodes + table + heap + roots +
-                   scratch + leases + object + published + quarantine;
-    return Py_BuildValue("{s:n,s:n,s:n,s:n,s:n,s:n,s:n,s:n,s:n,s:n,s:n,s:n,s:n,s:n,s:K,s:I}",
+    size_t total = tokens + edges + per_block + allocator + nodes + heap + roots + scratch +
+                   leases + object + published + quarantine;
+    return Py_BuildValue("{s:n,s:n,s:n,s:n,s:n,s:n,s:n,s:n,s:n,s:n,s:n,s:n,s:n,s:K,s:I}",
                          "tokens", (Py_ssize_t)tokens, "edges", (Py_ssize_t)edges,
                          "published_shape", (Py_ssize_t)published, "quarantine",
                          (Py_ssize_t)quarantine, "per_block", (Py_ssize_t)per_block,
                          "allocator", (Py_ssize_t)allocator, "nodes", (Py_ssize_t)nodes,
-                         "children_table", (Py_ssize_t)table, "eviction_heap", (Py_ssize_t)heap,
+                         "eviction_heap", (Py_ssize_t)heap,
                          "roots", (Py_ssize_t)roots, "scratch", (Py_ssize_t)scratch, "leases",
                          (Py_ssize_t)leases, "object", (Py_ssize_t)object, "total",
                          (Py_ssize_t)total, "cached_blocks", (unsigned long long)t->cached,

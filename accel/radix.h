@@ -10,15 +10,15 @@
  *   two halves of a split; the walk compares a whole edge with one memcmp.  The tokens
  *   are stored once, for the writer and every snapshot alike.
  *
- *   nodes: one pool of fixed 40-byte records indexed by uint32, with a free list.
+ *   nodes: one pool of fixed 24-byte records indexed by uint32, with a free list: the
+ *   writer's parent links, edges and child counts.
  *
- *   children: one open-addressing (linear probing, backward-shift deletion) table for
- *   the whole tree keyed by (parent index, hash of the child's first block); a 16-byte
- *   slot holds the node, a 32-bit tag of the hash and the address of the child's first
- *   block, so a probe goes straight to the tokens it compares.  The block hash is NH (UMAC's
- *   universal hash) over the B tokens with 32-bit keys drawn per tree from os.urandom,
- *   so colliding blocks cannot be crafted without the keys (collision probability
- *   <= 2**-32 per pair).
+ *   children: found through the published shape (below), which the writer keeps for
+ *   its snapshots anyway: each node's current published version lists its children in
+ *   an array sorted by first block (up to 16) or a hash trie keyed by the child's first
+ *   block.  The block hash is NH (UMAC's universal hash) over the B tokens with 32-bit
+ *   keys drawn per tree from os.urandom, so colliding blocks cannot be crafted without
+ *   the keys (collision probability <= 2**-32 per pair).
  *
  *   eviction: an indexed 4-ary min-heap of the evictable leaves keyed by
  *   (stamp of the tail block, tail block id) -- the reference's order -- updated in
@@ -153,6 +153,7 @@ typedef struct PNode {
     uint32_t count; /* blocks on this version's edge: chunk entries off .. off+count-1 */
     uint32_t off;
     uint32_t nkids;
+    uint32_t nid;   /* the writer's node (meaningful in the writer's current version) */
     union {
         PChunk *chunk;      /* NULL for a root */
         struct PNode *link; /* free stack while being released */
@@ -192,26 +193,18 @@ static inline const uint32_t *pn_ids(const PNode *p, uint32_t B) {
 
 /* ------------------------------------------------------------------ tree */
 
-/* 32 bytes, so a record never straddles two cache lines.  The walk reads parent,
- * nblocks and first (a one-block hop needs nothing else); its published version sits
- * in the parallel array TreeObject.pub, which only mirroring reads. */
+/* The writer's record of a node: its parent, its edge and how many children it has --
+ * everything eviction and the checks need without the published shape.  The walk does
+ * not read it: children are found through the node's current published version, in the
+ * parallel array TreeObject.pub. */
 typedef struct {
     uint32_t parent;    /* NIL for a root, NODE_FREE for a free record */
     uint32_t nblocks;   /* 0 for a root */
-    uint32_t first;     /* its first block's id (also in the chunk) */
     uint32_t off;       /* edge: chunk entries off..off+nblocks-1; a root: its namespace
                            slot; a free record: the next free one */
-    PChunk *chunk;      /* the edge's storage (NULL for a root), one reference */
     uint32_t nchildren;
-    uint32_t tag;       /* high 32 bits of its child-table hash: its slot's home and tag */
+    PChunk *chunk;      /* the edge's storage (NULL for a root), one reference */
 } Node;
-
-typedef struct {
-    uint32_t node;       /* NIL: empty */
-    uint32_t tag;        /* high 32 bits of the 64-bit hash: the probe's first filter */
-    const uint32_t *tok; /* the node's first block, in its chunk: a probe compares it
-                            without waiting for the node record */
-} Slot;
 
 /* 12 bytes: the key's stamp and the leaf.  The key's tie-break, the tail block id, is
  * read from the node only when two stamps are equal (with the clock advanced once per
@@ -256,13 +249,7 @@ typedef struct {
     uint32_t free_node; /* head of the free list */
     uint32_t live_nodes; /* non-root nodes (the reference's _nodes) */
     uint32_t leaves;     /* non-root nodes without children: a bound on the heap's length */
-    /* children hash */
-    Slot *slots;
-    uint32_t slot_mask;
-    uint32_t slot_used;
-    const uint32_t *keys; /* NH keys: B + 1 words (they live in pctx) */
-    uint64_t seed;
-    uint64_t parent_mix;
+    uint64_t seed; /* the block-hash keys were drawn from it (they live in pctx) */
     /* eviction heap */
     HeapEntry *heap;
     uint32_t heap_len;
@@ -495,7 +482,9 @@ void sh_root_create(TreeObject *t, uint32_t r, PyObject *ns);
 void sh_root_delete(TreeObject *t, uint32_t r);
 void sh_attach(TreeObject *t, uint32_t parent, uint32_t c); /* after the writer's attach */
 void sh_extend(TreeObject *t, uint32_t n);                  /* after the writer's extension */
-PNode *sh_split(TreeObject *t, uint32_t x, uint32_t at); /* before the writer's split */
+PNode *sh_split(TreeObject *t, uint32_t x, uint32_t at, uint32_t u); /* before the writer's split */
+/* Rebuild a dropped published shape (fallible; for a call's preparation phase). */
+static inline int shadow_ensure(TreeObject *t) { return t->shadow_ok ? 0 : shadow_rebuild(t); }
 void sh_trim(TreeObject *t, uint32_t n);
 void sh_remove_leaf(TreeObject *t, uint32_t n); /* before the writer unlinks it */
 PyObject *tree_snapshot(TreeObject *t, int reader);

@@ -397,6 +397,7 @@ static inline Py_ssize_t arr_find(void *kids, uint32_t n, const uint32_t *blk, u
 /* p's child whose first block is blk, or NULL.  Reads only. */
 static inline const PNode *kids_find(const PNode *p, const PCtx *ctx, const uint32_t *blk) {
     const uint32_t B = ctx->B;
+    if (p->nkids == 0) return NULL;
     if (kids_in_trie(p)) return trie_find(p->kids, child_key(ctx, blk), blk, B);
     Py_ssize_t i = arr_find(p->kids, p->nkids, blk, B);
     return i >= 0 ? arr_nodes(p->kids)[i] : NULL;
@@ -619,6 +620,7 @@ static PNode *pn_copy(const PNode *p) {
         for (uint32_t i = 0; i < p->nkids; i++) arr_nodes(p->kids)[i]->rc++;
     }
     c->nkids = p->nkids;
+    c->nid = p->nid;
     c->count = p->count;
     c->off = p->off;
     c->chunk = p->chunk;
@@ -693,8 +695,6 @@ int shadow_init(TreeObject *t, uint64_t seed) {
     t->pctx->live = 0;
     t->pctx->B = B;
     derive_keys(seed, t->pctx->keys, B + 1u, &t->pctx->parent_mix);
-    t->keys = t->pctx->keys;
-    t->parent_mix = t->pctx->parent_mix;
     t->shadow_ok = 1;
     return 0;
 }
@@ -735,6 +735,7 @@ int shadow_rebuild(TreeObject *t) {
         if (x->parent == NODE_FREE) continue;
         PNode *p = made[n] = pn_new();
         if (p == NULL) goto oom;
+        p->nid = n;
         if (x->parent == NIL) continue;
         p->chunk = x->chunk;
         p->chunk->rc++;
@@ -879,6 +880,7 @@ void sh_root_create(TreeObject *t, uint32_t r, PyObject *ns) {
     Py_XINCREF(ns);
     R->r[at].root = p;
     R->n++;
+    p->nid = r;
     t->pub[r] = p;
     return;
 oom:
@@ -912,6 +914,7 @@ void sh_attach(TreeObject *t, uint32_t parent, uint32_t c) {
     C->chunk->rc++;
     C->off = x->off;
     C->count = x->nblocks;
+    C->nid = c;
     if (kids_add(P, t->pctx, C) < 0) {
         pn_decref(C);
         goto oom;
@@ -936,7 +939,7 @@ void sh_extend(TreeObject *t, uint32_t n) {
     P->count = x->nblocks;
 }
 
-PNode *sh_split(TreeObject *t, uint32_t x, uint32_t at) {
+PNode *sh_split(TreeObject *t, uint32_t x, uint32_t at, uint32_t u) {
     const uint32_t B = t->B;
     PNode *PP = NULL;
     PNode *X = pn_unique(t, x, &PP);
@@ -949,6 +952,7 @@ PNode *sh_split(TreeObject *t, uint32_t x, uint32_t at) {
     U->chunk->rc++;
     U->off = X->off;
     U->count = at;
+    U->nid = u;
     /* X's reference moves from the parent's trie into U's; U takes X's place there
      * (same first block: same key, same slot). */
     X->off += at;
@@ -994,6 +998,11 @@ void sh_remove_leaf(TreeObject *t, uint32_t n) {
         }                                                     \
     } while (0)
 
+/* Whether k is the current published version of one of writer node owner's children. */
+static int is_current_child(const TreeObject *t, const PNode *k, uint32_t owner) {
+    return k->nid < t->nodes_len && t->nodes[k->nid].parent == owner && t->pub[k->nid] == k;
+}
+
 /* One trie node (and below), checked against the trie's owner `owner` (whose trie is
  * `top`): every child is found from the top by its own hash, is a current published
  * version of one of the writer's children of `owner`; counts are positive (1 with no
@@ -1024,8 +1033,7 @@ static int trie_check(TreeObject *t, const HNode *top, const HNode *h, uint32_t 
         const uint32_t *first = pn_tokens(k, B);
         CHECK(trie_find(top, child_key(t->pctx, first), first, B) == k,
               "node %u: child filed under a wrong hash", owner);
-        uint32_t c = tree_find_child(t, owner, first);
-        CHECK(c != NIL && t->pub[c] == k, "node %u: published child is not current", owner);
+        CHECK(is_current_child(t, k, owner), "node %u: published child is not current", owner);
         (*seen)++;
     }
     return 0;
@@ -1074,13 +1082,18 @@ int shadow_check(TreeObject *t) {
                 if (i > 0)
                     CHECK(block_cmp(pn_tokens(k[i - 1], t->B), pn_tokens(c, t->B), t->B) < 0,
                           "node %u: published children unsorted", n);
-                uint32_t w = tree_find_child(t, n, pn_tokens(c, t->B));
-                CHECK(w != NIL && t->pub[w] == c, "node %u: published child is not current", n);
+                CHECK(is_current_child(t, c, n), "node %u: published child is not current", n);
             }
         }
+        CHECK(p->nid == n, "node %u: its published version names node %u", n, p->nid);
         if (x->parent == NIL) continue;
         CHECK(p->chunk == x->chunk && p->off == x->off,
               "node %u: published edge not in the writer's chunk", n);
+        /* The writer's lookups: the parent's version finds this one by its first block
+         * (with the counts equal above, published children and writer children match
+         * one to one). */
+        CHECK(t->pub[x->parent] != NULL && kids_find(t->pub[x->parent], t->pctx, node_tok(t, x)) == p,
+              "node %u is not found under its parent's published version", n);
     }
     return 0;
 }
@@ -1206,13 +1219,19 @@ static void Reader_dealloc(ReaderObject *self) {
 
 /* Follow tok's first `limit` blocks down one published version; ids go to out. Reads
  * only immutable data, so it runs without the GIL. */
-static Py_ssize_t pn_walk(const PNode *node, const PCtx *ctx, const uint32_t *tok,
-                          Py_ssize_t limit, uint32_t *out) {
+/* The published walk (R-MATCH-1) from `node`: the matched block ids go to out; returns
+ * how many.  *last gets the last node visited (NULL if none) and *last_used how many of
+ * its blocks matched.  Reads only PNodes and chunks: safe without the GIL on any version
+ * a snapshot holds, and the writer's own walk (over its current version). */
+static inline Py_ssize_t pn_walk(const PNode *node, const PCtx *ctx, const uint32_t *tok,
+                                 Py_ssize_t limit, uint32_t *out, const PNode **last,
+                                 uint32_t *last_used) {
     const uint32_t B = ctx->B;
     Py_ssize_t matched = 0;
+    *last = NULL;
+    *last_used = 0;
     while (node != NULL && matched < limit) {
         const uint32_t *blk = tok + (size_t)matched * B;
-        if (node->nkids == 0) break;
         const PNode *c = kids_find(node, ctx, blk);
         if (c == NULL) break;
         Py_ssize_t usable = limit - matched;
@@ -1228,9 +1247,28 @@ static Py_ssize_t pn_walk(const PNode *node, const PCtx *ctx, const uint32_t *to
         else
             memcpy(out + matched, pn_ids(c, B), (size_t)taken * sizeof(uint32_t));
         matched += taken;
+        *last = c;
+        *last_used = (uint32_t)taken;
         node = taken == (Py_ssize_t)c->count ? c : NULL;
     }
     return matched;
+}
+
+/* The writer's walk (tree_walk) while the published shape is kept: over the writer's
+ * current version, which equals its own shape node by node. */
+static Py_ssize_t pub_walk(TreeObject *t, uint32_t root, const uint32_t *tok, Py_ssize_t limit,
+                           uint32_t *out, uint32_t *last_node, uint32_t *last_used) {
+    const PNode *last;
+    Py_ssize_t matched = pn_walk(root == NIL ? NULL : t->pub[root], t->pctx, tok, limit, out,
+                                 &last, last_used);
+    *last_node = last != NULL ? last->nid : NIL;
+    return matched;
+}
+
+/* The writer's child lookup while the published shape is kept. */
+static uint32_t pub_child(TreeObject *t, uint32_t parent, const uint32_t *blk) {
+    const PNode *c = kids_find(t->pub[parent], t->pctx, blk);
+    return c != NULL ? c->nid : NIL;
 }
 
 static PNode *snap_root(SnapshotObject *self, PyObject *ns) {
@@ -1286,18 +1324,19 @@ static PyObject *Snapshot_match(SnapshotObject *self, PyObject *const *args, Py_
         tokens_release(NULL, &tk);
         return PyErr_NoMemory();
     }
-    const PNode *root = snap_root(self, ns);
+    const PNode *root = snap_root(self, ns), *last;
+    uint32_t last_used;
     Py_ssize_t matched;
     if (tk.n >= NOGIL_MIN_TOKENS) {
         /* The snapshot (held by this call) keeps every PNode it reaches alive and
          * unchanged; the tokens are owned or a held buffer view. */
         Py_INCREF(self);
         Py_BEGIN_ALLOW_THREADS
-        matched = pn_walk(root, self->ctx, tk.data, limit, out);
+        matched = pn_walk(root, self->ctx, tk.data, limit, out, &last, &last_used);
         Py_END_ALLOW_THREADS
         Py_DECREF(self);
     } else {
-        matched = pn_walk(root, self->ctx, tk.data, limit, out);
+        matched = pn_walk(root, self->ctx, tk.data, limit, out, &last, &last_used);
     }
     tokens_release(NULL, &tk);
     MatchResultObject *res = match_result_new(matched);

@@ -140,6 +140,8 @@ static inline uint32_t *chunk_ids(PChunk *c, uint32_t B) { return c->tok + (size
  * shares its trie and copying the trie's own path costs O(log fan-out), never
  * O(fan-out).  A few children sit in a sorted array instead (snapshot.c). */
 typedef struct HNode {
+    uint32_t total;   /* in the trie's top node: the owner's children (first, like an
+                         array's count, so both say how many); 0 below the top */
     uint32_t rc;
     uint32_t bitmap;  /* slots present (a collision node: 0) */
     uint32_t leafmap; /* of those, which hold a child PNode rather than a trie node */
@@ -148,18 +150,18 @@ typedef struct HNode {
     void *e[];        /* PNode * or HNode *, in slot order */
 } HNode;
 
+/* 32 bytes (pymalloc's 32-byte class: no rounding, no record across two cache lines). */
 typedef struct PNode {
     uint32_t rc;
     uint32_t count; /* blocks on this version's edge: chunk entries off .. off+count-1 */
     uint32_t off;
-    uint32_t nkids;
     uint32_t nid;   /* the writer's node (meaningful in the writer's current version) */
     union {
         PChunk *chunk;      /* NULL for a root */
         struct PNode *link; /* free stack while being released */
     };
-    void *kids; /* nkids <= KIDS_SMALL: a sorted PChild array; more: an HNode trie;
-                   NULL when there are none */
+    void *kids; /* NULL: no children; else a block whose first uint32 is their count: up
+                   to KIDS_SMALL, a sorted array; more, the top node of an HNode trie */
 } PNode;
 
 typedef struct {

@@ -62,6 +62,7 @@ static inline size_t hn_bytes(uint32_t n) { return sizeof(HNode) + (size_t)n * s
 static HNode *hn_new(uint32_t n) {
     HNode *h = PyMem_Malloc(hn_bytes(n));
     if (h == NULL) return NULL;
+    h->total = 0;
     h->rc = 1;
     h->bitmap = h->leafmap = 0;
     h->n = h->cap = (uint16_t)n;
@@ -123,6 +124,7 @@ static void hn_decref(HNode *h, uint32_t depth, PNode **stack) {
 static HNode *hn_copy(const HNode *h, uint32_t depth) {
     HNode *c = hn_new(h->n);
     if (c == NULL) return NULL;
+    c->total = h->total;
     c->bitmap = h->bitmap;
     c->leafmap = h->leafmap;
     memcpy(c->e, h->e, (size_t)h->n * sizeof(void *));
@@ -350,16 +352,49 @@ static size_t trie_bytes(const HNode *h, uint32_t depth) {
  * copies its array (at most KIDS_SMALL entries) and shares its trie.
  *
  * The array is one allocation of n child pointers followed by their n first tokens,
- * sorted by the child's first block (element-wise): 12 bytes a child, no padding, and
- * the keys a binary search reads lie together. */
+ * sorted by the child's first block (element-wise): 12 bytes a child, no header, and
+ * the keys a binary search reads lie together.  Its count rides in the low bits of the
+ * PNode's `kids` pointer (allocations are 16-byte aligned on 64-bit platforms), so a
+ * lookup reads it with the pointer, and a PNode needs no field for it; a trie's top
+ * node (low bits 0) keeps the count in `total`. */
 
-#define KIDS_SMALL 16u
+#if SIZEOF_VOID_P >= 8
+#define KIDS_TAG_BITS 4u
+#else
+#define KIDS_TAG_BITS 3u
+#endif
+#define KIDS_TAG ((uintptr_t)((1u << KIDS_TAG_BITS) - 1u))
+#define KIDS_SMALL ((uint32_t)KIDS_TAG)
+
+static inline uintptr_t kids_word(const PNode *p) { return (uintptr_t)p->kids; }
+/* An array's count (1..KIDS_SMALL), or 0 for none or a trie. */
+static inline uint32_t kids_tag(uintptr_t w) { return (uint32_t)(w & KIDS_TAG); }
+static inline void *kids_ptr(uintptr_t w) { return (void *)(w & ~KIDS_TAG); }
+static inline int kids_in_trie(const PNode *p) { return kids_word(p) != 0 && kids_tag(kids_word(p)) == 0; }
+static inline uint32_t pn_nkids(const PNode *p) {
+    uintptr_t w = kids_word(p);
+    return w == 0 ? 0 : kids_tag(w) ? kids_tag(w) : ((const HNode *)w)->total;
+}
+static inline HNode **kids_trie(PNode *p) { return (HNode **)&p->kids; }
 
 static inline size_t arr_bytes(uint32_t n) { return (size_t)n * (sizeof(PNode *) + sizeof(uint32_t)); }
-static inline PNode **arr_nodes(void *kids) { return kids; }
-static inline uint32_t *arr_keys(void *kids, uint32_t n) { return (uint32_t *)((PNode **)kids + n); }
+static inline PNode **arr_nodes(void *arr) { return arr; }
+static inline uint32_t *arr_keys(void *arr, uint32_t n) { return (uint32_t *)((PNode **)arr + n); }
 
-static inline int kids_in_trie(const PNode *p) { return p->nkids > KIDS_SMALL; }
+/* A block for an array of n children; NULL on failure, or (never on the platforms we
+ * build for) if it is not aligned enough to carry the count. */
+static void *arr_alloc(uint32_t n) {
+    void *a = PyMem_Malloc(arr_bytes(n));
+    if (a != NULL && ((uintptr_t)a & KIDS_TAG) != 0) {
+        PyMem_Free(a);
+        return NULL;
+    }
+    return a;
+}
+
+static inline void kids_set_arr(PNode *p, void *arr, uint32_t n) {
+    p->kids = arr == NULL ? NULL : (void *)((uintptr_t)arr | n);
+}
 
 static inline int block_cmp(const uint32_t *a, const uint32_t *b, uint32_t n) {
     for (uint32_t i = 0; i < n; i++)
@@ -367,11 +402,11 @@ static inline int block_cmp(const uint32_t *a, const uint32_t *b, uint32_t n) {
     return 0;
 }
 
-/* The index of the entry whose first block is blk in the sorted array `kids` of n, or
+/* The index of the entry whose first block is blk in the sorted array `arr` of n, or
  * -(insertion point) - 1. */
-static inline Py_ssize_t arr_find(void *kids, uint32_t n, const uint32_t *blk, uint32_t B) {
-    PNode *const *nodes = arr_nodes(kids);
-    const uint32_t *keys = arr_keys(kids, n);
+static inline Py_ssize_t arr_find(void *arr, uint32_t n, const uint32_t *blk, uint32_t B) {
+    PNode *const *nodes = arr_nodes(arr);
+    const uint32_t *keys = arr_keys(arr, n);
     Py_ssize_t lo = 0, hi = n;
     const uint32_t key = blk[0];
     while (lo < hi) {
@@ -397,19 +432,24 @@ static inline Py_ssize_t arr_find(void *kids, uint32_t n, const uint32_t *blk, u
 /* p's child whose first block is blk, or NULL.  Reads only. */
 static inline const PNode *kids_find(const PNode *p, const PCtx *ctx, const uint32_t *blk) {
     const uint32_t B = ctx->B;
-    if (p->nkids == 0) return NULL;
-    if (kids_in_trie(p)) return trie_find(p->kids, child_key(ctx, blk), blk, B);
-    Py_ssize_t i = arr_find(p->kids, p->nkids, blk, B);
-    return i >= 0 ? arr_nodes(p->kids)[i] : NULL;
+    uintptr_t w = kids_word(p);
+    uint32_t n = kids_tag(w);
+    if (n == 0) return w == 0 ? NULL : trie_find((const HNode *)w, child_key(ctx, blk), blk, B);
+    void *arr = kids_ptr(w);
+    Py_ssize_t i = arr_find(arr, n, blk, B);
+    return i >= 0 ? arr_nodes(arr)[i] : NULL;
 }
 
 /* The slot holding writer-owned p's child whose first block is blk (the trie path made
  * the writer's on the way); NULL if absent, or if an allocation failed. */
 static void **kids_slot(PNode *p, const PCtx *ctx, const uint32_t *blk) {
     const uint32_t B = ctx->B;
-    if (kids_in_trie(p)) return trie_slot((HNode **)&p->kids, child_key(ctx, blk), blk, B);
-    Py_ssize_t i = arr_find(p->kids, p->nkids, blk, B);
-    return i >= 0 ? (void **)&arr_nodes(p->kids)[i] : NULL;
+    uintptr_t w = kids_word(p);
+    uint32_t n = kids_tag(w);
+    if (n == 0) return w == 0 ? NULL : trie_slot(kids_trie(p), child_key(ctx, blk), blk, B);
+    void *arr = kids_ptr(w);
+    Py_ssize_t i = arr_find(arr, n, blk, B);
+    return i >= 0 ? (void **)&arr_nodes(arr)[i] : NULL;
 }
 
 static uint32_t g_kid_B; /* the GIL serialises every sort */
@@ -425,38 +465,44 @@ static void collect_child(const PNode *c, void *arg) {
     (*at)++;
 }
 
+/* A new array of the n children nodes[0..n) (sorted), or NULL on allocation failure. */
+static void *arr_new(PNode *const *nodes, uint32_t n, uint32_t B) {
+    void *a = arr_alloc(n);
+    if (a == NULL) return NULL;
+    uint32_t *keys = arr_keys(a, n);
+    for (uint32_t i = 0; i < n; i++) keys[i] = pn_tokens(nodes[i], B)[0];
+    memcpy(arr_nodes(a), nodes, (size_t)n * sizeof(PNode *));
+    return a;
+}
+
 /* Add child c to writer-owned p (c's reference moves in).  -1 on allocation failure
  * (nothing changed; the reference stays with the caller). */
 static int kids_add(PNode *p, const PCtx *ctx, PNode *c) {
     const uint32_t B = ctx->B;
     const uint32_t *first = pn_tokens(c, B);
-    const uint32_t n = p->nkids;
+    const uint32_t n = pn_nkids(p);
     if (n < KIDS_SMALL) {
         /* A new array one entry larger (at most KIDS_SMALL entries: cheap to rebuild). */
-        void *k = PyMem_Malloc(arr_bytes(n + 1u));
-        if (k == NULL) return -1;
-        size_t at = n ? (size_t)(-arr_find(p->kids, n, first, B) - 1) : 0;
-        PNode **nodes = arr_nodes(k);
-        uint32_t *keys = arr_keys(k, n + 1u);
+        PNode *all[KIDS_SMALL];
+        void *old = kids_ptr(kids_word(p));
+        size_t at = 0;
         if (n > 0) {
-            PNode **old = arr_nodes(p->kids);
-            const uint32_t *okeys = arr_keys(p->kids, n);
-            memcpy(nodes, old, at * sizeof(PNode *));
-            memcpy(nodes + at + 1, old + at, (n - at) * sizeof(PNode *));
-            memcpy(keys, okeys, at * sizeof(uint32_t));
-            memcpy(keys + at + 1, okeys + at, (n - at) * sizeof(uint32_t));
+            at = (size_t)(-arr_find(old, n, first, B) - 1);
+            memcpy(all, arr_nodes(old), at * sizeof(PNode *));
+            memcpy(all + at + 1, arr_nodes(old) + at, (n - at) * sizeof(PNode *));
         }
-        nodes[at] = c;
-        keys[at] = first[0];
-        PyMem_Free(p->kids);
-        p->kids = k;
-        p->nkids = n + 1u;
+        all[at] = c;
+        void *a = arr_new(all, n + 1u, B);
+        if (a == NULL) return -1;
+        PyMem_Free(old);
+        kids_set_arr(p, a, n + 1u);
         return 0;
     }
     if (n == KIDS_SMALL) {
         /* The array overflows: move everything into a new trie.  Until it is complete the
          * array keeps its references, so undoing is one decref of the partial trie. */
-        PNode **k = arr_nodes(p->kids);
+        void *old = kids_ptr(kids_word(p));
+        PNode **k = arr_nodes(old);
         HNode *trie = NULL;
         for (uint32_t i = 0; i <= KIDS_SMALL; i++) {
             PNode *e = i < KIDS_SMALL ? k[i] : c;
@@ -469,13 +515,13 @@ static int kids_add(PNode *p, const PCtx *ctx, PNode *c) {
             }
         }
         for (uint32_t i = 0; i < KIDS_SMALL; i++) k[i]->rc--;
-        PyMem_Free(k);
+        PyMem_Free(old);
+        trie->total = KIDS_SMALL + 1u;
         p->kids = trie;
-        p->nkids++;
         return 0;
     }
-    if (trie_add((HNode **)&p->kids, child_key(ctx, first), c, ctx) < 0) return -1;
-    p->nkids++;
+    if (trie_add(kids_trie(p), child_key(ctx, first), c, ctx) < 0) return -1;
+    (*kids_trie(p))->total++;
     return 0;
 }
 
@@ -484,54 +530,58 @@ static int kids_add(PNode *p, const PCtx *ctx, PNode *c) {
  * reader could see). */
 static PNode *kids_take(PNode *p, const PCtx *ctx, const uint32_t *blk) {
     const uint32_t B = ctx->B;
-    if (!kids_in_trie(p)) {
-        const uint32_t n = p->nkids;
-        Py_ssize_t i = arr_find(p->kids, n, blk, B);
+    const uint32_t n = pn_nkids(p);
+    if (n == 0) return NULL;
+    if (n <= KIDS_SMALL) {
+        void *a = kids_ptr(kids_word(p));
+        Py_ssize_t i = arr_find(a, n, blk, B);
         if (i < 0) return NULL;
-        PNode **nodes = arr_nodes(p->kids);
+        PNode **nodes = arr_nodes(a);
         PNode *gone = nodes[i];
         if (n == 1) {
-            PyMem_Free(p->kids);
+            PyMem_Free(a);
             p->kids = NULL;
-            p->nkids = 0;
             return gone;
         }
         /* Close the gap in place: the n - 1 pointers, then the keys move down to follow
-         * them (the tail first, then the head: both moves go towards lower addresses, and
+         * them (the head first, then the tail: both moves go towards lower addresses, and
          * the head's destination ends before the tail's source begins). */
-        const uint32_t *okeys = arr_keys(p->kids, n);
-        uint32_t *keys = arr_keys(p->kids, n - 1u);
+        const uint32_t *okeys = arr_keys(a, n);
+        uint32_t *keys = arr_keys(a, n - 1u);
         size_t at = (size_t)i;
         memmove(nodes + at, nodes + at + 1, (n - 1u - at) * sizeof(PNode *));
         memmove(keys, okeys, at * sizeof(uint32_t));
         memmove(keys + at, okeys + at + 1, (n - 1u - at) * sizeof(uint32_t));
-        p->nkids = n - 1u;
-        void *s = PyMem_Realloc(p->kids, arr_bytes(n - 1u));
-        if (s != NULL) p->kids = s; /* a failed shrink keeps the larger block */
+        void *s = PyMem_Realloc(a, arr_bytes(n - 1u));
+        if (s != NULL && ((uintptr_t)s & KIDS_TAG) == 0) a = s; /* else keep the larger block */
+        kids_set_arr(p, a, n - 1u);
         return gone;
     }
+    /* Back to an array at KIDS_SMALL children (the count says which it is): allocated
+     * first, so that step cannot fail once the child is out of the trie. */
     void *arr = NULL;
-    if (p->nkids == KIDS_SMALL + 1u && (arr = PyMem_Malloc(arr_bytes(KIDS_SMALL))) == NULL)
-        return NULL;
-    PNode *gone = trie_take((HNode **)&p->kids, 0, child_key(ctx, blk), blk, B);
+    if (n == KIDS_SMALL + 1u && (arr = arr_alloc(KIDS_SMALL)) == NULL) return NULL;
+    PNode *gone = trie_take(kids_trie(p), 0, child_key(ctx, blk), blk, B);
     if (gone == NULL) {
         PyMem_Free(arr);
         return NULL;
     }
-    if (--p->nkids == KIDS_SMALL) {
-        /* Back to an array: it takes a reference to each child, the trie drops its own. */
-        PNode **nodes = arr_nodes(arr), **at = nodes;
+    HNode *top = *kids_trie(p);
+    if (--top->total == KIDS_SMALL) {
+        /* The array takes a reference to each child, the trie drops its own. */
+        PNode *kept[KIDS_SMALL], **at = kept;
+        trie_each(top, 0, collect_child, &at);
         g_kid_B = B;
-        trie_each(p->kids, 0, collect_child, &at);
-        qsort(nodes, KIDS_SMALL, sizeof(PNode *), cmp_by_first_block);
+        qsort(kept, KIDS_SMALL, sizeof(PNode *), cmp_by_first_block);
         uint32_t *keys = arr_keys(arr, KIDS_SMALL);
         for (uint32_t i = 0; i < KIDS_SMALL; i++) {
-            nodes[i]->rc++;
-            keys[i] = pn_tokens(nodes[i], B)[0];
+            kept[i]->rc++;
+            keys[i] = pn_tokens(kept[i], B)[0];
         }
+        memcpy(arr_nodes(arr), kept, sizeof(kept));
         PNode *none = NULL;
-        hn_decref(p->kids, 0, &none);
-        p->kids = arr;
+        hn_decref(top, 0, &none);
+        kids_set_arr(p, arr, KIDS_SMALL);
     }
     return gone;
 }
@@ -539,12 +589,15 @@ static PNode *kids_take(PNode *p, const PCtx *ctx, const uint32_t *blk) {
 /* Drop p's references to its children (p is being freed); children left without one
  * go on *stack. */
 static void kids_release(PNode *p, PNode **stack) {
-    if (kids_in_trie(p)) {
-        hn_decref(p->kids, 0, stack);
+    uint32_t n = pn_nkids(p);
+    if (n == 0) return;
+    if (n > KIDS_SMALL) {
+        hn_decref(*kids_trie(p), 0, stack);
         return;
     }
-    PNode **k = arr_nodes(p->kids);
-    for (uint32_t i = 0; i < p->nkids; i++) {
+    void *a = kids_ptr(kids_word(p));
+    PNode **k = arr_nodes(a);
+    for (uint32_t i = 0; i < n; i++) {
         PNode *c = k[i];
         if (--c->rc == 0) {
             chunk_decref(c->chunk);
@@ -552,25 +605,29 @@ static void kids_release(PNode *p, PNode **stack) {
             *stack = c;
         }
     }
-    PyMem_Free(k);
+    PyMem_Free(a);
 }
 
 /* Call fn on each of p's children (any order). */
 static void kids_each(const PNode *p, void (*fn)(const PNode *, void *), void *arg) {
-    if (kids_in_trie(p)) {
+    uint32_t n = pn_nkids(p);
+    if (n > KIDS_SMALL) {
         trie_each(p->kids, 0, fn, arg);
         return;
     }
-    PNode **k = arr_nodes(p->kids);
-    for (uint32_t i = 0; i < p->nkids; i++) fn(k[i], arg);
+    PNode **k = n ? arr_nodes(kids_ptr(kids_word(p))) : NULL;
+    for (uint32_t i = 0; i < n; i++) fn(k[i], arg);
 }
 
 static size_t kids_bytes(const PNode *p) {
-    return kids_in_trie(p) ? trie_bytes(p->kids, 0) : arr_bytes(p->nkids);
+    uint32_t n = pn_nkids(p);
+    return n > KIDS_SMALL ? trie_bytes(p->kids, 0) : arr_bytes(n);
 }
 
 /* A one-child node's child (dump's chains). */
-static inline const PNode *kids_only(const PNode *p) { return arr_nodes(p->kids)[0]; }
+static inline const PNode *kids_only(const PNode *p) {
+    return arr_nodes(kids_ptr(kids_word(p)))[0];
+}
 
 /* ------------------------------------------------------------------ published nodes */
 
@@ -610,16 +667,17 @@ static PNode *pn_copy(const PNode *p) {
     if (kids_in_trie(p)) {
         c->kids = p->kids;
         ((HNode *)c->kids)->rc++;
-    } else if (p->nkids > 0) {
-        c->kids = PyMem_Malloc(arr_bytes(p->nkids));
-        if (c->kids == NULL) {
+    } else if (p->kids != NULL) {
+        uint32_t n = pn_nkids(p);
+        void *from = kids_ptr(kids_word(p)), *a = arr_alloc(n);
+        if (a == NULL) {
             PyMem_Free(c);
             return NULL;
         }
-        memcpy(c->kids, p->kids, arr_bytes(p->nkids));
-        for (uint32_t i = 0; i < p->nkids; i++) arr_nodes(p->kids)[i]->rc++;
+        memcpy(a, from, arr_bytes(n));
+        for (uint32_t i = 0; i < n; i++) arr_nodes(from)[i]->rc++;
+        kids_set_arr(c, a, n);
     }
-    c->nkids = p->nkids;
     c->nid = p->nid;
     c->count = p->count;
     c->off = p->off;
@@ -1013,6 +1071,8 @@ static int trie_check(TreeObject *t, const HNode *top, const HNode *h, uint32_t 
     CHECK(h->rc >= 1 && (!sole || h->rc == 1), "node %u: trie node shared with no snapshot alive",
           owner);
     CHECK(h->n >= 1 && h->n <= h->cap, "node %u: empty or overfull trie node", owner);
+    CHECK(depth == 0 ? h->total > KIDS_SMALL : h->total == 0, "node %u: a trie node's count is %u",
+          owner, h->total);
     if (depth < H_LEVELS) {
         CHECK((h->bitmap ? h_pos(h->bitmap, 0x80000000u) + (h->bitmap >> 31) : 0) == h->n &&
                   (h->leafmap & ~h->bitmap) == 0,
@@ -1065,17 +1125,19 @@ int shadow_check(TreeObject *t) {
         CHECK(!sole || p->rc == 1, "node %u's published version is shared with no snapshot alive", n);
         CHECK(p->count == x->nblocks, "node %u: published edge of %u blocks, writer %u", n, p->count,
               x->nblocks);
-        CHECK(p->nkids == x->nchildren, "node %u: %u published children, writer %u", n, p->nkids,
+        const uint32_t nkids = pn_nkids(p);
+        CHECK(nkids == x->nchildren, "node %u: %u published children, writer %u", n, nkids,
               x->nchildren);
-        CHECK((p->kids == NULL) == (p->nkids == 0), "node %u: children and their count disagree", n);
+        CHECK(p->kids == NULL || nkids > 0, "node %u: an empty block of children", n);
         if (kids_in_trie(p)) {
             uint32_t seen = 0;
             if (trie_check(t, p->kids, p->kids, 0, n, sole, &seen) < 0) return -1;
-            CHECK(seen == p->nkids, "node %u: its trie holds %u children, not %u", n, seen, p->nkids);
-        } else {
-            PNode **k = arr_nodes(p->kids);
-            const uint32_t *keys = arr_keys(p->kids, p->nkids);
-            for (uint32_t i = 0; i < p->nkids; i++) {
+            CHECK(seen == nkids, "node %u: its trie holds %u children, not %u", n, seen, nkids);
+        } else if (p->kids != NULL) {
+            void *a = kids_ptr(kids_word(p));
+            PNode **k = arr_nodes(a);
+            const uint32_t *keys = arr_keys(a, nkids);
+            for (uint32_t i = 0; i < nkids; i++) {
                 const PNode *c = k[i];
                 CHECK(c->count >= 1 && c->chunk != NULL && keys[i] == pn_tokens(c, t->B)[0],
                       "node %u: bad child key", n);
@@ -1365,7 +1427,7 @@ static PyObject *pedge(const PNode *n, uint32_t B, const PNode **end) {
     const PNode *m = n;
     for (;;) {
         total += m->count;
-        if (m->nkids != 1) break;
+        if (pn_nkids(m) != 1) break;
         m = kids_only(m);
     }
     *end = m;
@@ -1447,7 +1509,8 @@ static PyObject *Snapshot_dump(SnapshotObject *self, PyObject *unused) {
         const PNode *from = e->root;
         PyObject *into = children;
         for (;;) {
-            size_t need = top + from->nkids;
+            const uint32_t nkids = pn_nkids(from);
+            size_t need = top + nkids;
             if (need > cap) {
                 size_t ncap = cap ? cap : 64;
                 while (ncap < need) ncap *= 2;
@@ -1462,8 +1525,8 @@ static PyObject *Snapshot_dump(SnapshotObject *self, PyObject *unused) {
             PDumpFill fill = {stack + top, into};
             kids_each(from, push_child, &fill);
             g_dump_B = B; /* the GIL serialises every caller */
-            qsort(stack + top, from->nkids, sizeof(PDumpItem), cmp_dump_desc);
-            top += from->nkids;
+            qsort(stack + top, nkids, sizeof(PDumpItem), cmp_dump_desc);
+            top += nkids;
             if (top == 0) break;
             PDumpItem item = stack[--top];
             const PNode *end;

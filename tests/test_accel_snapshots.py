@@ -333,6 +333,39 @@ def test_without_a_published_shape_the_writer_scans_its_records() -> None:
         assert tree.snapshot().dump() == twin.snapshot().dump()
 
 
+def test_fan_out_crossing_between_array_and_trie_under_snapshots() -> None:
+    """A node's children move from a sorted array to a hash trie past 15 and back: the
+    fan-out of one prefix goes up and down across that line, with snapshots and readers
+    taken (and kept) along the way, in lockstep with the reference; every snapshot keeps
+    the shape it saw."""
+    twin = reference.RadixTree(200, 1)
+    tree = accel.RadixTree(200, 1)
+    rng = np.random.default_rng(17)
+    views: list[tuple[Any, Any, dict[str, Any]]] = []
+    for step in range(400):
+        if rng.random() < 0.6:
+            tokens = [7, 7, int(rng.integers(0, 60)), int(rng.integers(0, 3))]
+            for each in (twin, tree):
+                each.insert(tokens)
+        else:
+            count = int(rng.integers(1, 6))
+            assert tree.evict(count) == twin.evict(count)
+        tree.check_invariants()
+        if step % 25 == 0:
+            take = (lambda t: t.snapshot()) if step % 50 else (lambda t: t.reader())
+            pair = (take(twin), take(tree))
+            views.append((*pair, pair[1].dump()))
+            assert pair[1].dump() == pair[0].dump()
+        if len(views) > 4:
+            ref_view, view, seen = views.pop(0)
+            assert view.dump() == seen == ref_view.dump()
+            assert view.match([7, 7, 3, 1]).blocks == ref_view.match([7, 7, 3, 1]).blocks
+            for each in (ref_view, view):
+                if isinstance(each, (radix.Reader, reference.snapshot.Reader)):
+                    each.leave()
+    assert tree.dump() == twin.dump()
+
+
 def test_tokens_are_stored_once_for_the_writer_and_its_snapshots() -> None:
     """The published shape reads the writer's chunks: it holds nodes, never tokens, and
     a split under a live snapshot shares the chunk instead of copying it."""

@@ -352,8 +352,8 @@ def test_fan_out_crossing_between_array_and_trie_under_snapshots() -> None:
             assert tree.evict(count) == twin.evict(count)
         tree.check_invariants()
         if step % 25 == 0:
-            take = (lambda t: t.snapshot()) if step % 50 else (lambda t: t.reader())
-            pair = (take(twin), take(tree))
+            kind = "snapshot" if step % 50 else "reader"
+            pair = (getattr(twin, kind)(), getattr(tree, kind)())
             views.append((*pair, pair[1].dump()))
             assert pair[1].dump() == pair[0].dump()
         if len(views) > 4:

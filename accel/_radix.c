@@ -1311,7 +1311,7 @@ static PyGetSetDef Tree_getset[] = {
     {"version", (getter)Tree_get_version, NULL,
      "The number of the latest published version (R-SNAP-1). O(1).", NULL},
     {"_hash_seed", (getter)Tree_get_hash_seed, NULL,
-     "The seed the children-table hash keys were drawn from (a test hook).", NULL},
+     "The seed the block-hash keys were drawn from (a test hook).", NULL},
     {NULL, NULL, NULL, NULL, NULL},
 };
 

@@ -434,8 +434,8 @@ static inline uint64_t fmix64(uint64_t k) {
     return k;
 }
 
-/* The keyed hash of one block, independent of its parent: the published tries use it
- * as is, the children table mixes the parent in. */
+/* The keyed hash of one block, independent of its parent: the published tries file a
+ * node's children by it. */
 static inline uint64_t keyed_block_hash(const uint32_t *keys, uint64_t mix, const uint32_t *blk,
                                         uint32_t B) {
     return fmix64(nh_hash(blk, keys, B) + mix);

@@ -1,14 +1,15 @@
 /* The published shape, snapshots and readers (reference/snapshot.py; accel/DESIGN.md).
  *
- * The writer's fast structures (node records, the global children table, per-block pins
- * and stamps) are overwritten by later writes, so snapshots cannot point into them.
- * Beside them the tree keeps a *published shape*: a persistent, reference-counted tree
- * of PNodes under a PRoots (namespace -> root PNode).  A PNode's edge is a range of a
+ * The writer's records (node records, per-block pins and stamps) are overwritten by
+ * later writes, so snapshots cannot point into them.  Beside them the tree keeps a
+ * *published shape*: a persistent, reference-counted tree of PNodes under a PRoots
+ * (namespace -> root PNode), which is also the writer's child index (each PNode names
+ * its writer node).  A PNode's edge is a range of a
  * PChunk -- the very chunk the writer's node keeps its tokens and ids in: chunks are
  * written only past their `used` mark, which no range of any node version covers, so
  * sharing them never lets a reader see a change.  A PNode's children sit in a
- * persistent hash array mapped trie (HNode, see radix.h) keyed by the keyed hash of the
- * child's first block.
+ * sorted array (up to 15) or a persistent hash array mapped trie (HNode, see radix.h)
+ * keyed by the keyed hash of the child's first block.
  *
  * Every change of the writer's shape is mirrored here by a sh_* call.  A PNode, a trie
  * node or PRoots is changed in place only when the writer owns the whole path to it
@@ -22,9 +23,11 @@
  * chunks (never their counts), and its snapshot keeps everything it can reach alive.
  *
  * An allocation failure while mirroring never fails the writer's call: the published
- * shape is dropped (shadow_ok = 0) and rebuilt from the writer's structures by the next
- * snapshot() or reader(), which may then raise MemoryError.  The chunks are the
- * writer's: dropping the published shape never loses a token.
+ * shape is dropped (shadow_ok = 0), the rest of the call finds children by scanning the
+ * node records, and the next match, insert, release, snapshot() or reader() rebuilds it
+ * from the writer's records first, raising MemoryError (and changing nothing) if that
+ * fails too.  The chunks are the writer's: dropping the published shape never loses a
+ * token.
  */
 #include "radix.h"
 

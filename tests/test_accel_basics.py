@@ -339,7 +339,8 @@ def test_crafted_collisions_need_the_seed() -> None:
 
 
 def test_colliding_siblings_still_work() -> None:
-    """2,000 siblings in one probe chain (seed 0): lookups, splits and evictions stay right."""
+    """2,000 siblings in one hash collision list (seed 0): lookups, splits and evictions
+    stay right."""
     blocks = _colliding_blocks(0, 2000, 4)
     tree = accel.RadixTree(4200, 4, _hash_seed=0)
     ref = reference.RadixTree(4200, 4)

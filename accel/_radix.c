@@ -306,7 +306,7 @@ static void root_delete(TreeObject *t, uint32_t r) {
  * Writes the matched block ids to out, returns how many; *last_node is the last node
  * visited (NIL if none) and *last_used how many of its blocks matched.  O(limit * B):
  * per node, a child lookup in the published shape (a binary search on first tokens, or
- * a trie lookup past 16 children) that compares the edge's first block, then one memcmp
+ * a trie lookup past 15 children) that compares the edge's first block, then one memcmp
  * over the rest of the edge, contiguous in its chunk.  Without a published shape (after
  * an allocation failure, until rebuilt) each lookup scans the node records: O(N). */
 Py_ssize_t tree_walk(TreeObject *t, uint32_t root, const uint32_t *tok, Py_ssize_t limit,

@@ -15,7 +15,7 @@
  *
  *   children: found through the published shape (below), which the writer keeps for
  *   its snapshots anyway: each node's current published version lists its children in
- *   an array sorted by first block (up to 16) or a hash trie keyed by the child's first
+ *   an array sorted by first block (up to 15) or a hash trie keyed by the child's first
  *   block.  The block hash is NH (UMAC's universal hash) over the B tokens with 32-bit
  *   keys drawn per tree from os.urandom, so colliding blocks cannot be crafted without
  *   the keys (collision probability <= 2**-32 per pair).

@@ -24,6 +24,9 @@ layouts; ids are a random permutation of the pool (scattered blocks).  Figures, 
   the first to the last: host overhead shows when it exceeds the device time), each
   measured for both in the same run.
 
+* ``grid-order`` -- gather with the launch grid tile-major (the default) against
+  chunk-major, device-only and back to back, in the same run (a tuning check).
+
 Bytes are counted once (a move of N bytes reads N and writes N).  pytest-benchmark's own
 statistics time one call plus a stream synchronisation (end to end).
 """
@@ -52,6 +55,7 @@ BATCHES = [1, 4, 16, 64, 256, 1024, 4096]
 HOST_BATCHES = [1, 16, 256, 1024]
 HOST_COST_BATCHES = [1, 2, 4, 8, 16]
 TORCH_BATCHES = [16, 64, 256, 1024, 4096]
+GRID_ORDER_BATCHES = [4, 256, 1024, 4096]
 HOST_CALLS = 300
 OPS = ["gather", "scatter", "copy"]
 TARGET_FRACTION = 0.85
@@ -289,8 +293,15 @@ def torch_side(rig: Rig) -> TorchSide:
 def _record(
     benchmark: Any, rig: Rig, fn: Callable[[], None], rounds: int, warmup: int, **info: Any
 ) -> None:
-    """Store ``info`` (plus layout and device) and let pytest-benchmark time ``fn`` synced."""
-    benchmark.extra_info.update(layout=rig.spec.layout.value, device=rig.device_name, **info)
+    """Store ``info`` (plus layout, device and launch path) and let pytest-benchmark time
+    ``fn`` synced."""
+    benchmark.extra_info.update(
+        layout=rig.spec.layout.value,
+        device=rig.device_name,
+        launch=rig.pool.launch_path,
+        launch_note=rig.pool.launch_note,
+        **info,
+    )
 
     def run() -> None:
         fn()
@@ -446,6 +457,29 @@ def test_vs_torch(benchmark: Any, rig: Rig, torch_side: TorchSide, op: str, n: i
     )
 
 
+@pytest.mark.parametrize("n", GRID_ORDER_BATCHES)
+def test_grid_order(benchmark: Any, rig: Rig, n: int) -> None:
+    """Gather with the launch grid tile-major (the default) against chunk-major (the order
+    before issue 14), device-only and back to back, in the same run."""
+    if n > rig.max_batch:
+        pytest.skip(f"batch {n} does not fit in device memory (max {rig.max_batch})")
+    nbytes = rig.spec.buffer_bytes(n)
+    fn = rig.op("gather", n)
+    info: dict[str, Any] = {}
+    try:
+        for order, tile_major in (("tile", True), ("chunk", False)):
+            rig.pool.tile_major = tile_major
+            for mode, timer in (
+                ("device", rig.device_seconds),
+                ("back-to-back", rig.back_to_back_seconds),
+            ):
+                info[f"{mode}_{order}_gbps"] = nbytes / timer(fn, nbytes) / 1e9
+    finally:
+        rig.pool.tile_major = True
+    _record(benchmark, rig, fn, rounds=3, warmup=1, kind="grid-order", op="gather", blocks=n,
+            bytes=nbytes, **info)  # fmt: skip
+
+
 # ----------------------------------------------------------------------------- summary
 def _junit_counts(paths: list[Path]) -> list[str]:
     lines = []
@@ -564,6 +598,24 @@ def _torch_table(rows: list[dict[str, Any]]) -> tuple[list[str], int]:
     return lines, misses
 
 
+def _grid_order_table(rows: list[dict[str, Any]]) -> tuple[list[str], int]:
+    lines = [
+        "Gather, launch grid tile-major (the default) against chunk-major (GB/s; ratio = "
+        "chunk-major time / tile-major, > 1 means the default is faster).  No target.",
+        "",
+        "| layout | blocks | device-only tile | chunk | ratio | back-to-back tile | chunk "
+        "| ratio |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for r in sorted(rows, key=lambda r: (r["layout"], r["blocks"])):
+        cells = []
+        for mode in ("device", "back-to-back"):
+            tile, chunk = r[f"{mode}_tile_gbps"], r[f"{mode}_chunk_gbps"]
+            cells.append(f"{tile:.0f} | {chunk:.0f} | {tile / chunk:.3f}")
+        lines.append(f"| {r['layout']} | {r['blocks']} | {' | '.join(cells)} |")
+    return lines, 0
+
+
 def summarize(bench_json: Path, out_md: Path, junits: list[Path], notes: list[str]) -> int:
     """Write the markdown summary; return how many rows missed their target."""
     notes = list(notes)
@@ -578,10 +630,13 @@ def summarize(bench_json: Path, out_md: Path, junits: list[Path], notes: list[st
         lines.append(f"**GPU figures unmeasured**: {reason}.")
     else:
         lines.append(f"Device: {rows[0].get('device', '?')}.")
+        launches = sorted({str(r.get("launch_note") or r.get("launch") or "?") for r in rows})
+        lines.append(f"Launch path: {'; '.join(launches)}.")
         sections = (
             ("Bandwidth", _device_table, ("device", "host")),
             ("Host cost per call", _host_cost_table, ("host-cost",)),
             ("Against torch", _torch_table, ("vs-torch",)),
+            ("Grid order", _grid_order_table, ("grid-order",)),
         )
         for title, table, kinds in sections:
             subset = [r for r in rows if r["kind"] in kinds]

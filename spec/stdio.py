@@ -267,15 +267,10 @@ class StdioCandidate:
         except OSError:
             pass  # it exited with our last request unread: nothing left to flush
         self._terminate(self._close_grace)
+        # Each reader closes its own stream when it ends (see _start_reader): one still
+        # blocked (a pipe held by a descendant out of reach) keeps it until that end.
         for reader in (self._stdout_reader, self._stderr_reader):
             reader.join(timeout=1)
-        for stream in (process.stdout, process.stderr):
-            # A reader still blocked (a pipe held by a descendant out of reach) keeps
-            # its stream: closing it under the reader could block on its lock.
-            if stream is not None and not any(
-                reader.is_alive() for reader in (self._stdout_reader, self._stderr_reader)
-            ):
-                stream.close()
 
     # ------------------------------------------------------------------ internals
 
@@ -425,7 +420,11 @@ def _start_reader(
     At most ``limit + 1`` bytes of a line are ever held: a longer line is passed on
     cut there, and then either the reading stops (``stop_at_long``: the sink reports
     it) or the rest of that line is skipped. Either way the pipe keeps being drained,
-    so the program never blocks on a full pipe while it is being ended."""
+    so the program never blocks on a full pipe while it is being ended.
+
+    The thread owns ``stream`` and closes it when it ends: nobody else may close it,
+    since closing it under a blocked read could block on the stream's lock, and a
+    stream left to the garbage collector open would leak its descriptor."""
 
     def pump() -> None:
         try:
@@ -443,6 +442,8 @@ def _start_reader(
                         pass
         except (OSError, ValueError):  # pragma: no cover - a read error on the pipe (the
             pass  # stream is never closed under its reader) ends the stream like EOF
+        finally:
+            stream.close()
         sink(None)
 
     thread = threading.Thread(target=pump, name="kachedb-radix-stdio", daemon=True)

@@ -12,6 +12,7 @@ import gc
 import os
 import sys
 import threading
+import time
 import weakref
 from typing import Any
 
@@ -100,7 +101,11 @@ def test_long_snapshot_match_releases_the_gil() -> None:
         sys.setswitchinterval(30.0)
         release.release()  # the helper is now runnable but needs the GIL
         seen_during_matches = False
-        for _ in range(200):
+        # Each match gives the waiting helper one window of a few tens of microseconds;
+        # on a loaded machine waking it can take longer, so keep offering windows for a
+        # while rather than a fixed number of them.
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
             assert snap.match(tokens).length == blocks * block
             if progress:
                 seen_during_matches = True

@@ -23,6 +23,7 @@ SELECTED = (
     "test_host_cost[block_major-gather-device-2]",
     "test_host_cost[block_major-copy-list-1]",
     "test_host_cost[layer_major-scatter-numpy-1]",
+    "test_grid_order[layer_major-4]",
 )
 
 DRIVER = textwrap.dedent(
@@ -48,8 +49,9 @@ def test_gpu_benchmarks_run_on_the_fake(tmp_path: Path) -> None:
     assert run.returncode == 0, run.stdout[-4000:] + run.stderr[-4000:]
     benches = json.loads(bench_json.read_text())["benchmarks"]
     kinds = {b["extra_info"]["kind"] for b in benches}
-    assert kinds == {"device", "host", "host-cost"}
+    assert kinds == {"device", "host", "host-cost", "grid-order"}
     assert {b["extra_info"]["device"] for b in benches} == {"fake CuPy on the CPU"}
+    assert {b["extra_info"]["launch"] for b in benches} == {"driver"}
 
     summary = tmp_path / "summary.md"
     run = subprocess.run(
@@ -60,4 +62,6 @@ def test_gpu_benchmarks_run_on_the_fake(tmp_path: Path) -> None:
     assert run.returncode == 0, run.stderr
     text = summary.read_text()
     assert "## Host cost per call" in text and "| block_major | accel | gather | device |" in text
-    assert "## Against torch" in text
+    assert "Launch path: kernels launched by cupy.cuda.driver.launchKernel" in text
+    assert "## Against torch" in text and "## Grid order" in text
+    assert "| layer_major | 4 |" in text

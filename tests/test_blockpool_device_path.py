@@ -13,6 +13,8 @@ reference twin.
 from __future__ import annotations
 
 import sys
+import threading
+import types
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -25,10 +27,17 @@ from hypothesis import strategies as st
 import accel
 import reference
 from accel.blockpool import pool as pool_module
-from accel.blockpool.kernels import CHECK_KERNEL, INLINE_PAIRS
+from accel.blockpool.kernels import (
+    ARGS_DTYPE,
+    CHECK_ARGS_DTYPE,
+    CHECK_KERNEL,
+    INLINE_PAIRS,
+    KERNEL_SOURCE,
+)
 from reference.blockpool import (
     BlockIdRangeError,
     BlockIdTypeError,
+    ConfigError,
     KVPoolError,
     Layout,
     LengthMismatchError,
@@ -126,6 +135,23 @@ def test_batches_inline_and_staged(backend: Backend, layout: Layout, n: int) -> 
     if backend.fake:
         inline = [name for name in fake_cupy.FakeFunction.launches if "inline" in name]
         assert bool(inline) == (n <= INLINE_PAIRS)
+
+
+@pytest.mark.parametrize("layout", list(Layout))
+def test_both_grid_orders_give_the_same_bytes(backend: Backend, layout: Layout) -> None:
+    """Chunk-major and tile-major launches (a tuning knob) move the same bytes."""
+    spec = PoolSpec(**{**SPEC_KW, "layout": layout})
+    ref, gpu = _pair(spec, 13)
+    assert gpu.tile_major
+    for tile_major in (False, True):
+        gpu.tile_major = tile_major
+        for n in (3, 20):
+            src, dst = list(range(n)), list(range(40, 40 + n))
+            assert_same_bits(gpu.gather(src), ref.gather(src))
+            gpu.copy(src, dst)
+            ref.copy(src, dst)
+            _same(gpu, ref)
+    assert gpu.tile_major and len(gpu._plans) == 4  # the chunk-major plans were dropped
 
 
 def test_staging_ring_comes_round(backend: Backend) -> None:
@@ -262,3 +288,165 @@ def test_random_programs_match_reference(
     gpu.offload(ids, host_out=host).wait()
     assert_same_bits(host, ref.gather(ids))
     _same(gpu, ref)
+
+
+# ----------------------------------------------------------------------------- launch paths
+
+
+def test_kernels_go_through_the_driver(backend: Backend) -> None:
+    """The pool launches through ``cupy.cuda.driver.launchKernel`` with one parameter block
+    (on the GPU too: a silent fallback to CuPy's kernel call fails here)."""
+    ref, gpu = _pair(SPEC, 9)
+    assert gpu.launch_path == pool_module.LAUNCH_DRIVER, gpu.launch_note
+    assert "launchKernel" in gpu.launch_note
+    if backend.fake:
+        fake_cupy.FakeFunction.routes.clear()
+    for n in (1, INLINE_PAIRS, INLINE_PAIRS + 3):
+        ids = list(range(n))
+        assert_same_bits(gpu.gather(ids), ref.gather(ids))
+    gpu.gather(backend.cp.asarray(np.asarray([1, 2], dtype=np.int32)))  # a device check too
+    gpu.synchronize()
+    if backend.fake:
+        assert fake_cupy.FakeFunction.routes == ["driver"] * 5
+
+
+def test_a_fresh_thread_gets_its_context_first(backend: Backend) -> None:
+    """A thread that has not used CUDA has no current context: its first launch goes
+    through CuPy's kernel call (which makes the context current), the next through the
+    driver; both give the reference's bytes."""
+    ref, gpu = _pair(SPEC, 10)
+    if backend.fake:
+        fake_cupy.FakeFunction.routes.clear()
+    results: list[Any] = []
+    errors: list[BaseException] = []
+
+    def work() -> None:
+        try:
+            for ids in ([3, 4], [5, 6, 7]):
+                results.append(np.asarray(gpu.gather(ids).get()))
+        except BaseException as exc:  # reported by the main thread
+            errors.append(exc)
+
+    worker = threading.Thread(target=work)
+    worker.start()
+    worker.join()
+    assert not errors, errors
+    assert_same_bits(results[0], ref.gather([3, 4]))
+    assert_same_bits(results[1], ref.gather([5, 6, 7]))
+    if backend.fake:
+        # the output buffer's allocation already made the context current
+        assert fake_cupy.FakeFunction.routes == ["driver", "driver"]
+
+
+def test_a_launch_without_context_takes_cupys_call(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Whenever the pool's context is not current, the launch goes through CuPy's kernel
+    call on the pool's device (fake only: the context is switched off by hand)."""
+    fake = fake_cupy.module()
+    fake_cupy.reset()
+    monkeypatch.setitem(sys.modules, "cupy", fake)
+    _clear_caches()
+    try:
+        ref, gpu = _pair(SPEC, 11)
+        out = fake.empty(SPEC.buffer_shape(2), dtype=SPEC.storage_dtype)
+        fake_cupy.FakeFunction.routes.clear()
+        fake_cupy._THREAD.context = 0
+        gpu.gather([8, 9], out=out)
+        assert fake_cupy.FakeFunction.routes == ["call"]
+        gpu.gather([9, 8], out=out)
+        assert fake_cupy.FakeFunction.routes == ["call", "driver"]
+        assert_same_bits(out, ref.gather([9, 8]))
+    finally:
+        monkeypatch.undo()
+        _clear_caches()
+
+
+@pytest.mark.parametrize("breakage", ["no launchKernel", "self-test writes nothing"])
+def test_falls_back_to_cupys_call(monkeypatch: pytest.MonkeyPatch, breakage: str) -> None:
+    """A CuPy without the driver launch, or a driver launch that fails its self-test at
+    construction: the pool says so and launches every kernel through CuPy's call, with the
+    same results (fake only)."""
+    fake = fake_cupy.module()
+    fake_cupy.reset()
+    driver = types.SimpleNamespace(ctxGetCurrent=fake_cupy._Driver.ctxGetCurrent)
+    if breakage == "self-test writes nothing":
+        driver.launchKernel = lambda *args: None
+    monkeypatch.setattr(fake.cuda, "driver", driver)
+    monkeypatch.setitem(sys.modules, "cupy", fake)
+    _clear_caches()
+    try:
+        ref, gpu = _pair(SPEC, 12)
+        assert gpu.launch_path == pool_module.LAUNCH_CUPY
+        reason = "AttributeError" if breakage == "no launchKernel" else "self-test"
+        assert reason in gpu.launch_note and "CuPy's kernel call" in gpu.launch_note
+        fake_cupy.FakeFunction.routes.clear()
+        for n in (2, 30):
+            src, dst = list(range(n)), list(range(n, 2 * n))
+            assert_same_bits(gpu.gather(src), ref.gather(src))
+            gpu.copy(src, dst)
+            ref.copy(src, dst)
+        _same(gpu, ref)
+        assert set(fake_cupy.FakeFunction.routes) == {"call"}
+    finally:
+        monkeypatch.undo()
+        _clear_caches()
+
+
+def test_the_fake_refuses_what_cupy_and_the_driver_refuse(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The fake's launch calls fail where the real ones do: shared_mem or stream given
+    positionally to a RawKernel, a NumPy argument of more than one element, a negative or
+    missing launch dimension, an unknown function, kernelParams together with extra, a
+    thread without a current context."""
+    fake = fake_cupy.module()
+    monkeypatch.setitem(sys.modules, "cupy", fake)
+    kernel = fake.RawModule(code=KERNEL_SOURCE).get_function(CHECK_KERNEL)
+    block = np.zeros(1, dtype=CHECK_ARGS_DTYPE)
+    stream = fake.cuda.get_current_stream()
+    with pytest.raises(TypeError):
+        kernel((1,), (32,), (block,), 0, stream)
+    with pytest.raises(TypeError, match="size one"):
+        kernel((1,), (32,), (np.zeros(2, dtype=CHECK_ARGS_DTYPE),), shared_mem=0, stream=stream)
+    with pytest.raises(TypeError, match="40 bytes"):
+        kernel((1,), (32,), (np.int64(0),), shared_mem=0, stream=stream)
+    kernel((1,), (32,), (block,), shared_mem=0, stream=stream)  # n = 0: does nothing
+    launch = fake.cuda.driver.launchKernel
+    params = np.array([block.ctypes.data], dtype=np.uint64)
+    fn = kernel.kernel.ptr
+    good = [fn, 1, 1, 1, 32, 1, 1, 0, 0, int(params.ctypes.data), 0]
+    launch(*good)
+    with pytest.raises(TypeError):
+        launch(*good[:-1])
+    with pytest.raises(OverflowError):
+        launch(fn, -1, *good[2:])
+    with pytest.raises(fake_cupy.CUDADriverError, match="INVALID_VALUE"):
+        launch(fn, 0, *good[2:])
+    with pytest.raises(fake_cupy.CUDADriverError, match="OUT_OF_RESOURCES"):
+        launch(fn, 1, 1, 1, 512, 1, 1, *good[7:])
+    with pytest.raises(fake_cupy.CUDADriverError, match="INVALID_HANDLE"):
+        launch(fn + 1, *good[1:])
+    with pytest.raises(fake_cupy.CUDADriverError, match="kernelParams and extra"):
+        launch(*good[:-1], int(params.ctypes.data))
+    monkeypatch.setattr(fake_cupy._THREAD, "context", 0)
+    with pytest.raises(fake_cupy.CUDADriverError, match="INVALID_CONTEXT"):
+        launch(*good)
+
+
+def test_fake_lays_structs_out_like_numpy() -> None:
+    """The fake's own C layout of each struct (from the source text) matches the NumPy
+    mirror the pool fills, field by field."""
+    for name, dtype in (("KvpoolArgs", ARGS_DTYPE), ("KvpoolCheckArgs", CHECK_ARGS_DTYPE)):
+        struct = fake_cupy.STRUCTS[name]
+        fields: Any = dtype.fields
+        assert struct.size == dtype.itemsize
+        assert [(f, off) for f, _, _, off in struct.fields] == [
+            (f, int(fields[f][1])) for f in dtype.names or ()
+        ]
+
+
+def test_more_blocks_than_int32_ids_name_is_refused(backend: Backend) -> None:
+    """Ids reach the kernels as int32: a pool of 2**31 blocks is refused before it
+    allocates anything."""
+    spec = PoolSpec(num_blocks=2**31, block_size=1, num_layers=1, num_kv_heads=1, head_dim=1)
+    with pytest.raises(ConfigError, match="int32 ids"):
+        accel.BlockPool(spec)

@@ -9,9 +9,11 @@ from typing import Any
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from accel.blockpool import plans
-from accel.blockpool.kernels import pool_side
+from accel.blockpool.kernels import WORD, pool_side
 from accel.blockpool.plans import COPY, GATHER, SCATTER, PlanCache, host_ids
 from accel.blockpool.staging import Span, StagingRing
 from benchmarks import bench_blockpool
@@ -105,7 +107,8 @@ def test_plan_cache_keys_on_operation_size_and_alignment() -> None:
     assert odd is not a and odd.plan.vector_width == 1 and a.plan.vector_width == 16
     assert cache.get(SCATTER, 3, 256).plan.dst_indexed
     copy = cache.get(COPY, 5)
-    assert copy.plan.src_indexed and copy.plan.dst_indexed and int(copy.static[6]) == 5
+    assert copy.plan.src_indexed and copy.plan.dst_indexed
+    assert int(copy.words[WORD["n_pairs"]]) == 5 and copy.kernel.startswith("kvpool_copy_inline")
     assert cache.misses == 4
     with pytest.raises(ValueError, match="unknown operation"):
         cache.get("spin", 1)
@@ -116,7 +119,8 @@ def test_plan_cache_resolves_layer_tables_and_starts_over_when_full(
 ) -> None:
     cache, seen = _cache(Layout.LAYER_MAJOR)
     prepared = cache.get(GATHER, 2, 256)
-    assert int(prepared.static[0]) == 777 and int(prepared.static[3]) == 0
+    words = prepared.words
+    assert int(words[WORD["src_table"]]) == 777 and int(words[WORD["dst_table"]]) == 0
     assert seen[0] is not None and seen[1] is None
     monkeypatch.setattr(plans, "MAX_PLANS", 2)
     cache.get(GATHER, 3, 256)
@@ -175,7 +179,7 @@ def test_gpu_summary_tables_and_targets(tmp_path: Path) -> None:
     rows: list[dict[str, Any]] = [
         {"kind": "device", "layout": "block_major", "op": "gather", "blocks": 64,
          "bytes": 2**27, "op_gbps": 1800.0, "contig_gbps": 2000.0, "fraction": 0.9,
-         "device": "H200"},
+         "device": "H200", "launch": "driver", "launch_note": "by the driver"},
         {"kind": "device", "layout": "block_major", "op": "copy", "blocks": 256,
          "bytes": 2**29, "op_gbps": 1000.0, "contig_gbps": 2000.0, "fraction": 0.5},
         {"kind": "host-cost", "layout": "block_major", "impl": "accel", "op": "gather",
@@ -192,13 +196,18 @@ def test_gpu_summary_tables_and_targets(tmp_path: Path) -> None:
          "device_ours_gbps": 1400.0, "device_torch_gbps": 600.0, "device_ratio": 2.3,
          "back-to-back_ours_gbps": 1200.0, "back-to-back_torch_gbps": 700.0,
          "back-to-back_ratio": 1.7},
+        {"kind": "grid-order", "layout": "block_major", "op": "gather", "blocks": 1024,
+         "device_tile_gbps": 2000.0, "device_chunk_gbps": 1900.0,
+         "back-to-back_tile_gbps": 1980.0, "back-to-back_chunk_gbps": 1980.0},
     ]  # fmt: skip
     out = tmp_path / "summary.md"
     misses = bench_blockpool.summarize(_bench_json(tmp_path / "b.json", rows), out, [], ["a note"])
     text = out.read_text()
     assert "Device: H200" in text and "- a note" in text
+    assert "Launch path: ?; by the driver." in text
     assert "## Host cost per call" in text and "| 9.5 | - | - | - | 14.0 | MISSED |" in text
     assert "| block_major | gather | 256 | 1900 | 1950 | 1.02 | 1900 | 1950 | 0.97 | met |" in text
+    assert "| block_major | 1024 | 2000 | 1900 | 1.053 | 1980 | 1980 | 1.000 |" in text
     # the copy at half the contiguous speed, the host cost, the layer-major ratio
     assert misses == 3
 
@@ -212,3 +221,49 @@ def test_gpu_summary_without_results_says_unmeasured(tmp_path: Path) -> None:
     text = out.read_text()
     assert "GPU figures unmeasured" in text and "not valid JSON" in text
     assert "`missing.xml`: missing" in text
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    ids=st.one_of(
+        st.lists(st.integers(-3, 40), max_size=20),
+        st.lists(st.integers(0, 40), max_size=20).map(tuple),
+        st.lists(st.integers(0, 2**40), max_size=20).map(lambda v: np.asarray(v, np.uint64)),
+        st.lists(st.integers(-5, 40), max_size=20).map(lambda v: np.asarray(v, np.int32)),
+        st.lists(st.one_of(st.integers(0, 9), st.booleans(), st.floats(0, 9)), max_size=6),
+    ),
+)
+def test_small_ids_takes_only_what_normalize_ids_accepts(ids: Any) -> None:
+    """The fast path's check: when it takes ids, the full check accepts them with the same
+    values; it takes every valid list, tuple or integer array of 1..16 exact ints."""
+    from reference.blockpool import KVPoolError
+    from reference.blockpool.validation import normalize_ids, small_ids
+
+    taken = small_ids(ids, 32, 16)
+    try:
+        full: list[int] | None = normalize_ids(ids, 32).tolist()
+    except KVPoolError:
+        full = None
+    if taken is not None:
+        assert full is not None and list(taken) == full
+    exact = isinstance(ids, np.ndarray) or all(type(v) is int for v in ids)
+    if full is not None and exact and 0 < len(full) <= 16:
+        assert taken is not None
+
+
+def test_small_ids_declines_what_is_not_a_small_flat_batch() -> None:
+    from reference.blockpool.validation import small_disjoint_copy, small_ids
+
+    assert small_ids(np.zeros((2, 2), dtype=np.int64), 8, 16) is None
+    assert small_ids(np.zeros(2, dtype=np.float32), 8, 16) is None
+    assert small_ids(iter([1, 2]), 8, 16) is None  # a general iterable: the full check
+    assert small_ids(list(range(17)), 32, 16) is None and small_ids([], 8, 16) is None
+    assert small_ids([1, np.int64(2)], 8, 16) is None
+    ids = [3, 1]
+    assert small_ids(ids, 8, 16) is ids  # a list comes back as itself
+    assert small_disjoint_copy([1, 2], [3, 4], 8, 16) == ([1, 2], [3, 4])
+    assert small_disjoint_copy([1, 2], [2, 3], 8, 16) is None  # overlapping sets
+    assert small_disjoint_copy([1, 2], [3, 3], 8, 16) is None  # repeated destination
+    assert small_disjoint_copy([1, 2], [3], 8, 16) is None
+    assert small_disjoint_copy([1, 9], [3, 4], 8, 16) is None
+    assert small_disjoint_copy([1, 2], [3, 9], 8, 16) is None

@@ -19,6 +19,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from accel.blockpool.kernels import (
+    ARG_FIELDS,
+    ARGS_DTYPE,
+    CHECK_ARGS_DTYPE,
     CHECK_KERNEL,
     INLINE_PAIRS,
     KERNEL_SOURCE,
@@ -26,22 +29,20 @@ from accel.blockpool.kernels import (
     THREADS_PER_BLOCK,
     UNROLL,
     VECTOR_TYPES,
+    WORD,
     LaunchPlan,
     Side,
-    array_args,
     buffer_side,
     copy_plan,
     emulate,
     gather_plan,
-    inline_args,
     kernel_name,
     kernel_vector_schedule,
-    pack_inline,
     pool_side,
+    read_args,
     scatter_plan,
-    static_args,
-    unpack_inline,
 )
+from accel.blockpool.plans import Prepared
 from reference.blockpool import BlockPool, Layout, PoolSpec
 from tests.blockpool_support import assert_same_bits, ops, pool_specs, random_canonical
 
@@ -171,38 +172,47 @@ def test_realistic_spec_uses_16_byte_vectors(layout: Layout) -> None:
     side = pool_side(spec, ptrs)
     plan = gather_plan(spec, side, buffer_side(spec, 2**33), 64)
     assert plan.vector_width == 16 and not plan.inline
-    gx, gy = plan.geometry
-    assert gx == 64 * spec.num_segments
-    assert gy * THREADS_PER_BLOCK * UNROLL * 16 >= spec.segment_bytes
-    static = static_args(plan, 777, 0)
-    assert len(static) == 9 and int(static[0]) == 777
-    assert int(static[-1]) == spec.segment_bytes // 16
-    args = array_args(static, 5, 2**33, 111, 4, 0, 8, 0)
-    assert len(args) == 16 and int(args[9]) == 5 and int(args[11]) == 111 and int(args[12]) == 4
+    gx, gy = plan.geometry  # tile-major: x the tiles of a chunk, y the chunks
+    assert gy == 64 * spec.num_segments
+    assert gx * THREADS_PER_BLOCK * UNROLL * 16 >= spec.segment_bytes
+    chunk_major = gather_plan(spec, side, buffer_side(spec, 2**33), 64, tile_major=False)
+    assert chunk_major.geometry == (gy, gx) and chunk_major.index_flags() == 1
+    prep = Prepared(plan, 777, 0)
+    prep.set_bases(5, 2**33)
+    prep.set_arrays(111, 4, 0, 8, 0)
+    a = read_args(prep.args.tobytes())
+    assert (a["src_table"], a["dst_table"], a["src_base"], a["dst_base"]) == (777, 0, 5, 2**33)
+    assert a["chunk_vecs"] == spec.segment_bytes // 16 and a["n_pairs"] == 64
+    assert (a["src_idx"], a["src_idx_bytes"], a["dst_idx"], a["dst_idx_bytes"]) == (111, 4, 0, 8)
+    assert a["flags"] == plan.index_flags() == 1 | 4 and prep.grid == (gx, gy, 1)
 
 
 def test_grid_y_is_capped() -> None:
+    """The y dimension (65,535 at most) holds the chunks when tile-major, the tiles when
+    chunk-major; the kernel's grid-stride loops cover the rest."""
     huge = 16 * THREADS_PER_BLOCK * UNROLL * (MAX_GRID_Y + 10)
-    plan = LaunchPlan(Side(0, 0, huge), Side(huge, 0, huge), False, False, 1, 1, huge)
+    plan = LaunchPlan(Side(0, 0, huge), Side(huge, 0, huge), False, False, 1, 1, huge, False)
     assert plan.geometry == (1, MAX_GRID_Y)
+    many = LaunchPlan(Side(0, 0, 64), Side(64, 0, 64), False, False, 70_000, 1, 64)
+    assert many.geometry == (1, MAX_GRID_Y)
 
 
 @settings(max_examples=200, deadline=None)
 @given(
     chunk_vecs=st.integers(0, 3000),
-    grid_y=st.integers(1, 4),
+    tiles=st.integers(1, 4),
     threads=st.sampled_from([1, 2, 3, 8, 32]),
 )
-def test_kernel_loops_cover_each_vector_once(chunk_vecs: int, grid_y: int, threads: int) -> None:
-    sched = kernel_vector_schedule(chunk_vecs, grid_y, threads)
+def test_kernel_loops_cover_each_vector_once(chunk_vecs: int, tiles: int, threads: int) -> None:
+    sched = kernel_vector_schedule(chunk_vecs, tiles, threads)
     assert np.array_equal(np.sort(sched), np.arange(chunk_vecs))
 
 
 def test_kernel_loops_cover_with_real_geometry() -> None:
     for chunk_vecs in (1, 255, 1024, 2048, 2049, 131072):
         plan = LaunchPlan(Side(0, 0, 0), Side(0, 0, 0), False, False, 1, 1, 16 * chunk_vecs)
-        _, gy = plan.geometry
-        sched = kernel_vector_schedule(chunk_vecs, gy)
+        tiles, _ = plan.geometry
+        sched = kernel_vector_schedule(chunk_vecs, tiles)
         assert np.array_equal(np.sort(sched), np.arange(chunk_vecs))
 
 
@@ -241,21 +251,50 @@ def test_kernel_source_compiles_with_nvrtc() -> None:
 
 @settings(max_examples=100, deadline=None)
 @given(
-    ids=st.lists(st.integers(0, 2**31 - 1), max_size=INLINE_PAIRS),
-    indexed=st.booleans(),
+    ids=st.lists(st.integers(0, 2**31 - 1), min_size=1, max_size=INLINE_PAIRS),
+    base=st.integers(0, 2**64 - 1),
 )
-def test_inline_ids_round_trip(ids: list[int], indexed: bool) -> None:
-    """Up to 16 ids packed two per argument unpack, the way the kernel reads them, to
-    themselves; an identity side packs zeros; the argument tuple has its fixed length."""
-    scratch = np.full(INLINE_PAIRS, -1, dtype=np.int32)
-    words = pack_inline(np.asarray(ids, dtype=np.int64) if indexed else None, scratch)
-    assert len(words) == INLINE_PAIRS // 2
-    if indexed:
-        assert unpack_inline(words, len(ids)) == ids
-    else:
-        assert unpack_inline(words, INLINE_PAIRS) == [0] * INLINE_PAIRS
+def test_inline_ids_land_where_the_kernel_reads_them(ids: list[int], base: int) -> None:
+    """A prepared block of an inline plan holds, after a call's stores, the ids in its
+    int32 arrays and the pointers in their words, at the offsets C gives the struct; the
+    driver's kernelParams array points at the block."""
     spec = PoolSpec(8, 1, 1, 1, 8)
-    plan = gather_plan(spec, pool_side(spec, [0]), buffer_side(spec, 4096), max(1, len(ids)))
+    plan = scatter_plan(spec, pool_side(spec, [0]), buffer_side(spec, 4096), len(ids))
     assert plan.inline and plan.kernel == kernel_name(plan.vector_width, inline=True)
-    args = inline_args(plan, static_args(plan, 0, 0), 1, 2, words, words)
-    assert len(args) == 9 + 2 + INLINE_PAIRS + 1 and int(args[-1]) == plan.index_flags() == 1
+    prep = Prepared(plan, 0, 0)
+    prep.dst_ids[:] = ids
+    prep.set_bases(base, 12)
+    a = read_args(prep.args.tobytes())
+    assert a["dst_ids"][: len(ids)] == ids and a["src_base"] == base and a["dst_base"] == 12
+    assert a["flags"] == 2 | 4 and len(prep.src_ids) == len(ids)
+    assert int(prep.params[0]) == prep.args.ctypes.data
+    assert prep.params_address == prep.params.ctypes.data
+
+
+def test_argument_structs_follow_c_layout() -> None:
+    """The NumPy mirror of each struct has C's offsets: 8-byte fields first, then the two
+    int32 id arrays; the struct text in the source is generated from the same table."""
+    assert ARGS_DTYPE.itemsize == 17 * 8 + 2 * 4 * INLINE_PAIRS
+    assert CHECK_ARGS_DTYPE.itemsize == 5 * 8
+    assert [WORD[name] for name, code, _ in ARG_FIELDS if code != "i4"] == list(range(17))
+    fields: Any = ARGS_DTYPE.fields
+    assert fields["src_ids"][1] == 17 * 8 and fields["dst_ids"][1] == 17 * 8 + 4 * INLINE_PAIRS
+    assert "struct KvpoolArgs {" in KERNEL_SOURCE and "int src_ids[16];" in KERNEL_SOURCE
+    assert "kvpool_check_ids(const KvpoolCheckArgs a)" in KERNEL_SOURCE
+
+
+def test_nvrtc_lays_the_parameter_out_as_numpy_does() -> None:
+    """Each kernel's one parameter has, in NVRTC's PTX, the size of its NumPy mirror, and
+    no kernel copies it to local memory (the inline ids are read in place)."""
+    nvrtc = _nvrtc()
+    prog = nvrtc.createProgram(KERNEL_SOURCE, "kvpool_kernels.cu", [], [])
+    nvrtc.compileProgram(prog, ["-std=c++14"])
+    ptx = nvrtc.getPTX(prog)
+    text = ptx.decode() if isinstance(ptx, bytes) else str(ptx)
+    for inline in (False, True):
+        for width in VECTOR_TYPES:
+            name = kernel_name(width, inline=inline)
+            assert f"{name}_param_0[{ARGS_DTYPE.itemsize}]" in text, name
+            assert f"{name}_param_1" not in text, name
+    assert f"{CHECK_KERNEL}_param_0[{CHECK_ARGS_DTYPE.itemsize}]" in text
+    assert "ld.local" not in text and "st.local" not in text

@@ -171,11 +171,14 @@ def test_memory_builders_make_their_shapes() -> None:
 def test_block_pool_host_side_cases_run(pool: str) -> None:
     found = blockpool.host_side_cases(pool)
     assert ("gpu-host/gather/16" in found) == (pool == "accel")
+    assert ("gpu-host/copy/16" in found) == (pool == "accel")
     for make in found.values():
         work = make()
         for _ in range(70):  # enough to come round a small staging ring
             work.run()
     blockpool._Finished().synchronize()
+    with pytest.raises(ValueError, match="fast path"):
+        blockpool.taken(None)
 
 
 # ---------------------------------------------------------------- targets

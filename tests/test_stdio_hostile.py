@@ -163,8 +163,10 @@ def test_binary_garbage_is_a_clear_diagnostic(tmp_path: Path) -> None:
         time.sleep(60)
         """,
     )
-    message, _ = _failure(argv)
+    message, candidate = _failure(argv)
     assert "request 1 (reset): malformed answer" in message and "it began" in message
+    assert candidate is not None
+    candidate.close()  # a failed candidate still owns its pipes until closed
 
 
 def test_a_program_that_closes_its_output_and_ignores_sigterm(tmp_path: Path) -> None:

@@ -17,19 +17,28 @@ where, for each side,
 A side is *indexed* (pool blocks named by ids) or not (the identity: buffer row ``p``).  The
 ids of an indexed side reach the kernel one of two ways:
 
-* **inline** -- up to :data:`INLINE_PAIRS` pairs travel in the launch's own arguments (int32
-  ids packed two to a 64-bit argument, :func:`pack_inline`): no index upload at all, so a
-  small batch costs one launch and nothing else;
+* **inline** -- up to :data:`INLINE_PAIRS` pairs travel in the launch's own parameter (int32
+  arrays inside :data:`ARGS_DTYPE`): no index upload at all, so a small batch costs one
+  launch and nothing else;
 * **array** -- a device array of int32 or int64 ids (staged from pinned host memory by the
   pool, or the caller's own device array); with a device array from the caller, a separate
   launch of :data:`CHECK_KERNEL` first checks every id against the pool size and records the
   first bad position in a status word, which the copy launch reads before anything else:
   a batch with a bad id writes nothing.
 
+**One parameter per kernel.**  Every kernel takes a single struct, passed by value: the copy
+kernels a ``KvpoolArgs`` (:data:`ARGS_DTYPE`), the check kernel a ``KvpoolCheckArgs``
+(:data:`CHECK_ARGS_DTYPE`).  The C structs and their NumPy mirrors are generated from one
+field table (:data:`ARG_FIELDS`, :data:`CHECK_ARG_FIELDS`), with C's layout rules (NumPy's
+``align=True``), so the bytes the host fills are the bytes the kernel reads.  A launch then
+marshals one pointer, not thirty arguments: the host keeps one filled argument block per
+cached plan and hands the driver its address (``cuLaunchKernel`` copies the parameter bytes
+when it is called, so the block can be refilled for the next call at once).
+
 A :class:`LaunchPlan` is everything about a launch that does not change from call to call
 (sides, strides, counts, vector width, grid); the pool caches plans by (operation, batch
-size, the buffer pointer's alignment) and fills in the per-call pointers and ids
-(:func:`array_args`, :func:`inline_args`).
+size, the buffer pointer's alignment) with their argument blocks already filled but for
+the per-call pointers and ids (:class:`accel.blockpool.plans.Prepared`).
 
 Invariants: plans are pure data built from integer addresses, so they can be checked on the
 CPU by :func:`emulate` over a flat byte arena; the CUDA kernel and :func:`emulate` implement the
@@ -95,7 +104,8 @@ class LaunchPlan:
     """Everything one fused launch needs but the ids and the device copy of the tables.
 
     ``src_indexed`` / ``dst_indexed``: whether that side's blocks are named by ids (else
-    pair ``p`` uses row ``p``).
+    pair ``p`` uses row ``p``).  ``tile_major``: the order in which the launch grid walks
+    the work (:attr:`geometry`).
     """
 
     src: Side
@@ -105,6 +115,7 @@ class LaunchPlan:
     n_pairs: int
     n_segments: int
     chunk_bytes: int
+    tile_major: bool = True
 
     @cached_property
     def vector_width(self) -> int:
@@ -121,13 +132,23 @@ class LaunchPlan:
 
     @cached_property
     def geometry(self) -> tuple[int, int]:
-        """Grid ``(x, y)``: x walks chunks (grid-stride), y tiles one chunk's vectors."""
+        """Grid ``(x, y)``: one dimension walks the chunks (grid-stride), the other the
+        tiles of one chunk (``THREADS_PER_BLOCK * UNROLL`` vectors each, grid-stride).
+
+        Tile-major (the default): x walks the tiles, so the blocks the GPU dispatches one
+        after the other (x fastest) sweep one chunk from start to end before the next, as
+        a contiguous copy does -- the blocks in flight touch a few chunks, consecutively.
+        Chunk-major: x walks the chunks, so the blocks in flight read the same tile of up
+        to a thousand chunks, each at the same offset of its block (the order before
+        issue 14; kept for measuring one against the other).  The y dimension is capped
+        at ``MAX_GRID_Y``; the kernel's grid-stride loops cover the rest.
+        """
         vecs = self.chunk_bytes // self.vector_width
         n_chunks = self.n_pairs * self.n_segments
-        per_y = THREADS_PER_BLOCK * UNROLL
-        gy = max(1, min(MAX_GRID_Y, -(-vecs // per_y)))
-        gx = max(1, min(MAX_GRID_X, n_chunks))
-        return gx, gy
+        tiles = -(-vecs // (THREADS_PER_BLOCK * UNROLL))
+        if self.tile_major:
+            return max(1, min(MAX_GRID_X, tiles)), max(1, min(MAX_GRID_Y, n_chunks))
+        return max(1, min(MAX_GRID_X, n_chunks)), max(1, min(MAX_GRID_Y, tiles))
 
     @property
     def inline(self) -> bool:
@@ -140,8 +161,9 @@ class LaunchPlan:
         return kernel_name(self.vector_width, inline=self.inline)
 
     def index_flags(self) -> int:
-        """Bit 0: the source is indexed; bit 1: the destination is."""
-        return int(self.src_indexed) | int(self.dst_indexed) << 1
+        """Bit 0: the source is indexed; bit 1: the destination is; bit 2: the grid is
+        tile-major."""
+        return int(self.src_indexed) | int(self.dst_indexed) << 1 | int(self.tile_major) << 2
 
 
 def pool_side(spec: PoolSpec, pointers: Sequence[int]) -> Side:
@@ -162,19 +184,23 @@ def buffer_side(spec: PoolSpec, pointer: int) -> Side:
     return Side(pointer, spec.segment_bytes, spec.bytes_per_block)
 
 
-def gather_plan(spec: PoolSpec, pool: Side, buf: Side, n: int) -> LaunchPlan:
+def gather_plan(
+    spec: PoolSpec, pool: Side, buf: Side, n: int, *, tile_major: bool = True
+) -> LaunchPlan:
     """Pool blocks (ids) -> buffer rows ``0..n-1``."""
-    return LaunchPlan(pool, buf, True, False, n, spec.num_segments, spec.segment_bytes)
+    return LaunchPlan(pool, buf, True, False, n, spec.num_segments, spec.segment_bytes, tile_major)
 
 
-def scatter_plan(spec: PoolSpec, pool: Side, buf: Side, n: int) -> LaunchPlan:
+def scatter_plan(
+    spec: PoolSpec, pool: Side, buf: Side, n: int, *, tile_major: bool = True
+) -> LaunchPlan:
     """Buffer rows ``0..n-1`` -> pool blocks (ids, unique)."""
-    return LaunchPlan(buf, pool, False, True, n, spec.num_segments, spec.segment_bytes)
+    return LaunchPlan(buf, pool, False, True, n, spec.num_segments, spec.segment_bytes, tile_major)
 
 
-def copy_plan(spec: PoolSpec, pool: Side, n: int) -> LaunchPlan:
+def copy_plan(spec: PoolSpec, pool: Side, n: int, *, tile_major: bool = True) -> LaunchPlan:
     """Pool blocks (source ids) -> pool blocks (destination ids; sets disjoint, unique)."""
-    return LaunchPlan(pool, pool, True, True, n, spec.num_segments, spec.segment_bytes)
+    return LaunchPlan(pool, pool, True, True, n, spec.num_segments, spec.segment_bytes, tile_major)
 
 
 def kernel_name(width: int, *, inline: bool = False) -> str:
@@ -185,46 +211,89 @@ CHECK_KERNEL = "kvpool_check_ids"
 """Name of the kernel that checks a device array of ids against the pool size."""
 
 
+# ----------------------------------------------------------------------------- arguments
+
+#: C spelling of each field type of the argument structs (NumPy type code -> C type).
+C_TYPES = {"u8": "unsigned long long", "i8": "long long", "i4": "int"}
+
+ARG_FIELDS: tuple[tuple[str, str, int], ...] = (
+    # (name, NumPy type code, count): the parameter of every copy kernel, in order.
+    ("src_table", "u8", 1),  # device address of the source's segment table (0: none)
+    ("src_base", "u8", 1),
+    ("src_seg_stride", "i8", 1),
+    ("src_block_stride", "i8", 1),
+    ("dst_table", "u8", 1),
+    ("dst_base", "u8", 1),
+    ("dst_seg_stride", "i8", 1),
+    ("dst_block_stride", "i8", 1),
+    ("n_pairs", "i8", 1),
+    ("n_segments", "i8", 1),
+    ("chunk_vecs", "i8", 1),
+    ("src_idx", "u8", 1),  # array kernels: device address of the source ids (0: identity)
+    ("src_idx_bytes", "i8", 1),  # 4 (int32) or 8 (int64)
+    ("dst_idx", "u8", 1),
+    ("dst_idx_bytes", "i8", 1),
+    ("status", "u8", 1),  # array kernels: the device check's status words (0: none)
+    ("flags", "i8", 1),  # inline kernels: bit 0 source indexed, bit 1 destination indexed
+    ("src_ids", "i4", INLINE_PAIRS),  # inline kernels: the ids themselves
+    ("dst_ids", "i4", INLINE_PAIRS),
+)
+"""Fields of ``KvpoolArgs``, the one parameter of every copy kernel."""
+
+CHECK_ARG_FIELDS: tuple[tuple[str, str, int], ...] = (
+    ("idx", "u8", 1),
+    ("idx_bytes", "i8", 1),
+    ("n", "i8", 1),
+    ("num_blocks", "i8", 1),
+    ("status", "u8", 1),
+)
+"""Fields of ``KvpoolCheckArgs``, the one parameter of :data:`CHECK_KERNEL`."""
+
+
+def _numpy_struct(fields: tuple[tuple[str, str, int], ...]) -> np.dtype[np.void]:
+    """The NumPy mirror of a C struct: C's alignment and padding rules (``align=True``),
+    little-endian like every CUDA host."""
+    spec = [(name, f"<{code}", (count,)) if count > 1 else (name, f"<{code}")
+            for name, code, count in fields]  # fmt: skip
+    return np.dtype(spec, align=True)
+
+
+def _c_struct(name: str, fields: tuple[tuple[str, str, int], ...]) -> str:
+    lines = [f"    {C_TYPES[code]} {field}{f'[{count}]' if count > 1 else ''};"
+             for field, code, count in fields]  # fmt: skip
+    return f"struct {name} {{\n" + "\n".join(lines) + "\n};\n"
+
+
+ARGS_DTYPE = _numpy_struct(ARG_FIELDS)
+"""Bytes of a ``KvpoolArgs`` as NumPy lays them out (the same as C's)."""
+CHECK_ARGS_DTYPE = _numpy_struct(CHECK_ARG_FIELDS)
+"""Bytes of a ``KvpoolCheckArgs``."""
+#: Index of each 8-byte field in an argument block seen as uint64 words (the per-call
+#: fields are written through such a view: one store each).
+WORD = {name: int(offset) // 8 for name, (_, offset, *_) in (ARGS_DTYPE.fields or {}).items()
+        if name not in ("src_ids", "dst_ids")}  # fmt: skip
+
+
 def _kernels(width: int) -> str:
     t = VECTOR_TYPES[width]
-    common = """
-    unsigned long long src_table, long long src_seg_stride, long long src_block_stride,
-    unsigned long long dst_table, long long dst_seg_stride, long long dst_block_stride,
-    long long n_pairs, long long n_segments, long long chunk_vecs,
-    unsigned long long src_base, unsigned long long dst_base"""
-    body = """
-    kvpool_copy_body<{t}>(
-        src_table, src_base, src_seg_stride, src_block_stride,
-        dst_table, dst_base, dst_seg_stride, dst_block_stride,
-        n_pairs, n_segments, chunk_vecs, si, di);"""
-    packed = ", ".join(f"unsigned long long {s}{i}" for s in "sd" for i in range(INLINE_PAIRS // 2))
-    s_list = ", ".join(f"s{i}" for i in range(INLINE_PAIRS // 2))
-    d_list = ", ".join(f"d{i}" for i in range(INLINE_PAIRS // 2))
     return f"""
 extern "C" __global__ void __launch_bounds__({THREADS_PER_BLOCK})
-{kernel_name(width)}({common},
-    unsigned long long src_idx, long long src_idx_bytes,
-    unsigned long long dst_idx, long long dst_idx_bytes, unsigned long long status)
+{kernel_name(width)}(const KvpoolArgs a)
 {{
     // Ids checked on the device (a caller's device array): a bad one was recorded in the
     // status words by the check launch queued before this one; then nothing is written.
-    if (status) {{
+    if (a.status) {{
         const volatile unsigned long long* st =
-            reinterpret_cast<const volatile unsigned long long*>(status);
+            reinterpret_cast<const volatile unsigned long long*>(a.status);
         if (st[0] != {STATUS_OK}ULL || st[1] != {STATUS_OK}ULL) return;
     }}
-    const KvpoolArrayIndex si{{src_idx, src_idx_bytes}};
-    const KvpoolArrayIndex di{{dst_idx, dst_idx_bytes}};{body.format(t=t)}
+    kvpool_copy_body<{t}, KvpoolArrayIds>(a);
 }}
 
 extern "C" __global__ void __launch_bounds__({THREADS_PER_BLOCK})
-{kernel_name(width, inline=True)}({common},
-    {packed}, long long flags)
+{kernel_name(width, inline=True)}(const KvpoolArgs a)
 {{
-    const unsigned long long sp[{INLINE_PAIRS // 2}] = {{{s_list}}};
-    const unsigned long long dp[{INLINE_PAIRS // 2}] = {{{d_list}}};
-    const KvpoolInlineIndex si{{sp, (flags & 1) != 0}};
-    const KvpoolInlineIndex di{{dp, (flags & 2) != 0}};{body.format(t=t)}
+    kvpool_copy_body<{t}, KvpoolInlineIds>(a);
 }}
 """
 
@@ -234,27 +303,45 @@ KERNEL_SOURCE = (
 // Fused scattered block copy; see accel/blockpool/kernels.py for the addressing formula.
 #define KVPOOL_UNROLL """
     + str(UNROLL)
+    + "\n#define KVPOOL_INLINE_PAIRS "
+    + str(INLINE_PAIRS)
+    + "\n\n// Each kernel's one parameter (from kernels.ARG_FIELDS / CHECK_ARG_FIELDS).\n"
+    + _c_struct("KvpoolArgs", ARG_FIELDS)
+    + _c_struct("KvpoolCheckArgs", CHECK_ARG_FIELDS)
     + r"""
-
-// Ids in a device array of int32 (bytes == 4) or int64; address 0: the identity.
-struct KvpoolArrayIndex {
-    unsigned long long ptr;
-    long long bytes;
-    __device__ __forceinline__ long long operator()(long long p) const {
+// Block ids of pair p, read from device arrays of int32 (bytes == 4) or int64; address 0:
+// the identity (a buffer side).
+struct KvpoolArrayIds {
+    static __device__ __forceinline__ long long one(
+        unsigned long long ptr, long long bytes, long long p) {
         if (!ptr) return p;
         return bytes == 4 ? (long long)reinterpret_cast<const int*>(ptr)[p]
                           : reinterpret_cast<const long long*>(ptr)[p];
     }
+    static __device__ __forceinline__ long long src(const KvpoolArgs& a, long long p) {
+        return one(a.src_idx, a.src_idx_bytes, p);
+    }
+    static __device__ __forceinline__ long long dst(const KvpoolArgs& a, long long p) {
+        return one(a.dst_idx, a.dst_idx_bytes, p);
+    }
 };
 
-// Up to 16 int32 ids packed two per 64-bit launch argument; not indexed: the identity.
-struct KvpoolInlineIndex {
-    const unsigned long long* packed;
-    bool indexed;
-    __device__ __forceinline__ long long operator()(long long p) const {
-        if (!indexed) return p;
-        const unsigned long long word = packed[p >> 1];
-        return (long long)(int)(unsigned int)(p & 1 ? word >> 32 : word);
+// Block ids of pair p, read from the parameter itself (up to KVPOOL_INLINE_PAIRS of them).
+// The ids are selected with constant indices only, so the parameter is read in place and
+// never copied to local memory; a side whose flag is off is the identity.
+struct KvpoolInlineIds {
+    static __device__ __forceinline__ long long pick(const int (&ids)[KVPOOL_INLINE_PAIRS],
+                                                     long long p) {
+        int id = 0;
+#pragma unroll
+        for (int i = 0; i < KVPOOL_INLINE_PAIRS; ++i) id = (i == p) ? ids[i] : id;
+        return (long long)id;
+    }
+    static __device__ __forceinline__ long long src(const KvpoolArgs& a, long long p) {
+        return (a.flags & 1) ? pick(a.src_ids, p) : p;
+    }
+    static __device__ __forceinline__ long long dst(const KvpoolArgs& a, long long p) {
+        return (a.flags & 2) ? pick(a.dst_ids, p) : p;
     }
 };
 
@@ -268,28 +355,30 @@ __device__ __forceinline__ unsigned long long kvpool_addr(
     return start + (unsigned long long)(block * block_stride);
 }
 
-template <typename T, typename Index>
-__device__ __forceinline__ void kvpool_copy_body(
-    unsigned long long src_table, unsigned long long src_base,
-    long long src_seg_stride, long long src_block_stride,
-    unsigned long long dst_table, unsigned long long dst_base,
-    long long dst_seg_stride, long long dst_block_stride,
-    long long n_pairs, long long n_segments, long long chunk_vecs,
-    const Index& src_index, const Index& dst_index)
+template <typename T, typename Ids>
+__device__ __forceinline__ void kvpool_copy_body(const KvpoolArgs& a)
 {
-    const long long n_chunks = n_pairs * n_segments;
+    const long long n_segments = a.n_segments;
+    const long long chunk_vecs = a.chunk_vecs;
+    const long long n_chunks = a.n_pairs * n_segments;
     const long long bd = blockDim.x;
-    const long long step = (long long)gridDim.y * bd * KVPOOL_UNROLL;
-    for (long long c = blockIdx.x; c < n_chunks; c += gridDim.x) {
+    // Which grid dimension walks the chunks and which the tiles of a chunk (flags bit 2:
+    // tile-major, x the tiles; see LaunchPlan.geometry).  Uniform over the launch.
+    const bool tile_major = (a.flags & 4) != 0;
+    const long long first_chunk = tile_major ? blockIdx.y : blockIdx.x;
+    const long long chunk_step = tile_major ? gridDim.y : gridDim.x;
+    const long long tile = tile_major ? blockIdx.x : blockIdx.y;
+    const long long step = (long long)(tile_major ? gridDim.x : gridDim.y) * bd * KVPOOL_UNROLL;
+    for (long long c = first_chunk; c < n_chunks; c += chunk_step) {
         const long long pair = c / n_segments;
         const long long seg = c - pair * n_segments;
-        const long long sb = src_index(pair);
-        const long long db = dst_index(pair);
-        const T* __restrict__ s = reinterpret_cast<const T*>(
-            kvpool_addr(src_table, src_base, src_seg_stride, src_block_stride, seg, sb));
-        T* __restrict__ d = reinterpret_cast<T*>(
-            kvpool_addr(dst_table, dst_base, dst_seg_stride, dst_block_stride, seg, db));
-        long long v = (long long)blockIdx.y * bd * KVPOOL_UNROLL + threadIdx.x;
+        const long long sb = Ids::src(a, pair);
+        const long long db = Ids::dst(a, pair);
+        const T* __restrict__ s = reinterpret_cast<const T*>(kvpool_addr(
+            a.src_table, a.src_base, a.src_seg_stride, a.src_block_stride, seg, sb));
+        T* __restrict__ d = reinterpret_cast<T*>(kvpool_addr(
+            a.dst_table, a.dst_base, a.dst_seg_stride, a.dst_block_stride, seg, db));
+        long long v = tile * bd * KVPOOL_UNROLL + threadIdx.x;
         // Full tiles: issue every load before any store so UNROLL loads are in flight.
         // __ldg / __stwb make the accesses global-space (the pointers come from integers);
         // __ldg's read-only path is valid because no chunk read here is written in the launch.
@@ -311,130 +400,68 @@ __device__ __forceinline__ void kvpool_copy_body(
 
 // Check n device ids (int32 or int64) against the pool size; the first bad position is
 // kept in *status (all ones while none): atomicMin keeps the smallest over all threads.
-extern "C" __global__ void kvpool_check_ids(
-    unsigned long long idx, long long idx_bytes, long long n, long long num_blocks,
-    unsigned long long status)
+extern "C" __global__ void kvpool_check_ids(const KvpoolCheckArgs a)
 {
     const long long stride = (long long)gridDim.x * blockDim.x;
-    for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
-        const long long v = idx_bytes == 4 ? (long long)reinterpret_cast<const int*>(idx)[i]
-                                           : reinterpret_cast<const long long*>(idx)[i];
-        if (v < 0 || v >= num_blocks)
-            atomicMin(reinterpret_cast<unsigned long long*>(status), (unsigned long long)i);
+    for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < a.n; i += stride) {
+        const long long v = a.idx_bytes == 4 ? (long long)reinterpret_cast<const int*>(a.idx)[i]
+                                             : reinterpret_cast<const long long*>(a.idx)[i];
+        if (v < 0 || v >= a.num_blocks)
+            atomicMin(reinterpret_cast<unsigned long long*>(a.status), (unsigned long long)i);
     }
 }
 """
     + "".join(_kernels(w) for w in sorted(VECTOR_TYPES, reverse=True))
 )
-"""CUDA C++ source: per vector width an array-index and an inline-index copy kernel (see
-:func:`kernel_name`), and the id check kernel (:data:`CHECK_KERNEL`)."""
+"""CUDA C++ source: the argument structs, per vector width an array-index and an
+inline-index copy kernel (see :func:`kernel_name`), and the id check kernel
+(:data:`CHECK_KERNEL`)."""
 
 
-# ----------------------------------------------------------------------------- arguments
-
-_U64, _I64 = np.uint64, np.int64
-
-
-def static_args(plan: LaunchPlan, src_table: int, dst_table: int) -> tuple[Any, ...]:
-    """The launch arguments that are the same for every call of ``plan`` (device addresses
-    of the segment tables, 0 when absent), computed once per cached plan."""
-    return (
-        _U64(src_table),
-        _I64(plan.src.seg_stride),
-        _I64(plan.src.block_stride),
-        _U64(dst_table),
-        _I64(plan.dst.seg_stride),
-        _I64(plan.dst.block_stride),
-        _I64(plan.n_pairs),
-        _I64(plan.n_segments),
-        _I64(plan.chunk_bytes // plan.vector_width),
-    )
+def new_args(plan: LaunchPlan, src_table: int, dst_table: int) -> npt.NDArray[np.void]:
+    """A fresh argument block (one ``KvpoolArgs``, as a 1-element array) holding every field
+    of ``plan`` that is the same for each of its calls; the pointers of the buffer side
+    and the ids are left for the call.  ``src_table`` / ``dst_table``: device addresses of
+    the segment tables (0 when absent).  Cost O(1); built once per cached plan."""
+    block = np.zeros(1, dtype=ARGS_DTYPE)
+    rec = block[0]
+    rec["src_table"], rec["dst_table"] = src_table, dst_table
+    rec["src_base"], rec["dst_base"] = plan.src.base, plan.dst.base
+    rec["src_seg_stride"], rec["src_block_stride"] = plan.src.seg_stride, plan.src.block_stride
+    rec["dst_seg_stride"], rec["dst_block_stride"] = plan.dst.seg_stride, plan.dst.block_stride
+    rec["n_pairs"], rec["n_segments"] = plan.n_pairs, plan.n_segments
+    rec["chunk_vecs"] = plan.chunk_bytes // plan.vector_width
+    rec["src_idx_bytes"] = rec["dst_idx_bytes"] = 8
+    rec["flags"] = plan.index_flags()
+    return block
 
 
-def array_args(
-    static: tuple[Any, ...],
-    src_base: int,
-    dst_base: int,
-    src_idx: int = 0,
-    src_idx_bytes: int = 8,
-    dst_idx: int = 0,
-    dst_idx_bytes: int = 8,
-    status: int = 0,
-) -> tuple[Any, ...]:
-    """Arguments of an array-index launch: device addresses of the id arrays (0: the
-    identity), their element size (4 or 8), the status words (0: ids checked on the host)."""
-    return (
-        *static,
-        _U64(src_base),
-        _U64(dst_base),
-        _U64(src_idx),
-        _I64(src_idx_bytes),
-        _U64(dst_idx),
-        _I64(dst_idx_bytes),
-        _U64(status),
-    )
-
-
-def pack_inline(ids: IndexArray | None, scratch: npt.NDArray[np.int32]) -> tuple[Any, ...]:
-    """Up to :data:`INLINE_PAIRS` ids as ``INLINE_PAIRS / 2`` uint64 launch arguments (int32
-    pairs, little-endian: id ``2k`` in the low half of word ``k``).  ``scratch`` is an int32
-    array of ``INLINE_PAIRS`` entries, reused.  Cost: one array copy, no Python loop."""
-    if ids is None:
-        scratch[:] = 0
-    else:
-        scratch[: len(ids)] = ids
-        scratch[len(ids) :] = 0
-    words: tuple[Any, ...] = tuple(scratch.view(np.uint64))
-    return words
-
-
-def inline_args(
-    plan: LaunchPlan,
-    static: tuple[Any, ...],
-    src_base: int,
-    dst_base: int,
-    src_words: tuple[Any, ...],
-    dst_words: tuple[Any, ...],
-) -> tuple[Any, ...]:
-    """Arguments of an inline-index launch (ids packed by :func:`pack_inline`)."""
-    return (
-        *static,
-        _U64(src_base),
-        _U64(dst_base),
-        *src_words,
-        *dst_words,
-        _I64(plan.index_flags()),
-    )
-
-
-def unpack_inline(words: Sequence[Any], n: int) -> list[int]:
-    """The ids :func:`pack_inline` packed, read back the way the kernel reads them (a CPU
-    check of the packing)."""
-    out = []
-    for p in range(n):
-        word = int(words[p >> 1])
-        half = (word >> 32 if p & 1 else word) & 0xFFFFFFFF
-        out.append(half - (1 << 32) if half >= 1 << 31 else half)
-    return out
+def read_args(raw: bytes, dtype: np.dtype[np.void] = ARGS_DTYPE) -> dict[str, Any]:
+    """The fields of an argument block's bytes, by name (ints; id arrays as lists): what a
+    kernel would read.  For checks on the CPU.  Cost O(size)."""
+    rec = np.frombuffer(raw, dtype=dtype, count=1)[0]
+    names = dtype.names or ()
+    return {name: rec[name].tolist() for name in names}
 
 
 # ----------------------------------------------------------------------------- CPU checks
 
 
 def kernel_vector_schedule(
-    chunk_vecs: int, grid_y: int, threads: int = THREADS_PER_BLOCK
+    chunk_vecs: int, n_tiles: int, threads: int = THREADS_PER_BLOCK
 ) -> npt.NDArray[np.int64]:
     """Vector indices of one chunk in the order the kernel's loops visit them.
 
-    A literal port of the kernel's ``v`` loops (full tiles, then tail) for every
-    ``(blockIdx.y, threadIdx.x)``; used on the CPU to check that the loops cover each vector of
-    a chunk exactly once.  Cost O(chunk_vecs + grid_y * threads).
+    A literal port of the kernel's ``v`` loops (full tiles, then tail) for every (tile
+    block, ``threadIdx.x``), ``n_tiles`` being the grid's size in the tile dimension (x
+    when tile-major, y when chunk-major); used on the CPU to check that the loops cover
+    each vector of a chunk exactly once.  Cost O(chunk_vecs + n_tiles * threads).
     """
     out: list[int] = []
-    step = grid_y * threads * UNROLL
-    for by in range(grid_y):
+    step = n_tiles * threads * UNROLL
+    for tile in range(n_tiles):
         for t in range(threads):
-            v = by * threads * UNROLL + t
+            v = tile * threads * UNROLL + t
             while v + (UNROLL - 1) * threads < chunk_vecs:
                 out.extend(v + u * threads for u in range(UNROLL))
                 v += step

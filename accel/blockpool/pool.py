@@ -24,10 +24,16 @@ The host's part of a call, kept small (a serving engine issues many small calls)
 
 * ids are checked in NumPy (:mod:`reference.blockpool.validation`), never per element in
   Python;
-* the launch plan comes from a per-pool cache (:mod:`accel.blockpool.plans`);
-* up to 16 pairs travel in the launch arguments themselves; larger batches go through a
+* the launch plan comes from a per-pool cache (:mod:`accel.blockpool.plans`), with its
+  argument block (one C struct, the kernel's only parameter) already filled;
+* up to 16 pairs travel in that argument block itself; larger batches go through a
   pinned staging ring (:mod:`accel.blockpool.staging`) with an asynchronous host-to-device
-  copy queued ahead of the launch.  No call synchronizes the host with the device.
+  copy queued ahead of the launch.  No call synchronizes the host with the device;
+* the launch is one call of ``cupy.cuda.driver.launchKernel`` (``cuLaunchKernel``) with the
+  address of that block: nothing is converted per argument.  Where this CuPy lacks that
+  path, or its self-test at construction fails, kernels are launched by CuPy's kernel call
+  with the same block passed by value (:attr:`BlockPool.launch_path` says which, and
+  :attr:`BlockPool.launch_note` why).
 
 **Ids already on the device.**  ``ids``, ``src_ids`` and ``dst_ids`` may be any
 one-dimensional int32 or int64 device array (a CuPy array, a ``torch.cuda`` tensor,
@@ -58,7 +64,7 @@ from __future__ import annotations
 
 import functools
 import importlib
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
@@ -66,15 +72,13 @@ import numpy as np
 import numpy.typing as npt
 
 from accel.blockpool.kernels import (
+    CHECK_ARGS_DTYPE,
     CHECK_KERNEL,
     INLINE_PAIRS,
     KERNEL_SOURCE,
     STATUS_OK,
     THREADS_PER_BLOCK,
-    array_args,
-    inline_args,
     kernel_name,
-    pack_inline,
     pool_side,
 )
 from accel.blockpool.plans import COPY, GATHER, SCATTER, PlanCache, Prepared, host_ids
@@ -84,6 +88,7 @@ from reference.blockpool.errors import (
     BlockIdRangeError,
     BlockIdTypeError,
     BufferLayoutError,
+    ConfigError,
     LengthMismatchError,
 )
 from reference.blockpool.layout import Layout, PoolSpec
@@ -93,6 +98,8 @@ from reference.blockpool.validation import (
     IdArray,
     check_buffer,
     overlap,
+    small_disjoint_copy,
+    small_ids,
     split_pairs,
 )
 
@@ -104,6 +111,13 @@ _MEMCPY_D2H = 2
 #: Ids the staging ring holds at first (int32: 256 KiB pinned, as much on the device);
 #: it doubles when a batch needs more.
 RING_IDS = 1 << 16
+#: :attr:`BlockPool.launch_path` when kernels go through ``cupy.cuda.driver.launchKernel``
+#: with one pre-filled parameter block (the fast path) ...
+LAUNCH_DRIVER = "driver"
+#: ... and when they go through CuPy's kernel call (``RawKernel.__call__``; the fallback).
+LAUNCH_CUPY = "cupy"
+#: Blocks a pool may hold: ids reach the kernels as int32.
+MAX_BLOCKS = 2**31 - 1
 #: Device-checked calls whose outcome may be pending at once (one 16-byte status slot
 #: each); when they come round, the pool reads them all (a synchronization).
 STATUS_SLOTS = 4096
@@ -207,20 +221,35 @@ class BlockPool:
     """KV block pool in device memory (see the module docstring for semantics).
 
     Construction cost: one zero-filled allocation of ``spec.total_bytes`` (LAYER_MAJOR: one
-    per layer) on the current device.  Raises :class:`~reference.blockpool.BackendUnavailableError`
-    without CuPy or a device, and :class:`~reference.blockpool.PoolTooLargeError` (before
+    per layer) on the current device, the kernels' compilation (once per process and
+    device; NVRTC, cached on disk by CuPy) and one self-test launch with its
+    synchronization.  Raises :class:`~reference.blockpool.BackendUnavailableError`
+    without CuPy or a device, :class:`~reference.blockpool.ConfigError` for more than
+    :data:`MAX_BLOCKS` blocks, and :class:`~reference.blockpool.PoolTooLargeError` (before
     allocating) if the pool exceeds ``memory_budget`` or the device's free memory (free
     memory reported by the driver plus bytes cached free in CuPy's memory pool).
+
+    Not safe for calls from several threads at once (the argument blocks of the cached
+    plans are shared); one thread after another is fine.
     """
 
     #: Which twin this is ("reference" or "accel"), so a test can tell which one ran.
     implementation = "accel"
+    #: How kernels are launched: :data:`LAUNCH_DRIVER` or :data:`LAUNCH_CUPY` (set at
+    #: construction; :attr:`launch_note` says why).
+    launch_path: str
+    launch_note: str
 
     def __init__(self, spec: PoolSpec, *, memory_budget: int | None = None) -> None:
         cp = _cupy()
         self._cp = cp
         if memory_budget is not None:
             spec.check_fits(memory_budget, "memory_budget")
+        if spec.num_blocks > MAX_BLOCKS:
+            raise ConfigError(
+                f"the CuPy pool names blocks with int32 ids: at most {MAX_BLOCKS} blocks, "
+                f"got {spec.num_blocks}"
+            )
         free, _total = cp.cuda.runtime.memGetInfo()
         spec.check_fits(
             int(free) + int(cp.get_default_memory_pool().free_bytes()), "device free memory"
@@ -236,9 +265,12 @@ class BlockPool:
         self._pool_base = self._side.base
         self._tables: dict[tuple[int, ...], Any] = {}
         self._plans = PlanCache(spec, self._side, self._table_ptr)
-        self._functions: dict[str, Any] = {}
-        self._src_words = np.zeros(INLINE_PAIRS, dtype=np.int32)
-        self._dst_words = np.zeros(INLINE_PAIRS, dtype=np.int32)
+        self._kernels: dict[str, Any] = {}
+        self._function_ptrs: dict[str, int] = {}
+        self._dtype = np.dtype(spec.storage_dtype)
+        self._shapes: dict[int, tuple[int, ...]] = {}
+        self._check_args = np.zeros(1, dtype=CHECK_ARGS_DTYPE)
+        self._check_params = np.array([self._check_args.ctypes.data], dtype=np.uint64)
         self._ring: StagingRing | None = None
         self._ring_keep: tuple[Any, ...] = ()
         self._status: Any = None
@@ -246,6 +278,12 @@ class BlockPool:
         self._next_slot = 0
         self._pending: list[CupyTransfer[Any]] = []
         self._transfer_stream: Any = None
+        self._driver_launch: Any = None
+        self._current_context: Any = None
+        self._context = 0
+        self.launch_path = LAUNCH_CUPY
+        self.launch_note = ""
+        self._choose_launch()
 
     @classmethod
     def from_canonical(
@@ -261,6 +299,18 @@ class BlockPool:
     @property
     def spec(self) -> PoolSpec:
         return self._spec
+
+    @property
+    def tile_major(self) -> bool:
+        """Whether launches walk their work tile-major (the default) or chunk-major (see
+        :attr:`accel.blockpool.kernels.LaunchPlan.geometry`): a tuning knob of the accel
+        twin, for measuring one order against the other.  Setting it drops the cached
+        plans; results are the same either way."""
+        return self._plans.tile_major
+
+    @tile_major.setter
+    def tile_major(self, value: bool) -> None:
+        self._plans.tile_major = value
 
     @property
     def arrays(self) -> list[Any]:
@@ -332,12 +382,24 @@ class BlockPool:
             self._tables[side.table] = dev
         return int(dev.data.ptr)
 
-    def _function(self, name: str) -> Any:
-        fn = self._functions.get(name)
-        if fn is None:
-            fn = _module(self._device_id).get_function(name)
-            self._functions[name] = fn
-        return fn
+    def _kernel(self, name: str) -> Any:
+        """The module's kernel ``name`` (a ``cupy.RawKernel``), compiled once per device."""
+        kernel = self._kernels.get(name)
+        if kernel is None:
+            kernel = _module(self._device_id).get_function(name)
+            self._kernels[name] = kernel
+        return kernel
+
+    def _function_ptr(self, name: str) -> int:
+        """The ``CUfunction`` handle of kernel ``name`` on the pool's device (looked up once:
+        ``RawKernel.kernel`` is the ``cupy.cuda.function.Function`` of the current device,
+        whose ``ptr`` is the handle)."""
+        ptr = self._function_ptrs.get(name)
+        if ptr is None:
+            with self._cp.cuda.Device(self._device_id):
+                ptr = int(self._kernel(name).kernel.ptr)
+            self._function_ptrs[name] = ptr
+        return ptr
 
     def _on_device(self) -> Any:
         """A context manager making the pool's device current, when it is not already."""
@@ -345,6 +407,69 @@ class BlockPool:
         if int(cp.cuda.runtime.getDevice()) == self._device_id:
             return _NO_CONTEXT
         return cp.cuda.Device(self._device_id)
+
+    def _choose_launch(self) -> None:
+        """Launch through the CUDA driver with pre-filled argument blocks where this CuPy
+        allows it, else through CuPy's kernel call; say which in :attr:`launch_path`.
+
+        The driver path is taken only if ``cupy.cuda.driver`` has ``launchKernel`` and
+        ``ctxGetCurrent``, a context is current, and a self-test launch through it (the id
+        check kernel on two ids, one bad) records the bad position; any failure leaves the
+        CuPy path, with the reason in :attr:`launch_note`.  Cost: one small launch and one
+        synchronization, at construction.
+        """
+        cp = self._cp
+        self._driver_launch = None
+        try:
+            driver = cp.cuda.driver
+            launch, current = driver.launchKernel, driver.ctxGetCurrent
+            context = int(current())
+            if context == 0:
+                raise RuntimeError("no CUDA context is current after allocating the pool")
+            self._driver_launch, self._current_context, self._context = launch, current, context
+            ids = cp.asarray(np.asarray([0, self._spec.num_blocks], dtype=np.int64))
+            status = cp.full(1, STATUS_OK, dtype=np.uint64)
+            self._check_launch(ids.data.ptr, 8, 2, status.data.ptr, self._stream(None))
+            found = int(status.get()[0])
+            if found != 1:
+                raise RuntimeError(f"the self-test launch recorded {found}, expected 1")
+        except Exception as exc:  # an unexpected CuPy or driver: keep CuPy's own launch
+            self._driver_launch = None
+            self.launch_path = LAUNCH_CUPY
+            self.launch_note = (
+                f"kernels launched by CuPy's kernel call: the driver launch is unavailable "
+                f"({type(exc).__name__}: {exc})"
+            )
+            return
+        self.launch_path = LAUNCH_DRIVER
+        self.launch_note = "kernels launched by cupy.cuda.driver.launchKernel, one parameter block"
+
+    def _run(
+        self, name: str, grid: tuple[int, int, int], args: Any, params_address: int, stream: Any
+    ) -> None:
+        """Launch kernel ``name`` on ``stream`` with the argument block ``args`` (whose
+        ``kernelParams`` array is at ``params_address``).
+
+        Through the driver when the pool's context is current on this thread (the common
+        case: one call of ``cuLaunchKernel``); otherwise -- a thread that has not used CUDA
+        yet, another device current, or the CuPy launch path -- through CuPy's kernel call
+        on the pool's device, which makes the context current first.
+        """
+        launch = self._driver_launch
+        if launch is not None and self._current_context() == self._context:
+            fn = self._function_ptrs.get(name) or self._function_ptr(name)
+            launch(fn, grid[0], grid[1], grid[2], THREADS_PER_BLOCK, 1, 1, 0, stream.ptr,
+                   params_address, 0)  # fmt: skip
+            return
+        with self._on_device():
+            self._kernel(name)(grid, (THREADS_PER_BLOCK,), (args,), shared_mem=0, stream=stream)
+
+    def _check_launch(self, idx: int, idx_bytes: int, n: int, status: int, stream: Any) -> None:
+        """Queue the check of ``n`` device ids at ``idx`` against the pool size."""
+        args, params = self._check_args, self._check_params
+        args[0] = (idx, idx_bytes, n, self._spec.num_blocks, status)
+        grid = (min(1024, -(-n // THREADS_PER_BLOCK)), 1, 1)
+        self._run(CHECK_KERNEL, grid, args, int(params.ctypes.data), stream)
 
     def _launch(
         self,
@@ -359,56 +484,42 @@ class BlockPool:
         """Queue one fused launch of ``prep`` on ``stream`` (None: the current stream).
 
         ``src`` / ``dst``: the ids of the indexed sides (None for a buffer side).  Host ids
-        of a small batch travel in the arguments; others through the staging ring; device
-        ids in place (``status``: the address of their check's status words).
+        of a small batch travel in the argument block; others through the staging ring;
+        device ids in place (``status``: the address of their check's status words).
         """
         plan = prep.plan
         if plan.n_pairs == 0:
             return
-        s = self._stream(stream)
-        grid, block = plan.geometry, (THREADS_PER_BLOCK,)
+        s = self._cp.cuda.get_current_stream() if stream is None else stream
         if (
             plan.inline
             and not isinstance(src, DeviceIds)
             and not isinstance(dst, DeviceIds)
             and not status  # the inline kernel reads no status
         ):
-            args = inline_args(
-                plan,
-                prep.static,
-                src_base,
-                dst_base,
-                pack_inline(src, self._src_words),
-                pack_inline(dst, self._dst_words),
-            )
-            with self._on_device():
-                self._function(kernel_name(plan.vector_width, inline=True))(
-                    grid, block, args, shared_mem=0, stream=s
-                )
+            prep.set_inline(src_base, dst_base, src, dst)
+            self._run(prep.kernel, prep.grid, prep.args, prep.params_address, s)
             return
+        prep.set_bases(src_base, dst_base)
+        staged = [x for x in (src, dst) if x is not None and not isinstance(x, DeviceIds)]
         with self._on_device():
-            staged = [x for x in (src, dst) if x is not None and not isinstance(x, DeviceIds)]
             span, addresses = self._stage(staged, s) if staged else (None, [])
-            found = iter(addresses)
+        found = iter(addresses)
 
-            def where(ids: Ids | None) -> tuple[int, int]:
-                if ids is None:
-                    return 0, 8
-                if isinstance(ids, DeviceIds):
-                    return ids.address, ids.itemsize
-                return next(found), 4
+        def where(ids: Ids | None) -> tuple[int, int]:
+            if ids is None:
+                return 0, 8
+            if isinstance(ids, DeviceIds):
+                return ids.address, ids.itemsize
+            return next(found), 4
 
-            (src_idx, src_bytes), (dst_idx, dst_bytes) = where(src), where(dst)
-            args = array_args(
-                prep.static, src_base, dst_base, src_idx, src_bytes, dst_idx, dst_bytes, status
-            )
-            self._function(kernel_name(plan.vector_width))(
-                grid, block, args, shared_mem=0, stream=s
-            )
-            if span is not None and self._ring is not None:
-                event = self._cp.cuda.Event(block=False, disable_timing=True)
-                event.record(s)
-                self._ring.retire(span, event)
+        (src_idx, src_bytes), (dst_idx, dst_bytes) = where(src), where(dst)
+        prep.set_arrays(src_idx, src_bytes, dst_idx, dst_bytes, status)
+        self._run(kernel_name(plan.vector_width), prep.grid, prep.args, prep.params_address, s)
+        if span is not None and self._ring is not None:
+            event = self._cp.cuda.Event(block=False, disable_timing=True)
+            event.record(s)
+            self._ring.retire(span, event)
 
     def _stage(self, lists: list[IdArray], stream: Any) -> tuple[Span, list[int]]:
         """Write host id lists into one span of the pinned ring and queue its upload on
@@ -461,20 +572,9 @@ class BlockPool:
         self._checks[slot] = _Check(slot, sides)
         base = int(self._status.data.ptr) + 16 * slot
         s = self._stream(stream)
-        with self._on_device():
-            fn = self._function(CHECK_KERNEL)
-            for word, ids in enumerate(sides):
-                if ids is None or len(ids) == 0:
-                    continue
-                grid = (min(1024, -(-len(ids) // THREADS_PER_BLOCK)),)
-                args = (
-                    np.uint64(ids.address),
-                    np.int64(ids.itemsize),
-                    np.int64(len(ids)),
-                    np.int64(self._spec.num_blocks),
-                    np.uint64(base + 8 * word),
-                )
-                fn(grid, (THREADS_PER_BLOCK,), args, shared_mem=0, stream=s)
+        for word, ids in enumerate(sides):
+            if ids is not None and len(ids):
+                self._check_launch(ids.address, ids.itemsize, len(ids), base + 8 * word, s)
         return base
 
     def check_device_ids(self) -> None:
@@ -515,6 +615,40 @@ class BlockPool:
         with cp.cuda.Device(self._device_id), self._stream(stream):
             return cp.empty(self._spec.buffer_shape(n), dtype=self._spec.storage_dtype)
 
+    def _buffer_fits(self, buf: Any, n: int) -> bool:
+        """Whether ``buf`` is plainly a buffer for ``n`` blocks: a ``cupy.ndarray`` of the
+        storage dtype and the canonical shape, C-contiguous, on the pool's device.  A
+        subset of what :meth:`_check_device_buffer` accepts, in a few attribute reads; on
+        False the caller runs that check, which raises the precise error.  O(1)."""
+        shape = self._shapes.get(n)
+        if shape is None:
+            shape = self._shapes[n] = self._spec.buffer_shape(n)
+        return (
+            type(buf) is self._cp.ndarray
+            and buf.dtype == self._dtype
+            and buf.shape == shape
+            and buf.flags.c_contiguous
+            and buf.data.device_id == self._device_id
+        )
+
+    def _launch_small(
+        self,
+        op: str,
+        n: int,
+        buffer: int,
+        src_base: int,
+        dst_base: int,
+        src: Sequence[int] | None,
+        dst: Sequence[int] | None,
+        stream: Any,
+    ) -> None:
+        """The fast path of a call with few host ids, already checked: one cached plan,
+        its argument block given this call's pointers and ids, one launch."""
+        prep = self._plans.get(op, n, buffer)
+        prep.set_inline(src_base, dst_base, src, dst)
+        s = self._cp.cuda.get_current_stream() if stream is None else stream
+        self._run(prep.kernel, prep.grid, prep.args, prep.params_address, s)
+
     # ----------------------------------------------------------------- operations
     def _gather(self, ids: Ids, out: Any, stream: Any) -> None:
         ptr = int(out.data.ptr)
@@ -535,6 +669,11 @@ class BlockPool:
         and a temporary buffer of that size (overlapping sets, or device ids).  Errors: as
         :meth:`BlockPool.copy`; nothing is queued if it raises.
         """
+        small = small_disjoint_copy(src_ids, dst_ids, self._spec.num_blocks, INLINE_PAIRS)
+        if small is not None:
+            base = self._pool_base
+            self._launch_small(COPY, len(small[0]), 0, base, base, *small, stream)
+            return
         src = self._ids(src_ids, "src_ids")
         dst = self._ids(dst_ids, "dst_ids", unique=True)
         if len(src) != len(dst):
@@ -576,6 +715,15 @@ class BlockPool:
         ``spec.buffer_shape(len(ids))`` and the storage dtype.  Cost: one launch moving
         ``n * bytes_per_block`` bytes.  Errors: as :meth:`BlockPool.gather`.
         """
+        small = small_ids(ids, self._spec.num_blocks, INLINE_PAIRS)
+        if small is not None:
+            if out is None:
+                out = self._empty(len(small), stream)
+            elif not self._buffer_fits(out, len(small)):
+                self._check_device_buffer(out, len(small), "out")
+            ptr = out.data.ptr
+            self._launch_small(GATHER, len(small), ptr, self._pool_base, ptr, small, None, stream)
+            return out
         b_ids = self._ids(ids, "ids")
         if out is None:
             out = self._empty(len(b_ids), stream)
@@ -591,6 +739,13 @@ class BlockPool:
         :meth:`BlockPool.scatter`, plus :class:`~reference.blockpool.BufferLayoutError` for a
         buffer that is not a device array on the pool's device.
         """
+        small = small_ids(ids, self._spec.num_blocks, INLINE_PAIRS)
+        if small is not None and len(set(small)) == len(small):
+            if not self._buffer_fits(buffer, len(small)):
+                self._check_device_buffer(buffer, len(small), "buffer")
+            ptr = buffer.data.ptr
+            self._launch_small(SCATTER, len(small), ptr, ptr, self._pool_base, None, small, stream)
+            return
         b_ids = self._ids(ids, "ids", unique=True)
         self._check_device_buffer(buffer, len(b_ids), "buffer")
         self._scatter(b_ids, buffer, stream)

@@ -16,7 +16,7 @@ valid path is what must be cheap: about a microsecond for 16 ids).
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -75,6 +75,47 @@ def normalize_ids(ids: BlockIds, num_blocks: int, role: str = "ids") -> IdArray:
     _raise_first_bad(items, num_blocks, role)
     # Only numpy integer scalars (or a mix with ints) can pass the element-wise check.
     return np.array([int(v) for v in items], dtype=np.int64)
+
+
+_ONLY_INT = frozenset({int})
+
+
+def small_ids(ids: BlockIds, num_blocks: int, limit: int) -> Sequence[int] | None:
+    """``ids`` as a sequence of Python ints, if it is a list or tuple of exact ints, or a 1-D
+    NumPy integer array, of 1 to ``limit`` ids, each in ``[0, num_blocks)``; else None.
+
+    The fast path of a GPU pool's small calls: it accepts only what
+    :func:`normalize_ids` accepts, with the same values, and raises nothing -- on None the
+    caller runs :func:`normalize_ids`, which converts what this declined or raises the
+    precise error.  Cost O(limit) in C builtins; no NumPy array is made.
+    """
+    if type(ids) is list or type(ids) is tuple:
+        items: Sequence[int] = ids
+    elif type(ids) is np.ndarray and ids.ndim == 1 and ids.dtype.kind in "iu":
+        items = ids.tolist()
+    else:
+        return None
+    if not 0 < len(items) <= limit or set(map(type, items)) != _ONLY_INT:
+        return None
+    if min(items) < 0 or max(items) >= num_blocks:
+        return None
+    return items
+
+
+def small_disjoint_copy(
+    src_ids: BlockIds, dst_ids: BlockIds, num_blocks: int, limit: int
+) -> tuple[Sequence[int], Sequence[int]] | None:
+    """Both id lists of a copy as :func:`small_ids` gives them, if both are taken, have the
+    same length, the destinations are unique and no block is both read and written (a
+    copy that is one launch); else None (the caller runs the full checks, which raise or
+    handle the overlap).  Cost O(limit) in C builtins."""
+    src = small_ids(src_ids, num_blocks, limit)
+    if src is None:
+        return None
+    dst = small_ids(dst_ids, num_blocks, limit)
+    if dst is None or len(src) != len(dst) or len(set(dst)) != len(dst):
+        return None
+    return (src, dst) if set(src).isdisjoint(dst) else None
 
 
 def _raise_first_bad(items: Iterable[object], num_blocks: int, role: str) -> None:

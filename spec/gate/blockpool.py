@@ -1,18 +1,23 @@
 """The CPU side of a GPU block-pool call, timed without a GPU.
 
 A call of the accel pool costs, before the kernel starts, what its host does: check the
-ids (:func:`reference.blockpool.validation.normalize_ids`, shared with the reference
-pool), find the cached launch plan, and pack the ids into the launch arguments (16 blocks
-or fewer) or into the pinned staging ring (more).  These cases run exactly that code --
-the pool's own helpers, with the CuPy launch itself left out -- so a CI machine without a
-GPU catches a regression of the per-call cost.  Geometry: Llama-3-8B, 16-token blocks,
-a pool of 8,192 blocks (16 GiB).
+ids, find the cached launch plan, store this call's pointers and ids into the plan's
+argument block (16 blocks or fewer: the ids themselves; more: their place in the pinned
+staging ring), and hand the block's address to ``cuLaunchKernel``.  These cases run
+exactly the pool's own functions for that -- :func:`reference.blockpool.validation.small_ids`
+and :func:`~reference.blockpool.validation.normalize_ids` (shared with the reference pool),
+:class:`accel.blockpool.plans.PlanCache` and :class:`~accel.blockpool.plans.Prepared`, the
+staging ring -- and end in a stand-in for the driver call that takes its eleven integers,
+so a CI machine without a GPU catches a regression of the per-call cost.  Left out: the
+CuPy calls themselves (current stream, current context, the launch, about 3 us on a GPU
+host) and the output buffer's metadata check.  Geometry: Llama-3-8B, 16-token blocks, a
+pool of 8,192 blocks (16 GiB).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -21,14 +26,17 @@ from reference.blockpool.validation import normalize_ids
 
 from .shapes import Workload
 
+T = TypeVar("T")
+
 NUM_BLOCKS = 8192
 #: Fake device addresses: the plans only do arithmetic on them.
 POOL_ADDRESS = 1 << 40
 BUFFER_ADDRESS = 1 << 41
 
 
-def _ids(n: int) -> list[int]:
-    return [int(i) for i in np.random.default_rng(n).permutation(NUM_BLOCKS)[:n]]
+def _ids(n: int, seed: int = 0) -> list[int]:
+    rng = np.random.default_rng(n + seed)
+    return [int(i) for i in rng.permutation(NUM_BLOCKS)[:n]]
 
 
 def validate_list(n: int) -> Workload:
@@ -52,44 +60,71 @@ class _Finished:
         return None
 
 
-def accel_gather(n: int) -> Workload:
-    """The accel pool's host work for a gather of ``n`` blocks: ids checked, plan looked
-    up, ids packed into the arguments (n <= 16: ids as a list, as an engine passes a few)
-    or staged (more: ids as a NumPy array, as an engine holds a large batch -- a list of
-    thousands of ints costs its conversion, ~50 ns an id, whatever the pool does)."""
-    from accel.blockpool.kernels import (
-        INLINE_PAIRS,
-        array_args,
-        inline_args,
-        pack_inline,
-        pool_side,
-    )
-    from accel.blockpool.plans import GATHER, PlanCache, host_ids
+def _driver_launch(
+    f: int, gx: int, gy: int, gz: int, bx: int, by: int, bz: int, shared: int, stream: int,
+    params: int, extra: int,
+) -> None:  # fmt: skip
+    """Stands in for ``cupy.cuda.driver.launchKernel`` (the same eleven integers)."""
+
+
+def taken(found: T | None) -> T:
+    """What the pool's fast path took; a case whose ids it would not take is a broken
+    case (the pool would time its general path instead)."""
+    if found is None:
+        raise ValueError("these ids do not take the pool's fast path")
+    return found
+
+
+def accel_call(op: str, n: int) -> Workload:
+    """The accel pool's host work for one call of ``op`` ("gather" or "copy") on ``n``
+    blocks, as :class:`accel.blockpool.BlockPool` does it: for ``n <= 16`` (ids as a
+    list, as an engine passes a few) its fast path -- ids checked by ``small_ids``
+    (copy: both lists, destinations unique, the sets disjoint), the plan looked up, the
+    ids stored in its argument block, the launch; for more (ids as a NumPy array, as an
+    engine holds a large batch -- a list of thousands of ints costs its conversion, ~50 ns
+    an id, whatever the pool does) the general path through the staging ring."""
+    from accel.blockpool.kernels import INLINE_PAIRS, THREADS_PER_BLOCK, pool_side
+    from accel.blockpool.plans import COPY, GATHER, PlanCache, host_ids
     from accel.blockpool.staging import StagingRing
+    from reference.blockpool.validation import small_disjoint_copy, small_ids
 
     spec = PoolSpec.from_preset("llama-3-8b", num_blocks=NUM_BLOCKS, block_size=16)
     plans = PlanCache(spec, pool_side(spec, [POOL_ADDRESS]), lambda side: 0)
-    ids: Any = _ids(n) if n <= INLINE_PAIRS else np.asarray(_ids(n), dtype=np.int64)
-    words = np.zeros(INLINE_PAIRS, dtype=np.int32)
+    both = _ids(2 * n)
+    src, dst = both[:n], both[n:]
     ring = StagingRing(np.zeros(1 << 16, dtype=np.int32), 1 << 42)
     finished = _Finished()
+    launch = _driver_launch
 
-    def inline() -> tuple[Any, ...]:
-        checked = host_ids(ids, NUM_BLOCKS, "ids")
-        prep = plans.get(GATHER, len(checked), BUFFER_ADDRESS)
-        src = pack_inline(checked, words)
-        return inline_args(prep.plan, prep.static, POOL_ADDRESS, BUFFER_ADDRESS, src, src)
+    def gather_small() -> None:
+        ids = taken(small_ids(src, NUM_BLOCKS, INLINE_PAIRS))
+        prep = plans.get(GATHER, len(ids), BUFFER_ADDRESS)
+        prep.set_inline(POOL_ADDRESS, BUFFER_ADDRESS, ids, None)
+        gx, gy, gz = prep.grid
+        launch(1, gx, gy, gz, THREADS_PER_BLOCK, 1, 1, 0, 0, prep.params_address, 0)
 
-    def staged() -> tuple[Any, ...]:
-        checked = host_ids(ids, NUM_BLOCKS, "ids")
+    def copy_small() -> None:
+        a, b = taken(small_disjoint_copy(src, dst, NUM_BLOCKS, INLINE_PAIRS))
+        prep = plans.get(COPY, len(a))
+        prep.set_inline(POOL_ADDRESS, POOL_ADDRESS, a, b)
+        gx, gy, gz = prep.grid
+        launch(1, gx, gy, gz, THREADS_PER_BLOCK, 1, 1, 0, 0, prep.params_address, 0)
+
+    array = np.asarray(src, dtype=np.int64)
+
+    def gather_staged() -> None:
+        checked = host_ids(array, NUM_BLOCKS, "ids")
         prep = plans.get(GATHER, len(checked), BUFFER_ADDRESS)
         span = ring.take(len(checked))
         (address,) = ring.write(span, [checked])
+        prep.set_bases(POOL_ADDRESS, BUFFER_ADDRESS)
+        prep.set_arrays(address, 4, 0, 8, 0)
+        gx, gy, gz = prep.grid
+        launch(1, gx, gy, gz, THREADS_PER_BLOCK, 1, 1, 0, 0, prep.params_address, 0)
         ring.retire(span, finished)
-        return array_args(prep.static, POOL_ADDRESS, BUFFER_ADDRESS, address, 4)
 
-    run: Callable[[], object] = inline if n <= INLINE_PAIRS else staged
-    return Workload(run)
+    small: Callable[[], Any] = gather_small if op == "gather" else copy_small
+    return Workload(gather_staged if n > INLINE_PAIRS else small)
 
 
 def host_side_cases(pool: str) -> dict[str, Callable[[], Workload]]:
@@ -99,6 +134,7 @@ def host_side_cases(pool: str) -> dict[str, Callable[[], Workload]]:
         "gpu-host/ids/numpy/4096": lambda: validate_array(4096),
     }
     if pool == "accel":
-        cases["gpu-host/gather/16"] = lambda: accel_gather(16)
-        cases["gpu-host/gather/4096"] = lambda: accel_gather(4096)
+        cases["gpu-host/gather/16"] = lambda: accel_call("gather", 16)
+        cases["gpu-host/copy/16"] = lambda: accel_call("copy", 16)
+        cases["gpu-host/gather/4096"] = lambda: accel_call("gather", 4096)
     return cases

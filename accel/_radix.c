@@ -28,20 +28,6 @@ void derive_keys(uint64_t seed, uint32_t *keys, uint32_t n, uint64_t *parent_mix
     *parent_mix = splitmix64(&s);
 }
 
-/* The keyed block hash (NH, then a full avalanche) depends only on the block, so it is
- * off the walk's critical path; the parent enters with one multiply and xor. */
-static inline uint64_t block_key(const TreeObject *t, const uint32_t *blk) {
-    return keyed_block_hash(t->keys, t->parent_mix, blk, t->B);
-}
-
-static inline uint64_t with_parent(uint64_t key, uint32_t parent) {
-    return key ^ ((uint64_t)(parent + 1u) * 0x9E3779B97F4A7C15ULL);
-}
-
-static inline uint64_t child_hash(const TreeObject *t, uint32_t parent, const uint32_t *blk) {
-    return with_parent(block_key(t, blk), parent);
-}
-
 /* ------------------------------------------------------------------ chunks */
 
 PChunk *chunk_new(uint32_t cap, uint32_t B) {
@@ -50,7 +36,6 @@ PChunk *chunk_new(uint32_t cap, uint32_t B) {
     c->rc = 1;
     c->used = 0;
     c->cap = cap;
-    c->mark = 0;
     return c;
 }
 
@@ -58,95 +43,30 @@ void chunk_decref(PChunk *c) {
     if (c != NULL && --c->rc == 0) PyMem_Free(c);
 }
 
-/* ------------------------------------------------------------------ children table */
+/* ------------------------------------------------------------------ children
+ *
+ * The writer finds a node's children through the published shape (snapshot.c): each
+ * node's current PNode lists its children, sorted or in a hash trie, and names the
+ * writer's node (`nid`).  When an allocation failure has dropped the published shape,
+ * the rest of that call finds children by scanning the node records (below), and the
+ * next writer call that walks rebuilds the shape first. */
 
-static inline uint32_t find_child(const TreeObject *t, uint32_t parent, const uint32_t *blk,
-                                  uint64_t key) {
-    uint64_t h = with_parent(key, parent);
-    uint32_t mask = t->slot_mask, tag = (uint32_t)(h >> 32);
-    uint32_t i = tag & mask;
-    for (;;) {
-        const Slot *s = &t->slots[i];
-        if (s->node == NIL) return NIL;
-        if (s->tag == tag && t->nodes[s->node].parent == parent && tokens_equal(s->tok, blk, t->B))
-            return s->node;
-        i = (i + 1u) & mask;
+/* The child of `parent` whose first block is blk, from the node records alone: O(N).
+ * Only while the published shape is dropped. */
+static uint32_t scan_child(const TreeObject *t, uint32_t parent, const uint32_t *blk) {
+    for (uint32_t n = 0; n < t->nodes_len; n++) {
+        const Node *x = &t->nodes[n];
+        if (x->parent == parent && tokens_equal(node_tok(t, x), blk, t->B)) return n;
     }
+    return NIL;
 }
+
+static Py_ssize_t pub_walk(TreeObject *t, uint32_t root, const uint32_t *tok, Py_ssize_t limit,
+                           uint32_t *out, uint32_t *last_node, uint32_t *last_used);
+static uint32_t pub_child(TreeObject *t, uint32_t parent, const uint32_t *blk);
 
 uint32_t tree_find_child(TreeObject *t, uint32_t parent, const uint32_t *blk) {
-    return find_child(t, parent, blk, block_key(t, blk));
-}
-
-static inline uint64_t node_hash(const TreeObject *t, uint32_t n) {
-    const Node *x = &t->nodes[n];
-    return child_hash(t, x->parent, node_tok(t, x));
-}
-
-/* A slot's home index is its tag (the hash's high 32 bits) masked, so moving or
- * rehashing a slot, and finding a node's slot, never re-reads the block's tokens:
- * at a million cached blocks each such read is a cache miss. */
-static void slot_place(Slot *slots, uint32_t mask, Slot entry) {
-    uint32_t i = entry.tag & mask;
-    while (slots[i].node != NIL) i = (i + 1u) & mask;
-    slots[i] = entry;
-}
-
-static void hash_insert(TreeObject *t, uint32_t n) {
-    Node *x = &t->nodes[n];
-    x->tag = (uint32_t)(node_hash(t, n) >> 32);
-    Slot entry = {n, x->tag, node_tok(t, x)};
-    slot_place(t->slots, t->slot_mask, entry);
-    t->slot_used++;
-}
-
-static uint32_t hash_slot_of(TreeObject *t, uint32_t n) {
-    uint32_t i = t->nodes[n].tag & t->slot_mask;
-    while (t->slots[i].node != n) i = (i + 1u) & t->slot_mask;
-    return i;
-}
-
-/* Linear probing deletion by backward shift: no tombstones. */
-static void hash_remove_at(TreeObject *t, uint32_t i) {
-    uint32_t mask = t->slot_mask;
-    uint32_t j = i;
-    for (;;) {
-        j = (j + 1u) & mask;
-        if (t->slots[j].node == NIL) break;
-        uint32_t k = t->slots[j].tag & mask;
-        /* Move slot j into the hole at i unless its home k lies cyclically in (i, j]. */
-        int stays = (i <= j) ? (i < k && k <= j) : (i < k || k <= j);
-        if (!stays) {
-            t->slots[i] = t->slots[j];
-            i = j;
-        }
-    }
-    t->slots[i].node = NIL;
-    t->slot_used--;
-}
-
-static int hash_reserve(TreeObject *t, uint32_t extra) {
-    uint64_t cap = (uint64_t)t->slot_mask + 1u;
-    if (((uint64_t)t->slot_used + extra) * 4u <= cap * 3u) return 0;
-    uint64_t ncap = cap;
-    while (((uint64_t)t->slot_used + extra) * 4u > ncap * 3u) ncap *= 2u;
-    if (ncap > ((uint64_t)1 << 31)) {
-        PyErr_NoMemory();
-        return -1;
-    }
-    Slot *ns = PyMem_Malloc((size_t)ncap * sizeof(Slot));
-    if (ns == NULL) {
-        PyErr_NoMemory();
-        return -1;
-    }
-    for (uint64_t i = 0; i < ncap; i++) ns[i] = (Slot){NIL, 0, NULL};
-    uint32_t nmask = (uint32_t)(ncap - 1u);
-    for (uint64_t i = 0; i < cap; i++)
-        if (t->slots[i].node != NIL) slot_place(ns, nmask, t->slots[i]);
-    PyMem_Free(t->slots);
-    t->slots = ns;
-    t->slot_mask = nmask;
-    return 0;
+    return t->shadow_ok ? pub_child(t, parent, blk) : scan_child(t, parent, blk);
 }
 
 /* ------------------------------------------------------------------ eviction heap */
@@ -155,8 +75,12 @@ static int hash_reserve(TreeObject *t, uint32_t extra) {
  * side in memory, so a sift over a large heap touches half as many cache lines. */
 #define HEAP_ARITY 4u
 
-static inline int heap_less(const HeapEntry *a, const HeapEntry *b) {
-    return a->stamp < b->stamp || (a->stamp == b->stamp && a->block < b->block);
+static inline uint32_t node_last_of(const TreeObject *t, uint32_t n);
+
+/* The reference's order: (stamp of the tail block, tail block id). */
+static inline int heap_less(const TreeObject *t, const HeapEntry *a, const HeapEntry *b) {
+    return a->stamp < b->stamp ||
+           (a->stamp == b->stamp && node_last_of(t, a->node) < node_last_of(t, b->node));
 }
 
 static inline void heap_set(TreeObject *t, uint32_t pos, HeapEntry e) {
@@ -168,7 +92,7 @@ static void sift_up(TreeObject *t, uint32_t pos) {
     HeapEntry e = t->heap[pos];
     while (pos > 0) {
         uint32_t parent = (pos - 1u) / HEAP_ARITY;
-        if (!heap_less(&e, &t->heap[parent])) break;
+        if (!heap_less(t, &e, &t->heap[parent])) break;
         heap_set(t, pos, t->heap[parent]);
         pos = parent;
     }
@@ -184,8 +108,8 @@ static void sift_down(TreeObject *t, uint32_t pos) {
         uint32_t end = first + HEAP_ARITY < n ? first + HEAP_ARITY : n;
         uint32_t c = first;
         for (uint32_t k = first + 1u; k < end; k++)
-            if (heap_less(&t->heap[k], &t->heap[c])) c = k;
-        if (!heap_less(&t->heap[c], &e)) break;
+            if (heap_less(t, &t->heap[k], &t->heap[c])) c = k;
+        if (!heap_less(t, &t->heap[c], &e)) break;
         heap_set(t, pos, t->heap[c]);
         pos = c;
     }
@@ -204,6 +128,10 @@ static void heap_remove(TreeObject *t, uint32_t pos) {
     t->heap_pos[gone] = NIL;
 }
 
+static inline uint32_t node_last_of(const TreeObject *t, uint32_t n) {
+    return node_last(t, &t->nodes[n]);
+}
+
 static inline int is_evictable_leaf(const TreeObject *t, const Node *x) {
     return x->parent < NODE_FREE && x->nblocks > 0 && x->nchildren == 0 &&
            t->pins[node_last(t, x)] == 0;
@@ -215,7 +143,7 @@ static void heap_update(TreeObject *t, uint32_t n) {
     Node *x = &t->nodes[n];
     if (is_evictable_leaf(t, x)) {
         uint32_t last = node_last(t, x);
-        HeapEntry e = {t->stamps[last], last, n};
+        HeapEntry e = {t->stamps[last], n};
         if (t->heap_pos[n] == NIL) {
             uint32_t pos = t->heap_len++;
             heap_set(t, pos, e);
@@ -237,7 +165,7 @@ static int grow_nodes(TreeObject *t, uint32_t extra) {
     uint64_t need = (uint64_t)t->nodes_len + extra;
     if (need > t->nodes_cap) {
         uint64_t cap = t->nodes_cap ? t->nodes_cap : 64;
-        while (cap < need) cap += cap / 2u; /* 1.5x: less slack per cached block */
+        while (cap < need) cap += cap / 4u; /* 1.25x: little slack per cached block */
         if (cap >= NODE_FREE) {
             PyErr_NoMemory();
             return -1;
@@ -262,10 +190,13 @@ static int grow_nodes(TreeObject *t, uint32_t extra) {
         t->pub = pp;
         t->nodes_cap = (uint32_t)cap;
     }
-    uint64_t hneed = (uint64_t)t->live_nodes + extra + 1u;
+    /* The heap holds evictable leaves only, and one call adds at most one leaf (a new
+     * child; a split adds an inner node, an eviction replaces a leaf by at most its
+     * parent), so `leaves + extra` entries always suffice. */
+    uint64_t hneed = (uint64_t)t->leaves + extra;
     if (hneed > t->heap_cap) {
         uint64_t cap = t->heap_cap ? t->heap_cap : 64;
-        while (cap < hneed) cap += cap / 2u;
+        while (cap < hneed) cap += cap / 4u;
         HeapEntry *h = PyMem_Realloc(t->heap, (size_t)cap * sizeof(HeapEntry));
         if (h == NULL) {
             PyErr_NoMemory();
@@ -274,7 +205,7 @@ static int grow_nodes(TreeObject *t, uint32_t extra) {
         t->heap = h;
         t->heap_cap = (uint32_t)cap;
     }
-    return hash_reserve(t, extra);
+    return 0;
 }
 
 /* Capacity for the mutation phase of one call: a split, a new child and a root. */
@@ -374,10 +305,13 @@ static void root_delete(TreeObject *t, uint32_t r) {
 /* Follow the cached path of tok's first `limit` blocks from `root` (NIL: none).
  * Writes the matched block ids to out, returns how many; *last_node is the last node
  * visited (NIL if none) and *last_used how many of its blocks matched.  O(limit * B):
- * one hash probe per node (which compares the edge's first block), then one memcmp over
- * the rest of the edge, contiguous in its chunk. */
+ * per node, a child lookup in the published shape (a binary search on first tokens, or
+ * a trie lookup past 15 children) that compares the edge's first block, then one memcmp
+ * over the rest of the edge, contiguous in its chunk.  Without a published shape (after
+ * an allocation failure, until rebuilt) each lookup scans the node records: O(N). */
 Py_ssize_t tree_walk(TreeObject *t, uint32_t root, const uint32_t *tok, Py_ssize_t limit,
                      uint32_t *out, uint32_t *last_node, uint32_t *last_used) {
+    if (t->shadow_ok) return pub_walk(t, root, tok, limit, out, last_node, last_used);
     const uint32_t B = t->B;
     Py_ssize_t matched = 0;
     uint32_t node = root;
@@ -385,23 +319,15 @@ Py_ssize_t tree_walk(TreeObject *t, uint32_t root, const uint32_t *tok, Py_ssize
     *last_used = 0;
     while (node != NIL && matched < limit) {
         const uint32_t *blk = tok + (size_t)matched * B;
-        uint32_t child = find_child(t, node, blk, block_key(t, blk));
+        uint32_t child = scan_child(t, node, blk);
         if (child == NIL) break;
         const Node *c = &t->nodes[child];
-        Py_ssize_t usable = limit - matched;
+        const uint32_t *edge = node_tok(t, c);
+        Py_ssize_t usable = limit - matched, taken = 1;
         if ((Py_ssize_t)c->nblocks < usable) usable = c->nblocks;
-        Py_ssize_t taken = 1;
-        if (usable > 1) {
-            const uint32_t *edge = node_tok(t, c);
-            taken = usable;
-            if (memcmp(edge + B, blk + B, (size_t)(usable - 1) * B * 4u) != 0) {
-                taken = 1;
-                while (tokens_equal(edge + (size_t)taken * B, blk + (size_t)taken * B, B)) taken++;
-            }
-            memcpy(out + matched, node_ids(t, c), (size_t)taken * sizeof(uint32_t));
-        } else {
-            out[matched] = c->first; /* a one-block hop: no second cache line */
-        }
+        while (taken < usable && tokens_equal(edge + (size_t)taken * B, blk + (size_t)taken * B, B))
+            taken++;
+        memcpy(out + matched, node_ids(t, c), (size_t)taken * sizeof(uint32_t));
         matched += taken;
         *last_node = child;
         *last_used = (uint32_t)taken;
@@ -445,29 +371,23 @@ static void pin_path(TreeObject *t, const uint32_t *blocks, Py_ssize_t n, uint32
 }
 
 /* Split node x after its first `at` blocks (0 < at < nblocks) (R-SPLIT-1): a new upper
- * node takes the first `at` blocks and x's place (and hash slot) under the parent; x
- * keeps the rest, its children and its heap entry.  Both halves share x's chunk.
- * Returns the upper node. */
+ * node takes the first `at` blocks and x's place under the parent; x keeps the rest,
+ * its children and its heap entry.  Both halves share x's chunk.  Returns the upper
+ * node. */
 static uint32_t split(TreeObject *t, uint32_t x, uint32_t at) {
-    PNode *pu = sh_split(t, x, at);
     uint32_t u = node_new(t);
+    PNode *pu = sh_split(t, x, at, u);
     if (pu != NULL) t->pub[u] = pu;
     Node *X = &t->nodes[x], *U = &t->nodes[u];
-    uint32_t slot = hash_slot_of(t, x);
     U->parent = X->parent;
     U->chunk = X->chunk;
     U->chunk->rc++;
     U->off = X->off;
-    U->first = X->first;
     U->nblocks = at;
     U->nchildren = 1;
-    U->tag = X->tag;
-    t->slots[slot].node = u; /* same parent, same first block: same key */
     X->off += at;
-    X->first = node_ids(t, X)[0];
     X->nblocks -= at;
     X->parent = u;
-    hash_insert(t, x);
     t->live_nodes++;
     return u;
 }
@@ -475,9 +395,9 @@ static uint32_t split(TreeObject *t, uint32_t x, uint32_t at) {
 static void remove_leaf(TreeObject *t, uint32_t n, uint32_t protect_root) {
     sh_remove_leaf(t, n);
     uint32_t p = t->nodes[n].parent;
-    hash_remove_at(t, hash_slot_of(t, n));
     t->nodes[p].nchildren--;
     t->live_nodes--;
+    t->leaves -= t->nodes[p].parent == NIL || t->nodes[p].nchildren > 0; /* p may become one */
     if (t->nodes[p].parent != NIL)
         heap_update(t, p);
     else if (t->nodes[p].nchildren == 0 && p != protect_root)
@@ -578,12 +498,11 @@ static Py_ssize_t evict_blocks(TreeObject *t, Py_ssize_t count, uint32_t *out,
     while (done < count && t->heap_len > 0) {
         uint32_t n = t->heap[0].node;
         Node *x = &t->nodes[n];
-        uint32_t b = t->heap[0].block; /* its tail */
-        /* A leaf loses its blocks one per iteration, then its child-table slot, its
-         * published version and a parent update: start those loads now, while its tail
+        uint32_t b = node_last(t, x); /* its tail */
+        /* A leaf loses its blocks one per iteration, then its published version and a
+         * parent update: start those loads now, while its tail
          * blocks are trimmed, and the node records of the next victims (heap[0]'s
          * children).  In a tree of a million blocks each is otherwise a cache miss. */
-        __builtin_prefetch(&t->slots[x->tag & t->slot_mask], 1);
         __builtin_prefetch(&t->nodes[x->parent], 1);
         __builtin_prefetch(x->chunk, 1);
         __builtin_prefetch(t->pub[n], 1);
@@ -690,7 +609,6 @@ static uint32_t attach(TreeObject *t, uint32_t root, uint32_t last, uint32_t las
             chunk_decref(ch);
             P->chunk = ch = nc;
             P->off = 0;
-            t->slots[hash_slot_of(t, parent)].tok = node_tok(t, P); /* its first block moved */
         }
         memcpy(ch->tok + (size_t)ch->used * B, src, (size_t)count * B * 4u);
         memcpy(chunk_ids(ch, B) + ch->used, ids, (size_t)count * 4u);
@@ -710,11 +628,10 @@ static uint32_t attach(TreeObject *t, uint32_t root, uint32_t last, uint32_t las
     C->parent = parent;
     C->chunk = nc;
     C->off = 0;
-    C->first = ids[0];
     C->nblocks = (uint32_t)count;
-    hash_insert(t, c);
     t->nodes[parent].nchildren++;
     t->live_nodes++;
+    t->leaves++; /* the parent is a root or already has children */
     sh_attach(t, parent, c);
     heap_update(t, c);
     return c;
@@ -843,6 +760,7 @@ static PyObject *Tree_match(TreeObject *self, PyObject *const *args, Py_ssize_t 
     if (norm_namespace(ns_obj, &ns) < 0) goto fail;
     uint32_t root = tree_root_of(self, ns);
     if (root == NIL && PyErr_Occurred()) goto fail;
+    if (shadow_ensure(self) < 0) goto fail;
     Py_ssize_t limit = tk.n / self->B;
     if (path_reserve(self, limit) < 0) goto fail;
     uint32_t last, used;
@@ -885,6 +803,7 @@ static PyObject *Tree_insert(TreeObject *self, PyObject *const *args, Py_ssize_t
     if (norm_namespace(ns_obj, &ns) < 0) goto fail;
     uint32_t root = tree_root_of(self, ns);
     if (root == NIL && PyErr_Occurred()) goto fail;
+    if (shadow_ensure(self) < 0) goto fail;
     const uint32_t B = self->B;
     Py_ssize_t wanted = tk.n / B;
     if (path_reserve(self, wanted) < 0) goto fail;
@@ -984,6 +903,7 @@ PyObject *Tree_release(TreeObject *self, PyObject *arg) {
     if (path_reserve(self, l->count) < 0) return NULL;
     uint32_t root = tree_root_of(self, l->ns);
     if (root == NIL && PyErr_Occurred()) return NULL;
+    if (shadow_ensure(self) < 0) return NULL;
     uint32_t last, used;
     Py_ssize_t matched = tree_walk(self, root, l->tokens, l->count, self->scratch_path, &last, &used);
     if (matched != (Py_ssize_t)l->count ||
@@ -1226,9 +1146,8 @@ static PyObject *Tree_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
     t->seed = seed;
     t->pins = PyMem_Calloc(n, sizeof(uint32_t));
     t->stamps = PyMem_Calloc(n, sizeof(uint64_t));
-    t->slots = PyMem_Malloc(64 * sizeof(Slot));
     t->ns_roots = PyDict_New();
-    if (!t->pins || !t->stamps || !t->slots) {
+    if (!t->pins || !t->stamps) {
         Py_DECREF(t);
         return PyErr_NoMemory();
     }
@@ -1236,8 +1155,6 @@ static PyObject *Tree_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
         Py_DECREF(t);
         return NULL;
     }
-    for (int i = 0; i < 64; i++) t->slots[i] = (Slot){NIL, 0, NULL};
-    t->slot_mask = 63;
     if (reserve(t) < 0) {
         Py_DECREF(t);
         return NULL;
@@ -1279,7 +1196,6 @@ static void Tree_dealloc(TreeObject *self) {
     Py_XDECREF(self->ns_roots);
     PyMem_Free(self->pins);
     PyMem_Free(self->stamps);
-    PyMem_Free(self->slots);
     PyMem_Free(self->nodes);
     PyMem_Free(self->heap_pos);
     PyMem_Free(self->pub);
@@ -1359,7 +1275,9 @@ static PyMethodDef Tree_methods[] = {
     {"_drop_published", (PyCFunction)Tree_drop_published, METH_NOARGS,
      "_drop_published($self, /)\n--\n\n"
      "Test hook: drop the published shape as an allocation failure while mirroring a\n"
-     "change would; the next snapshot() or reader() rebuilds it from the writer's shape."},
+     "change would. Until the next match(), insert(), release(), snapshot() or reader()\n"
+     "rebuilds it from the writer's shape, children are found by scanning the node\n"
+     "records (O(N) a lookup)."},
     {"stats", (PyCFunction)Tree_stats, METH_NOARGS,
      "stats($self, /)\n--\n\nBlock counters (R-INV-1, R-EPOCH-3), a reference.results.TreeStats.\n"
      "O(1). Writer thread only."},
@@ -1379,7 +1297,9 @@ static PyMethodDef Tree_methods[] = {
      "Raises:\n    InvariantViolation: an invariant is broken (a bug, never bad input).\n\nThreads: the writer's call; one thread at a time (holds the GIL throughout)."},
     {"memory_bytes", (PyCFunction)Tree_memory_bytes, METH_NOARGS,
      "memory_bytes($self, /)\n--\n\n"
-     "Bytes held by the tree's own C allocations, by part (a dict of int). O(1).\n\nThreads: the writer's call; one thread at a time (holds the GIL throughout)."},
+     "Bytes held by the tree's own C allocations, by part (a dict of int).\n\n"
+     "Cost: O(N log N) for N nodes (the chunks shared by several edges are counted once).\n\n"
+     "Raises:\n    MemoryError: no room for the list of chunks.\n\nThreads: the writer's call; one thread at a time (holds the GIL throughout)."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -1391,7 +1311,7 @@ static PyGetSetDef Tree_getset[] = {
     {"version", (getter)Tree_get_version, NULL,
      "The number of the latest published version (R-SNAP-1). O(1).", NULL},
     {"_hash_seed", (getter)Tree_get_hash_seed, NULL,
-     "The seed the children-table hash keys were drawn from (a test hook).", NULL},
+     "The seed the block-hash keys were drawn from (a test hook).", NULL},
     {NULL, NULL, NULL, NULL, NULL},
 };
 
@@ -1407,7 +1327,7 @@ PyTypeObject RadixTree_Type = {
               "of reference.RadixTree, observably identical).\n\n"
               "Args:\n    num_blocks: the pool size, an int >= 1 (at most 2**31 - 1 here).\n"
               "    block_size: tokens per block B, an int >= 1 (default 16; at most 2**24 here).\n"
-              "    _hash_seed: test hook: fix the children-table hash keys (default: os.urandom).\n\n"
+              "    _hash_seed: test hook: fix the block-hash keys (default: os.urandom).\n\n"
               "Raises:\n    InvalidArgumentError: either argument is not an int >= 1.\n\n"
               "Cost: O(num_blocks / 64) to build (per-block arrays are calloc'd).\n\n"
               "Threads: writer calls (match, insert, release, evict, reclaim, stats, dump,\n"

@@ -1,9 +1,9 @@
 /* Read-only views of the whole tree: dump() (reference.dump), check_invariants()
  * (reference.invariants, every check listed there, in C) and memory_bytes().
  *
- * Both traversals first build the children of every node as one CSR array (the
- * children table is keyed by (parent, first block), so it cannot be enumerated per
- * node); the dump sorts each child list by its first block's tokens.  Both are
+ * Both traversals first build the children of every node as one CSR array from the
+ * writer's parent links (they hold whether or not the published shape is kept); the
+ * dump sorts each child list by its first block's tokens.  Both are
  * iterative: a deep tree cannot overflow the C stack.
  */
 #include "radix.h"
@@ -227,6 +227,28 @@ PyObject *tree_dump(TreeObject *t) {
 
 /* ------------------------------------------------------------------ invariants */
 
+static int cmp_ptr(const void *a, const void *b) {
+    uintptr_t x = (uintptr_t)*(void *const *)a, y = (uintptr_t)*(void *const *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* The chunks of every live edge, sorted by address, so a chunk shared by k writer nodes
+ * appears k times in a row.  *n gets the count; NULL with MemoryError set on failure.
+ * O(N log N). */
+static PChunk **edge_chunks(TreeObject *t, size_t *n) {
+    PChunk **all = PyMem_Malloc(((size_t)t->live_nodes + 1u) * sizeof(PChunk *));
+    if (all == NULL) {
+        PyErr_NoMemory();
+        return NULL;
+    }
+    size_t k = 0;
+    for (uint32_t i = 0; i < t->nodes_len && k < t->live_nodes; i++)
+        if (t->nodes[i].parent < NODE_FREE) all[k++] = t->nodes[i].chunk;
+    qsort(all, k, sizeof(PChunk *), cmp_ptr);
+    *n = k;
+    return all;
+}
+
 static int cmp_u64(const void *a, const void *b) {
     uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
     return x < y ? -1 : x > y;
@@ -251,6 +273,7 @@ int tree_check(TreeObject *t) {
     uint32_t *expected = NULL, *path = NULL;
     uint64_t *leaf_stamps = NULL;
     CheckItem *stack = NULL;
+    PChunk **chunks = NULL;
     const uint32_t NB = t->num_blocks, N = t->nodes_len;
 
     const char *msg = ba_check(&t->alloc);
@@ -279,19 +302,10 @@ int tree_check(TreeObject *t) {
             FAIL("node free list is corrupt");
     }
     if (chain != free_seen) FAIL("node free list misses %u free records", free_seen - chain);
-    if (t->slot_used != live) FAIL("children table holds %u entries for %u nodes", t->slot_used, live);
-    for (uint32_t i = 0; i <= t->slot_mask; i++) {
-        uint32_t n = t->slots[i].node;
-        if (n != NIL && (n >= N || t->nodes[n].parent >= NODE_FREE))
-            FAIL("children table slot %u holds a free node or a root", i);
-        if (n != NIL && (t->nodes[n].chunk == NULL || t->slots[i].tok != node_tok(t, &t->nodes[n])))
-            FAIL("children table slot %u disagrees with node %u", i, n);
-        /* The stored tag is the key's hash: a lookup from the tokens finds the node. */
-        if (n != NIL && (t->slots[i].tag != t->nodes[n].tag ||
-                         tree_find_child(t, t->nodes[n].parent, node_tok(t, &t->nodes[n])) != n))
-            FAIL("children table slot %u has a stale tag for node %u", i, n);
-    }
     if (kids_build(t, &k, 0) < 0) return -1;
+    /* The published shape equals the writer's node by node, and finds every child (the
+     * walks below use it). */
+    if (shadow_check(t) < 0) goto out;
 
     /* 1. Roots: no edge, at least one child, filed under their own namespace. */
     if (roots_seen != t->roots_len) FAIL("%u root records for %u namespaces", roots_seen, t->roots_len);
@@ -338,10 +352,11 @@ int tree_check(TreeObject *t) {
                 const PChunk *ch = x->chunk;
                 if ((uint64_t)x->off + x->nblocks > ch->used || ch->used > ch->cap || ch->rc < 1)
                     FAIL("edge of node %u lies outside its chunk", c);
+                /* R-EDGE-2: the child lookup (the published shape, or a scan without
+                 * it) finds this child by its first block -- so no sibling shares it. */
                 if (tree_find_child(t, item.node, node_tok(t, x)) != c)
                     FAIL("child filed under a wrong key");
                 const uint32_t *ids = node_ids(t, x);
-                if (ids[0] != x->first) FAIL("node %u: first block %u, its edge starts %u", c, x->first, ids[0]);
                 uint32_t last_pin = item.pin_above;
                 uint64_t last_stamp = item.stamp_above;
                 for (uint32_t j = 0; j < x->nblocks; j++) {
@@ -362,7 +377,7 @@ int tree_check(TreeObject *t) {
                 int evictable = x->nchildren == 0 && t->pins[tail] == 0;
                 if (evictable) {
                     uint32_t pos = t->heap_pos[c];
-                    if (pos >= t->heap_len || t->heap[pos].node != c || t->heap[pos].block != tail ||
+                    if (pos >= t->heap_len || t->heap[pos].node != c ||
                         t->heap[pos].stamp != t->stamps[tail])
                         FAIL("evictable leaf ending in block %u not queued", tail);
                 } else if (t->heap_pos[c] != NIL) {
@@ -373,6 +388,10 @@ int tree_check(TreeObject *t) {
         }
     }
     if (visited != live) FAIL("%u nodes are not reachable from a root", live - visited);
+    if (leaves != t->leaves) FAIL("leaf counter %u != recount %u", t->leaves, leaves);
+    if (t->heap_len > t->leaves || t->heap_cap < t->leaves)
+        FAIL("eviction heap of %u entries (room for %u) for %u leaves", t->heap_len, t->heap_cap,
+             t->leaves);
     if (blocks_seen != t->cached)
         FAIL("cached counter %llu != %llu blocks", (unsigned long long)t->cached, (unsigned long long)blocks_seen);
     /* Quarantine (R-EPOCH-2): allocated, not cached, once each, batches in epoch order. */
@@ -398,18 +417,16 @@ int tree_check(TreeObject *t) {
     if ((uint64_t)(NB - t->alloc.free_count) != t->cached + t->quarantined)
         FAIL("%u blocks allocated but %llu cached and %llu quarantined", NB - t->alloc.free_count,
              (unsigned long long)t->cached, (unsigned long long)t->quarantined);
-    if (shadow_check(t) < 0) goto out;
     /* Chunks: with no snapshot alive, a chunk's references are exactly its writer nodes
      * and (when kept) their published versions. */
     if (t->pctx->live == 0) {
-        for (uint32_t n = 0; n < N; n++)
-            if (t->nodes[n].parent < NODE_FREE) t->nodes[n].chunk->mark = 0;
-        for (uint32_t n = 0; n < N; n++)
-            if (t->nodes[n].parent < NODE_FREE) t->nodes[n].chunk->mark++;
-        for (uint32_t n = 0; n < N; n++) {
-            const PChunk *ch = t->nodes[n].chunk;
-            if (t->nodes[n].parent < NODE_FREE && ch->rc != ch->mark * (t->shadow_ok ? 2u : 1u))
-                FAIL("chunk of node %u has %u references for %u users", n, ch->rc, ch->mark);
+        size_t nchunks;
+        chunks = edge_chunks(t, &nchunks);
+        if (chunks == NULL) goto out;
+        for (size_t i = 0, run; i < nchunks; i += run) {
+            for (run = 1; i + run < nchunks && chunks[i + run] == chunks[i];) run++;
+            if (chunks[i]->rc != run * (t->shadow_ok ? 2u : 1u))
+                FAIL("a chunk has %u references for %zu users", chunks[i]->rc, run);
         }
     }
     if (pinned != t->pinned)
@@ -424,7 +441,9 @@ int tree_check(TreeObject *t) {
         if (e->node >= N || t->heap_pos[e->node] != pos) FAIL("eviction heap position %u is stale", pos);
         if (pos > 0) {
             const HeapEntry *p = &t->heap[(pos - 1) / 4];
-            if (e->stamp < p->stamp || (e->stamp == p->stamp && e->block < p->block))
+            if (e->stamp < p->stamp ||
+                (e->stamp == p->stamp && node_last(t, &t->nodes[e->node]) <
+                                             node_last(t, &t->nodes[p->node])))
                 FAIL("eviction heap out of order at %u", pos);
         }
     }
@@ -455,6 +474,7 @@ int tree_check(TreeObject *t) {
     rc = 0;
 out:
     kids_free(&k);
+    PyMem_Free(chunks);
     PyMem_Free(seen);
     PyMem_Free(expected);
     PyMem_Free(path);
@@ -471,21 +491,16 @@ PyObject *tree_memory(TreeObject *t) {
     /* The token bytes proper: 4 * B per cached block, stored once. */
     size_t tokens = (size_t)t->cached * B * sizeof(uint32_t);
     /* The chunks around them: headers, block ids, room not (or no longer) used. */
-    size_t edges = 0;
-    for (uint32_t n = 0; n < t->nodes_len; n++)
-        if (t->nodes[n].parent < NODE_FREE) t->nodes[n].chunk->mark = 0;
-    for (uint32_t n = 0; n < t->nodes_len; n++) {
-        PChunk *ch = t->nodes[n].chunk;
-        if (t->nodes[n].parent < NODE_FREE && ch->mark == 0) {
-            ch->mark = 1;
-            edges += chunk_bytes(ch->cap, B);
-        }
-    }
+    size_t edges = 0, nchunks;
+    PChunk **chunks = edge_chunks(t, &nchunks);
+    if (chunks == NULL) return NULL;
+    for (size_t i = 0; i < nchunks; i++)
+        if (i == 0 || chunks[i] != chunks[i - 1]) edges += chunk_bytes(chunks[i]->cap, B);
+    PyMem_Free(chunks);
     edges -= tokens;
     size_t per_block = NB * (sizeof(uint32_t) + sizeof(uint64_t));
     size_t allocator = ba_bytes(&t->alloc);
     size_t nodes = (size_t)t->nodes_cap * (sizeof(Node) + sizeof(uint32_t) + sizeof(PNode *));
-    size_t table = ((size_t)t->slot_mask + 1u) * sizeof(Slot);
     size_t heap = (size_t)t->heap_cap * sizeof(HeapEntry);
     size_t roots = (size_t)t->roots_cap * sizeof(RootSlot);
     size_t scratch = (t->scratch_tok_cap + t->scratch_path_cap) * sizeof(uint32_t);
@@ -496,14 +511,14 @@ PyObject *tree_memory(TreeObject *t) {
     size_t published = shadow_bytes(t);
     size_t quarantine = t->qb_cap * sizeof(QBatch) + t->qid_cap * sizeof(uint32_t) +
                         (size_t)t->readers_cap * sizeof(uint64_t) + t->anc_cap * sizeof(uint32_t);
-    size_t total = tokens + edges + per_block + allocator + nodes + table + heap + roots +
-                   scratch + leases + object + published + quarantine;
-    return Py_BuildValue("{s:n,s:n,s:n,s:n,s:n,s:n,s:n,s:n,s:n,s:n,s:n,s:n,s:n,s:n,s:K,s:I}",
+    size_t total = tokens + edges + per_block + allocator + nodes + heap + roots + scratch +
+                   leases + object + published + quarantine;
+    return Py_BuildValue("{s:n,s:n,s:n,s:n,s:n,s:n,s:n,s:n,s:n,s:n,s:n,s:n,s:n,s:K,s:I}",
                          "tokens", (Py_ssize_t)tokens, "edges", (Py_ssize_t)edges,
                          "published_shape", (Py_ssize_t)published, "quarantine",
                          (Py_ssize_t)quarantine, "per_block", (Py_ssize_t)per_block,
                          "allocator", (Py_ssize_t)allocator, "nodes", (Py_ssize_t)nodes,
-                         "children_table", (Py_ssize_t)table, "eviction_heap", (Py_ssize_t)heap,
+                         "eviction_heap", (Py_ssize_t)heap,
                          "roots", (Py_ssize_t)roots, "scratch", (Py_ssize_t)scratch, "leases",
                          (Py_ssize_t)leases, "object", (Py_ssize_t)object, "total",
                          (Py_ssize_t)total, "cached_blocks", (unsigned long long)t->cached,

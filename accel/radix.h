@@ -10,15 +10,15 @@
  *   two halves of a split; the walk compares a whole edge with one memcmp.  The tokens
  *   are stored once, for the writer and every snapshot alike.
  *
- *   nodes: one pool of fixed 40-byte records indexed by uint32, with a free list.
+ *   nodes: one pool of fixed 24-byte records indexed by uint32, with a free list: the
+ *   writer's parent links, edges and child counts.
  *
- *   children: one open-addressing (linear probing, backward-shift deletion) table for
- *   the whole tree keyed by (parent index, hash of the child's first block); a 16-byte
- *   slot holds the node, a 32-bit tag of the hash and the address of the child's first
- *   block, so a probe goes straight to the tokens it compares.  The block hash is NH (UMAC's
- *   universal hash) over the B tokens with 32-bit keys drawn per tree from os.urandom,
- *   so colliding blocks cannot be crafted without the keys (collision probability
- *   <= 2**-32 per pair).
+ *   children: found through the published shape (below), which the writer keeps for
+ *   its snapshots anyway: each node's current published version lists its children in
+ *   an array sorted by first block (up to 15) or a hash trie keyed by the child's first
+ *   block.  The block hash is NH (UMAC's universal hash) over the B tokens with 32-bit
+ *   keys drawn per tree from os.urandom, so colliding blocks cannot be crafted without
+ *   the keys (collision probability <= 2**-32 per pair).
  *
  *   eviction: an indexed 4-ary min-heap of the evictable leaves keyed by
  *   (stamp of the tail block, tail block id) -- the reference's order -- updated in
@@ -127,8 +127,8 @@ typedef struct PChunk {
     uint32_t rc;    /* writer nodes and PNodes using it */
     uint32_t used;  /* blocks written; entries past it are never read by anyone */
     uint32_t cap;   /* blocks allocated */
-    uint32_t mark;  /* memory_bytes() traversal mark */
-    uint32_t tok[]; /* cap * B tokens, then cap block ids */
+    uint32_t tok[]; /* cap * B tokens, then cap block ids (a 12-byte header: every
+                       load of tokens is unaligned-safe) */
 } PChunk;
 
 static inline uint32_t *chunk_ids(PChunk *c, uint32_t B) { return c->tok + (size_t)c->cap * B; }
@@ -140,6 +140,8 @@ static inline uint32_t *chunk_ids(PChunk *c, uint32_t B) { return c->tok + (size
  * shares its trie and copying the trie's own path costs O(log fan-out), never
  * O(fan-out).  A few children sit in a sorted array instead (snapshot.c). */
 typedef struct HNode {
+    uint32_t total;   /* in the trie's top node: the owner's children (first, like an
+                         array's count, so both say how many); 0 below the top */
     uint32_t rc;
     uint32_t bitmap;  /* slots present (a collision node: 0) */
     uint32_t leafmap; /* of those, which hold a child PNode rather than a trie node */
@@ -148,17 +150,18 @@ typedef struct HNode {
     void *e[];        /* PNode * or HNode *, in slot order */
 } HNode;
 
+/* 32 bytes (pymalloc's 32-byte class: no rounding, no record across two cache lines). */
 typedef struct PNode {
     uint32_t rc;
     uint32_t count; /* blocks on this version's edge: chunk entries off .. off+count-1 */
     uint32_t off;
-    uint32_t nkids;
+    uint32_t nid;   /* the writer's node (meaningful in the writer's current version) */
     union {
         PChunk *chunk;      /* NULL for a root */
         struct PNode *link; /* free stack while being released */
     };
-    void *kids; /* nkids <= KIDS_SMALL: a sorted PChild array; more: an HNode trie;
-                   NULL when there are none */
+    void *kids; /* NULL: no children; else a block whose first uint32 is their count: up
+                   to KIDS_SMALL, a sorted array; more, the top node of an HNode trie */
 } PNode;
 
 typedef struct {
@@ -192,30 +195,24 @@ static inline const uint32_t *pn_ids(const PNode *p, uint32_t B) {
 
 /* ------------------------------------------------------------------ tree */
 
-/* 32 bytes, so a record never straddles two cache lines.  The walk reads parent,
- * nblocks and first (a one-block hop needs nothing else); its published version sits
- * in the parallel array TreeObject.pub, which only mirroring reads. */
+/* The writer's record of a node: its parent, its edge and how many children it has --
+ * everything eviction and the checks need without the published shape.  The walk does
+ * not read it: children are found through the node's current published version, in the
+ * parallel array TreeObject.pub. */
 typedef struct {
     uint32_t parent;    /* NIL for a root, NODE_FREE for a free record */
     uint32_t nblocks;   /* 0 for a root */
-    uint32_t first;     /* its first block's id (also in the chunk) */
     uint32_t off;       /* edge: chunk entries off..off+nblocks-1; a root: its namespace
                            slot; a free record: the next free one */
-    PChunk *chunk;      /* the edge's storage (NULL for a root), one reference */
     uint32_t nchildren;
-    uint32_t tag;       /* high 32 bits of its child-table hash: its slot's home and tag */
+    PChunk *chunk;      /* the edge's storage (NULL for a root), one reference */
 } Node;
 
-typedef struct {
-    uint32_t node;       /* NIL: empty */
-    uint32_t tag;        /* high 32 bits of the 64-bit hash: the probe's first filter */
-    const uint32_t *tok; /* the node's first block, in its chunk: a probe compares it
-                            without waiting for the node record */
-} Slot;
-
-typedef struct {
+/* 12 bytes: the key's stamp and the leaf.  The key's tie-break, the tail block id, is
+ * read from the node only when two stamps are equal (with the clock advanced once per
+ * call, two leaf tails never share a stamp: R-LRU-4). */
+typedef struct __attribute__((packed, aligned(4))) {
     uint64_t stamp;
-    uint32_t block;
     uint32_t node;
 } HeapEntry;
 
@@ -253,13 +250,8 @@ typedef struct {
     uint32_t nodes_len; /* high-water mark */
     uint32_t free_node; /* head of the free list */
     uint32_t live_nodes; /* non-root nodes (the reference's _nodes) */
-    /* children hash */
-    Slot *slots;
-    uint32_t slot_mask;
-    uint32_t slot_used;
-    const uint32_t *keys; /* NH keys: B + 1 words (they live in pctx) */
-    uint64_t seed;
-    uint64_t parent_mix;
+    uint32_t leaves;     /* non-root nodes without children: a bound on the heap's length */
+    uint64_t seed; /* the block-hash keys were drawn from it (they live in pctx) */
     /* eviction heap */
     HeapEntry *heap;
     uint32_t heap_len;
@@ -442,8 +434,8 @@ static inline uint64_t fmix64(uint64_t k) {
     return k;
 }
 
-/* The keyed hash of one block, independent of its parent: the published tries use it
- * as is, the children table mixes the parent in. */
+/* The keyed hash of one block, independent of its parent: the published tries file a
+ * node's children by it. */
 static inline uint64_t keyed_block_hash(const uint32_t *keys, uint64_t mix, const uint32_t *blk,
                                         uint32_t B) {
     return fmix64(nh_hash(blk, keys, B) + mix);
@@ -492,7 +484,9 @@ void sh_root_create(TreeObject *t, uint32_t r, PyObject *ns);
 void sh_root_delete(TreeObject *t, uint32_t r);
 void sh_attach(TreeObject *t, uint32_t parent, uint32_t c); /* after the writer's attach */
 void sh_extend(TreeObject *t, uint32_t n);                  /* after the writer's extension */
-PNode *sh_split(TreeObject *t, uint32_t x, uint32_t at); /* before the writer's split */
+PNode *sh_split(TreeObject *t, uint32_t x, uint32_t at, uint32_t u); /* before the writer's split */
+/* Rebuild a dropped published shape (fallible; for a call's preparation phase). */
+static inline int shadow_ensure(TreeObject *t) { return t->shadow_ok ? 0 : shadow_rebuild(t); }
 void sh_trim(TreeObject *t, uint32_t n);
 void sh_remove_leaf(TreeObject *t, uint32_t n); /* before the writer unlinks it */
 PyObject *tree_snapshot(TreeObject *t, int reader);

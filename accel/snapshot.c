@@ -1,14 +1,15 @@
 /* The published shape, snapshots and readers (reference/snapshot.py; accel/DESIGN.md).
  *
- * The writer's fast structures (node records, the global children table, per-block pins
- * and stamps) are overwritten by later writes, so snapshots cannot point into them.
- * Beside them the tree keeps a *published shape*: a persistent, reference-counted tree
- * of PNodes under a PRoots (namespace -> root PNode).  A PNode's edge is a range of a
+ * The writer's records (node records, per-block pins and stamps) are overwritten by
+ * later writes, so snapshots cannot point into them.  Beside them the tree keeps a
+ * *published shape*: a persistent, reference-counted tree of PNodes under a PRoots
+ * (namespace -> root PNode), which is also the writer's child index (each PNode names
+ * its writer node).  A PNode's edge is a range of a
  * PChunk -- the very chunk the writer's node keeps its tokens and ids in: chunks are
  * written only past their `used` mark, which no range of any node version covers, so
  * sharing them never lets a reader see a change.  A PNode's children sit in a
- * persistent hash array mapped trie (HNode, see radix.h) keyed by the keyed hash of the
- * child's first block.
+ * sorted array (up to 15) or a persistent hash array mapped trie (HNode, see radix.h)
+ * keyed by the keyed hash of the child's first block.
  *
  * Every change of the writer's shape is mirrored here by a sh_* call.  A PNode, a trie
  * node or PRoots is changed in place only when the writer owns the whole path to it
@@ -22,9 +23,11 @@
  * chunks (never their counts), and its snapshot keeps everything it can reach alive.
  *
  * An allocation failure while mirroring never fails the writer's call: the published
- * shape is dropped (shadow_ok = 0) and rebuilt from the writer's structures by the next
- * snapshot() or reader(), which may then raise MemoryError.  The chunks are the
- * writer's: dropping the published shape never loses a token.
+ * shape is dropped (shadow_ok = 0), the rest of the call finds children by scanning the
+ * node records, and the next match, insert, release, snapshot() or reader() rebuilds it
+ * from the writer's records first, raising MemoryError (and changing nothing) if that
+ * fails too.  The chunks are the writer's: dropping the published shape never loses a
+ * token.
  */
 #include "radix.h"
 
@@ -62,6 +65,7 @@ static inline size_t hn_bytes(uint32_t n) { return sizeof(HNode) + (size_t)n * s
 static HNode *hn_new(uint32_t n) {
     HNode *h = PyMem_Malloc(hn_bytes(n));
     if (h == NULL) return NULL;
+    h->total = 0;
     h->rc = 1;
     h->bitmap = h->leafmap = 0;
     h->n = h->cap = (uint16_t)n;
@@ -123,6 +127,7 @@ static void hn_decref(HNode *h, uint32_t depth, PNode **stack) {
 static HNode *hn_copy(const HNode *h, uint32_t depth) {
     HNode *c = hn_new(h->n);
     if (c == NULL) return NULL;
+    c->total = h->total;
     c->bitmap = h->bitmap;
     c->leafmap = h->leafmap;
     memcpy(c->e, h->e, (size_t)h->n * sizeof(void *));
@@ -342,21 +347,57 @@ static size_t trie_bytes(const HNode *h, uint32_t depth) {
 
 /* ------------------------------------------------------------------ a node's children
  *
- * Up to KIDS_SMALL children sit in a sorted array of (first token, node): a lookup is a
- * binary search on the first token and one block comparison, no hashing -- the fastest
- * for the fan-outs trees mostly have.  More children go into the trie: O(log32 fan-out)
- * per lookup or change, however many there are.  The count of children says which; the
+ * Up to KIDS_SMALL children sit in a sorted array: a lookup is a binary search on the
+ * children's first tokens and one block comparison, no hashing -- the fastest for the
+ * fan-outs trees mostly have.  More children go into the trie: O(log32 fan-out) per
+ * lookup or change, however many there are.  The count of children says which; the
  * representation changes exactly when the count crosses KIDS_SMALL.  A PNode's copy
- * copies its array (at most KIDS_SMALL entries) and shares its trie. */
+ * copies its array (at most KIDS_SMALL entries) and shares its trie.
+ *
+ * The array is one allocation of n child pointers followed by their n first tokens,
+ * sorted by the child's first block (element-wise): 12 bytes a child, no header, and
+ * the keys a binary search reads lie together.  Its count rides in the low bits of the
+ * PNode's `kids` pointer (allocations are 16-byte aligned on 64-bit platforms), so a
+ * lookup reads it with the pointer, and a PNode needs no field for it; a trie's top
+ * node (low bits 0) keeps the count in `total`. */
 
-#define KIDS_SMALL 16u
+#if SIZEOF_VOID_P >= 8
+#define KIDS_TAG_BITS 4u
+#else
+#define KIDS_TAG_BITS 3u
+#endif
+#define KIDS_TAG ((uintptr_t)((1u << KIDS_TAG_BITS) - 1u))
+#define KIDS_SMALL ((uint32_t)KIDS_TAG)
 
-typedef struct {
-    uint32_t key; /* the child's first token: a cheap first comparison */
-    PNode *node;
-} PChild;
+static inline uintptr_t kids_word(const PNode *p) { return (uintptr_t)p->kids; }
+/* An array's count (1..KIDS_SMALL), or 0 for none or a trie. */
+static inline uint32_t kids_tag(uintptr_t w) { return (uint32_t)(w & KIDS_TAG); }
+static inline void *kids_ptr(uintptr_t w) { return (void *)(w & ~KIDS_TAG); }
+static inline int kids_in_trie(const PNode *p) { return kids_word(p) != 0 && kids_tag(kids_word(p)) == 0; }
+static inline uint32_t pn_nkids(const PNode *p) {
+    uintptr_t w = kids_word(p);
+    return w == 0 ? 0 : kids_tag(w) ? kids_tag(w) : ((const HNode *)w)->total;
+}
+static inline HNode **kids_trie(PNode *p) { return (HNode **)&p->kids; }
 
-static inline int kids_in_trie(const PNode *p) { return p->nkids > KIDS_SMALL; }
+static inline size_t arr_bytes(uint32_t n) { return (size_t)n * (sizeof(PNode *) + sizeof(uint32_t)); }
+static inline PNode **arr_nodes(void *arr) { return arr; }
+static inline uint32_t *arr_keys(void *arr, uint32_t n) { return (uint32_t *)((PNode **)arr + n); }
+
+/* A block for an array of n children; NULL on failure, or (never on the platforms we
+ * build for) if it is not aligned enough to carry the count. */
+static void *arr_alloc(uint32_t n) {
+    void *a = PyMem_Malloc(arr_bytes(n));
+    if (a != NULL && ((uintptr_t)a & KIDS_TAG) != 0) {
+        PyMem_Free(a);
+        return NULL;
+    }
+    return a;
+}
+
+static inline void kids_set_arr(PNode *p, void *arr, uint32_t n) {
+    p->kids = arr == NULL ? NULL : (void *)((uintptr_t)arr | n);
+}
 
 static inline int block_cmp(const uint32_t *a, const uint32_t *b, uint32_t n) {
     for (uint32_t i = 0; i < n; i++)
@@ -364,20 +405,22 @@ static inline int block_cmp(const uint32_t *a, const uint32_t *b, uint32_t n) {
     return 0;
 }
 
-/* The index of the entry whose first block is blk in a sorted array of n, or
+/* The index of the entry whose first block is blk in the sorted array `arr` of n, or
  * -(insertion point) - 1. */
-static inline Py_ssize_t arr_find(const PChild *k, uint32_t n, const uint32_t *blk, uint32_t B) {
+static inline Py_ssize_t arr_find(void *arr, uint32_t n, const uint32_t *blk, uint32_t B) {
+    PNode *const *nodes = arr_nodes(arr);
+    const uint32_t *keys = arr_keys(arr, n);
     Py_ssize_t lo = 0, hi = n;
     const uint32_t key = blk[0];
     while (lo < hi) {
         Py_ssize_t mid = (lo + hi) / 2;
         int c;
-        if (k[mid].key != key) {
-            c = k[mid].key < key ? -1 : 1;
+        if (keys[mid] != key) {
+            c = keys[mid] < key ? -1 : 1;
         } else {
             /* Equal first tokens mostly mean the block we look for: test equality with
              * SIMD first, order token by token only when they differ. */
-            const uint32_t *tk = pn_tokens(k[mid].node, B);
+            const uint32_t *tk = pn_tokens(nodes[mid], B);
             c = tokens_equal(tk, blk, B) ? 0 : block_cmp(tk + 1, blk + 1, B - 1);
         }
         if (c == 0) return mid;
@@ -392,32 +435,47 @@ static inline Py_ssize_t arr_find(const PChild *k, uint32_t n, const uint32_t *b
 /* p's child whose first block is blk, or NULL.  Reads only. */
 static inline const PNode *kids_find(const PNode *p, const PCtx *ctx, const uint32_t *blk) {
     const uint32_t B = ctx->B;
-    if (kids_in_trie(p)) return trie_find(p->kids, child_key(ctx, blk), blk, B);
-    Py_ssize_t i = arr_find(p->kids, p->nkids, blk, B);
-    return i >= 0 ? ((const PChild *)p->kids)[i].node : NULL;
+    uintptr_t w = kids_word(p);
+    uint32_t n = kids_tag(w);
+    if (n == 0) return w == 0 ? NULL : trie_find((const HNode *)w, child_key(ctx, blk), blk, B);
+    void *arr = kids_ptr(w);
+    Py_ssize_t i = arr_find(arr, n, blk, B);
+    return i >= 0 ? arr_nodes(arr)[i] : NULL;
 }
 
 /* The slot holding writer-owned p's child whose first block is blk (the trie path made
  * the writer's on the way); NULL if absent, or if an allocation failed. */
 static void **kids_slot(PNode *p, const PCtx *ctx, const uint32_t *blk) {
     const uint32_t B = ctx->B;
-    if (kids_in_trie(p)) return trie_slot((HNode **)&p->kids, child_key(ctx, blk), blk, B);
-    Py_ssize_t i = arr_find(p->kids, p->nkids, blk, B);
-    return i >= 0 ? (void **)&((PChild *)p->kids)[i].node : NULL;
+    uintptr_t w = kids_word(p);
+    uint32_t n = kids_tag(w);
+    if (n == 0) return w == 0 ? NULL : trie_slot(kids_trie(p), child_key(ctx, blk), blk, B);
+    void *arr = kids_ptr(w);
+    Py_ssize_t i = arr_find(arr, n, blk, B);
+    return i >= 0 ? (void **)&arr_nodes(arr)[i] : NULL;
 }
 
 static uint32_t g_kid_B; /* the GIL serialises every sort */
 
-static int cmp_pchild(const void *a, const void *b) {
-    const PChild *x = a, *y = b;
-    if (x->key != y->key) return x->key < y->key ? -1 : 1;
-    return block_cmp(pn_tokens(x->node, g_kid_B), pn_tokens(y->node, g_kid_B), g_kid_B);
+static int cmp_by_first_block(const void *a, const void *b) {
+    const PNode *x = *(PNode *const *)a, *y = *(PNode *const *)b;
+    return block_cmp(pn_tokens(x, g_kid_B), pn_tokens(y, g_kid_B), g_kid_B);
 }
 
 static void collect_child(const PNode *c, void *arg) {
-    PChild **at = arg;
-    **at = (PChild){c->chunk->tok[(size_t)c->off * g_kid_B], (PNode *)c};
+    PNode ***at = arg;
+    **at = (PNode *)c;
     (*at)++;
+}
+
+/* A new array of the n children nodes[0..n) (sorted), or NULL on allocation failure. */
+static void *arr_new(PNode *const *nodes, uint32_t n, uint32_t B) {
+    void *a = arr_alloc(n);
+    if (a == NULL) return NULL;
+    uint32_t *keys = arr_keys(a, n);
+    for (uint32_t i = 0; i < n; i++) keys[i] = pn_tokens(nodes[i], B)[0];
+    memcpy(arr_nodes(a), nodes, (size_t)n * sizeof(PNode *));
+    return a;
 }
 
 /* Add child c to writer-owned p (c's reference moves in).  -1 on allocation failure
@@ -425,23 +483,32 @@ static void collect_child(const PNode *c, void *arg) {
 static int kids_add(PNode *p, const PCtx *ctx, PNode *c) {
     const uint32_t B = ctx->B;
     const uint32_t *first = pn_tokens(c, B);
-    if (p->nkids < KIDS_SMALL) {
-        PChild *k = PyMem_Realloc(p->kids, ((size_t)p->nkids + 1u) * sizeof(PChild));
-        if (k == NULL) return -1;
-        p->kids = k;
-        Py_ssize_t at = -arr_find(k, p->nkids, first, B) - 1;
-        memmove(k + at + 1, k + at, (size_t)(p->nkids - (uint32_t)at) * sizeof(PChild));
-        k[at] = (PChild){first[0], c};
-        p->nkids++;
+    const uint32_t n = pn_nkids(p);
+    if (n < KIDS_SMALL) {
+        /* A new array one entry larger (at most KIDS_SMALL entries: cheap to rebuild). */
+        PNode *all[KIDS_SMALL];
+        void *old = kids_ptr(kids_word(p));
+        size_t at = 0;
+        if (n > 0) {
+            at = (size_t)(-arr_find(old, n, first, B) - 1);
+            memcpy(all, arr_nodes(old), at * sizeof(PNode *));
+            memcpy(all + at + 1, arr_nodes(old) + at, (n - at) * sizeof(PNode *));
+        }
+        all[at] = c;
+        void *a = arr_new(all, n + 1u, B);
+        if (a == NULL) return -1;
+        PyMem_Free(old);
+        kids_set_arr(p, a, n + 1u);
         return 0;
     }
-    if (p->nkids == KIDS_SMALL) {
+    if (n == KIDS_SMALL) {
         /* The array overflows: move everything into a new trie.  Until it is complete the
          * array keeps its references, so undoing is one decref of the partial trie. */
-        PChild *k = p->kids;
+        void *old = kids_ptr(kids_word(p));
+        PNode **k = arr_nodes(old);
         HNode *trie = NULL;
         for (uint32_t i = 0; i <= KIDS_SMALL; i++) {
-            PNode *e = i < KIDS_SMALL ? k[i].node : c;
+            PNode *e = i < KIDS_SMALL ? k[i] : c;
             if (i < KIDS_SMALL) e->rc++;
             if (trie_add(&trie, child_key(ctx, pn_tokens(e, B)), e, ctx) < 0) {
                 if (i < KIDS_SMALL) e->rc--;
@@ -450,14 +517,14 @@ static int kids_add(PNode *p, const PCtx *ctx, PNode *c) {
                 return -1;
             }
         }
-        for (uint32_t i = 0; i < KIDS_SMALL; i++) k[i].node->rc--;
-        PyMem_Free(k);
+        for (uint32_t i = 0; i < KIDS_SMALL; i++) k[i]->rc--;
+        PyMem_Free(old);
+        trie->total = KIDS_SMALL + 1u;
         p->kids = trie;
-        p->nkids++;
         return 0;
     }
-    if (trie_add((HNode **)&p->kids, child_key(ctx, first), c, ctx) < 0) return -1;
-    p->nkids++;
+    if (trie_add(kids_trie(p), child_key(ctx, first), c, ctx) < 0) return -1;
+    (*kids_trie(p))->total++;
     return 0;
 }
 
@@ -466,39 +533,58 @@ static int kids_add(PNode *p, const PCtx *ctx, PNode *c) {
  * reader could see). */
 static PNode *kids_take(PNode *p, const PCtx *ctx, const uint32_t *blk) {
     const uint32_t B = ctx->B;
-    if (!kids_in_trie(p)) {
-        Py_ssize_t i = arr_find(p->kids, p->nkids, blk, B);
+    const uint32_t n = pn_nkids(p);
+    if (n == 0) return NULL;
+    if (n <= KIDS_SMALL) {
+        void *a = kids_ptr(kids_word(p));
+        Py_ssize_t i = arr_find(a, n, blk, B);
         if (i < 0) return NULL;
-        PChild *k = p->kids;
-        PNode *gone = k[i].node;
-        memmove(k + i, k + i + 1, (size_t)(p->nkids - (uint32_t)i - 1u) * sizeof(PChild));
-        if (--p->nkids == 0) {
-            PyMem_Free(k);
+        PNode **nodes = arr_nodes(a);
+        PNode *gone = nodes[i];
+        if (n == 1) {
+            PyMem_Free(a);
             p->kids = NULL;
-        } else {
-            PChild *s = PyMem_Realloc(k, (size_t)p->nkids * sizeof(PChild));
-            if (s != NULL) p->kids = s; /* a failed shrink keeps the larger block */
+            return gone;
         }
+        /* Close the gap in place: the n - 1 pointers, then the keys move down to follow
+         * them (the head first, then the tail: both moves go towards lower addresses, and
+         * the head's destination ends before the tail's source begins). */
+        const uint32_t *okeys = arr_keys(a, n);
+        uint32_t *keys = arr_keys(a, n - 1u);
+        size_t at = (size_t)i;
+        memmove(nodes + at, nodes + at + 1, (n - 1u - at) * sizeof(PNode *));
+        memmove(keys, okeys, at * sizeof(uint32_t));
+        memmove(keys + at, okeys + at + 1, (n - 1u - at) * sizeof(uint32_t));
+        void *s = PyMem_Realloc(a, arr_bytes(n - 1u));
+        if (s != NULL && ((uintptr_t)s & KIDS_TAG) == 0) a = s; /* else keep the larger block */
+        kids_set_arr(p, a, n - 1u);
         return gone;
     }
-    PChild *arr = NULL;
-    if (p->nkids == KIDS_SMALL + 1u && (arr = PyMem_Malloc(KIDS_SMALL * sizeof(PChild))) == NULL)
-        return NULL;
-    PNode *gone = trie_take((HNode **)&p->kids, 0, child_key(ctx, blk), blk, B);
+    /* Back to an array at KIDS_SMALL children (the count says which it is): allocated
+     * first, so that step cannot fail once the child is out of the trie. */
+    void *arr = NULL;
+    if (n == KIDS_SMALL + 1u && (arr = arr_alloc(KIDS_SMALL)) == NULL) return NULL;
+    PNode *gone = trie_take(kids_trie(p), 0, child_key(ctx, blk), blk, B);
     if (gone == NULL) {
         PyMem_Free(arr);
         return NULL;
     }
-    if (--p->nkids == KIDS_SMALL) {
-        /* Back to an array: it takes a reference to each child, the trie drops its own. */
-        PChild *at = arr;
+    HNode *top = *kids_trie(p);
+    if (--top->total == KIDS_SMALL) {
+        /* The array takes a reference to each child, the trie drops its own. */
+        PNode *kept[KIDS_SMALL], **at = kept;
+        trie_each(top, 0, collect_child, &at);
         g_kid_B = B;
-        trie_each(p->kids, 0, collect_child, &at);
-        for (uint32_t i = 0; i < KIDS_SMALL; i++) arr[i].node->rc++;
-        qsort(arr, KIDS_SMALL, sizeof(PChild), cmp_pchild);
+        qsort(kept, KIDS_SMALL, sizeof(PNode *), cmp_by_first_block);
+        uint32_t *keys = arr_keys(arr, KIDS_SMALL);
+        for (uint32_t i = 0; i < KIDS_SMALL; i++) {
+            kept[i]->rc++;
+            keys[i] = pn_tokens(kept[i], B)[0];
+        }
+        memcpy(arr_nodes(arr), kept, sizeof(kept));
         PNode *none = NULL;
-        hn_decref(p->kids, 0, &none);
-        p->kids = arr;
+        hn_decref(top, 0, &none);
+        kids_set_arr(p, arr, KIDS_SMALL);
     }
     return gone;
 }
@@ -506,34 +592,44 @@ static PNode *kids_take(PNode *p, const PCtx *ctx, const uint32_t *blk) {
 /* Drop p's references to its children (p is being freed); children left without one
  * go on *stack. */
 static void kids_release(PNode *p, PNode **stack) {
-    if (kids_in_trie(p)) {
-        hn_decref(p->kids, 0, stack);
+    uint32_t n = pn_nkids(p);
+    if (n == 0) return;
+    if (n > KIDS_SMALL) {
+        hn_decref(*kids_trie(p), 0, stack);
         return;
     }
-    PChild *k = p->kids;
-    for (uint32_t i = 0; i < p->nkids; i++) {
-        PNode *c = k[i].node;
+    void *a = kids_ptr(kids_word(p));
+    PNode **k = arr_nodes(a);
+    for (uint32_t i = 0; i < n; i++) {
+        PNode *c = k[i];
         if (--c->rc == 0) {
             chunk_decref(c->chunk);
             c->link = *stack;
             *stack = c;
         }
     }
-    PyMem_Free(k);
+    PyMem_Free(a);
 }
 
 /* Call fn on each of p's children (any order). */
 static void kids_each(const PNode *p, void (*fn)(const PNode *, void *), void *arg) {
-    if (kids_in_trie(p)) {
+    uint32_t n = pn_nkids(p);
+    if (n > KIDS_SMALL) {
         trie_each(p->kids, 0, fn, arg);
         return;
     }
-    const PChild *k = p->kids;
-    for (uint32_t i = 0; i < p->nkids; i++) fn(k[i].node, arg);
+    PNode **k = n ? arr_nodes(kids_ptr(kids_word(p))) : NULL;
+    for (uint32_t i = 0; i < n; i++) fn(k[i], arg);
 }
 
 static size_t kids_bytes(const PNode *p) {
-    return kids_in_trie(p) ? trie_bytes(p->kids, 0) : (size_t)p->nkids * sizeof(PChild);
+    uint32_t n = pn_nkids(p);
+    return n > KIDS_SMALL ? trie_bytes(p->kids, 0) : arr_bytes(n);
+}
+
+/* A one-child node's child (dump's chains). */
+static inline const PNode *kids_only(const PNode *p) {
+    return arr_nodes(kids_ptr(kids_word(p)))[0];
 }
 
 /* ------------------------------------------------------------------ published nodes */
@@ -574,16 +670,18 @@ static PNode *pn_copy(const PNode *p) {
     if (kids_in_trie(p)) {
         c->kids = p->kids;
         ((HNode *)c->kids)->rc++;
-    } else if (p->nkids > 0) {
-        c->kids = PyMem_Malloc((size_t)p->nkids * sizeof(PChild));
-        if (c->kids == NULL) {
+    } else if (p->kids != NULL) {
+        uint32_t n = pn_nkids(p);
+        void *from = kids_ptr(kids_word(p)), *a = arr_alloc(n);
+        if (a == NULL) {
             PyMem_Free(c);
             return NULL;
         }
-        memcpy(c->kids, p->kids, (size_t)p->nkids * sizeof(PChild));
-        for (uint32_t i = 0; i < p->nkids; i++) ((PChild *)p->kids)[i].node->rc++;
+        memcpy(a, from, arr_bytes(n));
+        for (uint32_t i = 0; i < n; i++) arr_nodes(from)[i]->rc++;
+        kids_set_arr(c, a, n);
     }
-    c->nkids = p->nkids;
+    c->nid = p->nid;
     c->count = p->count;
     c->off = p->off;
     c->chunk = p->chunk;
@@ -658,8 +756,6 @@ int shadow_init(TreeObject *t, uint64_t seed) {
     t->pctx->live = 0;
     t->pctx->B = B;
     derive_keys(seed, t->pctx->keys, B + 1u, &t->pctx->parent_mix);
-    t->keys = t->pctx->keys;
-    t->parent_mix = t->pctx->parent_mix;
     t->shadow_ok = 1;
     return 0;
 }
@@ -700,6 +796,7 @@ int shadow_rebuild(TreeObject *t) {
         if (x->parent == NODE_FREE) continue;
         PNode *p = made[n] = pn_new();
         if (p == NULL) goto oom;
+        p->nid = n;
         if (x->parent == NIL) continue;
         p->chunk = x->chunk;
         p->chunk->rc++;
@@ -844,6 +941,7 @@ void sh_root_create(TreeObject *t, uint32_t r, PyObject *ns) {
     Py_XINCREF(ns);
     R->r[at].root = p;
     R->n++;
+    p->nid = r;
     t->pub[r] = p;
     return;
 oom:
@@ -877,6 +975,7 @@ void sh_attach(TreeObject *t, uint32_t parent, uint32_t c) {
     C->chunk->rc++;
     C->off = x->off;
     C->count = x->nblocks;
+    C->nid = c;
     if (kids_add(P, t->pctx, C) < 0) {
         pn_decref(C);
         goto oom;
@@ -901,7 +1000,7 @@ void sh_extend(TreeObject *t, uint32_t n) {
     P->count = x->nblocks;
 }
 
-PNode *sh_split(TreeObject *t, uint32_t x, uint32_t at) {
+PNode *sh_split(TreeObject *t, uint32_t x, uint32_t at, uint32_t u) {
     const uint32_t B = t->B;
     PNode *PP = NULL;
     PNode *X = pn_unique(t, x, &PP);
@@ -914,6 +1013,7 @@ PNode *sh_split(TreeObject *t, uint32_t x, uint32_t at) {
     U->chunk->rc++;
     U->off = X->off;
     U->count = at;
+    U->nid = u;
     /* X's reference moves from the parent's trie into U's; U takes X's place there
      * (same first block: same key, same slot). */
     X->off += at;
@@ -959,6 +1059,11 @@ void sh_remove_leaf(TreeObject *t, uint32_t n) {
         }                                                     \
     } while (0)
 
+/* Whether k is the current published version of one of writer node owner's children. */
+static int is_current_child(const TreeObject *t, const PNode *k, uint32_t owner) {
+    return k->nid < t->nodes_len && t->nodes[k->nid].parent == owner && t->pub[k->nid] == k;
+}
+
 /* One trie node (and below), checked against the trie's owner `owner` (whose trie is
  * `top`): every child is found from the top by its own hash, is a current published
  * version of one of the writer's children of `owner`; counts are positive (1 with no
@@ -969,6 +1074,8 @@ static int trie_check(TreeObject *t, const HNode *top, const HNode *h, uint32_t 
     CHECK(h->rc >= 1 && (!sole || h->rc == 1), "node %u: trie node shared with no snapshot alive",
           owner);
     CHECK(h->n >= 1 && h->n <= h->cap, "node %u: empty or overfull trie node", owner);
+    CHECK(depth == 0 ? h->total > KIDS_SMALL : h->total == 0, "node %u: a trie node's count is %u",
+          owner, h->total);
     if (depth < H_LEVELS) {
         CHECK((h->bitmap ? h_pos(h->bitmap, 0x80000000u) + (h->bitmap >> 31) : 0) == h->n &&
                   (h->leafmap & ~h->bitmap) == 0,
@@ -989,8 +1096,7 @@ static int trie_check(TreeObject *t, const HNode *top, const HNode *h, uint32_t 
         const uint32_t *first = pn_tokens(k, B);
         CHECK(trie_find(top, child_key(t->pctx, first), first, B) == k,
               "node %u: child filed under a wrong hash", owner);
-        uint32_t c = tree_find_child(t, owner, first);
-        CHECK(c != NIL && t->pub[c] == k, "node %u: published child is not current", owner);
+        CHECK(is_current_child(t, k, owner), "node %u: published child is not current", owner);
         (*seen)++;
     }
     return 0;
@@ -1022,29 +1128,37 @@ int shadow_check(TreeObject *t) {
         CHECK(!sole || p->rc == 1, "node %u's published version is shared with no snapshot alive", n);
         CHECK(p->count == x->nblocks, "node %u: published edge of %u blocks, writer %u", n, p->count,
               x->nblocks);
-        CHECK(p->nkids == x->nchildren, "node %u: %u published children, writer %u", n, p->nkids,
+        const uint32_t nkids = pn_nkids(p);
+        CHECK(nkids == x->nchildren, "node %u: %u published children, writer %u", n, nkids,
               x->nchildren);
-        CHECK((p->kids == NULL) == (p->nkids == 0), "node %u: children and their count disagree", n);
+        CHECK(p->kids == NULL || nkids > 0, "node %u: an empty block of children", n);
         if (kids_in_trie(p)) {
             uint32_t seen = 0;
             if (trie_check(t, p->kids, p->kids, 0, n, sole, &seen) < 0) return -1;
-            CHECK(seen == p->nkids, "node %u: its trie holds %u children, not %u", n, seen, p->nkids);
-        } else {
-            const PChild *k = p->kids;
-            for (uint32_t i = 0; i < p->nkids; i++) {
-                const PNode *c = k[i].node;
-                CHECK(c->count >= 1 && c->chunk != NULL && k[i].key == pn_tokens(c, t->B)[0],
+            CHECK(seen == nkids, "node %u: its trie holds %u children, not %u", n, seen, nkids);
+        } else if (p->kids != NULL) {
+            void *a = kids_ptr(kids_word(p));
+            PNode **k = arr_nodes(a);
+            const uint32_t *keys = arr_keys(a, nkids);
+            for (uint32_t i = 0; i < nkids; i++) {
+                const PNode *c = k[i];
+                CHECK(c->count >= 1 && c->chunk != NULL && keys[i] == pn_tokens(c, t->B)[0],
                       "node %u: bad child key", n);
                 if (i > 0)
-                    CHECK(block_cmp(pn_tokens(k[i - 1].node, t->B), pn_tokens(c, t->B), t->B) < 0,
+                    CHECK(block_cmp(pn_tokens(k[i - 1], t->B), pn_tokens(c, t->B), t->B) < 0,
                           "node %u: published children unsorted", n);
-                uint32_t w = tree_find_child(t, n, pn_tokens(c, t->B));
-                CHECK(w != NIL && t->pub[w] == c, "node %u: published child is not current", n);
+                CHECK(is_current_child(t, c, n), "node %u: published child is not current", n);
             }
         }
+        CHECK(p->nid == n, "node %u: its published version names node %u", n, p->nid);
         if (x->parent == NIL) continue;
         CHECK(p->chunk == x->chunk && p->off == x->off,
               "node %u: published edge not in the writer's chunk", n);
+        /* The writer's lookups: the parent's version finds this one by its first block
+         * (with the counts equal above, published children and writer children match
+         * one to one). */
+        CHECK(t->pub[x->parent] != NULL && kids_find(t->pub[x->parent], t->pctx, node_tok(t, x)) == p,
+              "node %u is not found under its parent's published version", n);
     }
     return 0;
 }
@@ -1170,13 +1284,19 @@ static void Reader_dealloc(ReaderObject *self) {
 
 /* Follow tok's first `limit` blocks down one published version; ids go to out. Reads
  * only immutable data, so it runs without the GIL. */
-static Py_ssize_t pn_walk(const PNode *node, const PCtx *ctx, const uint32_t *tok,
-                          Py_ssize_t limit, uint32_t *out) {
+/* The published walk (R-MATCH-1) from `node`: the matched block ids go to out; returns
+ * how many.  *last gets the last node visited (NULL if none) and *last_used how many of
+ * its blocks matched.  Reads only PNodes and chunks: safe without the GIL on any version
+ * a snapshot holds, and the writer's own walk (over its current version). */
+static inline Py_ssize_t pn_walk(const PNode *node, const PCtx *ctx, const uint32_t *tok,
+                                 Py_ssize_t limit, uint32_t *out, const PNode **last,
+                                 uint32_t *last_used) {
     const uint32_t B = ctx->B;
     Py_ssize_t matched = 0;
+    *last = NULL;
+    *last_used = 0;
     while (node != NULL && matched < limit) {
         const uint32_t *blk = tok + (size_t)matched * B;
-        if (node->nkids == 0) break;
         const PNode *c = kids_find(node, ctx, blk);
         if (c == NULL) break;
         Py_ssize_t usable = limit - matched;
@@ -1192,9 +1312,28 @@ static Py_ssize_t pn_walk(const PNode *node, const PCtx *ctx, const uint32_t *to
         else
             memcpy(out + matched, pn_ids(c, B), (size_t)taken * sizeof(uint32_t));
         matched += taken;
+        *last = c;
+        *last_used = (uint32_t)taken;
         node = taken == (Py_ssize_t)c->count ? c : NULL;
     }
     return matched;
+}
+
+/* The writer's walk (tree_walk) while the published shape is kept: over the writer's
+ * current version, which equals its own shape node by node. */
+static Py_ssize_t pub_walk(TreeObject *t, uint32_t root, const uint32_t *tok, Py_ssize_t limit,
+                           uint32_t *out, uint32_t *last_node, uint32_t *last_used) {
+    const PNode *last;
+    Py_ssize_t matched = pn_walk(root == NIL ? NULL : t->pub[root], t->pctx, tok, limit, out,
+                                 &last, last_used);
+    *last_node = last != NULL ? last->nid : NIL;
+    return matched;
+}
+
+/* The writer's child lookup while the published shape is kept. */
+static uint32_t pub_child(TreeObject *t, uint32_t parent, const uint32_t *blk) {
+    const PNode *c = kids_find(t->pub[parent], t->pctx, blk);
+    return c != NULL ? c->nid : NIL;
 }
 
 static PNode *snap_root(SnapshotObject *self, PyObject *ns) {
@@ -1250,18 +1389,19 @@ static PyObject *Snapshot_match(SnapshotObject *self, PyObject *const *args, Py_
         tokens_release(NULL, &tk);
         return PyErr_NoMemory();
     }
-    const PNode *root = snap_root(self, ns);
+    const PNode *root = snap_root(self, ns), *last;
+    uint32_t last_used;
     Py_ssize_t matched;
     if (tk.n >= NOGIL_MIN_TOKENS) {
         /* The snapshot (held by this call) keeps every PNode it reaches alive and
          * unchanged; the tokens are owned or a held buffer view. */
         Py_INCREF(self);
         Py_BEGIN_ALLOW_THREADS
-        matched = pn_walk(root, self->ctx, tk.data, limit, out);
+        matched = pn_walk(root, self->ctx, tk.data, limit, out, &last, &last_used);
         Py_END_ALLOW_THREADS
         Py_DECREF(self);
     } else {
-        matched = pn_walk(root, self->ctx, tk.data, limit, out);
+        matched = pn_walk(root, self->ctx, tk.data, limit, out, &last, &last_used);
     }
     tokens_release(NULL, &tk);
     MatchResultObject *res = match_result_new(matched);
@@ -1290,8 +1430,8 @@ static PyObject *pedge(const PNode *n, uint32_t B, const PNode **end) {
     const PNode *m = n;
     for (;;) {
         total += m->count;
-        if (m->nkids != 1) break;
-        m = ((const PChild *)m->kids)[0].node;
+        if (pn_nkids(m) != 1) break;
+        m = kids_only(m);
     }
     *end = m;
     PyObject *tokens = PyList_New((Py_ssize_t)(total * B));
@@ -1300,7 +1440,7 @@ static PyObject *pedge(const PNode *n, uint32_t B, const PNode **end) {
     PyObject *d = NULL;
     if (!tokens || !blocks || !children) goto done;
     Py_ssize_t i = 0;
-    for (m = n;; m = ((const PChild *)m->kids)[0].node) {
+    for (m = n;; m = kids_only(m)) {
         const uint32_t *tk = pn_tokens(m, B), *ids = pn_ids(m, B);
         for (uint32_t j = 0; j < m->count; j++, i++) {
             for (uint32_t q = 0; q < B; q++) {
@@ -1372,7 +1512,8 @@ static PyObject *Snapshot_dump(SnapshotObject *self, PyObject *unused) {
         const PNode *from = e->root;
         PyObject *into = children;
         for (;;) {
-            size_t need = top + from->nkids;
+            const uint32_t nkids = pn_nkids(from);
+            size_t need = top + nkids;
             if (need > cap) {
                 size_t ncap = cap ? cap : 64;
                 while (ncap < need) ncap *= 2;
@@ -1387,8 +1528,8 @@ static PyObject *Snapshot_dump(SnapshotObject *self, PyObject *unused) {
             PDumpFill fill = {stack + top, into};
             kids_each(from, push_child, &fill);
             g_dump_B = B; /* the GIL serialises every caller */
-            qsort(stack + top, from->nkids, sizeof(PDumpItem), cmp_dump_desc);
-            top += from->nkids;
+            qsort(stack + top, nkids, sizeof(PDumpItem), cmp_dump_desc);
+            top += nkids;
             if (top == 0) break;
             PDumpItem item = stack[--top];
             const PNode *end;

@@ -15,7 +15,8 @@ Shapes (block size 16, tokens from a uint32 NumPy array, Python call included):
   Target <= 64 us.
 * ``adversarial``: thousands of sibling blocks crafted to share one hash under the
   keys of seed 0 (``RadixTree(..., _hash_seed=0)``): with that seed a lookup scans the
-  whole probe chain; with the default per-tree random seed it stays flat.
+  whole collision list of their parent's hash trie; with the default per-tree random
+  seed it stays flat.
 * ``bytes_per_block``: the tree's own C memory beyond the 4*B token bytes, per cached
   block (``RadixTree.memory_bytes()``), on the gate's memory shapes
   (:mod:`spec.gate.memory`), reported in ``extra_info``.

@@ -192,6 +192,27 @@ BAD_BUFFERS: list[tuple[Any, type[Exception]]] = [
 ]
 
 
+@pytest.mark.parametrize("misaligned", [False, True], ids=["aligned", "misaligned"])
+def test_int64_range_errors_name_the_first_bad_token(misaligned: bool) -> None:
+    """accel narrows int64 buffers 64 tokens at a time with one range test per block; the
+    error still names the first bad token and its value, as the reference does,
+    wherever it lies (R-TOK-5)."""
+    for bad_at in (0, 3, 63, 64, 65, 127, 128, 255, 299):
+        for value in (-1, 2**32, -(2**40)):
+            data = np.arange(300, dtype=np.int64)
+            data[bad_at] = value
+            data[-1] = -7  # a later bad token is not the one reported
+            buffer: Any = data
+            if misaligned:
+                buffer = memoryview(bytes(1) + data.tobytes())[1:].cast("q")
+            messages = []
+            for tree in (reference.RadixTree(8, 4), accel.RadixTree(8, 4)):
+                with pytest.raises(reference.TokenRangeError) as info:
+                    tree.match(buffer)
+                messages.append(str(info.value))
+            assert messages[0] == messages[1]
+
+
 @pytest.mark.parametrize(("data", "error"), BAD_BUFFERS, ids=lambda d: type(d).__name__)
 @pytest.mark.parametrize("call", ["match", "insert"])
 def test_every_refused_input(data: Any, error: type[Exception], call: str) -> None:
@@ -318,7 +339,8 @@ def test_crafted_collisions_need_the_seed() -> None:
 
 
 def test_colliding_siblings_still_work() -> None:
-    """2,000 siblings in one probe chain (seed 0): lookups, splits and evictions stay right."""
+    """2,000 siblings in one hash collision list (seed 0): lookups, splits and evictions
+    stay right."""
     blocks = _colliding_blocks(0, 2000, 4)
     tree = accel.RadixTree(4200, 4, _hash_seed=0)
     ref = reference.RadixTree(4200, 4)

@@ -259,6 +259,9 @@ def test_small_ids_declines_what_is_not_a_small_flat_batch() -> None:
     assert small_ids(iter([1, 2]), 8, 16) is None  # a general iterable: the full check
     assert small_ids(list(range(17)), 32, 16) is None and small_ids([], 8, 16) is None
     assert small_ids([1, np.int64(2)], 8, 16) is None
+    assert small_ids(np.arange(17), 32, 16) is None
+    assert small_ids(np.zeros(0, dtype=np.int64), 8, 16) is None
+    assert small_ids(np.array([1, 8]), 8, 16) is None  # out of range
     ids = [3, 1]
     assert small_ids(ids, 8, 16) is ids  # a list comes back as itself
     assert small_disjoint_copy([1, 2], [3, 4], 8, 16) == ([1, 2], [3, 4])

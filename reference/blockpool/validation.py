@@ -91,11 +91,14 @@ def small_ids(ids: BlockIds, num_blocks: int, limit: int) -> Sequence[int] | Non
     """
     if type(ids) is list or type(ids) is tuple:
         items: Sequence[int] = ids
+        if not 0 < len(items) <= limit or set(map(type, items)) != _ONLY_INT:
+            return None
     elif type(ids) is np.ndarray and ids.ndim == 1 and ids.dtype.kind in "iu":
+        # tolist() yields exact Python ints, so only the length needs checking.
+        if not 0 < len(ids) <= limit:
+            return None
         items = ids.tolist()
     else:
-        return None
-    if not 0 < len(items) <= limit or set(map(type, items)) != _ONLY_INT:
         return None
     if min(items) < 0 or max(items) >= num_blocks:
         return None
@@ -113,9 +116,10 @@ def small_disjoint_copy(
     if src is None:
         return None
     dst = small_ids(dst_ids, num_blocks, limit)
-    if dst is None or len(src) != len(dst) or len(set(dst)) != len(dst):
+    if dst is None or len(src) != len(dst):
         return None
-    return (src, dst) if set(src).isdisjoint(dst) else None
+    targets = set(dst)
+    return (src, dst) if len(targets) == len(dst) and targets.isdisjoint(src) else None
 
 
 def _raise_first_bad(items: Iterable[object], num_blocks: int, role: str) -> None:

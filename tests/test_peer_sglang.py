@@ -8,6 +8,7 @@ as ``.ci/run`` does); where it is not installed the tests that need it skip, say
 
 from __future__ import annotations
 
+import importlib.metadata
 import os
 import sys
 from pathlib import Path
@@ -18,6 +19,7 @@ import pytest
 
 import reference
 from spec.adapter import TreeAdapter
+from spec.candidate import CandidateError
 from spec.peers import PEERS, TRACES
 from spec.peers import sglang as peer
 from spec.peers import sglang_standins as standins
@@ -87,6 +89,28 @@ def test_without_the_pinned_wheel_the_target_says_how_to_install_it(
     assert PEERS["sglang"].profile == peer.PROFILE
 
 
+def test_the_adapter_parts_that_need_no_wheel(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The paged free list hands out pages front first and refuses what it lacks; a
+    kind the adapter raised passes through SGLang calls unchanged; without the
+    distribution the installed version is None."""
+    pages = peer.PagedFreeList(3, 2)
+    assert pages.alloc(4) is None
+    refusal = CandidateError("out_of_blocks", "x")
+
+    def refuses() -> None:
+        raise refusal
+
+    with pytest.raises(CandidateError) as raised:
+        peer._sglang(refuses)
+    assert raised.value is refusal
+
+    def missing(name: str) -> str:
+        raise importlib.metadata.PackageNotFoundError(name)
+
+    monkeypatch.setattr(importlib.metadata, "version", missing)
+    assert peer.installed_version() is None
+
+
 def test_the_shipped_profile_is_valid_and_declares_the_policy() -> None:
     """R-EVICT-1, R-EVICT-4, R-ALLOC-2, R-LRU-1: what SGLang does differently, declared."""
     profile = load(peer.PROFILE)
@@ -115,6 +139,17 @@ def test_the_adapter_drives_sglangs_own_code() -> None:
     for call in (candidate.snapshot, candidate.reader, candidate.reclaim):
         with pytest.raises(Exception, match="no reader snapshots"):
             call()
+    for handle_call in (candidate.leave, candidate.snapshot_dump, candidate.drop):
+        with pytest.raises(Exception, match="no reader snapshots"):
+            handle_call(1)
+    with pytest.raises(Exception, match="no reader snapshots"):
+        candidate.snapshot_match(1, [1], None)
+    # A lease never issued: SGLang's dec_lock_ref on another tree's node (twice: the
+    # foreign node is made once) fails only after it changed this tree's counters.
+    for _ in range(2):
+        with pytest.raises(CandidateError) as raised:
+            candidate.release(0)
+        assert raised.value.kind.startswith("unexpected:")
     candidate.close()
 
 

@@ -493,3 +493,25 @@ def test_safety_attribution_and_exercised_rules() -> None:
         levels=levels,
     )
     assert {"R-TOK-2", "R-TOK-5", "R-ERR-2", "R-ERR-3", "R-NS-4"} <= exercised(error)
+
+
+def test_observations_and_predicates_on_odd_shapes() -> None:
+    """The helpers behind attribution tolerate what a broken candidate answers: a
+    missing side, missing keys, lists of mixed types, non-dict answers."""
+    from spec.rulemap import PREDICATES, Observation
+
+    step = {"op": "evict", "count": 1}
+    focused = Observation(step, {"ok": {"freed": [1]}}, {"ok": {"freed": [2]}}, focus="freed")
+    assert focused.fields == ("freed",)
+    asking = Observation(step, {"ok": {"freed": [1]}})
+    assert asking.differing == frozenset()
+    missing = Observation(step, {"ok": {"freed": [1]}}, {"ok": {"other": 1}}, ".ok")
+    assert missing.differing == {"freed", "other"}
+    mixed = Observation(step, {"ok": {"freed": [1, 2]}}, {"ok": {"freed": ["a", 1]}}, ".ok.freed")
+    assert not PREDICATES["reordered"](mixed)
+    scalar = Observation(step, {"ok": {"freed": [1]}}, {"ok": {"freed": 3}}, ".ok.freed")
+    assert not PREDICATES["reordered"](scalar)
+    assert not PREDICATES["quarantine_differs"](Observation(step, {"ok": None}, {"ok": 1}))
+    assert not PREDICATES["unsorted"](Observation({"op": "dump"}, {"ok": {}}, {"ok": [1]}))
+    found = attribute(Observation({"op": "match"}, {"ok": {"length": 1}}, None, ".ok"))
+    assert found.rules

@@ -251,7 +251,7 @@ class SGLangCandidate:
         try:
             evicted = self._make_room(needed)
             pages = self._pages.alloc(needed)
-            if pages is None:  # not reached: the admission check made room
+            if pages is None:  # pragma: no cover -- the admission check above made room
                 raise CandidateError("out_of_blocks", "the allocator has too few pages")
             indices = [page * size + offset for page in pages for offset in range(size)]
             value = self._torch().cat(

@@ -140,3 +140,52 @@ def test_cli_profile_file_strict_and_errors(
     assert unknown in capsys.readouterr().err
     assert cli_main(["explain", str(trace), "--profile", str(profile)]) == 2
     assert "--profile needs a --target" in capsys.readouterr().err
+
+
+FROZEN_CLOCK_WAIVED = parse({"name": "frozen-clock", "waive": {"R-LRU-3": "keeps its own clock"}})
+
+
+def test_a_waived_rule_is_shown_as_waived_and_what_follows_it_too() -> None:
+    """R-LRU-3: a difference the kit attributes to a waived rule is not marked: the frame
+    says which rule the profile waives and why, later frames until the next reset say
+    they follow it, and a new trace after a reset is attributed afresh."""
+    steps = [*STEPS, dict(STEPS[0], trace="again"), *STEPS[1:]]
+    recording = record(
+        steps,
+        TreeAdapter(ClockFrozenOnMatch, "frozen"),
+        title="t",
+        source="s",
+        profile=FROZEN_CLOCK_WAIVED,
+    )
+    assert recording.first_difference is None, [f.difference for f in recording.frames]
+    waived = [frame.waived for frame in recording.frames]
+    assert waived[:3] == [None, None, None]
+    assert waived[3] == "R-LRU-3 waived by profile 'frozen-clock': keeps its own clock"
+    assert all(w is not None and w.startswith("follows the waived R-LRU-3") for w in waived[4:6])
+    assert waived[6:9] == [None, None, None]
+    assert waived[9] is not None and waived[9].startswith("R-LRU-3 waived")
+    # Without the waiver the same steps are marked, and nothing is shown as waived.
+    strict = record(steps, TreeAdapter(ClockFrozenOnMatch, "frozen"), title="t", source="s")
+    assert strict.first_difference == 3
+    assert all(frame.waived is None for frame in strict.frames)
+
+
+def test_the_text_and_the_page_show_the_waiver() -> None:
+    """R-LRU-3: the text report and the page's data carry the waived steps."""
+    from spec.explain import frame_views, text_report
+    from spec.explain.page import page_data
+
+    recording = record(
+        STEPS,
+        TreeAdapter(ClockFrozenOnMatch, "frozen"),
+        title="t",
+        source="s",
+        profile=FROZEN_CLOCK_WAIVED,
+    )
+    views = frame_views(recording)
+    text = text_report(recording, views)
+    assert "≈ not marked: R-LRU-3 waived" in text
+    assert "no difference (3 steps not marked under the profile)" in text
+    frames = page_data(recording, views)["frames"]
+    assert [frame["waived"] is not None for frame in frames] == [False] * 3 + [True] * 3
+    assert all(frame["differs"] is None for frame in frames)

@@ -235,3 +235,19 @@ def test_explain_follows_sglang_under_its_profile(capsys: pytest.CaptureFixture[
     assert cli_main(["explain", trace, "--target", "sglang"]) == 0
     assert "profile sglang-0.5.23" in capsys.readouterr().out
     assert cli_main(["explain", trace, "--target", "sglang", "--profile", "strict"]) == 1
+
+
+@needs_sglang
+def test_explain_shows_sglangs_waived_rules_as_waived(capsys: pytest.CaptureFixture[str]) -> None:
+    """R-PIN-5: a difference on a rule SGLang's profile waives (a second release of a
+    lease is not refused) is shown as waived with the profile's reason, not marked
+    (exit 0); at the strict spec it is the first difference (exit 1)."""
+    from spec.cli import main as cli_main
+
+    trace = str(TRACES / "sglang-0-5-23-R-PIN-5.jsonl")
+    assert cli_main(["explain", trace, "--target", "sglang"]) == 0
+    out = capsys.readouterr().out
+    assert "≈ not marked: R-PIN-5 waived by profile 'sglang-0.5.23'" in out
+    assert "no difference (1 step not marked under the profile)" in out
+    assert cli_main(["explain", trace, "--target", "sglang", "--profile", "strict"]) == 1
+    assert "not marked" not in capsys.readouterr().out

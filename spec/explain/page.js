@@ -417,6 +417,9 @@
       const first = DATA.firstDifference === state.step ? "first difference: " : "differs: ";
       diff.textContent = "≠ " + first + DATA.names[1] + " parts ways with the reference at " + frame.differs;
     }
+    const waived = document.getElementById("step-waived");
+    waived.hidden = !frame.waived;
+    waived.textContent = frame.waived ? "≈ not marked: " + frame.waived : "";
     frame.sides.forEach((side, i) => fillSide(views[i], side, frame));
     document.querySelectorAll("#ticks .tick").forEach((tick) => {
       tick.classList.toggle("current", +tick.dataset.step === state.step);
@@ -430,7 +433,7 @@
   const ticks = document.getElementById("ticks");
   frames.forEach((frame, i) => {
     const tick = document.createElement("span");
-    tick.className = "tick" + (frame.differs ? " diff" : "") + (i === DATA.firstDifference ? " first" : "");
+    tick.className = "tick" + (frame.differs ? " diff" : "") + (frame.waived ? " waived" : "") + (i === DATA.firstDifference ? " first" : "");
     tick.dataset.step = String(i);
     tick.title = "step " + (i + 1) + (frame.note ? ": " + frame.note : "");
     tick.addEventListener("click", () => go(i));

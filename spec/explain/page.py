@@ -99,6 +99,7 @@ def page_data(recording: Recording, views: list[list[View]]) -> dict[str, Any]:
                 "trace": frame.trace,
                 "note": frame.step.get("note"),
                 "differs": frame.difference,
+                "waived": frame.waived,
                 "sides": sides,
             }
         )
@@ -176,7 +177,8 @@ def build_page(recording: Recording, views: list[list[View]]) -> str:
 <button id="fold" title="fold everything again (c)">fold all</button>
 <div id="ticks"></div>
 </nav>
-<section id="step-head"><p id="step-note"></p><p id="step-diff" hidden></p></section>
+<section id="step-head"><p id="step-note"></p><p id="step-diff" hidden></p>
+<p id="step-waived" hidden></p></section>
 <main id="sides"></main>
 <aside id="rule-view" hidden><button id="rule-close" title="close">x</button>
 <div id="rule-body"></div></aside>

@@ -15,7 +15,12 @@ the comparison is the kit's under that profile: the target's error names are
 mapped to kinds, stamps and the clock are left out when it declares its own
 recency, and the reference adopts the target's admissible eviction and
 allocation choices, so a declared policy difference is not marked and what
-follows it is still compared (:func:`compare_under`). Unlike ``replay``, the recording goes on past
+follows it is still compared (:func:`compare_under`). A difference the kit would
+attribute to a rule the profile waives (:func:`spec.rulemap.attribute`; a token the
+target accepts where the spec refuses it, say) is shown as waived, with the rule and
+the profile's reason, not as a difference; the two trees may have parted there, so
+until the next reset a later difference is shown as following it -- the kit, too,
+ends an example at a waived finding. Unlike ``replay``, the recording goes on past
 a difference, so the page shows what followed; a target that fails (hangs,
 crashes, breaks the protocol) stops there. A trace that needs levels or a block
 size the target does not declare is skipped for the target, as ``replay`` does.
@@ -33,6 +38,7 @@ from ..levels import parse_levels
 from ..lockstep import adopting_outcome, first_difference, reference_oracle
 from ..oracle import Inadmissible
 from ..profile import Profile
+from ..rulemap import Observation, attribute
 from ..steps import LeaseBook, Outcome, Step, apply_step, normalise
 
 
@@ -70,7 +76,10 @@ class Frame:
         levels: the levels its outcomes are compared at.
         sides: the reference's side, then the target's when there is one.
         difference: where the target's view first differs from the reference's
-            (a path such as ``outcome.ok.evicted[0]``), None when they agree.
+            (a path such as ``outcome.ok.evicted[0]``), None when they agree or the
+            difference is waived.
+        waived: with a profile, why a difference is not marked: the waived rule and
+            the profile's reason, or the earlier waived step it follows.
     """
 
     number: int
@@ -79,6 +88,7 @@ class Frame:
     levels: frozenset[str]
     sides: list[Side]
     difference: str | None = None
+    waived: str | None = None
 
 
 @dataclass
@@ -240,9 +250,11 @@ def record(
     other = _Runner(target) if target is not None else None
     recording = Recording(title, source, lesson=lesson)
     levels, trace = reference.candidate.levels, None
+    block_size, parted = 1, None  # parted: the waived step the trees may differ since
     for number, step in enumerate(steps, 1):
         if step["op"] == "reset":
-            trace = step.get("trace")
+            trace, parted = step.get("trace"), None
+            block_size = step.get("block_size", block_size)
             declared = reference.candidate.levels & (other.candidate.levels if other else levels)
             levels = parse_levels(step["levels"]) if "levels" in step else declared
             if other is not None:
@@ -263,8 +275,57 @@ def record(
             frame.difference = comparison(step["op"], sides[0], sides[1], levels)
         elif len(sides) == 2 and sides[1].note and sides[1].note.startswith("failed"):
             frame.difference = "failure"
+        if profile is not None and frame.difference not in (None, "failure"):
+            parted = _waive(frame, profile, block_size, parted)
         recording.frames.append(frame)
     return recording
+
+
+def _waive(frame: Frame, profile: Profile, block_size: int, parted: str | None) -> str | None:
+    """Move ``frame``'s difference to ``frame.waived`` when the profile waives its rule,
+    or when it follows an earlier waived step (``parted``); returns the new ``parted``.
+    A choice the reference could not adopt (inadmissible) stays marked. O(size of the
+    state)."""
+    assert frame.difference is not None
+    if parted is not None:
+        frame.waived = f"follows {parted}; differs at {frame.difference}"
+        frame.difference = None
+        return parted
+    note = frame.sides[0].note
+    if note is not None and note.startswith("not adopted"):
+        return None  # an inadmissible choice: the kit reports it whatever the profile
+    rule = _attributed_rule(frame, profile, block_size)
+    reason = profile.deviations().get(rule)
+    if reason is None:
+        return None
+    frame.waived = f"{rule} waived by profile {profile.name!r}: {reason}"
+    frame.difference = None
+    return f"the waived {rule} difference at step {frame.number}"
+
+
+def _attributed_rule(frame: Frame, profile: Profile, block_size: int) -> str:
+    """The rule the kit names first for ``frame``'s difference (:mod:`spec.rulemap`).
+    O(size of the state)."""
+    assert frame.difference is not None
+    view, _, rest = frame.difference.partition(".")
+    step, previous = frame.step, None
+    reference, target = frame.sides
+    if view == "outcome":
+        expected, actual = reference.outcome, target.outcome
+    else:  # a dump or stats read after the step, as the kit reads one
+        step, previous = {"op": view}, frame.step
+        expected, actual = _ok(getattr(reference, view)), _ok(getattr(target, view))
+    recency = profile.compares_recency
+    observation = Observation(
+        step,
+        normalise(step["op"], expected or {}, frame.levels, recency=recency),
+        normalise(step["op"], actual or {}, frame.levels, recency=recency),
+        "." + rest if rest else "",
+        previous,
+        frame.levels,
+        {"block_size": block_size},
+    )
+    return attribute(observation).rule
 
 
 def _map_kind(side: Side, profile: Profile) -> None:

@@ -29,11 +29,16 @@ def text_report(recording: Recording, views: list[list[View]]) -> str:
         lines += ["", f"── step {frame.number}/{total}{trace} ──{note}"]
         if frame.difference is not None:
             lines.append(f"≠ {row[-1]['name']} parts ways with the reference at {frame.difference}")
+        if frame.waived is not None:
+            lines.append(f"≈ not marked: {frame.waived}")
         for view, side in zip(row, frame.sides, strict=True):
             lines += _side(view, side.dump)
     first = recording.first_difference
     if len(recording.names) > 1:
         verdict = f"first difference at step {first + 1}" if first is not None else "no difference"
+        waived = sum(frame.waived is not None for frame in recording.frames)
+        if waived:
+            verdict += f" ({waived} step{'s' * (waived > 1)} not marked under the profile)"
         lines += ["", f"{recording.names[1]} against the reference: {verdict}"]
     return "\n".join(lines)
 

@@ -189,3 +189,37 @@ def test_the_text_and_the_page_show_the_waiver() -> None:
     frames = page_data(recording, views)["frames"]
     assert [frame["waived"] is not None for frame in frames] == [False] * 3 + [True] * 3
     assert all(frame["differs"] is None for frame in frames)
+
+
+def test_an_inadmissible_choice_after_a_waived_difference_is_still_marked() -> None:
+    """R-PIN-3, R-LRU-3: a waived difference does not hide a later inadmissible choice
+    (an evictor that frees a pinned block), though the trees may have parted."""
+    steps: list[dict[str, Any]] = [
+        {"op": "reset", "num_blocks": 4, "block_size": 1},
+        {"op": "insert", "tokens": [1, 2], "namespace": None, "pin": False},
+        {"op": "match", "tokens": [1], "namespace": None, "pin": False},
+        {"op": "insert", "tokens": [5], "namespace": None, "pin": True},
+        {"op": "evict", "count": 1},
+    ]
+
+    class FrozenFreesPinned(TreeAdapter):
+        def evict(self, count: object) -> Any:
+            return {"freed": [2]}  # block 2 holds [5], pinned by the live lease
+
+    profile = parse(
+        {
+            "name": "lenient",
+            "tolerate": {"eviction_granularity": "whole_leaf_node", "evicted_set": "covering"},
+            "waive": {"R-LRU-3": "keeps its own clock"},
+        }
+    )
+    recording = record(
+        steps, FrozenFreesPinned(ClockFrozenOnMatch, "frozen"), title="t", source="s",
+        profile=profile,
+    )  # fmt: skip
+    assert [frame.waived is not None for frame in recording.frames[:4]] == [
+        False, False, True, True,
+    ]  # fmt: skip
+    assert recording.first_difference == 4, [(f.difference, f.waived) for f in recording.frames]
+    note = recording.frames[4].sides[0].note
+    assert note is not None and note.startswith("not adopted")

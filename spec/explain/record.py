@@ -287,13 +287,13 @@ def _waive(frame: Frame, profile: Profile, block_size: int, parted: str | None) 
     A choice the reference could not adopt (inadmissible) stays marked. O(size of the
     state)."""
     assert frame.difference is not None
+    note = frame.sides[0].note
+    if note is not None and note.startswith("not adopted"):
+        return parted  # an inadmissible choice: the kit reports it whatever the profile
     if parted is not None:
         frame.waived = f"follows {parted}; differs at {frame.difference}"
         frame.difference = None
         return parted
-    note = frame.sides[0].note
-    if note is not None and note.startswith("not adopted"):
-        return None  # an inadmissible choice: the kit reports it whatever the profile
     rule = _attributed_rule(frame, profile, block_size)
     reason = profile.deviations().get(rule)
     if reason is None:

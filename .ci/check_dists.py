@@ -8,9 +8,12 @@ problem, when:
   found by setuptools-scm), or a file a user of the source needs (spec, vectors, stubs,
   ``py.typed``, LICENSE, README);
 * the wheel lacks a file git tracks inside a package (its code and its data: spec,
-  schemas, vectors, page assets, stubs, ``py.typed``), other than the sources that stay
-  in the sdist (``SOURCE_ONLY``) -- so a data file added without a ``package-data``
-  entry in pyproject.toml fails here, not on a user's machine;
+  schemas, vectors, page assets, stubs, ``py.typed``), under the import root
+  (``reference/tree.py`` is ``kachedb_radix/reference/tree.py`` in the wheel), other than
+  the sources that stay in the sdist (``SOURCE_ONLY``) -- so a data file added without a
+  ``package-data`` entry in pyproject.toml fails here, not on a user's machine;
+* the wheel holds anything at its top level but the import root ``kachedb_radix/`` and its
+  ``.dist-info`` folder, or ``top_level.txt`` names anything else;
 * the wheel built from the sdist differs from the one built from the tree in its file
   list, or in any file but the compiled extension (its debug info names the temporary
   build folder) and RECORD (which hashes it).
@@ -36,8 +39,10 @@ SDIST_REQUIRED = (
     "accel/_radix.pyi",
     "accel/radix.h",
 )
-#: The packages the wheel holds (pyproject.toml's packages.find).
+#: The package folders of the checkout, each installed under the import root.
 PACKAGES = ("reference/", "spec/", "accel/")
+#: The one top-level import package of the wheel.
+ROOT_PACKAGE = "kachedb_radix"
 #: Tracked files inside the packages that stay out of the wheel (fnmatch: ``*`` spans
 #: folders): the C twin's sources (the wheel has it compiled) and its developer notes.
 SOURCE_ONLY = ("accel/*.c", "accel/*.h", "accel/DESIGN.md", "accel/*.sh")
@@ -46,7 +51,9 @@ SOURCE_ONLY = ("accel/*.c", "accel/*.h", "accel/DESIGN.md", "accel/*.sh")
 def sdist_names(path: Path) -> set[str]:
     """File names in the sdist, without its top folder."""
     with tarfile.open(path) as archive:
-        names = {member.name for member in archive.getmembers() if member.isfile()}
+        # A link (the import root's, .ci/import-root/) is a file of the sdist as it is of git.
+        members = archive.getmembers()
+        names = {member.name for member in members if member.isfile() or member.issym()}
     return {name.split("/", 1)[1] for name in names}
 
 
@@ -75,9 +82,22 @@ def problems(sdist: Path, from_sdist: Path, from_tree: Path) -> list[str]:
         for name in sources
         if name.startswith(PACKAGES) and not any(fnmatch(name, glob) for glob in SOURCE_ONLY)
     ]
-    found += [f"wheel lacks {name} (package-data?)" for name in wanted if name not in wheel]
-    if not any(name.startswith("accel/_radix.") and name.endswith(".so") for name in wheel):
-        found.append("wheel lacks the compiled extension accel/_radix*.so")
+    found += [
+        f"wheel lacks {ROOT_PACKAGE}/{name} (package-data?)"
+        for name in wanted
+        if f"{ROOT_PACKAGE}/{name}" not in wheel
+    ]
+    extension = f"{ROOT_PACKAGE}/accel/_radix."
+    if not any(name.startswith(extension) and name.endswith(".so") for name in wheel):
+        found.append(f"wheel lacks the compiled extension {extension}*.so")
+    tops = {name.split("/", 1)[0] for name in wheel}
+    dist_info = {top for top in tops if top.endswith(".dist-info")}
+    others = sorted(tops - dist_info - {ROOT_PACKAGE})
+    found += [f"the wheel's top level holds {top}" for top in others]
+    for info in dist_info:
+        listed = wheel.get(f"{info}/top_level.txt", b"").decode().split()
+        if listed != [ROOT_PACKAGE]:
+            found.append(f"{info}/top_level.txt names {listed}, not [{ROOT_PACKAGE!r}]")
 
     only_sdist = sorted(wheel.keys() - tree_wheel.keys())
     only_tree = sorted(tree_wheel.keys() - wheel.keys())

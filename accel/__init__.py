@@ -1,12 +1,14 @@
-"""kachedb-radix accel: the C twin of :class:`reference.RadixTree`.
+"""kachedb-radix accel: the C twin of :class:`kachedb_radix.reference.RadixTree`.
 
-``accel.RadixTree`` has the reference's public API and behaves identically, call for
+``kachedb_radix.accel.RadixTree`` has the reference's public API and behaves identically, call for
 call (same results, block ids, clock, eviction order, ``dump()``, error classes from
-:mod:`reference.errors`, atomicity); it is only faster. ``accel.BlockAllocator`` is
-the twin of :class:`reference.allocator.BlockAllocator`. ``accel.Snapshot`` and
-``accel.Reader`` are the compiled twins of :mod:`reference.snapshot`'s classes.
-``accel.BlockPool`` is the CuPy twin of :class:`reference.BlockPool` (the KV block pool,
-:mod:`accel.blockpool`); CuPy is imported only when a pool is built, so this package
+:mod:`kachedb_radix.reference.errors`, atomicity); it is only faster.
+``kachedb_radix.accel.BlockAllocator`` is the twin of
+:class:`kachedb_radix.reference.allocator.BlockAllocator`. ``kachedb_radix.accel.Snapshot`` and
+``kachedb_radix.accel.Reader`` are the compiled twins of :mod:`kachedb_radix.reference.snapshot`'s
+classes. ``kachedb_radix.accel.BlockPool`` is the CuPy twin of
+:class:`kachedb_radix.reference.BlockPool` (the KV block pool,
+:mod:`kachedb_radix.accel.blockpool`); CuPy is imported only when a pool is built, so this package
 imports without CuPy or a GPU.
 
 Threads: writer calls from one thread at a time; ``snapshot()``, ``reader()`` and every
@@ -35,7 +37,7 @@ try:
     )
 except ImportError as error:  # pragma: no cover - exercised only on a broken install
     raise ImportError(
-        "the C extension accel._radix did not build; reinstall with a compiler, "
+        "the C extension kachedb_radix.accel._radix did not build; reinstall with a compiler, "
         "or set KACHEDB_RADIX_PURE=1 to use the pure-Python reference"
     ) from error
 

@@ -1,4 +1,4 @@
-/* accel._radix: the C twin of reference.RadixTree.
+/* kachedb_radix.accel._radix: the C twin of reference.RadixTree.
  *
  * Every public call mirrors reference/tree.py step for step (same checks in the same
  * order, same clock, same allocation and eviction order); see radix.h for the layout.
@@ -1317,7 +1317,7 @@ static PyGetSetDef Tree_getset[] = {
 
 PyTypeObject RadixTree_Type = {
     PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "accel._radix.RadixTree",
+    .tp_name = "kachedb_radix.accel._radix.RadixTree",
     .tp_basicsize = sizeof(TreeObject),
     .tp_dealloc = (destructor)Tree_dealloc,
     .tp_repr = (reprfunc)Tree_repr,
@@ -1413,7 +1413,7 @@ static PyMethodDef module_methods[] = {
 
 static struct PyModuleDef module_def = {
     PyModuleDef_HEAD_INIT,
-    .m_name = "accel._radix",
+    .m_name = "kachedb_radix.accel._radix",
     .m_doc = "The C twin of reference.RadixTree (see accel/DESIGN.md).",
     .m_size = -1,
     .m_methods = module_methods,
@@ -1440,22 +1440,22 @@ static PyObject *import_attr(const char *module, const char *name) {
     } while (0)
 
 PyMODINIT_FUNC PyInit__radix(void) {
-    IMPORT(TokenTypeError, "reference.errors", "TokenTypeError");
-    IMPORT(TokenRangeError, "reference.errors", "TokenRangeError");
-    IMPORT(TokenLayoutError, "reference.errors", "TokenLayoutError");
-    IMPORT(InvalidArgumentError, "reference.errors", "InvalidArgumentError");
-    IMPORT(OutOfBlocksError, "reference.errors", "OutOfBlocksError");
-    IMPORT(DoubleFreeError, "reference.errors", "DoubleFreeError");
-    IMPORT(ForeignBlockError, "reference.errors", "ForeignBlockError");
-    IMPORT(LeaseReleasedError, "reference.errors", "LeaseReleasedError");
-    IMPORT(ForeignLeaseError, "reference.errors", "ForeignLeaseError");
-    IMPORT(InvariantViolation, "reference.errors", "InvariantViolation");
-    IMPORT(ReaderLeftError, "reference.errors", "ReaderLeftError");
-    IMPORT(as_token_list, "reference.tokens", "as_token_list");
-    IMPORT(TreeStats, "reference.results", "TreeStats");
-    IMPORT(render_dump, "reference.render", "render_dump");
+    IMPORT(TokenTypeError, "kachedb_radix.reference.errors", "TokenTypeError");
+    IMPORT(TokenRangeError, "kachedb_radix.reference.errors", "TokenRangeError");
+    IMPORT(TokenLayoutError, "kachedb_radix.reference.errors", "TokenLayoutError");
+    IMPORT(InvalidArgumentError, "kachedb_radix.reference.errors", "InvalidArgumentError");
+    IMPORT(OutOfBlocksError, "kachedb_radix.reference.errors", "OutOfBlocksError");
+    IMPORT(DoubleFreeError, "kachedb_radix.reference.errors", "DoubleFreeError");
+    IMPORT(ForeignBlockError, "kachedb_radix.reference.errors", "ForeignBlockError");
+    IMPORT(LeaseReleasedError, "kachedb_radix.reference.errors", "LeaseReleasedError");
+    IMPORT(ForeignLeaseError, "kachedb_radix.reference.errors", "ForeignLeaseError");
+    IMPORT(InvariantViolation, "kachedb_radix.reference.errors", "InvariantViolation");
+    IMPORT(ReaderLeftError, "kachedb_radix.reference.errors", "ReaderLeftError");
+    IMPORT(as_token_list, "kachedb_radix.reference.tokens", "as_token_list");
+    IMPORT(TreeStats, "kachedb_radix.reference.results", "TreeStats");
+    IMPORT(render_dump, "kachedb_radix.reference.render", "render_dump");
     IMPORT(urandom, "os", "urandom");
-    IMPORT(dump_format, "reference.dump", "DUMP_FORMAT");
+    IMPORT(dump_format, "kachedb_radix.reference.dump", "DUMP_FORMAT");
     INTERN(s_tokens, "tokens");
     INTERN(s_namespace, "namespace");
     INTERN(s_pin, "pin");

@@ -1,6 +1,7 @@
-"""Type stubs for the C extension ``accel._radix`` (the C twin of reference.RadixTree).
+"""Type stubs for the C extension ``kachedb_radix.accel._radix`` (the C twin of
+reference.RadixTree).
 
-Checked against the built module with ``python -m mypy.stubtest accel._radix``.
+Checked against the built module with ``python -m mypy.stubtest kachedb_radix.accel._radix``.
 """
 
 import sys
@@ -10,7 +11,7 @@ from typing import Any, SupportsIndex, final, overload
 
 from typing_extensions import disjoint_base
 
-from reference.results import TreeStats
+from kachedb_radix.reference.results import TreeStats
 
 DUMP_FORMAT: int
 

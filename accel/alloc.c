@@ -316,14 +316,14 @@ static PyGetSetDef Alloc_getset[] = {
 
 PyTypeObject BlockAllocator_Type = {
     PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "accel._radix.BlockAllocator",
+    .tp_name = "kachedb_radix.accel._radix.BlockAllocator",
     .tp_basicsize = sizeof(AllocObject),
     .tp_dealloc = (destructor)Alloc_dealloc,
     .tp_repr = (reprfunc)Alloc_repr,
     .tp_flags = Py_TPFLAGS_DEFAULT,
     .tp_doc = "BlockAllocator(num_blocks)\n--\n\n"
               "A fixed pool of block ids, handed out smallest-first (same API as\n"
-              "reference.allocator.BlockAllocator).\n\n"
+              "kachedb_radix.reference.allocator.BlockAllocator).\n\n"
               "Raises:\n    InvalidArgumentError: ``num_blocks`` is not an int >= 1.\n\n"
               "Cost: O(num_blocks / 64) to build.",
     .tp_methods = Alloc_methods,

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Line and branch coverage of the C twin (gcov): accel._radix built with gcc --coverage
+# Line and branch coverage of the C twin (gcov): kachedb_radix.accel._radix built with gcc --coverage
 # in a temporary copy of the project, exercised by the test suite's accel cases and by
 # the fuzz corpus replayed through the differential harness, then summarised per file.
 #
@@ -15,23 +15,22 @@ set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/workcopy.sh" coverage
 rm -rf "$work/tests"
 cp -r "$root/tests" "$root/benchmarks" "$work/"
-rm -rf "$work"/tests/__pycache__
+find "$work/tests" -name __pycache__ -prune -exec rm -rf {} +
 build_in_place "${CC:-gcc}" "--coverage -O0 -g" "--coverage"
 check_built coverage
 cd "$work"
-unset PYTHONPATH
 
 # The test suite's accel cases (every test parametrised by implementation, the accel
 # tests, the differential tests, the fuzz regressions), then the fuzz corpus.
 "$python" -m pytest tests -k "accel" -q -p no:cacheprovider -o addopts="" -x \
-    --deselect tests/test_accel_leak.py "$@"
-"$python" -m tests.fuzz_accel --seed-corpus "$work/seeds" >/dev/null
-inputs=("$work"/seeds/* "$root"/tests/fuzz_regressions/*)
+    --deselect tests/accel/test_leak.py "$@"
+"$python" -m tests.accel.fuzz_harness --seed-corpus "$work/seeds" >/dev/null
+inputs=("$work"/seeds/* "$root"/tests/accel/fuzz_regressions/*)
 if [[ -n "${FUZZ_CORPUS:-}" ]]; then
     cp -r "$FUZZ_CORPUS" "$work/campaign"  # a still-running campaign rewrites its corpus
     inputs+=("$work"/campaign/*)
 fi
-printf '%s\0' "${inputs[@]}" | xargs -0 -n 200 "$python" -m tests.fuzz_accel >/dev/null
+printf '%s\0' "${inputs[@]}" | xargs -0 -n 200 "$python" -m tests.accel.fuzz_harness >/dev/null
 echo "coverage: replayed ${#inputs[@]} fuzz inputs"
 
 objects="$(dirname "$(find build -name '_radix.o' | head -n 1)")"

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Differential fuzzing of accel._radix against the reference (tests/fuzz_accel.py) with
+# Differential fuzzing of kachedb_radix.accel._radix against the reference (tests/accel/fuzz_harness.py) with
 # atheris (libFuzzer for Python), on a build of the C twin instrumented for libFuzzer's
 # coverage and checked by AddressSanitizer + UndefinedBehaviorSanitizer.
 #
@@ -22,18 +22,18 @@
 # PYTHONMALLOC=malloc routes the extension's PyMem allocations through ASan (short
 # allocation stacks and a small quarantine keep that affordable: rerun a crash with
 # ASAN_OPTIONS=detect_leaks=0:malloc_context_size=30 for full stacks). The seed
-# corpus is the golden vectors and kit traces, encoded (tests/fuzz_accel.py
-# --seed-corpus), plus the regression inputs in tests/fuzz_regressions/. Inputs are
+# corpus is the golden vectors and kit traces, encoded (tests/accel/fuzz_harness.py
+# --seed-corpus), plus the regression inputs in tests/accel/fuzz_regressions/. Inputs are
 # capped at FUZZ_MAX_LEN bytes (default 96, a dozen operations): short inputs keep the
 # executions per second up, and every operation is checked on its own anyway.
 #
 # A crash or disagreement stops the campaign; libFuzzer writes the input to
 # $FUZZ_ARTIFACTS (default: the current directory) as crash-*; minimise it (under the
 # same instrumented build) with
-#   accel/fuzz.sh --minimize crash-FILE tests/fuzz_regressions/NAME
-# and replay it: python -m tests.fuzz_accel tests/fuzz_regressions/NAME.
-# Fix it, and keep the minimised input in tests/fuzz_regressions/ (replayed by
-# tests/test_fuzz_accel.py).
+#   accel/fuzz.sh --minimize crash-FILE tests/accel/fuzz_regressions/NAME
+# and replay it: python -m tests.accel.fuzz_harness tests/accel/fuzz_regressions/NAME.
+# Fix it, and keep the minimised input in tests/accel/fuzz_regressions/ (replayed by
+# tests/accel/test_fuzz.py).
 set -euo pipefail
 
 if ! command -v clang >/dev/null; then
@@ -45,16 +45,17 @@ source "$(dirname "${BASH_SOURCE[0]}")/workcopy.sh" fuzz
 if ! "$python" -c 'import atheris' 2>/dev/null; then
     "$python" -m pip install --quiet atheris
 fi
-cp "$root/tests/__init__.py" "$root/tests/twins.py" "$root/tests/fuzz_accel.py" "$work/tests/"
+rm -rf "$work/tests"
+cp -r "$root/tests" "$work/"
+find "$work/tests" -name __pycache__ -prune -exec rm -rf {} +
 flags="-fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=undefined"
 build_in_place clang "$flags -fno-omit-frame-pointer -O1 -g" "-fsanitize=address,undefined"
 
 corpus="${FUZZ_CORPUS:-$work/corpus}"
 mkdir -p "$corpus" "$work/seeds"
 cd "$work"
-unset PYTHONPATH
-"$python" -m tests.fuzz_accel --seed-corpus "$work/seeds"
-cp "$root"/tests/fuzz_regressions/* "$work/seeds/" 2>/dev/null || true
+"$python" -m tests.accel.fuzz_harness --seed-corpus "$work/seeds"
+cp "$root"/tests/accel/fuzz_regressions/* "$work/seeds/" 2>/dev/null || true
 
 atheris_dir="$("$python" -c 'import atheris; print(atheris.path())')"
 export LD_PRELOAD="$atheris_dir/asan_with_fuzzer.so"
@@ -72,7 +73,7 @@ else
 fi
 if [[ "${1:-}" == "--minimize" ]]; then
     cd "$caller"
-    "$python" -c 'import sys; sys.path.insert(0, sys.argv[1]); from tests.fuzz_accel import main
+    "$python" -c 'import sys; sys.path.insert(0, sys.argv[1]); from tests.accel.fuzz_harness import main
 raise SystemExit(main(sys.argv[2:]))' "$work" --minimize "$2" "$3"
     exit
 fi
@@ -83,6 +84,6 @@ for arg in "$@"; do
     # A file argument (a crash to minimise or replay) replaces the corpus.
     if [[ "$arg" != -* ]]; then inputs=(); fi
 done
-"$python" -m tests.fuzz_accel "${limits[@]}" -artifact_prefix="$artifacts/" \
+"$python" -m tests.accel.fuzz_harness "${limits[@]}" -artifact_prefix="$artifacts/" \
     -print_final_stats=1 "$@" "${inputs[@]}"
 echo "fuzz: clean"

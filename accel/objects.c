@@ -258,7 +258,7 @@ static PyBufferProcs Blocks_as_buffer = {
 
 PyTypeObject Blocks_Type = {
     PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "accel._radix.Blocks",
+    .tp_name = "kachedb_radix.accel._radix.Blocks",
     .tp_basicsize = sizeof(BlocksObject),
     .tp_dealloc = (destructor)Blocks_dealloc,
     .tp_repr = (reprfunc)Blocks_repr,
@@ -313,7 +313,7 @@ static PyMethodDef BlocksIter_methods[] = {
 
 PyTypeObject BlocksIter_Type = {
     PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "accel._radix.BlocksIterator",
+    .tp_name = "kachedb_radix.accel._radix.BlocksIterator",
     .tp_basicsize = sizeof(BlocksIterObject),
     .tp_dealloc = (destructor)BlocksIter_dealloc,
     .tp_flags = Py_TPFLAGS_DEFAULT,
@@ -371,7 +371,7 @@ static PyGetSetDef MatchResult_getset[] = {
 
 PyTypeObject MatchResult_Type = {
     PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "accel._radix.MatchResult",
+    .tp_name = "kachedb_radix.accel._radix.MatchResult",
     .tp_basicsize = offsetof(MatchResultObject, ids),
     .tp_itemsize = sizeof(uint32_t),
     .tp_dealloc = (destructor)MatchResult_dealloc,
@@ -459,7 +459,7 @@ static PyGetSetDef InsertResult_getset[] = {
 
 PyTypeObject InsertResult_Type = {
     PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "accel._radix.InsertResult",
+    .tp_name = "kachedb_radix.accel._radix.InsertResult",
     .tp_basicsize = offsetof(InsertResultObject, ids),
     .tp_itemsize = sizeof(uint32_t),
     .tp_dealloc = (destructor)InsertResult_dealloc,
@@ -597,7 +597,7 @@ static PyGetSetDef Lease_getset[] = {
 
 PyTypeObject Lease_Type = {
     PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "accel._radix.Lease",
+    .tp_name = "kachedb_radix.accel._radix.Lease",
     .tp_basicsize = sizeof(LeaseObject),
     .tp_dealloc = (destructor)Lease_dealloc,
     .tp_repr = (reprfunc)Lease_repr,

@@ -1,4 +1,4 @@
-/* accel._radix -- the C twin of reference.RadixTree: shared declarations.
+/* kachedb_radix.accel._radix -- the C twin of reference.RadixTree: shared declarations.
  *
  * Layout (see accel/DESIGN.md for the full story):
  *

@@ -1603,7 +1603,7 @@ static PyGetSetDef Snapshot_getset[] = {
 
 PyTypeObject Snapshot_Type = {
     PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "accel._radix.Snapshot",
+    .tp_name = "kachedb_radix.accel._radix.Snapshot",
     .tp_basicsize = sizeof(SnapshotObject),
     .tp_dealloc = (destructor)Snapshot_dealloc,
     .tp_repr = (reprfunc)Snapshot_repr,
@@ -1677,7 +1677,7 @@ static PyGetSetDef Reader_getset[] = {
 
 PyTypeObject Reader_Type = {
     PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "accel._radix.Reader",
+    .tp_name = "kachedb_radix.accel._radix.Reader",
     .tp_basicsize = sizeof(ReaderObject),
     .tp_dealloc = (destructor)Reader_dealloc,
     .tp_repr = (reprfunc)Reader_repr,

@@ -19,7 +19,7 @@ Shapes (block size 16, tokens from a uint32 NumPy array, Python call included):
   seed it stays flat.
 * ``bytes_per_block``: the tree's own C memory beyond the 4*B token bytes, per cached
   block (``RadixTree.memory_bytes()``), on the gate's memory shapes
-  (:mod:`spec.gate.memory`), reported in ``extra_info``.
+  (:mod:`kachedb_radix.spec.gate.memory`), reported in ``extra_info``.
 
 Unit tests never assert timings; these numbers go to benchmarks/ACCEL.md.
 """
@@ -31,10 +31,9 @@ from typing import Any
 import numpy as np
 import pytest
 
-import accel
-import accel._radix as radix
-import reference
-from spec.gate import memory
+import kachedb_radix.accel._radix as radix
+from kachedb_radix import accel, reference
+from kachedb_radix.spec.gate import memory
 
 B = 16
 PROMPT_BLOCKS = 64

@@ -47,8 +47,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from accel.blockpool import BlockPool, cupy_unavailable_reason
-from reference.blockpool import Layout, PoolSpec
+from kachedb_radix.accel.blockpool import BlockPool, cupy_unavailable_reason
+from kachedb_radix.reference.blockpool import Layout, PoolSpec
 
 GPU_SKIP_REASON = cupy_unavailable_reason()
 BATCHES = [1, 4, 16, 64, 256, 1024, 4096]

@@ -3,7 +3,7 @@
 The worst case of an eviction queue: the *first* ``evict(64)`` after a fill, which pays
 for the fill's history if the queue is cleaned lazily.  Each round fills a fresh tree of
 the wide shared-prefix shape (untimed: 8 shared heads, leaves of 8 blocks under them,
-:func:`spec.gate.shapes.first_evict_workload`) and times that one call; the summary at
+:func:`kachedb_radix.spec.gate.shapes.first_evict_workload`) and times that one call; the summary at
 the end divides by 64 and prints the growth per implementation.  The cost must stay flat
 as the tree grows (O(log n) per block): the gate allows 3x from 10^3 to 10^6.  Block size
 1 keeps the 10^6-block fill affordable.

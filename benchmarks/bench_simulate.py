@@ -5,7 +5,7 @@ Run::
     python -m pytest benchmarks/bench_simulate.py -p no:cacheprovider --benchmark-only \\
         -o python_files='bench_*.py' --benchmark-columns=median,iqr,min,rounds
 
-The trace: the embedded workload (``spec.simulate.workload``) at 12,000 requests,
+The trace: the embedded workload (``kachedb_radix.spec.simulate.workload``) at 12,000 requests,
 written in the Mooncake format with one hash id per 148 tokens -- about 290,000 block
 references (the fixture checks the count). Each round reads and parses the file and
 replays it in sequential mode through a fresh tree of :data:`CAPACITY` blocks (about
@@ -28,12 +28,12 @@ from typing import Any
 import pytest
 
 from benchmarks import shapes
-from spec.simulate.bounds import belady_lengths, next_uses
-from spec.simulate.export import mooncake_lines, write_lines
-from spec.simulate.formats import read_trace
-from spec.simulate.prefix import prefix_paths
-from spec.simulate.sequential import replay_sequential
-from spec.simulate.workload import WorkloadSpec, generate
+from kachedb_radix.spec.simulate.bounds import belady_lengths, next_uses
+from kachedb_radix.spec.simulate.export import mooncake_lines, write_lines
+from kachedb_radix.spec.simulate.formats import read_trace
+from kachedb_radix.spec.simulate.prefix import prefix_paths
+from kachedb_radix.spec.simulate.sequential import replay_sequential
+from kachedb_radix.spec.simulate.workload import WorkloadSpec, generate
 
 REQUESTS = 12_000
 HASH_BLOCK_TOKENS = 148

@@ -30,8 +30,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-import accel
-import reference
+from kachedb_radix import accel, reference
 
 B = 16
 LEVELS = 64

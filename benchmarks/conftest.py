@@ -24,7 +24,7 @@ import pytest
 
 from benchmarks import shapes
 from benchmarks.flat_index import FlatIndex
-from spec.gate.timing import format_ns
+from kachedb_radix.spec.gate.timing import format_ns
 
 IMPLEMENTATIONS = shapes.find_implementations()
 TREE_NAMES = ("reference", "accel")

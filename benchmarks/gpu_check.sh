@@ -19,6 +19,9 @@ mkdir -p "$1"
 OUT="$(cd "$1" && pwd)"
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$ROOT" || exit 2
+# Nothing is installed here: the checkout's import root (links to reference/, accel/ and
+# spec/ under the name kachedb_radix) makes `import kachedb_radix` find the tree itself.
+export PYTHONPATH="$ROOT/.ci/import-root${PYTHONPATH:+:$PYTHONPATH}"
 PY="${PYTHON:-python3}"
 LOG="$OUT/gpu_check.log"
 : >"$LOG"
@@ -41,11 +44,11 @@ if ! "$PY" -c "import ${DEPS// /, }" >/dev/null 2>&1; then
   timeout 60 "$PY" -m pip install -q numpy pytest hypothesis pytest-benchmark immutables \
     typing_extensions >>"$LOG" 2>&1 || note "pip install of test dependencies failed"
 fi
-# The C twin of the tree: `import accel` needs it.  Carried, or built here if a compiler is.
-if ! "$PY" -c "import accel" >/dev/null 2>&1; then
-  log "accel._radix not importable for $("$PY" -V 2>&1); building it in place"
+# The C twin of the tree: `import kachedb_radix.accel` needs it.  Carried, or built here if a compiler is.
+if ! "$PY" -c "import kachedb_radix.accel" >/dev/null 2>&1; then
+  log "kachedb_radix.accel._radix not importable for $("$PY" -V 2>&1); building it in place"
   timeout 90 "$PY" -c 'from setuptools import setup; setup()' build_ext --inplace -q \
-    >>"$LOG" 2>&1 || note "building accel._radix failed (carry it: benchmarks/gpu_prepare.sh)"
+    >>"$LOG" 2>&1 || note "building kachedb_radix.accel._radix failed (carry it: benchmarks/gpu_prepare.sh)"
 fi
 
 # 2. GPU and CuPy (install the wheel matching the driver's CUDA major version if missing).
@@ -74,8 +77,8 @@ else
   note "no GPU visible (nvidia-smi missing or failing); CuPy not installed by this script"
 fi
 CUPY_VER=$("$PY" -c "import cupy; print(cupy.__version__)" 2>/dev/null || echo "not importable")
-REASON=$("$PY" -c "from accel.blockpool import cupy_unavailable_reason as r; print(r() or 'available')" 2>&1 | tail -n1)
-note "cupy: ${CUPY_VER}; accel.BlockPool (CuPy): ${REASON}"
+REASON=$("$PY" -c "from kachedb_radix.accel.blockpool import cupy_unavailable_reason as r; print(r() or 'available')" 2>&1 | tail -n1)
+note "cupy: ${CUPY_VER}; kachedb_radix.accel.BlockPool (CuPy): ${REASON}"
 
 # Warnings stay visible but do not fail this one-shot device run: CI enforces warnings as
 # errors on the CPU, while CuPy and torch on an unknown driver may warn about themselves.
@@ -84,9 +87,9 @@ WARN=(-W default::UserWarning -W default::RuntimeWarning -W default::Deprecation
 
 # 3. Tests (both twins through the shared suite, the GPU-only tests, the kernel plans, the
 #    host side of every call on the device and on the CPU fake).
-timeout 150 "$PY" -m pytest -p no:cacheprovider "${WARN[@]}" tests/test_blockpool.py \
-  tests/test_blockpool_gpu.py tests/test_blockpool_kernels.py tests/test_blockpool_layout.py \
-  tests/test_blockpool_device_path.py tests/test_blockpool_host_side.py -rs \
+timeout 150 "$PY" -m pytest -p no:cacheprovider "${WARN[@]}" tests/blockpool/test_pool.py \
+  tests/blockpool/test_gpu.py tests/blockpool/test_kernels.py tests/blockpool/test_layout.py \
+  tests/blockpool/test_device_path.py tests/blockpool/test_host_side.py -rs \
   --junitxml="$OUT/junit-tests.xml" 2>&1 | tee -a "$LOG" | tail -n 30
 TEST_RC=${PIPESTATUS[0]}
 note "tests exit code: ${TEST_RC}"

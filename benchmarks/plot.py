@@ -17,8 +17,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from spec.gate import run as gate_run
-from spec.gate import timing
+from kachedb_radix.spec.gate import run as gate_run
+from kachedb_radix.spec.gate import timing
 
 from . import shapes
 

@@ -1,7 +1,7 @@
 """The benchmark suite's shapes: the gate's standard shapes, plus what only the suite uses.
 
-The trees and workloads are the gate's (:mod:`spec.gate.shapes`, re-exported here, so the
-suite, the plot and the gate measure exactly the same things).  Here beside them:
+The trees and workloads are the gate's (:mod:`kachedb_radix.spec.gate.shapes`, re-exported here, so
+the suite, the plot and the gate measure exactly the same things).  Here beside them:
 
 * :func:`find_implementations` -- which tree implementations run, and why any does not;
 * :func:`build_flat` -- the flat hash-map baseline holding a shape's sequences;
@@ -18,11 +18,11 @@ import tracemalloc
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-import reference
-from spec.gate.memory import grouped
-from spec.gate.shapes import *  # noqa: F403 - the shared shapes, re-exported
-from spec.gate.shapes import BLOCK_SIZE, Shape, TreeFactory, _check_full_match
-from spec.impls import PURE_SWITCH
+from kachedb_radix import reference
+from kachedb_radix.spec.gate.memory import grouped
+from kachedb_radix.spec.gate.shapes import *  # noqa: F403 - the shared shapes, re-exported
+from kachedb_radix.spec.gate.shapes import BLOCK_SIZE, Shape, TreeFactory, _check_full_match
+from kachedb_radix.spec.impls import PURE_SWITCH
 
 from .flat_index import FlatIndex
 

@@ -1,11 +1,11 @@
 """kachedb-radix reference: the executable specification of a KV prefix-cache radix tree.
 
-Pure Python, written to be read. Start at :mod:`reference.tree`; each module states its
-invariants and the spec rules (``R-...``) it implements. The tree needs nothing beyond
-the standard library and ``immutables``; the block pool (:mod:`reference.blockpool`) is
+Pure Python, written to be read. Start at :mod:`kachedb_radix.reference.tree`; each module states
+its invariants and the spec rules (``R-...``) it implements. The tree needs nothing beyond the
+standard library and ``immutables``; the block pool (:mod:`kachedb_radix.reference.blockpool`) is
 NumPy.
 
-Every class here has a fast twin of the same name in :mod:`accel`: ``RadixTree`` (C),
+Every class here has a fast twin of the same name in :mod:`kachedb_radix.accel`: ``RadixTree`` (C),
 ``BlockPool`` (CuPy on a GPU), with the same API and behaviour.
 """
 

@@ -1,7 +1,7 @@
 """A node of the radix tree: one version of one edge of whole blocks.
 
 Nodes are **persistent**: once a node is reachable from a published version of the
-tree (see :mod:`reference.snapshot`), nothing a reader can see in it ever changes.
+tree (see :mod:`kachedb_radix.reference.snapshot`), nothing a reader can see in it ever changes.
 A change makes a new version of the node instead -- and, since the parent must
 point at the new version, a new version of the parent, and so on up to the root
 ("path copying"). Everything below the changed path is shared between the old and

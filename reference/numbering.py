@@ -2,7 +2,7 @@
 
 A :class:`Numbering` hands out 1, 2, 3, ... through ``next()``, like
 ``itertools.count(1)``, but its state is one plain int, so a tree holding it can be
-copied (:meth:`reference.RadixTree.clone`). ``itertools.count`` cannot be: its copy
+copied (:meth:`kachedb_radix.reference.RadixTree.clone`). ``itertools.count`` cannot be: its copy
 and pickle support was deprecated in Python 3.12 and removed in 3.14.
 
 Epoch numbers are observable (``stats().oldest_reader``), so a copy must continue a

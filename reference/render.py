@@ -22,7 +22,8 @@ _SHOWN_TOKENS = 4
 
 
 def render_dump(dump: dict[str, Any]) -> str:
-    """Render a dump (see :mod:`reference.dump`) as lines of text. O(size of the dump)."""
+    """Render a dump (see :mod:`kachedb_radix.reference.dump`) as lines of text. O(size of the
+    dump)."""
     cached = 0
     pinned = 0
     for space in dump["namespaces"]:

@@ -1,6 +1,6 @@
 """Snapshots and reader epochs: readers that never block, blocks never reused too early.
 
-**Versions.** The tree is persistent (see :mod:`reference.node`): a change builds
+**Versions.** The tree is persistent (see :mod:`kachedb_radix.reference.node`): a change builds
 new versions of the nodes on its path and leaves the old ones intact. At the end of
 every successful ``match``, ``insert``, ``release`` and ``evict`` -- and once more
 inside an ``insert`` that had to evict, right after the eviction -- the writer

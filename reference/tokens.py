@@ -9,7 +9,7 @@ ids either as Python lists or as integer arrays, so both are accepted:
   ``memoryview``) whose items are uint32, int32 or int64 in native byte order, laid
   out one-dimensional and C-contiguous.
 
-Anything else raises a subclass of :class:`~reference.errors.InvalidTokensError`.
+Anything else raises a subclass of :class:`~kachedb_radix.reference.errors.InvalidTokensError`.
 The whole input is validated on every call, even when a match would stop early
 (R-TOK-5): an answer must not depend on how far an implementation happened to read.
 Checks run in a fixed order so every implementation reports the same error kind:

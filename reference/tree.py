@@ -32,14 +32,15 @@ Decisions (each a rule of ``spec/SPEC.md``; the id is cited where it is enforced
 
 How the state is kept:
 
-* the **shape** -- nodes, edges, children -- is persistent (:mod:`reference.node`):
+* the **shape** -- nodes, edges, children -- is persistent (:mod:`kachedb_radix.reference.node`):
   every change path-copies from the changed node to the root and publishes the
-  new roots by one assignment (:mod:`reference.snapshot`);
+  new roots by one assignment (:mod:`kachedb_radix.reference.snapshot`);
 * the **writer's bookkeeping** lives in side tables only the writer touches:
   each node's current version and parent by node id, each block's pin count and
   stamp by block id, the eviction queue, the leases, the quarantine.
 
-Invariants: see :mod:`reference.invariants`, run by :meth:`RadixTree.check_invariants`.
+Invariants: see :mod:`kachedb_radix.reference.invariants`, run by
+:meth:`RadixTree.check_invariants`.
 """
 
 from __future__ import annotations
@@ -79,7 +80,7 @@ class RadixTree:
         InvalidArgumentError: either argument is not an int >= 1.
 
     Cost: O(num_blocks) to build. One writer thread at a time; ``snapshot()`` and
-    ``reader()`` from any thread (see :mod:`reference.snapshot`).
+    ``reader()`` from any thread (see :mod:`kachedb_radix.reference.snapshot`).
     """
 
     implementation = "reference"
@@ -321,7 +322,7 @@ class RadixTree:
         Cost: O(num_blocks + nodes + leases + readers + L) for L evictable
         leaves. The persistent shape is shared, not copied: a shared node version
         is never changed, and one tree extends a shared edge's lists in place only
-        past what every version of the other reads (see :mod:`reference.node`),
+        past what every version of the other reads (see :mod:`kachedb_radix.reference.node`),
         exactly as the live tree does with its snapshots. Everything else the
         writer changes in place is copied. No ``copy.deepcopy`` of the whole tree.
         """

@@ -1,14 +1,15 @@
 """kachedb-radix conformance kit: the normative spec and the tools that check against it.
 
-``SPEC.md`` beside this file states every rule (``R-GROUP-n``). The kit drives any
-implementation -- in-process through :class:`spec.adapter.TreeAdapter` or any
-:class:`spec.candidate.Candidate`, out-of-process through the JSON-lines protocol of
-:mod:`spec.stdio` -- in lockstep with :mod:`reference`, under the deviations it
-declares (:mod:`spec.profile`) and a policy-free safety check (:mod:`spec.safety`),
-and reports every finding with its rule ids, shrunk (:func:`spec.runner.run_kit`).
-Targets and profiles resolve with :func:`spec.targets.resolve` and
-:func:`spec.profile.load`. Golden vectors live in ``spec/vectors/``, planted bugs in
-:mod:`spec.mutants`, real peers in :mod:`spec.peers`.
+``SPEC.md`` beside this file states every rule (``R-GROUP-n``). The kit drives any implementation --
+in-process through :class:`kachedb_radix.spec.adapter.TreeAdapter` or any
+:class:`kachedb_radix.spec.candidate.Candidate`, out-of-process through the JSON-lines protocol of
+:mod:`kachedb_radix.spec.stdio` -- in lockstep with :mod:`kachedb_radix.reference`, under the
+deviations it declares (:mod:`kachedb_radix.spec.profile`) and a policy-free safety check
+(:mod:`kachedb_radix.spec.safety`), and reports every finding with its rule ids, shrunk
+(:func:`kachedb_radix.spec.runner.run_kit`). Targets and profiles resolve with
+:func:`kachedb_radix.spec.targets.resolve` and :func:`kachedb_radix.spec.profile.load`. Golden
+vectors live in ``spec/vectors/``, planted bugs in :mod:`kachedb_radix.spec.mutants`, real peers in
+:mod:`kachedb_radix.spec.peers`.
 """
 
 from __future__ import annotations

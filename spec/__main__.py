@@ -1,7 +1,8 @@
-"""``python -m spec``: the ``kachedb-radix`` command line, without the console script."""
+"""``python -m kachedb_radix.spec``: the ``kachedb-radix`` command line, without the console
+script."""
 
 import sys
 
-from spec.cli import main
+from kachedb_radix.spec.cli import main
 
 sys.exit(main())

@@ -2,14 +2,14 @@
 
 Any class built as ``Tree(num_blocks, block_size)`` whose instances offer
 ``match``/``insert``/``release``/``evict``/``stats``/``namespaces``/``dump`` the way
-:class:`reference.RadixTree` does can be checked without writing a line of glue:
-the reference itself, the C twin ``accel.RadixTree`` and every mutant are driven
+:class:`kachedb_radix.reference.RadixTree` does can be checked without writing a line of glue:
+the reference itself, the C twin ``kachedb_radix.accel.RadixTree`` and every mutant are driven
 this way. A class that also offers ``snapshot``/``reader``/``reclaim`` (snapshots
 and readers with ``match``, ``dump``, ``version``; readers with ``epoch`` and
 ``leave``) declares the ``snapshots`` level by default; one that does not is
 checked at the other levels.
 
-Errors: a :class:`reference.errors.RadixError` becomes a :class:`CandidateError`
+Errors: a :class:`kachedb_radix.reference.errors.RadixError` becomes a :class:`CandidateError`
 with its ``kind``; any other exception becomes kind ``"unexpected:<Class>"`` so a
 crash inside the tree shows up as a disagreement rather than stopping the kit.
 """
@@ -20,7 +20,7 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-from reference.errors import RadixError
+from kachedb_radix.reference.errors import RadixError
 
 from .candidate import (
     CandidateError,
@@ -116,7 +116,7 @@ class TreeAdapter:
         self._foreign = None
 
     def match(self, tokens: object, namespace: object, pin: bool) -> MatchAnswer:
-        """``tree.match``; see :class:`spec.candidate.Candidate`."""
+        """``tree.match``; see :class:`kachedb_radix.spec.candidate.Candidate`."""
         result = _call(self._tree.match, tokens, namespace, pin=pin)
         return {
             "length": int(result.length),
@@ -125,7 +125,7 @@ class TreeAdapter:
         }
 
     def insert(self, tokens: object, namespace: object, pin: bool) -> InsertAnswer:
-        """``tree.insert``; see :class:`spec.candidate.Candidate`."""
+        """``tree.insert``; see :class:`kachedb_radix.spec.candidate.Candidate`."""
         return self._insert_answer(_call(self._tree.insert, tokens, namespace, pin=pin))
 
     def _insert_answer(self, result: Any) -> InsertAnswer:

@@ -32,5 +32,5 @@ def tree_class(name: str) -> Any:
     """
     if name not in IMPLEMENTATION_NAMES:
         raise ValueError(f"unknown implementation {name!r}; choose from {IMPLEMENTATION_NAMES}")
-    module = importlib.import_module(name)
+    module = importlib.import_module(f"kachedb_radix.{name}")
     return module.RadixTree

@@ -1,12 +1,12 @@
 """Lockstep execution: apply each step to a candidate and the reference, check, compare.
 
-:class:`Lockstep` is the kit's core, used by the search (:mod:`spec.machine`), the
-shrinker (:mod:`spec.shrink`) and ``replay``. Per step it
+:class:`Lockstep` is the kit's core, used by the search (:mod:`kachedb_radix.spec.machine`), the
+shrinker (:mod:`kachedb_radix.spec.shrink`) and ``replay``. Per step it
 
 1. asks the candidate (first, so the oracle can follow its admissible choices);
-2. runs the policy-free safety check on the candidate's answer (:mod:`spec.safety`);
-3. asks the oracle (:mod:`spec.oracle`), adopting the candidate's evictions and
-   allocations where the profile tolerates another policy (:mod:`spec.profile`);
+2. runs the policy-free safety check on the candidate's answer (:mod:`kachedb_radix.spec.safety`);
+3. asks the oracle (:mod:`kachedb_radix.spec.oracle`), adopting the candidate's evictions and
+   allocations where the profile tolerates another policy (:mod:`kachedb_radix.spec.profile`);
 4. compares the two outcomes, reduced to the levels and the profile;
 5. compares the read-only views (stats and namespaces after every step; the dump
    after every step while the tree is small, else every few steps (more apart as
@@ -16,7 +16,7 @@ shrinker (:mod:`spec.shrink`) and ``replay``. Per step it
 
 Anything wrong raises :class:`Disagreement` carrying a :class:`Difference`: the trace
 up to and including the offending step, both outcomes, and the rules it breaks with
-a likely cause (:mod:`spec.rulemap`). The rules each step exercised accumulate in
+a likely cause (:mod:`kachedb_radix.spec.rulemap`). The rules each step exercised accumulate in
 :attr:`Lockstep.exercised`.
 """
 
@@ -26,9 +26,9 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from reference.errors import RadixError
-from reference.tokens import as_token_list
-from reference.tree import check_namespace
+from kachedb_radix.reference.errors import RadixError
+from kachedb_radix.reference.tokens import as_token_list
+from kachedb_radix.reference.tree import check_namespace
 
 from .adapter import TreeAdapter
 from .candidate import Candidate, CandidateError, CandidateFailure
@@ -57,7 +57,7 @@ class Difference:
         candidate: the candidate's name.
         levels: the levels compared.
         kind: one of :data:`FINDING_KINDS`.
-        rules: the rules it breaks, the primary first (:mod:`spec.rulemap`).
+        rules: the rules it breaks, the primary first (:mod:`kachedb_radix.spec.rulemap`).
         cause: a one-line likely cause.
         peer_note: the primary rule's peer note in SPEC.md.
     """
@@ -215,7 +215,7 @@ class Lockstep:
         levels: the levels compared (outcomes are normalised to them).
         profile: the candidate's declared deviations (default: none).
         check_reads: compare dump, stats and namespaces after steps.
-        oracle: the reference (default: a fresh :class:`spec.oracle.OracleAdapter`).
+        oracle: the reference (default: a fresh :class:`kachedb_radix.spec.oracle.OracleAdapter`).
         exercised: the set the rules each step exercises are added to (default: a
             new one; a search shares one across its examples).
     """

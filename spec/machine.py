@@ -13,10 +13,10 @@ tree's depth, its leaves, the most children of one node, the blocks evicted, the
 clock and the eviction queue's length to Hypothesis's ``target()``, which steers
 later examples towards more.
 
-Steps come from :mod:`spec.generate`; the per-step details are drawn from a seed
+Steps come from :mod:`kachedb_radix.spec.generate`; the per-step details are drawn from a seed
 Hypothesis chooses (so an example costs few choices however long it is). The
 search never shrinks: a finding ends its example and is recorded per rule
-(:class:`Session`), and the search goes on; :mod:`spec.shrink` minimises each
+(:class:`Session`), and the search goes on; :mod:`kachedb_radix.spec.shrink` minimises each
 recorded finding afterwards. Examples are therefore counted without shrinking
 replays.
 """

@@ -1,8 +1,8 @@
 """The kit's oracle: the reference, able to follow a candidate's admissible choices.
 
-With the strict profile the oracle is exactly :class:`reference.RadixTree`: it
+With the strict profile the oracle is exactly :class:`kachedb_radix.reference.RadixTree`: it
 evicts and allocates by the rules and the kit compares block for block. A profile
-that tolerates another eviction or allocation policy (:mod:`spec.profile`) makes
+that tolerates another eviction or allocation policy (:mod:`kachedb_radix.spec.profile`) makes
 the oracle *adopt* the candidate's choice instead -- evict exactly the blocks the
 candidate evicted, hand out exactly the ids it allocated -- after checking that the
 choice is admissible under the declared modes:
@@ -21,7 +21,7 @@ An inadmissible choice raises :class:`Inadmissible`, naming the rules it breaks.
 Having adopted the choice, both trees hold the same blocks under the same ids, so
 everything else -- answers, dumps, pins, stats -- is still compared exactly.
 
-The oracle also records facts the rule map uses (:mod:`spec.rulemap`): whether an
+The oracle also records facts the rule map uses (:mod:`kachedb_radix.spec.rulemap`): whether an
 insert split an edge, readers inside and blocks pinned before a step.
 """
 
@@ -31,13 +31,13 @@ import heapq
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-import reference
-from reference.allocator import BlockAllocator
-from reference.errors import InvalidArgumentError, RadixError
-from reference.node import Node
-from reference.tokens import as_token_list
-from reference.tree import check_namespace
-from reference.walk import Path
+from kachedb_radix import reference
+from kachedb_radix.reference.allocator import BlockAllocator
+from kachedb_radix.reference.errors import InvalidArgumentError, RadixError
+from kachedb_radix.reference.node import Node
+from kachedb_radix.reference.tokens import as_token_list
+from kachedb_radix.reference.tree import check_namespace
+from kachedb_radix.reference.walk import Path
 
 from .adapter import TreeAdapter
 from .candidate import CandidateError, EvictAnswer, InsertAnswer
@@ -96,7 +96,7 @@ class FollowingAllocator(BlockAllocator):
 
 
 class FollowingTree(reference.RadixTree):
-    """:class:`reference.RadixTree`, plus adoption of evictions and allocations."""
+    """:class:`kachedb_radix.reference.RadixTree`, plus adoption of evictions and allocations."""
 
     implementation = "reference"
 

@@ -43,7 +43,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
-from reference.errors import ERROR_KINDS
+from kachedb_radix.reference.errors import ERROR_KINDS
 
 from .rules import load_rules
 

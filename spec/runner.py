@@ -1,8 +1,8 @@
 """Run the kit against one candidate and report rule by rule.
 
-:func:`run_kit` searches (:mod:`spec.machine`) -- by default through every example,
+:func:`run_kit` searches (:mod:`kachedb_radix.spec.machine`) -- by default through every example,
 recording the first finding of each rule; with ``first`` stopping at the first --
-then shrinks each finding (:mod:`spec.shrink`) and builds a :class:`Report`: the
+then shrinks each finding (:mod:`kachedb_radix.spec.shrink`) and builds a :class:`Report`: the
 findings, and a table of every rule of the levels checked: ``pass`` (exercised,
 never broken), ``fail`` (with its shrunk trace), ``waived`` (with the profile's
 reason) or ``not exercised`` (with why, when the kit cannot reach it).

@@ -1,4 +1,4 @@
-"""A stdio server for the reference (or the C twin): ``python -m spec.serve``.
+"""A stdio server for the reference (or the C twin): ``python -m kachedb_radix.spec.serve``.
 
 It is both a tool and a worked example of the protocol (``SPEC.md``, "The stdio
 protocol"): an implementer can diff their program's traffic against it, and the
@@ -6,9 +6,9 @@ kit's own tests run the whole state machine through it as a child process.
 
 Usage::
 
-    python -m spec.serve [--impl reference|accel] [--levels core,pinning,...]
+    python -m kachedb_radix.spec.serve [--impl reference|accel] [--levels core,pinning,...]
 
-It speaks protocol version 2 (``spec.protocol.PROTOCOL_VERSION``).
+It speaks protocol version 2 (``kachedb_radix.spec.protocol.PROTOCOL_VERSION``).
 
 It reads requests from stdin until end of file and answers each on one line.
 """
@@ -21,7 +21,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any, TextIO
 
-from reference.errors import ERROR_KINDS
+from kachedb_radix.reference.errors import ERROR_KINDS
 
 from .adapter import TreeAdapter, supported_levels
 from .candidate import Candidate, CandidateError
@@ -46,7 +46,7 @@ def handle(candidate: Candidate, message: dict[str, Any]) -> Any:
     Raises:
         CandidateError: the call was rejected (its kind goes back to the kit), the
             request is malformed (kind ``"protocol"``: it does not validate against
-            the schema, :func:`spec.protocol.request_problem`) or names an unknown
+            the schema, :func:`kachedb_radix.spec.protocol.request_problem`) or names an unknown
             operation (kind ``"unsupported"``).
     """
     problem = request_problem(message)
@@ -146,27 +146,27 @@ def build(impl: str, levels: frozenset[str] | None = None) -> Candidate:
     factory: Any
     if impl == "accel":
         try:
-            import accel
+            from kachedb_radix import accel
         except ImportError as exc:
             raise SystemExit(
-                f"spec.serve: --impl accel: the C twin is not available ({exc})"
+                f"kachedb_radix.spec.serve: --impl accel: the C twin is not available ({exc})"
             ) from None
         factory = accel.RadixTree
     else:
-        import reference
+        from kachedb_radix import reference
 
         factory = reference.RadixTree
     offered = supported_levels(factory)
     if levels is not None and not levels <= offered:
         missing = ", ".join(ordered(levels - offered))
-        raise SystemExit(f"spec.serve: {impl} does not offer level(s) {missing}")
+        raise SystemExit(f"kachedb_radix.spec.serve: {impl} does not offer level(s) {missing}")
     return TreeAdapter(factory, impl, offered if levels is None else levels)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Command line entry point; returns the exit status."""
     parser = argparse.ArgumentParser(
-        prog="python -m spec.serve",
+        prog="python -m kachedb_radix.spec.serve",
         description="Serve a kachedb-radix implementation over the JSON-lines stdio protocol.",
     )
     parser.add_argument("--impl", choices=("reference", "accel"), default="reference")

@@ -2,7 +2,7 @@
 
 The search records each finding with the whole example that led to it, often
 hundreds of steps. This shrinker replays candidate traces through a fresh
-:class:`~spec.lockstep.Lockstep` and keeps every change after which the same rule
+:class:`~kachedb_radix.spec.lockstep.Lockstep` and keeps every change after which the same rule
 is still broken first (or, for a failure, the candidate still fails): it deletes
 runs of steps (halves, quarters, ... single steps), then simplifies what is left
 (shorter token lists, no pin, the default namespace, smaller counts, a smaller

@@ -1,13 +1,13 @@
 """Resolve a target name into something the kit can check: :func:`resolve`, :func:`command`.
 
-A :class:`Target` is a name, a way to open a fresh :class:`~spec.candidate.Candidate`
+A :class:`Target` is a name, a way to open a fresh :class:`~kachedb_radix.spec.candidate.Candidate`
 (again after one failed: a program that died is restarted) and the deviation
-profile to check it under (:mod:`spec.profile`). Names:
+profile to check it under (:mod:`kachedb_radix.spec.profile`). Names:
 
 * ``reference`` -- the pure-Python reference (checking it against itself is a
   smoke test of the kit);
 * ``accel`` -- the C twin, imported only when asked for;
-* a peer of :mod:`spec.peers` (``sglang``) -- a real cache behind an adapter, with
+* a peer of :mod:`kachedb_radix.spec.peers` (``sglang``) -- a real cache behind an adapter, with
   the profile it ships;
 * ``module:attribute`` -- any Python object: a tree class with the reference API
   (``Tree(num_blocks, block_size)``; wrapped by :class:`TreeAdapter`), an object
@@ -15,7 +15,7 @@ profile to check it under (:mod:`spec.profile`). Names:
   class of such objects (instantiated with no arguments), or a zero-argument
   function returning either;
 * a command line (:func:`command`, ``--cmd "program args"``) -- a program speaking
-  the stdio protocol (:class:`spec.stdio.StdioCandidate`).
+  the stdio protocol (:class:`kachedb_radix.spec.stdio.StdioCandidate`).
 
 Both functions are plain, for other tools too (``kachedb-radix explain`` resolves
 targets and profiles the way ``conform`` does)::
@@ -73,7 +73,7 @@ def resolve(name: str, *, profile: ProfileSpec = None, timeout: float | None = N
     deviations), or None for the target's own (a peer's shipped profile; otherwise
     the strict spec). With
     ``timeout``, each call of the candidate must answer within that many seconds
-    (:mod:`spec.timeout`).
+    (:mod:`kachedb_radix.spec.timeout`).
 
     Raises:
         TargetError: unknown name, import failure, or an object of neither shape.
@@ -108,12 +108,12 @@ def _opener(name: str) -> tuple[Callable[[], Candidate], Profile]:
     from . import peers
 
     if name == "reference":
-        import reference
+        from kachedb_radix import reference
 
         return (lambda: TreeAdapter(reference.RadixTree, "reference")), STRICT
     if name == "accel":
         try:
-            import accel
+            from kachedb_radix import accel
         except ImportError as exc:
             raise TargetError(
                 f"target accel: the C twin cannot be imported ({exc}); build it with "
@@ -185,7 +185,7 @@ def command(line: str, *, timeout: float = DEFAULT_TIMEOUT, profile: ProfileSpec
     """The program ``line`` (split like a shell would) as a stdio target.
 
     Opening it starts the program and says ``hello`` (raising
-    :class:`~spec.candidate.CandidateFailure` when it does not start or fails the
+    :class:`~kachedb_radix.spec.candidate.CandidateFailure` when it does not start or fails the
     handshake); after a failure the kit opens it again.
 
     Raises:

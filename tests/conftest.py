@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-import reference
+from kachedb_radix import reference
 
 TreeFactory = Callable[..., Any]
 
@@ -24,7 +24,7 @@ def implementations() -> dict[str, TreeFactory]:
     if os.environ.get("KACHEDB_RADIX_PURE") != "1":
         # No except clause on purpose: if the C extension did not build, this import
         # raises and the whole test run fails. Only KACHEDB_RADIX_PURE=1 may drop accel.
-        import accel
+        from kachedb_radix import accel
 
         found["accel"] = accel.RadixTree
     return found
@@ -53,29 +53,14 @@ def make_tree(impl_name: str) -> TreeFactory:
     return build
 
 
-#: The quick suite, ``python -m pytest -m quick``: the modules that exercise the
-#: installed package end to end -- both twins, bad input, snapshots, the golden vectors
-#: shipped as package data, the command line, the version -- and need nothing from the
-#: source tree but these tests. CI runs it against the built wheel in a fresh virtual
-#: environment without a compiler (.ci/package).
-QUICK_MODULES = frozenset(
-    {
-        "test_accel_basics.py",
-        "test_allocator.py",
-        "test_bad_input.py",
-        "test_cli.py",
-        "test_clone.py",
-        "test_snapshots.py",
-        "test_spec_vectors.py",
-        "test_tokens.py",
-        "test_tree.py",
-        "test_version.py",
-    }
-)
+@pytest.fixture
+def without_accel(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Make ``from kachedb_radix import accel`` raise ImportError for one test, as on a
+    machine where the C extension did not build."""
+    import sys
 
+    import kachedb_radix
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Mark the tests of ``QUICK_MODULES`` as ``quick``."""
-    for item in items:
-        if item.path.name in QUICK_MODULES:
-            item.add_marker(pytest.mark.quick)
+    monkeypatch.setitem(sys.modules, "kachedb_radix.accel", None)
+    # The first import set the attribute on the root; a from-import would find it there.
+    monkeypatch.delattr(kachedb_radix, "accel", raising=False)

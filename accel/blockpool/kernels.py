@@ -38,7 +38,7 @@ when it is called, so the block can be refilled for the next call at once).
 A :class:`LaunchPlan` is everything about a launch that does not change from call to call
 (sides, strides, counts, vector width, grid); the pool caches plans by (operation, batch
 size, the buffer pointer's alignment) with their argument blocks already filled but for
-the per-call pointers and ids (:class:`accel.blockpool.plans.Prepared`).
+the per-call pointers and ids (:class:`kachedb_radix.accel.blockpool.plans.Prepared`).
 
 Invariants: plans are pure data built from integer addresses, so they can be checked on the
 CPU by :func:`emulate` over a flat byte arena; the CUDA kernel and :func:`emulate` implement the
@@ -58,7 +58,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from reference.blockpool.layout import Layout, PoolSpec
+from kachedb_radix.reference.blockpool.layout import Layout, PoolSpec
 
 THREADS_PER_BLOCK = 256
 UNROLL = 4

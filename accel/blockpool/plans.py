@@ -4,11 +4,13 @@ A GPU call costs its host work before the kernel starts: checking the ids, build
 launch plan, turning both into launch arguments.  Here that work is done once per shape of
 call, not per call:
 
-* :class:`PlanCache` keeps a :class:`~accel.blockpool.kernels.LaunchPlan` per (operation,
+*  :class:`PlanCache` keeps a :class:`~kachedb_radix.accel.blockpool.kernels.LaunchPlan` per
+  (operation,
   batch size, alignment of the buffer pointer), with its argument block already filled
   (:class:`Prepared`): a call only stores the buffer pointer and the ids into it, then
   hands the driver the block's address.
-* :func:`host_ids` is the ids' validation (:func:`reference.blockpool.validation.normalize_ids`,
+*  :func:`host_ids` is the ids' validation
+  (:func:`kachedb_radix.reference.blockpool.validation.normalize_ids`,
   in NumPy) with the pool-specific duplicate check.
 
 Nothing here imports CuPy; the table-pointer lookup is a callable, so the cache is tested
@@ -28,7 +30,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 import numpy.typing as npt
 
-from accel.blockpool.kernels import (
+from kachedb_radix.accel.blockpool.kernels import (
     WORD,
     LaunchPlan,
     Side,
@@ -38,8 +40,13 @@ from accel.blockpool.kernels import (
     new_args,
     scatter_plan,
 )
-from reference.blockpool.layout import PoolSpec
-from reference.blockpool.validation import BlockIds, IdArray, check_unique, normalize_ids
+from kachedb_radix.reference.blockpool.layout import PoolSpec
+from kachedb_radix.reference.blockpool.validation import (
+    BlockIds,
+    IdArray,
+    check_unique,
+    normalize_ids,
+)
 
 #: Plans kept per pool before the cache starts over (a serving engine uses a few shapes).
 MAX_PLANS = 4096
@@ -56,7 +63,8 @@ class Prepared:
         grid: the grid ``(x, y, z)`` of the launch.
         args: the argument block: one ``KvpoolArgs`` as a 1-element NumPy array (what a
             CuPy kernel call passes by value).
-        words: ``args`` seen as uint64 words (:data:`~accel.blockpool.kernels.WORD` names
+        words: ``args`` seen as uint64 words (:data:`~kachedb_radix.accel.blockpool.kernels.WORD`
+        names
             them): one store sets a per-call pointer.
         src_ids / dst_ids: the first ``n_pairs`` entries of the inline id arrays (int32).
         params: the driver's ``kernelParams`` array: one pointer, to ``args``.
@@ -141,7 +149,7 @@ class PlanCache:
     @property
     def tile_major(self) -> bool:
         """The grid order of the plans built (see
-        :attr:`accel.blockpool.kernels.LaunchPlan.geometry`; tile-major by default).
+        :attr:`kachedb_radix.accel.blockpool.kernels.LaunchPlan.geometry`; tile-major by default).
         Setting it forgets the plans built in the other order.  O(1)."""
         return self._tile_major
 
@@ -185,8 +193,8 @@ class PlanCache:
 def host_ids(ids: BlockIds, num_blocks: int, role: str, *, unique: bool = False) -> IdArray:
     """``ids`` validated on the host (in NumPy) as an int64 array; ``unique`` also refuses
     repeats.  Cost O(n).  Errors: those of
-    :func:`~reference.blockpool.validation.normalize_ids` and
-    :func:`~reference.blockpool.validation.check_unique`."""
+    :func:`~kachedb_radix.reference.blockpool.validation.normalize_ids` and
+    :func:`~kachedb_radix.reference.blockpool.validation.check_unique`."""
     out = normalize_ids(ids, num_blocks, role)
     if unique:
         check_unique(out, role)

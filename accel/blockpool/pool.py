@@ -1,54 +1,55 @@
 """The KV block pool's accelerated twin: blocks in CUDA device memory, moved with CuPy.
 
-Its reference twin is :class:`reference.blockpool.pool.BlockPool` (NumPy); the two share
-the public API, and the tests run both through one suite, selected by parameter.
+Its reference twin is :class:`kachedb_radix.reference.blockpool.pool.BlockPool` (NumPy); the two
+share the public API, and the tests run both through one suite, selected by parameter.
 
 Importing this module never imports CuPy: CuPy is loaded on first use, so the package imports
 cleanly on machines without CuPy or without a GPU.  :func:`cupy_unavailable_reason` says why
 the backend cannot run (``"cupy not installed"`` or ``"no CUDA device: <message>"``); every
-constructor raises :class:`~reference.blockpool.BackendUnavailableError` with that reason.
+constructor raises :class:`~kachedb_radix.reference.blockpool.BackendUnavailableError` with that
+reason.
 
-Semantics are those of :class:`reference.blockpool.pool.BlockPool`, bit for bit:
+Semantics are those of :class:`kachedb_radix.reference.blockpool.pool.BlockPool`, bit for bit:
 
-* Ids given on the host (lists, NumPy arrays) are validated on the host before any device
-  work is queued; a call that raises a :class:`~reference.blockpool.KVPoolError` has written
+*  Ids given on the host (lists, NumPy arrays) are validated on the host before any device work is
+  queued; a call that raises a :class:`~kachedb_radix.reference.blockpool.KVPoolError` has written
   nothing.
 * ``copy`` is a parallel assignment.  When the source and destination sets are disjoint it is
   one fused kernel launch; when they overlap the sources are first gathered into a temporary
   buffer and then scattered (two launches, ``n * bytes_per_block`` bytes of scratch).
-* ``gather``, ``scatter`` and disjoint ``copy`` are one launch of the fused kernel of
-  :mod:`accel.blockpool.kernels` whatever the layout; for LAYER_MAJOR the launch covers all
-  ``2 * layers`` chunks of every block through a device table of per-layer base pointers.
+*  ``gather``, ``scatter`` and disjoint ``copy`` are one launch of the fused kernel of
+  :mod:`kachedb_radix.accel.blockpool.kernels` whatever the layout; for LAYER_MAJOR the launch
+  covers all ``2 * layers`` chunks of every block through a device table of per-layer base pointers.
 
 The host's part of a call, kept small (a serving engine issues many small calls):
 
-* ids are checked in NumPy (:mod:`reference.blockpool.validation`), never per element in
+*  ids are checked in NumPy (:mod:`kachedb_radix.reference.blockpool.validation`), never per element
+  in
   Python;
-* the launch plan comes from a per-pool cache (:mod:`accel.blockpool.plans`), with its
+* the launch plan comes from a per-pool cache (:mod:`kachedb_radix.accel.blockpool.plans`), with its
   argument block (one C struct, the kernel's only parameter) already filled;
-* up to 16 pairs travel in that argument block itself; larger batches go through a
-  pinned staging ring (:mod:`accel.blockpool.staging`) with an asynchronous host-to-device
-  copy queued ahead of the launch.  No call synchronizes the host with the device;
+*  up to 16 pairs travel in that argument block itself; larger batches go through a pinned staging
+  ring (:mod:`kachedb_radix.accel.blockpool.staging`) with an asynchronous host-to-device copy
+  queued ahead of the launch.  No call synchronizes the host with the device;
 * the launch is one call of ``cupy.cuda.driver.launchKernel`` (``cuLaunchKernel``) with the
   address of that block: nothing is converted per argument.  Where this CuPy lacks that
   path, or its self-test at construction fails, kernels are launched by CuPy's kernel call
   with the same block passed by value (:attr:`BlockPool.launch_path` says which, and
   :attr:`BlockPool.launch_note` why).
 
-**Ids already on the device.**  ``ids``, ``src_ids`` and ``dst_ids`` may be any
-one-dimensional int32 or int64 device array (a CuPy array, a ``torch.cuda`` tensor,
-anything exposing ``__cuda_array_interface__``) on the pool's device; they are read in
-place, with no host round trip.  Their values are then checked on the device: a small
-launch queued first compares every id with the pool size and records the first bad
-position; the copy launch reads that record and writes nothing if an id was bad.  The
-error cannot be raised by the call itself (that would mean waiting for the device): it is
-raised, as the same :class:`~reference.blockpool.BlockIdRangeError` a host id would give,
-by the next :meth:`BlockPool.check_device_ids` or :meth:`BlockPool.synchronize`.  What is
-*not* checked for device ids: repeated destinations (like ``torch.index_copy_``, the caller
-guarantees them unique; a repeat leaves one of the sources there, unspecified which).  A
-``copy`` with device ids always stages through a temporary buffer, since whether its sets
-overlap is not known on the host.  The array's dtype, shape and device are metadata and
-are checked on the host, with the usual typed errors.
+**Ids already on the device.**  ``ids``, ``src_ids`` and ``dst_ids`` may be any one-dimensional
+int32 or int64 device array (a CuPy array, a ``torch.cuda`` tensor, anything exposing
+``__cuda_array_interface__``) on the pool's device; they are read in place, with no host round trip.
+Their values are then checked on the device: a small launch queued first compares every id with the
+pool size and records the first bad position; the copy launch reads that record and writes nothing
+if an id was bad.  The error cannot be raised by the call itself (that would mean waiting for the
+device): it is raised, as the same :class:`~kachedb_radix.reference.blockpool.BlockIdRangeError` a
+host id would give, by the next :meth:`BlockPool.check_device_ids` or :meth:`BlockPool.synchronize`.
+What is *not* checked for device ids: repeated destinations (like ``torch.index_copy_``, the caller
+guarantees them unique; a repeat leaves one of the sources there, unspecified which).  A ``copy``
+with device ids always stages through a temporary buffer, since whether its sets overlap is not
+known on the host.  The array's dtype, shape and device are metadata and are checked on the host,
+with the usual typed errors.
 
 Streams: ``gather``/``scatter``/``copy`` run on the current CuPy stream (or ``stream``) and are
 asynchronous like any CuPy operation.  ``offload`` gathers on the current stream, then copies
@@ -71,7 +72,7 @@ from typing import Any, Generic, TypeVar
 import numpy as np
 import numpy.typing as npt
 
-from accel.blockpool.kernels import (
+from kachedb_radix.accel.blockpool.kernels import (
     CHECK_ARGS_DTYPE,
     CHECK_KERNEL,
     INLINE_PAIRS,
@@ -81,9 +82,9 @@ from accel.blockpool.kernels import (
     kernel_name,
     pool_side,
 )
-from accel.blockpool.plans import COPY, GATHER, SCATTER, PlanCache, Prepared, host_ids
-from accel.blockpool.staging import Span, StagingRing
-from reference.blockpool.errors import (
+from kachedb_radix.accel.blockpool.plans import COPY, GATHER, SCATTER, PlanCache, Prepared, host_ids
+from kachedb_radix.accel.blockpool.staging import Span, StagingRing
+from kachedb_radix.reference.blockpool.errors import (
     BackendUnavailableError,
     BlockIdRangeError,
     BlockIdTypeError,
@@ -91,9 +92,9 @@ from reference.blockpool.errors import (
     ConfigError,
     LengthMismatchError,
 )
-from reference.blockpool.layout import Layout, PoolSpec
-from reference.blockpool.pool import check_block, check_canonical
-from reference.blockpool.validation import (
+from kachedb_radix.reference.blockpool.layout import Layout, PoolSpec
+from kachedb_radix.reference.blockpool.pool import check_block, check_canonical
+from kachedb_radix.reference.blockpool.validation import (
     BlockIds,
     IdArray,
     check_buffer,
@@ -220,14 +221,14 @@ class _Check:
 class BlockPool:
     """KV block pool in device memory (see the module docstring for semantics).
 
-    Construction cost: one zero-filled allocation of ``spec.total_bytes`` (LAYER_MAJOR: one
-    per layer) on the current device, the kernels' compilation (once per process and
-    device; NVRTC, cached on disk by CuPy) and one self-test launch with its
-    synchronization.  Raises :class:`~reference.blockpool.BackendUnavailableError`
-    without CuPy or a device, :class:`~reference.blockpool.ConfigError` for more than
-    :data:`MAX_BLOCKS` blocks, and :class:`~reference.blockpool.PoolTooLargeError` (before
-    allocating) if the pool exceeds ``memory_budget`` or the device's free memory (free
-    memory reported by the driver plus bytes cached free in CuPy's memory pool).
+    Construction cost: one zero-filled allocation of ``spec.total_bytes`` (LAYER_MAJOR: one per
+    layer) on the current device, the kernels' compilation (once per process and device; NVRTC,
+    cached on disk by CuPy) and one self-test launch with its synchronization.  Raises
+    :class:`~kachedb_radix.reference.blockpool.BackendUnavailableError` without CuPy or a device,
+    :class:`~kachedb_radix.reference.blockpool.ConfigError` for more than :data:`MAX_BLOCKS` blocks,
+    and :class:`~kachedb_radix.reference.blockpool.PoolTooLargeError` (before allocating) if the
+    pool exceeds ``memory_budget`` or the device's free memory (free memory reported by the driver
+    plus bytes cached free in CuPy's memory pool).
 
     Not safe for calls from several threads at once (the argument blocks of the cached
     plans are shared); one thread after another is fine.
@@ -303,9 +304,9 @@ class BlockPool:
     @property
     def tile_major(self) -> bool:
         """Whether launches walk their work tile-major (the default) or chunk-major (see
-        :attr:`accel.blockpool.kernels.LaunchPlan.geometry`): a tuning knob of the accel
-        twin, for measuring one order against the other.  Setting it drops the cached
-        plans; results are the same either way."""
+        :attr:`kachedb_radix.accel.blockpool.kernels.LaunchPlan.geometry`): a tuning knob of the
+        accel twin, for measuring one order against the other.  Setting it drops the cached plans;
+        results are the same either way."""
         return self._plans.tile_major
 
     @tile_major.setter
@@ -580,8 +581,8 @@ class BlockPool:
     def check_device_ids(self) -> None:
         """Raise for the first device-checked call (in call order) that had a bad id.
 
-        Such a call wrote nothing (see the module docstring).  Synchronizes the device.
-        Raises :class:`~reference.blockpool.BlockIdRangeError` naming the argument, the
+        Such a call wrote nothing (see the module docstring).  Synchronizes the device. Raises
+        :class:`~kachedb_radix.reference.blockpool.BlockIdRangeError` naming the argument, the
         position and the value; the calls checked so far are forgotten either way.
         """
         if not self._checks:
@@ -736,8 +737,9 @@ class BlockPool:
         """Write device ``buffer[i]`` into block ``ids[i]``; ids must be unique.
 
         Cost: one launch moving ``n * bytes_per_block`` bytes.  Errors: as
-        :meth:`BlockPool.scatter`, plus :class:`~reference.blockpool.BufferLayoutError` for a
-        buffer that is not a device array on the pool's device.
+        :meth:`BlockPool.scatter`, plus
+        :class:`~kachedb_radix.reference.blockpool.BufferLayoutError` for a buffer that is not a
+        device array on the pool's device.
         """
         small = small_ids(ids, self._spec.num_blocks, INLINE_PAIRS)
         if small is not None and len(set(small)) == len(small):

@@ -1,9 +1,9 @@
 """The pinned staging ring that carries block ids to the device without synchronizing.
 
-A batch of more than :data:`accel.blockpool.kernels.INLINE_PAIRS` pairs needs its ids in
-device memory.  Copying them from ordinary (pageable) host memory makes the CUDA driver
-stage them itself and wait; from page-locked (pinned) memory the copy is a plain
-asynchronous DMA queued on the stream, ahead of the launch that reads the ids.
+A batch of more than :data:`kachedb_radix.accel.blockpool.kernels.INLINE_PAIRS` pairs needs its ids
+in device memory.  Copying them from ordinary (pageable) host memory makes the CUDA driver stage
+them itself and wait; from page-locked (pinned) memory the copy is a plain asynchronous DMA queued
+on the stream, ahead of the launch that reads the ids.
 
 :class:`StagingRing` hands out spans of one pinned host array, mirrored span for span by one
 device array: the caller writes a batch's ids into the host span, queues the host-to-device

@@ -27,7 +27,7 @@ import enum
 import math
 from dataclasses import dataclass, replace
 
-from reference.blockpool.errors import ConfigError, PoolTooLargeError
+from kachedb_radix.reference.blockpool.errors import ConfigError, PoolTooLargeError
 
 
 class KVDType(enum.Enum):

@@ -1,7 +1,7 @@
 """The KV block pool's reference twin in NumPy: the obvious code the accelerated twin must match.
 
-Its fast twin is :class:`accel.blockpool.pool.BlockPool` (CuPy, one fused kernel launch
-per batch); the two share the public API, and the tests run both through one suite.
+Its fast twin is :class:`kachedb_radix.accel.blockpool.pool.BlockPool` (CuPy, one fused kernel
+launch per batch); the two share the public API, and the tests run both through one suite.
 
 Storage:
 
@@ -10,8 +10,8 @@ Storage:
 
 Invariants:
 
-* Every public operation validates all of its arguments before writing anything; when it
-  raises a :class:`~reference.blockpool.KVPoolError` the pool's contents are unchanged.
+*  Every public operation validates all of its arguments before writing anything; when it raises a
+  :class:`~kachedb_radix.reference.blockpool.KVPoolError` the pool's contents are unchanged.
 * Copies are *parallel assignments*: all source blocks are read before any destination is
   written, so ``copy([1, 2], [2, 3])`` puts the old block 1 in 2 and the old block 2 in 3,
   whatever the order of the pairs.
@@ -30,10 +30,14 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from reference.blockpool.errors import BufferDTypeError, BufferLayoutError, BufferShapeError
-from reference.blockpool.handles import CompletedTransfer, TransferHandle
-from reference.blockpool.layout import Layout, PoolSpec
-from reference.blockpool.validation import (
+from kachedb_radix.reference.blockpool.errors import (
+    BufferDTypeError,
+    BufferLayoutError,
+    BufferShapeError,
+)
+from kachedb_radix.reference.blockpool.handles import CompletedTransfer, TransferHandle
+from kachedb_radix.reference.blockpool.layout import Layout, PoolSpec
+from kachedb_radix.reference.blockpool.validation import (
     BlockIds,
     check_buffer,
     check_unique,
@@ -69,7 +73,7 @@ class BlockPool:
     """KV block pool held in NumPy arrays (the reference twin).
 
     Construction cost: allocates and zero-fills ``spec.total_bytes`` bytes.  Raises
-    :class:`~reference.blockpool.PoolTooLargeError` (before allocating) if
+    :class:`~kachedb_radix.reference.blockpool.PoolTooLargeError` (before allocating) if
     ``memory_budget`` is given and ``spec.total_bytes`` exceeds it.
     """
 
@@ -109,7 +113,7 @@ class BlockPool:
     def read_block(self, block_id: int) -> Array:
         """Copy of one block in canonical shape.  Cost O(bytes_per_block).
 
-        Raises :class:`~reference.blockpool.BlockIdError` for a bad id.
+        Raises :class:`~kachedb_radix.reference.blockpool.BlockIdError` for a bad id.
         """
         (b,) = normalize_ids([block_id], self._spec.num_blocks, "block_id")
         return self._read(b)
@@ -117,8 +121,8 @@ class BlockPool:
     def write_block(self, block_id: int, data: Array) -> None:
         """Overwrite one block with ``data`` (canonical block shape).  Cost O(bytes_per_block).
 
-        Raises :class:`~reference.blockpool.BlockIdError` or
-        :class:`~reference.blockpool.BufferMismatchError`.
+        Raises :class:`~kachedb_radix.reference.blockpool.BlockIdError` or
+        :class:`~kachedb_radix.reference.blockpool.BufferMismatchError`.
         """
         (b,) = normalize_ids([block_id], self._spec.num_blocks, "block_id")
         check_block(self._spec, data)
@@ -160,10 +164,11 @@ class BlockPool:
         """Copy block ``src_ids[i]`` to ``dst_ids[i]`` for every ``i`` (parallel assignment).
 
         Cost O(n * bytes_per_block) time and, here, the same in temporary memory.  Raises
-        :class:`~reference.blockpool.BlockIdTypeError`,
-        :class:`~reference.blockpool.BlockIdRangeError`,
-        :class:`~reference.blockpool.LengthMismatchError`,
-        :class:`~reference.blockpool.DuplicateDestinationError`; nothing is written if it raises.
+        :class:`~kachedb_radix.reference.blockpool.BlockIdTypeError`,
+        :class:`~kachedb_radix.reference.blockpool.BlockIdRangeError`,
+        :class:`~kachedb_radix.reference.blockpool.LengthMismatchError`,
+        :class:`~kachedb_radix.reference.blockpool.DuplicateDestinationError`; nothing is written if
+        it raises.
         """
         plan = validate_copy(self._spec, src_ids, dst_ids)
         snapshots = [self._read(s) for s in plan.src]  # every read happens before any write
@@ -172,7 +177,8 @@ class BlockPool:
 
     def copy_pairs(self, pairs: Iterable[tuple[int, int]]) -> None:
         """``copy`` taking ``[(src, dst), ...]``.  Same cost and errors, plus
-        :class:`~reference.blockpool.BlockIdTypeError` for an element that is not a pair."""
+        :class:`~kachedb_radix.reference.blockpool.BlockIdTypeError` for an element that is not a
+        pair."""
         src, dst = split_pairs(pairs)
         self.copy(src, dst)
 

@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from reference.blockpool.errors import (
+from kachedb_radix.reference.blockpool.errors import (
     BlockIdRangeError,
     BlockIdTypeError,
     BufferDTypeError,
@@ -32,7 +32,7 @@ from reference.blockpool.errors import (
     DuplicateDestinationError,
     LengthMismatchError,
 )
-from reference.blockpool.layout import PoolSpec
+from kachedb_radix.reference.blockpool.layout import PoolSpec
 
 BlockIds = Iterable[int] | Any
 """Type of id-list arguments (kept loose so numpy integer arrays are accepted)."""

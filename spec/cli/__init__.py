@@ -1,9 +1,9 @@
-"""The ``kachedb-radix`` command line (also ``python -m spec``).
+"""The ``kachedb-radix`` command line (also ``python -m kachedb_radix.spec``).
 
 One subcommand per tool of the executable spec's toolbox, each in its own module of
-this package: ``demo`` (the teaching scenario, :mod:`spec.demo`), ``conform`` and
-``replay`` (the conformance kit, :mod:`spec.cli.conform`), ``gate`` (the performance
-gate, :mod:`spec.cli.gate`). Exit status: 0 success,
+this package: ``demo`` (the teaching scenario, :mod:`kachedb_radix.spec.demo`), ``conform`` and
+``replay`` (the conformance kit, :mod:`kachedb_radix.spec.cli.conform`), ``gate`` (the performance
+gate, :mod:`kachedb_radix.spec.cli.gate`). Exit status: 0 success,
 1 a finding (a disagreement, a regression), 2 a usage error.
 """
 
@@ -13,10 +13,15 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from reference import __version__
-from spec.cli import conform, explain, gate, simulate
-from spec.demo import run_demo
-from spec.impls import IMPLEMENTATION_NAMES, PURE_SWITCH, default_implementation, tree_class
+from kachedb_radix.reference import __version__
+from kachedb_radix.spec.cli import conform, explain, gate, simulate
+from kachedb_radix.spec.demo import run_demo
+from kachedb_radix.spec.impls import (
+    IMPLEMENTATION_NAMES,
+    PURE_SWITCH,
+    default_implementation,
+    tree_class,
+)
 
 
 def build_parser() -> argparse.ArgumentParser:

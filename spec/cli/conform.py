@@ -1,19 +1,19 @@
 """``kachedb-radix conform`` and ``kachedb-radix replay``: the conformance kit's CLI.
 
 ``conform TARGET... [--cmd "program args"]...`` drives each target in lockstep with
-the reference (see :mod:`spec.targets` for target names) under its deviation
-profile (``--profile``; :mod:`spec.profile`), prints each report -- every finding
+the reference (see :mod:`kachedb_radix.spec.targets` for target names) under its deviation
+profile (``--profile``; :mod:`kachedb_radix.spec.profile`), prints each report -- every finding
 with its rule ids, one per rule unless ``--first`` -- and a side-by-side summary,
-writes the conformance report page with ``--report DIR`` (:mod:`spec.report`),
+writes the conformance report page with ``--report DIR`` (:mod:`kachedb_radix.spec.report`),
 and exits 1 on any finding or failure. ``--mutants`` also runs the kit against
-every planted bug in :mod:`spec.mutants` and exits 1 if one survives.
+every planted bug in :mod:`kachedb_radix.spec.mutants` and exits 1 if one survives.
 ``replay TRACE --target T`` replays a JSON-lines trace (a golden vector file or a
 reported finding) and shows where T differs.
 
 Exit status: 0 all agree (and every mutant killed), 1 a disagreement, a failure or
 a surviving mutant, 2 a usage error (unknown target, unreadable trace, bad level).
 
-:mod:`spec.cli` calls :func:`register`; :func:`main` runs the two subcommands on their
+:mod:`kachedb_radix.spec.cli` calls :func:`register`; :func:`main` runs the two subcommands on their
 own.
 """
 
@@ -28,14 +28,14 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from spec.candidate import Candidate, CandidateFailure
-from spec.levels import GROUP_LEVEL, LEVELS, LevelError, ordered, parse_levels
-from spec.profile import ProfileError
-from spec.replay import ReplayResult, TraceError, read_trace, replay
-from spec.report import save_traces, write_report
-from spec.runner import KitSettings, Report, dumps, run_kit
-from spec.stdio import DEFAULT_TIMEOUT
-from spec.targets import Target, TargetError, command, resolve
+from kachedb_radix.spec.candidate import Candidate, CandidateFailure
+from kachedb_radix.spec.levels import GROUP_LEVEL, LEVELS, LevelError, ordered, parse_levels
+from kachedb_radix.spec.profile import ProfileError
+from kachedb_radix.spec.replay import ReplayResult, TraceError, read_trace, replay
+from kachedb_radix.spec.report import save_traces, write_report
+from kachedb_radix.spec.runner import KitSettings, Report, dumps, run_kit
+from kachedb_radix.spec.stdio import DEFAULT_TIMEOUT
+from kachedb_radix.spec.targets import Target, TargetError, command, resolve
 
 EXIT_OK = 0
 EXIT_DIFFERS = 1
@@ -344,7 +344,7 @@ def _short(report: Report) -> str:
 
 
 def _run_mutants(kit: KitSettings, *, quiet: bool) -> dict[str, Any]:
-    from spec.mutants import MUTANTS, check_mutant
+    from kachedb_radix.spec.mutants import MUTANTS, check_mutant
 
     mutant_kit = dataclasses.replace(kit, shrink=False, first=True)
     results = []

@@ -4,7 +4,7 @@ beside it another implementation.
 ``explain [TRACE | --scenario NAME] [--html OUT.html] [--svg DIR] [--text]
 [--target T | --cmd 'PROGRAM ARGS'] [--profile FILE]``. Without an output option
 the steps are printed (``--text``). ``--target``/``--cmd`` name another
-implementation the way ``conform`` does (:mod:`spec.targets`); it runs beside the
+implementation the way ``conform`` does (:mod:`kachedb_radix.spec.targets`); it runs beside the
 reference and every step where it parts ways is marked. ``--profile`` compares it
 under a deviation profile, as ``conform --profile`` does (a peer such as
 ``sglang`` brings its own; ``--profile strict`` for none): its declared policy
@@ -22,8 +22,8 @@ import json
 import sys
 from pathlib import Path
 
-from spec.candidate import Candidate, CandidateFailure
-from spec.explain import (
+from kachedb_radix.spec.candidate import Candidate, CandidateFailure
+from kachedb_radix.spec.explain import (
     SCENARIOS,
     RecordError,
     Recording,
@@ -34,11 +34,11 @@ from spec.explain import (
     slide,
     text_report,
 )
-from spec.profile import Profile, ProfileError
-from spec.replay import TraceError, read_trace
-from spec.stdio import DEFAULT_TIMEOUT
-from spec.steps import Step
-from spec.targets import TargetError, command, resolve
+from kachedb_radix.spec.profile import Profile, ProfileError
+from kachedb_radix.spec.replay import TraceError, read_trace
+from kachedb_radix.spec.stdio import DEFAULT_TIMEOUT
+from kachedb_radix.spec.steps import Step
+from kachedb_radix.spec.targets import TargetError, command, resolve
 
 EXIT_OK = 0
 EXIT_DIFFERS = 1
@@ -127,7 +127,7 @@ def open_target(
     target: str | None, cmd: str | None, timeout: float, profile: str | None = None
 ) -> tuple[Candidate | None, Profile]:
     """The candidate named by ``--target`` or ``--cmd`` (None for neither), resolved as the
-    kit resolves them (:mod:`spec.targets`), and the deviation profile to compare it
+    kit resolves them (:mod:`kachedb_radix.spec.targets`), and the deviation profile to compare it
     under: ``profile`` (a file or ``"strict"``), else the target's own. Cost: an
     import, or starting the program; reading the profile.
 

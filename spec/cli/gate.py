@@ -31,9 +31,9 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from spec.candidate import CandidateFailure
-from spec.gate.cases import Case, build_plan
-from spec.gate.run import (
+from kachedb_radix.spec.candidate import CandidateFailure
+from kachedb_radix.spec.gate.cases import Case, build_plan
+from kachedb_radix.spec.gate.run import (
     machine,
     measure_case,
     render_plain,
@@ -42,9 +42,9 @@ from spec.gate.run import (
     summary,
     to_json,
 )
-from spec.gate.targets import GateTarget, gate_target
-from spec.gate.timing import FULL_POLICY, QUICK_POLICY
-from spec.gate.verdicts import (
+from kachedb_radix.spec.gate.targets import GateTarget, gate_target
+from kachedb_radix.spec.gate.timing import FULL_POLICY, QUICK_POLICY
+from kachedb_radix.spec.gate.verdicts import (
     Baseline,
     BaselineError,
     Measurement,
@@ -52,7 +52,7 @@ from spec.gate.verdicts import (
     load_baseline,
     save_baseline,
 )
-from spec.targets import TargetError
+from kachedb_radix.spec.targets import TargetError
 
 EXIT_OK = 0
 EXIT_REGRESSION = 1
@@ -158,7 +158,7 @@ def _run(args: argparse.Namespace, target: GateTarget, baseline: Baseline) -> in
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m spec.cli.gate``: the subcommand on its own."""
+    """``python -m kachedb_radix.spec.cli.gate``: the subcommand on its own."""
     parser = argparse.ArgumentParser(
         prog="kachedb-radix gate",
         description=__doc__,

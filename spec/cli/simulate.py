@@ -1,13 +1,13 @@
 """``kachedb-radix simulate``: replay a serving workload through the cache and plan its capacity.
 
 With no argument it replays the embedded chat-and-agent workload
-(:mod:`spec.simulate.workload`) over an automatic sweep of pool sizes and prints,
+(:mod:`kachedb_radix.spec.simulate.workload`) over an automatic sweep of pool sizes and prints,
 per capacity, the hit ratio of the tree's LRU beside Belady's offline bound and an
 infinite pool. Give a trace file (Mooncake or token JSON lines) to replay yours;
 ``--out DIR`` writes results.json (published schema), results.csv and the plots.
 
 Exit status: 0 done, 2 a usage error or bad input (a message, never a traceback).
-:mod:`spec.cli` calls :func:`register`.
+:mod:`kachedb_radix.spec.cli` calls :func:`register`.
 """
 
 from __future__ import annotations
@@ -19,20 +19,20 @@ from pathlib import Path
 
 from rich.console import Console
 
-from spec.impls import IMPLEMENTATION_NAMES, PURE_SWITCH, default_implementation
-from spec.simulate.errors import SimulateError
-from spec.simulate.executors import EXECUTORS
-from spec.simulate.export import token_lines, write_lines
-from spec.simulate.formats import FORMATS, read_trace
-from spec.simulate.point import MODES
-from spec.simulate.progress import progress_bar
-from spec.simulate.report import print_report
-from spec.simulate.results import Results, write_results
-from spec.simulate.run import Settings, execute, plan
-from spec.simulate.service import ON_FULL, ServiceModel
-from spec.simulate.sweep import parse_capacities, parse_sweep
-from spec.simulate.trace import Trace
-from spec.simulate.workload import WorkloadSpec, generate
+from kachedb_radix.spec.impls import IMPLEMENTATION_NAMES, PURE_SWITCH, default_implementation
+from kachedb_radix.spec.simulate.errors import SimulateError
+from kachedb_radix.spec.simulate.executors import EXECUTORS
+from kachedb_radix.spec.simulate.export import token_lines, write_lines
+from kachedb_radix.spec.simulate.formats import FORMATS, read_trace
+from kachedb_radix.spec.simulate.point import MODES
+from kachedb_radix.spec.simulate.progress import progress_bar
+from kachedb_radix.spec.simulate.report import print_report
+from kachedb_radix.spec.simulate.results import Results, write_results
+from kachedb_radix.spec.simulate.run import Settings, execute, plan
+from kachedb_radix.spec.simulate.service import ON_FULL, ServiceModel
+from kachedb_radix.spec.simulate.sweep import parse_capacities, parse_sweep
+from kachedb_radix.spec.simulate.trace import Trace
+from kachedb_radix.spec.simulate.workload import WorkloadSpec, generate
 
 EXIT_OK = 0
 EXIT_USAGE = 2
@@ -236,7 +236,7 @@ def _write(results: Results, out: Path, console: Console) -> int:
         print(f"simulate: cannot write results to {out}: {error}", file=sys.stderr)
         return EXIT_USAGE
     try:
-        from spec.simulate.plots import write_plots
+        from kachedb_radix.spec.simulate.plots import write_plots
 
         written += write_plots(results, out)
     except ImportError:

@@ -1,17 +1,17 @@
 """``kachedb-radix explain``: watch the algorithm work, step by step.
 
 For teachers and design reviewers. A trace -- a built-in scenario
-(:mod:`spec.explain.scenarios`) or any of the kit's JSON-lines traces: golden
+(:mod:`kachedb_radix.spec.explain.scenarios`) or any of the kit's JSON-lines traces: golden
 vectors, shrunk disagreements -- is run on the reference and, optionally, on
-another implementation beside it (:mod:`spec.explain.record`). Each step becomes
-a view (:mod:`spec.explain.view`): the tree with what the step changed marked,
+another implementation beside it (:mod:`kachedb_radix.spec.explain.record`). Each step becomes
+a view (:mod:`kachedb_radix.spec.explain.view`): the tree with what the step changed marked,
 the block pool, the outcome, the SPEC rules that decided it
-(:mod:`spec.explain.decide`) and the evidence behind it (:mod:`spec.explain.why`).
-Views are drawn as one self-contained HTML page to step through
-(:mod:`spec.explain.page`), as one SVG per step for slides
-(:mod:`spec.explain.svg`), or as text (:mod:`spec.explain.text`); big trees fold
-(:mod:`spec.explain.collapse`) and are laid out as tidy trees
-(:mod:`spec.explain.layout`).
+(:mod:`kachedb_radix.spec.explain.decide`) and the evidence behind it
+(:mod:`kachedb_radix.spec.explain.why`). Views are drawn as one self-contained HTML page to
+step through (:mod:`kachedb_radix.spec.explain.page`), as one SVG per step for slides
+(:mod:`kachedb_radix.spec.explain.svg`), or as text (:mod:`kachedb_radix.spec.explain.text`);
+big trees fold (:mod:`kachedb_radix.spec.explain.collapse`) and are laid out as tidy trees
+(:mod:`kachedb_radix.spec.explain.layout`).
 
 Everything is derived from the canonical dumps the implementations publish
 (R-DUMP-1), so any target the kit can drive can be explained.

@@ -14,7 +14,7 @@ all of them at once. Two shapes make trees unreadable, and each folds into one
   as one edge, R-DUMP-2; a long edge is one node whose blocks open on a click.)
 
 Nothing the step changed is ever folded: a node that is changed (see
-:func:`spec.explain.view.is_hot`) is never a spine node, and a changed subtree is
+:func:`kachedb_radix.spec.explain.view.is_hot`) is never a spine node, and a changed subtree is
 never hidden in a fan-out. A placeholder whose id is in ``expanded`` stays open
 (and an opened chain opens all of its run).
 

@@ -2,7 +2,7 @@
 
 Nothing here asks an implementation why it did something: the rules are read off
 the step, its outcome and the change between the dumps before and after it
-(:class:`~spec.explain.model.Changes`), so the same derivation explains the
+(:class:`~kachedb_radix.spec.explain.model.Changes`), so the same derivation explains the
 reference and any target. The tables say, in the manner of h11's state tables,
 which rule governs each kind of operation, each error kind and each kind of
 change; :func:`decide` applies them and returns each rule with the reason it

@@ -30,7 +30,7 @@ so the page's script (``page.js``, ``layoutTree``) computes exactly the same
 numbers in the browser; the browser test checks that it does.
 
 Cost: O(n * h) for n shown nodes and a height of h -- merging a child's contour
-touches each of its depths once. :mod:`spec.explain.collapse` keeps n and h small.
+touches each of its depths once. :mod:`kachedb_radix.spec.explain.collapse` keeps n and h small.
 """
 
 from __future__ import annotations

@@ -3,8 +3,8 @@
 Everything is inline -- the stylesheet (``page.css``), the script (``page.js``),
 the recording as JSON, and the text of every SPEC rule -- so the page opens from
 disk with no server and no network. The script draws each step's tree as SVG
-with the same folding (:mod:`spec.explain.collapse`) and tidy layout
-(:mod:`spec.explain.layout`) as the Python side, and adds what only a browser
+with the same folding (:mod:`kachedb_radix.spec.explain.collapse`) and tidy layout
+(:mod:`kachedb_radix.spec.explain.layout`) as the Python side, and adds what only a browser
 can: stepping (arrow keys, a slider), opening folded nodes and long edges with a
 click, pan and zoom.
 

@@ -3,20 +3,20 @@ the state after it.
 
 A *recording* is the raw material of every view: for each step, its outcome and
 the canonical dump and stats after it, per implementation. Steps are the kit's
-trace steps (:mod:`spec.steps`), applied through the plain-data
-:class:`~spec.candidate.Candidate` interface, so the reference and any target --
+trace steps (:mod:`kachedb_radix.spec.steps`), applied through the plain-data
+:class:`~kachedb_radix.spec.candidate.Candidate` interface, so the reference and any target --
 ``accel``, a Python class, a program over stdio -- are recorded the same way.
 
 Beside the reference a target runs in lockstep. After each step its outcome, dump
 and stats are compared with the reference's at the levels in force
 (:func:`compare`); every differing step is marked and the first one is where
-"my cache and the spec part ways". With a deviation profile (:mod:`spec.profile`)
+"my cache and the spec part ways". With a deviation profile (:mod:`kachedb_radix.spec.profile`)
 the comparison is the kit's under that profile: the target's error names are
 mapped to kinds, stamps and the clock are left out when it declares its own
 recency, and the reference adopts the target's admissible eviction and
 allocation choices, so a declared policy difference is not marked and what
 follows it is still compared (:func:`compare_under`). A difference the kit would
-attribute to a rule the profile waives (:func:`spec.rulemap.attribute`; a token the
+attribute to a rule the profile waives (:func:`kachedb_radix.spec.rulemap.attribute`; a token the
 target accepts where the spec refuses it, say) is shown as waived, with the rule and
 the profile's reason, not as a difference; the two trees may have parted there, so
 until the next reset a later difference is shown as following it -- the kit, too,
@@ -130,7 +130,7 @@ def compare(
     op: str, reference: Side, target: Side, levels: frozenset[str], *, recency: bool = True
 ) -> str | None:
     """Where ``target``'s outcome, dump or stats first differ from ``reference``'s at
-    ``levels`` (as the kit compares them, :func:`spec.steps.normalise`; stamps and
+    ``levels`` (as the kit compares them, :func:`kachedb_radix.spec.steps.normalise`; stamps and
     the clock only with ``recency``), else None. O(size of the state)."""
     views = [
         ("outcome", op, reference.outcome, target.outcome),
@@ -304,7 +304,7 @@ def _waive(frame: Frame, profile: Profile, block_size: int, parted: str | None) 
 
 
 def _attributed_rule(frame: Frame, profile: Profile, block_size: int) -> str:
-    """The rule the kit names first for ``frame``'s difference (:mod:`spec.rulemap`).
+    """The rule the kit names first for ``frame``'s difference (:mod:`kachedb_radix.spec.rulemap`).
     O(size of the state)."""
     assert frame.difference is not None
     view, _, rest = frame.difference.partition(".")

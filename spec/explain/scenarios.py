@@ -1,6 +1,6 @@
 """Built-in scenarios: short traces that each teach one idea.
 
-A scenario is an ordinary trace (the kit's JSON-lines steps, :mod:`spec.steps`)
+A scenario is an ordinary trace (the kit's JSON-lines steps, :mod:`kachedb_radix.spec.steps`)
 whose steps carry a ``"note"`` saying what to watch, so ``explain`` treats a
 scenario and a recorded trace alike and a scenario can be written out and
 replayed against any target (``kachedb-radix explain --scenario split --dump``).

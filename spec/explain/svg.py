@@ -7,7 +7,7 @@ so what a test or a stylesheet finds in one it finds in the other:
   bottom centre to child's top centre; ``ghost`` links dashed) and one
   ``g.node`` per shown node with ``data-node`` (its stable id), ``data-kind``
   (``root``, ``edge``, ``ghost``, ``more``, ``chain``), ``data-blocks`` (its block
-  ids), ``data-flags`` (what the step changed, see :mod:`spec.explain.view`) and
+  ids), ``data-flags`` (what the step changed, see :mod:`kachedb_radix.spec.explain.view`) and
   ``data-x``/``data-y`` (its box's top centre); its classes are its kind and flags;
 * the pool: ``<svg class="pool">`` holding one ``rect.cell`` per block id,
   :data:`POOL_COLUMNS` to a row, with ``data-block``, ``data-state`` (``free``,

@@ -2,7 +2,7 @@
 
 Per step: the note, each implementation's operation and outcome, the rules that
 decided it, what changed (new and evicted blocks, split points, pins), the "why"
-panel, and the tree drawn by :func:`reference.render.render_dump` whenever the
+panel, and the tree drawn by :func:`kachedb_radix.reference.render.render_dump` whenever the
 state changed. Steps where a target parts ways with the reference are marked
 ``≠``; the first one also in the summary line at the end.
 """
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from reference.render import id_ranges, render_dump
+from kachedb_radix.reference.render import id_ranges, render_dump
 
 from .record import Recording
 from .view import View, all_nodes

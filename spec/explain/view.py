@@ -1,6 +1,6 @@
 """The view of one step: plain data the page, the SVG slides and the text mode draw.
 
-For each frame of a :class:`~spec.explain.record.Recording` and each implementation,
+For each frame of a :class:`~kachedb_radix.spec.explain.record.Recording` and each implementation,
 :func:`frame_views` builds a JSON-able dict:
 
 * ``tree`` -- one root node per namespace; each node is one edge of the canonical
@@ -14,8 +14,8 @@ For each frame of a :class:`~spec.explain.record.Recording` and each implementat
   they hung, so an eviction shows what it took;
 * ``pool`` -- the block pool as cells: free, cached, pinned, quarantined, and
   what the step allocated, freed, evicted, quarantined or reclaimed;
-* ``step``, ``outcome``, ``rules`` (:mod:`spec.explain.decide`) and ``why``
-  (:mod:`spec.explain.why`).
+* ``step``, ``outcome``, ``rules`` (:mod:`kachedb_radix.spec.explain.decide`) and ``why``
+  (:mod:`kachedb_radix.spec.explain.why`).
 
 Node ids are stable across steps (``k`` + the key of the edge's first block), so
 a node expanded on the page stays expanded while stepping.
@@ -26,7 +26,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from reference.render import describe_edge, id_ranges
+from kachedb_radix.reference.render import describe_edge, id_ranges
 
 from .decide import StepFacts, decide
 from .model import Changes, DumpIndex, KeySpace, diff, empty_dump, index_dump

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from reference.render import id_ranges
+from kachedb_radix.reference.render import id_ranges
 
 from .model import Changes, DumpIndex, KeySpace, eviction_order, walk
 

@@ -1,17 +1,17 @@
 """The CPU side of a GPU block-pool call, timed without a GPU.
 
-A call of the accel pool costs, before the kernel starts, what its host does: check the
-ids, find the cached launch plan, store this call's pointers and ids into the plan's
-argument block (16 blocks or fewer: the ids themselves; more: their place in the pinned
-staging ring), and hand the block's address to ``cuLaunchKernel``.  These cases run
-exactly the pool's own functions for that -- :func:`reference.blockpool.validation.small_ids`
-and :func:`~reference.blockpool.validation.normalize_ids` (shared with the reference pool),
-:class:`accel.blockpool.plans.PlanCache` and :class:`~accel.blockpool.plans.Prepared`, the
-staging ring -- and end in a stand-in for the driver call that takes its eleven integers,
-so a CI machine without a GPU catches a regression of the per-call cost.  Left out: the
-CuPy calls themselves (current stream, current context, the launch, about 3 us on a GPU
-host) and the output buffer's metadata check.  Geometry: Llama-3-8B, 16-token blocks, a
-pool of 8,192 blocks (16 GiB).
+A call of the accel pool costs, before the kernel starts, what its host does: check the ids, find
+the cached launch plan, store this call's pointers and ids into the plan's argument block (16 blocks
+or fewer: the ids themselves; more: their place in the pinned staging ring), and hand the block's
+address to ``cuLaunchKernel``.  These cases run exactly the pool's own functions for that --
+:func:`kachedb_radix.reference.blockpool.validation.small_ids` and
+:func:`~kachedb_radix.reference.blockpool.validation.normalize_ids` (shared with the reference
+pool), :class:`kachedb_radix.accel.blockpool.plans.PlanCache` and
+:class:`~kachedb_radix.accel.blockpool.plans.Prepared`, the staging ring -- and end in a stand-in
+for the driver call that takes its eleven integers, so a CI machine without a GPU catches a
+regression of the per-call cost.  Left out: the CuPy calls themselves (current stream, current
+context, the launch, about 3 us on a GPU host) and the output buffer's metadata check.  Geometry:
+Llama-3-8B, 16-token blocks, a pool of 8,192 blocks (16 GiB).
 """
 
 from __future__ import annotations
@@ -21,8 +21,8 @@ from typing import Any, TypeVar
 
 import numpy as np
 
-from reference.blockpool.layout import PoolSpec
-from reference.blockpool.validation import normalize_ids
+from kachedb_radix.reference.blockpool.layout import PoolSpec
+from kachedb_radix.reference.blockpool.validation import normalize_ids
 
 from .shapes import Workload
 
@@ -77,16 +77,16 @@ def taken(found: T | None) -> T:
 
 def accel_call(op: str, n: int) -> Workload:
     """The accel pool's host work for one call of ``op`` ("gather" or "copy") on ``n``
-    blocks, as :class:`accel.blockpool.BlockPool` does it: for ``n <= 16`` (ids as a
+    blocks, as :class:`kachedb_radix.accel.blockpool.BlockPool` does it: for ``n <= 16`` (ids as a
     list, as an engine passes a few) its fast path -- ids checked by ``small_ids``
     (copy: both lists, destinations unique, the sets disjoint), the plan looked up, the
     ids stored in its argument block, the launch; for more (ids as a NumPy array, as an
     engine holds a large batch -- a list of thousands of ints costs its conversion, ~50 ns
     an id, whatever the pool does) the general path through the staging ring."""
-    from accel.blockpool.kernels import INLINE_PAIRS, THREADS_PER_BLOCK, pool_side
-    from accel.blockpool.plans import COPY, GATHER, PlanCache, host_ids
-    from accel.blockpool.staging import StagingRing
-    from reference.blockpool.validation import small_disjoint_copy, small_ids
+    from kachedb_radix.accel.blockpool.kernels import INLINE_PAIRS, THREADS_PER_BLOCK, pool_side
+    from kachedb_radix.accel.blockpool.plans import COPY, GATHER, PlanCache, host_ids
+    from kachedb_radix.accel.blockpool.staging import StagingRing
+    from kachedb_radix.reference.blockpool.validation import small_disjoint_copy, small_ids
 
     spec = PoolSpec.from_preset("llama-3-8b", num_blocks=NUM_BLOCKS, block_size=16)
     plans = PlanCache(spec, pool_side(spec, [POOL_ADDRESS]), lambda side: 0)

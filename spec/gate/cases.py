@@ -9,13 +9,13 @@
   figure against the baseline and the growth check (at most 3x from the smallest size to
   the largest);
 * **memory** -- bytes per cached block beyond the tokens, for targets that report their
-  own allocations (:mod:`spec.gate.memory`);
+  own allocations (:mod:`kachedb_radix.spec.gate.memory`);
 * **block pool host side** -- for ``reference`` and ``accel``, the CPU side of a GPU pool
-  call (:mod:`spec.gate.blockpool`).
+  call (:mod:`kachedb_radix.spec.gate.blockpool`).
 
-Each timed case names the calibration loop that normalises it (:mod:`spec.gate.timing`):
-``cpu`` for matches and the pool's host side, ``memory`` for the cases that allocate and
-walk large trees.
+Each timed case names the calibration loop that normalises it
+(:mod:`kachedb_radix.spec.gate.timing`): ``cpu`` for matches and the pool's host side, ``memory``
+for the cases that allocate and walk large trees.
 """
 
 from __future__ import annotations

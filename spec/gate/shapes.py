@@ -12,7 +12,7 @@ baseline see exactly the same token sequences in the same order.  The benchmark 
   (:func:`evict_workload`) and the first eviction after a fill
   (:func:`first_evict_workload`, the worst case of a lazily cleaned queue).
 
-A tree is any object with the ``reference.RadixTree`` API (built by a factory
+A tree is any object with the ``kachedb_radix.reference.RadixTree`` API (built by a factory
 ``factory(num_blocks, block_size)``); it is typed ``Any`` here.
 """
 

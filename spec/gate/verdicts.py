@@ -6,8 +6,8 @@ Checks, one row each:
    normalised by the case's calibration loop timed in the same run (a case without a
    baseline is NEW: reported, not gated);
 2. the first eviction after a fill grows at most
-   :data:`~spec.gate.cases.MAX_EVICT_GROWTH` times per freed block from the smallest tree
-   to the largest, both measured in this run (no baseline needed);
+   :data:`~kachedb_radix.spec.gate.cases.MAX_EVICT_GROWTH` times per freed block from the smallest
+   tree to the largest, both measured in this run (no baseline needed);
 3. every memory figure is at most :data:`MAX_MEMORY_RATIO` times its baseline (memory is
    deterministic: a tolerance only for allocator rounding);
 4. the baseline file's ``limits``: absolute bounds a project sets for itself --

@@ -1,14 +1,14 @@
 """The mutant catalogue: planted-bug variants of the reference the kit must catch.
 
-Each mutant (see :mod:`spec.mutants.base`) is the reference with exactly one bug,
+Each mutant (see :mod:`kachedb_radix.spec.mutants.base`) is the reference with exactly one bug,
 named, described, and tagged with the rules it violates; together they cover every
 rule group. ``kachedb-radix conform --mutants`` runs the kit against each and
-reports killed/total with the time each took to kill; ``tests/test_spec_mutants.py``
+reports killed/total with the time each took to kill; ``tests/kit/test_mutants.py``
 requires all of them to be killed with the default settings.
 
 Mutants are killed, not explained: the search stops at the first finding and does
 not shrink it. Each kill names the rule the finding was attributed to
-(:mod:`spec.rulemap`); it is *right* when that rule is one the mutant declares it
+(:mod:`kachedb_radix.spec.rulemap`); it is *right* when that rule is one the mutant declares it
 violates. To see a minimal trace for one, run the kit on it directly:
 ``kachedb-radix conform spec.mutants.eviction:LruReversed``.
 

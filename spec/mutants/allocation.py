@@ -5,8 +5,8 @@ from __future__ import annotations
 import heapq
 from collections.abc import Iterable
 
-from reference.allocator import BlockAllocator
-from reference.errors import OutOfBlocksError
+from kachedb_radix.reference.allocator import BlockAllocator
+from kachedb_radix.reference.errors import OutOfBlocksError
 
 from .base import MutantTree, mutant
 

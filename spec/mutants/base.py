@@ -1,6 +1,6 @@
 """The machinery of planted bugs: a hookable copy of the reference and the registry.
 
-:class:`MutantTree` is :class:`reference.RadixTree` with its public operations
+:class:`MutantTree` is :class:`kachedb_radix.reference.RadixTree` with its public operations
 re-expressed through small hook methods (token validation, the match walk, the
 room made by an insert, stamping, splitting, evicting one leaf's blocks). Unmutated
 it behaves exactly like the reference -- a test runs the kit against it to prove
@@ -8,8 +8,8 @@ that -- so each mutant overrides one hook, or one method, and differs in exactly
 one way. Nothing here, or in any mutant, touches the reference's modules: bugs live
 in subclasses only, so the oracle in the same process stays correct.
 
-The reference keeps its shape persistent (path-copied :class:`reference.node.Node`
-versions, published as a :class:`reference.snapshot.Version`) and its per-block
+The reference keeps its shape persistent (path-copied :class:`kachedb_radix.reference.node.Node`
+versions, published as a :class:`kachedb_radix.reference.snapshot.Version`) and its per-block
 pins and stamps in side tables indexed by block id (``tree._pins``,
 ``tree._stamps``); the hooks below work on those, through the reference's own
 helpers (``_split``, ``_replace``, ``_offer``, ``_publish``, ``_retire``).
@@ -21,13 +21,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TypeVar
 
-from reference.errors import OutOfBlocksError
-from reference.lease import Lease
-from reference.node import Node
-from reference.results import InsertResult, MatchResult
-from reference.tokens import as_token_list
-from reference.tree import RadixTree, check_namespace
-from reference.walk import Path, path_blocks
+from kachedb_radix.reference.errors import OutOfBlocksError
+from kachedb_radix.reference.lease import Lease
+from kachedb_radix.reference.node import Node
+from kachedb_radix.reference.results import InsertResult, MatchResult
+from kachedb_radix.reference.tokens import as_token_list
+from kachedb_radix.reference.tree import RadixTree, check_namespace
+from kachedb_radix.reference.walk import Path, path_blocks
 
 TreeT = TypeVar("TreeT", bound=type[RadixTree])
 

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from reference.errors import OutOfBlocksError
-from reference.node import Node
-from reference.walk import Path
+from kachedb_radix.reference.errors import OutOfBlocksError
+from kachedb_radix.reference.node import Node
+from kachedb_radix.reference.walk import Path
 
 from .base import MutantTree, mutant
 from .queues import ReversedQueue

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from reference.node import Node
-from reference.walk import Path
+from kachedb_radix.reference.node import Node
+from kachedb_radix.reference.walk import Path
 
 from .base import MutantTree, mutant
 

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from reference.errors import ForeignLeaseError, LeaseReleasedError
-from reference.lease import Lease
-from reference.walk import Path
+from kachedb_radix.reference.errors import ForeignLeaseError, LeaseReleasedError
+from kachedb_radix.reference.lease import Lease
+from kachedb_radix.reference.walk import Path
 
 from .base import MutantTree, lease_of, mutant
 

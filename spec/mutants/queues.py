@@ -1,6 +1,6 @@
 """An eviction queue with a planted bug, for the eviction mutants (R-EVICT-*).
 
-The reference's queue (:class:`reference.eviction.EvictionQueue`) orders leaf tails
+The reference's queue (:class:`kachedb_radix.reference.eviction.EvictionQueue`) orders leaf tails
 by ``(stamp, block_id)``. :class:`ReversedQueue` files every entry under the negated
 stamp, so the newest tail comes out first, and shows the true stamps to
 ``check_invariants`` so that only the eviction order differs.
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from reference.eviction import Entry, EvictionQueue
+from kachedb_radix.reference.eviction import Entry, EvictionQueue
 
 
 class ReversedQueue(EvictionQueue):

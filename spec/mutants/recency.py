@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from reference.errors import RadixError
-from reference.lease import Lease
-from reference.results import MatchResult
-from reference.walk import Path
+from kachedb_radix.reference.errors import RadixError
+from kachedb_radix.reference.lease import Lease
+from kachedb_radix.reference.results import MatchResult
+from kachedb_radix.reference.walk import Path
 
 from .base import MutantTree, lease_of, mutant
 

@@ -1,6 +1,6 @@
 """Mutants of publication, snapshots and reader epochs (R-SNAP-*, R-EPOCH-*).
 
-Each breaks one promise of :mod:`reference.snapshot`: a block handed out again
+Each breaks one promise of :mod:`kachedb_radix.reference.snapshot`: a block handed out again
 while a reader that could see it is inside, a snapshot that shows a later write
 (by reading the live tree, or because a published node was changed in place), a
 reclaim or an insert that does not wait for readers, a call that is not
@@ -12,17 +12,17 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from reference.node import Node
-from reference.results import MatchResult, TreeStats
-from reference.snapshot import Reader, Snapshot
-from reference.tokens import as_token_list
-from reference.tree import RadixTree, check_namespace
-from reference.walk import Path, path_blocks, walk
+from kachedb_radix.reference.node import Node
+from kachedb_radix.reference.results import MatchResult, TreeStats
+from kachedb_radix.reference.snapshot import Reader, Snapshot
+from kachedb_radix.reference.tokens import as_token_list
+from kachedb_radix.reference.tree import RadixTree, check_namespace
+from kachedb_radix.reference.walk import Path, path_blocks, walk
 
 from .base import MutantTree, mutant
 
 if TYPE_CHECKING:
-    from reference.lease import Lease
+    from kachedb_radix.reference.lease import Lease
 
 
 @mutant("early_reuse", "R-EPOCH-1", "R-EPOCH-2")

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from reference.errors import TokenRangeError, TokenTypeError
-from reference.tokens import TOKEN_LIMIT, as_token_list
+from kachedb_radix.reference.errors import TokenRangeError, TokenTypeError
+from kachedb_radix.reference.tokens import TOKEN_LIMIT, as_token_list
 
 from .base import MutantTree, mutant
 

@@ -5,11 +5,11 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from reference.dump import DUMP_FORMAT
-from reference.lease import Lease
-from reference.node import Node
-from reference.results import TreeStats
-from reference.walk import Path
+from kachedb_radix.reference.dump import DUMP_FORMAT
+from kachedb_radix.reference.lease import Lease
+from kachedb_radix.reference.node import Node
+from kachedb_radix.reference.results import TreeStats
+from kachedb_radix.reference.walk import Path
 
 from .base import MutantTree, mutant
 

@@ -3,7 +3,7 @@ sglang``).
 
 Each peer is its project's own code from a pinned release, installed without
 dependencies, with a thin adapter to the plain-data candidate protocol and the
-deviation profile it ships (:mod:`spec.profile`). Nothing of a peer's code is in
+deviation profile it ships (:mod:`kachedb_radix.spec.profile`). Nothing of a peer's code is in
 this project: an adapter loads it from the installed package and fails with the
 install command when it is absent.
 """

@@ -8,7 +8,7 @@ its dependencies::
     pip install --no-deps sglang==0.5.23
 
 Its imports of torch and of sibling modules that need the GPU server stack are
-served by :mod:`spec.peers.sglang_standins` (real torch is used when installed).
+served by :mod:`kachedb_radix.spec.peers.sglang_standins` (real torch is used when installed).
 The adapter then plays the part of SGLang's scheduler around the tree, as a
 serving engine would call it:
 
@@ -54,7 +54,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any, cast
 
-from reference.tree import namespace_order
+from kachedb_radix.reference.tree import namespace_order
 
 from ..candidate import (
     CandidateError,

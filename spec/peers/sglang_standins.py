@@ -1,6 +1,6 @@
 """Stand-ins for what SGLang's ``radix_cache.py`` imports but cannot have here.
 
-The adapter (:mod:`spec.peers.sglang`) runs the installed wheel's own
+The adapter (:mod:`kachedb_radix.spec.peers.sglang`) runs the installed wheel's own
 ``sglang/srt/mem_cache/radix_cache.py`` and ``evict_policy.py``, unmodified. That
 file imports torch and five sibling modules whose own imports pull in the GPU
 server stack (triton, CUDA kernels, the metrics and scheduler packages), which the

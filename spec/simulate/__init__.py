@@ -1,22 +1,24 @@
 """The simulator: replay serving workloads through the cache and plan its capacity.
 
-``kachedb-radix simulate`` (:mod:`spec.cli.simulate`) is the command; this package is
+``kachedb-radix simulate`` (:mod:`kachedb_radix.spec.cli.simulate`) is the command; this package is
 the machinery, one concept per module:
 
-* :mod:`~spec.simulate.trace` -- requests and the mapping from tree blocks to tokens;
-* :mod:`~spec.simulate.formats` -- the Mooncake and token trace formats, checked;
-* :mod:`~spec.simulate.workload` -- the embedded, seeded chat-and-agent workload;
-* :mod:`~spec.simulate.sequential`, :mod:`~spec.simulate.timed`,
-  :mod:`~spec.simulate.service` -- the two modes and the timed mode's service model;
-* :mod:`~spec.simulate.prefix`, :mod:`~spec.simulate.bounds` -- infinite capacity
+* :mod:`~kachedb_radix.spec.simulate.trace` -- requests and the mapping from tree blocks to tokens;
+* :mod:`~kachedb_radix.spec.simulate.formats` -- the Mooncake and token trace formats, checked;
+* :mod:`~kachedb_radix.spec.simulate.workload` -- the embedded, seeded chat-and-agent workload;
+* :mod:`~kachedb_radix.spec.simulate.sequential`, :mod:`~kachedb_radix.spec.simulate.timed`,
+  :mod:`~kachedb_radix.spec.simulate.service` -- the two modes and the timed mode's service model;
+*  :mod:`~kachedb_radix.spec.simulate.prefix`, :mod:`~kachedb_radix.spec.simulate.bounds` --
+  infinite capacity
   and the offline Belady bound;
-* :mod:`~spec.simulate.metrics`, :mod:`~spec.simulate.point` -- the figures at one
+*  :mod:`~kachedb_radix.spec.simulate.metrics`, :mod:`~kachedb_radix.spec.simulate.point` -- the
+  figures at one
   capacity;
-* :mod:`~spec.simulate.sweep`, :mod:`~spec.simulate.executors`,
-  :mod:`~spec.simulate.run` -- which capacities, where they run, a whole simulation;
-* :mod:`~spec.simulate.results` (and ``results.schema.json``),
-  :mod:`~spec.simulate.report`, :mod:`~spec.simulate.plots`,
-  :mod:`~spec.simulate.progress` -- what a run writes and shows;
-* :mod:`~spec.simulate.export` -- traces written back (token and Mooncake formats);
-* :mod:`~spec.simulate.errors` -- the one error type, with line and field.
+* :mod:`~kachedb_radix.spec.simulate.sweep`, :mod:`~kachedb_radix.spec.simulate.executors`,
+  :mod:`~kachedb_radix.spec.simulate.run` -- which capacities, where they run, a whole simulation;
+* :mod:`~kachedb_radix.spec.simulate.results` (and ``results.schema.json``),
+  :mod:`~kachedb_radix.spec.simulate.report`, :mod:`~kachedb_radix.spec.simulate.plots`,
+  :mod:`~kachedb_radix.spec.simulate.progress` -- what a run writes and shows;
+* :mod:`~kachedb_radix.spec.simulate.export` -- traces written back (token and Mooncake formats);
+* :mod:`~kachedb_radix.spec.simulate.errors` -- the one error type, with line and field.
 """

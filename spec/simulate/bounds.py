@@ -2,7 +2,7 @@
 
 Both replay the trace in the order the mode serves it, with the sequential model's
 rules -- each request matches its prompt, then inserts its sequence -- over the
-prefix ids of :mod:`spec.simulate.prefix`, so a block is a prefix and the cache is
+prefix ids of :mod:`kachedb_radix.spec.simulate.prefix`, so a block is a prefix and the cache is
 always a set of whole root paths (a block is cached only with its parent).
 
 **Infinite capacity** (the ceiling): nothing is ever evicted; a request hits every

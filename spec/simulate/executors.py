@@ -1,7 +1,7 @@
 """Where the points of a sweep run: in this process, in worker processes, or on Ray.
 
-Each capacity is an independent task (:func:`~spec.simulate.point.run_point` on
-the shared :class:`~spec.simulate.point.Job`), so a sweep parallelises perfectly:
+Each capacity is an independent task (:func:`~kachedb_radix.spec.simulate.point.run_point` on
+the shared :class:`~kachedb_radix.spec.simulate.point.Job`), so a sweep parallelises perfectly:
 
 * ``process`` (the default): a pool of worker processes on this machine, started
   with ``spawn`` (safe beside the progress bar's thread), one per CPU or ``--jobs``;

@@ -26,7 +26,7 @@ catches a wrong ``--hash-block-tokens``). ``output_length`` (default 0),
 
 The format is taken from ``--format`` or detected from the first non-blank line (a
 ``hash_ids`` field means mooncake, a ``tokens`` field means tokens). A bad line
-raises :class:`~spec.simulate.errors.TraceLineError` naming the line and the field;
+raises :class:`~kachedb_radix.spec.simulate.errors.TraceLineError` naming the line and the field;
 with ``skip_bad`` it is counted and left out instead. Decoding uses msgspec: typed
 validation in C (its error paths name the field), and decoding alone about 3x faster
 than the standard library's ``json.loads`` on Mooncake lines; reading a whole trace

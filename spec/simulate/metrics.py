@@ -2,7 +2,7 @@
 
 Every engine and bound returns, per request (by trace index), the tree length its
 match found -- or :data:`REFUSED` for a request the timed mode turned away. From
-that and the trace's mapping (:mod:`spec.simulate.trace`) come:
+that and the trace's mapping (:mod:`kachedb_radix.spec.simulate.trace`) come:
 
 * **token hit ratio**: prompt tokens whose KV was reused / prompt tokens, over the
   requests served;

@@ -1,6 +1,6 @@
 """Prefix ids: every distinct (namespace, block prefix) of a trace numbered once.
 
-The bounds (:mod:`spec.simulate.bounds`) and the sweep's working-set size need to
+The bounds (:mod:`kachedb_radix.spec.simulate.bounds`) and the sweep's working-set size need to
 know when two requests share a block. In the tree, block ``i`` of a request is
 identified by the whole prefix up to and including it, within its namespace
 (R-NS-1). This module numbers those prefixes: node ``j`` of a request's path has

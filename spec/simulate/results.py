@@ -2,7 +2,7 @@
 
 ``results.json`` follows the published JSON Schema ``results.schema.json`` beside
 this module (format version :data:`RESULTS_VERSION`); ``results.csv`` has one row
-per capacity; the plots are drawn by :mod:`spec.simulate.plots`.
+per capacity; the plots are drawn by :mod:`kachedb_radix.spec.simulate.plots`.
 
 The knee: the smallest simulated capacity at which a policy reaches
 :data:`KNEE_FRACTION` of the infinite-capacity token hit ratio -- past it, more

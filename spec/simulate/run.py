@@ -11,7 +11,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from spec.impls import default_implementation
+from kachedb_radix.spec.impls import default_implementation
 
 from .bounds import infinite_lengths, next_uses
 from .errors import SimulateError

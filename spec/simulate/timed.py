@@ -1,7 +1,7 @@
 """The timed mode: requests arrive at their timestamps and hold their blocks while they run.
 
 An event loop over arrivals and completions drives the tree per the service model
-of :mod:`spec.simulate.service`. Events at the same time: completions before
+of :mod:`kachedb_radix.spec.simulate.service`. Events at the same time: completions before
 arrivals (a finishing request frees its pins first), then in trace order. Time is
 the trace's milliseconds; nothing depends on the wall clock, so two runs agree.
 
@@ -14,7 +14,7 @@ import heapq
 from collections import deque
 from typing import Any
 
-from reference.errors import OutOfBlocksError
+from kachedb_radix.reference.errors import OutOfBlocksError
 
 from .errors import SimulateError
 from .metrics import REFUSED

@@ -11,7 +11,7 @@ levels (no clock or stamps without ``eviction``). Leases are named by handle: th
 n-th lease issued since the reset is ``n``; ``0`` was never issued. Snapshots and
 readers likewise: the n-th taken since the reset is snapshot handle ``n``.
 
-Regenerate with ``python -m spec.vectors --write``; ``--check`` (the default)
+Regenerate with ``python -m kachedb_radix.spec.vectors --write``; ``--check`` (the default)
 exits 1 when the committed files differ from what the reference produces now.
 """
 

@@ -1,4 +1,5 @@
-"""``python -m spec.vectors [--write | --check]``: regenerate or verify the golden vectors."""
+"""``python -m kachedb_radix.spec.vectors [--write | --check]``: regenerate or verify the golden
+vectors."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from . import path_of, stale, write
 def main(argv: Sequence[str] | None = None) -> int:
     """Write the vectors (``--write``) or check them (default); return the exit status."""
     parser = argparse.ArgumentParser(
-        prog="python -m spec.vectors",
+        prog="python -m kachedb_radix.spec.vectors",
         description="Regenerate (--write) or check (--check, the default) the golden vectors.",
     )
     action = parser.add_mutually_exclusive_group()
@@ -25,7 +26,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     outdated = stale()
     for name in outdated:
-        print(f"stale: {path_of(name)} (regenerate with python -m spec.vectors --write)")
+        print(f"stale: {path_of(name)} (regenerate: python -m kachedb_radix.spec.vectors --write)")
     if not outdated:
         print("vectors are up to date")
     return 1 if outdated else 0

@@ -1,0 +1,225 @@
+"""``explain --profile``: a target beside the reference, compared as the kit compares it
+under its deviation profile -- declared policy differences followed, not marked, and
+what follows them still compared; an inadmissible choice still marked."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from kachedb_radix.spec.adapter import TreeAdapter
+from kachedb_radix.spec.cli import main as cli_main
+from kachedb_radix.spec.explain import record
+from kachedb_radix.spec.mutants.recency import ClockFrozenOnMatch
+from kachedb_radix.spec.profile import parse
+from tests.kit.test_profile import WHOLE_NODES, WholeLeafEviction
+
+#: A two-block leaf in a two-block pool; the next insert needs one block. The
+#: reference evicts the leaf's tail only (R-EVICT-1); a whole-leaf evictor frees both.
+STEPS: list[dict[str, Any]] = [
+    {"op": "reset", "num_blocks": 2, "block_size": 1},
+    {"op": "insert", "tokens": [1, 2], "namespace": None, "pin": False},
+    {"op": "insert", "tokens": [3], "namespace": None, "pin": False},
+    {"op": "match", "tokens": [1], "namespace": None, "pin": False},
+    {"op": "insert", "tokens": [3, 4], "namespace": None, "pin": False},
+    {"op": "stats"},
+]
+
+PROFILE_TOML = """
+name = "whole-nodes"
+[tolerate]
+eviction_granularity = "whole_leaf_node"
+evicted_set = "covering"
+recency = "not_compared"
+"""
+
+
+def test_strict_marks_the_policy_difference() -> None:
+    """R-EVICT-1: without a profile the whole-leaf eviction is where the two part ways."""
+    recording = record(STEPS, TreeAdapter(WholeLeafEviction, "whole"), title="t", source="s")
+    assert recording.first_difference == 2
+    assert recording.frames[2].difference is not None
+    assert recording.frames[2].difference.startswith("outcome")
+
+
+def test_under_its_profile_the_reference_follows_and_compares_the_rest() -> None:
+    """R-EVICT-1, R-INS-5: under a profile declaring whole-node eviction the reference
+    adopts the target's choice, so no step differs -- the later match and insert, run
+    on the trees the adoption kept in step, included."""
+    recording = record(
+        STEPS, TreeAdapter(WholeLeafEviction, "whole"), title="t", source="s", profile=WHOLE_NODES
+    )
+    assert recording.first_difference is None, [f.difference for f in recording.frames]
+    adopted = recording.frames[2].sides[0]
+    assert adopted.note == "adopted whole's choice"
+    assert adopted.outcome is not None and adopted.outcome["ok"]["evicted"] == [1, 0]
+    # The match after it sees the same (emptied) tree on both sides.
+    match = recording.frames[3].sides
+    assert (
+        match[0].outcome == match[1].outcome == {"ok": {"length": 0, "blocks": [], "lease": None}}
+    )
+
+
+def test_a_profile_does_not_hide_other_differences() -> None:
+    """R-LRU-1: a profile that tolerates only eviction still marks a frozen clock."""
+    eviction_only = parse(
+        {"tolerate": {"eviction_granularity": "whole_leaf_node", "evicted_set": "covering"}}
+    )
+    recording = record(
+        STEPS,
+        TreeAdapter(ClockFrozenOnMatch, "frozen"),
+        title="t",
+        source="s",
+        profile=eviction_only,
+    )
+    assert recording.first_difference is not None
+    # ... while a profile that does not compare recency lets it pass.
+    quiet = record(
+        STEPS,
+        TreeAdapter(ClockFrozenOnMatch, "frozen"),
+        title="t",
+        source="s",
+        profile=WHOLE_NODES,
+    )
+    assert quiet.first_difference is None
+
+
+def test_an_inadmissible_choice_is_still_marked() -> None:
+    """R-PIN-3: an evictor that frees a pinned block is not followed under any profile."""
+    steps: list[dict[str, Any]] = [
+        {"op": "reset", "num_blocks": 2, "block_size": 1},
+        {"op": "insert", "tokens": [1, 2], "namespace": None, "pin": True},
+        {"op": "evict", "count": 1},
+    ]
+
+    class FreesPinned(TreeAdapter):
+        def evict(self, count: object) -> Any:
+            return {"freed": [1]}  # block 1 is pinned by the live lease
+
+    recording = record(
+        steps,
+        FreesPinned(WholeLeafEviction, "pinned"),
+        title="t",
+        source="s",
+        profile=WHOLE_NODES,
+    )
+    assert recording.first_difference == 2
+    note = recording.frames[2].sides[0].note
+    assert note is not None and note.startswith("not adopted")
+
+
+def test_cli_profile_file_strict_and_errors(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The command line: a profile file makes the whole-leaf target agree (exit 0);
+    ``--profile strict`` or none marks it (exit 1); a bad profile, or a profile
+    without a target, is a usage error (exit 2) without a traceback."""
+    trace = tmp_path / "t.jsonl"
+    trace.write_text("\n".join(json.dumps(step) for step in STEPS) + "\n")
+    profile = tmp_path / "whole.toml"
+    profile.write_text(PROFILE_TOML)
+    target = ["--target", "tests.kit.test_profile:WholeLeafEviction"]
+    page = tmp_path / "page.html"
+    assert cli_main(["explain", str(trace), *target, "--profile", str(profile)]) == 0
+    assert "profile whole-nodes" in capsys.readouterr().out
+    assert (
+        cli_main(["explain", str(trace), *target, "--profile", str(profile), "--html", str(page)])
+        == 0
+    )
+    assert "profile whole-nodes" in page.read_text()
+    assert cli_main(["explain", str(trace), *target]) == 1
+    assert cli_main(["explain", str(trace), *target, "--profile", "strict"]) == 1
+    capsys.readouterr()
+    bad = tmp_path / "bad.toml"
+    unknown = "R-" + "NOPE-1"  # spelt apart: tests/kit/test_rules.py reads every cited id
+    bad.write_text(f'[waive]\n{unknown} = "x"\n')
+    assert cli_main(["explain", str(trace), *target, "--profile", str(bad)]) == 2
+    assert unknown in capsys.readouterr().err
+    assert cli_main(["explain", str(trace), "--profile", str(profile)]) == 2
+    assert "--profile needs a --target" in capsys.readouterr().err
+
+
+FROZEN_CLOCK_WAIVED = parse({"name": "frozen-clock", "waive": {"R-LRU-3": "keeps its own clock"}})
+
+
+def test_a_waived_rule_is_shown_as_waived_and_what_follows_it_too() -> None:
+    """R-LRU-3: a difference the kit attributes to a waived rule is not marked: the frame
+    says which rule the profile waives and why, later frames until the next reset say
+    they follow it, and a new trace after a reset is attributed afresh."""
+    steps = [*STEPS, dict(STEPS[0], trace="again"), *STEPS[1:]]
+    recording = record(
+        steps,
+        TreeAdapter(ClockFrozenOnMatch, "frozen"),
+        title="t",
+        source="s",
+        profile=FROZEN_CLOCK_WAIVED,
+    )
+    assert recording.first_difference is None, [f.difference for f in recording.frames]
+    waived = [frame.waived for frame in recording.frames]
+    assert waived[:3] == [None, None, None]
+    assert waived[3] == "R-LRU-3 waived by profile 'frozen-clock': keeps its own clock"
+    assert all(w is not None and w.startswith("follows the waived R-LRU-3") for w in waived[4:6])
+    assert waived[6:9] == [None, None, None]
+    assert waived[9] is not None and waived[9].startswith("R-LRU-3 waived")
+    # Without the waiver the same steps are marked, and nothing is shown as waived.
+    strict = record(steps, TreeAdapter(ClockFrozenOnMatch, "frozen"), title="t", source="s")
+    assert strict.first_difference == 3
+    assert all(frame.waived is None for frame in strict.frames)
+
+
+def test_the_text_and_the_page_show_the_waiver() -> None:
+    """R-LRU-3: the text report and the page's data carry the waived steps."""
+    from kachedb_radix.spec.explain import frame_views, text_report
+    from kachedb_radix.spec.explain.page import page_data
+
+    recording = record(
+        STEPS,
+        TreeAdapter(ClockFrozenOnMatch, "frozen"),
+        title="t",
+        source="s",
+        profile=FROZEN_CLOCK_WAIVED,
+    )
+    views = frame_views(recording)
+    text = text_report(recording, views)
+    assert "≈ not marked: R-LRU-3 waived" in text
+    assert "no difference (3 steps not marked under the profile)" in text
+    frames = page_data(recording, views)["frames"]
+    assert [frame["waived"] is not None for frame in frames] == [False] * 3 + [True] * 3
+    assert all(frame["differs"] is None for frame in frames)
+
+
+def test_an_inadmissible_choice_after_a_waived_difference_is_still_marked() -> None:
+    """R-PIN-3, R-LRU-3: a waived difference does not hide a later inadmissible choice
+    (an evictor that frees a pinned block), though the trees may have parted."""
+    steps: list[dict[str, Any]] = [
+        {"op": "reset", "num_blocks": 4, "block_size": 1},
+        {"op": "insert", "tokens": [1, 2], "namespace": None, "pin": False},
+        {"op": "match", "tokens": [1], "namespace": None, "pin": False},
+        {"op": "insert", "tokens": [5], "namespace": None, "pin": True},
+        {"op": "evict", "count": 1},
+    ]
+
+    class FrozenFreesPinned(TreeAdapter):
+        def evict(self, count: object) -> Any:
+            return {"freed": [2]}  # block 2 holds [5], pinned by the live lease
+
+    profile = parse(
+        {
+            "name": "lenient",
+            "tolerate": {"eviction_granularity": "whole_leaf_node", "evicted_set": "covering"},
+            "waive": {"R-LRU-3": "keeps its own clock"},
+        }
+    )
+    recording = record(
+        steps, FrozenFreesPinned(ClockFrozenOnMatch, "frozen"), title="t", source="s",
+        profile=profile,
+    )  # fmt: skip
+    assert [frame.waived is not None for frame in recording.frames[:4]] == [
+        False, False, True, True,
+    ]  # fmt: skip
+    assert recording.first_difference == 4, [(f.difference, f.waived) for f in recording.frames]
+    note = recording.frames[4].sides[0].note
+    assert note is not None and note.startswith("not adopted")

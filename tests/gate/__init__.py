@@ -1,0 +1,1 @@
+"""The performance gate and the benchmarks' flat-index baseline."""

@@ -1,0 +1,584 @@
+"""The performance gate's logic (spec/gate, ``kachedb-radix gate``), with scripted timings.
+
+Nothing here asserts how fast anything is: clocks and measurements are scripted, so the
+assertions are about the gate's decisions -- normalisation by the calibration loops, the
+1.5x baseline rule with one re-measure, the eviction growth check, memory figures and the
+baseline file's limits, the exit status -- and about the shapes and targets it runs on
+(built small).
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import sys
+import types
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from kachedb_radix import accel, reference
+from kachedb_radix.spec.adapter import TreeAdapter
+from kachedb_radix.spec.cli import gate as gate_cli
+from kachedb_radix.spec.cli import main as cli_main
+from kachedb_radix.spec.gate import blockpool, cases, memory, run, shapes, timing, verdicts
+from kachedb_radix.spec.gate.cases import Case, MemoryCase, Plan, build_plan, first_evict_name
+from kachedb_radix.spec.gate.run import GateRun, run_gate
+from kachedb_radix.spec.gate.shapes import Workload
+from kachedb_radix.spec.gate.targets import CandidateTree, gate_target
+from kachedb_radix.spec.gate.verdicts import (
+    FAIL,
+    NEW,
+    PASS,
+    Baseline,
+    BaselineError,
+    Measurement,
+    evaluate,
+    load_baseline,
+    save_baseline,
+)
+from kachedb_radix.spec.targets import TargetError
+
+# ---------------------------------------------------------------- timing
+
+
+def fake_clock(step: int) -> Callable[[], int]:
+    """A clock advancing ``step`` ns per reading."""
+    counter = itertools.count(0, step)
+    return lambda: next(counter)
+
+
+def test_repeated_calls_are_timed_in_batches() -> None:
+    calls: list[int] = []
+    work = Workload(lambda: calls.append(1), units=2)
+    policy = timing.Policy(budget_s=1e-4, min_rounds=5, max_rounds=7, batch_ns=30)
+    got = timing.time_workload(work, policy, fake_clock(10))
+    assert got.rounds == 7 and got.inner >= 1 and got.median_ns > 0
+    assert len(calls) >= 3 + 7 * got.inner
+
+
+def test_rounds_with_setup_and_fixed_rounds() -> None:
+    log: list[str] = []
+    work = Workload(lambda: log.append("run"), lambda: log.append("setup"))
+    policy = timing.Policy(budget_s=1e-6, min_rounds=4, max_rounds=9)
+    got = timing.time_workload(work, policy, fake_clock(1000))
+    assert got.rounds == 4 and log[:2] == ["setup", "run"] and log.count("run") == 3 + 4
+    fixed = Workload(lambda: log.append("run"), lambda: log.append("setup"), rounds=2)
+    log.clear()
+    assert timing.time_workload(fixed, policy, fake_clock(5)).rounds == 2
+    assert log == ["setup", "run", "setup", "run"]  # no warm-up
+
+
+def test_calibration_loops_and_formatting() -> None:
+    assert timing.cpu_calibration() == timing.cpu_calibration()
+    assert timing.memory_calibration() == timing.memory_calibration()
+    policy = timing.Policy(budget_s=1e-6, min_rounds=3, max_rounds=3, calibration_s=1e-6)
+    for kind in timing.CALIBRATIONS:
+        assert timing.calibrate(kind, policy, fake_clock(7)) > 0
+    assert timing.format_ns(12.5) == "12.5 ns"
+    assert timing.format_ns(1500) == "1.5 us"
+    assert timing.format_ns(2.5e6) == "2.5 ms"
+    assert timing.format_ns(3e9) == "3 s"
+
+
+# ---------------------------------------------------------------- shapes
+
+
+def test_every_match_shape_is_fully_cached() -> None:
+    for name in shapes.SHAPES:
+        shape = shapes.get_shape(name, 64)
+        tree = shapes.build_tree(reference.RadixTree, "reference", shape)
+        for kind in shapes.INPUT_KINDS:
+            work = shapes.match_workload(tree, shape.query[:64], kind)
+            assert work.run().length == 64  # type: ignore[attr-defined]
+        assert shape.block_bound() >= 4
+    assert shapes.shape_lengths("branchy", (16, 32_768)) == (16,)
+    assert shapes.shape_lengths("chat", (16, 32_768)) == (16, 32_768)
+    with pytest.raises(ValueError, match="unknown input kind"):
+        shapes.as_input([1], "float")
+    with pytest.raises(AssertionError, match="matched"):
+        shapes._check_full_match(0, shapes.get_shape("long_edge", 64), "x")
+    with pytest.raises(RuntimeError, match="asked for implementation"):
+        shapes.make_tree(reference.RadixTree, "accel", 4, 1)
+    with pytest.raises(AssertionError, match="found 0"):
+        shapes.match_workload(reference.RadixTree(4), list(range(16)), "list")
+    long_chat = shapes.chat(1024, conversations=4, forks=2)
+    assert len(long_chat.query) == 1024
+    full = reference.RadixTree(4, 1)
+    full.insert([1, 2, 3, 4])
+    shapes._make_room(full, 3)  # evicts what the pool lacks
+    assert full.stats().free == 3
+
+
+def test_insert_cycle_and_eviction_workloads_run() -> None:
+    factory = reference.RadixTree
+    makers = [
+        shapes.insert_fresh(factory, "reference", 64),
+        shapes.insert_shared(factory, "reference", 64),
+        shapes.insert_split(factory, "reference", 64),
+        shapes.serving_cycle(factory, "reference", 1024, 32),
+        shapes.evict_workload(factory, "reference", 300, batch=8),
+    ]
+    for work in makers:
+        for _ in range(3):
+            assert work.setup is not None
+            work.setup()
+            work.run()
+    first = shapes.first_evict_workload(factory, "reference", 400, batch=8, rounds=2)
+    assert first.rounds == 2 and first.units == 8 and first.setup is not None
+    for _ in range(2):
+        first.setup()
+        assert len(first.run()) == 8  # type: ignore[arg-type]
+    sequences = shapes.first_evict_sequences(400, 1)
+    assert len(sequences) == (400 - 32) // 8 + 1
+    assert len({tuple(s[:4]) for s in sequences}) == shapes.FIRST_EVICT_HEADS
+
+
+def test_first_eviction_refuses_a_short_eviction() -> None:
+    first = shapes.first_evict_workload(reference.RadixTree, "reference", 40, batch=64)
+    assert first.setup is not None
+    first.setup()
+    with pytest.raises(AssertionError, match="freed"):
+        first.run()
+
+
+def test_memory_shapes_on_a_tree_that_reports_its_memory() -> None:
+    names = list(memory.memory_shapes(quick=True))
+    assert names[-1] == "grouped/100000" and list(memory.memory_shapes(False))[-1].endswith("0000")
+    for name in ("one_edge", "one_block_nodes"):
+        tree = memory.memory_shapes(True)[name](accel.RadixTree, "accel")
+        assert memory.reports_memory(tree) and 0 < memory.bytes_per_block(tree) < 1000
+    tree = memory.grouped(accel.RadixTree, "accel", 500)
+    assert tree.stats().cached >= 500
+    assert not memory.reports_memory(reference.RadixTree(4, 1))
+
+
+def test_memory_builders_make_their_shapes() -> None:
+    chat = memory.chat_turns(accel.RadixTree, "accel")
+    assert chat.stats().cached == 256 * 32 and len(chat.namespaces()) == 4
+    prompts = memory.random_prompts(accel.RadixTree, "accel")
+    assert prompts.stats().cached > 16 * 8
+
+
+# ---------------------------------------------------------------- block pool host side
+
+
+@pytest.mark.parametrize("pool", ["reference", "accel"])
+def test_block_pool_host_side_cases_run(pool: str) -> None:
+    found = blockpool.host_side_cases(pool)
+    assert ("gpu-host/gather/16" in found) == (pool == "accel")
+    assert ("gpu-host/copy/16" in found) == (pool == "accel")
+    for make in found.values():
+        work = make()
+        for _ in range(70):  # enough to come round a small staging ring
+            work.run()
+    blockpool._Finished().synchronize()
+    with pytest.raises(ValueError, match="fast path"):
+        blockpool.taken(None)
+
+
+# ---------------------------------------------------------------- targets
+
+
+class PlainCandidate:
+    """A plain-data candidate that is not the kit's tree adapter (it only uses one)."""
+
+    def __init__(self, name: str) -> None:
+        self._inner = TreeAdapter(reference.RadixTree, name)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+
+def make_candidate() -> PlainCandidate:
+    """A zero-argument factory of plain-data candidates (a ``module:attribute`` target)."""
+    return PlainCandidate("factory-candidate")
+
+
+SHARED = PlainCandidate("shared-candidate")
+
+
+def _exercise(tree: Any) -> None:
+    tree.insert(np.arange(32, dtype=np.uint32))
+    hit = tree.match(list(range(32)), pin=True)
+    assert hit.length == 32 and hit.lease is not None
+    hit.lease.release()
+    again = tree.match(list(range(16)), pin=True)
+    tree.release(again.lease)
+    assert tree.insert(list(range(100, 116))).lease is None
+    assert tree.stats().cached == 3
+    assert len(tree.evict(2)) == 2
+
+
+def test_tree_class_targets() -> None:
+    for name, impl, pool in (("reference", "reference", "reference"), ("accel", "accel", "accel")):
+        target = gate_target(name)
+        assert (target.implementation, target.pool, target.reuse_trees) == (impl, pool, True)
+        _exercise(target.factory(8, 16))
+    mutant = gate_target("kachedb_radix.spec.mutants.eviction:LruReversed")
+    assert mutant.pool is None and mutant.implementation == "mutant:lru_reversed"
+
+
+def test_candidate_targets_are_driven_through_plain_data() -> None:
+    made = gate_target("tests.gate.test_gate:make_candidate")
+    assert made.reuse_trees and made.implementation == "factory-candidate"
+    tree = made.factory(8, 16)
+    assert isinstance(tree, CandidateTree)
+    _exercise(tree)
+    shared = gate_target("tests.gate.test_gate:SHARED")
+    assert not shared.reuse_trees
+    _exercise(shared.factory(8, 16))
+    shared.close()
+
+
+def test_a_program_is_a_target() -> None:
+    target = gate_target(None, f"{sys.executable} -m kachedb_radix.spec.serve")
+    try:
+        assert target.name.startswith("cmd:") and not target.pool
+        _exercise(target.factory(8, 16))
+        plan = build_plan(target, quick=True, only="insert/fresh")
+        assert [case.name for case in plan.cases] == ["insert/fresh/1024"] and not plan.memory
+    finally:
+        target.close()
+        target.close()  # idempotent
+    with pytest.raises(TargetError):
+        gate_target("no_such_module_here:Tree")
+
+
+# ---------------------------------------------------------------- the plan
+
+
+def test_quick_and_full_plans() -> None:
+    target = gate_target("accel")
+    quick = build_plan(target, quick=True)
+    names = [case.name for case in quick.cases]
+    assert "match/branchy/1024/uint32" in names and "insert/fresh/1024" in names
+    assert quick.evict_keys == (first_evict_name(1000), first_evict_name(1_000_000))
+    assert {case.calibration for case in quick.cases if case.name.startswith("match")} == {"cpu"}
+    assert {case.calibration for case in quick.cases if case.name.startswith("insert")} == {
+        "memory"
+    }
+    assert any(name.startswith("gpu-host/gather") for name in names)
+    assert [m.name for m in quick.memory][-1] == "memory/grouped/100000"
+    full = build_plan(target, quick=False)
+    assert len(full.cases) > len(quick.cases) and full.mode == "full"
+    assert sum(1 for c in full.cases if c.name.startswith("evict/first/")) == 4
+    only = build_plan(target, quick=True, only="evict/first/1000000")
+    assert only.evict_keys is None and len(only.cases) == 1 and not only.memory
+
+
+def test_plan_cases_build_their_workloads() -> None:
+    target = gate_target("reference")
+    plan = build_plan(target, quick=True, evict_sizes=(200, 400))
+    by_name = {case.name: case for case in plan.cases}
+    work = by_name["match/branchy/1024/list"].make()
+    assert work.run().length == 1024  # type: ignore[attr-defined]
+    by_name["match/branchy/1024/uint32"].make()  # the same tree, reused
+    first = by_name[first_evict_name(400)].make()
+    assert first.rounds == 3
+
+
+def test_trees_are_rebuilt_for_a_shared_candidate() -> None:
+    target = gate_target("tests.gate.test_gate:SHARED")
+    plan = build_plan(target, quick=True, only="match/long_edge/1024")
+    (case,) = plan.cases
+    case.make()
+    case.make()
+
+
+# ---------------------------------------------------------------- verdicts
+
+
+def _m(ns: float, calib: float = 10_000.0, kind: str = "cpu", unit: str = "call") -> Measurement:
+    return Measurement(ns, calib, kind, 5, unit)
+
+
+def _never() -> Workload:
+    raise AssertionError("not built in a scripted run")
+
+
+def _plan(with_memory: bool = True) -> Plan:
+    cases_ = [
+        Case("match/x", _never, "cpu"),
+        Case(first_evict_name(1000), _never, "memory"),
+        Case(first_evict_name(1_000_000), _never, "memory"),
+    ]
+    mem = [MemoryCase("memory/one_edge", lambda: None)] if with_memory else []
+    keys = (first_evict_name(1000), first_evict_name(1_000_000))
+    return Plan("t", "quick", cases_, mem, keys)
+
+
+def _baseline() -> Baseline:
+    return Baseline(
+        "t",
+        {
+            "match/x": {"normalised": 0.1},
+            first_evict_name(1000): {"normalised": 0.01},
+            first_evict_name(1_000_000): {"normalised": 0.02},
+            "memory/one_edge": {"value": 20.0},
+        },
+        {"match/x": {"max_ns": 1500.0}, "memory/one_edge": {"max": 64}},
+    )
+
+
+def _status(rows: list[verdicts.Verdict], figure: str) -> str:
+    return next(row.status for row in rows if row.figure == figure)
+
+
+def test_healthy_results_pass() -> None:
+    results = {
+        "match/x": [_m(1000)],
+        first_evict_name(1000): [_m(100, unit="block")],
+        first_evict_name(1_000_000): [_m(200, unit="block")],
+    }
+    rows = evaluate(results, {"memory/one_edge": 21.0}, _plan(), _baseline())
+    assert {row.status for row in rows} == {PASS}
+    growth = rows[0]
+    assert growth.figure.startswith("eviction growth") and growth.value == "2.00x"
+
+
+@pytest.mark.parametrize(
+    ("figure", "results", "sizes"),
+    [
+        ("match/x", {"match/x": [_m(1400, calib=5000)]}, {}),  # 0.28 > 1.5 * 0.1
+        ("match/x (limit)", {"match/x": [_m(1501, calib=100_000)]}, {}),
+        ("eviction growth", {first_evict_name(1000): [_m(90)],
+                             first_evict_name(1_000_000): [_m(300)]}, {}),
+        ("memory/one_edge", {}, {"memory/one_edge": 22.1}),
+        ("memory/one_edge (limit)", {}, {"memory/one_edge": 65.0}),
+    ],
+)  # fmt: skip
+def test_each_check_fails_on_its_own(
+    figure: str, results: dict[str, list[Measurement]], sizes: dict[str, float]
+) -> None:
+    baseline = _baseline()
+    if figure == "memory/one_edge (limit)":
+        baseline.cases["memory/one_edge"] = {"value": 60.0}
+    rows = evaluate(results, sizes, _plan(), baseline)
+    failed = [row.figure for row in rows if row.status == FAIL]
+    assert len(failed) == 1 and failed[0].startswith(figure)
+
+
+def test_cases_without_a_baseline_are_new() -> None:
+    results = {"match/x": [_m(1000)]}
+    rows = evaluate(results, {"memory/one_edge": 5.0}, _plan(), Baseline())
+    assert [row.status for row in rows] == [NEW, NEW]
+
+
+def test_re_measure_keeps_the_better_figure() -> None:
+    results = {"match/x": [_m(1800), _m(1200)]}
+    rows = evaluate(results, {}, _plan(False), _baseline())
+    row = next(row for row in rows if row.figure == "match/x")
+    assert row.status == PASS and "re-measured" in row.note and "1.8 us" in row.note
+
+
+def test_baseline_file_round_trip(tmp_path: Path) -> None:
+    path = tmp_path / "b.json"
+    assert load_baseline(path).cases == {}
+    path.write_text(json.dumps({"format": 2, "limits": {"match/x": {"max_ns": 9}}}))
+    written = save_baseline(
+        path, _plan(), {"match/x": [_m(2000), _m(1000)]}, {"memory/one_edge": 12.345},
+        {"cpu": "test"}, "kachedb-radix gate t --update-baseline",
+    )  # fmt: skip
+    assert written == 2
+    loaded = load_baseline(path)
+    assert loaded.target == "t" and loaded.limits == {"match/x": {"max_ns": 9}}
+    assert loaded.cases["match/x"]["normalised"] == 0.1
+    assert loaded.cases["memory/one_edge"]["value"] == 12.35
+    assert loaded.recorded_with["cpu"] == "test"
+    path.write_text("{oops")
+    with pytest.raises(BaselineError, match="not JSON"):
+        load_baseline(path)
+    path.write_text(json.dumps({"format": 1}))
+    with pytest.raises(BaselineError, match="format 1"):
+        load_baseline(path)
+    path.write_text(json.dumps([1]))
+    with pytest.raises(BaselineError, match="'list'"):
+        load_baseline(path)
+
+
+# ---------------------------------------------------------------- the run
+
+
+class Scripted:
+    """Measurements by case name, one per call (the last repeats)."""
+
+    def __init__(self, scripts: dict[str, list[float]]) -> None:
+        self.scripts = scripts
+        self.calls: dict[str, int] = {}
+
+    def __call__(self, case: Case) -> Measurement:
+        n = self.calls.get(case.name, 0)
+        self.calls[case.name] = n + 1
+        script = self.scripts[case.name]
+        return _m(script[min(n, len(script) - 1)], kind=case.calibration)
+
+
+def test_a_failing_check_is_re_measured_once() -> None:
+    plan = _plan(False)
+    scripted = Scripted({
+        "match/x": [1800, 1100],
+        first_evict_name(1000): [100],
+        first_evict_name(1_000_000): [400, 250],
+    })  # fmt: skip
+    lines: list[str] = []
+    result = run_gate(plan, _baseline(), scripted, progress=lines.append)
+    assert result.exit_code == 0 and sorted(result.remeasured) == sorted(
+        ["match/x", first_evict_name(1000), first_evict_name(1_000_000)]
+    )
+    assert scripted.calls["match/x"] == 2 and any("re-measured" in line for line in lines)
+    slow = Scripted({"match/x": [1800], first_evict_name(1000): [100],
+                     first_evict_name(1_000_000): [200]})  # fmt: skip
+    failed = run_gate(plan, _baseline(), slow)
+    assert failed.exit_code == 1
+    assert [v.figure for v in failed.failed] == ["match/x (limit)", "match/x"]
+    assert "GATE FAILED" in run.summary(failed)
+
+
+def test_memory_cases_are_measured_once() -> None:
+    plan = _plan()
+    scripted = Scripted({"match/x": [1000], first_evict_name(1000): [100],
+                         first_evict_name(1_000_000): [200]})  # fmt: skip
+    result = run_gate(plan, _baseline(), scripted, memory=lambda case: 20.5)
+    assert result.memory == {"memory/one_edge": 20.5} and result.exit_code == 0
+    assert run.measure_memory(MemoryCase("m", lambda: memory.one_edge(accel.RadixTree, "accel")))
+
+
+def test_reports(monkeypatch: pytest.MonkeyPatch) -> None:
+    result = GateRun(_plan(False), {"match/x": [_m(1000)]}, {}, [], [])
+    result.verdicts = evaluate(result.results, {}, result.plan, Baseline())
+    text = run.render_plain(result.verdicts)
+    assert text.splitlines()[0].startswith("figure") and "NEW" in text
+    assert "without a baseline" in run.summary(result) and "GATE PASSED" in run.summary(result)
+    data = run.to_json(result, run.machine())
+    assert data["exit_code"] == 0 and data["results"]["match/x"][0]["median_ns"] == 1000
+    assert set(run.machine()) >= {"cpu", "python", "load_average"}
+
+    def no_proc(*args: Any, **kwargs: Any) -> Any:
+        raise OSError("no /proc here")
+
+    monkeypatch.setattr("builtins.open", no_proc)
+    assert run.machine()["cpu"]
+    monkeypatch.undo()
+    monkeypatch.setitem(sys.modules, "rich.table", None)
+    assert run.render_rich(result.verdicts, "t") is None
+    fake = types.ModuleType("rich.table")
+
+    class Table:
+        def __init__(self, title: str) -> None:
+            self.rows: list[tuple[str, ...]] = []
+
+        def add_column(self, name: str) -> None:
+            return None
+
+        def add_row(self, *cells: str) -> None:
+            self.rows.append(cells)
+
+    fake.Table = Table  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "rich.table", fake)
+    table = run.render_rich(result.verdicts, "t")
+    assert table.rows[0][4] == "[cyan]NEW[/]"
+
+
+def test_measure_case_calibrates_around_the_case(monkeypatch: pytest.MonkeyPatch) -> None:
+    seen: list[str] = []
+
+    def calibrate(kind: str, policy: timing.Policy) -> float:
+        seen.append(kind)
+        return 100.0 * len(seen)
+
+    monkeypatch.setattr(run, "calibrate", calibrate)
+    policy = timing.Policy(budget_s=1e-5, min_rounds=3, max_rounds=3)
+    got = run.measure_case(Case("c", lambda: Workload(lambda: None), "memory"), policy)
+    assert seen == ["memory", "memory"] and got.calib_ns == 100.0 and got.calibration == "memory"
+
+
+# ---------------------------------------------------------------- the command line
+
+
+@pytest.fixture
+def scripted_cli(monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, float]]:
+    """The CLI with every case measured at a scripted median (1 us unless set)."""
+    medians: dict[str, float] = {}
+
+    def measure(case: Case, policy: timing.Policy) -> Measurement:
+        return _m(medians.get(case.name, 1000.0), kind=case.calibration)
+
+    monkeypatch.setattr(gate_cli, "measure_case", measure)
+    yield medians
+
+
+def test_cli_records_then_gates(scripted_cli: dict[str, float], tmp_path: Path,
+                                capsys: pytest.CaptureFixture[str]) -> None:  # fmt: skip
+    baseline = tmp_path / "baseline.json"
+    args = ["gate", "reference", "--baseline", str(baseline), "--quick", "--only", "gpu-host"]
+    assert cli_main([*args, "--update-baseline", "--plain"]) == 0
+    recorded = json.loads(baseline.read_text())
+    assert recorded["target"] == "reference" and "gpu-host/ids/list/16" in recorded["cases"]
+    assert "--update-baseline --quick" in recorded["recorded_with"]["command"]
+    out = tmp_path / "run.json"
+    assert cli_main([*args, "--plain", "--json", str(out)]) == 0
+    assert json.loads(out.read_text())["exit_code"] == 0
+    scripted_cli["gpu-host/ids/list/16"] = 5000.0
+    assert cli_main([*args, "--plain"]) == 1
+    assert "GATE FAILED" in capsys.readouterr().out
+    # A limit that fails while recording: that case is re-measured once, not thrice.
+    recorded["limits"] = {"gpu-host/ids/list/16": {"max_ns": 1}}
+    baseline.write_text(json.dumps(recorded))
+    assert cli_main([*args, "--update-baseline", "--plain"]) == 0
+    assert "re-measured: 1" in capsys.readouterr().out
+
+
+def test_cli_prints_with_rich_when_it_can(
+    scripted_cli: dict[str, float], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    printed: list[Any] = []
+    console = types.ModuleType("rich.console")
+
+    class Console:
+        def __init__(self, width: int) -> None:
+            return None
+
+        def print(self, table: Any) -> None:
+            printed.append(table)
+
+    console.Console = Console  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "rich.console", console)
+    monkeypatch.setattr(run, "render_rich", lambda verdicts, title: "a table")
+    monkeypatch.setattr(gate_cli, "render_rich", lambda verdicts, title: "a table")
+    baseline = tmp_path / "b.json"
+    only = ["--only", "gpu-host/ids/list"]
+    assert gate_cli.main(["reference", "--baseline", str(baseline), *only]) == 0
+    assert printed == ["a table"]
+
+
+def test_cli_usage_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    good = tmp_path / "b.json"
+    assert gate_cli.main(["--baseline", str(good)]) == 2
+    assert gate_cli.main(["reference", "--cmd", "x", "--baseline", str(good)]) == 2
+    assert gate_cli.main(["no.such.module:Tree", "--baseline", str(good)]) == 2
+    bad = tmp_path / "bad.json"
+    bad.write_text("[")
+    assert gate_cli.main(["reference", "--baseline", str(bad)]) == 2
+    assert "not JSON" in capsys.readouterr().err
+
+
+def test_cli_notes_a_baseline_of_another_target(
+    scripted_cli: dict[str, float], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    baseline = tmp_path / "b.json"
+    baseline.write_text(json.dumps({"format": 2, "target": "accel", "cases": {}}))
+    gate_cli.main(["reference", "--baseline", str(baseline), "--only", "gpu-host/ids/list"])
+    assert "recorded for 'accel'" in capsys.readouterr().out
+    serve = f"{sys.executable} -m kachedb_radix.spec.serve"
+    gate_cli.main(["--cmd", serve, "--baseline", str(baseline),
+                   "--only", "insert/fresh", "--update-baseline"])  # fmt: skip
+    assert "--cmd" in json.loads(baseline.read_text())["recorded_with"]["command"]
+
+
+def test_module_docs_name_every_check() -> None:
+    assert "MAX_EVICT_GROWTH" in (verdicts.__doc__ or "")
+    assert cases.MAX_EVICT_GROWTH == 3.0

@@ -1,0 +1,71 @@
+"""The mutant catalogue: every planted bug is killed by the kit with its default settings."""
+
+from __future__ import annotations
+
+import pytest
+
+from kachedb_radix import reference
+from kachedb_radix.spec.adapter import TreeAdapter
+from kachedb_radix.spec.levels import LEVEL_GROUPS
+from kachedb_radix.spec.mutants import MUTANT_SETTINGS, MUTANTS, Mutant, MutantResult, check_mutant
+from kachedb_radix.spec.mutants.base import MutantTree
+from kachedb_radix.spec.rules import load_rules
+from kachedb_radix.spec.runner import KitSettings, run_kit
+
+RULES = load_rules()
+
+
+def test_catalogue_is_large_and_covers_every_rule_group() -> None:
+    assert len(MUTANTS) >= 60
+    groups = {rule.split("-")[1] for mutant in MUTANTS.values() for rule in mutant.rules}
+    every = {group for groups_of in LEVEL_GROUPS.values() for group in groups_of}
+    assert every <= groups, every - groups
+    for mutant in MUTANTS.values():
+        assert set(mutant.rules) <= set(RULES), mutant.name
+        assert mutant.description and mutant.tree.implementation == f"mutant:{mutant.name}"
+
+
+def test_unmutated_base_conforms() -> None:
+    """The hookable copy of the reference is the reference: mutants differ by their bug only."""
+    assert run_kit(TreeAdapter(MutantTree, "base"), kit=KitSettings(examples=100)).passed
+    assert MutantTree.__mro__[1] is reference.RadixTree
+
+
+#: Results of the parametrised runs, reused by the catalogue-wide check.
+RESULTS: dict[str, MutantResult] = {}
+
+
+def _result(mutant: Mutant) -> MutantResult:
+    if mutant.name not in RESULTS:
+        RESULTS[mutant.name] = check_mutant(mutant, MUTANT_SETTINGS)
+    return RESULTS[mutant.name]
+
+
+@pytest.mark.parametrize("mutant", list(MUTANTS.values()), ids=list(MUTANTS))
+def test_mutant_is_killed(mutant: Mutant) -> None:
+    result = _result(mutant)
+    assert result.killed, (
+        f"{mutant.name} ({', '.join(mutant.rules)}) survived: {mutant.description}"
+    )
+    assert result.rules, "every kill names the rules of its finding"
+
+
+def test_kills_name_the_right_rule() -> None:
+    """At least 90% of the kills are attributed to a rule the mutant declares."""
+    results = [_result(mutant) for mutant in MUTANTS.values()]
+    right = [result.mutant.name for result in results if result.right_rule]
+    wrong = {
+        result.mutant.name: (result.rules[:1], result.mutant.rules)
+        for result in results
+        if not result.right_rule
+    }
+    assert len(right) >= 0.9 * len(results), wrong
+
+
+def test_state_dependent_mutants_are_in_the_catalogue() -> None:
+    """Bugs that wait for a large, deep or wide tree, many evictions, a high clock, the
+    eviction queue's maintenance or a full pool are part of what default settings kill."""
+    from kachedb_radix.spec.mutants import state
+
+    names = {mutant.name for mutant in MUTANTS.values() if mutant.tree.__module__ == state.__name__}
+    assert len(names) >= 8

@@ -1,0 +1,1 @@
+"""The JSON-lines stdio protocol: the client, the server and hostile programs."""

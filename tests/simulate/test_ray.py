@@ -1,0 +1,57 @@
+"""``--executor ray``: the sweep as Ray tasks, against a local Ray this test starts.
+
+Ray comes with the optional ``cluster`` extra, which CI installs (``.ci/run``). The
+test starts a small local Ray itself (2 CPUs, no dashboard) and stops it after.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+ray = pytest.importorskip(
+    "ray", reason="Ray is not installed: pip install -e '.[cluster]' (CI installs it)"
+)
+
+from kachedb_radix.spec.cli import main  # noqa: E402
+from kachedb_radix.spec.simulate.run import Settings, simulate  # noqa: E402
+from kachedb_radix.spec.simulate.workload import WorkloadSpec, generate  # noqa: E402
+from tests.support.simulate import assert_same_points  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def local_ray() -> Iterator[None]:
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    yield
+    ray.shutdown()
+
+
+def test_ray_tasks_give_the_serial_results(local_ray: None) -> None:
+    trace = generate(WorkloadSpec(requests=80, seed=6))
+    found = {
+        executor: simulate(trace, Settings(executor=executor, capacities=(150, 600, 2400)))
+        for executor in ("serial", "ray")
+    }
+    assert_same_points(found["serial"].points, found["ray"].points)
+    assert found["ray"].executor == "ray"
+
+
+def test_the_command_line_starts_and_stops_ray_when_none_runs(
+    local_ray: None, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """With no Ray in the process, --executor ray connects (ray.init with the given
+    address) and disconnects afterwards. The module's local Ray stands in for the
+    cluster: only the connect and disconnect calls are observed."""
+    calls: list[object] = []
+    answers = [False]  # the executor's own question; Ray's internal ones get the truth
+    real = ray.is_initialized
+    monkeypatch.setattr(ray, "is_initialized", lambda: answers.pop() if answers else real())
+    monkeypatch.setattr(ray, "init", lambda **options: calls.append(options["address"]))
+    monkeypatch.setattr(ray, "shutdown", lambda: calls.append("shutdown"))
+    status = main(
+        ["simulate", "--requests", "60", "--capacity", "300,3000", "--executor", "ray",
+         "--ray-address", "auto"]
+    )  # fmt: skip
+    assert status == 0 and calls == ["auto", "shutdown"]
+    assert "(ray executor)" in capsys.readouterr().out

@@ -1,0 +1,3 @@
+"""Snapshots and reader epochs, both twins by parameter: versions, quarantine, threads, leaks, the
+soak.
+"""

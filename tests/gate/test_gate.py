@@ -282,11 +282,31 @@ def test_plan_cases_build_their_workloads() -> None:
 
 
 def test_trees_are_rebuilt_for_a_shared_candidate() -> None:
-    target = gate_target("tests.gate.test_gate:SHARED")
-    plan = build_plan(target, quick=True, only="match/long_edge/1024")
-    (case,) = plan.cases
-    case.make()
-    case.make()
+    """One candidate object behind every tree (a module attribute) holds one tree at a time:
+    each case built on it builds its own tree, where a target that makes a tree per call
+    keeps one tree per shape for the run. Either way the case's workload runs on a tree
+    that holds its shape (``match_workload`` checks the match length when it is built)."""
+    for name, trees_for_two_cases in (("tests.gate.test_gate:SHARED", 2), ("reference", 1)):
+        target = gate_target(name)
+        built: list[Any] = []
+        factory = target.factory
+
+        def counting(
+            num_blocks: int, block_size: int, factory: Any = factory, built: list[Any] = built
+        ) -> Any:
+            tree = factory(num_blocks, block_size)
+            built.append(tree)
+            return tree
+
+        target.factory = counting
+        plan = build_plan(target, quick=True, only="match/long_edge/1024")
+        (case,) = plan.cases
+        built.clear()  # the plan's own probe trees (memory support) are not the cases'
+        first, second = case.make(), case.make()
+        assert len(built) == trees_for_two_cases, name
+        second.run()
+        assert (first.keep[0] is second.keep[0]) == (trees_for_two_cases == 1)
+        target.close()
 
 
 # ---------------------------------------------------------------- verdicts

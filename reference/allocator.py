@@ -19,7 +19,8 @@ Invariants (checked by :meth:`BlockAllocator.check_invariants`):
 * the free heap holds exactly the free ids, each once.
 
 Misuse is a typed error and changes nothing (R-ALLOC-3, R-ALLOC-4): asking for more
-blocks than are free raises :class:`OutOfBlocksError`; freeing a free id (or one id
+blocks than are free, or to :meth:`BlockAllocator.take` an id that is not free, raises
+:class:`OutOfBlocksError`; freeing a free id (or one id
 twice in a call) raises :class:`DoubleFreeError`; freeing an id outside the pool, or
 something that is not an int, raises :class:`ForeignBlockError`.
 """
@@ -104,6 +105,30 @@ class BlockAllocator:
         for block_id in taken:
             self._allocated[block_id] = 1
         return taken
+
+    def take(self, block_ids: Iterable[int]) -> list[int]:
+        """Take exactly these free ids, in the order given (for a tree that follows
+        another's allocation, :meth:`RadixTree.allocate_blocks`).
+
+        All or nothing: every id is checked before any is taken (R-ALLOC-1). Cost:
+        O(k + f) for k ids and f free ids (the free heap is rebuilt without them).
+
+        Raises:
+            ForeignBlockError: an id is not an int in ``[0, num_blocks)``.
+            OutOfBlocksError: an id is already allocated, or appears twice.
+        """
+        ids = list(block_ids)
+        seen: set[int] = set()
+        for block_id in ids:
+            self._check_id(block_id)
+            if self._allocated[block_id] or block_id in seen:
+                raise OutOfBlocksError(f"block {block_id} is not free to take")
+            seen.add(block_id)
+        self._free_heap = [block_id for block_id in self._free_heap if block_id not in seen]
+        heapq.heapify(self._free_heap)
+        for block_id in ids:
+            self._allocated[block_id] = 1
+        return ids
 
     def free(self, block_ids: Iterable[int]) -> None:
         """Return ``block_ids`` to the pool.

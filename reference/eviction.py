@@ -19,7 +19,9 @@ Invariants (checked by :meth:`EvictionQueue.check` and ``RadixTree.check_invaria
 
 1. the entries are exactly the evictable leaves, each under its current key;
 2. heap order: no entry's key is smaller than its parent's (``heap[(i - 1) // 2]``);
-3. ``position[nid]`` is the index of ``nid``'s entry.
+3. ``position[nid]`` is the index of ``nid``'s entry;
+4. ``owner[block_id]`` is the node whose entry is keyed by that tail block (so a
+   victim named by its block, :meth:`RadixTree.choose_victims`, is found in O(1)).
 
 Cost: every operation is O(log h) for h queued leaves, worst case -- there are no
 stale entries to skip, so the first ``evict`` after a long fill costs what any other
@@ -41,11 +43,12 @@ Entry = tuple[int, int, int]
 class EvictionQueue:
     """Indexed min-heap of evictable leaf tails keyed by ``(stamp, block_id)``."""
 
-    __slots__ = ("_heap", "_position")
+    __slots__ = ("_heap", "_owner", "_position")
 
     def __init__(self) -> None:
         self._heap: list[Entry] = []
         self._position: dict[int, int] = {}  # nid -> index of its entry in _heap
+        self._owner: dict[int, int] = {}  # tail block id -> nid of the entry keyed by it
 
     def __len__(self) -> int:
         """Queued leaves. O(1)."""
@@ -63,7 +66,9 @@ class EvictionQueue:
             index = len(self._heap)
             self._heap.append(entry)
         else:
+            del self._owner[self._heap[index][1]]  # its tail may have moved
             self._heap[index] = entry
+        self._owner[block_id] = nid
         self._restore(index)
 
     def withdraw(self, nid: int) -> None:
@@ -71,6 +76,7 @@ class EvictionQueue:
         index = self._position.pop(nid, None)
         if index is None:
             return
+        del self._owner[self._heap[index][1]]
         last = self._heap.pop()
         if index < len(self._heap):
             # The last entry fills the hole, then moves up or down to its place.
@@ -85,11 +91,20 @@ class EvictionQueue:
         self.withdraw(nid)
         return nid
 
+    def least_recent(self) -> int | None:
+        """The least recently used tail block, left in the queue; None when empty. O(1)."""
+        return self._heap[0][1] if self._heap else None
+
+    def owner(self, block_id: int) -> int | None:
+        """The nid of the queued leaf whose tail is ``block_id``, or None. O(1)."""
+        return self._owner.get(block_id)
+
     def copy(self) -> EvictionQueue:
         """An independent queue with the same entries, of the same class. O(h)."""
         twin = type(self).__new__(type(self))
         twin._heap = list(self._heap)
         twin._position = dict(self._position)
+        twin._owner = dict(self._owner)
         return twin
 
     def entries(self) -> Iterator[Entry]:
@@ -101,6 +116,8 @@ class EvictionQueue:
         heap = self._heap
         if len(self._position) != len(heap):
             return f"{len(self._position)} positions for {len(heap)} entries"
+        if self._owner != {block_id: nid for _, block_id, nid in heap}:
+            return "the owners of tail blocks are not the queued entries"
         for index, (stamp, block_id, nid) in enumerate(heap):
             if self._position.get(nid) != index:
                 return f"node {nid}'s position is not {index}"

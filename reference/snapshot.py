@@ -60,7 +60,9 @@ from typing import TYPE_CHECKING, Any
 
 from immutables import Map
 
+from .dump import dump_shape
 from .errors import ReaderLeftError
+from .namespaces import check_namespace, namespace_order
 from .node import Node
 from .results import MatchResult
 from .tokens import as_token_list
@@ -121,8 +123,6 @@ class Snapshot:
             InvalidTokensError: ``tokens`` is malformed (R-TOK-*).
             InvalidArgumentError: ``namespace`` is not None or a str.
         """
-        from .tree import check_namespace
-
         token_list = as_token_list(tokens)
         check_namespace(namespace)
         size = self._block_size
@@ -133,8 +133,6 @@ class Snapshot:
 
     def namespaces(self) -> list[str | None]:
         """Namespaces holding blocks at this version, None first. O(r log r)."""
-        from .tree import namespace_order
-
         return sorted(self._version.roots, key=namespace_order)
 
     def dump(self) -> dict[str, Any]:
@@ -143,8 +141,6 @@ class Snapshot:
         Like ``RadixTree.dump()`` without the writer's bookkeeping (pins, stamps,
         free and quarantined blocks), plus the version number. O(cached tokens).
         """
-        from .dump import dump_shape
-
         roots = self._version.roots
         return dump_shape(
             block_size=self._block_size,

@@ -41,17 +41,38 @@ How the state is kept:
 
 Invariants: see :mod:`kachedb_radix.reference.invariants`, run by
 :meth:`RadixTree.check_invariants`.
+
+Extension points. A subclass may override two documented methods to make the tree
+follow choices made elsewhere, without touching anything private:
+
+* :meth:`RadixTree.choose_victims` -- which leaves an eviction frees from, in order
+  (default: the eviction queue, least recently used first). The conformance kit's
+  oracle overrides it to evict exactly what a candidate evicted, after checking the
+  choice is admissible; planted bugs override it to evict wrongly.
+* :meth:`RadixTree.choose_new_blocks` -- which free ids an insert's new blocks get
+  (default: none chosen, so the allocator's smallest first, R-ALLOC-2); the oracle
+  hands out exactly the ids a candidate allocated.
+
+Everything else an insert or an eviction does -- the room check, the protected
+path, publication, the quarantine -- stays the tree's, so a subclass cannot make
+the tree break an invariant by following a choice: it can only choose. A subclass
+that only needs to *know* when an edge splits (the oracle, to name the rule a
+difference breaks) wraps ``_split`` and calls the original: splits are not visible
+in the public API, which describes the canonical shape (R-DUMP-2), not how the tree
+happens to store it.
 """
 
 from __future__ import annotations
 
 import copy
 from collections import deque
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from immutables import Map
 
 from .allocator import BlockAllocator
+from .dump import dump_state
 from .errors import (
     ForeignLeaseError,
     InvalidArgumentError,
@@ -59,9 +80,12 @@ from .errors import (
     OutOfBlocksError,
 )
 from .eviction import EvictionQueue
+from .invariants import check_tree
 from .lease import Lease
+from .namespaces import check_namespace, namespace_order
 from .node import EMPTY_CHILDREN, Node
 from .numbering import Numbering
+from .render import render_dump
 from .results import InsertResult, MatchResult, TreeStats
 from .snapshot import Reader, Snapshot, Version
 from .tokens import as_token_list
@@ -151,8 +175,7 @@ class RadixTree:
             InvalidTokensError: ``tokens`` is malformed (R-TOK-*).
             InvalidArgumentError: ``namespace`` is not None or a str.
         """
-        token_list = as_token_list(tokens)
-        check_namespace(namespace)
+        token_list = self._validate(tokens, namespace)
         path, matched = self._walk(namespace, token_list, len(token_list) // self._block_size)
         now = self._tick()
         self._stamp(path, now)
@@ -184,37 +207,21 @@ class RadixTree:
                 evictable-off-path blocks are fewer than the new blocks needed
                 (R-INS-6, R-EPOCH-3). Nothing changes.
         """
-        token_list = as_token_list(tokens)
-        check_namespace(namespace)
+        token_list = self._validate(tokens, namespace)
         size = self._block_size
         wanted = len(token_list) // size
         path, reused = self._walk(namespace, token_list, wanted)
         needed = wanted - reused
 
-        evicted: list[int] = []
-        if needed > self._allocator.free_count:
-            self._check_room(path, needed)
-            self._reclaim()
-            shortfall = needed - self._allocator.free_count
-            if shortfall > 0:
-                # Pin the reused path while evicting, so room is never made by
-                # evicting the prefix we are about to extend (R-INS-5).
-                self._adjust_pins(path, +1)
-                evicted = self._evict_blocks(shortfall)
-                self._adjust_pins(path, -1)
-                if self._allocator.free_count < needed:
-                    # Only possible when a reader entered during this call.
-                    raise OutOfBlocksError(
-                        f"insert needs {needed} new blocks but a reader entered while it "
-                        f"evicted; {len(evicted)} evicted blocks wait in quarantine"
-                    )
-                # Eviction may have trimmed the unpinned tail of the last edge we
-                # reached; walk again so the split below sees the current shape.
-                path, reused = self._walk(namespace, token_list, wanted)
+        evicted = self._make_room(path, needed)
+        if evicted:
+            # Eviction may have trimmed the unpinned tail of the last edge we
+            # reached; walk again so the split below sees the current shape.
+            path, reused = self._walk(namespace, token_list, wanted)
 
         allocated: list[int] = []
         if needed > 0:
-            allocated = self._allocator.allocate(needed)
+            allocated = self._allocate(needed)
             self._attach(namespace, path, token_list, reused, wanted, allocated)
             path, _ = self._walk(namespace, token_list, wanted)
 
@@ -270,7 +277,60 @@ class RadixTree:
         """
         if isinstance(count, bool) or not isinstance(count, int) or count < 0:
             raise InvalidArgumentError(f"evict count must be an int >= 0, got {count!r}")
-        return tuple(self._evict_blocks(count))
+        return tuple(self._evict_blocks(count, protected=[]))
+
+    # ------------------------------------------------------------------ extension points
+
+    def choose_victims(self, count: int, protected: Path) -> Iterator[int]:
+        """Extension point: the blocks an eviction of ``count`` blocks frees, in order.
+
+        Yields block ids, each the tail of an evictable leaf (an unpinned last block
+        of a non-root node without children) at the moment it is yielded: the tree
+        frees each before it asks for the next, so the block before it on its edge,
+        or its parent's tail once the last child is gone, may be yielded next.
+        ``protected`` is the path an insert extends: its blocks are pinned while the
+        insert evicts, so they are never evictable (R-INS-5). The default yields the
+        eviction queue's least recently used tail, ``count`` times or until nothing
+        is evictable (R-EVICT-1..3).
+
+        Cost: O(log h) per block for h evictable leaves (the default). An override may
+        raise to refuse; what it had yielded is freed and published before the error
+        goes on (an eviction is never half-visible).
+
+        Raises (in the tree, for a yielded block):
+            InvalidArgumentError: the block is not the tail of an evictable leaf.
+        """
+        for _ in range(count):
+            tail = self._queue.least_recent()
+            if tail is None:
+                return
+            yield tail
+
+    def choose_new_blocks(self, count: int) -> Sequence[int] | None:
+        """Extension point: the free ids an insert's ``count`` new blocks get, or None.
+
+        None (the default) lets the allocator choose: the smallest free ids, ascending
+        (R-ALLOC-2). An override returns ``count`` distinct free ids, taken in that
+        order. Called only when ``count`` blocks are free (the insert made room
+        first). Cost: O(1) (the default).
+
+        Raises (in the tree, for ids returned):
+            AllocatorError: an id is not free, or appears twice (R-ALLOC-1).
+            InvalidArgumentError: not ``count`` ids.
+        """
+        return None
+
+    def eviction_key(self, block_id: int) -> tuple[int, int]:
+        """The key eviction orders block ``block_id`` by as an evictable leaf tail: the
+        smallest key goes first (R-EVICT-2, R-EVICT-3). ``(stamp, block_id)``, the
+        stamp the block was last used at (R-LRU-1); a block no longer cached keeps the
+        key it had. O(1).
+
+        Raises:
+            ForeignBlockError: ``block_id`` is not an id of this pool.
+        """
+        self._allocator.is_allocated(block_id)  # the range check
+        return (self._stamps[block_id], block_id)
 
     # ------------------------------------------------------------------ snapshots
 
@@ -377,8 +437,6 @@ class RadixTree:
         Two implementations in the same state return equal dumps. Cost: O(N) over
         all cached tokens and the pool.
         """
-        from .dump import dump_state
-
         pins, stamps = self._pins, self._stamps
         return dump_state(
             block_size=self._block_size,
@@ -395,8 +453,6 @@ class RadixTree:
 
     def render(self) -> str:
         """The tree drawn as text, from :meth:`dump`. O(N)."""
-        from .render import render_dump
-
         return render_dump(self.dump())
 
     def check_invariants(self) -> None:
@@ -405,11 +461,16 @@ class RadixTree:
         Raises:
             InvariantViolation: an invariant is broken (a bug, never bad input).
         """
-        from .invariants import check_tree
-
         check_tree(self)
 
     # ------------------------------------------------------------------ internals: shape
+
+    def _validate(self, tokens: object, namespace: object) -> list[int]:
+        """The arguments of ``match`` and ``insert`` checked, tokens first (R-TOK-5, R-NS-4):
+        the token list. O(n) for n tokens."""
+        token_list = as_token_list(tokens)
+        check_namespace(namespace)
+        return token_list
 
     def _walk(self, namespace: str | None, tokens: list[int], limit: int) -> tuple[Path, int]:
         return walk(self._roots, namespace, tokens, limit, self._block_size)
@@ -482,6 +543,9 @@ class RadixTree:
 
     def _split(self, node: Node, at: int) -> Node:
         """Split ``node``'s edge after its first ``at`` blocks (R-SPLIT-1, R-SPLIT-2).
+
+        An observation point for subclasses (see the module docstring): wrap it and call
+        it; do not change what it does.
 
         A new upper node takes the first ``at`` blocks and the node's place under
         its parent; the node keeps its id, the rest of its blocks and its children,
@@ -581,25 +645,83 @@ class RadixTree:
                 f"{self._quarantined} quarantined for {len(self._readers)} readers)"
             )
 
-    def _evict_blocks(self, count: int) -> list[int]:
-        """Evict up to ``count`` leaf-tail blocks in LRU order, publish, then retire them."""
-        evicted: list[int] = []
-        while len(evicted) < count:
-            nid = self._queue.pop_lru()
-            if nid is None:
-                break
-            leaf = self._nodes[nid]
-            evicted.append(leaf.tail())
-            if leaf.count == 1:
-                self._remove_leaf(leaf)
-            else:
-                self._replace(leaf.without_tail())
-                self._offer(nid)
-            self._cached -= 1
-        if evicted:
-            self._publish()  # readers entering from now on cannot see these blocks
-            self._retire(evicted)
+    def _make_room(self, path: Path, needed: int) -> list[int]:
+        """Make ``needed`` blocks free for an insert extending ``path``; the evicted ids.
+
+        Refused first when even full eviction cannot make room (R-INS-6); then
+        quarantined blocks whose readers left are reclaimed (R-EPOCH-2), and exactly
+        the remaining shortfall is evicted, the path pinned meanwhile so it is never
+        the room (R-INS-5). Cost: O(e log h + e * depth * log fan-out) for e evicted.
+
+        Raises:
+            OutOfBlocksError: there is no room (nothing changed), or a reader entered
+                while this call evicted (the evicted blocks wait in quarantine).
+        """
+        if needed <= self._allocator.free_count:
+            return []
+        self._check_room(path, needed)
+        self._reclaim()
+        shortfall = needed - self._allocator.free_count
+        if shortfall <= 0:
+            return []
+        self._adjust_pins(path, +1)
+        try:
+            evicted = self._evict_blocks(shortfall, protected=path)
+        finally:
+            self._adjust_pins(path, -1)
+        if self._allocator.free_count < needed:
+            # Only possible when a reader entered during this call.
+            raise OutOfBlocksError(
+                f"insert needs {needed} new blocks but a reader entered while it "
+                f"evicted; {len(evicted)} evicted blocks wait in quarantine"
+            )
         return evicted
+
+    def _allocate(self, count: int) -> list[int]:
+        """The ids for ``count`` new blocks: :meth:`choose_new_blocks`' or the allocator's."""
+        chosen = self.choose_new_blocks(count)
+        if chosen is None:
+            return self._allocator.allocate(count)
+        if len(chosen) != count:
+            raise InvalidArgumentError(f"chose {len(chosen)} ids for {count} new blocks")
+        return self._allocator.take(chosen)
+
+    def _evict_blocks(self, count: int, protected: Path) -> list[int]:
+        """Free the blocks :meth:`choose_victims` yields, then publish and retire them.
+
+        Whatever was freed is published and retired even when the chooser raises part
+        way (then the error propagates), so no eviction is half-visible.
+        """
+        evicted: list[int] = []
+        try:
+            for tail in self.choose_victims(count, protected):
+                evicted.append(self._free_tail(tail))
+        finally:
+            if evicted:
+                self._publish()  # readers entering from now on cannot see these blocks
+                self._retire(evicted)
+        return evicted
+
+    def _free_tail(self, tail: int) -> int:
+        """Remove the evictable leaf tail ``tail`` from the tree (R-EVICT-1); return it.
+
+        O(log h + depth * log fan-out).
+
+        Raises:
+            InvalidArgumentError: ``tail`` is not the tail of an evictable leaf.
+        """
+        nid = self._queue.owner(tail) if isinstance(tail, int) else None
+        if nid is None:
+            raise InvalidArgumentError(f"{tail!r} is not the tail of an evictable leaf")
+        leaf = self._nodes[nid]
+        self._queue.withdraw(nid)
+        if leaf.count == 1:
+            self._remove_leaf(leaf)
+        else:
+            self._replace(leaf.without_tail())
+            self._offer(leaf.nid)
+        self._cached -= 1
+        return tail
 
     def _remove_leaf(self, leaf: Node) -> None:
         """Unlink a leaf losing its last block; its parent may become a leaf."""
@@ -644,15 +766,3 @@ class RadixTree:
         # One atomic dict operation: safe from any thread and from a finalizer (R-EPOCH-5).
         self._readers.pop(epoch, None)
 
-
-def check_namespace(namespace: object) -> None:
-    """Raise InvalidArgumentError unless ``namespace`` is None or a str (R-NS-4). O(1)."""
-    if namespace is not None and not isinstance(namespace, str):
-        raise InvalidArgumentError(
-            f"namespace must be None or a str, got {type(namespace).__name__} {namespace!r}"
-        )
-
-
-def namespace_order(namespace: str | None) -> tuple[bool, str]:
-    """Sort key of namespaces: None first, then by name. O(1)."""
-    return (namespace is not None, namespace or "")

@@ -27,8 +27,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kachedb_radix.reference.errors import RadixError
+from kachedb_radix.reference.namespaces import check_namespace
 from kachedb_radix.reference.tokens import as_token_list
-from kachedb_radix.reference.tree import check_namespace
 
 from .adapter import TreeAdapter
 from .candidate import Candidate, CandidateError, CandidateFailure
@@ -322,30 +322,24 @@ class Lockstep:
     def would_evict(self, step: Step) -> bool:
         """Whether the reference would evict to run this insert. O(tokens).
 
-        Without a quarantine the answer is exact from a read-only walk: it evicts
-        iff more new blocks are needed than are free and eviction can make room. With
-        quarantined blocks (which an insert reclaims first) it is a dry run on a copy
-        of the reference.
+        When the new blocks fit in the free pool (a match on the published version says
+        how many are new) it does not; otherwise the answer is a dry run on a copy of
+        the reference (which also decides whether a quarantine reclaimed is enough).
+        Cost: O(tokens), or the copy's O(pool + nodes + leases + readers).
         """
         tree, tokens = self.oracle.tree, step.get("tokens")
         if tree is None:
             return False
+        namespace = step.get("namespace")
         try:
             token_list = as_token_list(tokens)
-            check_namespace(step.get("namespace"))
+            check_namespace(namespace)
         except RadixError:
             return False  # refused before anything: no eviction
-        stats = tree.stats()
         wanted = len(token_list) // tree.block_size
-        if stats.quarantined == 0:
-            path, reused = tree._walk(step.get("namespace"), token_list, wanted)
-            if wanted - reused <= stats.free:
-                return False
-            try:
-                tree._check_room(path, wanted - reused)
-            except RadixError:
-                return False  # refused for want of room: nothing evicted
-            return True
+        reused = tree.snapshot().match(token_list, namespace).length // tree.block_size
+        if wanted - reused <= tree.stats().free:
+            return False  # room without evicting (the published version is the tree's)
         trial = copy_reference(self.oracle)
         outcome = apply_step(trial, step, LeaseBook())
         return "ok" in outcome and bool(outcome["ok"]["evicted"])

@@ -21,22 +21,30 @@ An inadmissible choice raises :class:`Inadmissible`, naming the rules it breaks.
 Having adopted the choice, both trees hold the same blocks under the same ids, so
 everything else -- answers, dumps, pins, stats -- is still compared exactly.
 
-The oracle also records facts the rule map uses (:mod:`kachedb_radix.spec.rulemap`): whether an
-insert split an edge, readers inside and blocks pinned before a step.
+How it follows: through the reference's two extension points and nothing private.
+:meth:`FollowingTree.insert_following` and :meth:`FollowingTree.evict_following` note
+the candidate's choice and make the ordinary ``insert`` or ``evict`` call; the tree
+then asks :meth:`~kachedb_radix.reference.RadixTree.choose_victims` what to evict (the
+override checks the candidate's blocks against the tree's published state, its dump,
+and yields them) and :meth:`~kachedb_radix.reference.RadixTree.choose_new_blocks` which
+ids to hand out. Room checks, the protected path, publication and the quarantine stay
+the reference's own code.
+
+The oracle also states facts the rule map uses (:mod:`kachedb_radix.spec.rulemap`): the
+shape before a step, readers inside, blocks pinned, each block's eviction key, and
+whether an insert split an edge (seen through the observation point the reference
+documents for it).
 """
 
 from __future__ import annotations
 
-import heapq
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from kachedb_radix import reference
-from kachedb_radix.reference.allocator import BlockAllocator
-from kachedb_radix.reference.errors import InvalidArgumentError, RadixError
+from kachedb_radix.reference.errors import RadixError
 from kachedb_radix.reference.node import Node
-from kachedb_radix.reference.tokens import as_token_list
-from kachedb_radix.reference.tree import check_namespace
 from kachedb_radix.reference.walk import Path
 
 from .adapter import TreeAdapter
@@ -58,41 +66,73 @@ class Inadmissible(Exception):
         self.cause = cause
 
 
-class FollowingAllocator(BlockAllocator):
-    """The reference allocator, which can be told the ids of its next allocation."""
+@dataclass
+class _Choice:
+    """What the candidate chose in the call being followed (None: choose as the spec does).
 
-    __slots__ = ("_primed",)
+    ``rules`` and ``what`` name the call in an inadmissibility: an insert's eviction
+    breaks R-INS-5 when it frees a wrong number of blocks, an ``evict`` R-EVICT-4.
+    """
 
-    def __init__(self, num_blocks: int) -> None:
-        super().__init__(num_blocks)
-        self._primed: list[int] | None = None
+    evicted: list[int] | None
+    allocated: list[int] | None
+    profile: Profile
+    rules: tuple[str, ...]
+    what: str
+    consumed: bool = field(default=False)
 
-    def prime(self, ids: Sequence[int]) -> None:
-        """Make the next ``allocate(len(ids))`` return ``ids``. O(1).
 
-        Raises:
-            Inadmissible: an id is not free, or appears twice (R-ALLOC-1).
-        """
-        seen: set[int] = set()
-        for block in ids:
-            if not (0 <= block < self.num_blocks) or self._allocated[block] or block in seen:
-                raise Inadmissible(
-                    ("R-ALLOC-1",), f"allocated block {block}, which is not free to take"
-                )
-            seen.add(block)
-        self._primed = list(ids)
+class _Edges:
+    """The published shape as edges of blocks, for checking a chosen eviction.
 
-    def allocate(self, count: int) -> list[int]:
-        """The primed ids when primed for ``count`` blocks, else the smallest free ones."""
-        primed, self._primed = self._primed, None
-        if primed is None or count != len(primed):
-            return super().allocate(count)
-        chosen = set(primed)
-        self._free_heap = [block for block in self._free_heap if block not in chosen]
-        heapq.heapify(self._free_heap)
-        for block in primed:
-            self._allocated[block] = 1
-        return primed
+    Built from a dump (R-DUMP-2: canonical edges), so it knows exactly what any
+    implementation in the same state would show. ``remaining[e]`` is how many of edge
+    ``e``'s blocks are still cached while the choice is applied block by block.
+    """
+
+    def __init__(self, dump: dict[str, Any]) -> None:
+        self.blocks: list[list[int]] = []
+        self.children: list[list[int]] = []
+        self.edge_of: dict[int, int] = {}
+        self.pins: dict[int, int] = {}
+        self.stamps: dict[int, int] = {}
+        for space in dump["namespaces"]:
+            for child in space["children"]:
+                self._add(child)
+        self.remaining = [len(blocks) for blocks in self.blocks]
+
+    def _add(self, edge: dict[str, Any]) -> int:
+        index = len(self.blocks)
+        self.blocks.append(list(edge["blocks"]))
+        self.children.append([])
+        for position, block in enumerate(edge["blocks"]):
+            self.edge_of[block] = index
+            self.pins[block] = edge["pins"][position]
+            self.stamps[block] = edge["stamps"][position]
+        self.children[index] = [self._add(child) for child in edge["children"]]
+        return index
+
+    def is_tail(self, block: int) -> bool:
+        """Whether ``block`` is, as things stand, the last cached block of a leaf edge."""
+        edge = self.edge_of[block]
+        left = self.remaining[edge]
+        return (
+            left > 0
+            and self.blocks[edge][left - 1] == block
+            and all(self.remaining[child] == 0 for child in self.children[edge])
+        )
+
+    def tails(self) -> list[int]:
+        """Every leaf tail now. O(edges)."""
+        return [
+            self.blocks[edge][left - 1]
+            for edge, left in enumerate(self.remaining)
+            if left and all(self.remaining[child] == 0 for child in self.children[edge])
+        ]
+
+    def free(self, block: int) -> None:
+        """Mark ``block`` (a current tail) evicted."""
+        self.remaining[self.edge_of[block]] -= 1
 
 
 class FollowingTree(reference.RadixTree):
@@ -102,25 +142,27 @@ class FollowingTree(reference.RadixTree):
 
     def __init__(self, num_blocks: int, block_size: int = 16) -> None:
         super().__init__(num_blocks, block_size)
-        self._allocator = FollowingAllocator(num_blocks)
-        self.split_seen = False
+        self._choice: _Choice | None = None
+        self.split_seen = False  # an edge split since the lockstep last cleared it
+
+    def _split(self, node: Node, at: int) -> Node:
+        # The observation point the reference documents for this (its module docstring).
+        self.split_seen = True
+        return super()._split(node, at)
 
     # ------------------------------------------------------------------ facts
 
     def facts(self) -> dict[str, Any]:
         """What the rule map may ask about the state before a step. O(1)."""
+        stats = self.stats()
         return {
-            "block_size": self._block_size,
-            "readers": len(self._readers),
-            "pinned": self._pinned,
-            "cached": self._cached,
+            "block_size": self.block_size,
+            "readers": stats.readers,
+            "pinned": stats.pinned,
+            "cached": stats.cached,
             "before": self.snapshot(),  # O(1): the shape before the step, dumped on demand
-            "stamps": self._stamps,  # evicted blocks keep theirs: read after the step too
+            "key": self.eviction_key,  # evicted blocks keep theirs: asked after the step too
         }
-
-    def _split(self, node: Node, at: int) -> Node:
-        self.split_seen = True
-        return super()._split(node, at)
 
     # ------------------------------------------------------------------ adoption
 
@@ -131,11 +173,8 @@ class FollowingTree(reference.RadixTree):
             InvalidArgumentError: ``count`` is not an int >= 0 (as ``evict``).
             Inadmissible: ``freed`` is not an admissible eviction (module docstring).
         """
-        if isinstance(count, bool) or not isinstance(count, int) or count < 0:
-            raise InvalidArgumentError(f"evict count must be an int >= 0, got {count!r}")
-        asked = min(count, self._cached - self._pinned)
-        self._check_count(freed, asked, profile, ("R-EVICT-4",), "evict")
-        self._evict_chosen(freed, profile, protected=[])
+        choice = _Choice(list(freed), None, profile, ("R-EVICT-4",), "evict")
+        self._follow(choice, lambda: self.evict(count))  # type: ignore[arg-type]
 
     def insert_following(
         self,
@@ -149,54 +188,86 @@ class FollowingTree(reference.RadixTree):
         """``insert``, evicting ``evicted`` and allocating ``allocated`` when given.
 
         ``None`` for either means: choose as the reference does. Raises what
-        ``insert`` raises (the refusal is decided by the rules, before adoption),
-        and :class:`Inadmissible` for an inadmissible choice.
+        ``insert`` raises (a refusal is decided by the rules, before anything is
+        adopted), and :class:`Inadmissible` for an inadmissible choice.
         """
-        token_list = as_token_list(tokens)
-        check_namespace(namespace)
-        wanted = len(token_list) // self._block_size
-        path, reused = self._walk(namespace, token_list, wanted)
-        needed = wanted - reused
-        if evicted is not None:
-            shortfall = 0
-            if needed > self._allocator.free_count:
-                self._check_room(path, needed)  # an infeasible insert is refused first
-                self._reclaim()
-                shortfall = max(0, needed - self._allocator.free_count)
-            self._check_count(evicted, shortfall, profile, ("R-INS-5",), "insert")
-            self._adjust_pins(path, +1)  # the path is protected as if pinned (R-INS-5)
-            try:
-                self._evict_chosen(evicted, profile, protected=path)
-            finally:
-                self._adjust_pins(path, -1)
-        if allocated is not None and needed > 0 and len(allocated) == needed:
-            assert isinstance(self._allocator, FollowingAllocator)
-            self._allocator.prime(allocated)
-        self.split_seen = False
-        result = self.insert(token_list, namespace, pin=pin)
+        choice = _Choice(
+            None if evicted is None else list(evicted),
+            None if allocated is None else list(allocated),
+            profile,
+            ("R-INS-5",),
+            "insert",
+        )
+        return self._follow(choice, lambda: self.insert(tokens, namespace, pin=pin))
+
+    def _follow(self, choice: _Choice, call: Any) -> Any:
+        self._choice = choice
+        try:
+            result = call()
+        finally:
+            self._choice = None
+        if choice.evicted and not choice.consumed:
+            raise Inadmissible(
+                choice.rules,
+                f"{choice.what} freed {len(choice.evicted)} blocks where none were needed",
+            )
         return result
 
-    def _check_count(
-        self,
-        freed: Sequence[int],
-        asked: int,
-        profile: Profile,
-        rules: tuple[str, ...],
-        what: str,
-    ) -> None:
-        count = len(freed)
-        if profile.mode("evicted_set") == "exact":
+    # ------------------------------------------------------------------ the extension points
+
+    def choose_victims(self, count: int, protected: Path) -> Iterator[int]:
+        """The candidate's evicted blocks, checked, in an order the tree can free them;
+        the reference's own choice when nothing is being followed."""
+        choice = self._choice
+        if choice is None or choice.evicted is None:
+            yield from super().choose_victims(count, protected)
+            return
+        choice.consumed = True
+        freed, profile = choice.evicted, choice.profile
+        asked = min(count, self.stats().evictable)
+        edges = _Edges(self.dump())
+        self._check_count(freed, asked, edges, choice)
+        self._check_blocks(freed, edges, protected)
+        if profile.compares_recency:
+            tails = [block for block in edges.tails() if edges.pins[block] == 0]
+            victim = min(tails, key=lambda block: (edges.stamps[block], block), default=None)
+            if victim is not None and victim not in freed:
+                raise Inadmissible(
+                    ("R-EVICT-2",),
+                    f"freed {freed} but not the least recently used leaf tail {victim}",
+                )
+        yield from _in_freeing_order(freed, edges, profile.mode("eviction_granularity"))
+
+    def choose_new_blocks(self, count: int) -> Sequence[int] | None:
+        """The candidate's allocated ids, checked (R-ALLOC-1); None to let the spec choose."""
+        choice = self._choice
+        if choice is None or choice.allocated is None or len(choice.allocated) != count:
+            return None
+        free = set(self.dump()["free"])
+        seen: set[int] = set()
+        for block in choice.allocated:
+            if block not in free or block in seen:
+                raise Inadmissible(
+                    ("R-ALLOC-1",), f"allocated block {block}, which is not free to take"
+                )
+            seen.add(block)
+        return choice.allocated
+
+    # ------------------------------------------------------------------ checks
+
+    @staticmethod
+    def _check_count(freed: list[int], asked: int, edges: _Edges, choice: _Choice) -> None:
+        count, rules, what = len(freed), choice.rules, choice.what
+        if choice.profile.mode("evicted_set") == "exact":
             if count != asked:
                 raise Inadmissible(rules, f"{what} freed {count} blocks where {asked} are due")
             return
         if count < asked:
             raise Inadmissible(rules, f"{what} freed {count} blocks, fewer than the {asked} due")
-        if asked == 0 and count:
-            raise Inadmissible(rules, f"{what} freed {count} blocks where none were needed")
-        if count > asked:
+        if count > asked and freed[-1] in edges.edge_of:
             # Whole nodes: only the node freed last may overshoot. Its blocks are those
             # of the (canonical) edge holding the last block freed.
-            last_edge = self._edge_of(freed[-1])
+            last_edge = set(edges.blocks[edges.edge_of[freed[-1]]])
             before = sum(1 for block in freed if block not in last_edge)
             if before >= asked:
                 raise Inadmissible(
@@ -205,79 +276,38 @@ class FollowingTree(reference.RadixTree):
                     "last node, which was therefore not needed",
                 )
 
-    def _edge_of(self, block: int) -> set[int]:
-        """The blocks of the canonical edge (R-DUMP-2) holding ``block``. O(N)."""
-        stack = [edge for space in self.dump()["namespaces"] for edge in space["children"]]
-        while stack:
-            edge = stack.pop()
-            if block in edge["blocks"]:
-                return set(edge["blocks"])
-            stack.extend(edge["children"])
-        return {block}
-
-    def _evict_chosen(self, freed: Sequence[int], profile: Profile, protected: Path) -> None:
-        if not freed:
-            return
+    @staticmethod
+    def _check_blocks(freed: list[int], edges: _Edges, protected: Path) -> None:
         on_path = {block for node, used in protected for block in node.blocks[:used]}
-        owner = {node.tail(): node.nid for node in self._leaves()}
-        cached = {block for node in self._nodes.values() for block in node.edge_blocks()}
         if len(set(freed)) != len(freed):
-            raise Inadmissible(("R-ALLOC-1",), f"freed a block twice in one call: {list(freed)}")
+            raise Inadmissible(("R-ALLOC-1",), f"freed a block twice in one call: {freed}")
         for block in freed:
-            if block not in cached:
+            if block not in edges.edge_of:
                 raise Inadmissible(("R-ALLOC-1",), f"freed block {block}, which is not cached")
             if block in on_path:
                 raise Inadmissible(("R-INS-5",), f"evicted block {block} of the prefix it extends")
-            if self._pins[block] > 0:
+            if edges.pins[block] > 0:
                 raise Inadmissible(("R-PIN-3",), f"evicted block {block}, which is pinned")
-        if profile.compares_recency:
-            victim = self._least_recent(owner)
-            if victim is not None and victim not in freed:
-                raise Inadmissible(
-                    ("R-EVICT-2",),
-                    f"freed {list(freed)} but not the least recently used leaf tail {victim}",
-                )
-        self._remove_in_order(list(freed), profile.mode("eviction_granularity") == "per_block")
-        self._publish()  # readers entering from now on cannot see these blocks
-        self._retire(list(freed))
 
-    def _remove_in_order(self, freed: list[int], per_block: bool) -> None:
-        """Remove ``freed`` leaf tail by leaf tail: in the given order per block, in any
-        order that keeps descendants first for whole nodes (R-EVICT-1)."""
-        waiting = list(freed)
-        while waiting:
-            owner = {node.tail(): node for node in self._leaves()}
-            ready = [block for block in waiting if block in owner]
-            if not ready or (per_block and ready[0] != waiting[0]):
-                block = waiting[0]
-                raise Inadmissible(
-                    ("R-EVICT-1",),
-                    f"freed block {block} while a descendant of it was still cached"
-                    + ("" if per_block else " (whole leaf nodes must go deepest first)"),
-                )
-            chosen = waiting[0] if per_block else ready[0]
-            waiting.remove(chosen)
-            leaf = owner[chosen]
-            if leaf.count == 1:
-                self._queue.withdraw(leaf.nid)  # as pop_lru does before a removal
-                self._remove_leaf(leaf)
-            else:
-                self._replace(leaf.without_tail())
-                self._offer(leaf.nid)
-            self._cached -= 1
 
-    def _least_recent(self, owner: dict[int, int]) -> int | None:
-        tails = [block for block in owner if self._pins[block] == 0]
-        return min(tails, key=lambda block: (self._stamps[block], block), default=None)
-
-    def _leaves(self) -> Iterable[Node]:
-        """The current non-root nodes without children. O(nodes)."""
-        roots = set(self._root_names)
-        return (
-            node
-            for nid, node in self._nodes.items()
-            if nid not in roots and not node.children and node.count > 0
-        )
+def _in_freeing_order(freed: list[int], edges: _Edges, granularity: str) -> Iterator[int]:
+    """``freed`` leaf tail by leaf tail: in the given order per block; for whole leaf
+    nodes in any order that frees descendants first (R-EVICT-1)."""
+    per_block = granularity == "per_block"
+    waiting = list(freed)
+    while waiting:
+        ready = [block for block in waiting if edges.is_tail(block)]
+        if not ready or (per_block and ready[0] != waiting[0]):
+            block = waiting[0]
+            raise Inadmissible(
+                ("R-EVICT-1",),
+                f"freed block {block} while a descendant of it was still cached"
+                + ("" if per_block else " (whole leaf nodes must go deepest first)"),
+            )
+        chosen = waiting[0] if per_block else ready[0]
+        waiting.remove(chosen)
+        edges.free(chosen)
+        yield chosen
 
 
 class OracleAdapter(TreeAdapter):
@@ -335,3 +365,4 @@ def _call_adopting(function: Any, *args: object) -> Any:
         return function(*args)
     except RadixError as exc:
         raise CandidateError(exc.kind, str(exc)) from exc
+

@@ -48,7 +48,8 @@ class Observation:
         facts: what the oracle knows about the step: ``block_size``, ``split``
             (the insert split an edge), ``readers`` (readers inside before it),
             ``pinned`` (blocks pinned before it), ``before`` (a snapshot of its
-            shape before the step, dumped only when a diagnosis asks).
+            shape before the step, dumped only when a diagnosis asks), ``key``
+            (the reference's eviction key of a block id).
         focus: the field a diagnosis entry is looking at ("" for the first path).
     """
 
@@ -469,9 +470,9 @@ def _missed_new_tail(observation: Observation) -> bool:
     if not children or not isinstance(expected, list) or not isinstance(actual, list):
         return False
     freed = set(actual)
-    stamps = observation.facts.get("stamps")
-    if stamps is not None and any(
-        stamps[later] < stamps[earlier] for earlier, later in itertools.pairwise(actual)
+    key = observation.facts.get("key")  # the reference's eviction key of a block
+    if key is not None and any(
+        key(later) < key(earlier) for earlier, later in itertools.pairwise(actual)
     ):
         return False  # not even least recent first: the order itself is wrong (R-EVICT-2)
     return any(

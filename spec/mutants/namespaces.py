@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from kachedb_radix.reference.node import Node
+from kachedb_radix.reference.tokens import as_token_list
 from kachedb_radix.reference.walk import Path
 
 from .base import MutantTree, mutant
@@ -12,10 +13,10 @@ from .base import MutantTree, mutant
 class NamespaceFallsBackToDefault(MutantTree):
     """A match in a namespace with nothing cached searches the default namespace."""
 
-    def _match_walk(self, namespace: str | None, tokens: list[int], limit: int) -> tuple[Path, int]:
-        if namespace not in self._roots:
+    def _walk(self, namespace: str | None, tokens: list[int], limit: int) -> tuple[Path, int]:
+        if self.calling == "match" and namespace not in self._roots:
             namespace = None
-        return self._walk(namespace, tokens, limit)
+        return super()._walk(namespace, tokens, limit)
 
 
 @mutant("empty_namespace_kept", "R-NS-3")
@@ -42,5 +43,5 @@ class EmptyNamespaceKept(MutantTree):
 class NamespaceNotValidated(MutantTree):
     """A namespace that is neither None nor a str is accepted."""
 
-    def _namespace_ok(self, namespace: object) -> None:
-        return None
+    def _validate(self, tokens: object, namespace: object) -> list[int]:
+        return as_token_list(tokens)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from kachedb_radix.reference.errors import RadixError
 from kachedb_radix.reference.lease import Lease
-from kachedb_radix.reference.results import MatchResult
+from kachedb_radix.reference.results import InsertResult, MatchResult
 from kachedb_radix.reference.walk import Path
 
 from .base import MutantTree, lease_of, mutant
@@ -14,8 +14,8 @@ from .base import MutantTree, lease_of, mutant
 class ClockFrozenOnMatch(MutantTree):
     """A match stamps with the current time without advancing the clock."""
 
-    def _match_time(self) -> int:
-        return self._clock
+    def _tick(self) -> int:
+        return self._clock if self.calling == "match" else super()._tick()
 
 
 @mutant("clock_ticks_on_evict", "R-LRU-3", "R-EVICT-4")
@@ -46,8 +46,9 @@ class FailedCallTicksClock(MutantTree):
 class MatchNotStamped(MutantTree):
     """A match advances the clock but does not refresh its blocks' stamps."""
 
-    def _match_stamp(self, path: Path, now: int) -> None:
-        return None
+    def _stamp(self, path: Path, now: int) -> None:
+        if self.calling != "match":
+            super()._stamp(path, now)
 
 
 @mutant("release_not_stamped", "R-LRU-1")
@@ -71,8 +72,18 @@ class ReleaseNotStamped(MutantTree):
 class InsertStampsNewBlocksOnly(MutantTree):
     """An insert stamps the blocks it added but not the prefix it reused."""
 
-    def _insert_stamp(self, path: Path, now: int, reused: int) -> None:
-        skip = reused
+    def insert(
+        self, tokens: object, namespace: str | None = None, *, pin: bool = False
+    ) -> InsertResult:
+        token_list = self._validate(tokens, namespace)
+        self._reused = self._walk(namespace, token_list, len(token_list) // self._block_size)[1]
+        return super().insert(tokens, namespace, pin=pin)
+
+    def _stamp(self, path: Path, now: int) -> None:
+        if self.calling != "insert":
+            super()._stamp(path, now)
+            return
+        skip = self._reused
         for node, used in path:
             for block in node.blocks[:used]:
                 if skip > 0:

@@ -12,11 +12,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from kachedb_radix.reference.namespaces import check_namespace
 from kachedb_radix.reference.node import Node
 from kachedb_radix.reference.results import MatchResult, TreeStats
 from kachedb_radix.reference.snapshot import Reader, Snapshot
 from kachedb_radix.reference.tokens import as_token_list
-from kachedb_radix.reference.tree import RadixTree, check_namespace
+from kachedb_radix.reference.tree import RadixTree
 from kachedb_radix.reference.walk import Path, path_blocks, walk
 
 from .base import MutantTree, mutant
@@ -117,8 +118,11 @@ class ExtendOverwritesSharedTail(MutantTree):
 class EvictTrimsInPlace(MutantTree):
     """Evicting a leaf's tail shortens the lists it shares with published versions."""
 
-    def _evict_from(self, leaf: Node, room: int) -> list[int]:
-        freed = super()._evict_from(leaf, room)
+    def _free_tail(self, tail: int) -> int:
+        nid = self._queue.owner(tail)
+        assert nid is not None
+        leaf = self._nodes[nid]
+        freed = super()._free_tail(tail)
         if leaf.count > 1:
             size = self._block_size
             del leaf.tokens[(leaf.count - 1) * size :]

@@ -38,17 +38,20 @@ class LargeTreeMatchShort(MutantTree):
     """Once more than 300 blocks are cached, a match of two blocks or more stops one
     block early."""
 
-    def _match_limit(self, tokens: list[int]) -> int:
-        limit = super()._match_limit(tokens)
-        return limit - 1 if self._cached > LARGE_TREE and limit >= 2 else limit
+    def _walk(self, namespace: str | None, tokens: list[int], limit: int) -> tuple[Path, int]:
+        if self.calling == "match" and self._cached > LARGE_TREE and limit >= 2:
+            limit -= 1
+        return super()._walk(namespace, tokens, limit)
 
 
 @mutant("deep_match_truncated", "R-MATCH-1")
 class DeepMatchTruncated(MutantTree):
     """A match returns at most 32 blocks (a fixed-size path buffer)."""
 
-    def _match_limit(self, tokens: list[int]) -> int:
-        return min(super()._match_limit(tokens), PATH_BUFFER)
+    def _walk(self, namespace: str | None, tokens: list[int], limit: int) -> tuple[Path, int]:
+        if self.calling == "match":
+            limit = min(limit, PATH_BUFFER)
+        return super()._walk(namespace, tokens, limit)
 
 
 @mutant("wide_node_loses_children", "R-MATCH-1", "R-EDGE-2")
@@ -56,8 +59,10 @@ class WideNodeLosesChildren(MutantTree):
     """A match through a node with more than 8 children finds only the first 8 (in key
     order): a child table sized for the common case."""
 
-    def _match_walk(self, namespace: str | None, tokens: list[int], limit: int) -> tuple[Path, int]:
-        path, _ = self._walk(namespace, tokens, limit)
+    def _walk(self, namespace: str | None, tokens: list[int], limit: int) -> tuple[Path, int]:
+        path, matched = super()._walk(namespace, tokens, limit)
+        if self.calling != "match":
+            return path, matched
         size = self._block_size
         parent = self._roots.get(namespace)
         kept: Path = []
@@ -90,12 +95,12 @@ class LruAfterManyEvictions(MutantTree):
         super().__init__(num_blocks, block_size)
         self._evicted_so_far = 0
 
-    def _evict_blocks(self, count: int) -> list[int]:
+    def _evict_blocks(self, count: int, protected: Path) -> list[int]:
         if self._evicted_so_far >= EVICTIONS and not isinstance(self._queue, ReversedQueue):
             self._queue = ReversedQueue()
             for nid in list(self._nodes):
                 self._offer(nid)
-        evicted = super()._evict_blocks(count)
+        evicted = super()._evict_blocks(count, protected)
         self._evicted_so_far += len(evicted)
         return evicted
 
@@ -109,6 +114,7 @@ class _WithdrawWithoutRestore(EvictionQueue):
         index = self._position.pop(nid, None)
         if index is None:
             return
+        del self._owner[self._heap[index][1]]
         last = self._heap.pop()
         if index < len(self._heap):
             self._put(index, last)  # the bug: no _restore(index)

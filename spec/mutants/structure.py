@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from kachedb_radix.reference.node import Node
+from kachedb_radix.reference.results import InsertResult
 from kachedb_radix.reference.walk import Path
 
 from .base import MutantTree, mutant
@@ -12,25 +15,33 @@ from .base import MutantTree, mutant
 class MatchShortByOneBlock(MutantTree):
     """A match whose length is a whole number of blocks stops one block early."""
 
-    def _match_limit(self, tokens: list[int]) -> int:
-        return max(len(tokens) - 1, 0) // self._block_size
+    def _walk(self, namespace: str | None, tokens: list[int], limit: int) -> tuple[Path, int]:
+        if self.calling == "match":
+            limit = max(len(tokens) - 1, 0) // self._block_size
+        return super()._walk(namespace, tokens, limit)
 
 
 @mutant("partial_block_cached", "R-INS-3", "R-INS-1")
 class PartialBlockCached(MutantTree):
     """A trailing partial block is padded with token 0 and cached."""
 
-    def _insert_tokens(self, tokens: list[int]) -> list[int]:
-        short = -len(tokens) % self._block_size
-        return tokens + [0] * short
+    def _validate(self, tokens: object, namespace: object) -> list[int]:
+        token_list = super()._validate(tokens, namespace)
+        if self.calling != "insert":
+            return token_list
+        short = -len(token_list) % self._block_size
+        return token_list + [0] * short
 
 
 @mutant("insert_length_counts_partial", "R-INS-1")
 class InsertLengthCountsPartial(MutantTree):
     """Insert reports the input length instead of the cached whole-block length."""
 
-    def _insert_length(self, tokens: list[int], wanted: int) -> int:
-        return len(tokens)
+    def insert(
+        self, tokens: object, namespace: str | None = None, *, pin: bool = False
+    ) -> InsertResult:
+        result = super().insert(tokens, namespace, pin=pin)
+        return replace(result, length=len(self._validate(tokens, namespace)))
 
 
 @mutant("reuse_trusts_first_block", "R-INS-2", "R-MATCH-1", "R-MATCH-3")
@@ -86,10 +97,10 @@ class FirstTokenKey(MutantTree):
 class SplitMisplacesBlocks(MutantTree):
     """A split hands the upper half the edge's last block ids instead of its first."""
 
-    def _split_at(self, node: Node, used: int) -> Node:
+    def _split(self, node: Node, at: int) -> Node:
         ids = node.edge_blocks()
-        rotated = ids[len(ids) - used :] + ids[: len(ids) - used]
-        upper = self._split(Node(node.nid, node.tokens, rotated, node.count, node.children), used)
+        rotated = ids[len(ids) - at :] + ids[: len(ids) - at]
+        upper = super()._split(Node(node.nid, node.tokens, rotated, node.count, node.children), at)
         self._offer(node.nid)  # the lower half's tail is another block now
         return upper
 
@@ -98,8 +109,8 @@ class SplitMisplacesBlocks(MutantTree):
 class SplitDropsPins(MutantTree):
     """A split leaves the upper half's pins behind (it starts unpinned)."""
 
-    def _split_at(self, node: Node, used: int) -> Node:
-        upper = self._split(node, used)
+    def _split(self, node: Node, at: int) -> Node:
+        upper = super()._split(node, at)
         for block in upper.edge_blocks():
             if self._pins[block]:
                 self._pins[block] = 0
@@ -111,8 +122,8 @@ class SplitDropsPins(MutantTree):
 class SplitDropsStamps(MutantTree):
     """A split resets the lower half's stamps to 0 (the upper half is restamped anyway)."""
 
-    def _split_at(self, node: Node, used: int) -> Node:
-        upper = self._split(node, used)
+    def _split(self, node: Node, at: int) -> Node:
+        upper = super()._split(node, at)
         for block in self._nodes[node.nid].edge_blocks():
             self._stamps[block] = 0
         self._offer(node.nid)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from kachedb_radix.reference.errors import TokenRangeError, TokenTypeError
+from kachedb_radix.reference.namespaces import check_namespace
 from kachedb_radix.reference.tokens import TOKEN_LIMIT, as_token_list
 
 from .base import MutantTree, mutant
@@ -12,41 +13,41 @@ from .base import MutantTree, mutant
 class NoTrailingValidation(MutantTree):
     """Tokens in the trailing partial block are never validated."""
 
-    def _tokens(self, tokens: object) -> list[int]:
+    def _validate(self, tokens: object, namespace: object) -> list[int]:
         if isinstance(tokens, list):
             whole = len(tokens) // self._block_size * self._block_size
-            return as_token_list(tokens[:whole])
-        return as_token_list(tokens)
+            return super()._validate(tokens[:whole], namespace)
+        return super()._validate(tokens, namespace)
 
 
 @mutant("bool_token_accepted", "R-TOK-2")
 class BoolTokenAccepted(MutantTree):
     """``True``/``False`` are accepted as the tokens 1 and 0."""
 
-    def _tokens(self, tokens: object) -> list[int]:
+    def _validate(self, tokens: object, namespace: object) -> list[int]:
         if isinstance(tokens, list):
             tokens = [int(token) if isinstance(token, bool) else token for token in tokens]
-        return as_token_list(tokens)
+        return super()._validate(tokens, namespace)
 
 
 @mutant("token_limit_off_by_one", "R-TOK-1", "R-TOK-3")
 class TokenLimitOffByOne(MutantTree):
     """The range check admits 2**32 (``<=`` instead of ``<``)."""
 
-    def _tokens(self, tokens: object) -> list[int]:
+    def _validate(self, tokens: object, namespace: object) -> list[int]:
         if isinstance(tokens, list) and TOKEN_LIMIT in tokens:
-            as_token_list([0 if token == TOKEN_LIMIT else token for token in tokens])
+            super()._validate([0 if token == TOKEN_LIMIT else token for token in tokens], namespace)
             return list(tokens)
-        return as_token_list(tokens)
+        return super()._validate(tokens, namespace)
 
 
 @mutant("range_reported_as_type", "R-TOK-3", "R-ERR-3")
 class RangeReportedAsType(MutantTree):
     """An out-of-range token is reported with the wrong kind (token_type)."""
 
-    def _tokens(self, tokens: object) -> list[int]:
+    def _validate(self, tokens: object, namespace: object) -> list[int]:
         try:
-            return as_token_list(tokens)
+            return super()._validate(tokens, namespace)
         except TokenRangeError as exc:
             raise TokenTypeError(str(exc)) from None
 
@@ -56,5 +57,5 @@ class NamespaceCheckedFirst(MutantTree):
     """The namespace is validated before the tokens, so the wrong error wins."""
 
     def _validate(self, tokens: object, namespace: object) -> list[int]:
-        self._namespace_ok(namespace)
-        return self._tokens(tokens)
+        check_namespace(namespace)
+        return as_token_list(tokens)

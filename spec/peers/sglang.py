@@ -54,7 +54,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any, cast
 
-from kachedb_radix.reference.tree import namespace_order
+from kachedb_radix.reference.namespaces import namespace_order
 
 from ..candidate import (
     CandidateError,

@@ -9,7 +9,7 @@ import pytest
 
 from kachedb_radix.reference.errors import InvalidArgumentError, OutOfBlocksError
 from kachedb_radix.spec.candidate import CandidateError
-from kachedb_radix.spec.oracle import FollowingAllocator, FollowingTree, Inadmissible, OracleAdapter
+from kachedb_radix.spec.oracle import FollowingTree, Inadmissible, OracleAdapter
 from kachedb_radix.spec.profile import STRICT, parse
 
 COVERING = parse(
@@ -110,16 +110,23 @@ def test_inserts_adopt_evictions_and_allocations() -> None:
         FollowingTree(1, 1).insert_following([1, 2], None, False, [], None, COVERING)
 
 
-def test_the_allocator_hands_out_primed_ids_once() -> None:
-    allocator = FollowingAllocator(4)
-    allocator.prime([2, 0])
-    assert allocator.allocate(2) == [2, 0]
-    assert allocator.allocate(1) == [1]  # unprimed: the smallest free
-    allocator.prime([3])
-    assert allocator.allocate(0) == [] and allocator.allocate(1) == [3]  # count mismatch
-    with pytest.raises(Inadmissible) as raised:
-        allocator.prime([0])
-    assert raised.value.rules == ("R-ALLOC-1",)
+def test_the_oracle_hands_out_the_candidates_ids_once() -> None:
+    """R-ALLOC-1: through the reference's extension point, the ids a candidate allocated
+    (checked free and distinct); the next insert allocates smallest first again."""
+    tree = FollowingTree(4, 1)
+    assert tree.insert_following([5, 6], None, False, None, [2, 0], COVERING).allocated == (2, 0)
+    assert tree.insert([7]).allocated == (1,)  # not followed: the smallest free
+    assert tree.insert_following([8], None, False, None, [3, 1], COVERING).allocated == (3,)
+    tree.check_invariants()  # two ids for one new block: not a choice to follow
+    for ids in ([0], [9]):
+        with pytest.raises(Inadmissible) as raised:
+            FollowingTree(4, 1).insert_following([1, 2], None, False, None, ids * 2, COVERING)
+        assert raised.value.rules == ("R-ALLOC-1",)
+    taken = FollowingTree(4, 1)
+    taken.insert([1])
+    with pytest.raises(Inadmissible):
+        taken.insert_following([2], None, False, None, [0], COVERING)  # 0 holds [1]
+    assert taken.dump()["free"] == [1, 2, 3]  # nothing taken by the refused choice
 
 
 def test_the_oracle_adapter_answers_as_plain_data() -> None:

@@ -4,6 +4,7 @@ declared deviations, while the safety check still kills a pin-ignoring one."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -152,28 +153,17 @@ class WholeLeafEviction(reference.RadixTree):
     """Evicts the unpinned blocks of whole leaf edges, least recently used edge first:
     SGLang's policy (whole nodes) on the reference's tree."""
 
-    def _evict_blocks(self, count: int) -> list[int]:
-        evicted: list[int] = []
-        while len(evicted) < count:
-            nid = self._queue.pop_lru()
-            if nid is None:
-                break
-            leaf: Any = self._nodes[nid]
-            while leaf is not None and self._pins[leaf.tail()] == 0:
-                evicted.append(leaf.tail())
-                self._cached -= 1
-                if leaf.count == 1:
-                    self._remove_leaf(leaf)
-                    leaf = None
-                else:
-                    self._replace(leaf.without_tail())
-                    leaf = self._nodes[nid]
-            if leaf is not None:
-                self._offer(nid)
-        if evicted:
-            self._publish()
-            self._retire(evicted)
-        return evicted
+    def choose_victims(self, count: int, protected: Any) -> Iterator[int]:
+        chosen = 0
+        while chosen < count and (tail := self._queue.least_recent()) is not None:
+            nid = self._queue.owner(tail)
+            assert nid is not None
+            # The rest of the edge while its new tail is still an evictable leaf's.
+            while (node := self._nodes.get(nid)) is not None and self._queue.owner(
+                node.tail()
+            ) == nid:
+                yield node.tail()
+                chosen += 1
 
 
 def test_whole_node_eviction_conforms_with_declared_deviations() -> None:

@@ -231,6 +231,11 @@ def test_answers_are_attributed(
     assert _observe(step, expected, actual)[0] == rule
 
 
+def _keys(stamps: list[int]) -> Any:
+    """The reference's eviction key of each block, given the blocks' stamps."""
+    return lambda block: (stamps[block], block)
+
+
 def test_attribution_uses_the_state_before_the_step() -> None:
     """R-EVICT-1, R-EPOCH-2, R-EPOCH-3: evictions judged against the reference's shape."""
     tree = reference.RadixTree(8, 1)
@@ -238,7 +243,7 @@ def test_attribution_uses_the_state_before_the_step() -> None:
     tree.insert([1, 2, 4])
     before = tree.snapshot()  # 1 -> 2 -> {3, 4}: blocks 0 -> 1 -> {2, 3}
     evict = {"op": "evict", "count": 3}
-    facts: dict[str, Any] = {"before": before, "stamps": [1, 1, 1, 2]}
+    facts: dict[str, Any] = {"before": before, "key": _keys([1, 1, 1, 2])}
     # An ancestor freed first.
     assert _observe(evict, {"ok": {"freed": [2, 3, 1]}}, {"ok": {"freed": [1, 2, 3]}}, **facts)[
         0
@@ -254,7 +259,7 @@ def test_attribution_uses_the_state_before_the_step() -> None:
             evict,
             {"ok": {"freed": [2, 3, 1]}},
             {"ok": {"freed": [3, 2, 6]}},
-            **{**facts, "stamps": [5, 5, 1, 2, 0, 0, 0]},
+            **{**facts, "key": _keys([5, 5, 1, 2, 0, 0, 0])},
         )[0]
         == "R-EVICT-2"
     )

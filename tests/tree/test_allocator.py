@@ -178,3 +178,18 @@ def test_check_reports_a_broken_heap() -> None:
     assert "smaller than its parent" in str(queue.check())
     queue._position[99] = 5
     assert "positions for" in str(queue.check())
+
+
+def test_take_hands_out_exactly_the_ids_asked_or_nothing() -> None:
+    """R-ALLOC-1: ``take`` takes free ids in the order given; an id that is not free
+    (taken, twice in one call) or not of the pool is refused and nothing is taken."""
+    pool = BlockAllocator(5)
+    assert pool.take([3, 1]) == [3, 1]
+    assert pool.free_ids() == [0, 2, 4] and pool.allocate(2) == [0, 2]
+    for bad, error in (([4, 3], OutOfBlocksError), ([4, 4], OutOfBlocksError),
+                       ([4, 5], ForeignBlockError), ([True], ForeignBlockError)):  # fmt: skip
+        with pytest.raises(error):
+            pool.take(bad)
+        assert pool.free_ids() == [4]
+        pool.check_invariants()
+    assert pool.take([]) == [] and pool.take([4]) == [4] and pool.free_count == 0

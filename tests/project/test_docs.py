@@ -9,6 +9,7 @@ curated handful of the pages' commands run end to end, with small inputs.
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import importlib.util
 import io
@@ -53,12 +54,28 @@ def test_the_examples_are_found() -> None:
     assert sum(len(examples) for examples in found.values()) >= 2
 
 
+def _strict_parser() -> argparse.ArgumentParser:
+    """The command line's parser, taking options only as spelled in full.
+
+    argparse accepts any unambiguous prefix of an option, so a page still writing
+    ``--timeline`` would pass after a rename to ``--timeline-capacity``; not here.
+    """
+    parser = build_parser()
+    parsers = [parser]
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            parsers.extend(action.choices.values())
+    for each in parsers:
+        each.allow_abbrev = False
+    return parser
+
+
 def _parse_error(arguments: list[str]) -> str | None:
     """Why the command line's parser refuses ``arguments``, or None when it accepts them."""
     errors = io.StringIO()
     try:
         with contextlib.redirect_stderr(errors), contextlib.redirect_stdout(io.StringIO()):
-            build_parser().parse_args(arguments)
+            _strict_parser().parse_args(arguments)
     except SystemExit as stop:
         if stop.code not in (0, None):  # --help and --version stop with status 0
             return errors.getvalue().strip().splitlines()[-1]
@@ -109,6 +126,7 @@ def test_the_parser_check_can_fail() -> None:
     assert _parse_error(["simulate", "--capacity", "1000"]) is None
     assert _parse_error(["--version"]) is None
     assert _parse_error(["simulate", "--capacities", "1000"]) is not None
+    assert _parse_error(["simulate", "--capac", "1000"]) is not None  # a prefix, not the name
     assert _parse_error(["gate", "accel"]) is not None  # --baseline is required
     assert _parse_error(["simulat"]) is not None
 

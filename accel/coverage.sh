@@ -7,8 +7,8 @@
 #   FUZZ_CORPUS=DIR accel/coverage.sh      # also replay a campaign's corpus
 #   KEEP=1 accel/coverage.sh               # keep the directory (the .gcov files are in it)
 #
-# The figures in the README come from this script. -O0 so lines map to code one to
-# one; branches are gcc's (each side of every condition, && and || included).
+# The figures in docs/reliability.md come from this script. -O0 so lines map to code
+# one to one; branches are gcc's (each side of every condition, && and || included).
 set -euo pipefail
 
 # shellcheck source=accel/workcopy.sh

@@ -19,7 +19,7 @@ Both are measured in the same run, on three states:
   conversations that share system prompts, to show how each copy grows.
 
 The ``deepcopy`` cases skip on Python 3.14 and later, where they raise. Numbers go to
-the README ("Measured"). Unit tests never assert timings.
+benchmarks/README.md ("Headline figures"). Unit tests never assert timings.
 """
 
 from __future__ import annotations

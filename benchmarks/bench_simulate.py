@@ -13,9 +13,9 @@ a quarter of the working set, so it evicts all along): exactly what
 ``kachedb-radix simulate TRACE --capacity 20000 --no-bounds`` does for one point.
 
 Targets (issue 12, on the 2-core project machine): accel <= 0.5 s, reference <= 5 s,
-reading and parsing included. Unit tests never assert timings; the figures go to the
-README. Beside them: the parse alone with msgspec against the standard library's
-json (why msgspec: it pays), and the Belady bound at the same capacity.
+reading and parsing included. Unit tests never assert timings; the figures go to
+docs/simulate.md ("Speed"). Beside them: the parse alone with msgspec against the standard
+library's json (why msgspec: it pays), and the Belady bound at the same capacity.
 """
 
 from __future__ import annotations

@@ -10,8 +10,8 @@ stays free of errors. A wrong page fails these tests.
 
 Without Chromium or Playwright the tests skip and say so -- unless
 ``KACHEDB_RADIX_REQUIRE_BROWSER=1`` (set by ``.ci/run``, which installs both), where a
-missing browser fails. ``KACHEDB_RADIX_SCREENSHOTS=DIR`` also saves the README's
-screenshots there.
+missing browser fails. ``KACHEDB_RADIX_SCREENSHOTS=DIR`` also saves screenshots there
+(docs/explain.md shows some of them, under docs/explain/).
 """
 
 from __future__ import annotations

@@ -1,4 +1,8 @@
-"""The README stays true: its example runs and its tree picture is what the demo draws."""
+"""The README stays true and short: its tree picture is what the demo draws, its layout
+table names real files, and it fits in 12 KiB (the rest is in docs/).
+
+Its examples, commands and links are checked with every other page's, in test_docs.py.
+"""
 
 from __future__ import annotations
 
@@ -6,56 +10,71 @@ import re
 
 from kachedb_radix.reference import RadixTree
 from kachedb_radix.spec.demo import run_demo
+from tests.support import docs
 from tests.support.paths import ROOT
 
 README = ROOT / "README.md"
 
+#: The README's budget: what it is, install, the two commands, the API in one example,
+#: a tree, the commands and the layout. Everything else belongs on a docs page.
+MAX_BYTES = 12 * 1024
 
-def _blocks(language: str) -> list[str]:
-    return re.findall(rf"```{language}\n(.*?)```", README.read_text(), flags=re.DOTALL)
+#: Where the tests live now: one folder per capability, and shared helpers.
+TEST_FOLDERS = {
+    "tree", "snapshots", "accel", "kit", "protocol", "blockpool", "simulate", "explain",
+    "gate", "project", "support",
+}  # fmt: skip
 
 
-def test_readme_python_examples_run() -> None:
-    """Every worked example executes as written (R-MATCH-1, R-SNAP-2, R-EPOCH-2)."""
-    examples = _blocks("python")
-    assert len(examples) >= 2
-    for example in examples:
-        exec(compile(example, str(README), "exec"), {})
+def test_readme_is_short() -> None:
+    size = len(README.read_bytes())
+    assert size <= MAX_BYTES, f"README.md is {size} bytes; move sections to docs/"
+
+
+def test_readme_keeps_the_two_commands() -> None:
+    """The project's contract: the main job and the test command, exactly."""
+    blocks = docs.blocks(README.read_text(), "console")
+    commands = [command for body in blocks for command in docs.console_commands(body)]
+    assert "kachedb-radix simulate" in commands
+    assert "python -m pytest" in commands
+    assert "pip install -e '.[test]'" in commands
 
 
 def test_readme_tree_picture_is_the_demo_output() -> None:
     """The picture in the README is exactly the tree the demo ends with (R-DUMP-1)."""
-    (picture,) = _blocks("text")
+    (picture,) = docs.blocks(README.read_text(), "text")
     assert picture.strip() in run_demo(RadixTree)
 
 
 def test_readme_layout_table_names_real_files() -> None:
     """Every file named in "How the code is laid out" exists where the table says.
 
-    A bare name is looked up beside the previous path of its cell (``tree.py``,
-    ``walk.py`` under ``reference/``), in ``tests/`` for tests, in ``spec/`` for the
-    toolbox table.
+    A name with a folder is taken from the repository's root; a bare name is looked up
+    beside the previous path of its cell (``tree.py``, ``walk.py`` under
+    ``reference/``), or in ``spec/`` in the toolbox table, which names spec/'s files
+    bare. A test must sit in one of the capability folders of ``tests/``.
     """
     text = README.read_text()
     section = text[text.index("## How the code is laid out") : text.index("## The API")]
-    root = README.parent
-    checked = 0
+    checked = tests = 0
     for row in section.splitlines():
         cells = [cell.strip() for cell in row.split("|")[1:-1]]
         if len(cells) < 2 or cells[0].startswith(("capability", "toolbox", "---")):
             continue
         for cell in cells:
-            folder = root / "spec"
+            folder = ROOT / "spec"
             for name in re.findall(r"`([\w./]+)`", cell):
-                if not re.search(r"(/|\.(py|c|h|md|json))$", name):
+                if not re.search(r"(/|\.(py|c|h|md|json|toml))$", name):
                     continue  # an API name, not a file
-                if name.startswith("test_"):
-                    path = root / "tests" / name
-                elif "/" in name.rstrip("/") and (root / name).exists():
-                    path = root / name
+                if "/" in name.rstrip("/") and (ROOT / name).exists():
+                    path = ROOT / name
                     folder = path if name.endswith("/") else path.parent
                 else:
                     path = folder / name
                 assert path.exists(), f"README layout table names {name}: {path} is missing"
+                if name.startswith("tests/"):
+                    assert path.parent.parent == ROOT / "tests", f"{name}: not in tests/<folder>/"
+                    assert path.parent.name in TEST_FOLDERS, f"{name}: unknown test folder"
+                    tests += 1
                 checked += 1
-    assert checked >= 30
+    assert checked >= 30 and tests >= 10

@@ -35,7 +35,7 @@ SDIST_REQUIRED = (
     "pyproject.toml",
     "PKG-INFO",
     "spec/SPEC.md",
-    "spec/protocol.schema.json",
+    "spec/protocol/schema.json",
     "accel/_radix.pyi",
     "accel/radix.h",
 )

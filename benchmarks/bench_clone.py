@@ -14,7 +14,7 @@ Both are measured in the same run, on three states:
 
 * ``kit``: a pool of 12 blocks of 2 tokens after 40 random operations in two
   namespaces, with a live lease and a reader inside -- the size the kit draws
-  (``kachedb_radix.spec.runner.KitSettings.pool``);
+  (``kachedb_radix.spec.conform.run.KitSettings.pool``);
 * ``1k`` and ``16k``: pools of 1,024 and 16,384 blocks of 16 tokens, filled by
   conversations that share system prompts, to show how each copy grows.
 
@@ -33,7 +33,7 @@ from typing import Any
 import pytest
 
 from kachedb_radix import reference
-from kachedb_radix.spec.adapter import TreeAdapter
+from kachedb_radix.spec.conform.adapter import TreeAdapter
 
 pytestmark = pytest.mark.benchmark(min_rounds=20, warmup=True)
 
@@ -76,7 +76,7 @@ def _adapter(state: str) -> TreeAdapter:
 
 
 def clone_copy(adapter: TreeAdapter) -> TreeAdapter:
-    """The kit's copy now (``kachedb_radix.spec.lockstep.Lockstep.would_evict``)."""
+    """The kit's copy now (``kachedb_radix.spec.conform.lockstep.Lockstep.would_evict``)."""
     tree = adapter.tree.clone()
     trial = TreeAdapter(lambda _blocks, _size: tree, adapter.name)
     trial.reset(tree.num_blocks, tree.block_size)

@@ -19,10 +19,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from kachedb_radix import reference
+from kachedb_radix.spec.conform.targets import PURE_SWITCH
 from kachedb_radix.spec.gate.memory import grouped
 from kachedb_radix.spec.gate.shapes import *  # noqa: F403 - the shared shapes, re-exported
 from kachedb_radix.spec.gate.shapes import BLOCK_SIZE, Shape, TreeFactory, _check_full_match
-from kachedb_radix.spec.impls import PURE_SWITCH
 
 from .flat_index import FlatIndex
 

@@ -3,6 +3,6 @@ script."""
 
 import sys
 
-from kachedb_radix.spec.cli import main
+from .cli.main import main
 
 sys.exit(main())

@@ -1,14 +1,13 @@
 """``kachedb-radix conform`` and ``kachedb-radix replay``: the conformance kit's CLI.
 
-``conform TARGET... [--cmd "program args"]...`` drives each target in lockstep with
-the reference (see :mod:`kachedb_radix.spec.targets` for target names) under its deviation
-profile (``--profile``; :mod:`kachedb_radix.spec.profile`), prints each report -- every finding
-with its rule ids, one per rule unless ``--first`` -- and a side-by-side summary,
-writes the conformance report page with ``--report DIR`` (:mod:`kachedb_radix.spec.report`),
-and exits 1 on any finding or failure. ``--mutants`` also runs the kit against
-every planted bug in :mod:`kachedb_radix.spec.mutants` and exits 1 if one survives.
-``replay TRACE --target T`` replays a JSON-lines trace (a golden vector file or a
-reported finding) and shows where T differs.
+``conform TARGET... [--cmd "program args"]...`` drives each target in lockstep with the reference
+(see :mod:`kachedb_radix.spec.conform.targets` for target names) under its deviation profile
+(``--profile``; :mod:`kachedb_radix.spec.conform.profile`), prints each report -- every finding with
+its rule ids, one per rule unless ``--first`` -- and a side-by-side summary, writes the conformance
+report page with ``--report DIR`` (:mod:`kachedb_radix.spec.conform.page`), and exits 1 on any
+finding or failure. ``--mutants`` also runs the kit against every planted bug in
+:mod:`kachedb_radix.spec.mutants` and exits 1 if one survives. ``replay TRACE --target T`` replays a
+JSON-lines trace (a golden vector file or a reported finding) and shows where T differs.
 
 Exit status: 0 all agree (and every mutant killed), 1 a disagreement, a failure or
 a surviving mutant, 2 a usage error (unknown target, unreadable trace, bad level).
@@ -28,14 +27,14 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from kachedb_radix.spec.candidate import Candidate, CandidateFailure
-from kachedb_radix.spec.levels import GROUP_LEVEL, LEVELS, LevelError, ordered, parse_levels
-from kachedb_radix.spec.profile import ProfileError
-from kachedb_radix.spec.replay import ReplayResult, TraceError, read_trace, replay
-from kachedb_radix.spec.report import save_traces, write_report
-from kachedb_radix.spec.runner import KitSettings, Report, dumps, run_kit
-from kachedb_radix.spec.stdio import DEFAULT_TIMEOUT
-from kachedb_radix.spec.targets import Target, TargetError, command, resolve
+from ..conform.candidate import Candidate, CandidateFailure
+from ..conform.levels import GROUP_LEVEL, LEVELS, LevelError, ordered, parse_levels
+from ..conform.page import save_traces, write_report
+from ..conform.profile import ProfileError
+from ..conform.replay import ReplayResult, TraceError, read_trace, replay
+from ..conform.run import KitReport, KitSettings, dumps, run_kit
+from ..conform.targets import Target, TargetError, command, resolve
+from ..protocol.client import DEFAULT_TIMEOUT
 
 EXIT_OK = 0
 EXIT_DIFFERS = 1
@@ -97,7 +96,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         type=Path,
         default=None,
         metavar="FILE",
-        help="a deviation profile (TOML, spec/profile.py) for every target named, or "
+        help="a deviation profile (TOML, spec/conform/profile.py) for every target named, or "
         "'strict' for none (default: each target's own; sglang ships spec/peers/sglang.toml)",
     )
     conform.add_argument(
@@ -133,7 +132,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     conform.add_argument(
         "--json",
         action="store_true",
-        help="print the results as JSON (spec/report.schema.json)",
+        help="print the results as JSON (spec/conform/report.schema.json)",
     )
     conform.add_argument(
         "--save-traces",
@@ -199,7 +198,7 @@ def run_conform(args: argparse.Namespace) -> int:
     except (LevelError, ValueError) as exc:
         print(f"conform: {exc}", file=sys.stderr)
         return EXIT_USAGE
-    reports: list[Report] = []
+    reports: list[KitReport] = []
     for name in [*args.targets, *(f"--cmd {line}" for line in args.cmd)]:
         report = _check(name, args, levels, kit)
         if report is None:
@@ -271,7 +270,7 @@ def _positive(text: str, flag: str) -> int:
 
 def _check(
     name: str, args: argparse.Namespace, levels: frozenset[str] | None, kit: KitSettings
-) -> Report | None:
+) -> KitReport | None:
     """Run the kit on target ``name``; None (and a message) on a usage error."""
     target = _target(name, args)
     if target is None:
@@ -313,7 +312,7 @@ def _open(name: str, timeout: float) -> Candidate | None:
     return None
 
 
-def _summary(reports: list[Report]) -> str:
+def _summary(reports: list[KitReport]) -> str:
     rows = [("implementation", "levels", "verdict", "examples", "rules", "seconds")]
     for report in reports:
         rows.append(
@@ -335,7 +334,7 @@ def _summary(reports: list[Report]) -> str:
     return "\n".join(lines)
 
 
-def _short(report: Report) -> str:
+def _short(report: KitReport) -> str:
     """The verdict in a table cell: the deviations or findings counted, not listed."""
     if report.findings:
         return f"{report.verdict}: {len(report.findings)} rule(s)"
@@ -344,7 +343,7 @@ def _short(report: Report) -> str:
 
 
 def _run_mutants(kit: KitSettings, *, quiet: bool) -> dict[str, Any]:
-    from kachedb_radix.spec.mutants import MUTANTS, check_mutant
+    from ..mutants import MUTANTS, check_mutant
 
     mutant_kit = dataclasses.replace(kit, shrink=False, first=True)
     results = []

@@ -1,13 +1,12 @@
 """``kachedb-radix explain``: step through a trace or a scenario, on the reference and
 beside it another implementation.
 
-``explain [TRACE | --scenario NAME] [--html OUT.html] [--svg DIR] [--text]
-[--target T | --cmd 'PROGRAM ARGS'] [--profile FILE]``. Without an output option
-the steps are printed (``--text``). ``--target``/``--cmd`` name another
-implementation the way ``conform`` does (:mod:`kachedb_radix.spec.targets`); it runs beside the
-reference and every step where it parts ways is marked. ``--profile`` compares it
-under a deviation profile, as ``conform --profile`` does (a peer such as
-``sglang`` brings its own; ``--profile strict`` for none): its declared policy
+``explain [TRACE | --scenario NAME] [--html OUT.html] [--svg DIR] [--text] [--target T | --cmd
+'PROGRAM ARGS'] [--profile FILE]``. Without an output option the steps are printed (``--text``).
+``--target``/``--cmd`` name another implementation the way ``conform`` does
+(:mod:`kachedb_radix.spec.conform.targets`); it runs beside the reference and every step where it
+parts ways is marked. ``--profile`` compares it under a deviation profile, as ``conform --profile``
+does (a peer such as ``sglang`` brings its own; ``--profile strict`` for none): its declared policy
 differences are followed rather than marked.
 
 Exit status: 0 done (and the target agrees), 1 the target differs or failed,
@@ -22,8 +21,12 @@ import json
 import sys
 from pathlib import Path
 
-from kachedb_radix.spec.candidate import Candidate, CandidateFailure
-from kachedb_radix.spec.explain import (
+from ..conform.candidate import Candidate, CandidateFailure
+from ..conform.profile import Profile, ProfileError
+from ..conform.replay import TraceError, read_trace
+from ..conform.steps import Step
+from ..conform.targets import TargetError, command, resolve
+from ..explain import (
     SCENARIOS,
     RecordError,
     Recording,
@@ -34,11 +37,7 @@ from kachedb_radix.spec.explain import (
     slide,
     text_report,
 )
-from kachedb_radix.spec.profile import Profile, ProfileError
-from kachedb_radix.spec.replay import TraceError, read_trace
-from kachedb_radix.spec.stdio import DEFAULT_TIMEOUT
-from kachedb_radix.spec.steps import Step
-from kachedb_radix.spec.targets import TargetError, command, resolve
+from ..protocol.client import DEFAULT_TIMEOUT
 
 EXIT_OK = 0
 EXIT_DIFFERS = 1
@@ -73,7 +72,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     parser.add_argument(
         "--profile",
         metavar="FILE",
-        help="compare the target under this deviation profile (TOML, spec/profile.py; "
+        help="compare the target under this deviation profile (TOML, spec/conform/profile.py; "
         "'strict' for none; default: the target's own, e.g. sglang's)",
     )
     parser.add_argument(
@@ -126,10 +125,10 @@ def _steps(args: argparse.Namespace) -> tuple[list[Step], str, str, str]:
 def open_target(
     target: str | None, cmd: str | None, timeout: float, profile: str | None = None
 ) -> tuple[Candidate | None, Profile]:
-    """The candidate named by ``--target`` or ``--cmd`` (None for neither), resolved as the
-    kit resolves them (:mod:`kachedb_radix.spec.targets`), and the deviation profile to compare it
-    under: ``profile`` (a file or ``"strict"``), else the target's own. Cost: an
-    import, or starting the program; reading the profile.
+    """The candidate named by ``--target`` or ``--cmd`` (None for neither), resolved as the kit
+    resolves them (:mod:`kachedb_radix.spec.conform.targets`), and the deviation profile to compare
+    it under: ``profile`` (a file or ``"strict"``), else the target's own. Cost: an import, or
+    starting the program; reading the profile.
 
     Raises:
         UsageError: both given, a profile without a target, an unknown target, a bad

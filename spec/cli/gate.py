@@ -31,9 +31,10 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from kachedb_radix.spec.candidate import CandidateFailure
-from kachedb_radix.spec.gate.cases import Case, build_plan
-from kachedb_radix.spec.gate.run import (
+from ..conform.candidate import CandidateFailure
+from ..conform.targets import TargetError
+from ..gate.cases import Case, build_plan
+from ..gate.run import (
     machine,
     measure_case,
     render_plain,
@@ -42,9 +43,9 @@ from kachedb_radix.spec.gate.run import (
     summary,
     to_json,
 )
-from kachedb_radix.spec.gate.targets import GateTarget, gate_target
-from kachedb_radix.spec.gate.timing import FULL_POLICY, QUICK_POLICY
-from kachedb_radix.spec.gate.verdicts import (
+from ..gate.timing import FULL_POLICY, QUICK_POLICY
+from ..gate.trees import GateTarget, gate_target
+from ..gate.verdicts import (
     Baseline,
     BaselineError,
     Measurement,
@@ -52,7 +53,6 @@ from kachedb_radix.spec.gate.verdicts import (
     load_baseline,
     save_baseline,
 )
-from kachedb_radix.spec.targets import TargetError
 
 EXIT_OK = 0
 EXIT_REGRESSION = 1

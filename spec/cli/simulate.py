@@ -19,20 +19,20 @@ from pathlib import Path
 
 from rich.console import Console
 
-from kachedb_radix.spec.impls import IMPLEMENTATION_NAMES, PURE_SWITCH, default_implementation
-from kachedb_radix.spec.simulate.errors import SimulateError
-from kachedb_radix.spec.simulate.executors import EXECUTORS
-from kachedb_radix.spec.simulate.export import token_lines, write_lines
-from kachedb_radix.spec.simulate.formats import FORMATS, read_trace
-from kachedb_radix.spec.simulate.point import MODES
-from kachedb_radix.spec.simulate.progress import progress_bar
-from kachedb_radix.spec.simulate.report import print_report
-from kachedb_radix.spec.simulate.results import Results, write_results
-from kachedb_radix.spec.simulate.run import Settings, execute, plan
-from kachedb_radix.spec.simulate.service import ON_FULL, ServiceModel
-from kachedb_radix.spec.simulate.sweep import parse_capacities, parse_sweep
-from kachedb_radix.spec.simulate.trace import Trace
-from kachedb_radix.spec.simulate.workload import WorkloadSpec, generate
+from ..conform.targets import IMPLEMENTATION_NAMES, PURE_SWITCH, default_implementation
+from ..simulate.errors import SimulateError
+from ..simulate.executors import EXECUTORS
+from ..simulate.export import token_lines, write_lines
+from ..simulate.formats import FORMATS, read_trace
+from ..simulate.point import MODES
+from ..simulate.progress import progress_bar
+from ..simulate.results import Results, write_results
+from ..simulate.run import Settings, execute, plan
+from ..simulate.service import ON_FULL, ServiceModel
+from ..simulate.summary import print_report
+from ..simulate.sweep import parse_capacities, parse_sweep
+from ..simulate.trace import Trace
+from ..simulate.workload import WorkloadSpec, generate
 
 EXIT_OK = 0
 EXIT_USAGE = 2
@@ -236,7 +236,7 @@ def _write(results: Results, out: Path, console: Console) -> int:
         print(f"simulate: cannot write results to {out}: {error}", file=sys.stderr)
         return EXIT_USAGE
     try:
-        from kachedb_radix.spec.simulate.plots import write_plots
+        from ..simulate.plots import write_plots
 
         written += write_plots(results, out)
     except ImportError:

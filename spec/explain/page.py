@@ -24,7 +24,7 @@ from html import escape
 from importlib import resources
 from typing import Any
 
-from ..rules import load_rules
+from ..conform.rules import load_rules
 from . import collapse, layout
 from .record import Recording
 from .svg import CELL, CELL_GAP, POOL_CHANGES, POOL_COLUMNS

@@ -1,29 +1,27 @@
 """Recording a run: each step of a trace applied to the reference (and a target), with
 the state after it.
 
-A *recording* is the raw material of every view: for each step, its outcome and
-the canonical dump and stats after it, per implementation. Steps are the kit's
-trace steps (:mod:`kachedb_radix.spec.steps`), applied through the plain-data
-:class:`~kachedb_radix.spec.candidate.Candidate` interface, so the reference and any target --
-``accel``, a Python class, a program over stdio -- are recorded the same way.
+A *recording* is the raw material of every view: for each step, its outcome and the canonical dump
+and stats after it, per implementation. Steps are the kit's trace steps
+(:mod:`kachedb_radix.spec.conform.steps`), applied through the plain-data
+:class:`~kachedb_radix.spec.conform.candidate.Candidate` interface, so the reference and any target
+-- ``accel``, a Python class, a program over stdio -- are recorded the same way.
 
-Beside the reference a target runs in lockstep. After each step its outcome, dump
-and stats are compared with the reference's at the levels in force
-(:func:`compare`); every differing step is marked and the first one is where
-"my cache and the spec part ways". With a deviation profile (:mod:`kachedb_radix.spec.profile`)
-the comparison is the kit's under that profile: the target's error names are
-mapped to kinds, stamps and the clock are left out when it declares its own
-recency, and the reference adopts the target's admissible eviction and
-allocation choices, so a declared policy difference is not marked and what
-follows it is still compared (:func:`compare_under`). A difference the kit would
-attribute to a rule the profile waives (:func:`kachedb_radix.spec.rulemap.attribute`; a token the
-target accepts where the spec refuses it, say) is shown as waived, with the rule and
-the profile's reason, not as a difference; the two trees may have parted there, so
-until the next reset a later difference is shown as following it -- the kit, too,
-ends an example at a waived finding. Unlike ``replay``, the recording goes on past
-a difference, so the page shows what followed; a target that fails (hangs,
-crashes, breaks the protocol) stops there. A trace that needs levels or a block
-size the target does not declare is skipped for the target, as ``replay`` does.
+Beside the reference a target runs in lockstep. After each step its outcome, dump and stats are
+compared with the reference's at the levels in force (:func:`compare`); every differing step is
+marked and the first one is where "my cache and the spec part ways". With a deviation profile
+(:mod:`kachedb_radix.spec.conform.profile`) the comparison is the kit's under that profile: the
+target's error names are mapped to kinds, stamps and the clock are left out when it declares its own
+recency, and the reference adopts the target's admissible eviction and allocation choices, so a
+declared policy difference is not marked and what follows it is still compared
+(:func:`compare_under`). A difference the kit would attribute to a rule the profile waives
+(:func:`kachedb_radix.spec.conform.rulemap.attribute`; a token the target accepts where the spec
+refuses it, say) is shown as waived, with the rule and the profile's reason, not as a difference;
+the two trees may have parted there, so until the next reset a later difference is shown as
+following it -- the kit, too, ends an example at a waived finding. Unlike ``replay``, the recording
+goes on past a difference, so the page shows what followed; a target that fails (hangs, crashes,
+breaks the protocol) stops there. A trace that needs levels or a block size the target does not
+declare is skipped for the target, as ``replay`` does.
 """
 
 from __future__ import annotations
@@ -32,14 +30,14 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..adapter import TreeAdapter
-from ..candidate import Candidate, CandidateError, CandidateFailure
-from ..levels import parse_levels
-from ..lockstep import adopting_outcome, first_difference, reference_oracle
-from ..oracle import Inadmissible
-from ..profile import Profile
-from ..rulemap import Observation, attribute
-from ..steps import LeaseBook, Outcome, Step, apply_step, normalise
+from ..conform.adapter import TreeAdapter
+from ..conform.candidate import Candidate, CandidateError, CandidateFailure
+from ..conform.levels import parse_levels
+from ..conform.lockstep import adopting_outcome, first_difference, reference_oracle
+from ..conform.oracle import Inadmissible
+from ..conform.profile import Profile
+from ..conform.rulemap import Observation, attribute
+from ..conform.steps import LeaseBook, Outcome, Step, apply_step, normalise
 
 
 class RecordError(ValueError):
@@ -129,9 +127,9 @@ Compare = Callable[[str, Side, Side, frozenset[str]], "str | None"]
 def compare(
     op: str, reference: Side, target: Side, levels: frozenset[str], *, recency: bool = True
 ) -> str | None:
-    """Where ``target``'s outcome, dump or stats first differ from ``reference``'s at
-    ``levels`` (as the kit compares them, :func:`kachedb_radix.spec.steps.normalise`; stamps and
-    the clock only with ``recency``), else None. O(size of the state)."""
+    """Where ``target``'s outcome, dump or stats first differ from ``reference``'s at ``levels`` (as
+    the kit compares them, :func:`kachedb_radix.spec.conform.steps.normalise`; stamps and the clock
+    only with ``recency``), else None. O(size of the state)."""
     views = [
         ("outcome", op, reference.outcome, target.outcome),
         ("dump", "dump", _ok(reference.dump), _ok(target.dump)),
@@ -304,8 +302,8 @@ def _waive(frame: Frame, profile: Profile, block_size: int, parted: str | None) 
 
 
 def _attributed_rule(frame: Frame, profile: Profile, block_size: int) -> str:
-    """The rule the kit names first for ``frame``'s difference (:mod:`kachedb_radix.spec.rulemap`).
-    O(size of the state)."""
+    """The rule the kit names first for ``frame``'s difference
+    (:mod:`kachedb_radix.spec.conform.rulemap`). O(size of the state)."""
     assert frame.difference is not None
     view, _, rest = frame.difference.partition(".")
     step, previous = frame.step, None

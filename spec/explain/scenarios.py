@@ -1,8 +1,8 @@
 """Built-in scenarios: short traces that each teach one idea.
 
-A scenario is an ordinary trace (the kit's JSON-lines steps, :mod:`kachedb_radix.spec.steps`)
-whose steps carry a ``"note"`` saying what to watch, so ``explain`` treats a
-scenario and a recorded trace alike and a scenario can be written out and
+A scenario is an ordinary trace (the kit's JSON-lines steps,
+:mod:`kachedb_radix.spec.conform.steps`) whose steps carry a ``"note"`` saying what to watch, so
+``explain`` treats a scenario and a recorded trace alike and a scenario can be written out and
 replayed against any target (``kachedb-radix explain --scenario split --dump``).
 
 ========== ======================================================================
@@ -30,7 +30,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from .. import demo
+from ..cli import demo
 
 Step = dict[str, Any]
 

@@ -2,7 +2,7 @@
 
 It times the standard cases (:mod:`kachedb_radix.spec.gate.cases`: match by shape and length,
 insert, the request cycle, the first eviction after a fill; memory per block and the block pool's
-host side where they apply) on any conformance target (:mod:`kachedb_radix.spec.gate.targets`),
+host side where they apply) on any conformance target (:mod:`kachedb_radix.spec.gate.trees`),
 normalises each figure by a calibration loop timed in the same run
 (:mod:`kachedb_radix.spec.gate.timing`), compares with the target's baseline file and its limits
 (:mod:`kachedb_radix.spec.gate.verdicts`), re-measures failures once

@@ -28,8 +28,8 @@ from typing import Any
 from . import memory, shapes
 from .blockpool import host_side_cases
 from .shapes import Workload
-from .targets import GateTarget
 from .timing import CPU, MEMORY
+from .trees import GateTarget
 
 #: (shape, length, input kinds) of the match cases; the quick set is a subset.
 QUICK_MATCHES: list[tuple[str, int, tuple[str, ...]]] = [

@@ -8,9 +8,9 @@ requires all of them to be killed with the default settings.
 
 Mutants are killed, not explained: the search stops at the first finding and does
 not shrink it. Each kill names the rule the finding was attributed to
-(:mod:`kachedb_radix.spec.rulemap`); it is *right* when that rule is one the mutant declares it
-violates. To see a minimal trace for one, run the kit on it directly:
-``kachedb-radix conform spec.mutants.eviction:LruReversed``.
+(:mod:`kachedb_radix.spec.conform.rulemap`); it is *right* when that rule is one the mutant
+declares it violates. To see a minimal trace for one, run the kit on it directly:
+``kachedb-radix conform kachedb_radix.spec.mutants.eviction:LruReversed``.
 
 A tie-break mutant (ties to the larger block id) is deliberately absent: with the
 clock advanced once per operation no two leaf tails ever share a stamp (R-LRU-4),
@@ -23,8 +23,8 @@ import time
 from dataclasses import dataclass
 from typing import cast
 
-from ..adapter import TreeAdapter
-from ..runner import KitSettings, run_kit
+from ..conform.adapter import TreeAdapter
+from ..conform.run import KitSettings, run_kit
 from . import (
     allocation,
     eviction,
@@ -94,7 +94,7 @@ def check_mutant(mutant: Mutant, kit: KitSettings = MUTANT_SETTINGS) -> MutantRe
     seconds = time.perf_counter() - start
     step, rules = "", cast(tuple[str, ...], ())
     if report.findings:
-        from ..steps import describe
+        from ..conform.steps import describe
 
         found = report.findings[0]
         step, rules = describe(found.trace[found.index]), found.rules

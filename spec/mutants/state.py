@@ -4,7 +4,7 @@ clock, the eviction queue's internal maintenance, a full pool.
 Each is correct until its state is reached -- which a kit drawing small pools and
 short traces never does. They are the catalogue's check that the search reaches
 such states at its default settings (swarm examples, wide pool and length ranges,
-bulk fills, ``target()``; see :mod:`kachedb_radix.spec.machine`). The thresholds are the kind
+bulk fills, ``target()``; see :mod:`kachedb_radix.spec.conform.search`). The thresholds are the kind
 found in real code: a fixed-size buffer, a counter, a table sized for the common
 case.
 """

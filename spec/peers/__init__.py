@@ -1,11 +1,10 @@
 """Real caches behind adapters, checked by the kit as targets (``kachedb-radix conform
 sglang``).
 
-Each peer is its project's own code from a pinned release, installed without
-dependencies, with a thin adapter to the plain-data candidate protocol and the
-deviation profile it ships (:mod:`kachedb_radix.spec.profile`). Nothing of a peer's code is in
-this project: an adapter loads it from the installed package and fails with the
-install command when it is absent.
+Each peer is its project's own code from a pinned release, installed without dependencies, with a
+thin adapter to the plain-data candidate protocol and the deviation profile it ships
+(:mod:`kachedb_radix.spec.conform.profile`). Nothing of a peer's code is in this project: an adapter
+loads it from the installed package and fails with the install command when it is absent.
 """
 
 from __future__ import annotations
@@ -14,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..candidate import Candidate
+from ..conform.candidate import Candidate
 
 #: Where the minimal traces of each peer's differences live.
 TRACES = Path(__file__).with_name("traces")

@@ -56,7 +56,7 @@ from typing import Any, cast
 
 from kachedb_radix.reference.namespaces import namespace_order
 
-from ..candidate import (
+from ..conform.candidate import (
     CandidateError,
     EvictAnswer,
     InsertAnswer,

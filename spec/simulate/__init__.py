@@ -17,7 +17,7 @@ the machinery, one concept per module:
 * :mod:`~kachedb_radix.spec.simulate.sweep`, :mod:`~kachedb_radix.spec.simulate.executors`,
   :mod:`~kachedb_radix.spec.simulate.run` -- which capacities, where they run, a whole simulation;
 * :mod:`~kachedb_radix.spec.simulate.results` (and ``results.schema.json``),
-  :mod:`~kachedb_radix.spec.simulate.report`, :mod:`~kachedb_radix.spec.simulate.plots`,
+  :mod:`~kachedb_radix.spec.simulate.summary`, :mod:`~kachedb_radix.spec.simulate.plots`,
   :mod:`~kachedb_radix.spec.simulate.progress` -- what a run writes and shows;
 * :mod:`~kachedb_radix.spec.simulate.export` -- traces written back (token and Mooncake formats);
 * :mod:`~kachedb_radix.spec.simulate.errors` -- the one error type, with line and field.

@@ -15,8 +15,7 @@ from array import array
 from dataclasses import dataclass, field
 from typing import Any
 
-from kachedb_radix.spec.impls import tree_class
-
+from ..conform.targets import tree_class
 from .bounds import belady_lengths
 from .metrics import HitStats, hit_stats, percentiles, timeline
 from .prefix import PrefixPaths

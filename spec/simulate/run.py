@@ -11,8 +11,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from kachedb_radix.spec.impls import default_implementation
-
+from ..conform.targets import default_implementation
 from .bounds import infinite_lengths, next_uses
 from .errors import SimulateError
 from .executors import run_points

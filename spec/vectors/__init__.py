@@ -20,10 +20,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from ..generate import Inputs, RandomChooser, draw_step
-from ..levels import ordered
-from ..lockstep import Lockstep, reference_oracle
-from ..steps import Step
+from ..conform.generate import Inputs, RandomChooser, draw_step
+from ..conform.levels import ordered
+from ..conform.lockstep import Lockstep, reference_oracle
+from ..conform.steps import Step
 
 #: Where the vector files live.
 VECTOR_DIR = Path(__file__).parent

@@ -39,8 +39,13 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from kachedb_radix import reference
-from kachedb_radix.spec.generate import BAD_COUNTS, BAD_ELEMENTS, BAD_NAMESPACES, NON_SEQUENCES
-from kachedb_radix.spec.steps import Step
+from kachedb_radix.spec.conform.generate import (
+    BAD_COUNTS,
+    BAD_ELEMENTS,
+    BAD_NAMESPACES,
+    NON_SEQUENCES,
+)
+from kachedb_radix.spec.conform.steps import Step
 from tests.support.twins import (
     BAD_TOKENS,
     CONTAINERS,
@@ -324,7 +329,7 @@ def run_one(data: bytes) -> None:
 
 
 class _Encoder:
-    """Writes a trace (spec/steps.py's JSON steps) in the byte format run_one decodes."""
+    """Writes a trace (spec/conform/steps.py's JSON steps) in the byte format run_one decodes."""
 
     def __init__(self) -> None:
         self.out = bytearray()
@@ -454,7 +459,7 @@ def encode_trace(steps: Sequence[Step]) -> Iterator[bytes]:
 def seed_inputs(kit_traces: int = 24) -> Iterator[bytes]:
     """The seed corpus: every golden vector trace and ``kit_traces`` traces the kit's
     generator draws at every level, encoded. Deterministic."""
-    from kachedb_radix.spec.replay import read_trace
+    from kachedb_radix.spec.conform.replay import read_trace
     from kachedb_radix.spec.vectors import SUITES, generate_trace, path_of
 
     for suite in SUITES:

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from kachedb_radix.spec.replay import read_trace
+from kachedb_radix.spec.conform.replay import read_trace
 from kachedb_radix.spec.vectors import path_of
 
 if os.environ.get("KACHEDB_RADIX_PURE") == "1":

@@ -25,7 +25,7 @@ from typing import Any
 
 import pytest
 
-from kachedb_radix.spec.adapter import TreeAdapter
+from kachedb_radix.spec.conform.adapter import TreeAdapter
 from kachedb_radix.spec.explain import build_page, frame_views, record, scenario
 from kachedb_radix.spec.explain.collapse import visible
 from kachedb_radix.spec.explain.layout import layout

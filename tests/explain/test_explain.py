@@ -18,10 +18,12 @@ import pytest
 
 from kachedb_radix import reference
 from kachedb_radix.reference.render import render_dump
-from kachedb_radix.spec.adapter import TreeAdapter
-from kachedb_radix.spec.candidate import CandidateError, CandidateFailure
-from kachedb_radix.spec.cli import main
-from kachedb_radix.spec.demo import run_demo
+from kachedb_radix.spec.cli.demo import run_demo
+from kachedb_radix.spec.cli.main import main
+from kachedb_radix.spec.conform.adapter import TreeAdapter
+from kachedb_radix.spec.conform.candidate import CandidateError, CandidateFailure
+from kachedb_radix.spec.conform.levels import LEVELS
+from kachedb_radix.spec.conform.rules import RULE_ID, load_rules
 from kachedb_radix.spec.explain import (
     SCENARIOS,
     RecordError,
@@ -50,9 +52,7 @@ from kachedb_radix.spec.explain.text import _complete
 from kachedb_radix.spec.explain.view import Node, View, describe_outcome, describe_step
 from kachedb_radix.spec.explain.view import all_nodes as nodes
 from kachedb_radix.spec.explain.why import _ordinal, explain_step
-from kachedb_radix.spec.levels import LEVELS
 from kachedb_radix.spec.mutants.eviction import LruReversed
-from kachedb_radix.spec.rules import RULE_ID, load_rules
 from tests.support.paths import ROOT
 
 LRU_TRACE = ROOT / "docs" / "explain" / "lru-reversed.jsonl"
@@ -552,7 +552,7 @@ def test_cli_side_by_side_exits_1_on_a_difference(capsys: pytest.CaptureFixture[
     target = "kachedb_radix.spec.mutants.eviction:LruReversed"
     assert main(["explain", str(LRU_TRACE), "--target", target]) == 1
     assert "first difference at step 4" in capsys.readouterr().out
-    serve = f"{sys.executable} -m kachedb_radix.spec.serve --impl reference"
+    serve = f"{sys.executable} -m kachedb_radix.spec.protocol.server --impl reference"
     assert main(["explain", "--scenario", "split", "--cmd", serve]) == 0
 
 

@@ -10,11 +10,11 @@ from typing import Any
 
 import pytest
 
-from kachedb_radix.spec.adapter import TreeAdapter
-from kachedb_radix.spec.cli import main as cli_main
+from kachedb_radix.spec.cli.main import main as cli_main
+from kachedb_radix.spec.conform.adapter import TreeAdapter
+from kachedb_radix.spec.conform.profile import parse
 from kachedb_radix.spec.explain import record
 from kachedb_radix.spec.mutants.recency import ClockFrozenOnMatch
-from kachedb_radix.spec.profile import parse
 from tests.kit.test_profile import WHOLE_NODES, WholeLeafEviction
 
 #: A two-block leaf in a two-block pool; the next insert needs one block. The

@@ -21,14 +21,15 @@ import numpy as np
 import pytest
 
 from kachedb_radix import accel, reference
-from kachedb_radix.spec.adapter import TreeAdapter
 from kachedb_radix.spec.cli import gate as gate_cli
-from kachedb_radix.spec.cli import main as cli_main
+from kachedb_radix.spec.cli.main import main as cli_main
+from kachedb_radix.spec.conform.adapter import TreeAdapter
+from kachedb_radix.spec.conform.targets import TargetError
 from kachedb_radix.spec.gate import blockpool, cases, memory, run, shapes, timing, verdicts
 from kachedb_radix.spec.gate.cases import Case, MemoryCase, Plan, build_plan, first_evict_name
 from kachedb_radix.spec.gate.run import GateRun, run_gate
 from kachedb_radix.spec.gate.shapes import Workload
-from kachedb_radix.spec.gate.targets import CandidateTree, gate_target
+from kachedb_radix.spec.gate.trees import CandidateTree, gate_target
 from kachedb_radix.spec.gate.verdicts import (
     FAIL,
     NEW,
@@ -40,7 +41,6 @@ from kachedb_radix.spec.gate.verdicts import (
     load_baseline,
     save_baseline,
 )
-from kachedb_radix.spec.targets import TargetError
 
 # ---------------------------------------------------------------- timing
 
@@ -235,7 +235,7 @@ def test_candidate_targets_are_driven_through_plain_data() -> None:
 
 
 def test_a_program_is_a_target() -> None:
-    target = gate_target(None, f"{sys.executable} -m kachedb_radix.spec.serve")
+    target = gate_target(None, f"{sys.executable} -m kachedb_radix.spec.protocol.server")
     try:
         assert target.name.startswith("cmd:") and not target.pool
         _exercise(target.factory(8, 16))
@@ -593,7 +593,7 @@ def test_cli_notes_a_baseline_of_another_target(
     baseline.write_text(json.dumps({"format": 2, "target": "accel", "cases": {}}))
     gate_cli.main(["reference", "--baseline", str(baseline), "--only", "gpu-host/ids/list"])
     assert "recorded for 'accel'" in capsys.readouterr().out
-    serve = f"{sys.executable} -m kachedb_radix.spec.serve"
+    serve = f"{sys.executable} -m kachedb_radix.spec.protocol.server"
     gate_cli.main(["--cmd", serve, "--baseline", str(baseline),
                    "--only", "insert/fresh", "--update-baseline"])  # fmt: skip
     assert "--cmd" in json.loads(baseline.read_text())["recorded_with"]["command"]

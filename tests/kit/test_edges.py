@@ -14,23 +14,23 @@ import pytest
 
 import kachedb_radix.spec.vectors as vectors_package
 from kachedb_radix import reference
-from kachedb_radix.spec.adapter import TreeAdapter
-from kachedb_radix.spec.candidate import CandidateError, CandidateFailure
 from kachedb_radix.spec.cli import conform
-from kachedb_radix.spec.cli import main as cli_main
-from kachedb_radix.spec.levels import parse_levels
-from kachedb_radix.spec.lockstep import Difference
+from kachedb_radix.spec.cli.main import main as cli_main
+from kachedb_radix.spec.conform.adapter import TreeAdapter
+from kachedb_radix.spec.conform.candidate import CandidateError, CandidateFailure
+from kachedb_radix.spec.conform.levels import parse_levels
+from kachedb_radix.spec.conform.lockstep import Difference
+from kachedb_radix.spec.conform.replay import parse_trace
+from kachedb_radix.spec.conform.rules import SpecFormatError, load_rules
+from kachedb_radix.spec.conform.run import KitReport, choose_block_sizes
+from kachedb_radix.spec.conform.shrink import Shrinker
+from kachedb_radix.spec.conform.steps import LeaseBook, apply_step, normalise
+from kachedb_radix.spec.conform.targets import TargetError, command, resolve, wrap
 from kachedb_radix.spec.mutants.base import mutant
-from kachedb_radix.spec.protocol import decode, response_problem, upgrade_dump
-from kachedb_radix.spec.replay import parse_trace
-from kachedb_radix.spec.rules import SpecFormatError, load_rules
-from kachedb_radix.spec.runner import Report, choose_block_sizes
-from kachedb_radix.spec.serve import build, handle, serve
-from kachedb_radix.spec.serve import main as serve_main
-from kachedb_radix.spec.shrink import Shrinker
-from kachedb_radix.spec.stdio import StdioCandidate
-from kachedb_radix.spec.steps import LeaseBook, apply_step, normalise
-from kachedb_radix.spec.targets import TargetError, command, resolve, wrap
+from kachedb_radix.spec.protocol.client import StdioCandidate
+from kachedb_radix.spec.protocol.messages import decode, response_problem, upgrade_dump
+from kachedb_radix.spec.protocol.server import build, handle, serve
+from kachedb_radix.spec.protocol.server import main as serve_main
 from kachedb_radix.spec.vectors import path_of
 from kachedb_radix.spec.vectors.__main__ import main as vectors_main
 from tests.support.paths import ROOT
@@ -88,7 +88,7 @@ def test_the_server_refuses_what_it_cannot_do(
     with pytest.raises(SystemExit, match="the C twin is not available"):
         build("accel")
     monkeypatch.setattr(
-        "kachedb_radix.spec.serve.supported_levels", lambda factory: frozenset({"core"})
+        "kachedb_radix.spec.protocol.server.supported_levels", lambda factory: frozenset({"core"})
     )
     with pytest.raises(SystemExit, match="does not offer level"):
         build("reference", frozenset({"core", "snapshots"}))
@@ -209,10 +209,10 @@ def test_reports_and_block_sizes() -> None:
         "c",
         kind="failure",
     )
-    report = Report("c", ["core"], passed=False, examples=1, seconds=0.5, findings=[died])
+    report = KitReport("c", ["core"], passed=False, examples=1, seconds=0.5, findings=[died])
     assert report.to_json()["verdict"] == "failure"
     assert report.failure_trace == [{"op": "reset"}, {"op": "stats"}]
-    reference_report = Report("c", ["core"], passed=True, examples=1, seconds=0.1)
+    reference_report = KitReport("c", ["core"], passed=True, examples=1, seconds=0.1)
     assert reference_report.to_json()["verdict"] == "pass"
     candidate = TreeAdapter(reference.RadixTree, "r", block_sizes=(3, 8))
     assert choose_block_sizes(candidate, (1, 2, 3)) == (3,)
@@ -325,7 +325,7 @@ def test_cli_usage_errors_and_json(
     candidate = "tests.kit.test_edges:CoreOnly"
     assert conform.main(["replay", snapshots, "--target", candidate]) == 0
     assert "skipped (levels not declared)" in capsys.readouterr().out
-    monkeypatch.setattr("kachedb_radix.spec.cli.tree_class", _no_tree)
+    monkeypatch.setattr("kachedb_radix.spec.cli.main.tree_class", _no_tree)
     assert cli_main(["demo", "--impl", "reference"]) == 2
     assert "no such tree" in capsys.readouterr().err
 

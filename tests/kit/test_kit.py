@@ -9,17 +9,17 @@ from typing import Any
 import pytest
 
 from kachedb_radix import reference
-from kachedb_radix.spec.adapter import TreeAdapter, supported_levels
 from kachedb_radix.spec.cli import conform
-from kachedb_radix.spec.levels import LEVELS, LevelError, ordered, parse_levels
-from kachedb_radix.spec.lockstep import Disagreement, Lockstep
+from kachedb_radix.spec.conform.adapter import TreeAdapter, supported_levels
+from kachedb_radix.spec.conform.levels import LEVELS, LevelError, ordered, parse_levels
+from kachedb_radix.spec.conform.lockstep import Disagreement, Lockstep
+from kachedb_radix.spec.conform.replay import TraceError, parse_trace, replay
+from kachedb_radix.spec.conform.run import KitSettings, run_kit
+from kachedb_radix.spec.conform.steps import LeaseBook, apply_step, normalise
+from kachedb_radix.spec.conform.targets import TargetError, resolve, wrap
 from kachedb_radix.spec.mutants.eviction import EvictedIdsSorted
 from kachedb_radix.spec.mutants.recency import ClockFrozenOnMatch
 from kachedb_radix.spec.mutants.snapshots import EvictTrimsInPlace, SnapshotReadsLiveTree
-from kachedb_radix.spec.replay import TraceError, parse_trace, replay
-from kachedb_radix.spec.runner import KitSettings, run_kit
-from kachedb_radix.spec.steps import LeaseBook, apply_step, normalise
-from kachedb_radix.spec.targets import TargetError, resolve, wrap
 from tests.conftest import IMPLEMENTATIONS
 
 SMALL = KitSettings(examples=40)
@@ -109,7 +109,7 @@ def test_a_torn_snapshot_read_is_reported() -> None:
 
 
 def _diff_path(expected: Any, actual: Any) -> str | None:
-    from kachedb_radix.spec.lockstep import first_difference
+    from kachedb_radix.spec.conform.lockstep import first_difference
 
     return first_difference(expected, actual, "")
 

@@ -12,14 +12,19 @@ from typing import Any
 import pytest
 
 from kachedb_radix import reference
-from kachedb_radix.spec.adapter import TreeAdapter
-from kachedb_radix.spec.lockstep import Disagreement, Lockstep, adopting_outcome, copy_reference
+from kachedb_radix.spec.conform.adapter import TreeAdapter
+from kachedb_radix.spec.conform.lockstep import (
+    Disagreement,
+    Lockstep,
+    adopting_outcome,
+    copy_reference,
+)
+from kachedb_radix.spec.conform.oracle import OracleAdapter
+from kachedb_radix.spec.conform.page import save_traces
+from kachedb_radix.spec.conform.profile import STRICT, parse
+from kachedb_radix.spec.conform.run import KitSettings, run_kit
+from kachedb_radix.spec.conform.steps import LeaseBook
 from kachedb_radix.spec.mutants.eviction import EvictedIdsSorted
-from kachedb_radix.spec.oracle import OracleAdapter
-from kachedb_radix.spec.profile import STRICT, parse
-from kachedb_radix.spec.report import save_traces
-from kachedb_radix.spec.runner import KitSettings, run_kit
-from kachedb_radix.spec.steps import LeaseBook
 
 ALL = frozenset({"core", "pinning", "eviction", "namespaces", "snapshots"})
 

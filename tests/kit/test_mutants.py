@@ -5,12 +5,12 @@ from __future__ import annotations
 import pytest
 
 from kachedb_radix import reference
-from kachedb_radix.spec.adapter import TreeAdapter
-from kachedb_radix.spec.levels import LEVEL_GROUPS
+from kachedb_radix.spec.conform.adapter import TreeAdapter
+from kachedb_radix.spec.conform.levels import LEVEL_GROUPS
+from kachedb_radix.spec.conform.rules import load_rules
+from kachedb_radix.spec.conform.run import KitSettings, run_kit
 from kachedb_radix.spec.mutants import MUTANT_SETTINGS, MUTANTS, Mutant, MutantResult, check_mutant
 from kachedb_radix.spec.mutants.base import MutantTree
-from kachedb_radix.spec.rules import load_rules
-from kachedb_radix.spec.runner import KitSettings, run_kit
 
 RULES = load_rules()
 

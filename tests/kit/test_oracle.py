@@ -8,9 +8,9 @@ from typing import Any
 import pytest
 
 from kachedb_radix.reference.errors import InvalidArgumentError, OutOfBlocksError
-from kachedb_radix.spec.candidate import CandidateError
-from kachedb_radix.spec.oracle import FollowingTree, Inadmissible, OracleAdapter
-from kachedb_radix.spec.profile import STRICT, parse
+from kachedb_radix.spec.conform.candidate import CandidateError
+from kachedb_radix.spec.conform.oracle import FollowingTree, Inadmissible, OracleAdapter
+from kachedb_radix.spec.conform.profile import STRICT, parse
 
 COVERING = parse(
     {

@@ -18,15 +18,15 @@ from typing import Any
 import pytest
 
 from kachedb_radix import reference
-from kachedb_radix.spec.adapter import TreeAdapter
-from kachedb_radix.spec.candidate import CandidateError
+from kachedb_radix.spec.conform.adapter import TreeAdapter
+from kachedb_radix.spec.conform.candidate import CandidateError
+from kachedb_radix.spec.conform.profile import STRICT, load
+from kachedb_radix.spec.conform.replay import read_trace, replay
+from kachedb_radix.spec.conform.run import KitSettings, run_kit
+from kachedb_radix.spec.conform.targets import TargetError, resolve
 from kachedb_radix.spec.peers import PEERS, TRACES
 from kachedb_radix.spec.peers import sglang as peer
 from kachedb_radix.spec.peers import sglang_standins as standins
-from kachedb_radix.spec.profile import STRICT, load
-from kachedb_radix.spec.replay import read_trace, replay
-from kachedb_radix.spec.runner import KitSettings, run_kit
-from kachedb_radix.spec.targets import TargetError, resolve
 
 INSTALLED = peer.installed_version() == peer.PINNED
 #: Set by .ci/run, which installs the wheel: there a missing wheel fails, not skips.
@@ -229,7 +229,7 @@ def test_explain_follows_sglang_under_its_profile(capsys: pytest.CaptureFixture[
     """R-EVICT-1: ``explain TRACE --target sglang`` compares under SGLang's own profile,
     so its whole-node eviction is followed, not marked (exit 0); ``--profile strict``
     marks it (exit 1)."""
-    from kachedb_radix.spec.cli import main as cli_main
+    from kachedb_radix.spec.cli.main import main as cli_main
 
     trace = str(TRACES / "sglang-0-5-23-R-EVICT-1.jsonl")
     assert cli_main(["explain", trace, "--target", "sglang"]) == 0
@@ -242,7 +242,7 @@ def test_explain_shows_sglangs_waived_rules_as_waived(capsys: pytest.CaptureFixt
     """R-PIN-5: a difference on a rule SGLang's profile waives (a second release of a
     lease is not refused) is shown as waived with the profile's reason, not marked
     (exit 0); at the strict spec it is the first difference (exit 1)."""
-    from kachedb_radix.spec.cli import main as cli_main
+    from kachedb_radix.spec.cli.main import main as cli_main
 
     trace = str(TRACES / "sglang-0-5-23-R-PIN-5.jsonl")
     assert cli_main(["explain", trace, "--target", "sglang"]) == 0

@@ -11,10 +11,8 @@ from typing import Any
 import pytest
 
 from kachedb_radix import reference
-from kachedb_radix.spec.adapter import TreeAdapter
-from kachedb_radix.spec.mutants.eviction import EvictWholeLeaf
-from kachedb_radix.spec.mutants.pinning import PinnedBlockEvicted
-from kachedb_radix.spec.profile import (
+from kachedb_radix.spec.conform.adapter import TreeAdapter
+from kachedb_radix.spec.conform.profile import (
     MODES,
     RELAXES,
     SAFETY_RULES,
@@ -23,9 +21,11 @@ from kachedb_radix.spec.profile import (
     load,
     parse,
 )
-from kachedb_radix.spec.rules import load_rules
-from kachedb_radix.spec.runner import KitSettings, run_kit
-from kachedb_radix.spec.targets import load_profile
+from kachedb_radix.spec.conform.rules import load_rules
+from kachedb_radix.spec.conform.run import KitSettings, run_kit
+from kachedb_radix.spec.conform.targets import load_profile
+from kachedb_radix.spec.mutants.eviction import EvictWholeLeaf
+from kachedb_radix.spec.mutants.pinning import PinnedBlockEvicted
 
 QUICK = KitSettings(examples=60, budget=8_000)
 

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from kachedb_radix import reference
-from kachedb_radix.spec.rulemap import (
+from kachedb_radix.spec.conform.rulemap import (
     Observation,
     RuleMapError,
     attribute,
@@ -19,7 +19,7 @@ from kachedb_radix.spec.rulemap import (
     peer_note,
     safety_attribution,
 )
-from kachedb_radix.spec.rules import load_rules
+from kachedb_radix.spec.conform.rules import load_rules
 from tests.support.paths import ROOT
 
 RULES = load_rules()
@@ -34,7 +34,7 @@ def test_the_map_covers_every_rule_and_names_only_real_ones() -> None:
 
 
 def test_a_bad_map_is_refused(tmp_path: Path) -> None:
-    text = (ROOT / "spec" / "rulemap.toml").read_text()
+    text = (ROOT / "spec" / "conform" / "rulemap.toml").read_text()
     for old, new, message in [
         ('reset = ["R-INV-2"]', 'reset = ["R-' + 'NOPE-9"]', "not in SPEC.md"),
         ('when = ["one_more"]', 'when = ["no_such_predicate"]', "unknown predicate"),
@@ -58,7 +58,7 @@ def _observe(
     previous: dict[str, Any] | None = None,
     **facts: Any,
 ) -> tuple[str, ...]:
-    from kachedb_radix.spec.lockstep import first_difference
+    from kachedb_radix.spec.conform.lockstep import first_difference
 
     path = first_difference(expected, actual, "") if actual is not None else ""
     found = attribute(
@@ -504,7 +504,7 @@ def test_safety_attribution_and_exercised_rules() -> None:
 def test_observations_and_predicates_on_odd_shapes() -> None:
     """The helpers behind attribution tolerate what a broken candidate answers: a
     missing side, missing keys, lists of mixed types, non-dict answers."""
-    from kachedb_radix.spec.rulemap import PREDICATES, Observation
+    from kachedb_radix.spec.conform.rulemap import PREDICATES, Observation
 
     step = {"op": "evict", "count": 1}
     focused = Observation(step, {"ok": {"freed": [1]}}, {"ok": {"freed": [2]}}, focus="freed")

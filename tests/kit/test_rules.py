@@ -5,8 +5,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from kachedb_radix.spec.levels import GROUP_LEVEL, LEVELS
-from kachedb_radix.spec.rules import RULE_ID, load_rules
+from kachedb_radix.spec.conform.levels import GROUP_LEVEL, LEVELS
+from kachedb_radix.spec.conform.rules import RULE_ID, load_rules
 from tests.support.paths import ROOT
 
 RULES = load_rules()

@@ -8,13 +8,13 @@ from typing import Any
 import pytest
 
 from kachedb_radix import reference
-from kachedb_radix.spec.adapter import TreeAdapter
-from kachedb_radix.spec.lockstep import Disagreement, Lockstep
+from kachedb_radix.spec.conform.adapter import TreeAdapter
+from kachedb_radix.spec.conform.lockstep import Disagreement, Lockstep
+from kachedb_radix.spec.conform.profile import parse
+from kachedb_radix.spec.conform.safety import SafetyMonitor, SafetyViolation, policy_free
 from kachedb_radix.spec.mutants.eviction import FailedInsertHalfApplied
 from kachedb_radix.spec.mutants.snapshots import InsertEvictsUnderReader
 from kachedb_radix.spec.mutants.state import LeakBeforeRoomCheck
-from kachedb_radix.spec.profile import parse
-from kachedb_radix.spec.safety import SafetyMonitor, SafetyViolation, policy_free
 
 LEVELS = frozenset({"core", "pinning", "eviction", "namespaces", "snapshots"})
 

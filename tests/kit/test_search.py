@@ -13,27 +13,34 @@ import jsonschema
 import pytest
 
 from kachedb_radix import reference
-from kachedb_radix.spec.adapter import TreeAdapter
-from kachedb_radix.spec.candidate import CandidateFailure
-from kachedb_radix.spec.generate import RandomChooser
-from kachedb_radix.spec.levels import LEVELS
-from kachedb_radix.spec.lockstep import Difference
-from kachedb_radix.spec.machine import Session, StopSearch, Swarm, _reopen, draw_swarm, run_example
-from kachedb_radix.spec.mutants.eviction import EvictedIdsSorted
-from kachedb_radix.spec.mutants.recency import ClockFrozenOnMatch
-from kachedb_radix.spec.profile import parse
-from kachedb_radix.spec.report import render, write_report
-from kachedb_radix.spec.runner import (
+from kachedb_radix.spec.conform.adapter import TreeAdapter
+from kachedb_radix.spec.conform.candidate import CandidateFailure
+from kachedb_radix.spec.conform.generate import RandomChooser
+from kachedb_radix.spec.conform.levels import LEVELS
+from kachedb_radix.spec.conform.lockstep import Difference
+from kachedb_radix.spec.conform.page import render, write_report
+from kachedb_radix.spec.conform.profile import parse
+from kachedb_radix.spec.conform.run import (
+    KitReport,
     KitSettings,
-    Report,
     choose_block_sizes,
     choose_pool,
     dumps,
     run_kit,
 )
+from kachedb_radix.spec.conform.search import (
+    Session,
+    StopSearch,
+    Swarm,
+    _reopen,
+    draw_swarm,
+    run_example,
+)
+from kachedb_radix.spec.mutants.eviction import EvictedIdsSorted
+from kachedb_radix.spec.mutants.recency import ClockFrozenOnMatch
 from tests.support.paths import ROOT
 
-SCHEMA = json.loads((ROOT / "spec" / "report.schema.json").read_text())
+SCHEMA = json.loads((ROOT / "spec" / "conform" / "report.schema.json").read_text())
 QUICK = KitSettings(examples=80, budget=10_000)
 
 
@@ -67,7 +74,7 @@ def test_every_finding_in_one_run_one_trace_per_rule() -> None:
 
 
 def test_the_json_follows_its_published_schema(tmp_path: Path) -> None:
-    """R-DUMP-1: --json and report.json validate against spec/report.schema.json."""
+    """R-DUMP-1: --json and report.json validate against spec/conform/report.schema.json."""
     jsonschema.Draft202012Validator.check_schema(SCHEMA)
     validator = jsonschema.Draft202012Validator(SCHEMA)
     reports = [
@@ -120,7 +127,7 @@ def test_fills_build_large_trees_without_eviction_when_it_is_not_declared() -> N
     """R-INS-5: at the core level a fill never issues an insert that would evict."""
     session = Session(TreeAdapter(reference.RadixTree, "r"), frozenset({"core"}))
     swarm = Swarm(2, 200, 3, ("fill",))
-    import kachedb_radix.spec.machine as machine
+    import kachedb_radix.spec.conform.search as machine
 
     original = machine.draw_swarm
     machine.draw_swarm = lambda chooser, ses: swarm  # type: ignore[assignment]
@@ -184,7 +191,7 @@ def test_failures_in_a_report() -> None:
         rules=("R-DUMP-1",),
         cause="could not answer",
     )
-    report = Report("x", ["core"], findings=[failure])
+    report = KitReport("x", ["core"], findings=[failure])
     assert report.verdict == "failure" and report.difference is None
     assert report.failure == "x failed at dump: no answer" and report.failure_trace
     assert "fails at step 2" in report.explain()

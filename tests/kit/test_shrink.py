@@ -11,14 +11,21 @@ from typing import Any
 
 import pytest
 
-from kachedb_radix.spec.adapter import TreeAdapter
-from kachedb_radix.spec.candidate import CandidateFailure
-from kachedb_radix.spec.lockstep import Difference
+from kachedb_radix.spec.conform.adapter import TreeAdapter
+from kachedb_radix.spec.conform.candidate import CandidateFailure
+from kachedb_radix.spec.conform.lockstep import Difference
+from kachedb_radix.spec.conform.run import KitSettings, run_kit
+from kachedb_radix.spec.conform.shrink import (
+    Ref,
+    Shrinker,
+    _Invalid,
+    concrete,
+    plain_trace,
+    symbolic,
+)
 from kachedb_radix.spec.mutants import MUTANTS
 from kachedb_radix.spec.mutants.recency import ClockFrozenOnMatch
-from kachedb_radix.spec.runner import KitSettings, run_kit
-from kachedb_radix.spec.shrink import Ref, Shrinker, _Invalid, concrete, plain_trace, symbolic
-from kachedb_radix.spec.stdio import StdioCandidate
+from kachedb_radix.spec.protocol.client import StdioCandidate
 from tests.support.paths import ROOT
 
 LEVELS = frozenset({"core", "pinning", "eviction", "namespaces", "snapshots"})
@@ -84,7 +91,7 @@ def test_a_dropped_reader_takes_its_leave_along() -> None:
         {"op": "leave", "snapshot": 3},
         {"op": "match", "tokens": [1, 2], "namespace": None, "pin": False},
     ]
-    from kachedb_radix.spec.lockstep import Disagreement, Lockstep
+    from kachedb_radix.spec.conform.lockstep import Disagreement, Lockstep
 
     lockstep = Lockstep(TreeAdapter(ClockFrozenOnMatch, "frozen"), LEVELS)
     with pytest.raises(Disagreement) as raised:
@@ -134,8 +141,8 @@ def _server(tmp_path: Path, misbehaviour: str) -> list[str]:
             import json, sys
             sys.path.insert(0, {str(root)!r})
             from kachedb_radix import reference
-            from kachedb_radix.spec.adapter import TreeAdapter
-            from kachedb_radix.spec.serve import answer
+            from kachedb_radix.spec.conform.adapter import TreeAdapter
+            from kachedb_radix.spec.protocol.server import answer
             tree = TreeAdapter(reference.RadixTree, "shaky")
             for line in sys.stdin:
                 request = json.loads(line)

@@ -12,15 +12,15 @@ import pytest
 
 import kachedb_radix.spec.mutants as mutants_package
 from kachedb_radix import reference
-from kachedb_radix.spec.adapter import TreeAdapter
-from kachedb_radix.spec.candidate import CandidateFailure
 from kachedb_radix.spec.cli import conform
-from kachedb_radix.spec.levels import LEVELS
+from kachedb_radix.spec.conform.adapter import TreeAdapter
+from kachedb_radix.spec.conform.candidate import CandidateFailure
+from kachedb_radix.spec.conform.levels import LEVELS
+from kachedb_radix.spec.conform.profile import STRICT, ProfileError
+from kachedb_radix.spec.conform.run import KitSettings, run_kit
+from kachedb_radix.spec.conform.targets import TargetError, command, load_profile, resolve, wrap
 from kachedb_radix.spec.mutants import MUTANTS
-from kachedb_radix.spec.profile import STRICT, ProfileError
-from kachedb_radix.spec.runner import KitSettings, run_kit
-from kachedb_radix.spec.targets import TargetError, command, load_profile, resolve, wrap
-from kachedb_radix.spec.timeout import TimedCandidate, available, limit
+from kachedb_radix.spec.protocol.timeout import TimedCandidate, available, limit
 
 
 def test_targets_resolve_to_openers_with_profiles(tmp_path: Path) -> None:
@@ -48,7 +48,8 @@ def test_targets_resolve_to_openers_with_profiles(tmp_path: Path) -> None:
 def test_commands_are_targets_that_restart() -> None:
     import sys
 
-    target = command(f"{sys.executable} -m kachedb_radix.spec.serve --levels core", timeout=10)
+    server = f"{sys.executable} -m kachedb_radix.spec.protocol.server"
+    target = command(f"{server} --levels core", timeout=10)
     first = target.open()
     try:
         assert first.levels == frozenset({"core"})
@@ -166,7 +167,7 @@ def test_cli_flags(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
                 "--examples",
                 "1",
                 "--cmd",
-                "python -m kachedb_radix.spec.serve --levels core",
+                "python -m kachedb_radix.spec.protocol.server --levels core",
             ]
         )
         == 2

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from kachedb_radix.spec.adapter import TreeAdapter
-from kachedb_radix.spec.replay import read_trace, replay
+from kachedb_radix.spec.conform.adapter import TreeAdapter
+from kachedb_radix.spec.conform.replay import read_trace, replay
 from kachedb_radix.spec.vectors import SUITES, TRACES, path_of, render_suite, stale
 from kachedb_radix.spec.vectors.__main__ import main
 from tests.conftest import IMPLEMENTATIONS

@@ -9,8 +9,8 @@ import sys
 
 import pytest
 
-from kachedb_radix.spec.cli import main
-from kachedb_radix.spec.impls import default_implementation, tree_class
+from kachedb_radix.spec.cli.main import main
+from kachedb_radix.spec.conform.targets import default_implementation, tree_class
 
 #: In the quick suite (``python -m pytest -m quick``), run on the installed wheel in CI.
 pytestmark = pytest.mark.quick

@@ -24,7 +24,7 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from kachedb_radix.spec.cli import build_parser
+from kachedb_radix.spec.cli.main import build_parser
 from tests.support import docs
 from tests.support.paths import ROOT
 
@@ -224,7 +224,7 @@ RUNS = [
         report_json=True),
     Run("docs/conformance.md", "kachedb-radix replay TRACE --target accel",
         fill=(("TRACE", "spec/vectors/full.jsonl"),)),
-    Run("docs/conformance.md", "python -m kachedb_radix.spec.serve --impl reference"),
+    Run("docs/conformance.md", "python -m kachedb_radix.spec.protocol.server --impl reference"),
     Run("docs/explain.md", "kachedb-radix explain --scenario eviction", prints="evict"),
     Run("docs/explain.md", "kachedb-radix explain --scenario split --svg slides/",
         writes=("slides",)),
@@ -274,5 +274,5 @@ def test_page_commands_run(run: Run, tmp_path: Path) -> None:
         made = written.is_file() or (written.is_dir() and any(written.iterdir()))
         assert made, f"{name} was not written"
     if run.report_json:
-        schema = json.loads((ROOT / "spec" / "report.schema.json").read_text())
+        schema = json.loads((ROOT / "spec" / "conform" / "report.schema.json").read_text())
         jsonschema.Draft202012Validator(schema).validate(json.loads(done.stdout))

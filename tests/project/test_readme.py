@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 
 from kachedb_radix.reference import RadixTree
-from kachedb_radix.spec.demo import run_demo
+from kachedb_radix.spec.cli.demo import run_demo
 from tests.support import docs
 from tests.support.paths import ROOT
 
@@ -51,8 +51,9 @@ def test_readme_layout_table_names_real_files() -> None:
 
     A name with a folder is taken from the repository's root; a bare name is looked up
     beside the previous path of its cell (``tree.py``, ``walk.py`` under
-    ``reference/``), or in ``spec/`` in the toolbox table, which names spec/'s files
-    bare. A test must sit in one of the capability folders of ``tests/``.
+    ``reference/``; ``lockstep.py`` under ``conform/``), or in ``spec/`` in the toolbox
+    table, which names spec/'s files bare. A test must sit in one of the capability
+    folders of ``tests/``.
     """
     text = README.read_text()
     section = text[text.index("## How the code is laid out") : text.index("## The API")]
@@ -66,11 +67,12 @@ def test_readme_layout_table_names_real_files() -> None:
             for name in re.findall(r"`([\w./]+)`", cell):
                 if not re.search(r"(/|\.(py|c|h|md|json|toml))$", name):
                     continue  # an API name, not a file
-                if "/" in name.rstrip("/") and (ROOT / name).exists():
-                    path = ROOT / name
+                # From the root, from spec/ (the toolbox table), or beside the last path.
+                places = [folder / name] if "/" not in name.rstrip("/") else []
+                places += [ROOT / name, ROOT / "spec" / name, folder / name]
+                path = next((place for place in places if place.exists()), places[0])
+                if "/" in name:
                     folder = path if name.endswith("/") else path.parent
-                else:
-                    path = folder / name
                 assert path.exists(), f"README layout table names {name}: {path} is missing"
                 if name.startswith("tests/"):
                     assert path.parent.parent == ROOT / "tests", f"{name}: not in tests/<folder>/"

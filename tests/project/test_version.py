@@ -9,7 +9,7 @@ import pytest
 from packaging.version import Version
 
 from kachedb_radix import reference
-from kachedb_radix.spec.cli import main
+from kachedb_radix.spec.cli.main import main
 
 #: In the quick suite (``python -m pytest -m quick``), run on the installed wheel in CI.
 pytestmark = pytest.mark.quick

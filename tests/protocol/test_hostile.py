@@ -1,5 +1,5 @@
 """Hostile stdio candidates: real misbehaving programs, written here, driven by the
-kit's client (spec/stdio.py) and by ``conform --cmd`` / ``replay --cmd``.
+kit's client (spec/protocol/client.py) and by ``conform --cmd`` / ``replay --cmd``.
 
 Each must end in a clear diagnostic within seconds, with the kit's memory bounded,
 and leave no process behind: not the program (even one that ignores SIGTERM), not
@@ -19,9 +19,9 @@ from pathlib import Path
 
 import pytest
 
-from kachedb_radix.spec.candidate import CandidateFailure
 from kachedb_radix.spec.cli import conform
-from kachedb_radix.spec.stdio import StdioCandidate
+from kachedb_radix.spec.conform.candidate import CandidateFailure
+from kachedb_radix.spec.protocol.client import StdioCandidate
 from kachedb_radix.spec.vectors import path_of
 
 HELLO = """
@@ -257,7 +257,7 @@ def test_a_descendant_in_its_own_session_does_not_hang_close(tmp_path: Path) -> 
     try:
         candidate.close()
         assert time.monotonic() - started < 10
-        assert not _gone(escaped)  # out of reach: documented in spec/stdio.py
+        assert not _gone(escaped)  # out of reach: documented in spec/protocol/client.py
     finally:
         os.kill(escaped, signal.SIGKILL)
     assert _wait_gone(escaped)

@@ -16,9 +16,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from kachedb_radix import reference
-from kachedb_radix.spec.adapter import TreeAdapter
-from kachedb_radix.spec.protocol import REQUEST_FIELDS, load_schema, request_problem
-from kachedb_radix.spec.serve import answer, serve
+from kachedb_radix.spec.conform.adapter import TreeAdapter
+from kachedb_radix.spec.protocol.messages import REQUEST_FIELDS, load_schema, request_problem
+from kachedb_radix.spec.protocol.server import answer, serve
 
 SCHEMA = load_schema()
 RESPONSE = jsonschema.Draft202012Validator({"$ref": "#/$defs/response", "$defs": SCHEMA["$defs"]})
@@ -211,7 +211,7 @@ def test_the_server_process_never_hangs_on_garbage() -> None:
         b'{"id": 5, "op": "stats"',
     ]
     process = subprocess.run(
-        [sys.executable, "-m", "kachedb_radix.spec.serve"],
+        [sys.executable, "-m", "kachedb_radix.spec.protocol.server"],
         input=b"\n".join(lines) + b"\n",
         capture_output=True,
         timeout=60,
@@ -246,9 +246,9 @@ def test_every_kind_the_reference_can_emit_is_in_r_err_3_and_the_schema() -> Non
     hierarchy) has its kind in R-ERR-3's list and the schema's errorKind enum, and so
     does every kind the server adds; nothing is listed that nothing emits."""
     from kachedb_radix.reference.errors import ERROR_KINDS, RadixError
-    from kachedb_radix.spec.protocol import PROTOCOL_KINDS, load_schema
-    from kachedb_radix.spec.rules import SPEC_PATH
-    from kachedb_radix.spec.serve import SERVER_KINDS
+    from kachedb_radix.spec.conform.rules import SPEC_PATH
+    from kachedb_radix.spec.protocol.messages import PROTOCOL_KINDS, load_schema
+    from kachedb_radix.spec.protocol.server import SERVER_KINDS
 
     def leaves(cls: type[RadixError]) -> set[type[RadixError]]:
         below = cls.__subclasses__()

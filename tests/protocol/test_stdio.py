@@ -14,17 +14,17 @@ import jsonschema
 import pytest
 
 from kachedb_radix import reference
-from kachedb_radix.spec.adapter import TreeAdapter
-from kachedb_radix.spec.candidate import CandidateError, CandidateFailure
-from kachedb_radix.spec.levels import parse_levels
-from kachedb_radix.spec.protocol import load_schema
-from kachedb_radix.spec.runner import KitSettings, run_kit
-from kachedb_radix.spec.serve import serve
-from kachedb_radix.spec.stdio import StdioCandidate
+from kachedb_radix.spec.conform.adapter import TreeAdapter
+from kachedb_radix.spec.conform.candidate import CandidateError, CandidateFailure
+from kachedb_radix.spec.conform.levels import parse_levels
+from kachedb_radix.spec.conform.run import KitSettings, run_kit
+from kachedb_radix.spec.protocol.client import StdioCandidate
+from kachedb_radix.spec.protocol.messages import load_schema
+from kachedb_radix.spec.protocol.server import serve
 from kachedb_radix.spec.vectors import path_of
 from tests.support.paths import ROOT
 
-SERVE = [sys.executable, "-m", "kachedb_radix.spec.serve"]
+SERVE = [sys.executable, "-m", "kachedb_radix.spec.protocol.server"]
 SCHEMA = load_schema()
 
 
@@ -112,9 +112,9 @@ def test_protocol_1_programs_still_run_at_the_old_levels(tmp_path: Path) -> None
             import json, sys
             sys.path.insert(0, sys.argv[2])  # this checkout's packages first
             from kachedb_radix import reference
-            from kachedb_radix.spec.adapter import TreeAdapter
-            from kachedb_radix.spec.serve import handle
-            from kachedb_radix.spec.candidate import CandidateError
+            from kachedb_radix.spec.conform.adapter import TreeAdapter
+            from kachedb_radix.spec.protocol.server import handle
+            from kachedb_radix.spec.conform.candidate import CandidateError
             LEVELS = sys.argv[1].split(",")
             tree = TreeAdapter(reference.RadixTree, "old", frozenset(LEVELS))
             for line in sys.stdin:

@@ -14,13 +14,13 @@ import pytest
 from rich.console import Console
 from rich.progress import Progress
 
-from kachedb_radix.spec.cli import main
+from kachedb_radix.spec.cli.main import main
 from kachedb_radix.spec.simulate.errors import SimulateError
 from kachedb_radix.spec.simulate.executors import run_points
 from kachedb_radix.spec.simulate.progress import RateColumn, progress_bar
-from kachedb_radix.spec.simulate.report import count, duration, percent
 from kachedb_radix.spec.simulate.results import CSV_COLUMNS, SCHEMA_PATH
 from kachedb_radix.spec.simulate.run import Settings, execute, plan, simulate
+from kachedb_radix.spec.simulate.summary import count, duration, percent
 from kachedb_radix.spec.simulate.sweep import auto_capacities, parse_capacities, parse_sweep
 from kachedb_radix.spec.simulate.workload import WorkloadSpec, generate
 from tests.support.simulate import MOONCAKE_SAMPLE, assert_same_points

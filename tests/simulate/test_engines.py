@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from kachedb_radix.spec.impls import tree_class
+from kachedb_radix.spec.conform.targets import tree_class
 from kachedb_radix.spec.simulate.errors import SimulateError
 from kachedb_radix.spec.simulate.formats import read_trace
 from kachedb_radix.spec.simulate.metrics import REFUSED, hit_stats, percentiles, timeline

@@ -17,7 +17,7 @@ import random
 
 import pytest
 
-from kachedb_radix.spec.impls import default_implementation, tree_class
+from kachedb_radix.spec.conform.targets import default_implementation, tree_class
 from kachedb_radix.spec.simulate.bounds import belady_lengths, infinite_lengths, next_uses
 from kachedb_radix.spec.simulate.formats import read_trace
 from kachedb_radix.spec.simulate.metrics import hit_stats

@@ -14,7 +14,7 @@ ray = pytest.importorskip(
     "ray", reason="Ray is not installed: pip install -e '.[cluster]' (CI installs it)"
 )
 
-from kachedb_radix.spec.cli import main  # noqa: E402
+from kachedb_radix.spec.cli.main import main  # noqa: E402
 from kachedb_radix.spec.simulate.run import Settings, simulate  # noqa: E402
 from kachedb_radix.spec.simulate.workload import WorkloadSpec, generate  # noqa: E402
 from tests.support.simulate import assert_same_points  # noqa: E402

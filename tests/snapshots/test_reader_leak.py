@@ -18,8 +18,8 @@ from typing import Any
 import pytest
 
 from kachedb_radix.reference.errors import OutOfBlocksError
-from kachedb_radix.spec.adapter import TreeAdapter
-from kachedb_radix.spec.lockstep import Lockstep
+from kachedb_radix.spec.conform.adapter import TreeAdapter
+from kachedb_radix.spec.conform.lockstep import Lockstep
 from tests.conftest import IMPLEMENTATIONS, TreeFactory
 from tests.support.paths import ROOT
 

@@ -22,8 +22,8 @@ from kachedb_radix.reference.errors import ForeignLeaseError, InvariantViolation
 from kachedb_radix.reference.lease import Lease
 from kachedb_radix.reference.numbering import Numbering
 from kachedb_radix.reference.snapshot import Reader, Version
-from kachedb_radix.spec.adapter import TreeAdapter
-from kachedb_radix.spec.lockstep import Lockstep
+from kachedb_radix.spec.conform.adapter import TreeAdapter
+from kachedb_radix.spec.conform.lockstep import Lockstep
 from kachedb_radix.spec.mutants.base import REGISTRY
 from tests.support.trees import blocks
 

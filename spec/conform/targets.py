@@ -1,8 +1,9 @@
 """Resolve a target name into something the kit can check: :func:`resolve`, :func:`command`.
 
-A :class:`Target` is a name, a way to open a fresh :class:`~kachedb_radix.spec.candidate.Candidate`
-(again after one failed: a program that died is restarted) and the deviation
-profile to check it under (:mod:`kachedb_radix.spec.profile`). Names:
+A :class:`Target` is a name, a way to open a fresh
+:class:`~kachedb_radix.spec.conform.candidate.Candidate` (again after one failed: a program that
+died is restarted) and the deviation profile to check it under
+(:mod:`kachedb_radix.spec.conform.profile`). Names:
 
 * ``reference`` -- the pure-Python reference (checking it against itself is a
   smoke test of the kit);
@@ -15,7 +16,14 @@ profile to check it under (:mod:`kachedb_radix.spec.profile`). Names:
   class of such objects (instantiated with no arguments), or a zero-argument
   function returning either;
 * a command line (:func:`command`, ``--cmd "program args"``) -- a program speaking
-  the stdio protocol (:class:`kachedb_radix.spec.stdio.StdioCandidate`).
+  the stdio protocol (:class:`kachedb_radix.spec.protocol.client.StdioCandidate`).
+
+The command line's trees come from here as well: :func:`tree_class` turns an
+implementation name (``reference``, ``accel``) into its ``RadixTree`` class for ``demo``,
+``simulate`` and ``serve``; :func:`default_implementation` is ``accel`` unless
+``KACHEDB_RADIX_PURE=1`` selects the pure-Python reference (no silent fallback: asking
+for ``accel`` when its C extension did not build fails, saying so). ``gate`` builds its
+timed trees from :func:`resolve` too (:mod:`kachedb_radix.spec.gate.trees`).
 
 Both functions are plain, for other tools too (``kachedb-radix explain`` resolves
 targets and profiles the way ``conform`` does)::
@@ -28,20 +36,45 @@ targets and profiles the way ``conform`` does)::
 from __future__ import annotations
 
 import importlib
+import os
 import shlex
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..protocol.client import DEFAULT_TIMEOUT, StdioCandidate
+from ..protocol.timeout import TimedCandidate
 from .adapter import TreeAdapter
 from .candidate import Candidate
 from .profile import STRICT, Profile, load
-from .stdio import DEFAULT_TIMEOUT, StdioCandidate
-from .timeout import TimedCandidate
 
 _TREE_METHODS = ("match", "insert", "release", "evict", "dump")
 _CANDIDATE_METHODS = ("reset", "match", "insert", "release", "evict", "dump", "levels")
+
+
+#: The environment switch that selects the pure-Python reference everywhere.
+PURE_SWITCH = "KACHEDB_RADIX_PURE"
+
+IMPLEMENTATION_NAMES = ("reference", "accel")
+
+
+def default_implementation() -> str:
+    """``reference`` when ``KACHEDB_RADIX_PURE=1``, else ``accel``. O(1)."""
+    return "reference" if os.environ.get(PURE_SWITCH) == "1" else "accel"
+
+
+def tree_class(name: str) -> Any:
+    """The ``RadixTree`` class of implementation ``name``.
+
+    Raises:
+        ValueError: unknown name.
+        ImportError: ``accel`` asked for but its C extension is not importable.
+    """
+    if name not in IMPLEMENTATION_NAMES:
+        raise ValueError(f"unknown implementation {name!r}; choose from {IMPLEMENTATION_NAMES}")
+    module = importlib.import_module(f"kachedb_radix.{name}")
+    return module.RadixTree
 
 
 class TargetError(ValueError):
@@ -73,7 +106,7 @@ def resolve(name: str, *, profile: ProfileSpec = None, timeout: float | None = N
     deviations), or None for the target's own (a peer's shipped profile; otherwise
     the strict spec). With
     ``timeout``, each call of the candidate must answer within that many seconds
-    (:mod:`kachedb_radix.spec.timeout`).
+    (:mod:`kachedb_radix.spec.protocol.timeout`).
 
     Raises:
         TargetError: unknown name, import failure, or an object of neither shape.
@@ -105,7 +138,7 @@ def load_profile(profile: ProfileSpec) -> Profile:
 
 
 def _opener(name: str) -> tuple[Callable[[], Candidate], Profile]:
-    from . import peers
+    from .. import peers
 
     if name == "reference":
         from kachedb_radix import reference
@@ -185,8 +218,8 @@ def command(line: str, *, timeout: float = DEFAULT_TIMEOUT, profile: ProfileSpec
     """The program ``line`` (split like a shell would) as a stdio target.
 
     Opening it starts the program and says ``hello`` (raising
-    :class:`~kachedb_radix.spec.candidate.CandidateFailure` when it does not start or fails the
-    handshake); after a failure the kit opens it again.
+    :class:`~kachedb_radix.spec.conform.candidate.CandidateFailure` when it does not start or fails
+    the handshake); after a failure the kit opens it again.
 
     Raises:
         TargetError: the line is empty or cannot be split.

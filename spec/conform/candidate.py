@@ -3,8 +3,8 @@
 The kit never touches a candidate's objects: it sends token lists, namespaces,
 counts and lease ids, and gets back dicts of ints and lists, or an error *kind*
 (a name from :data:`kachedb_radix.reference.errors.ERROR_KINDS`). In-process trees are wrapped by
-:class:`kachedb_radix.spec.adapter.TreeAdapter`; programs in other languages speak the same
-operations as JSON lines (:class:`kachedb_radix.spec.stdio.StdioCandidate`, ``SPEC.md``
+:class:`kachedb_radix.spec.conform.adapter.TreeAdapter`; programs in other languages speak the same
+operations as JSON lines (:class:`kachedb_radix.spec.protocol.client.StdioCandidate`, ``SPEC.md``
 "The stdio protocol").
 
 Lease ids are positive ints chosen by the candidate, unique until the next
@@ -107,8 +107,8 @@ class CandidateError(Exception):
     Attributes:
         kind: the error's kind name (``"token_range"``, ``"out_of_blocks"``, ...);
             an in-process call that raised something other than a RadixError gets
-            ``"unexpected:<ExceptionClass>"``, which a deviation profile may map to
-            a kind (``error_kinds = "mapped"``, :mod:`kachedb_radix.spec.profile`) and which is
+            ``"unexpected:<ExceptionClass>"``, which a deviation profile may map to a kind
+            (``error_kinds = "mapped"``, :mod:`kachedb_radix.spec.conform.profile`) and which is
             otherwise a finding of its own ("a crash?").
         message: the candidate's message, shown in reports, never compared.
     """

@@ -13,12 +13,11 @@ tree's depth, its leaves, the most children of one node, the blocks evicted, the
 clock and the eviction queue's length to Hypothesis's ``target()``, which steers
 later examples towards more.
 
-Steps come from :mod:`kachedb_radix.spec.generate`; the per-step details are drawn from a seed
-Hypothesis chooses (so an example costs few choices however long it is). The
-search never shrinks: a finding ends its example and is recorded per rule
-(:class:`Session`), and the search goes on; :mod:`kachedb_radix.spec.shrink` minimises each
-recorded finding afterwards. Examples are therefore counted without shrinking
-replays.
+Steps come from :mod:`kachedb_radix.spec.conform.generate`; the per-step details are drawn from a
+seed Hypothesis chooses (so an example costs few choices however long it is). The search never
+shrinks: a finding ends its example and is recorded per rule (:class:`Session`), and the search goes
+on; :mod:`kachedb_radix.spec.conform.shrink` minimises each recorded finding afterwards. Examples
+are therefore counted without shrinking replays.
 """
 
 from __future__ import annotations
@@ -334,7 +333,7 @@ def _reopen(session: Session) -> None:
 
 
 def _steer(lockstep: Lockstep) -> None:
-    """Report the example's reach to Hypothesis's targeting (module docstring)."""
+    """KitReport the example's reach to Hypothesis's targeting (module docstring)."""
     tree = lockstep.tree
     if tree is None or not currently_in_test_context():
         return

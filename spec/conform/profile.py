@@ -199,8 +199,9 @@ class Profile:
         }
 
 
-#: The directory holding the ``spec`` package: shipped profiles are shown relative to it.
-_PROJECT = Path(__file__).resolve().parent.parent
+#: The directory holding the ``spec`` folder (the checkout, or the installed import root):
+#: shipped profiles are shown relative to it (``spec/peers/sglang.toml``).
+_PROJECT = Path(__file__).resolve().parents[2]
 
 #: The spec to the letter: what the kit uses when no profile is given.
 STRICT = Profile()

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 #: Where the specification lives.
-SPEC_PATH = Path(__file__).with_name("SPEC.md")
+SPEC_PATH = Path(__file__).parent.parent / "SPEC.md"
 
 #: A rule id anywhere in text.
 RULE_ID = re.compile(r"\bR-[A-Z]+-[0-9]+\b")

@@ -1,11 +1,10 @@
 """The kit's oracle: the reference, able to follow a candidate's admissible choices.
 
-With the strict profile the oracle is exactly :class:`kachedb_radix.reference.RadixTree`: it
-evicts and allocates by the rules and the kit compares block for block. A profile
-that tolerates another eviction or allocation policy (:mod:`kachedb_radix.spec.profile`) makes
-the oracle *adopt* the candidate's choice instead -- evict exactly the blocks the
-candidate evicted, hand out exactly the ids it allocated -- after checking that the
-choice is admissible under the declared modes:
+With the strict profile the oracle is exactly :class:`kachedb_radix.reference.RadixTree`: it evicts
+and allocates by the rules and the kit compares block for block. A profile that tolerates another
+eviction or allocation policy (:mod:`kachedb_radix.spec.conform.profile`) makes the oracle *adopt*
+the candidate's choice instead -- evict exactly the blocks the candidate evicted, hand out exactly
+the ids it allocated -- after checking that the choice is admissible under the declared modes:
 
 * every evicted block is cached, unpinned and off the path an insert extends
   (R-PIN-3, R-INS-5); per-block granularity frees leaf tails one by one, deepest
@@ -30,7 +29,7 @@ and yields them) and :meth:`~kachedb_radix.reference.RadixTree.choose_new_blocks
 ids to hand out. Room checks, the protected path, publication and the quarantine stay
 the reference's own code.
 
-The oracle also states facts the rule map uses (:mod:`kachedb_radix.spec.rulemap`): the
+The oracle also states facts the rule map uses (:mod:`kachedb_radix.spec.conform.rulemap`): the
 shape before a step, readers inside, blocks pinned, each block's eviction key, and
 whether an insert split an edge (seen through the observation point the reference
 documents for it).

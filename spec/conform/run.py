@@ -1,11 +1,11 @@
 """Run the kit against one candidate and report rule by rule.
 
-:func:`run_kit` searches (:mod:`kachedb_radix.spec.machine`) -- by default through every example,
-recording the first finding of each rule; with ``first`` stopping at the first --
-then shrinks each finding (:mod:`kachedb_radix.spec.shrink`) and builds a :class:`Report`: the
-findings, and a table of every rule of the levels checked: ``pass`` (exercised,
-never broken), ``fail`` (with its shrunk trace), ``waived`` (with the profile's
-reason) or ``not exercised`` (with why, when the kit cannot reach it).
+:func:`run_kit` searches (:mod:`kachedb_radix.spec.conform.search`) -- by default through every
+example, recording the first finding of each rule; with ``first`` stopping at the first -- then
+shrinks each finding (:mod:`kachedb_radix.spec.conform.shrink`) and builds a :class:`KitReport`: the
+findings, and a table of every rule of the levels checked: ``pass`` (exercised, never broken),
+``fail`` (with its shrunk trace), ``waived`` (with the profile's reason) or ``not exercised`` (with
+why, when the kit cannot reach it).
 
 Deterministic: Hypothesis is seeded (``KitSettings.seed``, default 0) and uses no
 example database, so the same candidate, profile and settings give the same report.
@@ -22,10 +22,10 @@ from typing import Any
 from .candidate import Candidate
 from .levels import GROUP_LEVEL, LevelError, ordered
 from .lockstep import Difference
-from .machine import Session, search
 from .profile import STRICT, Profile
 from .rulemap import load_map
 from .rules import load_rules
+from .search import Session, search
 from .shrink import Shrinker
 
 #: Rule statuses in a report's table.
@@ -81,7 +81,7 @@ class RuleResult:
 
 
 @dataclass
-class Report:
+class KitReport:
     """The result of one kit run.
 
     Attributes:
@@ -277,7 +277,7 @@ def run_kit(
     *,
     profile: Profile = STRICT,
     reopen: Callable[[], Candidate] | None = None,
-) -> Report:
+) -> KitReport:
     """Drive ``candidate`` against the reference and report. Cost: up to
     ``examples * steps`` operations on each, plus shrinking (``shrink_seconds``).
 
@@ -318,7 +318,7 @@ def run_kit(
         session.candidate = shrinker.candidate
     if session.candidate is not candidate:
         session.candidate.close()  # a restarted program; the caller closes its own
-    return Report(
+    return KitReport(
         candidate=candidate.name,
         levels=ordered(chosen),
         profile=profile,
@@ -332,6 +332,6 @@ def run_kit(
     )
 
 
-def dumps(reports: list[Report], **extra: Any) -> str:
+def dumps(reports: list[KitReport], **extra: Any) -> str:
     """Reports as the JSON document of ``report.schema.json``. O(size)."""
     return json.dumps({"results": [report.to_json() for report in reports], **extra}, indent=2)

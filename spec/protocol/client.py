@@ -5,7 +5,7 @@ reads one answer per line. It never hangs: a reader thread feeds answers into a
 queue read with a timeout, and stderr is drained by a second thread (its tail is
 shown in diagnostics). A program that does not answer in time, exits, closes its
 output, or answers something that is not a well-formed message raises
-:class:`~kachedb_radix.spec.candidate.CandidateFailure` naming the request, and is killed.
+:class:`~kachedb_radix.spec.conform.candidate.CandidateFailure` naming the request, and is killed.
 
 A hostile or broken program cannot take the kit down with it:
 
@@ -37,7 +37,7 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import IO, Any, NoReturn
 
-from .candidate import (
+from ..conform.candidate import (
     CandidateError,
     CandidateFailure,
     EvictAnswer,
@@ -50,8 +50,8 @@ from .candidate import (
     SnapshotMatchAnswer,
     StatsAnswer,
 )
-from .levels import LEVELS, LevelError, parse_levels
-from .protocol import (
+from ..conform.levels import LEVELS, LevelError, parse_levels
+from .messages import (
     PROTOCOL_VERSION,
     SNAPSHOT_FIELDS,
     SUPPORTED_PROTOCOLS,
@@ -101,7 +101,7 @@ class StdioCandidate:
 
     A program that answers ``hello`` with protocol 1 is driven at its levels with
     the version-1 answers (no snapshot stats; format-1 dumps are upgraded, see
-    :func:`kachedb_radix.spec.protocol.upgrade_dump`).
+    :func:`kachedb_radix.spec.protocol.messages.upgrade_dump`).
     """
 
     def __init__(
@@ -179,82 +179,82 @@ class StdioCandidate:
     # ------------------------------------------------------------------ operations
 
     def reset(self, num_blocks: int, block_size: int) -> None:
-        """See :class:`kachedb_radix.spec.candidate.Candidate`."""
+        """See :class:`kachedb_radix.spec.conform.candidate.Candidate`."""
         self._request("reset", {"num_blocks": num_blocks, "block_size": block_size})
 
     def match(self, tokens: object, namespace: object, pin: bool) -> MatchAnswer:
-        """See :class:`kachedb_radix.spec.candidate.Candidate`."""
+        """See :class:`kachedb_radix.spec.conform.candidate.Candidate`."""
         answer: MatchAnswer = self._request(
             "match", {"tokens": tokens, "namespace": namespace, "pin": pin}
         )
         return answer
 
     def insert(self, tokens: object, namespace: object, pin: bool) -> InsertAnswer:
-        """See :class:`kachedb_radix.spec.candidate.Candidate`."""
+        """See :class:`kachedb_radix.spec.conform.candidate.Candidate`."""
         answer: InsertAnswer = self._request(
             "insert", {"tokens": tokens, "namespace": namespace, "pin": pin}
         )
         return answer
 
     def release(self, lease: int) -> None:
-        """See :class:`kachedb_radix.spec.candidate.Candidate`."""
+        """See :class:`kachedb_radix.spec.conform.candidate.Candidate`."""
         self._request("release", {"lease": lease})
 
     def evict(self, count: object) -> EvictAnswer:
-        """See :class:`kachedb_radix.spec.candidate.Candidate`."""
+        """See :class:`kachedb_radix.spec.conform.candidate.Candidate`."""
         answer: EvictAnswer = self._request("evict", {"count": count})
         return answer
 
     def stats(self) -> StatsAnswer:
-        """See :class:`kachedb_radix.spec.candidate.Candidate`."""
+        """See :class:`kachedb_radix.spec.conform.candidate.Candidate`."""
         answer: StatsAnswer = self._request("stats", {})
         return answer
 
     def namespaces(self) -> NamespacesAnswer:
-        """See :class:`kachedb_radix.spec.candidate.Candidate`."""
+        """See :class:`kachedb_radix.spec.conform.candidate.Candidate`."""
         answer: NamespacesAnswer = self._request("namespaces", {})
         return answer
 
     def dump(self) -> dict[str, Any]:
-        """See :class:`kachedb_radix.spec.candidate.Candidate`."""
+        """See :class:`kachedb_radix.spec.conform.candidate.Candidate`."""
         answer: dict[str, Any] = self._request("dump", {})
         return upgrade_dump(answer) if self._protocol == 1 else answer
 
     def snapshot(self) -> SnapshotAnswer:
-        """See :class:`kachedb_radix.spec.candidate.Candidate`."""
+        """See :class:`kachedb_radix.spec.conform.candidate.Candidate`."""
         answer: SnapshotAnswer = self._request("snapshot", {})
         return answer
 
     def reader(self) -> ReaderAnswer:
-        """See :class:`kachedb_radix.spec.candidate.Candidate`."""
+        """See :class:`kachedb_radix.spec.conform.candidate.Candidate`."""
         answer: ReaderAnswer = self._request("reader", {})
         return answer
 
     def leave(self, snapshot: int) -> None:
-        """See :class:`kachedb_radix.spec.candidate.Candidate`."""
+        """See :class:`kachedb_radix.spec.conform.candidate.Candidate`."""
         self._request("leave", {"snapshot": snapshot})
 
     def snapshot_match(
         self, snapshot: int, tokens: object, namespace: object
     ) -> SnapshotMatchAnswer:
-        """See :class:`kachedb_radix.spec.candidate.Candidate`."""
+        """See :class:`kachedb_radix.spec.conform.candidate.Candidate`."""
         answer: SnapshotMatchAnswer = self._request(
             "snapshot_match", {"snapshot": snapshot, "tokens": tokens, "namespace": namespace}
         )
         return answer
 
     def snapshot_dump(self, snapshot: int) -> dict[str, Any]:
-        """See :class:`kachedb_radix.spec.candidate.Candidate`."""
+        """See :class:`kachedb_radix.spec.conform.candidate.Candidate`."""
         answer: dict[str, Any] = self._request("snapshot_dump", {"snapshot": snapshot})
         return answer
 
     def reclaim(self) -> ReclaimAnswer:
-        """See :class:`kachedb_radix.spec.candidate.Candidate`."""
+        """See :class:`kachedb_radix.spec.conform.candidate.Candidate`."""
         answer: ReclaimAnswer = self._request("reclaim", {})
         return answer
 
     def drop(self, snapshot: int) -> None:
-        """See :class:`kachedb_radix.spec.candidate.Candidate`."""
+        """See :class:`kachedb_radix.spec.conform.candidate.Candidate`."""
         self._request("drop", {"snapshot": snapshot})
 
     def close(self) -> None:

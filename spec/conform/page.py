@@ -19,7 +19,7 @@ import json
 from pathlib import Path
 
 from .rules import load_rules
-from .runner import Report, RuleResult, dumps
+from .run import KitReport, RuleResult, dumps
 
 #: The page's file name in the report directory.
 PAGE = "index.html"
@@ -41,7 +41,7 @@ pre { white-space: pre-wrap; font-size: 0.8em; max-width: 70em; }
 """
 
 
-def write_report(reports: list[Report], directory: Path) -> list[Path]:
+def write_report(reports: list[KitReport], directory: Path) -> list[Path]:
     """Write the page and its JSON into ``directory`` (created); return their paths."""
     directory.mkdir(parents=True, exist_ok=True)
     document = directory / DOCUMENT
@@ -51,7 +51,7 @@ def write_report(reports: list[Report], directory: Path) -> list[Path]:
     return [page, document]
 
 
-def save_traces(reports: list[Report], directory: Path) -> list[Path]:
+def save_traces(reports: list[KitReport], directory: Path) -> list[Path]:
     """Write each finding's trace as ``directory/<candidate>-<rule>.jsonl``; return the
     paths. The files replay with ``kachedb-radix replay``."""
     directory.mkdir(parents=True, exist_ok=True)
@@ -64,7 +64,7 @@ def save_traces(reports: list[Report], directory: Path) -> list[Path]:
     return written
 
 
-def render(reports: list[Report]) -> str:
+def render(reports: list[KitReport]) -> str:
     """The page's HTML. O(rules * reports + findings)."""
     tables = [report.table() for report in reports]
     rows = []
@@ -97,7 +97,7 @@ def render(reports: list[Report]) -> str:
     )
 
 
-def _summaries(reports: list[Report]) -> str:
+def _summaries(reports: list[KitReport]) -> str:
     items = []
     for report in reports:
         profile = report.profile
@@ -120,7 +120,7 @@ def _summaries(reports: list[Report]) -> str:
     return "<ul>\n" + "\n".join(items) + "\n</ul>\n"
 
 
-def _cell(report: Report, row: RuleResult) -> str:
+def _cell(report: KitReport, row: RuleResult) -> str:
     css = row.status.replace(" ", "-")
     if row.status == "fail":
         anchor = _anchor(report, row.rule)
@@ -129,7 +129,7 @@ def _cell(report: Report, row: RuleResult) -> str:
     return f'<td class="{css}">{row.status}{reason}</td>'
 
 
-def _findings(reports: list[Report]) -> str:
+def _findings(reports: list[KitReport]) -> str:
     parts = []
     for report in reports:
         for found in report.findings:
@@ -153,6 +153,6 @@ def _findings(reports: list[Report]) -> str:
     return "".join(parts)
 
 
-def _anchor(report: Report, rule: str) -> str:
+def _anchor(report: KitReport, rule: str) -> str:
     name = "".join(char if char.isalnum() else "-" for char in report.candidate)
     return f"{name}-{rule}"

@@ -1,9 +1,9 @@
 """The policy-free safety check: what every correct prefix cache keeps, whatever its profile.
 
-A deviation profile (:mod:`kachedb_radix.spec.profile`) lets a candidate evict whole nodes, reuse
-freed blocks in its own order and keep its own recency; it cannot let it hand out
-wrong KV. :class:`SafetyMonitor` follows the candidate's own answers -- never the
-oracle's -- and checks after every step:
+A deviation profile (:mod:`kachedb_radix.spec.conform.profile`) lets a candidate evict whole nodes,
+reuse freed blocks in its own order and keep its own recency; it cannot let it hand out wrong KV.
+:class:`SafetyMonitor` follows the candidate's own answers -- never the oracle's -- and checks after
+every step:
 
 * a match returns only blocks whose content equals the queried prefix: the monitor
   records what each block id was filled with (namespace and the whole token prefix

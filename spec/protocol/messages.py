@@ -31,7 +31,7 @@ SUPPORTED_PROTOCOLS: tuple[int, ...] = (1, 2)
 PROTOCOL_KINDS: frozenset[str] = frozenset({"protocol", "unsupported", "internal"})
 
 #: Where the JSON Schema of every message lives.
-SCHEMA_PATH = Path(__file__).with_name("protocol.schema.json")
+SCHEMA_PATH = Path(__file__).with_name("schema.json")
 
 #: Answer fields required per operation (``None``: the answer is JSON null).
 ANSWER_FIELDS: dict[str, tuple[str, ...] | None] = {

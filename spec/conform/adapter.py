@@ -116,7 +116,7 @@ class TreeAdapter:
         self._foreign = None
 
     def match(self, tokens: object, namespace: object, pin: bool) -> MatchAnswer:
-        """``tree.match``; see :class:`kachedb_radix.spec.candidate.Candidate`."""
+        """``tree.match``; see :class:`kachedb_radix.spec.conform.candidate.Candidate`."""
         result = _call(self._tree.match, tokens, namespace, pin=pin)
         return {
             "length": int(result.length),
@@ -125,7 +125,7 @@ class TreeAdapter:
         }
 
     def insert(self, tokens: object, namespace: object, pin: bool) -> InsertAnswer:
-        """``tree.insert``; see :class:`kachedb_radix.spec.candidate.Candidate`."""
+        """``tree.insert``; see :class:`kachedb_radix.spec.conform.candidate.Candidate`."""
         return self._insert_answer(_call(self._tree.insert, tokens, namespace, pin=pin))
 
     def _insert_answer(self, result: Any) -> InsertAnswer:

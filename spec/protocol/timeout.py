@@ -1,10 +1,10 @@
 """A per-call time limit for in-process candidates.
 
 A program behind the stdio protocol is killed when it does not answer in time
-(:mod:`kachedb_radix.spec.stdio`). An in-process candidate that loops forever would hang the kit
-instead; :class:`TimedCandidate` gives each of its calls ``seconds`` and turns an
-overrun into a :class:`~kachedb_radix.spec.candidate.CandidateFailure` naming the call, so the
-kit reports it like a program that stopped answering.
+(:mod:`kachedb_radix.spec.protocol.client`). An in-process candidate that loops forever would hang
+the kit instead; :class:`TimedCandidate` gives each of its calls ``seconds`` and turns an overrun
+into a :class:`~kachedb_radix.spec.conform.candidate.CandidateFailure` naming the call, so the kit
+reports it like a program that stopped answering.
 
 The limit is a ``SIGALRM`` timer (:func:`signal.setitimer`): it interrupts Python
 code at once, and native code (a C extension) as soon as it returns to the
@@ -22,7 +22,7 @@ from contextlib import contextmanager
 from types import FrameType
 from typing import Any, TypeVar
 
-from .candidate import (
+from ..conform.candidate import (
     Candidate,
     CandidateFailure,
     EvictAnswer,
@@ -101,67 +101,67 @@ class TimedCandidate:
             return call(*args)
 
     def reset(self, num_blocks: int, block_size: int) -> None:
-        """See :class:`kachedb_radix.spec.candidate.Candidate`."""
+        """See :class:`kachedb_radix.spec.conform.candidate.Candidate`."""
         self._call("reset", self.candidate.reset, num_blocks, block_size)
 
     def match(self, tokens: object, namespace: object, pin: bool) -> MatchAnswer:
-        """See :class:`kachedb_radix.spec.candidate.Candidate`."""
+        """See :class:`kachedb_radix.spec.conform.candidate.Candidate`."""
         return self._call("match", self.candidate.match, tokens, namespace, pin)
 
     def insert(self, tokens: object, namespace: object, pin: bool) -> InsertAnswer:
-        """See :class:`kachedb_radix.spec.candidate.Candidate`."""
+        """See :class:`kachedb_radix.spec.conform.candidate.Candidate`."""
         return self._call("insert", self.candidate.insert, tokens, namespace, pin)
 
     def release(self, lease: int) -> None:
-        """See :class:`kachedb_radix.spec.candidate.Candidate`."""
+        """See :class:`kachedb_radix.spec.conform.candidate.Candidate`."""
         self._call("release", self.candidate.release, lease)
 
     def evict(self, count: object) -> EvictAnswer:
-        """See :class:`kachedb_radix.spec.candidate.Candidate`."""
+        """See :class:`kachedb_radix.spec.conform.candidate.Candidate`."""
         return self._call("evict", self.candidate.evict, count)
 
     def stats(self) -> StatsAnswer:
-        """See :class:`kachedb_radix.spec.candidate.Candidate`."""
+        """See :class:`kachedb_radix.spec.conform.candidate.Candidate`."""
         return self._call("stats", self.candidate.stats)
 
     def namespaces(self) -> NamespacesAnswer:
-        """See :class:`kachedb_radix.spec.candidate.Candidate`."""
+        """See :class:`kachedb_radix.spec.conform.candidate.Candidate`."""
         return self._call("namespaces", self.candidate.namespaces)
 
     def dump(self) -> dict[str, Any]:
-        """See :class:`kachedb_radix.spec.candidate.Candidate`."""
+        """See :class:`kachedb_radix.spec.conform.candidate.Candidate`."""
         return self._call("dump", self.candidate.dump)
 
     def snapshot(self) -> SnapshotAnswer:
-        """See :class:`kachedb_radix.spec.candidate.Candidate`."""
+        """See :class:`kachedb_radix.spec.conform.candidate.Candidate`."""
         return self._call("snapshot", self.candidate.snapshot)
 
     def reader(self) -> ReaderAnswer:
-        """See :class:`kachedb_radix.spec.candidate.Candidate`."""
+        """See :class:`kachedb_radix.spec.conform.candidate.Candidate`."""
         return self._call("reader", self.candidate.reader)
 
     def leave(self, snapshot: int) -> None:
-        """See :class:`kachedb_radix.spec.candidate.Candidate`."""
+        """See :class:`kachedb_radix.spec.conform.candidate.Candidate`."""
         self._call("leave", self.candidate.leave, snapshot)
 
     def drop(self, snapshot: int) -> None:
-        """See :class:`kachedb_radix.spec.candidate.Candidate`."""
+        """See :class:`kachedb_radix.spec.conform.candidate.Candidate`."""
         self._call("drop", self.candidate.drop, snapshot)
 
     def snapshot_match(
         self, snapshot: int, tokens: object, namespace: object
     ) -> SnapshotMatchAnswer:
-        """See :class:`kachedb_radix.spec.candidate.Candidate`."""
+        """See :class:`kachedb_radix.spec.conform.candidate.Candidate`."""
         return self._call(
             "snapshot_match", self.candidate.snapshot_match, snapshot, tokens, namespace
         )
 
     def snapshot_dump(self, snapshot: int) -> dict[str, Any]:
-        """See :class:`kachedb_radix.spec.candidate.Candidate`."""
+        """See :class:`kachedb_radix.spec.conform.candidate.Candidate`."""
         return self._call("snapshot_dump", self.candidate.snapshot_dump, snapshot)
 
     def reclaim(self) -> ReclaimAnswer:
-        """See :class:`kachedb_radix.spec.candidate.Candidate`."""
+        """See :class:`kachedb_radix.spec.conform.candidate.Candidate`."""
         return self._call("reclaim", self.candidate.reclaim)
 
     def close(self) -> None:

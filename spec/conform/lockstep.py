@@ -1,12 +1,15 @@
 """Lockstep execution: apply each step to a candidate and the reference, check, compare.
 
-:class:`Lockstep` is the kit's core, used by the search (:mod:`kachedb_radix.spec.machine`), the
-shrinker (:mod:`kachedb_radix.spec.shrink`) and ``replay``. Per step it
+:class:`Lockstep` is the kit's core, used by the search (:mod:`kachedb_radix.spec.conform.search`),
+the shrinker (:mod:`kachedb_radix.spec.conform.shrink`) and ``replay``. Per step it
 
 1. asks the candidate (first, so the oracle can follow its admissible choices);
-2. runs the policy-free safety check on the candidate's answer (:mod:`kachedb_radix.spec.safety`);
-3. asks the oracle (:mod:`kachedb_radix.spec.oracle`), adopting the candidate's evictions and
-   allocations where the profile tolerates another policy (:mod:`kachedb_radix.spec.profile`);
+2.  runs the policy-free safety check on the candidate's answer
+   (:mod:`kachedb_radix.spec.conform.safety`);
+3.  asks the oracle (:mod:`kachedb_radix.spec.conform.oracle`), adopting the candidate's evictions
+   and
+   allocations where the profile tolerates another policy
+   (:mod:`kachedb_radix.spec.conform.profile`);
 4. compares the two outcomes, reduced to the levels and the profile;
 5. compares the read-only views (stats and namespaces after every step; the dump
    after every step while the tree is small, else every few steps (more apart as
@@ -14,9 +17,9 @@ shrinker (:mod:`kachedb_radix.spec.shrink`) and ``replay``. Per step it
    dumps of the latest snapshots, so a snapshot that changes after it was taken is
    caught at the write that changed it).
 
-Anything wrong raises :class:`Disagreement` carrying a :class:`Difference`: the trace
-up to and including the offending step, both outcomes, and the rules it breaks with
-a likely cause (:mod:`kachedb_radix.spec.rulemap`). The rules each step exercised accumulate in
+Anything wrong raises :class:`Disagreement` carrying a :class:`Difference`: the trace up to and
+including the offending step, both outcomes, and the rules it breaks with a likely cause
+(:mod:`kachedb_radix.spec.conform.rulemap`). The rules each step exercised accumulate in
 :attr:`Lockstep.exercised`.
 """
 
@@ -57,7 +60,7 @@ class Difference:
         candidate: the candidate's name.
         levels: the levels compared.
         kind: one of :data:`FINDING_KINDS`.
-        rules: the rules it breaks, the primary first (:mod:`kachedb_radix.spec.rulemap`).
+        rules: the rules it breaks, the primary first (:mod:`kachedb_radix.spec.conform.rulemap`).
         cause: a one-line likely cause.
         peer_note: the primary rule's peer note in SPEC.md.
     """
@@ -211,12 +214,11 @@ class Lockstep:
     """Drives ``candidate`` and the reference side by side.
 
     Args:
-        candidate: the implementation under test.
-        levels: the levels compared (outcomes are normalised to them).
-        profile: the candidate's declared deviations (default: none).
-        check_reads: compare dump, stats and namespaces after steps.
-        oracle: the reference (default: a fresh :class:`kachedb_radix.spec.oracle.OracleAdapter`).
-        exercised: the set the rules each step exercises are added to (default: a
+        candidate: the implementation under test. levels: the levels compared (outcomes are
+        normalised to them). profile: the candidate's declared deviations (default: none).
+        check_reads: compare dump, stats and namespaces after steps. oracle: the reference (default:
+        a fresh :class:`kachedb_radix.spec.conform.oracle.OracleAdapter`). exercised: the set the
+        rules each step exercises are added to (default: a
             new one; a search shares one across its examples).
     """
 

@@ -1,4 +1,5 @@
-"""A stdio server for the reference (or the C twin): ``python -m kachedb_radix.spec.serve``.
+"""A stdio server for the reference (or the C twin): ``python -m
+kachedb_radix.spec.protocol.server``.
 
 It is both a tool and a worked example of the protocol (``SPEC.md``, "The stdio
 protocol"): an implementer can diff their program's traffic against it, and the
@@ -6,9 +7,10 @@ kit's own tests run the whole state machine through it as a child process.
 
 Usage::
 
-    python -m kachedb_radix.spec.serve [--impl reference|accel] [--levels core,pinning,...]
+    python -m kachedb_radix.spec.protocol.server [--impl reference|accel] [--levels
+    core,pinning,...]
 
-It speaks protocol version 2 (``kachedb_radix.spec.protocol.PROTOCOL_VERSION``).
+It speaks protocol version 2 (``kachedb_radix.spec.protocol.messages.PROTOCOL_VERSION``).
 
 It reads requests from stdin until end of file and answers each on one line.
 """
@@ -23,10 +25,11 @@ from typing import Any, TextIO
 
 from kachedb_radix.reference.errors import ERROR_KINDS
 
-from .adapter import TreeAdapter, supported_levels
-from .candidate import Candidate, CandidateError
-from .levels import LEVELS, LevelError, ordered, parse_levels
-from .protocol import (
+from ..conform.adapter import TreeAdapter, supported_levels
+from ..conform.candidate import Candidate, CandidateError
+from ..conform.levels import LEVELS, LevelError, ordered, parse_levels
+from ..conform.steps import SNAPSHOT_OPS
+from .messages import (
     PROTOCOL_KINDS,
     PROTOCOL_VERSION,
     ProtocolError,
@@ -34,7 +37,6 @@ from .protocol import (
     encode,
     request_problem,
 )
-from .steps import SNAPSHOT_OPS
 
 #: The kinds this server answers with: the rules' (R-ERR-3) and the protocol's own.
 SERVER_KINDS = frozenset(ERROR_KINDS) | PROTOCOL_KINDS
@@ -45,8 +47,8 @@ def handle(candidate: Candidate, message: dict[str, Any]) -> Any:
 
     Raises:
         CandidateError: the call was rejected (its kind goes back to the kit), the
-            request is malformed (kind ``"protocol"``: it does not validate against
-            the schema, :func:`kachedb_radix.spec.protocol.request_problem`) or names an unknown
+            request is malformed (kind ``"protocol"``: it does not validate against the schema,
+            :func:`kachedb_radix.spec.protocol.messages.request_problem`) or names an unknown
             operation (kind ``"unsupported"``).
     """
     problem = request_problem(message)
@@ -149,7 +151,7 @@ def build(impl: str, levels: frozenset[str] | None = None) -> Candidate:
             from kachedb_radix import accel
         except ImportError as exc:
             raise SystemExit(
-                f"kachedb_radix.spec.serve: --impl accel: the C twin is not available ({exc})"
+                f"kachedb-radix serve: --impl accel: the C twin is not available ({exc})"
             ) from None
         factory = accel.RadixTree
     else:
@@ -159,16 +161,12 @@ def build(impl: str, levels: frozenset[str] | None = None) -> Candidate:
     offered = supported_levels(factory)
     if levels is not None and not levels <= offered:
         missing = ", ".join(ordered(levels - offered))
-        raise SystemExit(f"kachedb_radix.spec.serve: {impl} does not offer level(s) {missing}")
+        raise SystemExit(f"kachedb-radix serve: {impl} does not offer level(s) {missing}")
     return TreeAdapter(factory, impl, offered if levels is None else levels)
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """Command line entry point; returns the exit status."""
-    parser = argparse.ArgumentParser(
-        prog="python -m kachedb_radix.spec.serve",
-        description="Serve a kachedb-radix implementation over the JSON-lines stdio protocol.",
-    )
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The server's options, on ``parser`` (``kachedb-radix serve`` and ``python -m``)."""
     parser.add_argument("--impl", choices=("reference", "accel"), default="reference")
     parser.add_argument(
         "--levels",
@@ -176,7 +174,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         help=f"levels to declare in hello (comma-separated from {', '.join(LEVELS)}; "
         "default: all the implementation offers)",
     )
-    args = parser.parse_args(argv)
+
+
+def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
+    """Serve stdin and stdout as ``args`` say; the exit status (0 at end of input)."""
     try:
         levels = None if args.levels is None else parse_levels([args.levels])
     except LevelError as exc:
@@ -185,6 +186,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     if isinstance(sys.stdin, io.TextIOWrapper):
         sys.stdin.reconfigure(errors="replace")
     return serve(build(args.impl, levels), sys.stdin, sys.stdout)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m kachedb_radix.spec.protocol.server``: the same as ``kachedb-radix serve``."""
+    parser = argparse.ArgumentParser(
+        prog="python -m kachedb_radix.spec.protocol.server",
+        description="Serve a kachedb-radix implementation over the JSON-lines stdio protocol.",
+    )
+    add_arguments(parser)
+    return run(parser.parse_args(argv), parser)
 
 
 if __name__ == "__main__":

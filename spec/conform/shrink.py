@@ -1,12 +1,12 @@
 """Shrink a finding to a short trace that still shows it.
 
-The search records each finding with the whole example that led to it, often
-hundreds of steps. This shrinker replays candidate traces through a fresh
-:class:`~kachedb_radix.spec.lockstep.Lockstep` and keeps every change after which the same rule
-is still broken first (or, for a failure, the candidate still fails): it deletes
-runs of steps (halves, quarters, ... single steps), then simplifies what is left
-(shorter token lists, no pin, the default namespace, smaller counts, a smaller
-pool, block size 1), and repeats while anything helps and time is left.
+The search records each finding with the whole example that led to it, often hundreds of steps. This
+shrinker replays candidate traces through a fresh
+:class:`~kachedb_radix.spec.conform.lockstep.Lockstep` and keeps every change after which the same
+rule is still broken first (or, for a failure, the candidate still fails): it deletes runs of steps
+(halves, quarters, ... single steps), then simplifies what is left (shorter token lists, no pin, the
+default namespace, smaller counts, a smaller pool, block size 1), and repeats while anything helps
+and time is left.
 
 Handles stay valid by construction. While shrinking, a step that names a lease or
 a snapshot (``release``, ``leave``, ``snapshot_match``, ``snapshot_dump``) refers to
@@ -137,7 +137,7 @@ class Shrinker:
             return None
         except CandidateFailure as exc:
             if target.kind == "failure":
-                from .machine import failure_difference
+                from .search import failure_difference
 
                 return failure_difference(exc, lockstep), ran
             return None

@@ -2,12 +2,12 @@
 
 The gate drives trees through the reference API (``match``, ``insert``, ``evict``,
 ``stats``, leases with ``release()``), so it accepts every target the conformance kit
-accepts (:mod:`kachedb_radix.spec.targets`):
+accepts (:mod:`kachedb_radix.spec.conform.targets`):
 
 * ``reference``, ``accel``, or ``module:Class`` naming a tree class -- timed directly,
   through the class itself (the kit's adapter only builds the trees);
 *  ``module:attribute`` naming a plain-data candidate
-  (:class:`kachedb_radix.spec.candidate.Candidate`),
+  (:class:`kachedb_radix.spec.conform.candidate.Candidate`),
   or ``--cmd "program args"`` for a program speaking the stdio protocol -- timed through
   :class:`CandidateTree`, which presents a candidate as a tree (each tree of a ``--cmd``
   target is its own process; a round trip per call is part of what is timed, as it is
@@ -22,9 +22,9 @@ from dataclasses import dataclass, field
 from types import SimpleNamespace
 from typing import Any
 
-from kachedb_radix.spec.adapter import TreeAdapter
-from kachedb_radix.spec.candidate import Candidate
-from kachedb_radix.spec.targets import command, resolve
+from ..conform.adapter import TreeAdapter
+from ..conform.candidate import Candidate
+from ..conform.targets import command, resolve
 
 TreeFactory = Callable[[int, int], Any]
 

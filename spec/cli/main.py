@@ -1,0 +1,66 @@
+"""The ``kachedb-radix`` command line: the parser with every subcommand, and ``main``.
+
+Each subcommand's module registers its own arguments and handler
+(:mod:`kachedb_radix.spec.cli`); ``demo`` is registered here, beside the version.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+from kachedb_radix.reference import __version__
+
+from ..conform.targets import (
+    IMPLEMENTATION_NAMES,
+    PURE_SWITCH,
+    default_implementation,
+    tree_class,
+)
+from . import conform, explain, gate, serve, simulate
+from .demo import run_demo
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser with every subcommand registered."""
+    parser = argparse.ArgumentParser(
+        prog="kachedb-radix",
+        description="Reference radix tree for LLM KV prefix caching.",
+    )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    commands = parser.add_subparsers(dest="command", required=True)
+    demo = commands.add_parser(
+        "demo", help="replay a small multi-turn scenario and draw the resulting tree"
+    )
+    demo.add_argument(
+        "--impl",
+        choices=IMPLEMENTATION_NAMES,
+        default=None,
+        help=f"tree implementation (default: accel, or reference when {PURE_SWITCH}=1)",
+    )
+    demo.set_defaults(handler=_demo)
+    conform.register(commands)
+    explain.register(commands)
+    simulate.register(commands)
+    gate.register(commands)
+    serve.register(commands)
+    return parser
+
+
+def _demo(args: argparse.Namespace) -> int:
+    name = args.impl or default_implementation()
+    try:
+        tree = tree_class(name)
+    except ImportError as error:
+        print(f"kachedb-radix: {error}", file=sys.stderr)
+        return 2
+    print(run_demo(tree))
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the console script; returns the exit status."""
+    args = build_parser().parse_args(argv)
+    status: int = args.handler(args)
+    return status

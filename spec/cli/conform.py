@@ -27,7 +27,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from ..conform.candidate import Candidate, CandidateFailure
+from ..conform.candidate import CandidateFailure
 from ..conform.levels import GROUP_LEVEL, LEVELS, LevelError, ordered, parse_levels
 from ..conform.page import save_traces, write_report
 from ..conform.profile import ProfileError
@@ -154,6 +154,14 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "--target", default=None, help="reference (default), accel or module:attribute"
     )
     _add_cmd(replayer)
+    replayer.add_argument(
+        "--profile",
+        type=Path,
+        default=None,
+        metavar="FILE",
+        help="judge under this deviation profile, or 'strict' for none (default: the "
+        "target's own, as conform judges it)",
+    )
     replayer.add_argument("--json", action="store_true", help="print the result as JSON")
     replayer.set_defaults(handler=run_replay)
 
@@ -300,18 +308,6 @@ def _target(name: str, args: argparse.Namespace) -> Target | None:
     return None
 
 
-def _open(name: str, timeout: float) -> Candidate | None:
-    """The candidate ``name`` names (for ``replay``); None and a message on failure."""
-    target = _target(name, argparse.Namespace(timeout=timeout, profile=None))
-    if target is None:
-        return None
-    try:
-        return target.open()
-    except CandidateFailure as exc:
-        print(f"conform: {name}: {exc}", file=sys.stderr)
-    return None
-
-
 def _summary(reports: list[KitReport]) -> str:
     rows = [("implementation", "levels", "verdict", "examples", "rules", "seconds")]
     for report in reports:
@@ -410,11 +406,16 @@ def run_replay(args: argparse.Namespace) -> int:
     except (OSError, TraceError) as exc:
         print(f"replay: {exc}", file=sys.stderr)
         return EXIT_USAGE
-    candidate = _open(name, args.timeout)
-    if candidate is None:
+    target = _target(name, argparse.Namespace(timeout=args.timeout, profile=args.profile))
+    if target is None:
         return EXIT_USAGE
     try:
-        result = replay(steps, candidate)
+        candidate = target.open()
+    except CandidateFailure as exc:
+        print(f"replay: {name}: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    try:
+        result = replay(steps, candidate, profile=target.profile)
     except TraceError as exc:
         print(f"replay: {args.trace}: {exc}", file=sys.stderr)
         return EXIT_USAGE
@@ -428,9 +429,10 @@ def run_replay(args: argparse.Namespace) -> int:
 
 
 def _replay_text(result: ReplayResult, trace: Path) -> str:
+    profile = "" if result.profile.strict else f" under profile {result.profile.name!r}"
     lines = [
         f"{result.candidate}: replayed {result.steps} steps of {result.traces} trace(s) "
-        f"from {trace}"
+        f"from {trace}{profile}"
     ]
     if result.skipped:
         lines.append(f"  skipped (levels not declared): {', '.join(result.skipped)}")
@@ -440,12 +442,14 @@ def _replay_text(result: ReplayResult, trace: Path) -> str:
         lines.append(result.difference.explain())
     else:
         lines.append("  every answer as expected")
+    lines += [f"  stale trace: {note}" for note in result.stale]
     return "\n".join(lines)
 
 
 def _replay_json(result: ReplayResult) -> dict[str, Any]:
     data: dict[str, Any] = {
         "candidate": result.candidate,
+        "profile": result.profile.name,
         "passed": result.passed,
         "steps": result.steps,
         "traces": result.traces,
@@ -453,6 +457,10 @@ def _replay_json(result: ReplayResult) -> dict[str, Any]:
     }
     if result.difference is not None:
         data["difference"] = {
+            "rule": result.difference.rule,
+            "rules": list(result.difference.rules),
+            "kind": result.difference.kind,
+            "cause": result.difference.cause,
             "step": result.difference.index + 1,
             "expected": result.difference.expected,
             "actual": result.difference.actual,
@@ -460,6 +468,7 @@ def _replay_json(result: ReplayResult) -> dict[str, Any]:
         }
     if result.failure is not None:
         data["failure"] = result.failure
+    data["stale"] = result.stale
     return data
 
 

@@ -35,6 +35,7 @@ from .candidate import (
     StatsAnswer,
 )
 from .levels import LEVELS
+from .operations import LATEST, operations_of
 
 #: ``Tree(num_blocks, block_size)``: how the adapter builds a tree.
 TreeFactory = Callable[[int, int], Any]
@@ -97,6 +98,11 @@ class TreeAdapter:
     def block_sizes(self) -> tuple[int, ...] | None:
         """Supported block sizes, None for any."""
         return self._block_sizes
+
+    @property
+    def operations(self) -> frozenset[str]:
+        """Every operation of the declared levels (the adapter implements ``drop`` itself)."""
+        return operations_of(self._levels, LATEST)
 
     @property
     def tree(self) -> Any:

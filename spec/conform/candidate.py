@@ -11,6 +11,11 @@ Lease ids are positive ints chosen by the candidate, unique until the next
 ``reset``; ``0`` is never issued, so the kit sends it to ask for the behaviour of a
 lease the tree did not issue (R-PIN-5).
 
+A candidate may also say which operations it supports (an ``operations`` attribute,
+a frozenset of names from :mod:`kachedb_radix.spec.conform.operations`): the kit then
+draws no other, and reports the rules only a missing optional operation exercises as
+not exercised. Without it, every operation of its levels is assumed.
+
 Snapshot ids (level ``snapshots``) are positive ints chosen by the candidate too,
 unique until the next ``reset``; a reader is a snapshot that has entered an epoch,
 so ``snapshot`` and ``reader`` draw their ids from one space. The kit only sends ids

@@ -112,10 +112,18 @@ class Inputs:
     matches can follow the long paths a fill builds.
     """
 
-    def __init__(self, block_size: int, max_blocks: int = MAX_BLOCKS) -> None:
+    def __init__(
+        self, block_size: int, max_blocks: int = MAX_BLOCKS, token_limit: int = 2**32
+    ) -> None:
         self.block_size = block_size
         self.max_blocks = max_blocks
         self.history: list[list[int]] = []
+        # Valid ids stay below a candidate's declared limit (a profile's token_limit);
+        # the limit itself is the out-of-range probe, as 2**32 is for the spec's.
+        self.alphabet = (*ALPHABET[:-1], token_limit - 1)
+        self.bad_elements = tuple(
+            token_limit if element == 2**32 else element for element in BAD_ELEMENTS
+        )
 
     def tokens(self, chooser: Chooser) -> list[int]:
         """A valid token list, often a cut of a previous one plus a few new tokens."""
@@ -126,7 +134,7 @@ class Inputs:
             prefix = base[: chooser.integer(0, len(base))]
         # A cut with nothing added (often exactly a cached path) or a few new tokens.
         extra = chooser.integer(0, 3 * size) if not prefix or chooser.integer(0, 1) else 0
-        tail = [chooser.choice(ALPHABET) for _ in range(extra)]
+        tail = [chooser.choice(self.alphabet) for _ in range(extra)]
         tokens = (prefix + tail)[: self.max_blocks * size + size - 1]
         self.remember(tokens)
         return tokens
@@ -144,7 +152,7 @@ class Inputs:
         """
         elements = tuple(
             element
-            for element, rule in zip(BAD_ELEMENTS, BAD_ELEMENT_RULES, strict=True)
+            for element, rule in zip(self.bad_elements, BAD_ELEMENT_RULES, strict=True)
             if rule not in avoid
         )
         shape = chooser.integer(0, 3)
@@ -180,7 +188,7 @@ class Inputs:
             base = chooser.choice(self.history) if self.history and chooser.integer(0, 4) else []
             cut = base[: chooser.integer(0, len(base)) // size * size]
             extra_blocks = chooser.integer(1, 8)
-        extra = [chooser.choice(ALPHABET) for _ in range(extra_blocks * size)]
+        extra = [chooser.choice(self.alphabet) for _ in range(extra_blocks * size)]
         tokens = (cut + extra)[: MAX_DEEP_BLOCKS * size]
         self.remember(tokens)
         return tokens
@@ -266,6 +274,11 @@ class Run(Protocol):
     @property
     def dropped(self) -> list[int]:
         """Handles of readers dropped without leaving (never named again)."""
+        ...
+
+    @property
+    def offered(self) -> frozenset[str]:
+        """The operations the candidate supports (none other is drawn)."""
         ...
 
     def would_evict(self, step: dict[str, Any]) -> bool:
@@ -357,7 +370,8 @@ def _snapshot_step(
         # Mostly a reader inside; sometimes one that already left (R-EPOCH-4); and
         # sometimes one is forgotten without leave(): it must leave by itself (R-EPOCH-5).
         if run.inside and (not run.left or chooser.integer(0, 4) > 0):
-            op = "drop" if chooser.integer(0, 5) == 5 else "leave"
+            drop = chooser.integer(0, 5) == 5  # drawn either way: the same draws follow
+            op = "drop" if drop and "drop" in run.offered else "leave"
             return {"op": op, "snapshot": chooser.choice(run.inside)}
         if not run.left or "R-EPOCH-4" in avoid:
             return None

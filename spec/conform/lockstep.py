@@ -35,6 +35,7 @@ from kachedb_radix.reference.tokens import as_token_list
 
 from .adapter import TreeAdapter
 from .candidate import Candidate, CandidateError, CandidateFailure
+from .operations import offered
 from .oracle import FollowingTree, Inadmissible, OracleAdapter
 from .profile import STRICT, Profile
 from .rulemap import Attribution, Observation, attribute, exercised, safety_attribution
@@ -131,6 +132,29 @@ class Difference:
         }
 
 
+@dataclass
+class Observed:
+    """One step as :meth:`Lockstep.observe` saw it: for a page that shows every step.
+
+    Attributes:
+        expected: the reference's outcome as it answered (adopting the candidate's
+            admissible choice where the profile says; the spec's own otherwise).
+        actual: the candidate's outcome, its error names mapped by the profile.
+        finding: what the kit found at this step, if anything.
+        note: ``"adopted NAME's choice"`` when the reference followed the candidate.
+        reference: the reference's ``dump`` and ``stats`` after the step.
+        candidate: the candidate's ``dump`` and ``stats`` after the step (None for a
+            read it refused).
+    """
+
+    expected: Outcome
+    actual: Outcome
+    finding: Difference | None
+    note: str | None
+    reference: dict[str, Any]
+    candidate: dict[str, Any]
+
+
 class Disagreement(AssertionError):
     """The candidate went wrong: a semantic finding (see :class:`Difference`)."""
 
@@ -165,6 +189,34 @@ def copy_reference(oracle: TreeAdapter) -> TreeAdapter:
     return trial
 
 
+def as_taken(step: Step, profile: Profile) -> tuple[Step, Outcome | None]:
+    """``step`` as the candidate's engine takes it, by its profile's declared inputs: a
+    namespace folded into another, a match that leaves the last token (``match_cap``);
+    or the refusal the engine gives without looking further: ``token_range`` for a token
+    at or above its ``token_limit`` (tokens are checked first, R-TOK-5). O(tokens).
+
+    Only well-formed token lists are changed or refused here; anything else is left to
+    the reference's own checks.
+    """
+    op = step["op"]
+    if op not in ("match", "insert", "snapshot_match") or profile.strict:
+        return step, None
+    taken = dict(step)
+    tokens = step.get("tokens")
+    if isinstance(tokens, list) and all(_token(token) for token in tokens):
+        if any(token >= profile.token_limit for token in tokens):
+            return step, {"error": "token_range"}
+        if profile.match_cap == "last_token" and op == "match" and tokens:
+            taken["tokens"] = tokens[:-1]
+    if "namespace" in step:
+        taken["namespace"] = profile.fold_namespace(step["namespace"])
+    return taken, None
+
+
+def _token(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and 0 <= value < 2**32
+
+
 def adopting_outcome(
     oracle: Candidate, book: LeaseBook, step: Step, actual: Outcome, profile: Profile
 ) -> Outcome | None:
@@ -182,7 +234,8 @@ def adopting_outcome(
     op, answer = step["op"], actual.get("ok")
     if not isinstance(oracle, OracleAdapter) or not isinstance(answer, dict):
         return None
-    if op == "insert" and (profile.adopts_eviction or profile.adopts_allocation):
+    capped = profile.match_cap != "none"
+    if op == "insert" and (profile.adopts_eviction or profile.adopts_allocation or capped):
         evicted = _ids(answer.get("evicted")) if profile.adopts_eviction else None
         allocated = _ids(answer.get("allocated")) if profile.adopts_allocation else None
         try:
@@ -214,11 +267,13 @@ class Lockstep:
     """Drives ``candidate`` and the reference side by side.
 
     Args:
-        candidate: the implementation under test. levels: the levels compared (outcomes are
-        normalised to them). profile: the candidate's declared deviations (default: none).
-        check_reads: compare dump, stats and namespaces after steps. oracle: the reference (default:
-        a fresh :class:`kachedb_radix.spec.conform.oracle.OracleAdapter`). exercised: the set the
-        rules each step exercises are added to (default: a
+        candidate: the implementation under test.
+        levels: the levels compared (outcomes are normalised to them).
+        profile: the candidate's declared deviations (default: none).
+        check_reads: compare dump, stats and namespaces after steps.
+        oracle: the reference (default: a fresh
+            :class:`kachedb_radix.spec.conform.oracle.OracleAdapter`).
+        exercised: the set the rules each step exercises are added to (default: a
             new one; a search shares one across its examples).
     """
 
@@ -233,13 +288,14 @@ class Lockstep:
         exercised: set[str] | None = None,
     ) -> None:
         self.candidate = candidate
+        self.offered = offered(candidate)
         self.oracle = oracle if oracle is not None else reference_oracle()
         self.levels = levels
         self.profile = profile
         self.check_reads = check_reads
         self.trace: list[Step] = []
         self.exercised: set[str] = set() if exercised is None else exercised
-        self.safety = SafetyMonitor()
+        self.safety = SafetyMonitor(profile.fold_namespace)
         self._oracle_book = LeaseBook()
         self._candidate_book = LeaseBook()
         self._view: dict[str, Any] | None = None
@@ -247,6 +303,8 @@ class Lockstep:
         self._split_pending = False
         self._last: tuple[Step, dict[str, Any]] | None = None
         self._steps = 0
+        self._outcomes: tuple[Outcome, Outcome] = ({"ok": None}, {"ok": None})
+        self._note: str | None = None
         self.evicted = 0
         self.live: list[int] = []
         self.inside: list[int] = []
@@ -308,6 +366,39 @@ class Lockstep:
         elif self.check_reads:
             self._reads(recorded, facts, failed="error" in actual)
         return expected
+
+    def observe(self, step: Step) -> Observed:
+        """Run ``step`` as :meth:`run` does, but go on past a finding: return it with both
+        outcomes as answered and both sides' dump and stats after the step (for
+        ``explain``, which shows every step). The state after a finding is what both
+        implementations did; later steps are still run and compared. Cost: :meth:`run`,
+        plus two reads on each side.
+
+        Raises:
+            CandidateFailure: the candidate could not answer (with step and trace).
+        """
+        self._note = None
+        finding = None
+        try:
+            self.run(step)
+        except Disagreement as exc:
+            finding = exc.difference
+        expected, actual = self._outcomes
+        reads = ("dump", "stats")
+        reference = {
+            read: apply_step(self.oracle, {"op": read}, self._oracle_book).get("ok")
+            for read in reads
+        }
+        candidate = {
+            read: apply_step(self.candidate, {"op": read}, self._candidate_book).get("ok")
+            for read in reads
+        }
+        return Observed(expected, actual, finding, self._note, reference, candidate)
+
+    def reference_only(self, step: Step) -> Outcome:
+        """Apply ``step`` to the reference alone (after the candidate failed): its
+        outcome. O(the call)."""
+        return apply_step(self.oracle, step, self._oracle_book)
 
     def finish(self, *, final: bool = False) -> None:
         """Compare the reads a run of ``batch`` steps (a fill) deferred. Called before
@@ -376,13 +467,28 @@ class Lockstep:
             self.safety.check(step, actual)
         except SafetyViolation as violation:
             expected = self._oracle_outcome(step, actual, adopt=False)
+            if previous is None:
+                self._outcomes = (expected, actual)
             found = safety_attribution(violation.prop, violation.detail)
             raise self._finding("safety", step, expected, actual, found) from None
         try:
             expected = self._oracle_outcome(step, actual, adopt=True)
         except Inadmissible as exc:
+            # The reference does what the spec does instead (unless the refused choice
+            # came to light only after the call, when it already did).
+            plain = exc.outcome
+            if plain is None:
+                plain = apply_step(self.oracle, step, self._oracle_book)
+            elif isinstance(plain.get("ok"), dict) and "lease" in plain["ok"]:
+                answer = plain["ok"]
+                plain = {"ok": {**answer, "lease": self._oracle_book.file(answer["lease"])}}
+            if previous is None:
+                self._outcomes = (plain, actual)
+            self._note = f"not adopted: {exc.cause}"
             found = Attribution(exc.rules, exc.cause + self._modes_note(), "")
-            raise self._finding("inadmissible", step, {"ok": None}, actual, found) from None
+            raise self._finding("inadmissible", step, plain, actual, found) from None
+        if previous is None:
+            self._outcomes = (expected, actual)
         recency = self.profile.compares_recency
         expected = normalise(op, expected, self.levels, recency=recency)
         compared = normalise(op, actual, self.levels, recency=recency)
@@ -406,9 +512,14 @@ class Lockstep:
         return expected
 
     def _oracle_outcome(self, step: Step, actual: Outcome, *, adopt: bool) -> Outcome:
-        if adopt:
+        step, refused = as_taken(step, self.profile)
+        if refused is not None:
+            return refused
+        if adopt or self.profile.match_cap != "none":
             adopted = adopting_outcome(self.oracle, self._oracle_book, step, actual, self.profile)
             if adopted is not None:
+                if self.profile.adopts_eviction or self.profile.adopts_allocation:
+                    self._note = f"adopted {self.candidate.name}'s choice"
                 return adopted
         return apply_step(self.oracle, step, self._oracle_book)
 

@@ -130,6 +130,21 @@ def operation(name: str) -> Operation:
     return found
 
 
+#: The newest protocol version an operation was introduced in: what an in-process
+#: candidate, which speaks no version, is taken to have.
+LATEST = max(op.since for op in OPERATIONS)
+
+
+def offered(candidate: Any) -> frozenset[str]:
+    """The operations ``candidate`` supports: its ``operations`` when it says (a program's
+    ``hello`` from protocol 3 on, the adapter, a wrapper), else every operation of the
+    levels it declares. O(ops)."""
+    declared = getattr(candidate, "operations", None)
+    if declared is not None:
+        return frozenset(declared)
+    return operations_of(frozenset(candidate.levels), LATEST)
+
+
 def operations_of(levels: frozenset[str], protocol: int) -> frozenset[str]:
     """Every operation a candidate declaring ``levels`` and speaking ``protocol`` offers
     when it says nothing more (before protocol 3 there is no list of operations). O(ops)."""

@@ -42,8 +42,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kachedb_radix import reference
-from kachedb_radix.reference.errors import RadixError
+from kachedb_radix.reference.errors import AllocatorError, OutOfBlocksError, RadixError
+from kachedb_radix.reference.namespaces import check_namespace
 from kachedb_radix.reference.node import Node
+from kachedb_radix.reference.tokens import as_token_list
 from kachedb_radix.reference.walk import Path
 
 from .adapter import TreeAdapter
@@ -57,12 +59,17 @@ class Inadmissible(Exception):
     Attributes:
         rules: the rules it breaks, the primary first.
         cause: what was wrong, in one line.
+        outcome: the oracle's own outcome when the call had already been carried out
+            the spec's way before the choice could be refused (an insert that evicted
+            although it needed no room); None when nothing was done.
     """
 
     def __init__(self, rules: tuple[str, ...], cause: str) -> None:
         super().__init__(f"{', '.join(rules)}: {cause}")
         self.rules = rules
         self.cause = cause
+        self.outcome: dict[str, Any] | None = None
+        self.result: Any = None
 
 
 @dataclass
@@ -79,6 +86,8 @@ class _Choice:
     rules: tuple[str, ...]
     what: str
     consumed: bool = field(default=False)
+    allocating: bool = field(default=False)
+    protected: frozenset[int] = field(default=frozenset())
 
 
 class _Edges:
@@ -143,6 +152,7 @@ class FollowingTree(reference.RadixTree):
         super().__init__(num_blocks, block_size)
         self._choice: _Choice | None = None
         self.split_seen = False  # an edge split since the lockstep last cleared it
+        self.recomputed: tuple[int, ...] = ()  # evicted for a recomputed block (match_cap)
 
     def _split(self, node: Node, at: int) -> Node:
         # The observation point the reference documents for this (its module docstring).
@@ -197,19 +207,57 @@ class FollowingTree(reference.RadixTree):
             ("R-INS-5",),
             "insert",
         )
+        self.recomputed = ()
+        if profile.match_cap == "last_token":
+            self.recomputed = self._room_to_recompute(tokens, namespace, choice)
         return self._follow(choice, lambda: self.insert(tokens, namespace, pin=pin))
+
+    def _room_to_recompute(
+        self, tokens: object, namespace: object, choice: _Choice
+    ) -> tuple[int, ...]:
+        """Under ``match_cap = "last_token"`` a fully cached prompt's last block is
+        recomputed, so the engine needs a block for it: with none free, it evicts one,
+        never from the prompt's own path (R-INS-5). The blocks evicted for it (the
+        candidate's choice when it is followed); the insert itself then needs no room.
+        O(tokens), and a dump when it evicts."""
+        try:
+            token_list = as_token_list(tokens)
+            check_namespace(namespace)
+        except RadixError:
+            return ()  # the insert refuses it
+        size = self.block_size
+        wanted = len(token_list) // size
+        hit = self.snapshot().match(token_list, namespace if isinstance(namespace, str) else None)
+        if wanted == 0 or len(token_list) % size or hit.length < wanted * size:
+            return ()  # its last token ends a block that is new, or partial: nothing extra
+        if self.stats().free >= 1:
+            return ()
+        room = _Choice(choice.evicted, None, choice.profile, ("R-INS-5",), "insert")
+        room.protected = frozenset(hit.blocks)
+        freed: tuple[int, ...] = self._follow(room, lambda: self.evict(1))
+        if choice.evicted is not None:
+            choice.evicted = []  # the candidate's evictions went to this room
+        return freed
 
     def _follow(self, choice: _Choice, call: Any) -> Any:
         self._choice = choice
         try:
             result = call()
+        except (AllocatorError, OutOfBlocksError) as exc:
+            if not choice.allocating:
+                raise  # refused by the rules before any id was chosen
+            raise Inadmissible(
+                ("R-ALLOC-1",), f"allocated {choice.allocated}, not all free to take ({exc})"
+            ) from None
         finally:
             self._choice = None
         if choice.evicted and not choice.consumed:
-            raise Inadmissible(
+            refused = Inadmissible(
                 choice.rules,
                 f"{choice.what} freed {len(choice.evicted)} blocks where none were needed",
             )
+            refused.result = result  # carried out the spec's way: see Inadmissible.outcome
+            raise refused
         return result
 
     # ------------------------------------------------------------------ the extension points
@@ -218,6 +266,9 @@ class FollowingTree(reference.RadixTree):
         """The candidate's evicted blocks, checked, in an order the tree can free them;
         the reference's own choice when nothing is being followed."""
         choice = self._choice
+        if choice is not None and choice.evicted is None and choice.protected:
+            yield from self._least_recent_off(count, choice.protected)
+            return
         if choice is None or choice.evicted is None:
             yield from super().choose_victims(count, protected)
             return
@@ -226,7 +277,7 @@ class FollowingTree(reference.RadixTree):
         asked = min(count, self.stats().evictable)
         edges = _Edges(self.dump())
         self._check_count(freed, asked, edges, choice)
-        self._check_blocks(freed, edges, protected)
+        self._check_blocks(freed, edges, protected, choice.protected)
         if profile.compares_recency:
             tails = [block for block in edges.tails() if edges.pins[block] == 0]
             victim = min(tails, key=lambda block: (edges.stamps[block], block), default=None)
@@ -238,18 +289,12 @@ class FollowingTree(reference.RadixTree):
         yield from _in_freeing_order(freed, edges, profile.mode("eviction_granularity"))
 
     def choose_new_blocks(self, count: int) -> Sequence[int] | None:
-        """The candidate's allocated ids, checked (R-ALLOC-1); None to let the spec choose."""
+        """The candidate's allocated ids (the tree's allocator checks them: R-ALLOC-1);
+        None to let the spec choose."""
         choice = self._choice
         if choice is None or choice.allocated is None or len(choice.allocated) != count:
             return None
-        free = set(self.dump()["free"])
-        seen: set[int] = set()
-        for block in choice.allocated:
-            if block not in free or block in seen:
-                raise Inadmissible(
-                    ("R-ALLOC-1",), f"allocated block {block}, which is not free to take"
-                )
-            seen.add(block)
+        choice.allocating = True
         return choice.allocated
 
     # ------------------------------------------------------------------ checks
@@ -275,9 +320,27 @@ class FollowingTree(reference.RadixTree):
                     "last node, which was therefore not needed",
                 )
 
+    def _least_recent_off(self, count: int, protected: frozenset[int]) -> Iterator[int]:
+        """The spec's own eviction (least recently used tail first, R-EVICT-2), never of a
+        block in ``protected``: ``count`` blocks, or as many as can go. O(count * edges)."""
+        edges = _Edges(self.dump())
+        for _ in range(count):
+            tails = [
+                block
+                for block in edges.tails()
+                if edges.pins[block] == 0 and block not in protected
+            ]
+            if not tails:
+                return
+            victim = min(tails, key=lambda block: (edges.stamps[block], block))
+            edges.free(victim)
+            yield victim
+
     @staticmethod
-    def _check_blocks(freed: list[int], edges: _Edges, protected: Path) -> None:
-        on_path = {block for node, used in protected for block in node.blocks[:used]}
+    def _check_blocks(
+        freed: list[int], edges: _Edges, protected: Path, also: frozenset[int] = frozenset()
+    ) -> None:
+        on_path = {block for node, used in protected for block in node.blocks[:used]} | also
         if len(set(freed)) != len(freed):
             raise Inadmissible(("R-ALLOC-1",), f"freed a block twice in one call: {freed}")
         for block in freed:
@@ -342,12 +405,19 @@ class OracleAdapter(TreeAdapter):
             CandidateError: the insert is refused (its kind).
             Inadmissible: the candidate's choice is not admissible.
         """
-        result = _call_adopting(
-            self.following.insert_following, tokens, namespace, pin, evicted, allocated, profile
-        )
+        try:
+            result = _call_adopting(
+                self.following.insert_following, tokens, namespace, pin, evicted, allocated, profile
+            )
+        except Inadmissible as exc:
+            if exc.result is not None:
+                exc.outcome = {"ok": dict(self._insert_answer(exc.result))}
+            raise
         answer = self._insert_answer(result)
         if evicted is not None:
             answer["evicted"] = list(evicted)
+        elif self.following.recomputed:
+            answer["evicted"] = [*self.following.recomputed, *answer["evicted"]]
         return answer
 
     def evict_following(

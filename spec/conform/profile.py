@@ -10,6 +10,12 @@ verdict reads "conforms with declared deviations: R-...". A profile::
     name = "my-cache 1.2"
     block_sizes = [1, 16]          # supported block sizes (default: any)
     pool_sizes = [2, 100000]       # smallest and largest pool (default: any)
+    token_limit = 2147483648       # token ids it accepts are below this (default 2**32)
+    match_cap = "last_token"       # none | last_token: a match leaves the last token
+
+    [namespaces]                   # names it folds into others (default: none)
+    as_default = [""]              # ... into the default namespace (an empty salt)
+    aliases = { "Tenant" = "tenant" }  # ... into another name
 
     [tolerate]                     # each key optional; the first value is the default
     eviction_granularity = "whole_leaf_node"   # per_block | whole_leaf_node
@@ -23,6 +29,17 @@ verdict reads "conforms with declared deviations: R-...". A profile::
 
     [waive]                        # rules not followed, each with its reason
     R-TOK-3 = "token ids are int64 and never range-checked"
+
+``token_limit``, ``match_cap`` and ``[namespaces]`` describe inputs the engine treats
+otherwise, and the kit's oracle treats them the same way, so everything else is still
+compared: tokens at or above the limit are refused as ``token_range`` (R-TOK-3 against
+the declared range; R-TOK-1 is the deviation) and valid ones are drawn below it; under
+``match_cap = "last_token"`` a match reuses at most ``len(tokens) - 1`` tokens (the
+last token is recomputed for its logits, vLLM's rule), so a fully cached prompt's last
+block is recomputed, and an insert of one may evict to find it a block (R-MATCH-1,
+R-INS-5); a namespace folded into another is the same namespace to the oracle and to
+the safety check, which then holds the engine to exactly that folding and nothing more
+(R-NS-1 is the deviation; R-NS-2, never waived, still refuses any other crossing).
 
 Tolerance modes relax the rules listed in :data:`RELAXES`; the kit then *adopts*
 the candidate's admissible choice (the blocks it evicted, the ids it allocated)
@@ -90,7 +107,23 @@ SAFETY_RULES: tuple[str, ...] = (
     "R-ERR-2",
 )
 
-_TOP_KEYS = {"name", "block_sizes", "pool_sizes", "tolerate", "errors", "waive"}
+_TOP_KEYS = {
+    "name",
+    "block_sizes",
+    "pool_sizes",
+    "token_limit",
+    "match_cap",
+    "namespaces",
+    "tolerate",
+    "errors",
+    "waive",
+}
+
+#: The token limit of the spec (R-TOK-1): ids are unsigned 32-bit integers.
+TOKEN_LIMIT = 2**32
+
+#: ``match_cap`` values: the first is the spec's.
+MATCH_CAPS = ("none", "last_token")
 
 
 class ProfileError(ValueError):
@@ -120,6 +153,18 @@ class Profile:
         default_factory=lambda: MappingProxyType({key: values[0] for key, values in MODES.items()})
     )
     errors: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
+    token_limit: int = TOKEN_LIMIT
+    match_cap: str = "none"
+    namespace_aliases: Mapping[str, str | None] = field(
+        default_factory=lambda: MappingProxyType({})
+    )
+
+    def fold_namespace(self, namespace: object) -> object:
+        """``namespace`` as the engine takes it: folded by ``[namespaces]``, else itself
+        (anything that is not a str stays as it is, to be refused by R-NS-4). O(1)."""
+        if isinstance(namespace, str) and namespace in self.namespace_aliases:
+            return self.namespace_aliases[namespace]
+        return namespace
 
     def mode(self, tolerance: str) -> str:
         """The value chosen for ``tolerance`` (a key of :data:`MODES`). O(1)."""
@@ -127,9 +172,13 @@ class Profile:
 
     @property
     def strict(self) -> bool:
-        """No waiver and every tolerance at the spec's own choice."""
-        return not self.waived and all(
-            self.modes[key] == values[0] for key, values in MODES.items()
+        """No waiver, every tolerance at the spec's own choice, the spec's inputs."""
+        return (
+            not self.waived
+            and all(self.modes[key] == values[0] for key, values in MODES.items())
+            and self.token_limit == TOKEN_LIMIT
+            and self.match_cap == "none"
+            and not self.namespace_aliases
         )
 
     @property
@@ -158,6 +207,18 @@ class Profile:
             if self.modes[tolerance] == value:
                 for rule in rules:
                     found.setdefault(rule, reason)
+        if self.token_limit != TOKEN_LIMIT:
+            found.setdefault("R-TOK-1", f"declared: token ids below {self.token_limit}")
+        if self.match_cap == "last_token":
+            reason = "declared: a match leaves the last token to recompute (its logits)"
+            found.setdefault("R-MATCH-1", reason)
+            found.setdefault("R-INS-5", reason + "; an insert may evict to recompute it")
+        if self.namespace_aliases:
+            folded = ", ".join(
+                f"{name!r} -> {'default' if into is None else repr(into)}"
+                for name, into in self.namespace_aliases.items()
+            )
+            found.setdefault("R-NS-1", f"declared: names folded into others ({folded})")
         found.update(self.waived)
         order = {rule: index for index, rule in enumerate(load_rules())}
         return dict(sorted(found.items(), key=lambda item: order.get(item[0], len(order))))
@@ -196,6 +257,9 @@ class Profile:
             "tolerate": dict(self.modes),
             "errors": dict(self.errors),
             "waived": dict(self.waived),
+            "token_limit": self.token_limit,
+            "match_cap": self.match_cap,
+            "namespace_aliases": dict(self.namespace_aliases),
         }
 
 
@@ -248,6 +312,9 @@ def parse(data: Mapping[str, Any], source: str = "<profile>") -> Profile:
             '"whole_leaf_node" (whole nodes cannot free exactly the blocks asked for); '
             'declare evicted_set = "covering"'
         )
+    match_cap = data.get("match_cap", "none")
+    if match_cap not in MATCH_CAPS:
+        raise ProfileError(f"{where}: match_cap = {match_cap!r}: choose {' | '.join(MATCH_CAPS)}")
     return Profile(
         name=name,
         source=source,
@@ -256,7 +323,42 @@ def parse(data: Mapping[str, Any], source: str = "<profile>") -> Profile:
         waived=MappingProxyType(_waivers(_table(data, "waive", where), where)),
         modes=MappingProxyType(modes),
         errors=MappingProxyType(errors),
+        token_limit=_token_limit(data.get("token_limit", TOKEN_LIMIT), where),
+        match_cap=match_cap,
+        namespace_aliases=MappingProxyType(_aliases(_table(data, "namespaces", where), where)),
     )
+
+
+def _token_limit(value: Any, where: str) -> int:
+    if not _positive(value) or value < 2 or value > TOKEN_LIMIT:
+        raise ProfileError(
+            f"{where}: token_limit = {value!r}: an int from 2 to 2**32 (ids are below it)"
+        )
+    limit: int = value
+    return limit
+
+
+def _aliases(table: Mapping[str, Any], where: str) -> dict[str, str | None]:
+    unknown = set(table) - {"as_default", "aliases"}
+    if unknown:
+        raise ProfileError(f"{where}: [namespaces]: unknown key(s) {', '.join(sorted(unknown))}")
+    folded: dict[str, str | None] = {}
+    defaults = table.get("as_default", [])
+    if not isinstance(defaults, list) or not all(isinstance(name, str) for name in defaults):
+        raise ProfileError(f"{where}: [namespaces] as_default must be a list of names")
+    folded.update(dict.fromkeys(defaults))
+    aliases = table.get("aliases", {})
+    if not isinstance(aliases, Mapping) or not all(
+        isinstance(into, str) for into in aliases.values()
+    ):
+        raise ProfileError(f"{where}: [namespaces] aliases must map names to names")
+    for name, into in aliases.items():
+        if name in folded or into in aliases:
+            raise ProfileError(
+                f"{where}: [namespaces] {name!r} is folded twice, or into a folded name"
+            )
+        folded[name] = into
+    return folded
 
 
 def _table(data: Mapping[str, Any], key: str, where: str) -> Mapping[str, Any]:

@@ -1,10 +1,18 @@
 """Replay a recorded trace (JSON lines) against a candidate and show where it differs.
 
-Each step's expected outcome is its recorded ``"expect"`` when present (golden
-vectors, disagreement reports), else what the reference answers live. A
-``reset`` step may carry ``"levels"``: the trace then needs those levels, and
-outcomes are compared at them; a candidate that does not declare them skips the
-trace (reported, not failed).
+A replay runs the kit's own :class:`~kachedb_radix.spec.conform.lockstep.Lockstep`, step
+by step, so it judges exactly as ``conform`` judges: the candidate beside the live
+reference under the candidate's deviation profile (its error names mapped, its declared
+eviction and allocation choices adopted, recency left out when declared), the
+policy-free safety check on every answer, the reads after each step, and every finding
+named by its rule with a likely cause. It stops at the first finding.
+
+A ``reset`` step may carry ``"levels"``: the trace then needs those levels, and is
+judged at them; a candidate that does not declare them (or the trace's block size)
+skips the trace (reported, not failed). A step's recorded ``"expect"`` (golden vectors,
+saved findings) is the reference's outcome when the trace was made: under the strict
+profile, where the live reference must give the same, a recorded outcome that differs is
+reported as a stale trace (regenerate it), apart from any finding on the candidate.
 """
 
 from __future__ import annotations
@@ -16,8 +24,9 @@ from pathlib import Path
 
 from .candidate import Candidate, CandidateFailure
 from .levels import parse_levels
-from .lockstep import Difference, first_difference, reference_oracle
-from .steps import OPS, LeaseBook, Step, apply_step, normalise
+from .lockstep import Difference, Disagreement, Lockstep, first_difference
+from .profile import STRICT, Profile
+from .steps import OPS, Step, bare, describe, normalise
 
 
 class TraceError(ValueError):
@@ -30,23 +39,29 @@ class ReplayResult:
 
     Attributes:
         candidate: the candidate's name.
+        profile: the profile it was judged under.
         steps: steps replayed.
         traces: traces (reset-delimited runs) replayed.
-        skipped: names of traces skipped for levels the candidate does not declare.
-        difference: the first difference, if any.
+        skipped: names of traces skipped for levels or a block size the candidate does not
+            declare.
+        difference: the first finding, if any (its rule, cause and shrunk-as-recorded trace).
         failure: a protocol failure, if any.
+        stale: steps whose recorded ``expect`` differs from the live reference (strict
+            profile only): the trace was made by another version of the spec.
     """
 
     candidate: str
+    profile: Profile = STRICT
     steps: int = 0
     traces: int = 0
     skipped: list[str] = field(default_factory=list)
     difference: Difference | None = None
     failure: str | None = None
+    stale: list[str] = field(default_factory=list)
 
     @property
     def passed(self) -> bool:
-        """No difference and no failure."""
+        """No finding and no failure (a stale expectation is reported, not failed)."""
         return self.difference is None and self.failure is None
 
 
@@ -79,54 +94,62 @@ def parse_trace(lines: Iterable[str], source: str = "<trace>") -> list[Step]:
     return steps
 
 
-def replay(steps: list[Step], candidate: Candidate) -> ReplayResult:
-    """Run ``steps`` on ``candidate``; stop at the first difference. Cost: the steps,
-    twice (the live reference runs alongside for steps without ``"expect"``).
+def replay(steps: list[Step], candidate: Candidate, *, profile: Profile = STRICT) -> ReplayResult:
+    """Run ``steps`` on ``candidate`` in lockstep with the reference under ``profile``;
+    stop at the first finding (module docstring). Cost: the steps on both, with the
+    kit's reads after each.
 
     Raises:
         TraceError: the trace does not start with a ``reset`` step.
     """
     if steps and steps[0]["op"] != "reset":
         raise TraceError("a trace starts with a reset step (it sets the pool and block size)")
-    result = ReplayResult(candidate.name)
-    oracle = reference_oracle()
-    oracle_book, book = LeaseBook(), LeaseBook()
-    levels = candidate.levels
-    run: list[Step] = []
+    result = ReplayResult(candidate.name, profile)
+    lockstep: Lockstep | None = None
     skipping = False
-    for step in steps:
-        if step["op"] == "reset":
-            needed = parse_levels(step.get("levels", []))
-            skipping = not needed <= candidate.levels
-            if skipping:
-                result.skipped.append(str(step.get("trace", f"trace at step {result.steps + 1}")))
+    try:
+        for number, step in enumerate(steps, 1):
+            if step["op"] == "reset":
+                if lockstep is not None:
+                    lockstep.finish(final=True)
+                skipping = _skips(step, candidate, profile)
+                if skipping:
+                    name = step.get("trace", f"trace at step {number}")
+                    result.skipped.append(str(name))
+                    continue
+                levels = (
+                    parse_levels(step["levels"]) if "levels" in step else candidate.levels
+                )
+                lockstep = Lockstep(candidate, frozenset(levels), profile=profile)
+                result.traces += 1
+            elif skipping or lockstep is None:
                 continue
-            levels = needed if "levels" in step else candidate.levels
-            result.traces += 1
-        elif skipping:
-            continue
-        op = step["op"]
-        live = normalise(op, apply_step(oracle, step, oracle_book), levels)
-        expected = normalise(op, step["expect"], levels) if "expect" in step else live
-        try:
-            actual = normalise(op, apply_step(candidate, step, book), levels)
-        except CandidateFailure as exc:
-            result.failure = f"{candidate.name} failed at step {result.steps + 1}: {exc}"
-            return result
-        result.steps += 1
-        recorded = {key: value for key, value in step.items() if key != "actual"}
-        recorded["expect"] = expected
-        run.append(recorded)
-        if first_difference(expected, actual, "") is not None:
-            recorded["actual"] = actual
-            result.difference = Difference(
-                index=len(run) - 1,
-                trace=run,
-                expected=expected,
-                actual=actual,
-                reference="expected" if "expect" in step else oracle.name,
-                candidate=candidate.name,
-                levels=sorted(levels),
-            )
-            return result
+            expected = lockstep.run(bare(step))
+            result.steps += 1
+            if "expect" in step and profile.strict:
+                recorded = normalise(step["op"], step["expect"], lockstep.levels)
+                if first_difference(recorded, expected, "") is not None:
+                    result.stale.append(
+                        f"step {number} ({describe(bare(step))}): recorded "
+                        f"{json.dumps(recorded)}, the reference now {json.dumps(expected)}"
+                    )
+        if lockstep is not None and not skipping:
+            lockstep.finish(final=True)
+    except Disagreement as exc:
+        result.difference = exc.difference
+    except CandidateFailure as exc:
+        result.failure = f"{candidate.name} failed at step {result.steps + 1}: {exc}"
     return result
+
+
+def _skips(reset: Step, candidate: Candidate, profile: Profile) -> bool:
+    """Whether ``candidate`` cannot run the trace this ``reset`` starts (its levels, its
+    block size, its pool size under the profile)."""
+    needed = parse_levels(reset.get("levels", []))
+    sizes = candidate.block_sizes or profile.block_sizes
+    pool = profile.pool_sizes
+    return (
+        not needed <= candidate.levels
+        or (sizes is not None and reset.get("block_size") not in sizes)
+        or (pool is not None and not pool[0] <= reset.get("num_blocks", 0) <= pool[1])
+    )

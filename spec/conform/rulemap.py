@@ -143,8 +143,15 @@ class RuleMap:
     kinds: Mapping[str, tuple[str, ...]]
     safety: Mapping[str, tuple[tuple[str, ...], str]]
     unexercised: Mapping[str, str]
+    needs: Mapping[str, tuple[str, ...]]
     diagnose: tuple[Mapping[str, Any], ...]
     exercise: tuple[Mapping[str, Any], ...]
+
+    def exercised_by(self, rule: str) -> frozenset[str]:
+        """The operations whose steps can exercise ``rule`` (``"*"``: any). O(map)."""
+        found = {op for op, rules in self.ops.items() if rule in rules}
+        found |= {entry["op"] for entry in self.exercise if rule in entry["rules"]}
+        return frozenset(found)
 
     def mentioned(self) -> set[str]:
         """Every rule id the map names anywhere. O(size of the map)."""
@@ -152,6 +159,7 @@ class RuleMap:
         found |= {rule for rules in self.kinds.values() for rule in rules}
         found |= {rule for rules, _ in self.safety.values() for rule in rules}
         found |= set(self.unexercised)
+        found |= set(self.needs) | {rule for rules in self.needs.values() for rule in rules}
         for entry in (*self.diagnose, *self.exercise):
             found |= {rule for rule in entry["rules"] if not rule.startswith("@")}
         return found
@@ -176,6 +184,7 @@ def load_map(path: Path = RULEMAP_PATH) -> RuleMap:
             name: (tuple(entry["rules"]), entry["cause"]) for name, entry in data["safety"].items()
         },
         unexercised=dict(data["unexercised"]),
+        needs={rule: tuple(inputs) for rule, inputs in data.get("needs", {}).items()},
         diagnose=tuple(data["diagnose"]),
         exercise=tuple(data["exercise"]),
     )
@@ -506,6 +515,33 @@ def _pins_increase(observation: Observation) -> bool:
     return False
 
 
+def _stamps_flat(observation: Observation) -> bool:
+    """The candidate's dump gives every block the same stamp: it shows no recency (it
+    stamps nothing, or keeps its recency elsewhere), where the reference's does."""
+
+    def stamps(outcome: Outcome | None) -> set[Any]:
+        dump = (outcome or {}).get("ok")
+        return {stamp for edge in _dump_edges(dump) for stamp in edge.get("stamps", [])}
+
+    return len(stamps(observation.actual)) == 1 and len(stamps(observation.expected)) > 1
+
+
+def _namespace_count(test: Callable[[int, int], bool]) -> Predicate:
+    """Compares how many namespaces the two dumps (or listings) hold."""
+
+    def count(answer: Any) -> int | None:
+        if not isinstance(answer, dict) or not isinstance(answer.get("namespaces"), list):
+            return None
+        return len(answer["namespaces"])
+
+    def check(observation: Observation) -> bool:
+        expected = count(observation.expected.get("ok"))
+        actual = count((observation.actual or {}).get("ok"))
+        return expected is not None and actual is not None and test(expected, actual)
+
+    return check
+
+
 def _field_differs(name: str) -> Predicate:
     def check(observation: Observation) -> bool:
         expected, actual = observation.expected.get("ok"), (observation.actual or {}).get("ok")
@@ -634,6 +670,9 @@ PREDICATES: dict[str, Predicate] = {
     "evicted": lambda o: bool(_ok_field(o, "evicted") or _ok_field(o, "freed")),
     "ticks": lambda o: o.op in ("match", "insert", "release"),
     "has_edges": lambda o: any(True for _ in _dump_edges(o.expected.get("ok"))),
+    "stamps_flat": lambda o: _stamps_flat(o),
+    "namespaces_more": _namespace_count(lambda expected, actual: actual > expected),
+    "namespaces_fewer": _namespace_count(lambda expected, actual: actual < expected),
 }
 
 _PARAMETRISED: dict[str, Callable[[str], Predicate]] = {

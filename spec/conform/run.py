@@ -22,6 +22,7 @@ from typing import Any
 from .candidate import Candidate
 from .levels import GROUP_LEVEL, LevelError, ordered
 from .lockstep import Difference
+from .operations import LATEST, offered, operations_of
 from .profile import STRICT, Profile
 from .rulemap import load_map
 from .rules import load_rules
@@ -95,6 +96,8 @@ class KitReport:
         findings: the shrunk findings, one per rule, in the order found.
         waived: findings attributed to waived rules (not failures).
         exercised: the rules the run exercised.
+        unsupported: operations of its levels the candidate does not offer (the rules
+            only they exercise are not exercised, for that reason).
     """
 
     candidate: str
@@ -107,6 +110,7 @@ class KitReport:
     findings: list[Difference] = field(default_factory=list)
     waived: list[Difference] = field(default_factory=list)
     exercised: set[str] = field(default_factory=set)
+    unsupported: frozenset[str] = frozenset()
 
     @property
     def difference(self) -> Difference | None:
@@ -159,9 +163,23 @@ class KitReport:
                 status, reason = "pass", ""
             else:
                 status = "not exercised"
-                reason = unexercised.get(rule.id, "not reached in this run")
+                reason = unexercised.get(rule.id) or self._unsupported_reason(rule.id)
             rows.append(RuleResult(rule.id, rule.title, rule.level, status, reason))
         return rows
+
+    def _unsupported_reason(self, rule: str) -> str:
+        """Why ``rule`` was not exercised: the profile waives every rule whose probes are
+        its inputs, only operations the candidate lacks exercise it, or the run did not
+        reach it."""
+        needs = load_map().needs.get(rule)
+        if needs and all(need in self.profile.deviations() for need in needs):
+            waived = ", ".join(needs)
+            return f"no input left: its inputs are the probes of {waived}, which the profile waives"
+        ops = load_map().exercised_by(rule)
+        if ops and "*" not in ops and ops <= self.unsupported:
+            missing = ", ".join(sorted(ops))
+            return f"unsupported: the candidate does not offer {missing} (its handshake says so)"
+        return "not reached in this run"
 
     def headline(self) -> str:
         """One line: the verdict, and what it rests on."""
@@ -329,6 +347,7 @@ def run_kit(
         findings=findings,
         waived=list(session.waived.values()),
         exercised=session.exercised,
+        unsupported=operations_of(chosen, LATEST) - offered(candidate),
     )
 
 

@@ -15,7 +15,15 @@ every step:
 * ``free + cached + quarantined == num_blocks`` and ``pinned + evictable ==
   cached`` (R-INV-1);
 * a call that raised changed nothing of the cached state -- the dump and stats less
-  stamps and clock, which a profile may leave uncompared (R-ERR-2).
+  stamps and clock, which a profile may leave uncompared (R-ERR-2);
+* every dump is a well-formed tree over the pool: the fields R-DUMP-1 names, of their
+  types, each block id of the pool exactly once among the free, cached and quarantined
+  ones, each namespace once (R-INV-1, R-DUMP-1). A dump that is not one cannot be
+  compared at all, so no waiver of the rule it happens to differ on can absorb it.
+
+Namespaces are compared as the candidate's profile declares it folds them
+(``[namespaces]``): an engine that takes the empty salt for the default namespace may
+match across those two, and across nothing else.
 
 A violation raises :class:`SafetyViolation` naming the property; the kit reports
 it with the property's rules (``rulemap.toml``, ``[safety]``). None of these rules
@@ -25,6 +33,7 @@ can be waived.
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Callable
 from typing import Any
 
 from .steps import Outcome, Step
@@ -50,7 +59,8 @@ class SafetyViolation(Exception):
 class SafetyMonitor:
     """Tracks a candidate's blocks from its answers; see the module docstring."""
 
-    def __init__(self) -> None:
+    def __init__(self, fold: Callable[[object], object] = lambda namespace: namespace) -> None:
+        self._fold = fold
         self._block_size = 1
         self._content: dict[int, Content] = {}
         self._leases: dict[int, list[int]] = {}
@@ -85,6 +95,10 @@ class SafetyMonitor:
                 self._free(answer["freed"], "evicted")
             elif op == "stats":
                 self._accounting(answer)
+            elif op == "dump":
+                problem = dump_problem(answer, self._block_size)
+                if problem is not None:
+                    raise SafetyViolation("dump_structure", problem)
         except (KeyError, TypeError, IndexError):
             return  # a malformed answer: the comparison with the oracle reports it
 
@@ -151,9 +165,10 @@ class SafetyMonitor:
     def _keys(self, namespace: object, tokens: list[int], count: int) -> list[Content]:
         """What block i of a path over ``tokens`` holds, for i < count. O(count * B)."""
         size, chain, keys = self._block_size, 0, []
+        folded = self._fold(namespace)
         for index in range(count):
             chain = hash((chain, tuple(tokens[index * size : (index + 1) * size])))
-            keys.append((namespace, chain))
+            keys.append((folded, chain))
         return keys
 
     @staticmethod
@@ -172,6 +187,80 @@ class SafetyMonitor:
                 f"pinned {stats['pinned']} + evictable {stats['evictable']} "
                 f"!= cached {stats['cached']}",
             )
+
+
+def dump_problem(dump: Any, block_size: int) -> str | None:
+    """What makes ``dump`` not a well-formed dump of a tree of ``block_size`` (the
+    module docstring), in words; None when it is one. O(size of the dump)."""
+    if not isinstance(dump, dict):
+        return "the dump is not an object"
+    for key, kind in (("num_blocks", int), ("block_size", int), ("free", list)):
+        if not isinstance(dump.get(key), kind) or isinstance(dump.get(key), bool):
+            return f"its {key!r} is missing or not a{'n int' if kind is int else ' list'}"
+    if not isinstance(dump.get("namespaces"), list):
+        return "its 'namespaces' are missing or not a list"
+    if dump["block_size"] != block_size:
+        return f"its block_size is {dump['block_size']}, the tree's {block_size}"
+    pool = dump["num_blocks"]
+    where: dict[int, str] = {}  # block -> where the dump lists it
+
+    def claim(block: object, place: str) -> str | None:
+        if not isinstance(block, int) or isinstance(block, bool) or not 0 <= block < pool:
+            return f"{place} lists {block!r}, not a block id of a pool of {pool}"
+        if block in where:
+            return f"block {block} is {where[block]} and {place} at once"
+        where[block] = place
+        return None
+
+    lists = [("free", dump["free"]), ("quarantined", dump.get("quarantine", []))]
+    for place, blocks in lists:
+        if not isinstance(blocks, list):
+            return f"its {place} blocks are not a list"
+        for block in blocks:
+            if (problem := claim(block, place)) is not None:
+                return problem
+    names: set[object] = set()
+    for space in dump["namespaces"]:
+        if not isinstance(space, dict) or not isinstance(space.get("children"), list):
+            return "a namespace entry is not an object with a list of children"
+        name = space.get("namespace")
+        if (name is not None and not isinstance(name, str)) or name in names:
+            return f"namespace {name!r} is not a name, or is listed twice"
+        names.add(name)
+        pending = list(space["children"])
+        while pending:
+            edge = pending.pop()
+            if (problem := _edge_problem(edge, block_size)) is not None:
+                return f"in namespace {name!r}: {problem}"
+            for block in edge["blocks"]:
+                if (problem := claim(block, f"cached in namespace {name!r}")) is not None:
+                    return problem
+            pending.extend(edge["children"])
+    if len(where) != pool:
+        return (
+            f"{pool - len(where)} of the pool's {pool} blocks are neither free, cached nor "
+            "quarantined (a node cut off from its namespace?)"
+        )
+    return None
+
+
+def _edge_problem(edge: Any, block_size: int) -> str | None:
+    """What is wrong with one edge of a dump, or None."""
+    if not isinstance(edge, dict):
+        return "an edge is not an object"
+    for key in ("tokens", "blocks", "children"):
+        if not isinstance(edge.get(key), list):
+            return f"an edge's {key!r} is missing or not a list"
+    blocks, tokens = edge["blocks"], edge["tokens"]
+    if not blocks:
+        return "an edge holds no block"
+    if len(tokens) != len(blocks) * block_size:
+        return f"an edge of {len(blocks)} blocks holds {len(tokens)} tokens"
+    for key in ("pins", "stamps"):
+        value = edge.get(key)
+        if value is not None and (not isinstance(value, list) or len(value) != len(blocks)):
+            return f"an edge's {key!r} do not match its {len(blocks)} blocks"
+    return None
 
 
 def policy_free(value: Any) -> Any:

@@ -104,6 +104,8 @@ class Session:
         waived: findings attributed to a waived rule (not failures), per rule.
         exercised: rules exercised so far.
         examples: examples run.
+        max_examples: most examples to run (``--examples``): Hypothesis may ask for more
+            (its targeting phase), the search stops at this many.
         started: when the search started (``time.perf_counter()``).
         first_at: seconds from the start to the first finding.
         budget: most operations (steps, fills included) the whole search runs; past
@@ -124,6 +126,7 @@ class Session:
     waived: dict[str, Difference] = field(default_factory=dict)
     exercised: set[str] = field(default_factory=set)
     examples: int = 0
+    max_examples: int = 10**9
     started: float = field(default_factory=time.perf_counter)
     first_at: float | None = None
     budget: int = 10**9
@@ -191,6 +194,8 @@ def search(session: Session, *, examples: int, seed_value: int) -> None:
     Findings land in ``session``; a :class:`StopSearch` ends it early.
     """
 
+    session.max_examples = examples
+
     @settings(
         max_examples=examples,
         deadline=None,
@@ -224,11 +229,14 @@ def run_example(session: Session, chooser: Chooser) -> None:
     if session.operations >= session.budget:
         session.stopped = "the search's operation budget is spent"
         raise StopSearch(session.stopped)
+    if session.examples >= session.max_examples:
+        session.stopped = f"{session.max_examples} examples run"
+        raise StopSearch(session.stopped)
     session.examples += 1
     lockstep = Lockstep(
         session.candidate, session.levels, profile=session.profile, exercised=session.exercised
     )
-    inputs = Inputs(swarm.block_size, MAX_DEEP_BLOCKS)
+    inputs = Inputs(swarm.block_size, MAX_DEEP_BLOCKS, session.profile.token_limit)
     avoid = frozenset(session.profile.waived)
     try:
         lockstep.run(

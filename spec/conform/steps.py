@@ -28,38 +28,22 @@ from __future__ import annotations
 from typing import Any
 
 from .candidate import Candidate, CandidateError
+from .operations import OPERATIONS, REQUIRED, Argument, operation
 
 Step = dict[str, Any]
 Outcome = dict[str, Any]
 
-#: Every operation a step may name.
-OPS: tuple[str, ...] = (
-    "reset",
-    "match",
-    "insert",
-    "release",
-    "evict",
-    "stats",
-    "namespaces",
-    "dump",
-    "snapshot",
-    "reader",
-    "leave",
-    "snapshot_match",
-    "snapshot_dump",
-    "reclaim",
-    "drop",
-)
+#: Every operation a step may name (the table's, :mod:`kachedb_radix.spec.conform.operations`).
+OPS: tuple[str, ...] = tuple(op.name for op in OPERATIONS)
 
 #: Operations of the ``snapshots`` level.
-SNAPSHOT_OPS: frozenset[str] = frozenset(
-    {"snapshot", "reader", "leave", "snapshot_match", "snapshot_dump", "reclaim", "drop"}
-)
+SNAPSHOT_OPS: frozenset[str] = frozenset(op.name for op in OPERATIONS if op.level == "snapshots")
 
 #: Stats fields specified by the ``snapshots`` level only.
 SNAPSHOT_STATS: tuple[str, ...] = ("quarantined", "readers", "oldest_reader", "version")
 
-#: Operations that only read state; the kit issues them after every step.
+#: The reads the kit issues after every step, in the order it compares them (the dump
+#: first: a difference in the shape is the one to name); the table's reads of the core.
 READ_OPS: tuple[str, ...] = ("dump", "stats", "namespaces")
 
 #: Keys a step may carry besides its arguments (ignored when applying it).
@@ -119,59 +103,44 @@ class LeaseBook:
 def apply_step(candidate: Candidate, step: Step, book: LeaseBook) -> Outcome:
     """Apply one step to ``candidate`` and return its outcome. Cost: one call.
 
-    Lease ids in answers are replaced by handles from ``book``.
+    The operation's row of the table says which arguments to pass, in which order,
+    what a step may leave out, and which arguments and answer fields are handles:
+    handles in the step become the candidate's ids (``book``), ids it issues become
+    the next handles.
 
     Raises:
         ValueError: the step names an unknown operation.
+        KeyError: the step lacks an argument it must give.
         CandidateFailure: the candidate could not answer (hang, crash, bad data).
     """
-    op = step["op"]
+    op = operation(step["op"])
+    arguments = [_argument(step, argument, book) for argument in op.arguments]
     try:
-        if op == "reset":
-            candidate.reset(step["num_blocks"], step["block_size"])
-            book.clear()
-            return {"ok": None}
-        if op in ("match", "insert"):
-            call = candidate.match if op == "match" else candidate.insert
-            answer: dict[str, Any] = dict(
-                call(step["tokens"], step.get("namespace"), bool(step.get("pin", False)))
-            )
-            answer["lease"] = book.file(answer["lease"])
-            return {"ok": answer}
-        if op == "release":
-            candidate.release(book.lease_id(step["lease"]))
-            return {"ok": None}
-        if op == "evict":
-            return {"ok": dict(candidate.evict(step["count"]))}
-        if op == "stats":
-            return {"ok": dict(candidate.stats())}
-        if op == "namespaces":
-            return {"ok": dict(candidate.namespaces())}
-        if op == "dump":
-            return {"ok": candidate.dump()}
-        if op in ("snapshot", "reader"):
-            taken: dict[str, Any] = dict(
-                candidate.snapshot() if op == "snapshot" else candidate.reader()
-            )
-            taken["snapshot"] = book.file_snapshot(taken["snapshot"])
-            return {"ok": taken}
-        if op == "leave":
-            candidate.leave(book.snapshot_id(step["snapshot"]))
-            return {"ok": None}
-        if op == "snapshot_match":
-            snapshot = book.snapshot_id(step["snapshot"])
-            found = candidate.snapshot_match(snapshot, step["tokens"], step.get("namespace"))
-            return {"ok": dict(found)}
-        if op == "snapshot_dump":
-            return {"ok": candidate.snapshot_dump(book.snapshot_id(step["snapshot"]))}
-        if op == "reclaim":
-            return {"ok": dict(candidate.reclaim())}
-        if op == "drop":
-            candidate.drop(book.snapshot_id(step["snapshot"]))
-            return {"ok": None}
+        answer = getattr(candidate, op.name)(*arguments)
     except CandidateError as exc:
         return {"error": exc.kind}
-    raise ValueError(f"unknown operation {op!r} in step {step!r}")
+    if op.name == "reset":
+        book.clear()
+    if answer is None:
+        return {"ok": None}
+    answer = dict(answer)
+    if op.issues == "lease":
+        answer["lease"] = book.file(answer["lease"])
+    elif op.issues == "snapshot":
+        answer["snapshot"] = book.file_snapshot(answer["snapshot"])
+    return {"ok": answer}
+
+
+def _argument(step: Step, argument: Argument, book: LeaseBook) -> Any:
+    """One argument of ``step`` as the candidate takes it."""
+    value = step[argument.name] if argument.default is REQUIRED else step.get(
+        argument.name, argument.default
+    )
+    if argument.handle == "lease":
+        return book.lease_id(value)
+    if argument.handle == "snapshot":
+        return book.snapshot_id(value)
+    return bool(value) if argument.wire == "bool" else value
 
 
 def normalise(

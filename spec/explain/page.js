@@ -415,8 +415,10 @@
     document.body.classList.toggle("differs", !diff.hidden);
     if (!diff.hidden) {
       const first = DATA.firstDifference === state.step ? "first difference: " : "differs: ";
-      diff.textContent = "≠ " + first + DATA.names[1] + " parts ways with the reference at " + frame.differs;
+      diff.textContent = "≠ " + first + DATA.names[1] + " parts ways with the reference at " + frame.differs +
+        (frame.finding ? " — " + frame.finding : "");
     }
+    diff.classList.toggle("safety", Boolean(frame.safety));
     const waived = document.getElementById("step-waived");
     waived.hidden = !frame.waived;
     waived.textContent = frame.waived ? "≈ not marked: " + frame.waived : "";

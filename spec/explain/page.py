@@ -26,7 +26,7 @@ from typing import Any
 
 from ..conform.rules import load_rules
 from . import collapse, layout
-from .record import Recording
+from .record import Recording, finding_line
 from .svg import CELL, CELL_GAP, POOL_CHANGES, POOL_COLUMNS
 from .view import CHANGE_FLAGS, Node, View
 
@@ -99,6 +99,8 @@ def page_data(recording: Recording, views: list[list[View]]) -> dict[str, Any]:
                 "trace": frame.trace,
                 "note": frame.step.get("note"),
                 "differs": frame.difference,
+                "finding": None if frame.finding is None else finding_line(frame.finding),
+                "safety": frame.finding is not None and frame.finding.kind == "safety",
                 "waived": frame.waived,
                 "sides": sides,
             }

@@ -1,27 +1,29 @@
 """Recording a run: each step of a trace applied to the reference (and a target), with
 the state after it.
 
-A *recording* is the raw material of every view: for each step, its outcome and the canonical dump
-and stats after it, per implementation. Steps are the kit's trace steps
-(:mod:`kachedb_radix.spec.conform.steps`), applied through the plain-data
-:class:`~kachedb_radix.spec.conform.candidate.Candidate` interface, so the reference and any target
--- ``accel``, a Python class, a program over stdio -- are recorded the same way.
+A *recording* is the raw material of every view: for each step, its outcome and
+the canonical dump and stats after it, per implementation. Steps are the kit's
+trace steps (:mod:`kachedb_radix.spec.conform.steps`), applied through the plain-data
+:class:`~kachedb_radix.spec.conform.candidate.Candidate` interface, so the reference and
+any target -- ``accel``, a Python class, a program over stdio -- are recorded the same
+way.
 
-Beside the reference a target runs in lockstep. After each step its outcome, dump and stats are
-compared with the reference's at the levels in force (:func:`compare`); every differing step is
-marked and the first one is where "my cache and the spec part ways". With a deviation profile
-(:mod:`kachedb_radix.spec.conform.profile`) the comparison is the kit's under that profile: the
-target's error names are mapped to kinds, stamps and the clock are left out when it declares its own
-recency, and the reference adopts the target's admissible eviction and allocation choices, so a
-declared policy difference is not marked and what follows it is still compared
-(:func:`compare_under`). A difference the kit would attribute to a rule the profile waives
-(:func:`kachedb_radix.spec.conform.rulemap.attribute`; a token the target accepts where the spec
-refuses it, say) is shown as waived, with the rule and the profile's reason, not as a difference;
-the two trees may have parted there, so until the next reset a later difference is shown as
-following it -- the kit, too, ends an example at a waived finding. Unlike ``replay``, the recording
-goes on past a difference, so the page shows what followed; a target that fails (hangs, crashes,
-breaks the protocol) stops there. A trace that needs levels or a block size the target does not
-declare is skipped for the target, as ``replay`` does.
+Beside the reference a target runs on the kit's own lockstep
+(:meth:`kachedb_radix.spec.conform.lockstep.Lockstep.observe`), so each step is judged
+exactly as ``conform`` judges it: under the target's deviation profile (its error names
+mapped, recency left out when declared, its admissible eviction and allocation choices
+adopted by the reference so a declared policy difference is not marked and what
+follows it is still compared), with the policy-free safety check on every answer, the
+reads after each step, and every finding named by its rule and likely cause
+(:mod:`kachedb_radix.spec.conform.rulemap`). Unlike ``conform``, the recording goes on
+past a finding, so the page shows what followed. A finding the profile waives (a plain
+difference attributed to a rule it waives, or relaxes by a tolerance mode) is shown as
+waived, with the rule and the reason; the two trees may have parted there, so until the
+next reset a later difference is shown as following it -- the kit, too, ends an example
+at a waived finding. A safety finding or an inadmissible choice is never waived. A
+target that fails (hangs, crashes, breaks the protocol) stops there; the reference goes
+on alone. A trace that needs levels or a block size the target does not declare is
+skipped for the target, as ``replay`` does.
 """
 
 from __future__ import annotations
@@ -31,13 +33,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..conform.adapter import TreeAdapter
-from ..conform.candidate import Candidate, CandidateError, CandidateFailure
+from ..conform.candidate import Candidate, CandidateFailure
 from ..conform.levels import parse_levels
-from ..conform.lockstep import adopting_outcome, first_difference, reference_oracle
-from ..conform.oracle import Inadmissible
-from ..conform.profile import Profile
-from ..conform.rulemap import Observation, attribute
-from ..conform.steps import LeaseBook, Outcome, Step, apply_step, normalise
+from ..conform.lockstep import Difference, Lockstep, first_difference, reference_oracle
+from ..conform.profile import STRICT, Profile
+from ..conform.steps import READ_OPS, LeaseBook, Outcome, Step, apply_step
 
 
 class RecordError(ValueError):
@@ -74,10 +74,12 @@ class Frame:
         levels: the levels its outcomes are compared at.
         sides: the reference's side, then the target's when there is one.
         difference: where the target's view first differs from the reference's
-            (a path such as ``outcome.ok.evicted[0]``), None when they agree or the
-            difference is waived.
-        waived: with a profile, why a difference is not marked: the waived rule and
-            the profile's reason, or the earlier waived step it follows.
+            (a path such as ``outcome.ok.evicted[0]``; ``failure`` when it failed), None
+            when they agree or the difference is waived.
+        waived: why a difference is not marked: the waived rule and the profile's
+            reason, or the earlier waived step it follows.
+        finding: what the kit found at this step (rules, cause, kind: a safety finding
+            is ``kind == "safety"``), None when nothing was found.
     """
 
     number: int
@@ -87,6 +89,7 @@ class Frame:
     sides: list[Side]
     difference: str | None = None
     waived: str | None = None
+    finding: Difference | None = None
 
 
 @dataclass
@@ -119,101 +122,31 @@ class Recording:
         )
 
 
-#: ``compare(op, reference, target, levels)``: where two sides' views of a step
-#: first differ, or None. A deviation profile would supply its own.
-Compare = Callable[[str, Side, Side, frozenset[str]], "str | None"]
-
-
-def compare(
-    op: str, reference: Side, target: Side, levels: frozenset[str], *, recency: bool = True
-) -> str | None:
-    """Where ``target``'s outcome, dump or stats first differ from ``reference``'s at ``levels`` (as
-    the kit compares them, :func:`kachedb_radix.spec.conform.steps.normalise`; stamps and the clock
-    only with ``recency``), else None. O(size of the state)."""
-    views = [
-        ("outcome", op, reference.outcome, target.outcome),
-        ("dump", "dump", _ok(reference.dump), _ok(target.dump)),
-        ("stats", "stats", _ok(reference.stats), _ok(target.stats)),
-    ]
-    for name, view_op, expected, actual in views:
-        found = first_difference(
-            normalise(view_op, expected or {}, levels, recency=recency),
-            normalise(view_op, actual or {}, levels, recency=recency),
-            name,
-        )
-        if found is not None:
-            return found
-    return None
-
-
-def compare_under(profile: Profile) -> Compare:
-    """:func:`compare` as the kit compares under ``profile``: stamps and the clock only
-    when it compares recency. (Error kinds are mapped, and eviction and allocation
-    choices adopted, by :func:`record` given the profile.) O(1)."""
-
-    def compared(op: str, reference: Side, target: Side, levels: frozenset[str]) -> str | None:
-        return compare(op, reference, target, levels, recency=profile.compares_recency)
-
-    return compared
-
-
-def _ok(answer: dict[str, Any] | None) -> Outcome | None:
-    return None if answer is None else {"ok": answer}
-
-
-#: Decides a runner's outcome of a step: ``(outcome, note)``, or None for the plain call.
-Follow = Callable[["_Runner"], "tuple[Outcome, str | None] | None"]
-
-
 class _Runner:
-    """Applies steps to one candidate, keeping its lease and snapshot handles."""
+    """Applies steps to the reference alone, keeping its lease and snapshot handles: for
+    a trace the target does not run, or after the target failed (then it goes on with
+    the lockstep's handles)."""
 
-    def __init__(self, candidate: Candidate) -> None:
+    def __init__(
+        self, candidate: Candidate, apply: Callable[[Step], Outcome] | None = None
+    ) -> None:
         self.candidate = candidate
-        self.book = LeaseBook()
-        self.stopped: str | None = None
-        self.skipping: str | None = None
+        book = LeaseBook()
+        self.apply = apply or (lambda step: apply_step(candidate, step, book))
 
-    def run(self, step: Step, follow: Follow | None = None) -> Side:
-        """Apply ``step``; with ``follow``, let it decide the outcome first (the oracle
-        adopting a target's choice), falling back to the plain call when it returns
-        None."""
-        side = Side(self.candidate.name)
-        if self.stopped is not None or self.skipping is not None:
-            side.note = self.stopped or self.skipping
-            return side
-        try:
-            followed = None if follow is None else follow(self)
-            if followed is not None:
-                side.outcome, side.note = followed
-            else:
-                side.outcome = apply_step(self.candidate, step, self.book)
-            if step["op"] == "reset" and "error" in side.outcome:
-                return side  # no tree was built: nothing to read
-            side.dump = self._read(self.candidate.dump)
-            side.stats = self._read(self.candidate.stats)
-        except CandidateFailure as exc:
-            self.stopped = f"stopped: {exc}"
-            side.note = f"failed: {exc}"
+    def run(self, step: Step) -> Side:
+        """Apply ``step`` and read the state after it."""
+        side = Side(self.candidate.name, self.apply(step))
+        if step["op"] == "reset" and side.outcome is not None and "error" in side.outcome:
+            return side  # no tree was built: nothing to read
+        side.dump = _ok_dict(self.apply({"op": "dump"}))
+        side.stats = _ok_dict(self.apply({"op": "stats"}))
         return side
 
-    @staticmethod
-    def _read(read: Callable[[], Any]) -> dict[str, Any] | None:
-        try:
-            return dict(read())
-        except CandidateError:
-            return None
 
-    def enter(self, step: Step, levels: frozenset[str]) -> None:
-        """Decide at a reset whether this candidate can run the trace that follows."""
-        missing = sorted(levels - self.candidate.levels)
-        sizes = self.candidate.block_sizes
-        if missing:
-            self.skipping = f"skipped: the trace needs levels {', '.join(missing)}"
-        elif sizes is not None and step.get("block_size") not in sizes:
-            self.skipping = f"skipped: block size {step.get('block_size')} not supported"
-        else:
-            self.skipping = None
+def _ok_dict(outcome: Outcome) -> dict[str, Any] | None:
+    found = outcome.get("ok")
+    return dict(found) if isinstance(found, dict) else None
 
 
 def record(
@@ -224,17 +157,13 @@ def record(
     source: str,
     lesson: str = "",
     oracle: TreeAdapter | None = None,
-    comparison: Compare = compare,
     profile: Profile | None = None,
 ) -> Recording:
-    """Apply ``steps`` to the reference (and ``target``) and record each state.
+    """Apply ``steps`` to the reference (and ``target``, on the kit's lockstep under
+    ``profile``, default the strict spec) and record each state (module docstring).
 
-    With ``profile`` the target is compared as the kit compares it under that
-    deviation profile (module docstring); ``comparison`` then defaults to
-    :func:`compare_under`.
-
-    Cost: each step on each implementation, plus a dump and stats read after it:
-    O(steps * state size).
+    Cost: each step on each implementation with the kit's reads, plus a dump and stats
+    read after it: O(steps * state size).
 
     Raises:
         RecordError: the steps do not start with a ``reset``, or one is malformed
@@ -242,112 +171,134 @@ def record(
     """
     if not steps or steps[0].get("op") != "reset":
         raise RecordError("a trace starts with a reset step (it sets the pool and block size)")
-    if profile is not None and comparison is compare:
-        comparison = compare_under(profile)
-    reference = _Runner(oracle if oracle is not None else reference_oracle())
-    other = _Runner(target) if target is not None else None
+    profile = profile or STRICT
+    reference = oracle if oracle is not None else reference_oracle()
     recording = Recording(title, source, lesson=lesson)
-    levels, trace = reference.candidate.levels, None
-    block_size, parted = 1, None  # parted: the waived step the trees may differ since
+    levels, trace = reference.levels, None
+    lockstep: Lockstep | None = None  # the target beside the reference
+    alone = _Runner(reference)  # the reference without the target
+    absent: str | None = None  # why the target does not run this trace
+    parted: str | None = None  # the waived step the trees may differ since
     for number, step in enumerate(steps, 1):
         if step["op"] == "reset":
             trace, parted = step.get("trace"), None
-            block_size = step.get("block_size", block_size)
-            declared = reference.candidate.levels & (other.candidate.levels if other else levels)
+            declared = reference.levels & (target.levels if target else levels)
             levels = parse_levels(step["levels"]) if "levels" in step else declared
-            if other is not None:
-                other.enter(step, levels)
-        try:
-            if other is not None and profile is not None:
-                theirs = other.run(step)
-                _map_kind(theirs, profile)
-                sides = [reference.run(step, _adopting(step, theirs, profile)), theirs]
+            absent = None if target is None else _absent(step, levels, target)
+            lockstep = None
+            if target is not None and absent is None:
+                lockstep = Lockstep(target, levels, profile=profile, oracle=reference)
             else:
-                sides = [reference.run(step)]
-                if other is not None:
-                    sides.append(other.run(step))
+                alone = _Runner(reference)
+        try:
+            if lockstep is None:
+                sides = [alone.run(step)]
+                if target is not None:
+                    sides.append(Side(target.name, note=absent))
+                frame = Frame(number, step, trace, levels, sides)
+            else:
+                assert target is not None
+                frame = _observed(number, step, trace, levels, lockstep, target)
         except (KeyError, ValueError, TypeError) as exc:
             raise RecordError(f"step {number} ({step.get('op')}): malformed ({exc!r})") from None
-        frame = Frame(number, step, trace, levels, sides)
-        if len(sides) == 2 and sides[1].outcome is not None:
-            frame.difference = comparison(step["op"], sides[0], sides[1], levels)
-        elif len(sides) == 2 and sides[1].note and sides[1].note.startswith("failed"):
-            frame.difference = "failure"
-        if profile is not None and frame.difference not in (None, "failure"):
-            parted = _waive(frame, profile, block_size, parted)
+        if frame.difference == "failure" and lockstep is not None:
+            # The target is gone: the reference goes on alone, with the handles it has.
+            absent = "stopped: " + (frame.sides[1].note or "").removeprefix("failed: ")
+            alone, lockstep = _Runner(reference, lockstep.reference_only), None
+        elif frame.finding is not None or (frame.difference is not None and parted is not None):
+            parted = _judge(frame, profile, parted)
         recording.frames.append(frame)
     return recording
 
 
-def _waive(frame: Frame, profile: Profile, block_size: int, parted: str | None) -> str | None:
-    """Move ``frame``'s difference to ``frame.waived`` when the profile waives its rule,
-    or when it follows an earlier waived step (``parted``); returns the new ``parted``.
-    A choice the reference could not adopt (inadmissible) stays marked. O(size of the
-    state)."""
-    assert frame.difference is not None
-    note = frame.sides[0].note
-    if note is not None and note.startswith("not adopted"):
-        return parted  # an inadmissible choice: the kit reports it whatever the profile
+def _absent(reset: Step, levels: frozenset[str], target: Candidate) -> str | None:
+    """Why ``target`` cannot run the trace this ``reset`` starts; None when it can."""
+    missing = sorted(levels - target.levels)
+    sizes = target.block_sizes
+    if missing:
+        return f"skipped: the trace needs levels {', '.join(missing)}"
+    if sizes is not None and reset.get("block_size") not in sizes:
+        return f"skipped: block size {reset.get('block_size')} not supported"
+    return None
+
+
+def _observed(
+    number: int,
+    step: Step,
+    trace: str | None,
+    levels: frozenset[str],
+    lockstep: Lockstep,
+    target: Candidate,
+) -> Frame:
+    """One step on the lockstep: both sides as they answered, and the finding if any."""
+    try:
+        seen = lockstep.observe(step)
+    except CandidateFailure as exc:
+        # Run on the reference alone: the target could not answer.
+        reference = _Runner(lockstep.oracle, lockstep.reference_only).run(step)
+        failed = Side(target.name, note=f"failed: {exc.message}")
+        return Frame(number, step, trace, levels, [reference, failed], difference="failure")
+    reference = Side(
+        lockstep.oracle.name,
+        seen.expected,
+        _plain(seen.reference.get("dump")),
+        _plain(seen.reference.get("stats")),
+        seen.note,
+    )
+    theirs = Side(
+        target.name,
+        seen.actual,
+        _plain(seen.candidate.get("dump")),
+        _plain(seen.candidate.get("stats")),
+    )
+    frame = Frame(number, step, trace, levels, [reference, theirs], finding=seen.finding)
+    if seen.finding is not None:
+        frame.difference = _where(step, seen.finding)
+    return frame
+
+
+def finding_line(finding: Difference) -> str:
+    """One line for a step's finding: what kind, which rules, the likely cause; a
+    safety finding said as such (no profile waives it). O(1)."""
+    rules = ", ".join(finding.rules) or "?"
+    kind = {
+        "safety": "breaks a safety rule (never waived)",
+        "inadmissible": "makes a choice no declared mode allows",
+        "failure": "fails",
+    }.get(finding.kind, "differs")
+    cause = f": {finding.cause}" if finding.cause else ""
+    return f"{kind}: {rules}{cause}"
+
+
+def _plain(answer: Any) -> dict[str, Any] | None:
+    return dict(answer) if isinstance(answer, dict) else None
+
+
+def _where(step: Step, finding: Difference) -> str:
+    """The finding as a path into the frame's views: ``outcome...`` for the step's own
+    answer, ``dump...``/``stats...`` for a read after it that differed."""
+    read = finding.trace[finding.index].get("op", "")
+    view = read if read in READ_OPS and read != step["op"] else "outcome"
+    path = first_difference(finding.expected, finding.actual, view)
+    return path if path is not None else view
+
+
+def _judge(frame: Frame, profile: Profile, parted: str | None) -> str | None:
+    """Move ``frame``'s difference to ``frame.waived`` when the profile waives its rule
+    (a plain difference, as the kit files it), or when it follows an earlier waived step
+    (``parted``); returns the new ``parted``. A safety finding or an inadmissible choice
+    stays marked whatever the profile. O(1)."""
+    finding = frame.finding
+    if finding is not None and finding.kind in ("safety", "inadmissible", "failure"):
+        return parted  # the kit reports these whatever the profile
     if parted is not None:
         frame.waived = f"follows {parted}; differs at {frame.difference}"
         frame.difference = None
         return parted
-    rule = _attributed_rule(frame, profile, block_size)
-    reason = profile.deviations().get(rule)
+    assert finding is not None
+    reason = profile.deviations().get(finding.rule)
     if reason is None:
         return None
-    frame.waived = f"{rule} waived by profile {profile.name!r}: {reason}"
+    frame.waived = f"{finding.rule} waived by profile {profile.name!r}: {reason}"
     frame.difference = None
-    return f"the waived {rule} difference at step {frame.number}"
-
-
-def _attributed_rule(frame: Frame, profile: Profile, block_size: int) -> str:
-    """The rule the kit names first for ``frame``'s difference
-    (:mod:`kachedb_radix.spec.conform.rulemap`). O(size of the state)."""
-    assert frame.difference is not None
-    view, _, rest = frame.difference.partition(".")
-    step, previous = frame.step, None
-    reference, target = frame.sides
-    if view == "outcome":
-        expected, actual = reference.outcome, target.outcome
-    else:  # a dump or stats read after the step, as the kit reads one
-        step, previous = {"op": view}, frame.step
-        expected, actual = _ok(getattr(reference, view)), _ok(getattr(target, view))
-    recency = profile.compares_recency
-    observation = Observation(
-        step,
-        normalise(step["op"], expected or {}, frame.levels, recency=recency),
-        normalise(step["op"], actual or {}, frame.levels, recency=recency),
-        "." + rest if rest else "",
-        previous,
-        frame.levels,
-        {"block_size": block_size},
-    )
-    return attribute(observation).rule
-
-
-def _map_kind(side: Side, profile: Profile) -> None:
-    """The target's error name as the kind its profile maps it to."""
-    if side.outcome is not None and "error" in side.outcome:
-        side.outcome = {"error": profile.map_kind(side.outcome["error"])}
-
-
-def _adopting(step: Step, theirs: Side, profile: Profile) -> Follow | None:
-    """How the reference follows the target's admissible choice at ``step``."""
-    if theirs.outcome is None:
-        return None
-    actual = theirs.outcome
-
-    def follow(runner: _Runner) -> tuple[Outcome, str | None] | None:
-        try:
-            adopted = adopting_outcome(runner.candidate, runner.book, step, actual, profile)
-        except Inadmissible as exc:
-            return _plain(runner, step, f"not adopted: {exc}")
-        return None if adopted is None else (adopted, f"adopted {theirs.name}'s choice")
-
-    return follow
-
-
-def _plain(runner: _Runner, step: Step, note: str) -> tuple[Outcome, str | None]:
-    """The plain call, with a note saying why the target's choice was not followed."""
-    return apply_step(runner.candidate, step, runner.book), note
+    return f"the waived {finding.rule} difference at step {frame.number}"

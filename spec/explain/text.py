@@ -13,7 +13,7 @@ from typing import Any
 
 from kachedb_radix.reference.render import id_ranges, render_dump
 
-from .record import Recording
+from .record import Recording, finding_line
 from .view import View, all_nodes
 
 
@@ -29,6 +29,8 @@ def text_report(recording: Recording, views: list[list[View]]) -> str:
         lines += ["", f"── step {frame.number}/{total}{trace} ──{note}"]
         if frame.difference is not None:
             lines.append(f"≠ {row[-1]['name']} parts ways with the reference at {frame.difference}")
+            if frame.finding is not None:
+                lines.append(f"  {finding_line(frame.finding)}")
         if frame.waived is not None:
             lines.append(f"≈ not marked: {frame.waived}")
         for view, side in zip(row, frame.sides, strict=True):

@@ -37,20 +37,15 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import IO, Any, NoReturn
 
-from ..conform.candidate import (
-    CandidateError,
-    CandidateFailure,
-    EvictAnswer,
-    InsertAnswer,
-    MatchAnswer,
-    NamespacesAnswer,
-    ReaderAnswer,
-    ReclaimAnswer,
-    SnapshotAnswer,
-    SnapshotMatchAnswer,
-    StatsAnswer,
-)
+from ..conform.candidate import CandidateError, CandidateFailure
 from ..conform.levels import LEVELS, LevelError, parse_levels
+from ..conform.operations import (
+    BY_NAME,
+    Forwarding,
+    operation,
+    operations_of,
+    required_of,
+)
 from .messages import (
     PROTOCOL_VERSION,
     SNAPSHOT_FIELDS,
@@ -83,7 +78,7 @@ class _TooLong:
     """Queued instead of an answer line that exceeded the limit."""
 
 
-class StdioCandidate:
+class StdioCandidate(Forwarding):
     """A candidate program driven over its stdin/stdout.
 
     Args:
@@ -101,7 +96,9 @@ class StdioCandidate:
 
     A program that answers ``hello`` with protocol 1 is driven at its levels with
     the version-1 answers (no snapshot stats; format-1 dumps are upgraded, see
-    :func:`kachedb_radix.spec.protocol.messages.upgrade_dump`).
+    :func:`kachedb_radix.spec.protocol.messages.upgrade_dump`); one answering 2 with the
+    operations of version 2 (no ``drop``); from 3 on with the ``operations`` it lists
+    (those its levels cannot do without must be there).
     """
 
     def __init__(
@@ -126,6 +123,7 @@ class StdioCandidate:
         self._name = name or self._argv[0]
         self._protocol = PROTOCOL_VERSION
         self._levels: frozenset[str] = frozenset({"core"})
+        self._operations: frozenset[str] = operations_of(self._levels, 1)
         try:
             self._process = subprocess.Popen(
                 self._argv,
@@ -176,86 +174,27 @@ class StdioCandidate:
         """The protocol version the program answered ``hello`` with."""
         return self._protocol
 
+    @property
+    def operations(self) -> frozenset[str]:
+        """The operations it supports: listed in ``hello`` (protocol 3), else those of its
+        version and levels."""
+        return self._operations
+
     # ------------------------------------------------------------------ operations
 
-    def reset(self, num_blocks: int, block_size: int) -> None:
-        """See :class:`kachedb_radix.spec.conform.candidate.Candidate`."""
-        self._request("reset", {"num_blocks": num_blocks, "block_size": block_size})
+    def forward(self, op: str, *args: Any) -> Any:
+        """One request: ``op`` with ``args`` named by the table; its ``ok`` answer. A
+        format-1 dump of a protocol-1 program is upgraded (:func:`upgrade_dump`).
 
-    def match(self, tokens: object, namespace: object, pin: bool) -> MatchAnswer:
-        """See :class:`kachedb_radix.spec.conform.candidate.Candidate`."""
-        answer: MatchAnswer = self._request(
-            "match", {"tokens": tokens, "namespace": namespace, "pin": pin}
-        )
+        Raises:
+            CandidateError: the program answered an error (its kind).
+            CandidateFailure: no well-formed answer in time (the program is killed).
+        """
+        names = [argument.name for argument in operation(op).arguments]
+        answer = self._request(op, dict(zip(names, args, strict=True)))
+        if op == "dump" and self._protocol == 1:
+            return upgrade_dump(answer)
         return answer
-
-    def insert(self, tokens: object, namespace: object, pin: bool) -> InsertAnswer:
-        """See :class:`kachedb_radix.spec.conform.candidate.Candidate`."""
-        answer: InsertAnswer = self._request(
-            "insert", {"tokens": tokens, "namespace": namespace, "pin": pin}
-        )
-        return answer
-
-    def release(self, lease: int) -> None:
-        """See :class:`kachedb_radix.spec.conform.candidate.Candidate`."""
-        self._request("release", {"lease": lease})
-
-    def evict(self, count: object) -> EvictAnswer:
-        """See :class:`kachedb_radix.spec.conform.candidate.Candidate`."""
-        answer: EvictAnswer = self._request("evict", {"count": count})
-        return answer
-
-    def stats(self) -> StatsAnswer:
-        """See :class:`kachedb_radix.spec.conform.candidate.Candidate`."""
-        answer: StatsAnswer = self._request("stats", {})
-        return answer
-
-    def namespaces(self) -> NamespacesAnswer:
-        """See :class:`kachedb_radix.spec.conform.candidate.Candidate`."""
-        answer: NamespacesAnswer = self._request("namespaces", {})
-        return answer
-
-    def dump(self) -> dict[str, Any]:
-        """See :class:`kachedb_radix.spec.conform.candidate.Candidate`."""
-        answer: dict[str, Any] = self._request("dump", {})
-        return upgrade_dump(answer) if self._protocol == 1 else answer
-
-    def snapshot(self) -> SnapshotAnswer:
-        """See :class:`kachedb_radix.spec.conform.candidate.Candidate`."""
-        answer: SnapshotAnswer = self._request("snapshot", {})
-        return answer
-
-    def reader(self) -> ReaderAnswer:
-        """See :class:`kachedb_radix.spec.conform.candidate.Candidate`."""
-        answer: ReaderAnswer = self._request("reader", {})
-        return answer
-
-    def leave(self, snapshot: int) -> None:
-        """See :class:`kachedb_radix.spec.conform.candidate.Candidate`."""
-        self._request("leave", {"snapshot": snapshot})
-
-    def snapshot_match(
-        self, snapshot: int, tokens: object, namespace: object
-    ) -> SnapshotMatchAnswer:
-        """See :class:`kachedb_radix.spec.conform.candidate.Candidate`."""
-        answer: SnapshotMatchAnswer = self._request(
-            "snapshot_match", {"snapshot": snapshot, "tokens": tokens, "namespace": namespace}
-        )
-        return answer
-
-    def snapshot_dump(self, snapshot: int) -> dict[str, Any]:
-        """See :class:`kachedb_radix.spec.conform.candidate.Candidate`."""
-        answer: dict[str, Any] = self._request("snapshot_dump", {"snapshot": snapshot})
-        return answer
-
-    def reclaim(self) -> ReclaimAnswer:
-        """See :class:`kachedb_radix.spec.conform.candidate.Candidate`."""
-        answer: ReclaimAnswer = self._request("reclaim", {})
-        return answer
-
-    def drop(self, snapshot: int) -> None:
-        """See :class:`kachedb_radix.spec.conform.candidate.Candidate`."""
-        self._request("drop", {"snapshot": snapshot})
 
     def close(self) -> None:
         """Close the program's stdin and let it exit; then end its whole process group
@@ -291,6 +230,18 @@ class StdioCandidate:
             self._fail(f"hello: {exc}")
         if version == 1 and "snapshots" in self._levels:
             self._fail("hello: the snapshots level needs protocol 2")
+        self._operations = operations_of(self._levels, version)
+        if version >= 3:
+            listed = hello.get("operations")
+            if not isinstance(listed, list) or not all(op in BY_NAME for op in listed):
+                self._fail(f"hello: operations must be a list of names from {list(BY_NAME)}")
+            missing = sorted(required_of(self._levels) - set(listed))
+            if missing:
+                self._fail(
+                    f"hello: its levels cannot be judged without {', '.join(missing)}, "
+                    "which it does not list in operations"
+                )
+            self._operations = frozenset(listed) & operations_of(self._levels, version)
         sizes = hello.get("block_sizes")
         if sizes is not None and not (
             isinstance(sizes, list) and sizes and all(_positive_int(size) for size in sizes)

@@ -1,16 +1,27 @@
-"""The JSON-lines stdio protocol: message shapes, encoding and answer checks.
+"""The JSON-lines stdio protocol: versions, message shapes, encoding and answer checks.
 
 One JSON object per line, UTF-8, in both directions (full text: ``SPEC.md``, "The
-stdio protocol"; machine-readable schema: ``protocol.schema.json``). The kit writes
-requests ``{"id": n, "op": ..., ...arguments}``; the candidate answers each, in
+stdio protocol"; machine-readable schema: ``schema.json`` beside this file). The kit
+writes requests ``{"id": n, "op": ..., ...arguments}``; the candidate answers each, in
 order, with ``{"id": n, "ok": answer}`` or ``{"id": n, "error": {"kind": k,
-"message": m}}``. The first request is always ``hello``.
+"message": m}}``. The first request is always ``hello``. Every other operation, its
+fields and its answer's fields come from the kit's one table of operations
+(:mod:`kachedb_radix.spec.conform.operations`).
 
-Version 2 added the ``snapshots`` level (the operations ``snapshot``, ``reader``,
-``leave``, ``snapshot_match``, ``snapshot_dump`` and ``reclaim``, four stats fields)
-and dump format 2 (a ``quarantine`` field). A program speaking version 1 is still
-driven at the levels it declares, which may not include ``snapshots``; its format-1
-dumps are upgraded by :func:`upgrade_dump`.
+Versions (a change to the protocol bumps it; the kit drives every version below):
+
+* 1 -- the core levels;
+* 2 -- the ``snapshots`` level (``snapshot``, ``reader``, ``leave``,
+  ``snapshot_match``, ``snapshot_dump``, ``reclaim``, four stats fields) and dump
+  format 2 (a ``quarantine`` field);
+* 3 -- ``drop`` (a reader forgotten without leaving, R-EPOCH-5), and capabilities:
+  ``hello`` answers the list of ``operations`` the program supports. An optional
+  operation it leaves out leaves the rules only it exercises "not exercised
+  (unsupported)"; one its levels cannot be judged without is a failed handshake.
+
+A program speaking version 1 or 2 is driven at the levels it declares with the
+operations of its version (:func:`kachedb_radix.spec.conform.operations.operations_of`);
+its format-1 dumps are upgraded by :func:`upgrade_dump`.
 """
 
 from __future__ import annotations
@@ -19,11 +30,13 @@ import json
 from pathlib import Path
 from typing import Any
 
-#: The protocol version this kit speaks.
-PROTOCOL_VERSION = 2
+from ..conform.operations import OPERATIONS
 
-#: Versions a candidate may answer ``hello`` with (1: without the snapshots level).
-SUPPORTED_PROTOCOLS: tuple[int, ...] = (1, 2)
+#: The protocol version this kit speaks.
+PROTOCOL_VERSION = 3
+
+#: Versions a candidate may answer ``hello`` with.
+SUPPORTED_PROTOCOLS: tuple[int, ...] = (1, 2, 3)
 
 #: Error kinds of the protocol itself, besides the rules' (R-ERR-3): a malformed
 #: request, an unknown operation, and a server that failed to carry out a valid
@@ -33,24 +46,13 @@ PROTOCOL_KINDS: frozenset[str] = frozenset({"protocol", "unsupported", "internal
 #: Where the JSON Schema of every message lives.
 SCHEMA_PATH = Path(__file__).with_name("schema.json")
 
+#: The fields of ``hello``'s answer: required, and (version 3) the capabilities.
+HELLO_FIELDS: tuple[str, ...] = ("protocol", "name", "levels", "block_sizes")
+
 #: Answer fields required per operation (``None``: the answer is JSON null).
 ANSWER_FIELDS: dict[str, tuple[str, ...] | None] = {
-    "hello": ("protocol", "name", "levels", "block_sizes"),
-    "reset": None,
-    "match": ("length", "blocks", "lease"),
-    "insert": ("length", "blocks", "reused", "allocated", "evicted", "lease"),
-    "release": None,
-    "evict": ("freed",),
-    "stats": ("num_blocks", "free", "cached", "pinned", "evictable", "leases", "clock"),
-    "namespaces": ("namespaces",),
-    "dump": ("format", "block_size", "num_blocks", "free", "namespaces"),
-    "snapshot": ("snapshot", "version"),
-    "reader": ("snapshot", "epoch", "version"),
-    "leave": None,
-    "snapshot_match": ("length", "blocks"),
-    "snapshot_dump": ("format", "block_size", "version", "namespaces"),
-    "reclaim": ("reclaimed",),
-    "drop": None,
+    "hello": HELLO_FIELDS,
+    **{op.name: op.answer for op in OPERATIONS},
 }
 
 #: Answer fields required besides :data:`ANSWER_FIELDS` of a version-2 candidate
@@ -60,27 +62,13 @@ SNAPSHOT_FIELDS: dict[str, tuple[str, ...]] = {
     "stats": ("quarantined", "readers", "oldest_reader", "version"),
 }
 
-
 #: Typed request fields per operation, as the schema's ``#/$defs/request`` states them:
 #: ``"int0"`` an integer >= 0, ``"int1"`` an integer >= 1, ``"bool"`` a boolean,
 #: ``"any"`` any JSON value (the kit sends malformed arguments on purpose, R-TOK-2).
+#: A request carries every argument (a trace step may leave some out, a request not).
 REQUEST_FIELDS: dict[str, dict[str, str]] = {
-    "hello": {"protocol": "int0"},
-    "reset": {"num_blocks": "int1", "block_size": "int1"},
-    "match": {"tokens": "any", "namespace": "any", "pin": "bool"},
-    "insert": {"tokens": "any", "namespace": "any", "pin": "bool"},
-    "release": {"lease": "int0"},
-    "evict": {"count": "any"},
-    "stats": {},
-    "namespaces": {},
-    "dump": {},
-    "snapshot": {},
-    "reader": {},
-    "leave": {"snapshot": "int1"},
-    "snapshot_match": {"snapshot": "int1", "tokens": "any", "namespace": "any"},
-    "snapshot_dump": {"snapshot": "int1"},
-    "reclaim": {},
-    "drop": {"snapshot": "int1"},
+    "hello": {"protocol": "int1"},
+    **{op.name: {argument.name: argument.wire for argument in op.arguments} for op in OPERATIONS},
 }
 
 

@@ -1,5 +1,4 @@
-"""A stdio server for the reference (or the C twin): ``python -m
-kachedb_radix.spec.protocol.server``.
+"""A stdio server for the reference (or the C twin): ``kachedb-radix serve``.
 
 It is both a tool and a worked example of the protocol (``SPEC.md``, "The stdio
 protocol"): an implementer can diff their program's traffic against it, and the
@@ -7,12 +6,15 @@ kit's own tests run the whole state machine through it as a child process.
 
 Usage::
 
-    python -m kachedb_radix.spec.protocol.server [--impl reference|accel] [--levels
-    core,pinning,...]
+    kachedb-radix serve [--impl reference|accel] [--levels core,pinning,...] [--protocol N]
 
-It speaks protocol version 2 (``kachedb_radix.spec.protocol.messages.PROTOCOL_VERSION``).
-
-It reads requests from stdin until end of file and answers each on one line.
+(or ``python -m kachedb_radix.spec.protocol.server``, the same options). It speaks the
+kit's protocol version (:data:`~kachedb_radix.spec.protocol.messages.PROTOCOL_VERSION`)
+unless ``--protocol`` asks for an older one: then it answers ``hello`` with that version
+and offers only that version's operations, as a program written against it would (the
+kit's tests keep such programs passing). It reads requests from stdin until end of file
+and answers each on one line. Requests are dispatched through the table of operations
+(:mod:`kachedb_radix.spec.conform.operations`).
 """
 
 from __future__ import annotations
@@ -28,10 +30,11 @@ from kachedb_radix.reference.errors import ERROR_KINDS
 from ..conform.adapter import TreeAdapter, supported_levels
 from ..conform.candidate import Candidate, CandidateError
 from ..conform.levels import LEVELS, LevelError, ordered, parse_levels
-from ..conform.steps import SNAPSHOT_OPS
+from ..conform.operations import OPERATIONS, offered, operation, operations_of
 from .messages import (
     PROTOCOL_KINDS,
     PROTOCOL_VERSION,
+    SUPPORTED_PROTOCOLS,
     ProtocolError,
     decode,
     encode,
@@ -42,61 +45,45 @@ from .messages import (
 SERVER_KINDS = frozenset(ERROR_KINDS) | PROTOCOL_KINDS
 
 
-def handle(candidate: Candidate, message: dict[str, Any]) -> Any:
+def handle(
+    candidate: Candidate, message: dict[str, Any], protocol: int = PROTOCOL_VERSION
+) -> Any:
     """Carry out one request on ``candidate`` and return the ``ok`` answer. O(the call).
+
+    ``protocol`` is the version this server speaks: ``hello`` answers it (with the
+    ``operations`` list from version 3 on), and an operation the candidate or that
+    version does not offer is ``"unsupported"``.
 
     Raises:
         CandidateError: the call was rejected (its kind goes back to the kit), the
-            request is malformed (kind ``"protocol"``: it does not validate against the schema,
-            :func:`kachedb_radix.spec.protocol.messages.request_problem`) or names an unknown
-            operation (kind ``"unsupported"``).
+            request is malformed (kind ``"protocol"``: it does not validate against the
+            schema, :func:`kachedb_radix.spec.protocol.messages.request_problem`) or names
+            an operation not offered (kind ``"unsupported"``).
     """
     problem = request_problem(message)
     if problem is not None:
         raise CandidateError(*problem)
     op = message["op"]
+    available = offered(candidate) & operations_of(frozenset(candidate.levels), protocol)
     if op == "hello":
-        return {
-            "protocol": PROTOCOL_VERSION,
+        answer: dict[str, Any] = {
+            "protocol": protocol,
             "name": candidate.name,
             "levels": ordered(candidate.levels),
             "block_sizes": None if candidate.block_sizes is None else list(candidate.block_sizes),
         }
-    if op in SNAPSHOT_OPS and "snapshots" not in candidate.levels:
-        raise CandidateError("unsupported", f"{op!r} needs the snapshots level")
-    return _call(candidate, op, message)
+        if protocol >= 3:
+            answer["operations"] = [op.name for op in OPERATIONS if op.name in available]
+        return answer
+    if op not in available:
+        raise CandidateError("unsupported", f"{candidate.name} does not offer {op!r} here")
+    arguments = [message[argument.name] for argument in operation(op).arguments]
+    return getattr(candidate, op)(*arguments)
 
 
-def _call(candidate: Candidate, op: str, message: dict[str, Any]) -> Any:
-    """Carry out a validated request other than ``hello``."""
-    if op == "reset":
-        candidate.reset(message["num_blocks"], message["block_size"])
-        return None
-    if op in ("match", "insert"):
-        call = candidate.match if op == "match" else candidate.insert
-        return call(message["tokens"], message["namespace"], message["pin"])
-    if op == "release":
-        candidate.release(message["lease"])
-        return None
-    if op == "evict":
-        return candidate.evict(message["count"])
-    if op == "leave":
-        candidate.leave(message["snapshot"])
-        return None
-    if op == "drop":
-        candidate.drop(message["snapshot"])
-        return None
-    if op == "snapshot_match":
-        return candidate.snapshot_match(
-            message["snapshot"], message["tokens"], message["namespace"]
-        )
-    if op == "snapshot_dump":
-        return candidate.snapshot_dump(message["snapshot"])
-    # The reads and the snapshot calls without arguments.
-    return getattr(candidate, op)()
-
-
-def serve(candidate: Candidate, stdin: TextIO, stdout: TextIO) -> int:
+def serve(
+    candidate: Candidate, stdin: TextIO, stdout: TextIO, protocol: int = PROTOCOL_VERSION
+) -> int:
     """Answer requests from ``stdin`` on ``stdout`` until end of file; return 0.
 
     Every non-blank line gets exactly one answer that validates against the schema:
@@ -108,12 +95,12 @@ def serve(candidate: Candidate, stdin: TextIO, stdout: TextIO) -> int:
     for line in stdin:
         if not line.strip():
             continue
-        stdout.write(encode(answer(candidate, line)) + "\n")
+        stdout.write(encode(answer(candidate, line, protocol)) + "\n")
         stdout.flush()
     return 0
 
 
-def answer(candidate: Candidate, line: str) -> dict[str, Any]:
+def answer(candidate: Candidate, line: str, protocol: int = PROTOCOL_VERSION) -> dict[str, Any]:
     """The response to one request line (see :func:`serve`). O(the call)."""
     request_id: Any = None
     try:
@@ -122,7 +109,7 @@ def answer(candidate: Candidate, line: str) -> dict[str, Any]:
         request_id = raw_id if isinstance(raw_id, int) and not isinstance(raw_id, bool) else None
         if request_id is not None and request_id < 0:
             request_id = None
-        return {"id": request_id, "ok": handle(candidate, message)}
+        return {"id": request_id, "ok": handle(candidate, message, protocol)}
     except ProtocolError as exc:
         return _error(None, "protocol", str(exc))
     except CandidateError as exc:
@@ -174,6 +161,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help=f"levels to declare in hello (comma-separated from {', '.join(LEVELS)}; "
         "default: all the implementation offers)",
     )
+    parser.add_argument(
+        "--protocol",
+        type=int,
+        choices=SUPPORTED_PROTOCOLS,
+        default=PROTOCOL_VERSION,
+        help=f"the protocol version to speak (default {PROTOCOL_VERSION}); an older one "
+        "offers only that version's operations, as a program written against it would",
+    )
 
 
 def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
@@ -185,7 +180,12 @@ def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     # Bytes that are not UTF-8 must become a "protocol" answer, not a crash.
     if isinstance(sys.stdin, io.TextIOWrapper):
         sys.stdin.reconfigure(errors="replace")
-    return serve(build(args.impl, levels), sys.stdin, sys.stdout)
+    if args.protocol == 1 and levels is not None and "snapshots" in levels:
+        parser.error("--levels: the snapshots level needs protocol 2 or later")
+    candidate = build(args.impl, levels)
+    if args.protocol == 1 and levels is None:
+        candidate = build(args.impl, frozenset(candidate.levels) - {"snapshots"})
+    return serve(candidate, sys.stdin, sys.stdout, args.protocol)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

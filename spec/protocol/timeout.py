@@ -17,26 +17,13 @@ from __future__ import annotations
 
 import signal
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from types import FrameType
-from typing import Any, TypeVar
+from typing import Any
 
-from ..conform.candidate import (
-    Candidate,
-    CandidateFailure,
-    EvictAnswer,
-    InsertAnswer,
-    MatchAnswer,
-    NamespacesAnswer,
-    ReaderAnswer,
-    ReclaimAnswer,
-    SnapshotAnswer,
-    SnapshotMatchAnswer,
-    StatsAnswer,
-)
-
-T = TypeVar("T")
+from ..conform.candidate import Candidate, CandidateFailure
+from ..conform.operations import Forwarding, offered
 
 
 class _Overrun(BaseException):
@@ -74,8 +61,11 @@ def limit(seconds: float, what: str) -> Iterator[None]:
         signal.signal(signal.SIGALRM, previous)
 
 
-class TimedCandidate:
-    """``candidate`` with every call limited to ``seconds`` (see the module docstring)."""
+class TimedCandidate(Forwarding):
+    """``candidate`` with every call limited to ``seconds`` (see the module docstring).
+
+    Every operation of the table goes through :meth:`forward`, so none can be left out.
+    """
 
     def __init__(self, candidate: Candidate, seconds: float) -> None:
         self.candidate = candidate
@@ -96,73 +86,15 @@ class TimedCandidate:
         """The wrapped candidate's block sizes."""
         return self.candidate.block_sizes
 
-    def _call(self, what: str, call: Callable[..., T], *args: Any) -> T:
-        with limit(self.seconds, f"{self.name}: {what}"):
-            return call(*args)
+    @property
+    def operations(self) -> frozenset[str]:
+        """The wrapped candidate's operations."""
+        return offered(self.candidate)
 
-    def reset(self, num_blocks: int, block_size: int) -> None:
-        """See :class:`kachedb_radix.spec.conform.candidate.Candidate`."""
-        self._call("reset", self.candidate.reset, num_blocks, block_size)
-
-    def match(self, tokens: object, namespace: object, pin: bool) -> MatchAnswer:
-        """See :class:`kachedb_radix.spec.conform.candidate.Candidate`."""
-        return self._call("match", self.candidate.match, tokens, namespace, pin)
-
-    def insert(self, tokens: object, namespace: object, pin: bool) -> InsertAnswer:
-        """See :class:`kachedb_radix.spec.conform.candidate.Candidate`."""
-        return self._call("insert", self.candidate.insert, tokens, namespace, pin)
-
-    def release(self, lease: int) -> None:
-        """See :class:`kachedb_radix.spec.conform.candidate.Candidate`."""
-        self._call("release", self.candidate.release, lease)
-
-    def evict(self, count: object) -> EvictAnswer:
-        """See :class:`kachedb_radix.spec.conform.candidate.Candidate`."""
-        return self._call("evict", self.candidate.evict, count)
-
-    def stats(self) -> StatsAnswer:
-        """See :class:`kachedb_radix.spec.conform.candidate.Candidate`."""
-        return self._call("stats", self.candidate.stats)
-
-    def namespaces(self) -> NamespacesAnswer:
-        """See :class:`kachedb_radix.spec.conform.candidate.Candidate`."""
-        return self._call("namespaces", self.candidate.namespaces)
-
-    def dump(self) -> dict[str, Any]:
-        """See :class:`kachedb_radix.spec.conform.candidate.Candidate`."""
-        return self._call("dump", self.candidate.dump)
-
-    def snapshot(self) -> SnapshotAnswer:
-        """See :class:`kachedb_radix.spec.conform.candidate.Candidate`."""
-        return self._call("snapshot", self.candidate.snapshot)
-
-    def reader(self) -> ReaderAnswer:
-        """See :class:`kachedb_radix.spec.conform.candidate.Candidate`."""
-        return self._call("reader", self.candidate.reader)
-
-    def leave(self, snapshot: int) -> None:
-        """See :class:`kachedb_radix.spec.conform.candidate.Candidate`."""
-        self._call("leave", self.candidate.leave, snapshot)
-
-    def drop(self, snapshot: int) -> None:
-        """See :class:`kachedb_radix.spec.conform.candidate.Candidate`."""
-        self._call("drop", self.candidate.drop, snapshot)
-
-    def snapshot_match(
-        self, snapshot: int, tokens: object, namespace: object
-    ) -> SnapshotMatchAnswer:
-        """See :class:`kachedb_radix.spec.conform.candidate.Candidate`."""
-        return self._call(
-            "snapshot_match", self.candidate.snapshot_match, snapshot, tokens, namespace
-        )
-
-    def snapshot_dump(self, snapshot: int) -> dict[str, Any]:
-        """See :class:`kachedb_radix.spec.conform.candidate.Candidate`."""
-        return self._call("snapshot_dump", self.candidate.snapshot_dump, snapshot)
-
-    def reclaim(self) -> ReclaimAnswer:
-        """See :class:`kachedb_radix.spec.conform.candidate.Candidate`."""
-        return self._call("reclaim", self.candidate.reclaim)
+    def forward(self, op: str, *args: Any) -> Any:
+        """The wrapped candidate's ``op``, within the time limit."""
+        with limit(self.seconds, f"{self.name}: {op}"):
+            return getattr(self.candidate, op)(*args)
 
     def close(self) -> None:
         """Close the wrapped candidate (not limited)."""

@@ -46,7 +46,6 @@ from kachedb_radix.spec.explain.model import (
     walk,
 )
 from kachedb_radix.spec.explain.page import page_data, rule_html
-from kachedb_radix.spec.explain.record import Side, compare
 from kachedb_radix.spec.explain.svg import pool_cells, pool_svg, tree_svg
 from kachedb_radix.spec.explain.text import _complete
 from kachedb_radix.spec.explain.view import Node, View, describe_outcome, describe_step
@@ -372,28 +371,6 @@ def test_an_undrawable_dump_is_reported_not_drawn() -> None:
     assert recording.frames[1].difference is not None
     view = frame_views(recording)[1][1]
     assert view["note"].startswith("its dump cannot be drawn: not a canonical dump")
-
-
-def test_compare_looks_at_outcome_then_dump_then_stats() -> None:
-    base = Side("a", {"ok": None}, {"clock": 1}, {"free": 1})
-    assert (
-        compare("reset", base, Side("b", {"ok": None}, {"clock": 1}, {"free": 1}), frozenset())
-        is None
-    )
-    assert (
-        compare(
-            "reset", base, Side("b", {"ok": None}, {"clock": 2}, {"free": 1}), frozenset(LEVELS)
-        )
-        == "dump.ok.clock"
-    )
-    assert (
-        compare("reset", base, Side("b", {"ok": None}, {"clock": 2}, {"free": 1}), frozenset())
-        is None
-    )
-    assert (
-        compare("reset", base, Side("b", {"ok": None}, {"clock": 1}, None), frozenset())
-        == "stats.ok"
-    )
 
 
 # ---------------------------------------------------------------------- model and views

@@ -106,9 +106,41 @@ def test_an_inadmissible_choice_is_still_marked() -> None:
         source="s",
         profile=WHOLE_NODES,
     )
+    # Freeing a pinned block is a safety failure, which no profile waives: marked, and
+    # named as what it is (the reference did what the spec does instead).
     assert recording.first_difference == 2
-    note = recording.frames[2].sides[0].note
-    assert note is not None and note.startswith("not adopted")
+    finding = recording.frames[2].finding
+    assert finding is not None and finding.kind == "safety" and finding.rule == "R-PIN-3"
+    assert recording.frames[2].sides[0].outcome == {"ok": {"freed": []}}  # all pinned
+
+
+def test_an_inadmissible_choice_shows_the_specs_outcome_beside_it() -> None:
+    """R-EVICT-2: under a profile that tolerates whole-node eviction but compares
+    recency, evicting the newer leaf is not followed: the step is marked, the reference
+    side says why it did not adopt and shows the spec's own eviction."""
+    steps: list[dict[str, Any]] = [
+        {"op": "reset", "num_blocks": 2, "block_size": 1},
+        {"op": "insert", "tokens": [1], "namespace": None, "pin": False},
+        {"op": "insert", "tokens": [2], "namespace": None, "pin": False},
+        {"op": "evict", "count": 1},
+    ]
+
+    class NewestFirst(TreeAdapter):
+        def evict(self, count: object) -> Any:
+            return {"freed": [1]}  # block 1 holds [2], used after block 0
+
+    profile = parse(
+        {"tolerate": {"eviction_granularity": "whole_leaf_node", "evicted_set": "covering"}}
+    )
+    recording = record(
+        steps, NewestFirst(WholeLeafEviction, "newest"), title="t", source="s", profile=profile
+    )
+    frame = recording.frames[3]
+    assert frame.finding is not None and frame.finding.kind == "inadmissible"
+    assert frame.finding.rule == "R-EVICT-2" and frame.difference is not None
+    reference = frame.sides[0]
+    assert reference.note is not None and reference.note.startswith("not adopted")
+    assert reference.outcome == {"ok": {"freed": [0]}}
 
 
 def test_cli_profile_file_strict_and_errors(
@@ -221,5 +253,5 @@ def test_an_inadmissible_choice_after_a_waived_difference_is_still_marked() -> N
         False, False, True, True,
     ]  # fmt: skip
     assert recording.first_difference == 4, [(f.difference, f.waived) for f in recording.frames]
-    note = recording.frames[4].sides[0].note
-    assert note is not None and note.startswith("not adopted")
+    finding = recording.frames[4].finding
+    assert finding is not None and finding.kind == "safety" and finding.rule == "R-PIN-3"

@@ -118,7 +118,7 @@ def test_request_problem_mirrors_the_schema() -> None:
     assert set(REQUEST_FIELDS) == set(SCHEMA["$defs"]["traceStep"]["properties"]["op"]["enum"]) | {
         "hello"
     }
-    good = {"id": 0, "op": "hello", "protocol": 2}
+    good = {"id": 0, "op": "hello", "protocol": 3}
     assert request_problem(good) is None and request.is_valid(good)
     assert request_problem({"id": 0, "op": "hello"}) == (
         "protocol",

@@ -41,11 +41,49 @@ def test_whole_kit_through_the_stdio_server() -> None:
     try:
         assert candidate.name == "reference"
         assert candidate.levels == parse_levels(["core,pinning,eviction,namespaces,snapshots"])
-        assert candidate.protocol == 2
+        assert candidate.protocol == 3 and "drop" in candidate.operations
         report = run_kit(candidate, kit=KitSettings(examples=40))
     finally:
         candidate.close()
     assert report.passed, report.explain()
+
+
+def test_a_program_of_protocol_2_still_passes_without_drop() -> None:
+    """An implementation written against protocol 2 (before ``drop`` and the list of
+    operations) is driven with version 2's operations: it passes every level it
+    declares, snapshots included, and the rule only ``drop`` exercises reads "not
+    exercised" with the reason, instead of failing on ``unsupported``."""
+    candidate = StdioCandidate([*SERVE, "--protocol", "2"])
+    try:
+        assert candidate.protocol == 2 and "drop" not in candidate.operations
+        assert "snapshots" in candidate.levels
+        report = run_kit(candidate, kit=KitSettings(examples=60))
+    finally:
+        candidate.close()
+    assert report.passed, report.explain()
+    rows = {row.rule: row for row in report.table()}
+    assert rows["R-EPOCH-5"].status == "not exercised"
+    assert "does not offer drop" in rows["R-EPOCH-5"].reason
+    assert rows["R-EPOCH-2"].status == "pass" and rows["R-SNAP-2"].status == "pass"
+    current = StdioCandidate(SERVE)
+    try:
+        full = run_kit(current, kit=KitSettings(examples=60))
+    finally:
+        current.close()
+    assert {row.rule: row for row in full.table()}["R-EPOCH-5"].status == "pass"
+
+
+def test_a_program_that_lists_too_few_operations_fails_its_handshake(tmp_path: Path) -> None:
+    """Protocol 3: a program whose levels cannot be judged without an operation it does
+    not list is refused at ``hello``, naming it; an unknown name is refused too."""
+    for listed, message in ((["reset", "match"], "cannot be judged without"),
+                            (["reset", "fly"], "operations must be a list of names")):  # fmt: skip
+        body = (
+            "hello = {'protocol': 3, 'name': 'few', 'levels': ['core'], 'block_sizes': None,"
+            f" 'operations': {listed!r}}}\n"
+        )
+        with pytest.raises(CandidateFailure, match=message):
+            StdioCandidate(_fake_hello(tmp_path, body))
 
 
 def test_declared_levels_limit_the_run() -> None:
@@ -60,7 +98,7 @@ def test_declared_levels_limit_the_run() -> None:
 @pytest.mark.parametrize("suite", ["full", "snapshots"])
 def test_server_traffic_matches_the_schema(suite: str) -> None:
     """Every request of a vector file and every answer of the server validate."""
-    requests: list[dict[str, Any]] = [{"id": 0, "op": "hello", "protocol": 2}]
+    requests: list[dict[str, Any]] = [{"id": 0, "op": "hello", "protocol": 3}]
     leases: list[int] = []
     snapshots: list[int] = []
     for number, line in enumerate(path_of(suite).read_text().splitlines()[:120], 1):
@@ -255,3 +293,16 @@ def test_cli_runs_a_command(capsys: pytest.CaptureFixture[str]) -> None:
     assert "reference: PASS at levels core, pinning" in capsys.readouterr().out
     vectors = str(path_of("pinning"))
     assert conform.main(["replay", vectors, "--cmd", command]) == 0
+
+
+def _fake_hello(tmp_path: Path, hello: str) -> list[str]:
+    """A program that answers ``hello`` with the dict built by the Python line ``hello``."""
+    script = tmp_path / "hello.py"
+    script.write_text(
+        "import json, sys\n"
+        + hello
+        + "for line in sys.stdin:\n"
+        "    request = json.loads(line)\n"
+        "    print(json.dumps({'id': request['id'], 'ok': hello}), flush=True)\n"
+    )
+    return [sys.executable, str(script)]

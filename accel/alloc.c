@@ -31,6 +31,20 @@ int ba_init(BitAlloc *a, uint32_t n) {
     return 0;
 }
 
+int ba_copy(BitAlloc *dst, const BitAlloc *src) {
+    *dst = *src;
+    dst->bits = PyMem_Malloc((size_t)src->nwords * sizeof(uint64_t));
+    dst->summary = PyMem_Malloc((size_t)src->nsummary * sizeof(uint64_t));
+    if (dst->bits == NULL || dst->summary == NULL) {
+        ba_fini(dst);
+        PyErr_NoMemory();
+        return -1;
+    }
+    memcpy(dst->bits, src->bits, (size_t)src->nwords * sizeof(uint64_t));
+    memcpy(dst->summary, src->summary, (size_t)src->nsummary * sizeof(uint64_t));
+    return 0;
+}
+
 void ba_fini(BitAlloc *a) {
     PyMem_Free(a->bits);
     PyMem_Free(a->summary);
@@ -242,6 +256,17 @@ undo:
     return NULL;
 }
 
+static PyObject *Alloc_clone(AllocObject *self, PyObject *unused) {
+    (void)unused;
+    AllocObject *twin = (AllocObject *)Py_TYPE(self)->tp_alloc(Py_TYPE(self), 0);
+    if (twin == NULL) return NULL;
+    if (ba_copy(&twin->a, &self->a) < 0) {
+        Py_DECREF(twin);
+        return NULL;
+    }
+    return (PyObject *)twin;
+}
+
 static PyObject *free_ids_list(const BitAlloc *a) {
     PyObject *list = PyList_New(a->free_count);
     if (list == NULL) return NULL;
@@ -290,18 +315,26 @@ static PyMethodDef Alloc_methods[] = {
     {"allocate", (PyCFunction)Alloc_allocate, METH_O,
      "allocate($self, count, /)\n--\n\n"
      "Take the ``count`` smallest free ids, in ascending order (R-ALLOC-2).\n\n"
-     "All or nothing. Cost: O(count) amortised (bitmap scan).\n\n"
+     "All or nothing: on error no id is taken. Cost: O(count + num_blocks / 4096)\n"
+     "(a two-level bitmap of the free ids).\n\n"
      "Raises:\n    InvalidArgumentError: ``count`` is not an int >= 0.\n"
      "    OutOfBlocksError: fewer than ``count`` ids are free."},
     {"free", (PyCFunction)Alloc_free, METH_O,
      "free($self, block_ids, /)\n--\n\n"
-     "Return ``block_ids`` to the pool. All or nothing (R-ALLOC-4). O(k).\n\n"
+     "Return ``block_ids`` to the pool.\n\n"
+     "All or nothing (R-ALLOC-4): every id is checked before any is freed.\n"
+     "Cost: O(k) for k ids.\n\n"
      "Raises:\n    ForeignBlockError: an id is not an int in ``[0, num_blocks)``.\n"
      "    DoubleFreeError: an id is already free, or appears twice."},
+    {"clone", (PyCFunction)Alloc_clone, METH_NOARGS,
+     "clone($self, /)\n--\n\nAn independent allocator in the same state. O(num_blocks / 64)."},
     {"free_ids", (PyCFunction)Alloc_free_ids, METH_NOARGS,
-     "free_ids($self, /)\n--\n\nThe free ids, ascending. O(num_blocks / 64 + f)."},
+     "free_ids($self, /)\n--\n\nThe free ids, ascending. O(num_blocks / 64 + f) for f free ids."},
     {"check_invariants", (PyCFunction)Alloc_check_invariants, METH_NOARGS,
-     "check_invariants($self, /)\n--\n\nAssert the allocator's invariants. O(num_blocks / 64).\n\n"
+     "check_invariants($self, /)\n--\n\n"
+     "Assert the invariants of :mod:`kachedb_radix.reference.allocator`'s module docstring,\n"
+     "and that the summary bitmap and the search hint agree with the free bitmap.\n"
+     "O(num_blocks / 64).\n\n"
      "Raises:\n    InvariantViolation: an invariant is broken."},
     {NULL, NULL, 0, NULL},
 };
@@ -322,10 +355,11 @@ PyTypeObject BlockAllocator_Type = {
     .tp_repr = (reprfunc)Alloc_repr,
     .tp_flags = Py_TPFLAGS_DEFAULT,
     .tp_doc = "BlockAllocator(num_blocks)\n--\n\n"
-              "A fixed pool of block ids, handed out smallest-first (same API as\n"
-              "kachedb_radix.reference.allocator.BlockAllocator).\n\n"
-              "Raises:\n    InvalidArgumentError: ``num_blocks`` is not an int >= 1.\n\n"
-              "Cost: O(num_blocks / 64) to build.",
+              "A fixed pool of block ids, handed out smallest-first.\n\n"
+              "Args:\n    num_blocks: pool size, an int >= 1 (at most 2**31 - 1 here).\n\n"
+              "Raises:\n    InvalidArgumentError: ``num_blocks`` is not an int >= 1, or is above\n"
+              "        2**31 - 1.\n\n"
+              "Cost: O(num_blocks / 64) to build (a bitmap of the free ids).",
     .tp_methods = Alloc_methods,
     .tp_getset = Alloc_getset,
     .tp_new = Alloc_new,

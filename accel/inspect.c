@@ -417,9 +417,9 @@ int tree_check(TreeObject *t) {
     if ((uint64_t)(NB - t->alloc.free_count) != t->cached + t->quarantined)
         FAIL("%u blocks allocated but %llu cached and %llu quarantined", NB - t->alloc.free_count,
              (unsigned long long)t->cached, (unsigned long long)t->quarantined);
-    /* Chunks: with no snapshot alive, a chunk's references are exactly its writer nodes
-     * and (when kept) their published versions. */
-    if (t->pctx->live == 0) {
+    /* Chunks: with no snapshot alive and no clone, a chunk's references are exactly its
+     * writer nodes and (when kept) their published versions. */
+    if (pctx_sole(t->pctx)) {
         size_t nchunks;
         chunks = edge_chunks(t, &nchunks);
         if (chunks == NULL) goto out;

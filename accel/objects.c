@@ -483,6 +483,7 @@ LeaseObject *lease_alloc(void) {
     l->ns = NULL;
     l->B = 1;
     l->count = 0;
+    l->store = NULL;
     l->blocks = NULL;
     l->tokens = NULL;
     l->tokens_tuple = NULL;
@@ -506,7 +507,7 @@ static void Lease_dealloc(LeaseObject *self) {
     Py_CLEAR(self->tree);
     Py_CLEAR(self->ns);
     Py_CLEAR(self->tokens_tuple);
-    PyMem_Free(self->blocks);
+    if (self->store != NULL && --self->store->rc == 0) PyMem_Free(self->store);
     PyObject_GC_Del(self);
 }
 

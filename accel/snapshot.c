@@ -15,8 +15,10 @@
  * node or PRoots is changed in place only when the writer owns the whole path to it
  * (every reference count on it is 1); otherwise the path is copied first (pn_unique for
  * PNodes, trie_own for trie nodes).  Copying a PNode shares its chunk and its trie, so a
- * path copy costs O(depth * log fan-out).  With no snapshot object alive every count is
- * 1, so the writer skips the path walk entirely.
+ * path copy costs O(depth * log fan-out).  With no snapshot object alive and no clone
+ * (pctx_sole) every count is 1, so the writer skips the path walk entirely.  A clone
+ * shares the published shape as a snapshot does: for each of the two trees the other is
+ * one more holder, so each path-copies what the other can still reach.
  *
  * snapshot() increfs the current PRoots: O(1).  All reference counting happens under
  * the GIL; a snapshot match that runs without the GIL only reads PNodes, trie nodes and
@@ -753,7 +755,6 @@ int shadow_init(TreeObject *t, uint64_t seed) {
         return -1;
     }
     t->pctx->rc = 1;
-    t->pctx->live = 0;
     t->pctx->B = B;
     derive_keys(seed, t->pctx->keys, B + 1u, &t->pctx->parent_mix);
     t->shadow_ok = 1;
@@ -861,8 +862,8 @@ static PRoot *proot_entry(PRoots *R, const PNode *root) {
  * writer-owned version (NULL for a root).  NULL: the published shape is not kept. */
 static PNode *pn_unique(TreeObject *t, uint32_t n, PNode **parent_out) {
     if (!t->shadow_ok) return NULL;
-    if (t->pctx->live == 0) {
-        /* No snapshot alive: every count is 1 (shadow_check verifies this). */
+    if (pctx_sole(t->pctx)) {
+        /* No snapshot alive, no clone: every count is 1 (shadow_check verifies this). */
         if (parent_out != NULL) {
             uint32_t pa = t->nodes[n].parent;
             *parent_out = pa == NIL ? NULL : t->pub[pa];
@@ -1071,7 +1072,7 @@ static int is_current_child(const TreeObject *t, const PNode *k, uint32_t owner)
 static int trie_check(TreeObject *t, const HNode *top, const HNode *h, uint32_t depth,
                       uint32_t owner, int sole, uint32_t *seen) {
     const uint32_t B = t->B;
-    CHECK(h->rc >= 1 && (!sole || h->rc == 1), "node %u: trie node shared with no snapshot alive",
+    CHECK(h->rc >= 1 && (!sole || h->rc == 1), "node %u: trie node shared with no snapshot or clone alive",
           owner);
     CHECK(h->n >= 1 && h->n <= h->cap, "node %u: empty or overfull trie node", owner);
     CHECK(depth == 0 ? h->total > KIDS_SMALL : h->total == 0, "node %u: a trie node's count is %u",
@@ -1103,13 +1104,13 @@ static int trie_check(TreeObject *t, const HNode *top, const HNode *h, uint32_t 
 }
 
 /* The published shape equals the writer's shape (R-SNAP-1), node by node, and shares
- * its chunks; with no snapshot alive every reference count is 1 (what lets the writer
+ * its chunks; with no snapshot or clone alive every reference count is 1 (what lets the writer
  * skip path copying). */
 int shadow_check(TreeObject *t) {
     if (!t->shadow_ok) return 0; /* dropped after an allocation failure: rebuilt on demand */
-    const int sole = t->pctx->live == 0;
+    const int sole = pctx_sole(t->pctx);
     PRoots *R = t->proots;
-    CHECK(!sole || R->rc == 1, "published roots shared with no snapshot alive");
+    CHECK(!sole || R->rc == 1, "published roots shared with no snapshot or clone alive");
     CHECK(R->n == t->roots_len, "published shape has %u namespaces, the tree %u", R->n,
           t->roots_len);
     for (uint32_t i = 0; i < R->n; i++) {
@@ -1125,7 +1126,7 @@ int shadow_check(TreeObject *t) {
         if (x->parent == NODE_FREE) continue;
         const PNode *p = t->pub[n];
         CHECK(p != NULL && p->rc >= 1, "node %u has no published version", n);
-        CHECK(!sole || p->rc == 1, "node %u's published version is shared with no snapshot alive", n);
+        CHECK(!sole || p->rc == 1, "node %u's published version is shared with no snapshot or clone alive", n);
         CHECK(p->count == x->nblocks, "node %u: published edge of %u blocks, writer %u", n, p->count,
               x->nblocks);
         const uint32_t nkids = pn_nkids(p);
@@ -1232,7 +1233,6 @@ PyObject *tree_snapshot(TreeObject *t, int reader) {
     s->roots->rc++;
     s->ctx = t->pctx;
     s->ctx->rc++;
-    s->ctx->live++;
     s->B = t->B;
     s->version = t->version;
     s->clock = t->clock;
@@ -1258,10 +1258,7 @@ void reader_leave(TreeObject *t, uint64_t epoch) {
 }
 
 static void Snapshot_dealloc(SnapshotObject *self) {
-    if (self->ctx != NULL) {
-        self->ctx->live--;
-        pctx_decref(self->ctx);
-    }
+    pctx_decref(self->ctx);
     proots_decref(self->roots);
     Py_TYPE(self)->tp_free((PyObject *)self);
 }

@@ -1509,8 +1509,8 @@ PyTypeObject RadixTree_Type = {
               "        arrays cannot be allocated.\n"
               "    TypeError: ``_hash_seed`` is not an int or None.\n\n"
               "Cost: O(num_blocks / 64) to build (the per-block arrays are calloc'd). One\n"
-              "writer thread at a time; ``snapshot()`` and\n"
-              "``reader()`` from any thread (see :mod:`kachedb_radix.reference.snapshot`).",
+              "writer thread at a time; ``snapshot()`` and ``reader()`` from any thread (see\n"
+              ":mod:`kachedb_radix.reference.snapshot`).",
     .tp_traverse = (traverseproc)Tree_traverse,
     .tp_clear = (inquiry)Tree_clear,
     .tp_weaklistoffset = offsetof(TreeObject, weakrefs),

@@ -363,7 +363,8 @@ static PyGetSetDef MatchResult_getset[] = {
     {"length", (getter)MatchResult_get_length, NULL,
      "Tokens matched, always a multiple of the block size.", NULL},
     {"blocks", (getter)MatchResult_get_blocks, NULL,
-     "The block ids holding those tokens, root first (a Blocks sequence).", NULL},
+     "The block ids holding those tokens, root first (a ``Blocks`` view, equal to their\n"
+     "tuple).", NULL},
     {"lease", (getter)MatchResult_get_lease, NULL,
      "The lease pinning ``blocks`` when ``pin=True`` was asked, else None.", NULL},
     {NULL, NULL, NULL, NULL, NULL},
@@ -377,7 +378,12 @@ PyTypeObject MatchResult_Type = {
     .tp_dealloc = (destructor)MatchResult_dealloc,
     .tp_repr = (reprfunc)MatchResult_repr,
     .tp_flags = Py_TPFLAGS_DEFAULT,
-    .tp_doc = "What ``match`` found (R-MATCH-1): ``length``, ``blocks``, ``lease``.",
+    .tp_doc = "What ``match`` found (R-MATCH-1).\n\n"
+              "Attributes:\n"
+              "    length: tokens matched, always a multiple of the block size.\n"
+              "    blocks: the block ids holding those tokens, root first (a ``Blocks`` view,\n"
+              "        equal to their tuple).\n"
+              "    lease: the lease pinning ``blocks`` when ``pin=True`` was asked, else None.",
     .tp_getset = MatchResult_getset,
 };
 
@@ -445,13 +451,15 @@ static PyGetSetDef InsertResult_getset[] = {
     {"length", (getter)InsertResult_get_length, NULL,
      "Tokens now cached for the sequence: its full blocks, ``len // B * B``.", NULL},
     {"blocks", (getter)InsertResult_get_blocks, NULL,
-     "The block ids of those full blocks, root first.", NULL},
+     "The block ids of those full blocks, root first (a ``Blocks`` view, equal to their\n"
+     "tuple).", NULL},
     {"reused", (getter)InsertResult_get_reused, NULL,
      "How many leading blocks were already cached.", NULL},
     {"allocated", (getter)InsertResult_get_allocated, NULL,
-     "The ids given to the new blocks, in path order (R-ALLOC-2).", NULL},
+     "The ids given to the new blocks, in path order (R-ALLOC-2) (a ``Blocks`` view).",
+     NULL},
     {"evicted", (getter)InsertResult_get_evicted, NULL,
-     "Ids freed to make room, in eviction order (R-INS-5).", NULL},
+     "Ids freed to make room, in eviction order (R-INS-5) (a ``Blocks`` view).", NULL},
     {"lease", (getter)InsertResult_get_lease, NULL,
      "The lease pinning ``blocks`` when ``pin=True`` was asked, else None.", NULL},
     {NULL, NULL, NULL, NULL, NULL},
@@ -465,8 +473,17 @@ PyTypeObject InsertResult_Type = {
     .tp_dealloc = (destructor)InsertResult_dealloc,
     .tp_repr = (reprfunc)InsertResult_repr,
     .tp_flags = Py_TPFLAGS_DEFAULT,
-    .tp_doc = "What ``insert`` did (R-INS-1): ``length``, ``blocks``, ``reused``, "
-              "``allocated``, ``evicted``, ``lease``.",
+    .tp_doc = "What ``insert`` did (R-INS-1).\n\n"
+              "Attributes:\n"
+              "    length: tokens now cached for the sequence: its full blocks, ``len // B * B``.\n"
+              "    blocks: the block ids of those full blocks, root first (a ``Blocks`` view,\n"
+              "        equal to their tuple).\n"
+              "    reused: how many leading blocks were already cached.\n"
+              "    allocated: the ids given to the new blocks, in path order (R-ALLOC-2) (a\n"
+              "        ``Blocks`` view).\n"
+              "    evicted: ids freed to make room, in eviction order (R-INS-5) (a ``Blocks``\n"
+              "        view).\n"
+              "    lease: the lease pinning ``blocks`` when ``pin=True`` was asked, else None.",
     .tp_getset = InsertResult_getset,
 };
 
@@ -581,15 +598,18 @@ static PyMethodDef Lease_methods[] = {
      "Raises:\n    LeaseReleasedError: already released."},
     {"__enter__", (PyCFunction)Lease_enter, METH_NOARGS, "__enter__($self, /)\n--\n\n"},
     {"__exit__", (PyCFunction)(void (*)(void))Lease_exit, METH_FASTCALL,
-     "__exit__($self, exc_type, exc, traceback, /)\n--\n\nRelease the lease unless already released."},
+     "__exit__($self, exc_type, exc, traceback, /)\n--\n\n"},
     {NULL, NULL, 0, NULL},
 };
 
 static PyGetSetDef Lease_getset[] = {
-    {"id", (getter)Lease_get_id, NULL, "The lease's number, from 1, per tree.", NULL},
-    {"namespace", (getter)Lease_get_namespace, NULL, "The namespace of the pinned path.", NULL},
-    {"tokens", (getter)Lease_get_tokens, NULL, "The pinned token prefix (a tuple).", NULL},
-    {"blocks", (getter)Lease_get_blocks, NULL, "The pinned block ids, root first.", NULL},
+    {"id", (getter)Lease_get_id, NULL, "The lease's number, from 1, per tree. O(1).", NULL},
+    {"namespace", (getter)Lease_get_namespace, NULL,
+     "The namespace of the pinned path. O(1).", NULL},
+    {"tokens", (getter)Lease_get_tokens, NULL,
+     "The pinned token prefix, a tuple. O(length) the first time, then O(1).", NULL},
+    {"blocks", (getter)Lease_get_blocks, NULL,
+     "The pinned block ids, root first (a ``Blocks`` view). O(1).", NULL},
     {"length", (getter)Lease_get_length, NULL, "Pinned length in tokens. O(1).", NULL},
     {"released", (getter)Lease_get_released, NULL,
      "Whether the lease has been released. O(1).", NULL},

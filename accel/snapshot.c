@@ -1567,25 +1567,25 @@ static PyObject *Snapshot_repr(SnapshotObject *self) {
                                 (unsigned long long)self->version, (unsigned long long)self->clock);
 }
 
-#define SNAPSHOT_THREADS "Any thread, any time; never waits for the writer."
-
+/* The docstrings repeat reference/snapshot.py's, word for word wherever the behaviour is
+ * the same; tests/accel/test_docstrings.py lists every difference and its reason. */
 static PyMethodDef Snapshot_methods[] = {
     {"match", (PyCFunction)(void (*)(void))Snapshot_match, METH_FASTCALL | METH_KEYWORDS,
      "match($self, tokens, namespace=None)\n--\n\n"
      "The longest whole-block prefix cached at this version (R-SNAP-2, R-MATCH-1).\n\n"
-     "Stamps nothing and pins nothing; ``lease`` is always None. Cost: O(n). "
-     SNAPSHOT_THREADS "\nFrom 4,096 tokens on, the walk runs without the GIL (other threads,\n"
-     "readers and the writer, run meanwhile); do not change a token buffer during the call.\n\n"
+     "Stamps nothing and pins nothing; ``lease`` is always None. Cost: O(n).\n"
+     "From 4,096 tokens on, the walk runs without the GIL (other threads, readers and\n"
+     "the writer, run meanwhile); do not change a token buffer during the call.\n\n"
      "Raises:\n    InvalidTokensError: ``tokens`` is malformed (R-TOK-*).\n"
      "    InvalidArgumentError: ``namespace`` is not None or a str."},
     {"namespaces", (PyCFunction)Snapshot_namespaces, METH_NOARGS,
      "namespaces($self, /)\n--\n\n"
-     "Namespaces holding blocks at this version, None first. O(r). " SNAPSHOT_THREADS},
+     "Namespaces holding blocks at this version, None first. O(r): they are kept sorted."},
     {"dump", (PyCFunction)Snapshot_dump, METH_NOARGS,
      "dump($self, /)\n--\n\n"
-     "The canonical dump of this version's shape (R-SNAP-2, R-DUMP-2): format, block_size,\n"
-     "version, clock and the namespaces' edges (tokens, blocks, children). Equal to the\n"
-     "reference snapshot's dump. O(cached tokens). " SNAPSHOT_THREADS},
+     "The canonical dump of this version's shape (R-SNAP-2, R-DUMP-2).\n\n"
+     "Like ``RadixTree.dump()`` without the writer's bookkeeping (pins, stamps,\n"
+     "free and quarantined blocks), plus the version number. O(cached tokens)."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -1605,10 +1605,9 @@ PyTypeObject Snapshot_Type = {
     .tp_dealloc = (destructor)Snapshot_dealloc,
     .tp_repr = (reprfunc)Snapshot_repr,
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE,
-    .tp_doc = "An immutable view of one published version of a tree (R-SNAP-2); from\n"
-              "``RadixTree.snapshot()`` only. Cost to take: O(1). Every method may be called\n"
-              "from any thread at any time and never waits for the writer. It keeps the\n"
-              "version it shows alive (reference counts), also after the tree is gone.",
+    .tp_doc = "An immutable view of one published version of a tree (R-SNAP-2).\n\n"
+              "Cost to take: O(1). Safe to use from any thread. Made only by\n"
+              "``RadixTree.snapshot()``.",
     .tp_methods = Snapshot_methods,
     .tp_getset = Snapshot_getset,
 };
@@ -1658,16 +1657,18 @@ static PyObject *Reader_repr(ReaderObject *self) {
 static PyMethodDef Reader_methods[] = {
     {"leave", (PyCFunction)Reader_leave, METH_NOARGS,
      "leave($self, /)\n--\n\n"
-     "Leave the epoch; quarantined blocks may return to the allocator. O(log readers). "
-     SNAPSHOT_THREADS "\n\nRaises:\n    ReaderLeftError: the reader already left (R-EPOCH-4)."},
-    {"__enter__", (PyCFunction)Reader_enter, METH_NOARGS, "__enter__($self, /)\n--\n\nThe reader."},
+     "Leave the epoch; quarantined blocks may return to the allocator. O(readers): the\n"
+     "registry is an array sorted by epoch (a binary search, then the later entries move).\n\n"
+     "Raises:\n    ReaderLeftError: the reader already left (R-EPOCH-4)."},
+    {"__enter__", (PyCFunction)Reader_enter, METH_NOARGS, "__enter__($self, /)\n--\n\n"},
     {"__exit__", (PyCFunction)(void (*)(void))Reader_exit, METH_FASTCALL,
-     "__exit__($self, exc_type, exc, traceback, /)\n--\n\nLeave unless already left."},
+     "__exit__($self, exc_type, exc, traceback, /)\n--\n\n"},
     {NULL, NULL, 0, NULL},
 };
 
 static PyGetSetDef Reader_getset[] = {
-    {"epoch", (getter)Reader_get_epoch, NULL, "The epoch number this reader entered. O(1).", NULL},
+    {"epoch", (getter)Reader_get_epoch, NULL,
+     "The epoch number this reader entered (read-only). O(1).", NULL},
     {"left", (getter)Reader_get_left, NULL, "Whether the reader has left. O(1).", NULL},
     {NULL, NULL, NULL, NULL, NULL},
 };
@@ -1680,11 +1681,10 @@ PyTypeObject Reader_Type = {
     .tp_repr = (reprfunc)Reader_repr,
     .tp_flags = Py_TPFLAGS_DEFAULT,
     .tp_base = &Snapshot_Type,
-    .tp_doc = "A snapshot inside a reader epoch (R-EPOCH-1); from ``RadixTree.reader()`` only.\n\n"
-              "Blocks it can see are not handed out again until it leaves: use it as a\n"
-              "context manager or call ``leave()`` exactly once. A reader that is no longer\n"
-              "referenced leaves by itself, as in the reference (R-EPOCH-5). Every method\n"
-              "may be called from any thread at any time and never waits for the writer.",
+    .tp_doc = "A snapshot inside a reader epoch: what it can see is not reused until it leaves.\n\n"
+              "Use as a context manager, or call :meth:`leave` exactly once (R-EPOCH-1). A\n"
+              "reader that is no longer referenced leaves by itself (R-EPOCH-5). Made only by\n"
+              "``RadixTree.reader()``.",
     .tp_methods = Reader_methods,
     .tp_getset = Reader_getset,
 };

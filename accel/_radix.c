@@ -923,30 +923,184 @@ PyObject *Tree_release(TreeObject *self, PyObject *arg) {
     Py_RETURN_NONE;
 }
 
+/* ------------------------------------------------------------------ evict's preview
+ *
+ * evict() returns its ids as a tuple of ints, and boxing them may fail: so the ids are
+ * found first, without changing anything, boxed, and only then evicted (R-ERR-2: a call
+ * that raises changes nothing).  The preview replays evict_blocks' order over the heap as
+ * it is: the smallest (stamp, tail id) among the evictable leaves, a trimmed leaf filed
+ * again under its new tail, a parent left without children filed in turn.  The heap's
+ * entries are visited in key order through a frontier of heap positions (a heap's k
+ * smallest in O(k log k)); the nodes the replay has changed -- blocks and children left
+ * -- are kept in a small open-addressing table, and their heap entries skipped.
+ * O(k log k) for k ids. */
+
+typedef struct {
+    uint64_t stamp;
+    uint32_t tail;
+    uint32_t node;
+    uint32_t pos; /* the heap position it stands for, or NIL: a node the replay filed */
+} PvCand;
+
+typedef struct {
+    uint32_t node; /* NIL: an empty slot */
+    uint32_t left; /* blocks left */
+    uint32_t kids; /* children left */
+} PvNode;
+
+typedef struct {
+    PvCand *cand;
+    size_t n, cap;
+    PvNode *tab;
+    size_t mask;
+} Preview;
+
+static inline int pv_less(const PvCand *a, const PvCand *b) {
+    return a->stamp < b->stamp || (a->stamp == b->stamp && a->tail < b->tail);
+}
+
+static int pv_push(Preview *p, PvCand c) {
+    if (p->n == p->cap) {
+        size_t cap = p->cap * 2u;
+        PvCand *g = PyMem_Realloc(p->cand, cap * sizeof(PvCand));
+        if (g == NULL) return -1;
+        p->cand = g;
+        p->cap = cap;
+    }
+    size_t i = p->n++;
+    while (i > 0 && pv_less(&c, &p->cand[(i - 1) / 2])) {
+        p->cand[i] = p->cand[(i - 1) / 2];
+        i = (i - 1) / 2;
+    }
+    p->cand[i] = c;
+    return 0;
+}
+
+static PvCand pv_pop(Preview *p) {
+    PvCand top = p->cand[0], last = p->cand[--p->n];
+    size_t i = 0;
+    for (;;) {
+        size_t c = 2 * i + 1;
+        if (c >= p->n) break;
+        if (c + 1 < p->n && pv_less(&p->cand[c + 1], &p->cand[c])) c++;
+        if (!pv_less(&p->cand[c], &last)) break;
+        p->cand[i] = p->cand[c];
+        i = c;
+    }
+    if (p->n > 0) p->cand[i] = last;
+    return top;
+}
+
+/* Node n's slot in the table (a new one, filled from the node's record, if absent). */
+static PvNode *pv_node(Preview *p, const TreeObject *t, uint32_t n) {
+    size_t i = (size_t)(n * 0x9E3779B1u) & p->mask;
+    while (p->tab[i].node != NIL && p->tab[i].node != n) i = (i + 1) & p->mask;
+    if (p->tab[i].node == NIL) p->tab[i] = (PvNode){n, t->nodes[n].nblocks, t->nodes[n].nchildren};
+    return &p->tab[i];
+}
+
+static int pv_changed(const Preview *p, uint32_t n) {
+    size_t i = (size_t)(n * 0x9E3779B1u) & p->mask;
+    while (p->tab[i].node != NIL && p->tab[i].node != n) i = (i + 1) & p->mask;
+    return p->tab[i].node == n;
+}
+
+static int pv_push_heap(Preview *p, const TreeObject *t, uint32_t pos) {
+    const HeapEntry *e = &t->heap[pos];
+    return pv_push(p, (PvCand){e->stamp, node_last_of(t, e->node), e->node, pos});
+}
+
+/* The ids evict_blocks(t, count, ...) would evict, in its order, into out; how many, or
+ * -1 with MemoryError set.  Changes nothing. */
+static Py_ssize_t evict_preview(TreeObject *t, Py_ssize_t count, uint32_t *out) {
+    Py_ssize_t done = 0;
+    if (count == 0 || t->heap_len == 0) return 0;
+    /* At most two nodes change per id (the leaf, and its parent when the leaf goes), so a
+     * table of twice that many slots stays at most half full. */
+    size_t touched = (size_t)count * 2u < t->nodes_len ? (size_t)count * 2u : t->nodes_len;
+    size_t slots = 16;
+    while (slots < 2u * touched) slots *= 2u;
+    Preview p = {PyMem_Malloc(64 * sizeof(PvCand)), 0, 64, PyMem_Malloc(slots * sizeof(PvNode)),
+                 slots - 1u};
+    if (p.cand == NULL || p.tab == NULL) goto oom;
+    for (size_t i = 0; i < slots; i++) p.tab[i].node = NIL;
+    if (pv_push_heap(&p, t, 0) < 0) goto oom;
+    while (done < count && p.n > 0) {
+        PvCand c = pv_pop(&p);
+        if (c.pos != NIL) {
+            /* A heap entry: its children in the heap come next in key order. */
+            for (uint32_t k = 1; k <= HEAP_ARITY; k++) {
+                uint64_t child = (uint64_t)HEAP_ARITY * c.pos + k;
+                if (child < t->heap_len && pv_push_heap(&p, t, (uint32_t)child) < 0) goto oom;
+            }
+            if (pv_changed(&p, c.node)) continue; /* filed again under its new key */
+        }
+        PvNode *x = pv_node(&p, t, c.node);
+        const uint32_t *ids = node_ids(t, &t->nodes[c.node]);
+        out[done++] = ids[--x->left];
+        uint32_t next = c.node, tail;
+        if (x->left > 0) {
+            tail = ids[x->left - 1];
+        } else {
+            next = t->nodes[c.node].parent; /* the leaf goes: its parent may become one */
+            PvNode *y = pv_node(&p, t, next);
+            if (--y->kids > 0 || t->nodes[next].parent == NIL) continue;
+            tail = node_ids(t, &t->nodes[next])[y->left - 1];
+        }
+        if (t->pins[tail] == 0 && pv_push(&p, (PvCand){t->stamps[tail], tail, next, NIL}) < 0)
+            goto oom;
+    }
+    PyMem_Free(p.cand);
+    PyMem_Free(p.tab);
+    return done;
+oom:
+    PyMem_Free(p.cand);
+    PyMem_Free(p.tab);
+    PyErr_NoMemory();
+    return -1;
+}
+
 static PyObject *Tree_evict(TreeObject *self, PyObject *arg) {
-    uint64_t count;
     if (!PyLong_Check(arg) || PyBool_Check(arg)) goto bad;
     int overflow = 0;
     long long v = PyLong_AsLongLongAndOverflow(arg, &overflow);
     if (v == -1 && PyErr_Occurred()) return NULL;
     if (overflow < 0 || (!overflow && v < 0)) goto bad;
-    count = overflow > 0 ? UINT64_MAX : (uint64_t)v;
-    if (count > self->cached) count = self->cached;
-    uint32_t *out = PyMem_Malloc((size_t)(count ? count : 1) * sizeof(uint32_t));
-    if (out == NULL) return PyErr_NoMemory();
-    if (self->nreaders > 0 && q_reserve(self, (size_t)count) < 0) {
-        PyMem_Free(out);
-        return NULL;
+    uint64_t count = overflow > 0 ? UINT64_MAX : (uint64_t)v;
+    /* Every unpinned cached block is evictable, leaf tail after leaf tail (pins never
+     * grow down a path), so the call evicts exactly min(count, unpinned) blocks.  The
+     * tuple first: allocating it may run a collection, hence finalizers that change the
+     * tree, so its size is checked against the tree once no more Python code can run. */
+    PyObject *tuple;
+    Py_ssize_t n;
+    for (;;) {
+        uint64_t evictable = self->cached - self->pinned;
+        n = (Py_ssize_t)(count < evictable ? count : evictable);
+        if ((tuple = PyTuple_New(n)) == NULL) return NULL;
+        evictable = self->cached - self->pinned;
+        if ((uint64_t)n == (count < evictable ? count : evictable)) break;
+        Py_DECREF(tuple);
     }
-    Py_ssize_t done = evict_blocks(self, (Py_ssize_t)count, out, NIL);
-    PyObject *tuple = PyTuple_New(done);
-    for (Py_ssize_t i = 0; tuple != NULL && i < done; i++) {
+    uint32_t *out = PyMem_Malloc((size_t)(n ? n : 1) * sizeof(uint32_t));
+    if (out == NULL) {
+        PyErr_NoMemory();
+        goto fail;
+    }
+    if (evict_preview(self, n, out) < 0) goto fail;
+    for (Py_ssize_t i = 0; i < n; i++) {
         PyObject *id = PyLong_FromUnsignedLong(out[i]);
-        if (id == NULL) Py_CLEAR(tuple);
-        else PyTuple_SET_ITEM(tuple, i, id);
+        if (id == NULL) goto fail;
+        PyTuple_SET_ITEM(tuple, i, id);
     }
+    if (self->nreaders > 0 && q_reserve(self, (size_t)n) < 0) goto fail;
+    /* ---- mutation phase: nothing below can fail; it evicts the very ids boxed above */
+    evict_blocks(self, n, out, NIL);
     PyMem_Free(out);
     return tuple;
+fail:
+    PyMem_Free(out);
+    Py_DECREF(tuple);
+    return NULL;
 bad:
     PyErr_Format(G.InvalidArgumentError, "evict count must be an int >= 0, got %R", arg);
     return NULL;

@@ -463,8 +463,8 @@ static uint64_t q_reclaimable(const TreeObject *t) {
     return total;
 }
 
-/* Return those blocks to the allocator; their ids go to out (if not NULL). */
-static size_t q_reclaim(TreeObject *t, uint32_t *out) {
+/* Return those blocks to the allocator (t_qids_peek reads their ids first). */
+static size_t q_reclaim(TreeObject *t) {
     size_t done = 0;
     while (t->qb_head < t->qb_len &&
            (t->nreaders == 0 || t->qb[t->qb_head].epoch < t->readers[0])) {
@@ -472,7 +472,6 @@ static size_t q_reclaim(TreeObject *t, uint32_t *out) {
         for (uint32_t i = 0; i < n; i++) {
             uint32_t b = t->qids[t->qid_head++];
             ba_put(&t->alloc, b);
-            if (out != NULL) out[done] = b;
             done++;
         }
     }
@@ -761,7 +760,6 @@ static PyObject *Tree_match(TreeObject *self, PyObject *const *args, Py_ssize_t 
     if (tokens_get(self, tokens_obj, &tk) < 0) goto fail_no_tokens;
     if (norm_namespace(ns_obj, &ns) < 0) goto fail;
     uint32_t root = tree_root_of(self, ns);
-    if (root == NIL && PyErr_Occurred()) goto fail;
     if (shadow_ensure(self) < 0) goto fail;
     Py_ssize_t limit = tk.n / self->B;
     if (path_reserve(self, limit) < 0) goto fail;
@@ -804,7 +802,6 @@ static PyObject *Tree_insert(TreeObject *self, PyObject *const *args, Py_ssize_t
     if (tokens_get(self, tokens_obj, &tk) < 0) goto fail_no_tokens;
     if (norm_namespace(ns_obj, &ns) < 0) goto fail;
     uint32_t root = tree_root_of(self, ns);
-    if (root == NIL && PyErr_Occurred()) goto fail;
     if (shadow_ensure(self) < 0) goto fail;
     const uint32_t B = self->B;
     Py_ssize_t wanted = tk.n / B;
@@ -852,7 +849,7 @@ static PyObject *Tree_insert(TreeObject *self, PyObject *const *args, Py_ssize_t
     uint32_t *out_blocks = res->ids;
     uint32_t *out_alloc = res->ids + wanted;
     uint32_t *out_evict = out_alloc + needed;
-    if (short_of_blocks) q_reclaim(self, NULL);
+    if (short_of_blocks) q_reclaim(self);
     if (nevict > 0) {
         /* No reader is inside (else nothing would be evictable): the ids go straight
          * back to the allocator. */
@@ -904,7 +901,6 @@ PyObject *Tree_release(TreeObject *self, PyObject *arg) {
     }
     if (path_reserve(self, l->count) < 0) return NULL;
     uint32_t root = tree_root_of(self, l->ns);
-    if (root == NIL && PyErr_Occurred()) return NULL;
     if (shadow_ensure(self) < 0) return NULL;
     uint32_t last, used;
     Py_ssize_t matched = tree_walk(self, root, l->tokens, l->count, self->scratch_path, &last, &used);
@@ -932,8 +928,9 @@ PyObject *Tree_release(TreeObject *self, PyObject *arg) {
  * again under its new tail, a parent left without children filed in turn.  The heap's
  * entries are visited in key order through a frontier of heap positions (a heap's k
  * smallest in O(k log k)); the nodes the replay has changed -- blocks and children left
- * -- are kept in a small open-addressing table, and their heap entries skipped.
- * O(k log k) for k ids. */
+ * -- are kept in a small open-addressing table.  A heap entry is never stale when it
+ * comes up: a leaf enters the table only once its own entry (or, for a parent the replay
+ * made a leaf, no entry at all) has come up.  O(k log k) for k ids. */
 
 typedef struct {
     uint64_t stamp;
@@ -955,8 +952,12 @@ typedef struct {
     size_t mask;
 } Preview;
 
+/* The heap's order.  Two candidates never share a stamp (R-LRU-4: two leaf tails are
+ * never stamped by one call, and a node is a candidate once at a time), so the tie-break
+ * by tail id, kept to state the order fully, is never reached. */
 static inline int pv_less(const PvCand *a, const PvCand *b) {
-    return a->stamp < b->stamp || (a->stamp == b->stamp && a->tail < b->tail);
+    if (a->stamp != b->stamp) return a->stamp < b->stamp;
+    return a->tail < b->tail;
 }
 
 static int pv_push(Preview *p, PvCand c) {
@@ -999,22 +1000,17 @@ static PvNode *pv_node(Preview *p, const TreeObject *t, uint32_t n) {
     return &p->tab[i];
 }
 
-static int pv_changed(const Preview *p, uint32_t n) {
-    size_t i = (size_t)(n * 0x9E3779B1u) & p->mask;
-    while (p->tab[i].node != NIL && p->tab[i].node != n) i = (i + 1) & p->mask;
-    return p->tab[i].node == n;
-}
-
 static int pv_push_heap(Preview *p, const TreeObject *t, uint32_t pos) {
     const HeapEntry *e = &t->heap[pos];
     return pv_push(p, (PvCand){e->stamp, node_last_of(t, e->node), e->node, pos});
 }
 
-/* The ids evict_blocks(t, count, ...) would evict, in its order, into out; how many, or
- * -1 with MemoryError set.  Changes nothing. */
+/* The ids evict_blocks(t, count, ...) would evict, in its order, into out: count of them
+ * (at most the unpinned blocks, all of which are evictable), or -1 with MemoryError set.
+ * Changes nothing. */
 static Py_ssize_t evict_preview(TreeObject *t, Py_ssize_t count, uint32_t *out) {
     Py_ssize_t done = 0;
-    if (count == 0 || t->heap_len == 0) return 0;
+    if (count == 0) return 0; /* else an unpinned block exists, so an evictable leaf does */
     /* At most two nodes change per id (the leaf, and its parent when the leaf goes), so a
      * table of twice that many slots stays at most half full. */
     size_t touched = (size_t)count * 2u < t->nodes_len ? (size_t)count * 2u : t->nodes_len;
@@ -1024,7 +1020,10 @@ static Py_ssize_t evict_preview(TreeObject *t, Py_ssize_t count, uint32_t *out) 
                  slots - 1u};
     if (p.cand == NULL || p.tab == NULL) goto oom;
     for (size_t i = 0; i < slots; i++) p.tab[i].node = NIL;
-    if (pv_push_heap(&p, t, 0) < 0) goto oom;
+    const HeapEntry *top = &t->heap[0];
+    p.cand[p.n++] = (PvCand){top->stamp, node_last_of(t, top->node), top->node, 0};
+    /* The frontier never runs dry first: each of the count ids is an unpinned leaf tail
+     * (a candidate) until it is taken. */
     while (done < count && p.n > 0) {
         PvCand c = pv_pop(&p);
         if (c.pos != NIL) {
@@ -1033,7 +1032,6 @@ static Py_ssize_t evict_preview(TreeObject *t, Py_ssize_t count, uint32_t *out) 
                 uint64_t child = (uint64_t)HEAP_ARITY * c.pos + k;
                 if (child < t->heap_len && pv_push_heap(&p, t, (uint32_t)child) < 0) goto oom;
             }
-            if (pv_changed(&p, c.node)) continue; /* filed again under its new key */
         }
         PvNode *x = pv_node(&p, t, c.node);
         const uint32_t *ids = node_ids(t, &t->nodes[c.node]);
@@ -1063,8 +1061,7 @@ oom:
 static PyObject *Tree_evict(TreeObject *self, PyObject *arg) {
     if (!PyLong_Check(arg) || PyBool_Check(arg)) goto bad;
     int overflow = 0;
-    long long v = PyLong_AsLongLongAndOverflow(arg, &overflow);
-    if (v == -1 && PyErr_Occurred()) return NULL;
+    long long v = int_value(arg, &overflow);
     if (overflow < 0 || (!overflow && v < 0)) goto bad;
     uint64_t count = overflow > 0 ? UINT64_MAX : (uint64_t)v;
     /* Every unpinned cached block is evictable, leaf tail after leaf tail (pins never
@@ -1189,7 +1186,7 @@ static PyObject *Tree_reclaim(TreeObject *self, PyObject *unused) {
         }
         PyTuple_SET_ITEM(tuple, (Py_ssize_t)i, v);
     }
-    q_reclaim(self, NULL);
+    q_reclaim(self);
     PyMem_Free(ids);
     return tuple;
 }
@@ -1382,11 +1379,11 @@ static PyObject *Tree_get_hash_seed(TreeObject *self, void *c) {
 
 /* ------------------------------------------------------------------ construction */
 
+/* 1: obj is an int (not a bool) in [1, limit], stored in *out; 0: it is not. */
 static int parse_positive(PyObject *obj, uint64_t limit, uint32_t *out) {
     if (!PyLong_Check(obj) || PyBool_Check(obj)) return 0;
     int overflow = 0;
-    long long v = PyLong_AsLongLongAndOverflow(obj, &overflow);
-    if (v == -1 && PyErr_Occurred()) return -1;
+    long long v = int_value(obj, &overflow);
     if (overflow || v < 1 || (uint64_t)v > limit) return 0;
     *out = (uint32_t)v;
     return 1;
@@ -1399,18 +1396,12 @@ static PyObject *Tree_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
                                      &seed_obj))
         return NULL;
     uint32_t B = 16, n = 0;
-    if (b_obj != NULL) {
-        int ok = parse_positive(b_obj, 1u << 24, &B);
-        if (ok < 0) return NULL;
-        if (!ok) {
-            PyErr_Format(G.InvalidArgumentError,
-                         "block_size must be an int >= 1 (at most 2**24 in accel), got %R", b_obj);
-            return NULL;
-        }
+    if (b_obj != NULL && !parse_positive(b_obj, 1u << 24, &B)) {
+        PyErr_Format(G.InvalidArgumentError,
+                     "block_size must be an int >= 1 (at most 2**24 in accel), got %R", b_obj);
+        return NULL;
     }
-    int ok = parse_positive(n_obj, MAX_POOL, &n);
-    if (ok < 0) return NULL;
-    if (!ok) {
+    if (!parse_positive(n_obj, MAX_POOL, &n)) {
         PyErr_Format(G.InvalidArgumentError,
                      "num_blocks must be an int >= 1 (at most %u in accel), got %R", MAX_POOL, n_obj);
         return NULL;
@@ -1426,8 +1417,7 @@ static PyObject *Tree_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
             PyErr_SetString(PyExc_TypeError, "_hash_seed must be an int or None");
             return NULL;
         }
-        seed = PyLong_AsUnsignedLongLongMask(seed_obj);
-        if (seed == (uint64_t)-1 && PyErr_Occurred()) return NULL;
+        seed = PyLong_AsUnsignedLongLongMask(seed_obj); /* an int: cannot fail */
     }
     if ((uint64_t)n * B > ((uint64_t)1 << 40)) {
         PyErr_NoMemory();

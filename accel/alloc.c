@@ -102,12 +102,11 @@ typedef struct {
     BitAlloc a;
 } AllocObject;
 
-/* 1: an int (not bool) in [0, limit); 0: not; -1: error. Stores the value. */
+/* 1: an int (not bool) in [0, limit), stored in *out; 0: not. */
 static int exact_index(PyObject *obj, uint64_t limit, uint32_t *out) {
     if (!PyLong_Check(obj) || PyBool_Check(obj)) return 0;
     int overflow = 0;
-    long long v = PyLong_AsLongLongAndOverflow(obj, &overflow);
-    if (v == -1 && PyErr_Occurred()) return -1;
+    long long v = int_value(obj, &overflow);
     if (overflow || v < 0 || (uint64_t)v >= limit) return 0;
     *out = (uint32_t)v;
     return 1;
@@ -117,8 +116,7 @@ static int exact_index(PyObject *obj, uint64_t limit, uint32_t *out) {
 static int parse_count(PyObject *obj, const char *what, uint64_t *out) {
     if (!PyLong_Check(obj) || PyBool_Check(obj)) goto bad;
     int overflow = 0;
-    long long v = PyLong_AsLongLongAndOverflow(obj, &overflow);
-    if (v == -1 && PyErr_Occurred()) return -1;
+    long long v = int_value(obj, &overflow);
     if (overflow < 0 || (!overflow && v < 0)) goto bad;
     *out = overflow > 0 ? UINT64_MAX : (uint64_t)v;
     return 0;
@@ -132,9 +130,7 @@ static PyObject *Alloc_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
     PyObject *n_obj;
     if (!PyArg_ParseTupleAndKeywords(args, kwds, "O:BlockAllocator", kwlist, &n_obj)) return NULL;
     uint32_t n = 0;
-    int ok = exact_index(n_obj, (uint64_t)MAX_POOL + 1u, &n);
-    if (ok < 0) return NULL;
-    if (!ok || n < 1) {
+    if (!exact_index(n_obj, (uint64_t)MAX_POOL + 1u, &n) || n < 1) {
         PyErr_Format(G.InvalidArgumentError,
                      "num_blocks must be an int >= 1 (at most %u in accel), got %R",
                      MAX_POOL, n_obj);
@@ -168,9 +164,7 @@ static PyObject *Alloc_get_allocated_count(AllocObject *self, void *c) {
 }
 
 static int check_id(AllocObject *self, PyObject *obj, uint32_t *out) {
-    int ok = exact_index(obj, self->a.num_blocks, out);
-    if (ok < 0) return -1;
-    if (!ok) {
+    if (!exact_index(obj, self->a.num_blocks, out)) {
         PyErr_Format(G.ForeignBlockError,
                      "%R is not a block id of this pool (ids are 0..%u)", obj,
                      self->a.num_blocks - 1u);

@@ -56,7 +56,7 @@ PyObject *blocks_view(PyObject *owner, const uint32_t *ids, Py_ssize_t n) {
 }
 
 static void Blocks_dealloc(BlocksObject *self) {
-    Py_XDECREF(self->owner);
+    Py_DECREF(self->owner);
     PyObject_Free(self);
 }
 
@@ -100,53 +100,50 @@ static PyObject *Blocks_subscript(BlocksObject *self, PyObject *key) {
     return NULL;
 }
 
-/* -1: not an id (cannot be contained); else the id. */
-static long long as_id(PyObject *value) {
-    if (!PyLong_Check(value)) return -2;
-    int overflow = 0;
-    long long v = PyLong_AsLongLongAndOverflow(value, &overflow);
-    if (v == -1 && PyErr_Occurred()) return -3;
-    if (overflow || v < 0 || v > 0xFFFFFFFFLL) return -1;
-    return v;
+/* Where value == ids[i], as the tuple's comparison would say, from i = 0: the count of
+ * matches (all) or the first match's index (-1 for none), or -2 with an error set.  An
+ * exact int is compared by value, with no int made; anything else (a bool, a float, an
+ * int subclass, ...) by its own == against the id as an int, like a tuple's element. */
+static Py_ssize_t blocks_find(const BlocksObject *self, PyObject *value, int all) {
+    Py_ssize_t found = all ? 0 : -1;
+    if (PyLong_CheckExact(value)) {
+        int overflow = 0;
+        long long v = int_value(value, &overflow);
+        for (Py_ssize_t i = 0; i < self->n && !overflow; i++) {
+            if ((long long)self->ids[i] != v) continue;
+            if (!all) return i;
+            found++;
+        }
+        return found;
+    }
+    for (Py_ssize_t i = 0; i < self->n; i++) {
+        PyObject *x = PyLong_FromUnsignedLong(self->ids[i]);
+        if (x == NULL) return -2;
+        int eq = PyObject_RichCompareBool(x, value, Py_EQ);
+        Py_DECREF(x);
+        if (eq < 0) return -2;
+        if (eq == 0) continue;
+        if (!all) return i;
+        found++;
+    }
+    return found;
 }
 
 static int Blocks_contains(BlocksObject *self, PyObject *value) {
-    long long v = as_id(value);
-    if (v == -3) return -1;
-    if (v == -2) {
-        /* Not an int: compare the slow way, like a tuple would. */
-        for (Py_ssize_t i = 0; i < self->n; i++) {
-            PyObject *x = PyLong_FromUnsignedLong(self->ids[i]);
-            if (x == NULL) return -1;
-            int eq = PyObject_RichCompareBool(x, value, Py_EQ);
-            Py_DECREF(x);
-            if (eq != 0) return eq;
-        }
-        return 0;
-    }
-    if (v < 0) return 0;
-    for (Py_ssize_t i = 0; i < self->n; i++)
-        if (self->ids[i] == (uint32_t)v) return 1;
-    return 0;
+    Py_ssize_t at = blocks_find(self, value, 0);
+    return at == -2 ? -1 : at >= 0;
 }
 
 static PyObject *Blocks_index(BlocksObject *self, PyObject *value) {
-    long long v = as_id(value);
-    if (v == -3) return NULL;
-    if (v >= 0)
-        for (Py_ssize_t i = 0; i < self->n; i++)
-            if (self->ids[i] == (uint32_t)v) return PyLong_FromSsize_t(i);
-    PyErr_Format(PyExc_ValueError, "%R is not in Blocks", value);
+    Py_ssize_t at = blocks_find(self, value, 0);
+    if (at >= 0) return PyLong_FromSsize_t(at);
+    if (at == -1) PyErr_Format(PyExc_ValueError, "%R is not in Blocks", value);
     return NULL;
 }
 
 static PyObject *Blocks_count(BlocksObject *self, PyObject *value) {
-    long long v = as_id(value);
-    if (v == -3) return NULL;
-    Py_ssize_t c = 0;
-    if (v >= 0)
-        for (Py_ssize_t i = 0; i < self->n; i++) c += self->ids[i] == (uint32_t)v;
-    return PyLong_FromSsize_t(c);
+    Py_ssize_t count = blocks_find(self, value, 1);
+    return count == -2 ? NULL : PyLong_FromSsize_t(count);
 }
 
 static PyObject *Blocks_richcompare(PyObject *a, PyObject *b, int op) {
@@ -188,8 +185,9 @@ static PyObject *Blocks_repr(BlocksObject *self) {
     return r;
 }
 
+/* sq_concat: a is the Blocks (Python calls the left operand's). */
 static PyObject *Blocks_concat(PyObject *a, PyObject *b) {
-    PyObject *ta = PyObject_TypeCheck(a, &Blocks_Type) ? Blocks_tuple((BlocksObject *)a) : Py_NewRef(a);
+    PyObject *ta = Blocks_tuple((BlocksObject *)a);
     if (ta == NULL) return NULL;
     PyObject *tb = PyObject_TypeCheck(b, &Blocks_Type) ? Blocks_tuple((BlocksObject *)b) : Py_NewRef(b);
     if (tb == NULL) {
@@ -291,19 +289,18 @@ static PyObject *Blocks_iter(BlocksObject *self) {
 }
 
 static void BlocksIter_dealloc(BlocksIterObject *self) {
-    Py_XDECREF(self->seq);
+    Py_DECREF(self->seq);
     PyObject_Free(self);
 }
 
 static PyObject *BlocksIter_next(BlocksIterObject *self) {
-    if (self->seq == NULL || self->pos >= self->seq->n) return NULL;
+    if (self->pos >= self->seq->n) return NULL;
     return PyLong_FromUnsignedLong(self->seq->ids[self->pos++]);
 }
 
 static PyObject *BlocksIter_length_hint(BlocksIterObject *self, PyObject *unused) {
     (void)unused;
-    Py_ssize_t left = self->seq ? self->seq->n - self->pos : 0;
-    return PyLong_FromSsize_t(left > 0 ? left : 0);
+    return PyLong_FromSsize_t(self->seq->n - self->pos); /* pos never passes n */
 }
 
 static PyMethodDef BlocksIter_methods[] = {
@@ -333,7 +330,7 @@ MatchResultObject *match_result_new(Py_ssize_t nblocks) {
 }
 
 static void MatchResult_dealloc(MatchResultObject *self) {
-    Py_XDECREF(self->lease);
+    Py_DECREF(self->lease);
     PyObject_Free(self);
 }
 
@@ -403,7 +400,7 @@ InsertResultObject *insert_result_new(Py_ssize_t nblocks, Py_ssize_t nalloc, Py_
 }
 
 static void InsertResult_dealloc(InsertResultObject *self) {
-    Py_XDECREF(self->lease);
+    Py_DECREF(self->lease);
     PyObject_Free(self);
 }
 
@@ -532,9 +529,10 @@ static PyObject *Lease_get_id(LeaseObject *self, void *c) {
     (void)c;
     return PyLong_FromUnsignedLongLong(self->id);
 }
+/* A lease reaches Python only linked, so its ns is set (None or an exact str). */
 static PyObject *Lease_get_namespace(LeaseObject *self, void *c) {
     (void)c;
-    return Py_NewRef(self->ns ? self->ns : Py_None);
+    return Py_NewRef(self->ns);
 }
 static PyObject *Lease_get_tokens(LeaseObject *self, void *c) {
     (void)c;
@@ -588,7 +586,7 @@ static PyObject *Lease_exit(LeaseObject *self, PyObject *const *args, Py_ssize_t
 static PyObject *Lease_repr(LeaseObject *self) {
     return PyUnicode_FromFormat("<Lease %llu %s: %u blocks, namespace=%R>",
                                 (unsigned long long)self->id, self->released ? "released" : "live",
-                                self->count, self->ns ? self->ns : Py_None);
+                                self->count, self->ns);
 }
 
 static PyMethodDef Lease_methods[] = {

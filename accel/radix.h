@@ -478,7 +478,17 @@ void derive_keys(uint64_t seed, uint32_t *keys, uint32_t n, uint64_t *parent_mix
 uint32_t tree_find_child(TreeObject *t, uint32_t parent, const uint32_t *blk);
 Py_ssize_t tree_walk(TreeObject *t, uint32_t root, const uint32_t *tok, Py_ssize_t limit,
                      uint32_t *out, uint32_t *last_node, uint32_t *last_used);
+/* ns's root node, or NIL when the namespace holds nothing; ns is None, NULL (both the
+ * default namespace) or an exact str.  Cannot fail: the registry's keys are exact strs,
+ * whose hashing and comparison run no code and raise nothing. */
 uint32_t tree_root_of(TreeObject *t, PyObject *ns);
+
+/* The value of an int (the caller has checked PyLong_Check), with *overflow set to +1 or
+ * -1 when it does not fit in a long long.  Cannot fail: PyLong_AsLongLongAndOverflow
+ * raises only for an object that is not an int (on which it calls __index__). */
+static inline long long int_value(PyObject *obj, int *overflow) {
+    return PyLong_AsLongLongAndOverflow(obj, overflow);
+}
 
 PyObject *tree_dump(TreeObject *t);
 int tree_check(TreeObject *t);

@@ -55,6 +55,9 @@ if not hasattr(_testcapi, "set_nomemory"):  # pragma: no cover - every CPython 3
 #: The most allocations one call may make before the sweep gives up (a runaway guard).
 LIMIT = 4000
 
+#: More than CPython's free lists of lists and dicts hold (80 each in 3.11-3.13).
+FREE_LIST = 100
+
 #: A call as (function, positional arguments, keyword arguments), all made beforehand.
 Spec = tuple[Callable[..., Any], tuple[Any, ...], dict[str, Any]]
 
@@ -128,6 +131,9 @@ def attempt(k: int, spec: Spec) -> tuple[str, Any, bool]:
     between this one and the C code under test."""
     fn, args, kwargs = spec
     probes = [None] * (k + 1)
+    # CPython keeps freed lists and dicts for reuse: with its free lists emptied first,
+    # every list and dict the call makes is an allocation that can fail.
+    drained: Any = ([[] for _ in range(FREE_LIST)], [{} for _ in range(FREE_LIST)])
     sys._getframe(1)  # both frame objects made before the window
     _testcapi.set_nomemory(k, k + 1)
     try:
@@ -145,6 +151,7 @@ def attempt(k: int, spec: Spec) -> tuple[str, Any, bool]:
         return "ok", value, False
     finally:
         _testcapi.remove_mem_hooks()
+        del drained
 
 
 def check_published(state: State) -> None:
@@ -284,6 +291,52 @@ def cloned() -> State:
     return state
 
 
+def big() -> State:
+    """Over 256 nodes (node indices and ids are no longer cached small ints), the node
+    arrays one insert short of growing, more than 8 leases (a clone copies them in
+    batches), a reader inside with epochs past 256 and a reclaimable quarantine of ids
+    past 256."""
+    tree = accel.RadixTree(1200, 1, _hash_seed=1)
+    for _ in range(300):
+        tree.reader().leave()  # epochs past 256
+    leases = [tree.insert([i, 1], pin=True).lease for i in range(10)]
+    for i in range(10, BIG_CHILDREN):
+        tree.insert([i, i])
+    early = tree.reader()
+    tree.evict(40)  # ids past 256 into the quarantine
+    early.leave()
+    state = State(tree, held={"lease": leases[0], "leases": leases})
+    state.held["reader"] = tree.reader()
+    return state
+
+
+def quarantine_full() -> State:
+    """A reader inside and the quarantine's arrays full: the next eviction grows them."""
+    tree = accel.RadixTree(300, 1, _hash_seed=1)
+    lease = tree.insert([7777], pin=True).lease
+    for i in range(100):
+        tree.insert([i, i + 1000])
+    state = State(tree, held={"reader": tree.reader(), "lease": lease})
+    for _ in range(8):
+        tree.evict(8)  # 8 batches, 64 ids: both arrays exactly full
+    return state
+
+
+def _big_children() -> int:
+    """How many children the big state's root gets: past 256 nodes, up to where the next
+    insert must grow the node arrays (each call reserves 3 records; a record is 36 bytes
+    of ``memory_bytes()["nodes"]``; the root is one too)."""
+    tree = accel.RadixTree(1200, 1)
+    for i in range(600):
+        tree.insert([i, i])
+        used = tree.memory_bytes()
+        if i > 300 and used["live_nodes"] + 1 + 3 > used["nodes"] // 36:
+            return i + 1
+    raise AssertionError("the node arrays never filled up")
+
+
+BIG_CHILDREN = _big_children()
+
 STATES: dict[str, Callable[[], State]] = {
     "small": small,
     "snapshot": with_snapshot,
@@ -296,6 +349,8 @@ STATES: dict[str, Callable[[], State]] = {
     "full": full(readers=False),
     "full_readers": full(readers=True),
     "cloned": cloned,
+    "big": big,
+    "quarantine_full": quarantine_full,
 }
 
 # ---------------------------------------------------------------------------- calls
@@ -316,7 +371,12 @@ WRITER_CALLS: dict[str, Call] = {
     "insert_branch_in_trie": lambda s: c(s.tree.insert, blocks(150, 1, 3)),
     "insert_split_in_trie": lambda s: c(s.tree.insert, blocks(101, 1, 9)),
     "insert_i64": lambda s: c(s.tree.insert, np.array(blocks(1, 2, 3, 4, 11), dtype=np.int64)),
-    "insert_too_big": lambda s: c(s.tree.insert, list(range(500))),
+    "insert_too_big": lambda s: c(s.tree.insert, list(range(700))),
+    "insert_long_misaligned": lambda s: c(
+        s.tree.insert,
+        memoryview(bytes(1) + np.arange(600, dtype=np.uint32).tobytes())[1:].cast("I"),
+    ),
+    "match_long": lambda s: c(s.tree.match, np.arange(2000, 3000, dtype=np.int64), "ns"),
     "match_pin": lambda s: c(s.tree.match, blocks(1, 2, 3, 4), pin=True),
     "match_str_subclass": lambda s: c(s.tree.match, blocks(7, 8), Name("ns")),
     "match_misaligned": lambda s: c(
@@ -325,6 +385,7 @@ WRITER_CALLS: dict[str, Call] = {
     ),
     "evict_one": lambda s: c(s.tree.evict, 1),
     "evict_many": lambda s: c(s.tree.evict, 30),
+    "evict_most": lambda s: c(s.tree.evict, 150),
     "reclaim": lambda s: c(s.tree.reclaim),
     "snapshot": lambda s: c(s.tree.snapshot),
     "reader": lambda s: c(s.tree.reader),
@@ -372,8 +433,31 @@ SPECIAL_CALLS: list[tuple[str, str, Call]] = [
 ]
 
 
+#: The calls the big states are swept with: those whose arrays they make grow (a dump of
+#: them would sweep thousands of allocations for nothing new).
+GROWTH_CALLS = {
+    "insert_new_namespace",
+    "insert_split",
+    "insert_extend",
+    "evict_one",
+    "evict_most",
+    "reclaim",
+    "reader",
+    "stats",
+    "clone",
+    "release",
+}
+BIG_STATES = {"big", "quarantine_full"}
+
+
 def case_ids() -> list[tuple[str, str]]:
-    cases = [(state, call) for state in STATES for call in WRITER_CALLS]
+    cases = [
+        (state, call)
+        for state in STATES
+        for call in WRITER_CALLS
+        if (state not in BIG_STATES or call in GROWTH_CALLS)
+        and (call != "render" or state == "small")  # Python code: the dump's C is swept
+    ]
     return cases + [(state, call) for state, call, _ in SPECIAL_CALLS]
 
 
@@ -417,6 +501,8 @@ OTHER_CALLS: dict[str, tuple[Callable[[], State], Call]] = {
     "lease_tokens": (small, lambda s: c(getattr, s.held["lease"], "tokens")),
     "lease_repr": (small, lambda s: c(repr, s.held["lease"])),
     "lease_exit": (small, lambda s: c(s.held["lease"].__exit__, None, None, None)),
+    "lease_exit_dropped": (dropped, lambda s: c(s.held["lease"].__exit__, None, None, None)),
+    "lease_tokens_long": (big, lambda s: c(getattr, s.held["leases"][-1], "tokens")),
     "match_repr": (_result_state, lambda s: c(repr, s.held["match"])),
     "insert_repr": (_result_state, lambda s: c(repr, s.held["insert"])),
     "blocks_tuple": (_result_state, lambda s: c(tuple, s.held["insert"].blocks)),
@@ -458,7 +544,7 @@ def _allocator_state() -> State:
 
 
 ALLOCATOR_CALLS: dict[str, Call] = {
-    "allocate": lambda s: c(s.tree.allocate, 90),
+    "allocate": lambda s: c(s.tree.allocate, 150),
     "free": lambda s: c(s.tree.free, [1, 2, 4, 5]),
     "free_bad": lambda s: c(s.tree.free, (1, 2, 0)),
     "free_ids": lambda s: c(s.tree.free_ids),

@@ -1502,6 +1502,8 @@ static PyObject *Tree_repr(TreeObject *self) {
 
 /* The docstrings repeat reference/tree.py's, word for word wherever the behaviour is the
  * same; tests/accel/test_docstrings.py lists every difference and its reason. */
+static PyObject *Tree_corrupt_check(TreeObject *self, PyObject *arg); /* corrupt.c */
+
 #define MEMORY_ERROR_REBUILD                                                                  \
     "Raises:\n    MemoryError: the published shape, dropped by an earlier allocation failure,\n" \
     "        could not be rebuilt (an O(N) rebuild, once); nothing changed."
@@ -1591,6 +1593,13 @@ static PyMethodDef Tree_methods[] = {
      "change would. Until the next match(), insert(), release(), snapshot(), reader() or\n"
      "clone() rebuilds it from the writer's shape, children are found by scanning the node\n"
      "records (O(N) a lookup)."},
+    {"_corrupt_check", (PyCFunction)Tree_corrupt_check, METH_O,
+     "_corrupt_check($self, kind, /)\n--\n\n"
+     "Test hook: break one invariant in place (``kind``, one of ``_corrupt_kinds()``), run\n"
+     "check_invariants() (dump() for dump_live_count), undo every change and return the\n"
+     "InvariantViolation's message, or None if the check let the break pass (accel/corrupt.c).\n\n"
+     "Raises:\n    ValueError: an unknown kind, or one this tree's state cannot show.\n"
+     "    TypeError: ``kind`` is not a str."},
     {"stats", (PyCFunction)Tree_stats, METH_NOARGS,
      "stats($self, /)\n--\n\n"
      "Block counters (R-INV-1, R-EPOCH-3), and how long the oldest reader has been\n"
@@ -1719,12 +1728,17 @@ static PyObject *mod_hash_keys(PyObject *mod, PyObject *const *args, Py_ssize_t 
     return t;
 }
 
+static PyObject *mod_corrupt_kinds(PyObject *mod, PyObject *unused); /* corrupt.c */
+
 static PyMethodDef module_methods[] = {
     {"_block_hash", (PyCFunction)(void (*)(void))mod_block_hash, METH_FASTCALL,
      "_block_hash(seed, block, /)\n--\n\n"
      "Test hook: the NH hash of one block (its tokens) under the keys drawn from\n"
      "``seed``; a tree built with ``_hash_seed=seed`` files two sibling blocks in the\n"
      "same probe sequence exactly when these agree."},
+    {"_corrupt_kinds", (PyCFunction)mod_corrupt_kinds, METH_NOARGS,
+     "_corrupt_kinds($module, /)\n--\n\n"
+     "Test hook: the kinds RadixTree._corrupt_check breaks, in the order the checks run."},
     {"_hash_keys", (PyCFunction)(void (*)(void))mod_hash_keys, METH_FASTCALL,
      "_hash_keys(seed, block_size, /)\n--\n\n"
      "Test hook: the block_size + 1 NH keys (uint32) drawn from ``seed``."},
@@ -1824,3 +1838,5 @@ PyMODINIT_FUNC PyInit__radix(void) {
  * helpers without exporting them; pyproject.toml lists it under `depends` so an edit to
  * it rebuilds this file. */
 #include "snapshot.c"
+/* The test hooks that break invariants on purpose; they use snapshot.c's helpers. */
+#include "corrupt.c"

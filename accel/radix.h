@@ -495,6 +495,50 @@ int tree_check(TreeObject *t);
 PyObject *tree_memory(TreeObject *t);
 PyObject *Tree_release(TreeObject *self, PyObject *lease);
 
+/* ------------------------------------------------------------------ test hooks (corrupt.c)
+ *
+ * An undo log of the bytes a _corrupt_check hook changes: put() saves and overwrites,
+ * undo() restores in reverse order. */
+
+typedef struct {
+    void *at;
+    unsigned char old[16];
+    size_t size;
+} UndoEntry;
+
+typedef struct {
+    UndoEntry e[8];
+    int n;
+    struct PNode *temp; /* a temporary PNode copy, freed by undo() */
+} Undo;
+
+static inline void put(Undo *u, void *at, const void *value, size_t size) {
+    UndoEntry *e = &u->e[u->n++];
+    e->at = at;
+    e->size = size;
+    memcpy(e->old, at, size);
+    memcpy(at, value, size);
+}
+
+#define PUT(u, lvalue, value)                                  \
+    do {                                                       \
+        __typeof__(lvalue) put_value_ = (value);               \
+        put((u), &(lvalue), &put_value_, sizeof(put_value_));  \
+    } while (0)
+
+static inline void undo(Undo *u) {
+    while (u->n > 0) {
+        UndoEntry *e = &u->e[--u->n];
+        memcpy(e->at, e->old, e->size);
+    }
+    PyMem_Free(u->temp);
+    u->temp = NULL;
+}
+
+/* Break allocator a by `kind` (alloc.c): 1 done, 0 not an allocator kind, -1 this
+ * allocator cannot show it (ValueError set). */
+int corrupt_alloc(BitAlloc *a, const char *kind, Undo *u);
+
 /* ------------------------------------------------------------------ snapshot.c */
 
 extern PyTypeObject Snapshot_Type;

@@ -1,0 +1,76 @@
+"""The C twin's module init under allocation failure, in a fresh interpreter.
+
+``PyInit__radix`` imports the reference's error classes and helpers, interns its strings,
+readies nine types and fills the module: each step can fail. A subprocess (single-phase
+init runs once per interpreter when it succeeds) loads the extension with its k-th
+allocation failing, for every k from 0 until a load succeeds: every failed load must
+raise MemoryError -- no crash, no ``SystemError`` for a NULL without an exception -- and
+the module finally loaded must work.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+if os.environ.get("KACHEDB_RADIX_PURE") == "1":
+    pytest.skip("KACHEDB_RADIX_PURE=1: the C twin is not under test", allow_module_level=True)
+
+import kachedb_radix.accel._radix as radix
+
+pytest.importorskip(
+    "_testcapi", reason="CPython's _testcapi (set_nomemory) is not installed with this Python"
+)
+
+SCRIPT = textwrap.dedent(
+    """
+    import _imp, gc, importlib.util, sys
+    import _testcapi
+    # What the init imports, imported first: their own allocations are not under test.
+    import os
+    import kachedb_radix.reference.dump, kachedb_radix.reference.errors
+    import kachedb_radix.reference.render, kachedb_radix.reference.results
+    import kachedb_radix.reference.tokens
+
+    path = sys.argv[1]
+    spec = importlib.util.spec_from_file_location("kachedb_radix.accel._radix", path)
+    failures = 0
+    gc.disable()
+    for k in range(20000):
+        _testcapi.set_nomemory(k, k + 1)
+        try:
+            module = _imp.create_dynamic(spec)
+        except MemoryError:
+            failures += 1
+            continue
+        finally:
+            _testcapi.remove_mem_hooks()
+        break
+    else:
+        raise SystemExit("the init never succeeded")
+    gc.enable()
+    tree = module.RadixTree(8, 2)
+    assert tree.insert([1, 1, 2, 2]).allocated == (0, 1)
+    assert module.RadixTree.implementation == "accel"
+    assert module.DUMP_FORMAT == kachedb_radix.reference.dump.DUMP_FORMAT
+    print(failures)
+    """
+)
+
+
+def test_module_init_under_allocation_failure() -> None:
+    assert radix.__file__ is not None
+    done = subprocess.run(
+        [sys.executable, "-c", SCRIPT, radix.__file__],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    # Every import, interned string, type and module entry is an allocation that failed once.
+    assert int(done.stdout) > 30

@@ -1125,9 +1125,7 @@ static PyObject *Tree_stats(TreeObject *self, PyObject *unused) {
         "readers", self->nreaders, "oldest_reader", oldest, "version",
         (unsigned long long)self->version, "oldest_reader_age", age);
     if (kw == NULL) return NULL;
-    PyObject *empty = PyTuple_New(0);
-    PyObject *r = empty ? PyObject_Call(G.TreeStats, empty, kw) : NULL;
-    Py_XDECREF(empty);
+    PyObject *r = PyObject_VectorcallDict(G.TreeStats, NULL, 0, kw);
     Py_DECREF(kw);
     return r;
 }
@@ -1774,6 +1772,13 @@ static PyObject *import_attr(const char *module, const char *name) {
     } while (0)
 
 PyMODINIT_FUNC PyInit__radix(void) {
+    /* The types first: a type once ready stays ready, so an init that failed on the way
+     * (an allocation failure) and is run again does the rest in the same order. */
+    PyTypeObject *types[] = {&RadixTree_Type, &Lease_Type,     &MatchResult_Type,
+                             &InsertResult_Type, &Blocks_Type, &BlocksIter_Type,
+                             &BlockAllocator_Type, &Snapshot_Type, &Reader_Type};
+    for (size_t i = 0; i < sizeof(types) / sizeof(types[0]); i++)
+        if (PyType_Ready(types[i]) < 0) return NULL;
     IMPORT(TokenTypeError, "kachedb_radix.reference.errors", "TokenTypeError");
     IMPORT(TokenRangeError, "kachedb_radix.reference.errors", "TokenRangeError");
     IMPORT(TokenLayoutError, "kachedb_radix.reference.errors", "TokenLayoutError");
@@ -1806,15 +1811,10 @@ PyMODINIT_FUNC PyInit__radix(void) {
     INTERN(s_quarantine, "quarantine");
     INTERN(s_version, "version");
 
-    PyTypeObject *types[] = {&RadixTree_Type, &Lease_Type,     &MatchResult_Type,
-                             &InsertResult_Type, &Blocks_Type, &BlocksIter_Type,
-                             &BlockAllocator_Type, &Snapshot_Type, &Reader_Type};
-    for (size_t i = 0; i < sizeof(types) / sizeof(types[0]); i++)
-        if (PyType_Ready(types[i]) < 0) return NULL;
     PyObject *impl = PyUnicode_InternFromString("accel");
-    if (impl == NULL || PyDict_SetItemString(RadixTree_Type.tp_dict, "implementation", impl) < 0)
-        return NULL;
-    Py_DECREF(impl);
+    int set = impl != NULL && PyDict_SetItemString(RadixTree_Type.tp_dict, "implementation", impl) == 0;
+    Py_XDECREF(impl);
+    if (!set) return NULL;
     PyType_Modified(&RadixTree_Type);
 
     PyObject *m = PyModule_Create(&module_def);

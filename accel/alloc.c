@@ -87,7 +87,7 @@ const char *ba_check(const BitAlloc *a) {
         if (flagged != (word != 0)) return "allocator: summary bitmap disagrees with the free bitmap";
         if ((w >> 6) < a->hint && word != 0) return "allocator: a free id lies below the search hint";
     }
-    if (a->nwords && (a->num_blocks & 63u)) {
+    if (a->num_blocks & 63u) { /* the last word's ids past the pool */
         uint64_t pad = ~(((uint64_t)1 << (a->num_blocks & 63u)) - 1u);
         if (a->bits[a->nwords - 1] & pad) return "allocator: an id outside the pool is free";
     }
@@ -309,6 +309,29 @@ cannot:
     return -1;
 }
 
+static PyObject *Alloc_check_invariants(AllocObject *self, PyObject *unused) {
+    (void)unused;
+    const char *msg = ba_check(&self->a);
+    if (msg) {
+        PyErr_SetString(G.InvariantViolation, msg);
+        return NULL;
+    }
+    Py_RETURN_NONE;
+}
+
+PyObject *violation_message(void) {
+    if (!PyErr_Occurred()) Py_RETURN_NONE;
+    if (!PyErr_ExceptionMatches(G.InvariantViolation)) return NULL;
+    PyObject *type, *value, *tb;
+    PyErr_Fetch(&type, &value, &tb);
+    PyErr_NormalizeException(&type, &value, &tb);
+    PyObject *message = PyObject_Str(value);
+    Py_XDECREF(type);
+    Py_XDECREF(value);
+    Py_XDECREF(tb);
+    return message;
+}
+
 static PyObject *Alloc_corrupt_check(AllocObject *self, PyObject *arg) {
     const char *kind = PyUnicode_Check(arg) ? PyUnicode_AsUTF8(arg) : NULL;
     if (kind == NULL) {
@@ -321,19 +344,10 @@ static PyObject *Alloc_corrupt_check(AllocObject *self, PyObject *arg) {
         if (done == 0) PyErr_Format(PyExc_ValueError, "unknown kind %R", arg);
         return NULL;
     }
-    const char *msg = ba_check(&self->a);
+    PyObject *passed = Alloc_check_invariants(self, NULL);
+    Py_XDECREF(passed); /* None when the check let the break pass */
     undo(&u);
-    return msg ? PyUnicode_FromString(msg) : Py_NewRef(Py_None);
-}
-
-static PyObject *Alloc_check_invariants(AllocObject *self, PyObject *unused) {
-    (void)unused;
-    const char *msg = ba_check(&self->a);
-    if (msg) {
-        PyErr_SetString(G.InvariantViolation, msg);
-        return NULL;
-    }
-    Py_RETURN_NONE;
+    return violation_message();
 }
 
 static PyObject *Alloc_repr(AllocObject *self) {

@@ -146,17 +146,16 @@ static PyObject *Blocks_count(BlocksObject *self, PyObject *value) {
     return count == -2 ? NULL : PyLong_FromSsize_t(count);
 }
 
+/* a is the Blocks: Python calls a type's tp_richcompare with an instance of it first (the
+ * reflected comparison swaps the operands). */
 static PyObject *Blocks_richcompare(PyObject *a, PyObject *b, int op) {
-    int a_ok = PyObject_TypeCheck(a, &Blocks_Type) || PyTuple_Check(a);
-    int b_ok = PyObject_TypeCheck(b, &Blocks_Type) || PyTuple_Check(b);
-    if (!a_ok || !b_ok) Py_RETURN_NOTIMPLEMENTED;
-    if (PyObject_TypeCheck(a, &Blocks_Type) && PyObject_TypeCheck(b, &Blocks_Type) &&
-        (op == Py_EQ || op == Py_NE)) {
+    if (!PyObject_TypeCheck(b, &Blocks_Type) && !PyTuple_Check(b)) Py_RETURN_NOTIMPLEMENTED;
+    if (PyObject_TypeCheck(b, &Blocks_Type) && (op == Py_EQ || op == Py_NE)) {
         BlocksObject *x = (BlocksObject *)a, *y = (BlocksObject *)b;
         int eq = x->n == y->n && (x->n == 0 || memcmp(x->ids, y->ids, (size_t)x->n * 4u) == 0);
         return PyBool_FromLong(op == Py_EQ ? eq : !eq);
     }
-    PyObject *ta = PyObject_TypeCheck(a, &Blocks_Type) ? Blocks_tuple((BlocksObject *)a) : Py_NewRef(a);
+    PyObject *ta = Blocks_tuple((BlocksObject *)a);
     if (ta == NULL) return NULL;
     PyObject *tb = PyObject_TypeCheck(b, &Blocks_Type) ? Blocks_tuple((BlocksObject *)b) : Py_NewRef(b);
     if (tb == NULL) {

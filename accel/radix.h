@@ -538,6 +538,9 @@ static inline void undo(Undo *u) {
 /* Break allocator a by `kind` (alloc.c): 1 done, 0 not an allocator kind, -1 this
  * allocator cannot show it (ValueError set). */
 int corrupt_alloc(BitAlloc *a, const char *kind, Undo *u);
+/* The pending InvariantViolation's message, the error consumed; None if none is pending;
+ * NULL (the error kept) for any other error. */
+PyObject *violation_message(void);
 
 /* ------------------------------------------------------------------ snapshot.c */
 

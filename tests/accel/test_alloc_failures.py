@@ -100,8 +100,12 @@ def view(value: Any) -> Any:
         return ("allocator", value.free_ids(), value.free_count)
     if isinstance(value, radix.Blocks):
         return ("blocks", tuple(value))
+    if isinstance(value, radix.Lease):
+        return ("lease", value.id, value.released, tuple(value.blocks))
     if isinstance(value, Iterator):
         return ("iterator", list(value))
+    if isinstance(value, list):  # a dump's parts, namespaces, gc referents
+        return [view(item) for item in value]
     return value
 
 
@@ -303,7 +307,7 @@ def big() -> State:
     for i in range(10, BIG_CHILDREN):
         tree.insert([i, i])
     early = tree.reader()
-    tree.evict(40)  # ids past 256 into the quarantine
+    tree.evict(200)  # ids past 256 into the quarantine
     early.leave()
     state = State(tree, held={"lease": leases[0], "leases": leases})
     state.held["reader"] = tree.reader()
@@ -319,6 +323,23 @@ def quarantine_full() -> State:
     state = State(tree, held={"reader": tree.reader(), "lease": lease})
     for _ in range(8):
         tree.evict(8)  # 8 batches, 64 ids: both arrays exactly full
+    for _ in range(300):
+        tree.match([])  # the reader is 300 versions old
+    return state
+
+
+def counted() -> State:
+    """One cached block whose id, token, pin count and stamp are all past 256 (no cached
+    small int for any of them), and a free list of ids past 256: every int a dump or a
+    snapshot dump makes is an allocation."""
+    tree = accel.RadixTree(400, 1, _hash_seed=1)
+    for i in range(260):
+        tree.insert([1000 + i])
+    tree.evict(259)  # the newest, block 259, stays
+    leases = [tree.match([1259], pin=True).lease for _ in range(300)]
+    state = State(tree, held={"leases": leases, "lease": leases[0]})
+    state.snapshots.append(tree.snapshot())
+    state.held["snap"] = state.snapshots[0]
     return state
 
 
@@ -351,6 +372,7 @@ STATES: dict[str, Callable[[], State]] = {
     "cloned": cloned,
     "big": big,
     "quarantine_full": quarantine_full,
+    "counted": counted,
 }
 
 # ---------------------------------------------------------------------------- calls
@@ -448,6 +470,8 @@ GROWTH_CALLS = {
     "release",
 }
 BIG_STATES = {"big", "quarantine_full"}
+#: The calls the counted state is swept with: those that box its large ints.
+COUNTED_CALLS = {"dump", "stats", "namespaces", "reclaim", "release", "memory_bytes"}
 
 
 def case_ids() -> list[tuple[str, str]]:
@@ -456,6 +480,7 @@ def case_ids() -> list[tuple[str, str]]:
         for state in STATES
         for call in WRITER_CALLS
         if (state not in BIG_STATES or call in GROWTH_CALLS)
+        and (state != "counted" or call in COUNTED_CALLS)
         and (call != "render" or state == "small")  # Python code: the dump's C is swept
     ]
     return cases + [(state, call) for state, call, _ in SPECIAL_CALLS]
@@ -480,9 +505,15 @@ def _snapshot_state() -> State:
 
 
 def _result_state() -> State:
-    state = small()
-    state.held["match"] = state.tree.match(blocks(1, 2, 3, 4), pin=True)
-    state.held["insert"] = state.tree.insert(blocks(1, 2, 3, 4, 12))
+    """Results whose ids are past 256 (boxing each one allocates)."""
+    tree = accel.RadixTree(400, 2, _hash_seed=1)
+    tree.insert(list(range(600)))  # ids 0..299 on one edge
+    state = State(tree, held={"lease": tree.match(list(range(600)), pin=True).lease})
+    for first in (2000, 3000):
+        tree.insert([first] * 40)  # ids 300..339
+    state.held["match"] = tree.match([2000] * 40, pin=True)
+    tree.evict(20)
+    state.held["insert"] = tree.insert([4000] * 60)  # evicts: allocated and evicted > 256
     return state
 
 
@@ -528,6 +559,11 @@ OTHER_CALLS: dict[str, tuple[Callable[[], State], Call]] = {
     "blocks_tolist": (_result_state, lambda s: c(s.held["insert"].blocks.tolist)),
     "blocks_iter": (_result_state, lambda s: c(iter, s.held["insert"].evicted)),
     "blocks_view": (_result_state, lambda s: c(getattr, s.held["match"], "blocks")),
+    "counted_snapshot_dump": (counted, lambda s: c(s.held["snap"].dump)),
+    "counted_lease_tokens": (counted, lambda s: c(getattr, s.held["leases"][-1], "tokens")),
+    "layout_error": (small, lambda s: c(s.tree.match, np.zeros((300, 2), dtype=np.uint32))),
+    "tree_referents": (small, lambda s: c(gc.get_referents, s.tree)),
+    "lease_referents": (small, lambda s: c(gc.get_referents, s.held["lease"])),
     "tree_new": (small, lambda s: c(accel.RadixTree, 300, 3)),
     "tree_new_seeded": (small, lambda s: c(accel.RadixTree, 3, _hash_seed=5)),
     "allocator_new": (small, lambda s: c(accel.BlockAllocator, 1000)),

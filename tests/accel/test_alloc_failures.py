@@ -481,7 +481,10 @@ def case_ids() -> list[tuple[str, str]]:
         for call in WRITER_CALLS
         if (state not in BIG_STATES or call in GROWTH_CALLS)
         and (state != "counted" or call in COUNTED_CALLS)
-        and (call != "render" or state == "small")  # Python code: the dump's C is swept
+        # render() is dump() (swept on every state) then the reference's render_dump, which
+        # is Python: swept once, and only where CPython survives an allocation failing in
+        # plain Python code (3.13.0 can crash in its own interpreter then).
+        and (call != "render" or (state == "small" and sys.version_info < (3, 12)))
     ]
     return cases + [(state, call) for state, call, _ in SPECIAL_CALLS]
 

@@ -307,11 +307,20 @@ def big() -> State:
     for i in range(10, BIG_CHILDREN):
         tree.insert([i, i])
     early = tree.reader()
-    tree.evict(200)  # ids past 256 into the quarantine
+    tree.evict(320)  # ids past 256 into the quarantine
     early.leave()
     state = State(tree, held={"lease": leases[0], "leases": leases})
     state.held["reader"] = tree.reader()
     return state
+
+
+def no_free_records() -> State:
+    """Over 256 nodes and no free node record, no namespace but the default one: a new
+    namespace's root gets a fresh index past 256 and the registry its first entry."""
+    tree = accel.RadixTree(800, 1, _hash_seed=1)
+    for i in range(300):
+        tree.insert([i, i])
+    return State(tree, held={"lease": tree.insert([5000], pin=True).lease})
 
 
 def quarantine_full() -> State:
@@ -373,6 +382,7 @@ STATES: dict[str, Callable[[], State]] = {
     "big": big,
     "quarantine_full": quarantine_full,
     "counted": counted,
+    "no_free_records": no_free_records,
 }
 
 # ---------------------------------------------------------------------------- calls
@@ -469,7 +479,7 @@ GROWTH_CALLS = {
     "clone",
     "release",
 }
-BIG_STATES = {"big", "quarantine_full"}
+BIG_STATES = {"big", "quarantine_full", "no_free_records"}
 #: The calls the counted state is swept with: those that box its large ints.
 COUNTED_CALLS = {"dump", "stats", "namespaces", "reclaim", "release", "memory_bytes"}
 

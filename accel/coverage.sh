@@ -4,7 +4,7 @@
 # and by the fuzz corpus replayed through the differential harness, summarised per file,
 # and failed when the total is under the thresholds.
 #
-#   accel/coverage.sh                      # the gate (about 2 minutes on two cores)
+#   accel/coverage.sh                      # the gate (about a minute on two cores)
 #   COVERAGE_MIN_LINES=97 COVERAGE_MIN_BRANCHES=90 accel/coverage.sh   # the defaults
 #   FUZZ_CORPUS=DIR accel/coverage.sh      # also replay a campaign's corpus
 #   KEEP=1 accel/coverage.sh               # keep the directory (the .gcov files are in it)

@@ -463,8 +463,8 @@ static uint64_t q_reclaimable(const TreeObject *t) {
     return total;
 }
 
-/* Return those blocks to the allocator; their ids go to out (if not NULL). */
-static size_t q_reclaim(TreeObject *t, uint32_t *out) {
+/* Return those blocks to the allocator (t_qids_peek reads their ids first). */
+static size_t q_reclaim(TreeObject *t) {
     size_t done = 0;
     while (t->qb_head < t->qb_len &&
            (t->nreaders == 0 || t->qb[t->qb_head].epoch < t->readers[0])) {
@@ -472,7 +472,6 @@ static size_t q_reclaim(TreeObject *t, uint32_t *out) {
         for (uint32_t i = 0; i < n; i++) {
             uint32_t b = t->qids[t->qid_head++];
             ba_put(&t->alloc, b);
-            if (out != NULL) out[done] = b;
             done++;
         }
     }
@@ -515,9 +514,9 @@ static Py_ssize_t evict_blocks(TreeObject *t, Py_ssize_t count, uint32_t *out,
             node_free(t, n);
         } else {
             x->nblocks--;
-            /* With no snapshot alive nothing reads past the trimmed edge, so the
-             * leaf's next extension may append in place again. */
-            if (t->pctx->live == 0 && x->off + x->nblocks + 1u == x->chunk->used) x->chunk->used--;
+            /* With no snapshot alive and no clone sharing the chunk nothing reads past
+             * the trimmed edge, so the leaf's next extension may append in place again. */
+            if (pctx_sole(t->pctx) && x->off + x->nblocks + 1u == x->chunk->used) x->chunk->used--;
             sh_trim(t, n);
             heap_update(t, n);
         }
@@ -708,11 +707,13 @@ static int norm_namespace(PyObject *ns, PyObject **out) {
 
 static int lease_fill(TreeObject *t, LeaseObject *l, const uint32_t *tok, Py_ssize_t count) {
     size_t nb = (size_t)count, nt = (size_t)count * t->B;
-    l->blocks = PyMem_Malloc((nb + nt ? nb + nt : 1) * sizeof(uint32_t));
-    if (l->blocks == NULL) {
+    l->store = PyMem_Malloc(sizeof(LeaseStore) + (nb + nt) * sizeof(uint32_t));
+    if (l->store == NULL) {
         PyErr_NoMemory();
         return -1;
     }
+    l->store->rc = 1;
+    l->blocks = l->store->v;
     l->tokens = l->blocks + nb;
     memcpy(l->tokens, tok, nt * sizeof(uint32_t));
     l->count = (uint32_t)count;
@@ -759,7 +760,6 @@ static PyObject *Tree_match(TreeObject *self, PyObject *const *args, Py_ssize_t 
     if (tokens_get(self, tokens_obj, &tk) < 0) goto fail_no_tokens;
     if (norm_namespace(ns_obj, &ns) < 0) goto fail;
     uint32_t root = tree_root_of(self, ns);
-    if (root == NIL && PyErr_Occurred()) goto fail;
     if (shadow_ensure(self) < 0) goto fail;
     Py_ssize_t limit = tk.n / self->B;
     if (path_reserve(self, limit) < 0) goto fail;
@@ -802,7 +802,6 @@ static PyObject *Tree_insert(TreeObject *self, PyObject *const *args, Py_ssize_t
     if (tokens_get(self, tokens_obj, &tk) < 0) goto fail_no_tokens;
     if (norm_namespace(ns_obj, &ns) < 0) goto fail;
     uint32_t root = tree_root_of(self, ns);
-    if (root == NIL && PyErr_Occurred()) goto fail;
     if (shadow_ensure(self) < 0) goto fail;
     const uint32_t B = self->B;
     Py_ssize_t wanted = tk.n / B;
@@ -850,7 +849,7 @@ static PyObject *Tree_insert(TreeObject *self, PyObject *const *args, Py_ssize_t
     uint32_t *out_blocks = res->ids;
     uint32_t *out_alloc = res->ids + wanted;
     uint32_t *out_evict = out_alloc + needed;
-    if (short_of_blocks) q_reclaim(self, NULL);
+    if (short_of_blocks) q_reclaim(self);
     if (nevict > 0) {
         /* No reader is inside (else nothing would be evictable): the ids go straight
          * back to the allocator. */
@@ -902,7 +901,6 @@ PyObject *Tree_release(TreeObject *self, PyObject *arg) {
     }
     if (path_reserve(self, l->count) < 0) return NULL;
     uint32_t root = tree_root_of(self, l->ns);
-    if (root == NIL && PyErr_Occurred()) return NULL;
     if (shadow_ensure(self) < 0) return NULL;
     uint32_t last, used;
     Py_ssize_t matched = tree_walk(self, root, l->tokens, l->count, self->scratch_path, &last, &used);
@@ -921,30 +919,185 @@ PyObject *Tree_release(TreeObject *self, PyObject *arg) {
     Py_RETURN_NONE;
 }
 
+/* ------------------------------------------------------------------ evict's preview
+ *
+ * evict() returns its ids as a tuple of ints, and boxing them may fail: so the ids are
+ * found first, without changing anything, boxed, and only then evicted (R-ERR-2: a call
+ * that raises changes nothing).  The preview replays evict_blocks' order over the heap as
+ * it is: the smallest (stamp, tail id) among the evictable leaves, a trimmed leaf filed
+ * again under its new tail, a parent left without children filed in turn.  The heap's
+ * entries are visited in key order through a frontier of heap positions (a heap's k
+ * smallest in O(k log k)); the nodes the replay has changed -- blocks and children left
+ * -- are kept in a small open-addressing table.  A heap entry is never stale when it
+ * comes up: a leaf enters the table only once its own entry (or, for a parent the replay
+ * made a leaf, no entry at all) has come up.  O(k log k) for k ids. */
+
+typedef struct {
+    uint64_t stamp;
+    uint32_t tail;
+    uint32_t node;
+    uint32_t pos; /* the heap position it stands for, or NIL: a node the replay filed */
+} PvCand;
+
+typedef struct {
+    uint32_t node; /* NIL: an empty slot */
+    uint32_t left; /* blocks left */
+    uint32_t kids; /* children left */
+} PvNode;
+
+typedef struct {
+    PvCand *cand;
+    size_t n, cap;
+    PvNode *tab;
+    size_t mask;
+} Preview;
+
+/* The heap's order.  Two candidates never share a stamp (R-LRU-4: two leaf tails are
+ * never stamped by one call, and a node is a candidate once at a time), so the tie-break
+ * by tail id, kept to state the order fully, is never reached. */
+static inline int pv_less(const PvCand *a, const PvCand *b) {
+    if (a->stamp != b->stamp) return a->stamp < b->stamp;
+    return a->tail < b->tail;
+}
+
+static int pv_push(Preview *p, PvCand c) {
+    if (p->n == p->cap) {
+        size_t cap = p->cap * 2u;
+        PvCand *g = PyMem_Realloc(p->cand, cap * sizeof(PvCand));
+        if (g == NULL) return -1;
+        p->cand = g;
+        p->cap = cap;
+    }
+    size_t i = p->n++;
+    while (i > 0 && pv_less(&c, &p->cand[(i - 1) / 2])) {
+        p->cand[i] = p->cand[(i - 1) / 2];
+        i = (i - 1) / 2;
+    }
+    p->cand[i] = c;
+    return 0;
+}
+
+static PvCand pv_pop(Preview *p) {
+    PvCand top = p->cand[0], last = p->cand[--p->n];
+    size_t i = 0;
+    for (;;) {
+        size_t c = 2 * i + 1;
+        if (c >= p->n) break;
+        if (c + 1 < p->n && pv_less(&p->cand[c + 1], &p->cand[c])) c++;
+        if (!pv_less(&p->cand[c], &last)) break;
+        p->cand[i] = p->cand[c];
+        i = c;
+    }
+    if (p->n > 0) p->cand[i] = last;
+    return top;
+}
+
+/* Node n's slot in the table (a new one, filled from the node's record, if absent). */
+static PvNode *pv_node(Preview *p, const TreeObject *t, uint32_t n) {
+    size_t i = (size_t)(n * 0x9E3779B1u) & p->mask;
+    while (p->tab[i].node != NIL && p->tab[i].node != n) i = (i + 1) & p->mask;
+    if (p->tab[i].node == NIL) p->tab[i] = (PvNode){n, t->nodes[n].nblocks, t->nodes[n].nchildren};
+    return &p->tab[i];
+}
+
+static int pv_push_heap(Preview *p, const TreeObject *t, uint32_t pos) {
+    const HeapEntry *e = &t->heap[pos];
+    return pv_push(p, (PvCand){e->stamp, node_last_of(t, e->node), e->node, pos});
+}
+
+/* The ids evict_blocks(t, count, ...) would evict, in its order, into out: count of them
+ * (at most the unpinned blocks, all of which are evictable), or -1 with MemoryError set.
+ * Changes nothing. */
+static Py_ssize_t evict_preview(TreeObject *t, Py_ssize_t count, uint32_t *out) {
+    Py_ssize_t done = 0;
+    if (count == 0) return 0; /* else an unpinned block exists, so an evictable leaf does */
+    /* At most two nodes change per id (the leaf, and its parent when the leaf goes), so a
+     * table of twice that many slots stays at most half full. */
+    size_t touched = (size_t)count * 2u < t->nodes_len ? (size_t)count * 2u : t->nodes_len;
+    size_t slots = 16;
+    while (slots < 2u * touched) slots *= 2u;
+    Preview p = {PyMem_Malloc(64 * sizeof(PvCand)), 0, 64, PyMem_Malloc(slots * sizeof(PvNode)),
+                 slots - 1u};
+    if (p.cand == NULL || p.tab == NULL) goto oom;
+    for (size_t i = 0; i < slots; i++) p.tab[i].node = NIL;
+    const HeapEntry *top = &t->heap[0];
+    p.cand[p.n++] = (PvCand){top->stamp, node_last_of(t, top->node), top->node, 0};
+    /* The frontier never runs dry first: each of the count ids is an unpinned leaf tail
+     * (a candidate) until it is taken. */
+    while (done < count && p.n > 0) {
+        PvCand c = pv_pop(&p);
+        if (c.pos != NIL) {
+            /* A heap entry: its children in the heap come next in key order. */
+            for (uint32_t k = 1; k <= HEAP_ARITY; k++) {
+                uint64_t child = (uint64_t)HEAP_ARITY * c.pos + k;
+                if (child < t->heap_len && pv_push_heap(&p, t, (uint32_t)child) < 0) goto oom;
+            }
+        }
+        PvNode *x = pv_node(&p, t, c.node);
+        const uint32_t *ids = node_ids(t, &t->nodes[c.node]);
+        out[done++] = ids[--x->left];
+        uint32_t next = c.node, tail;
+        if (x->left > 0) {
+            tail = ids[x->left - 1];
+        } else {
+            next = t->nodes[c.node].parent; /* the leaf goes: its parent may become one */
+            PvNode *y = pv_node(&p, t, next);
+            if (--y->kids > 0 || t->nodes[next].parent == NIL) continue;
+            tail = node_ids(t, &t->nodes[next])[y->left - 1];
+        }
+        if (t->pins[tail] == 0 && pv_push(&p, (PvCand){t->stamps[tail], tail, next, NIL}) < 0)
+            goto oom;
+    }
+    PyMem_Free(p.cand);
+    PyMem_Free(p.tab);
+    return done;
+oom:
+    PyMem_Free(p.cand);
+    PyMem_Free(p.tab);
+    PyErr_NoMemory();
+    return -1;
+}
+
 static PyObject *Tree_evict(TreeObject *self, PyObject *arg) {
-    uint64_t count;
     if (!PyLong_Check(arg) || PyBool_Check(arg)) goto bad;
     int overflow = 0;
-    long long v = PyLong_AsLongLongAndOverflow(arg, &overflow);
-    if (v == -1 && PyErr_Occurred()) return NULL;
+    long long v = int_value(arg, &overflow);
     if (overflow < 0 || (!overflow && v < 0)) goto bad;
-    count = overflow > 0 ? UINT64_MAX : (uint64_t)v;
-    if (count > self->cached) count = self->cached;
-    uint32_t *out = PyMem_Malloc((size_t)(count ? count : 1) * sizeof(uint32_t));
-    if (out == NULL) return PyErr_NoMemory();
-    if (self->nreaders > 0 && q_reserve(self, (size_t)count) < 0) {
-        PyMem_Free(out);
-        return NULL;
+    uint64_t count = overflow > 0 ? UINT64_MAX : (uint64_t)v;
+    /* Every unpinned cached block is evictable, leaf tail after leaf tail (pins never
+     * grow down a path), so the call evicts exactly min(count, unpinned) blocks.  The
+     * tuple first: allocating it may run a collection, hence finalizers that change the
+     * tree, so its size is checked against the tree once no more Python code can run. */
+    PyObject *tuple;
+    Py_ssize_t n;
+    for (;;) {
+        uint64_t evictable = self->cached - self->pinned;
+        n = (Py_ssize_t)(count < evictable ? count : evictable);
+        if ((tuple = PyTuple_New(n)) == NULL) return NULL;
+        evictable = self->cached - self->pinned;
+        if ((uint64_t)n == (count < evictable ? count : evictable)) break;
+        Py_DECREF(tuple);
     }
-    Py_ssize_t done = evict_blocks(self, (Py_ssize_t)count, out, NIL);
-    PyObject *tuple = PyTuple_New(done);
-    for (Py_ssize_t i = 0; tuple != NULL && i < done; i++) {
+    uint32_t *out = PyMem_Malloc((size_t)(n ? n : 1) * sizeof(uint32_t));
+    if (out == NULL) {
+        PyErr_NoMemory();
+        goto fail;
+    }
+    if (evict_preview(self, n, out) < 0) goto fail;
+    for (Py_ssize_t i = 0; i < n; i++) {
         PyObject *id = PyLong_FromUnsignedLong(out[i]);
-        if (id == NULL) Py_CLEAR(tuple);
-        else PyTuple_SET_ITEM(tuple, i, id);
+        if (id == NULL) goto fail;
+        PyTuple_SET_ITEM(tuple, i, id);
     }
+    if (self->nreaders > 0 && q_reserve(self, (size_t)n) < 0) goto fail;
+    /* ---- mutation phase: nothing below can fail; it evicts the very ids boxed above */
+    evict_blocks(self, n, out, NIL);
     PyMem_Free(out);
     return tuple;
+fail:
+    PyMem_Free(out);
+    Py_DECREF(tuple);
+    return NULL;
 bad:
     PyErr_Format(G.InvalidArgumentError, "evict count must be an int >= 0, got %R", arg);
     return NULL;
@@ -972,9 +1125,7 @@ static PyObject *Tree_stats(TreeObject *self, PyObject *unused) {
         "readers", self->nreaders, "oldest_reader", oldest, "version",
         (unsigned long long)self->version, "oldest_reader_age", age);
     if (kw == NULL) return NULL;
-    PyObject *empty = PyTuple_New(0);
-    PyObject *r = empty ? PyObject_Call(G.TreeStats, empty, kw) : NULL;
-    Py_XDECREF(empty);
+    PyObject *r = PyObject_VectorcallDict(G.TreeStats, NULL, 0, kw);
     Py_DECREF(kw);
     return r;
 }
@@ -1012,6 +1163,17 @@ static PyObject *Tree_drop_published(TreeObject *self, PyObject *unused) {
     Py_RETURN_NONE;
 }
 
+static PyObject *Tree_eviction_key(TreeObject *self, PyObject *arg) {
+    int overflow = 0;
+    long long v = PyLong_Check(arg) && !PyBool_Check(arg) ? int_value(arg, &overflow) : -1;
+    if (overflow || v < 0 || (uint64_t)v >= self->num_blocks) {
+        PyErr_Format(G.ForeignBlockError, "%R is not a block id of this pool (ids are 0..%u)",
+                     arg, self->num_blocks - 1u);
+        return NULL;
+    }
+    return Py_BuildValue("(KI)", (unsigned long long)self->stamps[v], (unsigned int)v);
+}
+
 static PyObject *Tree_reclaim(TreeObject *self, PyObject *unused) {
     (void)unused;
     size_t n = q_reclaimable(self);
@@ -1033,9 +1195,149 @@ static PyObject *Tree_reclaim(TreeObject *self, PyObject *unused) {
         }
         PyTuple_SET_ITEM(tuple, (Py_ssize_t)i, v);
     }
-    q_reclaim(self, NULL);
+    q_reclaim(self);
     PyMem_Free(ids);
     return tuple;
+}
+
+/* ------------------------------------------------------------------ clone
+ *
+ * A clone shares what never changes once published -- the published shape (PRoots,
+ * PNodes, tries), the chunks (tokens and ids, written only past `used`), the hash keys
+ * (PCtx) and the leases' ids and tokens -- and copies every table the writer changes in
+ * place.  The two trees then see each other as one more holder of the shared shape
+ * (PCtx's count, pctx_sole), exactly as a tree sees its snapshots: each path-copies what
+ * the other can still reach and neither lowers a chunk's `used`. */
+
+/* A PyMem copy of the first `used` of `cap` elements of src (NULL when cap is 0). */
+static int dup_array(void *dst, const void *src, size_t used, size_t cap, size_t size) {
+    void *p = NULL;
+    if (cap > 0) {
+        p = PyMem_Malloc(cap * size);
+        if (p == NULL) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        if (used > 0) memcpy(p, src, used * size);
+    }
+    memcpy(dst, &p, sizeof(p));
+    return 0;
+}
+
+static PyObject *Tree_clone(TreeObject *self, PyObject *unused) {
+    (void)unused;
+    LeaseObject **made = NULL;
+    Py_ssize_t nmade = 0, cap = 0;
+    /* The objects the collector tracks first: allocating one may run a collection, hence
+     * finalizers that call into this tree, so no state of it is read before the last. */
+    TreeObject *c = (TreeObject *)Py_TYPE(self)->tp_alloc(Py_TYPE(self), 0);
+    if (c == NULL) return NULL;
+    c->default_root = NIL;
+    c->free_node = NIL;
+    if ((c->ns_roots = PyDict_New()) == NULL) goto fail;
+    while (nmade < self->nleases) { /* one copy per live lease */
+        if (nmade == cap) {
+            Py_ssize_t ncap = cap ? cap * 2 : 8;
+            LeaseObject **m = PyMem_Realloc(made, (size_t)ncap * sizeof(LeaseObject *));
+            if (m == NULL) {
+                PyErr_NoMemory();
+                goto fail;
+            }
+            made = m;
+            cap = ncap;
+        }
+        if ((made[nmade] = lease_alloc()) == NULL) goto fail;
+        nmade++;
+    }
+    /* From here on no Python code runs and nothing the collector tracks is allocated. */
+    if (shadow_ensure(self) < 0) goto fail;
+    if (PyDict_Update(c->ns_roots, self->ns_roots) < 0) goto fail;
+    /* The tables, copied into the clone's fields; its counts (nodes_len, roots_len, ...)
+     * stay 0 until the end, so freeing a half-built clone releases nothing it does not
+     * own. */
+    const uint32_t NB = self->num_blocks;
+    if (dup_array(&c->pins, self->pins, NB, NB, sizeof(uint32_t)) < 0 ||
+        dup_array(&c->stamps, self->stamps, NB, NB, sizeof(uint64_t)) < 0 ||
+        ba_copy(&c->alloc, &self->alloc) < 0 ||
+        dup_array(&c->nodes, self->nodes, self->nodes_len, self->nodes_cap, sizeof(Node)) < 0 ||
+        dup_array(&c->heap_pos, self->heap_pos, self->nodes_len, self->nodes_cap,
+                  sizeof(uint32_t)) < 0 ||
+        dup_array(&c->pub, self->pub, self->nodes_len, self->nodes_cap, sizeof(PNode *)) < 0 ||
+        dup_array(&c->heap, self->heap, self->heap_len, self->heap_cap, sizeof(HeapEntry)) < 0 ||
+        dup_array(&c->roots, self->roots, self->roots_len, self->roots_cap, sizeof(RootSlot)) < 0 ||
+        dup_array(&c->readers, self->readers, (size_t)self->nreaders, (size_t)self->readers_cap,
+                  sizeof(uint64_t)) < 0 ||
+        dup_array(&c->reader_versions, self->reader_versions, (size_t)self->nreaders,
+                  (size_t)self->readers_cap, sizeof(uint64_t)) < 0 ||
+        dup_array(&c->qb, self->qb + self->qb_head, self->qb_len - self->qb_head,
+                  self->qb_len - self->qb_head, sizeof(QBatch)) < 0 ||
+        dup_array(&c->qids, self->qids + self->qid_head, self->qid_len - self->qid_head,
+                  self->qid_len - self->qid_head, sizeof(uint32_t)) < 0)
+        goto fail;
+    /* ---- nothing below fails */
+    c->B = self->B;
+    c->num_blocks = NB;
+    c->seed = self->seed;
+    c->nodes_cap = self->nodes_cap;
+    c->nodes_len = self->nodes_len;
+    c->free_node = self->free_node;
+    c->live_nodes = self->live_nodes;
+    c->leaves = self->leaves;
+    c->heap_len = self->heap_len;
+    c->heap_cap = self->heap_cap;
+    c->default_root = self->default_root;
+    c->roots_cap = self->roots_cap;
+    c->roots_len = self->roots_len;
+    c->clock = self->clock;
+    c->cached = self->cached;
+    c->pinned = self->pinned;
+    c->lease_ids = self->lease_ids;
+    c->version = self->version;
+    c->epochs = self->epochs;
+    c->nreaders = self->nreaders;
+    c->readers_cap = self->readers_cap;
+    c->qb_len = c->qb_cap = self->qb_len - self->qb_head;
+    c->qid_len = c->qid_cap = self->qid_len - self->qid_head;
+    c->quarantined = self->quarantined;
+    for (uint32_t n = 0; n < c->nodes_len; n++)
+        if (c->nodes[n].parent < NODE_FREE) c->nodes[n].chunk->rc++;
+    for (uint32_t i = 0; i < c->roots_len; i++) Py_XINCREF(c->roots[i].ns);
+    c->proots = self->proots;
+    c->proots->rc++;
+    c->pctx = self->pctx;
+    c->pctx->rc++;
+    c->shadow_ok = 1;
+    /* The live leases, oldest first, so the clone's list has the same order. */
+    LeaseObject *src = self->lease_head;
+    while (src != NULL && src->lnext != NULL) src = src->lnext;
+    for (Py_ssize_t i = 0; src != NULL; i++, src = src->lprev) {
+        LeaseObject *l = made[i];
+        l->store = src->store;
+        l->store->rc++;
+        l->blocks = src->blocks;
+        l->tokens = src->tokens;
+        l->count = src->count;
+        l->B = src->B;
+        l->id = src->id;
+        l->ns = Py_NewRef(src->ns);
+        l->tokens_tuple = Py_XNewRef(src->tokens_tuple);
+        l->tree = (TreeObject *)Py_NewRef((PyObject *)c);
+        Py_INCREF(l); /* the clone's reference */
+        l->lprev = NULL;
+        l->lnext = c->lease_head;
+        if (c->lease_head) c->lease_head->lprev = l;
+        c->lease_head = l;
+        l->linked = 1;
+        c->nleases++;
+    }
+    for (Py_ssize_t i = 0; i < nmade; i++) Py_DECREF(made[i]); /* a copy made in excess dies */
+    PyMem_Free(made);
+    return (PyObject *)c;
+fail:
+    for (Py_ssize_t i = 0; i < nmade; i++) Py_DECREF(made[i]);
+    PyMem_Free(made);
+    Py_DECREF(c);
+    return NULL;
 }
 
 static PyObject *Tree_dump(TreeObject *self, PyObject *unused) {
@@ -1086,11 +1388,11 @@ static PyObject *Tree_get_hash_seed(TreeObject *self, void *c) {
 
 /* ------------------------------------------------------------------ construction */
 
+/* 1: obj is an int (not a bool) in [1, limit], stored in *out; 0: it is not. */
 static int parse_positive(PyObject *obj, uint64_t limit, uint32_t *out) {
     if (!PyLong_Check(obj) || PyBool_Check(obj)) return 0;
     int overflow = 0;
-    long long v = PyLong_AsLongLongAndOverflow(obj, &overflow);
-    if (v == -1 && PyErr_Occurred()) return -1;
+    long long v = int_value(obj, &overflow);
     if (overflow || v < 1 || (uint64_t)v > limit) return 0;
     *out = (uint32_t)v;
     return 1;
@@ -1103,18 +1405,12 @@ static PyObject *Tree_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
                                      &seed_obj))
         return NULL;
     uint32_t B = 16, n = 0;
-    if (b_obj != NULL) {
-        int ok = parse_positive(b_obj, 1u << 24, &B);
-        if (ok < 0) return NULL;
-        if (!ok) {
-            PyErr_Format(G.InvalidArgumentError,
-                         "block_size must be an int >= 1 (at most 2**24 in accel), got %R", b_obj);
-            return NULL;
-        }
+    if (b_obj != NULL && !parse_positive(b_obj, 1u << 24, &B)) {
+        PyErr_Format(G.InvalidArgumentError,
+                     "block_size must be an int >= 1 (at most 2**24 in accel), got %R", b_obj);
+        return NULL;
     }
-    int ok = parse_positive(n_obj, MAX_POOL, &n);
-    if (ok < 0) return NULL;
-    if (!ok) {
+    if (!parse_positive(n_obj, MAX_POOL, &n)) {
         PyErr_Format(G.InvalidArgumentError,
                      "num_blocks must be an int >= 1 (at most %u in accel), got %R", MAX_POOL, n_obj);
         return NULL;
@@ -1130,8 +1426,7 @@ static PyObject *Tree_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
             PyErr_SetString(PyExc_TypeError, "_hash_seed must be an int or None");
             return NULL;
         }
-        seed = PyLong_AsUnsignedLongLongMask(seed_obj);
-        if (seed == (uint64_t)-1 && PyErr_Occurred()) return NULL;
+        seed = PyLong_AsUnsignedLongLongMask(seed_obj); /* an int: cannot fail */
     }
     if ((uint64_t)n * B > ((uint64_t)1 << 40)) {
         PyErr_NoMemory();
@@ -1214,92 +1509,137 @@ static PyObject *Tree_repr(TreeObject *self) {
                                 self->num_blocks, (unsigned long long)self->clock);
 }
 
+/* The docstrings repeat reference/tree.py's, word for word wherever the behaviour is the
+ * same; tests/accel/test_docstrings.py lists every difference and its reason. */
+static PyObject *Tree_corrupt_check(TreeObject *self, PyObject *arg); /* corrupt.c */
+
+#define MEMORY_ERROR_REBUILD                                                                  \
+    "Raises:\n    MemoryError: the published shape, dropped by an earlier allocation failure,\n" \
+    "        could not be rebuilt (an O(N) rebuild, once); nothing changed."
+
 static PyMethodDef Tree_methods[] = {
     {"match", (PyCFunction)(void (*)(void))Tree_match, METH_FASTCALL | METH_KEYWORDS,
      "match($self, tokens, namespace=None, *, pin=False)\n--\n\n"
      "Find the longest cached prefix of ``tokens`` made of whole blocks (R-MATCH-1).\n\n"
      "The matched blocks are stamped with the new clock time (R-LRU-1); with\n"
      "``pin=True`` they are also pinned by the returned lease (R-PIN-1).\n\n"
-     "Cost: O(n) for n tokens: validation (none for a uint32 buffer), then one hash\n"
-     "probe per node and one memcmp per run of consecutive block ids.\n\n"
+     "Cost: O(n) for n tokens (validation -- none for a uint32 buffer -- then per node one\n"
+     "child lookup, a binary search on first tokens among up to 15 children or a hash-trie\n"
+     "lookup among more, and one memcmp over the rest of the edge).\n\n"
      "Raises:\n    InvalidTokensError: ``tokens`` is malformed (R-TOK-*).\n"
-     "    InvalidArgumentError: ``namespace`` is not None or a str.\n\nThreads: the writer's call; one thread at a time (holds the GIL throughout)."},
+     "    InvalidArgumentError: ``namespace`` is not None or a str."},
     {"insert", (PyCFunction)(void (*)(void))Tree_insert, METH_FASTCALL | METH_KEYWORDS,
      "insert($self, tokens, namespace=None, *, pin=False)\n--\n\n"
      "Cache every whole block of ``tokens``, reusing the cached prefix (R-INS-1).\n\n"
      "Blocks already cached are reused (R-INS-2); the rest get fresh ids from the\n"
      "allocator (R-ALLOC-2). A divergence inside an edge splits it (R-SPLIT-1).\n"
-     "If the pool is short, quarantined blocks whose readers all left are reclaimed\n"
-     "first; then, with no reader inside, exactly the remaining shortfall is evicted\n"
-     "(published before reuse), never from the reused path (R-INS-5, R-EPOCH-1). The whole path is stamped (R-LRU-1) and, with\n"
-     "``pin=True``, pinned by the returned lease (R-PIN-1). A trailing partial\n"
-     "block is ignored (R-INS-3).\n\n"
-     "Cost: O(n + e log h) for n tokens and e evicted blocks.\n\n"
+     "If the pool is short, quarantined blocks whose readers have all left are\n"
+     "reclaimed first (R-EPOCH-2); then, if no reader is inside, exactly the\n"
+     "remaining shortfall is evicted, never from the reused path (R-INS-5), and\n"
+     "the evicted state is published before the blocks are reused (R-EPOCH-1).\n"
+     "The whole path is stamped (R-LRU-1) and, with ``pin=True``, pinned by the\n"
+     "returned lease (R-PIN-1). A trailing partial block is ignored (R-INS-3).\n\n"
+     "Cost: O(n + e log h + c * depth * log fan-out) for n tokens, e evicted\n"
+     "blocks and c changed nodes.\n\n"
      "Raises:\n    InvalidTokensError: ``tokens`` is malformed (R-TOK-*).\n"
      "    InvalidArgumentError: ``namespace`` is not None or a str.\n"
-     "    OutOfBlocksError: free, reclaimable and (with no reader inside) evictable\n"
-     "        blocks off the path are fewer than the new blocks needed (R-INS-6,\n"
-     "        R-EPOCH-3). Nothing changes.\n\nThreads: the writer's call; one thread at a time (holds the GIL throughout)."},
+     "    OutOfBlocksError: free, reclaimable and (with no reader inside)\n"
+     "        evictable-off-path blocks are fewer than the new blocks needed\n"
+     "        (R-INS-6, R-EPOCH-3). Nothing changes."},
     {"release", (PyCFunction)Tree_release, METH_O,
      "release($self, lease, /)\n--\n\n"
      "Release ``lease``: unpin its blocks and stamp them as just used (R-PIN-4, R-LRU-1).\n\n"
      "Cost: O(length of the lease).\n\n"
      "Raises:\n    ForeignLeaseError: ``lease`` was not issued by this tree (R-PIN-5).\n"
-     "    LeaseReleasedError: ``lease`` was already released (R-PIN-4).\n\nThreads: the writer's call; one thread at a time (holds the GIL throughout)."},
+     "    LeaseReleasedError: ``lease`` was already released (R-PIN-4)."},
     {"evict", (PyCFunction)Tree_evict, METH_O,
      "evict($self, count, /)\n--\n\n"
      "Free up to ``count`` blocks, least recently used leaf tail first (R-EVICT-1..3).\n\n"
-     "Returns the freed ids in eviction order; fewer than ``count`` when fewer\n"
-     "blocks are evictable (R-EVICT-4). An eviction that frees anything publishes a\n"
-     "new version; the ids then go to the allocator, or to the quarantine while\n"
-     "readers are inside (R-EPOCH-1). The clock does not advance.\n\n"
-     "Cost: O(count log h), h the number of evictable leaves.\n\n"
-     "Raises:\n    InvalidArgumentError: ``count`` is not an int >= 0.\n\nThreads: the writer's call; one thread at a time (holds the GIL throughout)."},
+     "Returns the evicted ids in eviction order; fewer than ``count`` when fewer\n"
+     "blocks are evictable (R-EVICT-4). An eviction that frees anything publishes\n"
+     "a new version (R-SNAP-1); the ids then go to the allocator, or to the\n"
+     "quarantine while readers are inside (R-EPOCH-1). The clock does not advance.\n\n"
+     "Cost: O(count * (log h + depth * log fan-out)) in the worst case, h the\n"
+     "number of evictable leaves: the queue holds no stale entries, so no call pays\n"
+     "for earlier ones.\n\n"
+     "Raises:\n    InvalidArgumentError: ``count`` is not an int >= 0."},
     {"snapshot", (PyCFunction)Tree_snapshot, METH_NOARGS,
      "snapshot($self, /)\n--\n\n"
      "An O(1) immutable view of the latest published version (R-SNAP-2).\n\n"
      "Any thread, never blocks. Its block ids stay correct for its version, but\n"
-     "only a :meth:`reader` also keeps the blocks from being reused.\n\n"
-     "Raises:\n    MemoryError: only when rebuilding the published shape after an earlier\n"
-     "        allocation failure fails."},
+     "only a :meth:`reader` also keeps the blocks from being reused.\n\n" MEMORY_ERROR_REBUILD},
     {"reader", (PyCFunction)Tree_reader, METH_NOARGS,
      "reader($self, /)\n--\n\n"
      "Enter a reader epoch and take a snapshot (R-EPOCH-1). O(1), any thread.\n\n"
-     "Blocks the reader can see are not handed out again until it leaves."},
+     "Blocks the reader can see are not handed out again until it leaves.\n\n"
+     MEMORY_ERROR_REBUILD},
+    {"eviction_key", (PyCFunction)Tree_eviction_key, METH_O,
+     "eviction_key($self, block_id, /)\n--\n\n"
+     "The key eviction orders block ``block_id`` by as an evictable leaf tail: the\n"
+     "smallest key goes first (R-EVICT-2, R-EVICT-3). ``(stamp, block_id)``, the\n"
+     "stamp the block was last used at (R-LRU-1); a block no longer cached keeps the\n"
+     "key it had. O(1).\n\n"
+     "Raises:\n    ForeignBlockError: ``block_id`` is not an id of this pool."},
     {"reclaim", (PyCFunction)Tree_reclaim, METH_NOARGS,
      "reclaim($self, /)\n--\n\n"
      "Return quarantined blocks whose readers have all left to the allocator (R-EPOCH-2).\n\n"
      "``insert`` does this by itself when short; call it to see the pool grow\n"
-     "sooner. Returns the reclaimed ids in quarantine order. Cost: O(k) for k blocks.\n"
-     "Writer thread only."},
+     "sooner. Returns the reclaimed ids in quarantine order. Cost: O(k) for k blocks\n"
+     "(the oldest reader heads a sorted registry; a free is O(1) in the bitmap)."},
+    {"clone", (PyCFunction)Tree_clone, METH_NOARGS,
+     "clone($self, /)\n--\n\n"
+     "An independent copy of the tree in the same state, for dry runs and what-ifs.\n\n"
+     "The copy answers every call exactly as this tree would from now on -- same\n"
+     "dump, stats, clock, version and epoch numbers, same allocation and eviction\n"
+     "order -- and nothing done to either changes the other. Live leases and\n"
+     "readers inside are part of that state: the copy keeps their pins and epochs,\n"
+     "so it evicts and quarantines as this tree would. The :class:`Lease` and\n"
+     ":class:`Reader` objects handed out stay this tree's: releasing or leaving\n"
+     "them acts on this tree only (the copy's pins stay held, its readers inside).\n"
+     "Snapshots need no copy: a published version never changes.\n\n"
+     "Cost: O(num_blocks + nodes + leases + readers + L) for L evictable\n"
+     "leaves. The persistent shape is shared, not copied: a shared node version\n"
+     "is never changed, and one tree extends a shared edge's chunk in place only\n"
+     "past what every version of the other reads (see accel/DESIGN.md),\n"
+     "exactly as the live tree does with its snapshots. Everything else the\n"
+     "writer changes in place is copied. No ``copy.deepcopy`` of the whole tree."},
     {"_drop_published", (PyCFunction)Tree_drop_published, METH_NOARGS,
      "_drop_published($self, /)\n--\n\n"
      "Test hook: drop the published shape as an allocation failure while mirroring a\n"
-     "change would. Until the next match(), insert(), release(), snapshot() or reader()\n"
-     "rebuilds it from the writer's shape, children are found by scanning the node\n"
+     "change would. Until the next match(), insert(), release(), snapshot(), reader() or\n"
+     "clone() rebuilds it from the writer's shape, children are found by scanning the node\n"
      "records (O(N) a lookup)."},
+    {"_corrupt_check", (PyCFunction)Tree_corrupt_check, METH_O,
+     "_corrupt_check($self, kind, /)\n--\n\n"
+     "Test hook: break one invariant in place (``kind``, one of ``_corrupt_kinds()``), run\n"
+     "check_invariants() (dump() for dump_live_count), undo every change and return the\n"
+     "InvariantViolation's message, or None if the check let the break pass (accel/corrupt.c).\n\n"
+     "Raises:\n    ValueError: an unknown kind, or one this tree's state cannot show.\n"
+     "    TypeError: ``kind`` is not a str."},
     {"stats", (PyCFunction)Tree_stats, METH_NOARGS,
-     "stats($self, /)\n--\n\nBlock counters (R-INV-1, R-EPOCH-3), a reference.results.TreeStats.\n"
-     "O(1). Writer thread only."},
+     "stats($self, /)\n--\n\n"
+     "Block counters (R-INV-1, R-EPOCH-3), and how long the oldest reader has been\n"
+     "inside, in versions (R-EPOCH-5). O(1): the registry is sorted, oldest first."},
     {"namespaces", (PyCFunction)Tree_namespaces, METH_NOARGS,
      "namespaces($self, /)\n--\n\n"
-     "Namespaces holding at least one block, None first then by name. O(r log r).\n\nThreads: the writer's call; one thread at a time (holds the GIL throughout)."},
+     "Namespaces holding at least one block, None first then by name. O(r log r)."},
     {"dump", (PyCFunction)Tree_dump, METH_NOARGS,
      "dump($self, /)\n--\n\n"
      "The canonical, JSON-serialisable description of the whole state (R-DUMP-1).\n\n"
-     "Equal to the reference's dump in the same state. Cost: O(N) over all cached\n"
-     "tokens and the pool.\n\nThreads: the writer's call; one thread at a time (holds the GIL throughout)."},
+     "Two implementations in the same state return equal dumps. Cost: O(N) over\n"
+     "all cached tokens and the pool."},
     {"render", (PyCFunction)Tree_render, METH_NOARGS,
-     "render($self, /)\n--\n\nThe tree drawn as text, from :meth:`dump`. O(N).\n\nThreads: the writer's call; one thread at a time (holds the GIL throughout)."},
+     "render($self, /)\n--\n\nThe tree drawn as text, from :meth:`dump`. O(N)."},
     {"check_invariants", (PyCFunction)Tree_check_invariants, METH_NOARGS,
      "check_invariants($self, /)\n--\n\n"
-     "Assert every structural invariant (R-INV-*), in C. O(N + h + leases * length).\n\n"
-     "Raises:\n    InvariantViolation: an invariant is broken (a bug, never bad input).\n\nThreads: the writer's call; one thread at a time (holds the GIL throughout)."},
+     "Assert every structural invariant (R-INV-*). O(N log N + leases * length): the\n"
+     "leaf stamps and the chunks are sorted to find duplicates.\n\n"
+     "Raises:\n    InvariantViolation: an invariant is broken (a bug, never bad input)."},
     {"memory_bytes", (PyCFunction)Tree_memory_bytes, METH_NOARGS,
      "memory_bytes($self, /)\n--\n\n"
      "Bytes held by the tree's own C allocations, by part (a dict of int).\n\n"
      "Cost: O(N log N) for N nodes (the chunks shared by several edges are counted once).\n\n"
-     "Raises:\n    MemoryError: no room for the list of chunks.\n\nThreads: the writer's call; one thread at a time (holds the GIL throughout)."},
+     "Raises:\n    MemoryError: no room for the list of chunks."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -1323,18 +1663,23 @@ PyTypeObject RadixTree_Type = {
     .tp_repr = (reprfunc)Tree_repr,
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
     .tp_doc = "RadixTree(num_blocks, block_size=16, *, _hash_seed=None)\n--\n\n"
-              "A radix tree of whole token blocks over a fixed pool of KV block ids (C twin\n"
-              "of reference.RadixTree, observably identical).\n\n"
-              "Args:\n    num_blocks: the pool size, an int >= 1 (at most 2**31 - 1 here).\n"
-              "    block_size: tokens per block B, an int >= 1 (default 16; at most 2**24 here).\n"
-              "    _hash_seed: test hook: fix the block-hash keys (default: os.urandom).\n\n"
-              "Raises:\n    InvalidArgumentError: either argument is not an int >= 1.\n\n"
-              "Cost: O(num_blocks / 64) to build (per-block arrays are calloc'd).\n\n"
-              "Threads: writer calls (match, insert, release, evict, reclaim, stats, dump,\n"
-              "namespaces, render, check_invariants, memory_bytes) from one thread at a\n"
-              "time; each holds the GIL throughout, so it is atomic for Python threads.\n"
-              "``snapshot()``, ``reader()`` and every Snapshot/Reader method from any\n"
-              "thread at any time, never waiting for the writer (see accel/DESIGN.md).",
+              "A radix tree of whole token blocks over a fixed pool of KV block ids.\n\n"
+              "Args:\n"
+              "    num_blocks: the pool size, an int >= 1 (at most 2**31 - 1 here); block ids\n"
+              "        are ``0 .. num_blocks-1``.\n"
+              "    block_size: tokens per block B, an int >= 1 (default 16; 1 gives a\n"
+              "        token-level tree; at most 2**24 here).\n"
+              "    _hash_seed: a test hook: the seed of the block-hash keys (default: drawn\n"
+              "        from ``os.urandom``).\n\n"
+              "Raises:\n"
+              "    InvalidArgumentError: either argument is not an int >= 1, or is above its\n"
+              "        limit here.\n"
+              "    MemoryError: ``num_blocks * block_size`` is above 2**40, or the pool's\n"
+              "        arrays cannot be allocated.\n"
+              "    TypeError: ``_hash_seed`` is not an int or None.\n\n"
+              "Cost: O(num_blocks / 64) to build (the per-block arrays are calloc'd). One\n"
+              "writer thread at a time; ``snapshot()`` and ``reader()`` from any thread (see\n"
+              ":mod:`kachedb_radix.reference.snapshot`).",
     .tp_traverse = (traverseproc)Tree_traverse,
     .tp_clear = (inquiry)Tree_clear,
     .tp_weaklistoffset = offsetof(TreeObject, weakrefs),
@@ -1399,12 +1744,17 @@ static PyObject *mod_hash_keys(PyObject *mod, PyObject *const *args, Py_ssize_t 
     return t;
 }
 
+static PyObject *mod_corrupt_kinds(PyObject *mod, PyObject *unused); /* corrupt.c */
+
 static PyMethodDef module_methods[] = {
     {"_block_hash", (PyCFunction)(void (*)(void))mod_block_hash, METH_FASTCALL,
      "_block_hash(seed, block, /)\n--\n\n"
      "Test hook: the NH hash of one block (its tokens) under the keys drawn from\n"
      "``seed``; a tree built with ``_hash_seed=seed`` files two sibling blocks in the\n"
      "same probe sequence exactly when these agree."},
+    {"_corrupt_kinds", (PyCFunction)mod_corrupt_kinds, METH_NOARGS,
+     "_corrupt_kinds($module, /)\n--\n\n"
+     "Test hook: the kinds RadixTree._corrupt_check breaks, in the order the checks run."},
     {"_hash_keys", (PyCFunction)(void (*)(void))mod_hash_keys, METH_FASTCALL,
      "_hash_keys(seed, block_size, /)\n--\n\n"
      "Test hook: the block_size + 1 NH keys (uint32) drawn from ``seed``."},
@@ -1440,6 +1790,13 @@ static PyObject *import_attr(const char *module, const char *name) {
     } while (0)
 
 PyMODINIT_FUNC PyInit__radix(void) {
+    /* The types first: a type once ready stays ready, so an init that failed on the way
+     * (an allocation failure) and is run again does the rest in the same order. */
+    PyTypeObject *types[] = {&RadixTree_Type, &Lease_Type,     &MatchResult_Type,
+                             &InsertResult_Type, &Blocks_Type, &BlocksIter_Type,
+                             &BlockAllocator_Type, &Snapshot_Type, &Reader_Type};
+    for (size_t i = 0; i < sizeof(types) / sizeof(types[0]); i++)
+        if (PyType_Ready(types[i]) < 0) return NULL;
     IMPORT(TokenTypeError, "kachedb_radix.reference.errors", "TokenTypeError");
     IMPORT(TokenRangeError, "kachedb_radix.reference.errors", "TokenRangeError");
     IMPORT(TokenLayoutError, "kachedb_radix.reference.errors", "TokenLayoutError");
@@ -1472,15 +1829,10 @@ PyMODINIT_FUNC PyInit__radix(void) {
     INTERN(s_quarantine, "quarantine");
     INTERN(s_version, "version");
 
-    PyTypeObject *types[] = {&RadixTree_Type, &Lease_Type,     &MatchResult_Type,
-                             &InsertResult_Type, &Blocks_Type, &BlocksIter_Type,
-                             &BlockAllocator_Type, &Snapshot_Type, &Reader_Type};
-    for (size_t i = 0; i < sizeof(types) / sizeof(types[0]); i++)
-        if (PyType_Ready(types[i]) < 0) return NULL;
     PyObject *impl = PyUnicode_InternFromString("accel");
-    if (impl == NULL || PyDict_SetItemString(RadixTree_Type.tp_dict, "implementation", impl) < 0)
-        return NULL;
-    Py_DECREF(impl);
+    int set = impl != NULL && PyDict_SetItemString(RadixTree_Type.tp_dict, "implementation", impl) == 0;
+    Py_XDECREF(impl);
+    if (!set) return NULL;
     PyType_Modified(&RadixTree_Type);
 
     PyObject *m = PyModule_Create(&module_def);
@@ -1504,3 +1856,5 @@ PyMODINIT_FUNC PyInit__radix(void) {
  * helpers without exporting them; pyproject.toml lists it under `depends` so an edit to
  * it rebuilds this file. */
 #include "snapshot.c"
+/* The test hooks that break invariants on purpose; they use snapshot.c's helpers. */
+#include "corrupt.c"

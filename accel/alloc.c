@@ -31,6 +31,20 @@ int ba_init(BitAlloc *a, uint32_t n) {
     return 0;
 }
 
+int ba_copy(BitAlloc *dst, const BitAlloc *src) {
+    *dst = *src;
+    dst->bits = PyMem_Malloc((size_t)src->nwords * sizeof(uint64_t));
+    dst->summary = PyMem_Malloc((size_t)src->nsummary * sizeof(uint64_t));
+    if (dst->bits == NULL || dst->summary == NULL) {
+        ba_fini(dst);
+        PyErr_NoMemory();
+        return -1;
+    }
+    memcpy(dst->bits, src->bits, (size_t)src->nwords * sizeof(uint64_t));
+    memcpy(dst->summary, src->summary, (size_t)src->nsummary * sizeof(uint64_t));
+    return 0;
+}
+
 void ba_fini(BitAlloc *a) {
     PyMem_Free(a->bits);
     PyMem_Free(a->summary);
@@ -73,7 +87,7 @@ const char *ba_check(const BitAlloc *a) {
         if (flagged != (word != 0)) return "allocator: summary bitmap disagrees with the free bitmap";
         if ((w >> 6) < a->hint && word != 0) return "allocator: a free id lies below the search hint";
     }
-    if (a->nwords && (a->num_blocks & 63u)) {
+    if (a->num_blocks & 63u) { /* the last word's ids past the pool */
         uint64_t pad = ~(((uint64_t)1 << (a->num_blocks & 63u)) - 1u);
         if (a->bits[a->nwords - 1] & pad) return "allocator: an id outside the pool is free";
     }
@@ -88,12 +102,11 @@ typedef struct {
     BitAlloc a;
 } AllocObject;
 
-/* 1: an int (not bool) in [0, limit); 0: not; -1: error. Stores the value. */
+/* 1: an int (not bool) in [0, limit), stored in *out; 0: not. */
 static int exact_index(PyObject *obj, uint64_t limit, uint32_t *out) {
     if (!PyLong_Check(obj) || PyBool_Check(obj)) return 0;
     int overflow = 0;
-    long long v = PyLong_AsLongLongAndOverflow(obj, &overflow);
-    if (v == -1 && PyErr_Occurred()) return -1;
+    long long v = int_value(obj, &overflow);
     if (overflow || v < 0 || (uint64_t)v >= limit) return 0;
     *out = (uint32_t)v;
     return 1;
@@ -103,8 +116,7 @@ static int exact_index(PyObject *obj, uint64_t limit, uint32_t *out) {
 static int parse_count(PyObject *obj, const char *what, uint64_t *out) {
     if (!PyLong_Check(obj) || PyBool_Check(obj)) goto bad;
     int overflow = 0;
-    long long v = PyLong_AsLongLongAndOverflow(obj, &overflow);
-    if (v == -1 && PyErr_Occurred()) return -1;
+    long long v = int_value(obj, &overflow);
     if (overflow < 0 || (!overflow && v < 0)) goto bad;
     *out = overflow > 0 ? UINT64_MAX : (uint64_t)v;
     return 0;
@@ -118,9 +130,7 @@ static PyObject *Alloc_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
     PyObject *n_obj;
     if (!PyArg_ParseTupleAndKeywords(args, kwds, "O:BlockAllocator", kwlist, &n_obj)) return NULL;
     uint32_t n = 0;
-    int ok = exact_index(n_obj, (uint64_t)MAX_POOL + 1u, &n);
-    if (ok < 0) return NULL;
-    if (!ok || n < 1) {
+    if (!exact_index(n_obj, (uint64_t)MAX_POOL + 1u, &n) || n < 1) {
         PyErr_Format(G.InvalidArgumentError,
                      "num_blocks must be an int >= 1 (at most %u in accel), got %R",
                      MAX_POOL, n_obj);
@@ -154,9 +164,7 @@ static PyObject *Alloc_get_allocated_count(AllocObject *self, void *c) {
 }
 
 static int check_id(AllocObject *self, PyObject *obj, uint32_t *out) {
-    int ok = exact_index(obj, self->a.num_blocks, out);
-    if (ok < 0) return -1;
-    if (!ok) {
+    if (!exact_index(obj, self->a.num_blocks, out)) {
         PyErr_Format(G.ForeignBlockError,
                      "%R is not a block id of this pool (ids are 0..%u)", obj,
                      self->a.num_blocks - 1u);
@@ -242,6 +250,57 @@ undo:
     return NULL;
 }
 
+/* Take one free id out of the bitmap (the caller checked it is free). */
+static void ba_take_id(BitAlloc *a, uint32_t id) {
+    uint32_t w = id >> 6;
+    a->bits[w] &= ~((uint64_t)1 << (id & 63));
+    if (a->bits[w] == 0) a->summary[w >> 6] &= ~((uint64_t)1 << (w & 63));
+    a->free_count--; /* the hint stays a lower bound of the lowest free word */
+}
+
+static PyObject *Alloc_take(AllocObject *self, PyObject *arg) {
+    PyObject *ids = PySequence_List(arg);
+    if (ids == NULL) return NULL;
+    Py_ssize_t n = PyList_GET_SIZE(ids);
+    uint32_t *vals = PyMem_Malloc((size_t)(n ? n : 1) * sizeof(uint32_t));
+    if (vals == NULL) {
+        Py_DECREF(ids);
+        return PyErr_NoMemory();
+    }
+    /* Check every id first (R-ALLOC-1): take each as it is checked, so an id given twice
+     * is caught as "not free" exactly like the reference's seen-set; on error the ids
+     * taken are put back. */
+    Py_ssize_t i = 0;
+    for (; i < n; i++) {
+        uint32_t id;
+        if (check_id(self, PyList_GET_ITEM(ids, i), &id) < 0) goto undo;
+        if (!ba_is_free(&self->a, id)) {
+            PyErr_Format(G.OutOfBlocksError, "block %u is not free to take", id);
+            goto undo;
+        }
+        vals[i] = id;
+        ba_take_id(&self->a, id);
+    }
+    PyMem_Free(vals);
+    return ids;
+undo:
+    for (Py_ssize_t j = 0; j < i; j++) ba_put(&self->a, vals[j]);
+    PyMem_Free(vals);
+    Py_DECREF(ids);
+    return NULL;
+}
+
+static PyObject *Alloc_clone(AllocObject *self, PyObject *unused) {
+    (void)unused;
+    AllocObject *twin = (AllocObject *)Py_TYPE(self)->tp_alloc(Py_TYPE(self), 0);
+    if (twin == NULL) return NULL;
+    if (ba_copy(&twin->a, &self->a) < 0) {
+        Py_DECREF(twin);
+        return NULL;
+    }
+    return (PyObject *)twin;
+}
+
 static PyObject *free_ids_list(const BitAlloc *a) {
     PyObject *list = PyList_New(a->free_count);
     if (list == NULL) return NULL;
@@ -267,6 +326,29 @@ static PyObject *Alloc_free_ids(AllocObject *self, PyObject *unused) {
     return free_ids_list(&self->a);
 }
 
+/* Test hook (see corrupt.c): break the allocator by `kind`, for check_invariants() to
+ * catch; the caller undoes it. */
+int corrupt_alloc(BitAlloc *a, const char *kind, Undo *u) {
+    if (strcmp(kind, "alloc_summary") == 0) {
+        PUT(u, a->summary[0], a->summary[0] ^ 1u); /* word 0 flagged the wrong way */
+    } else if (strcmp(kind, "alloc_hint") == 0) {
+        if (a->free_count == 0) goto cannot;
+        PUT(u, a->hint, a->nsummary); /* past every free id */
+    } else if (strcmp(kind, "alloc_pad") == 0) {
+        if ((a->num_blocks & 63u) == 0) goto cannot;
+        uint64_t *last = &a->bits[a->nwords - 1];
+        PUT(u, *last, *last | ((uint64_t)1 << 63)); /* an id past the pool, free */
+    } else if (strcmp(kind, "alloc_count") == 0) {
+        PUT(u, a->free_count, a->free_count + 1u);
+    } else {
+        return 0;
+    }
+    return 1;
+cannot:
+    PyErr_Format(PyExc_ValueError, "this allocator cannot show %s", kind);
+    return -1;
+}
+
 static PyObject *Alloc_check_invariants(AllocObject *self, PyObject *unused) {
     (void)unused;
     const char *msg = ba_check(&self->a);
@@ -275,6 +357,37 @@ static PyObject *Alloc_check_invariants(AllocObject *self, PyObject *unused) {
         return NULL;
     }
     Py_RETURN_NONE;
+}
+
+PyObject *violation_message(void) {
+    if (!PyErr_Occurred()) Py_RETURN_NONE;
+    if (!PyErr_ExceptionMatches(G.InvariantViolation)) return NULL;
+    PyObject *type, *value, *tb;
+    PyErr_Fetch(&type, &value, &tb);
+    PyErr_NormalizeException(&type, &value, &tb);
+    PyObject *message = PyObject_Str(value);
+    Py_XDECREF(type);
+    Py_XDECREF(value);
+    Py_XDECREF(tb);
+    return message;
+}
+
+static PyObject *Alloc_corrupt_check(AllocObject *self, PyObject *arg) {
+    const char *kind = PyUnicode_Check(arg) ? PyUnicode_AsUTF8(arg) : NULL;
+    if (kind == NULL) {
+        if (!PyErr_Occurred()) PyErr_SetString(PyExc_TypeError, "kind must be a str");
+        return NULL;
+    }
+    Undo u = {.n = 0, .temp = NULL};
+    int done = corrupt_alloc(&self->a, kind, &u);
+    if (done <= 0) {
+        if (done == 0) PyErr_Format(PyExc_ValueError, "unknown kind %R", arg);
+        return NULL;
+    }
+    PyObject *passed = Alloc_check_invariants(self, NULL);
+    Py_XDECREF(passed); /* None when the check let the break pass */
+    undo(&u);
+    return violation_message();
 }
 
 static PyObject *Alloc_repr(AllocObject *self) {
@@ -290,18 +403,40 @@ static PyMethodDef Alloc_methods[] = {
     {"allocate", (PyCFunction)Alloc_allocate, METH_O,
      "allocate($self, count, /)\n--\n\n"
      "Take the ``count`` smallest free ids, in ascending order (R-ALLOC-2).\n\n"
-     "All or nothing. Cost: O(count) amortised (bitmap scan).\n\n"
+     "All or nothing: on error no id is taken. Cost: O(count + num_blocks / 4096)\n"
+     "(a two-level bitmap of the free ids).\n\n"
      "Raises:\n    InvalidArgumentError: ``count`` is not an int >= 0.\n"
      "    OutOfBlocksError: fewer than ``count`` ids are free."},
+    {"take", (PyCFunction)Alloc_take, METH_O,
+     "take($self, block_ids, /)\n--\n\n"
+     "Take exactly these free ids, in the order given (for a tree that follows\n"
+     "another's allocation, :meth:`RadixTree.choose_new_blocks`).\n\n"
+     "All or nothing: every id is checked before any is taken (R-ALLOC-1). Cost:\n"
+     "O(k) for k ids (a bitmap of the free ids).\n\n"
+     "Raises:\n    ForeignBlockError: an id is not an int in ``[0, num_blocks)``.\n"
+     "    OutOfBlocksError: an id is already allocated, or appears twice."},
     {"free", (PyCFunction)Alloc_free, METH_O,
      "free($self, block_ids, /)\n--\n\n"
-     "Return ``block_ids`` to the pool. All or nothing (R-ALLOC-4). O(k).\n\n"
+     "Return ``block_ids`` to the pool.\n\n"
+     "All or nothing (R-ALLOC-4): every id is checked before any is freed.\n"
+     "Cost: O(k) for k ids.\n\n"
      "Raises:\n    ForeignBlockError: an id is not an int in ``[0, num_blocks)``.\n"
      "    DoubleFreeError: an id is already free, or appears twice."},
+    {"clone", (PyCFunction)Alloc_clone, METH_NOARGS,
+     "clone($self, /)\n--\n\nAn independent allocator in the same state. O(num_blocks / 64)."},
     {"free_ids", (PyCFunction)Alloc_free_ids, METH_NOARGS,
-     "free_ids($self, /)\n--\n\nThe free ids, ascending. O(num_blocks / 64 + f)."},
+     "free_ids($self, /)\n--\n\nThe free ids, ascending. O(num_blocks / 64 + f) for f free ids."},
+    {"_corrupt_check", (PyCFunction)Alloc_corrupt_check, METH_O,
+     "_corrupt_check($self, kind, /)\n--\n\n"
+     "Test hook: break one invariant (``kind``: alloc_summary, alloc_hint, alloc_pad or\n"
+     "alloc_count), run check_invariants()'s check, undo the break and return the check's\n"
+     "message (None if it let the break pass).\n\n"
+     "Raises:\n    ValueError: an unknown kind, or one this allocator cannot show."},
     {"check_invariants", (PyCFunction)Alloc_check_invariants, METH_NOARGS,
-     "check_invariants($self, /)\n--\n\nAssert the allocator's invariants. O(num_blocks / 64).\n\n"
+     "check_invariants($self, /)\n--\n\n"
+     "Assert the invariants of :mod:`kachedb_radix.reference.allocator`'s module docstring,\n"
+     "and that the summary bitmap and the search hint agree with the free bitmap.\n"
+     "O(num_blocks / 64).\n\n"
      "Raises:\n    InvariantViolation: an invariant is broken."},
     {NULL, NULL, 0, NULL},
 };
@@ -322,10 +457,11 @@ PyTypeObject BlockAllocator_Type = {
     .tp_repr = (reprfunc)Alloc_repr,
     .tp_flags = Py_TPFLAGS_DEFAULT,
     .tp_doc = "BlockAllocator(num_blocks)\n--\n\n"
-              "A fixed pool of block ids, handed out smallest-first (same API as\n"
-              "kachedb_radix.reference.allocator.BlockAllocator).\n\n"
-              "Raises:\n    InvalidArgumentError: ``num_blocks`` is not an int >= 1.\n\n"
-              "Cost: O(num_blocks / 64) to build.",
+              "A fixed pool of block ids, handed out smallest-first.\n\n"
+              "Args:\n    num_blocks: pool size, an int >= 1 (at most 2**31 - 1 here).\n\n"
+              "Raises:\n    InvalidArgumentError: ``num_blocks`` is not an int >= 1, or is above\n"
+              "        2**31 - 1.\n\n"
+              "Cost: O(num_blocks / 64) to build (a bitmap of the free ids).",
     .tp_methods = Alloc_methods,
     .tp_getset = Alloc_getset,
     .tp_new = Alloc_new,

@@ -56,7 +56,7 @@ PyObject *blocks_view(PyObject *owner, const uint32_t *ids, Py_ssize_t n) {
 }
 
 static void Blocks_dealloc(BlocksObject *self) {
-    Py_XDECREF(self->owner);
+    Py_DECREF(self->owner);
     PyObject_Free(self);
 }
 
@@ -100,66 +100,62 @@ static PyObject *Blocks_subscript(BlocksObject *self, PyObject *key) {
     return NULL;
 }
 
-/* -1: not an id (cannot be contained); else the id. */
-static long long as_id(PyObject *value) {
-    if (!PyLong_Check(value)) return -2;
-    int overflow = 0;
-    long long v = PyLong_AsLongLongAndOverflow(value, &overflow);
-    if (v == -1 && PyErr_Occurred()) return -3;
-    if (overflow || v < 0 || v > 0xFFFFFFFFLL) return -1;
-    return v;
+/* Where value == ids[i], as the tuple's comparison would say, from i = 0: the count of
+ * matches (all) or the first match's index (-1 for none), or -2 with an error set.  An
+ * exact int is compared by value, with no int made; anything else (a bool, a float, an
+ * int subclass, ...) by its own == against the id as an int, like a tuple's element. */
+static Py_ssize_t blocks_find(const BlocksObject *self, PyObject *value, int all) {
+    Py_ssize_t found = all ? 0 : -1;
+    if (PyLong_CheckExact(value)) {
+        int overflow = 0;
+        long long v = int_value(value, &overflow);
+        for (Py_ssize_t i = 0; i < self->n && !overflow; i++) {
+            if ((long long)self->ids[i] != v) continue;
+            if (!all) return i;
+            found++;
+        }
+        return found;
+    }
+    for (Py_ssize_t i = 0; i < self->n; i++) {
+        PyObject *x = PyLong_FromUnsignedLong(self->ids[i]);
+        if (x == NULL) return -2;
+        int eq = PyObject_RichCompareBool(x, value, Py_EQ);
+        Py_DECREF(x);
+        if (eq < 0) return -2;
+        if (eq == 0) continue;
+        if (!all) return i;
+        found++;
+    }
+    return found;
 }
 
 static int Blocks_contains(BlocksObject *self, PyObject *value) {
-    long long v = as_id(value);
-    if (v == -3) return -1;
-    if (v == -2) {
-        /* Not an int: compare the slow way, like a tuple would. */
-        for (Py_ssize_t i = 0; i < self->n; i++) {
-            PyObject *x = PyLong_FromUnsignedLong(self->ids[i]);
-            if (x == NULL) return -1;
-            int eq = PyObject_RichCompareBool(x, value, Py_EQ);
-            Py_DECREF(x);
-            if (eq != 0) return eq;
-        }
-        return 0;
-    }
-    if (v < 0) return 0;
-    for (Py_ssize_t i = 0; i < self->n; i++)
-        if (self->ids[i] == (uint32_t)v) return 1;
-    return 0;
+    Py_ssize_t at = blocks_find(self, value, 0);
+    return at == -2 ? -1 : at >= 0;
 }
 
 static PyObject *Blocks_index(BlocksObject *self, PyObject *value) {
-    long long v = as_id(value);
-    if (v == -3) return NULL;
-    if (v >= 0)
-        for (Py_ssize_t i = 0; i < self->n; i++)
-            if (self->ids[i] == (uint32_t)v) return PyLong_FromSsize_t(i);
-    PyErr_Format(PyExc_ValueError, "%R is not in Blocks", value);
+    Py_ssize_t at = blocks_find(self, value, 0);
+    if (at >= 0) return PyLong_FromSsize_t(at);
+    if (at == -1) PyErr_Format(PyExc_ValueError, "%R is not in Blocks", value);
     return NULL;
 }
 
 static PyObject *Blocks_count(BlocksObject *self, PyObject *value) {
-    long long v = as_id(value);
-    if (v == -3) return NULL;
-    Py_ssize_t c = 0;
-    if (v >= 0)
-        for (Py_ssize_t i = 0; i < self->n; i++) c += self->ids[i] == (uint32_t)v;
-    return PyLong_FromSsize_t(c);
+    Py_ssize_t count = blocks_find(self, value, 1);
+    return count == -2 ? NULL : PyLong_FromSsize_t(count);
 }
 
+/* a is the Blocks: Python calls a type's tp_richcompare with an instance of it first (the
+ * reflected comparison swaps the operands). */
 static PyObject *Blocks_richcompare(PyObject *a, PyObject *b, int op) {
-    int a_ok = PyObject_TypeCheck(a, &Blocks_Type) || PyTuple_Check(a);
-    int b_ok = PyObject_TypeCheck(b, &Blocks_Type) || PyTuple_Check(b);
-    if (!a_ok || !b_ok) Py_RETURN_NOTIMPLEMENTED;
-    if (PyObject_TypeCheck(a, &Blocks_Type) && PyObject_TypeCheck(b, &Blocks_Type) &&
-        (op == Py_EQ || op == Py_NE)) {
+    if (!PyObject_TypeCheck(b, &Blocks_Type) && !PyTuple_Check(b)) Py_RETURN_NOTIMPLEMENTED;
+    if (PyObject_TypeCheck(b, &Blocks_Type) && (op == Py_EQ || op == Py_NE)) {
         BlocksObject *x = (BlocksObject *)a, *y = (BlocksObject *)b;
         int eq = x->n == y->n && (x->n == 0 || memcmp(x->ids, y->ids, (size_t)x->n * 4u) == 0);
         return PyBool_FromLong(op == Py_EQ ? eq : !eq);
     }
-    PyObject *ta = PyObject_TypeCheck(a, &Blocks_Type) ? Blocks_tuple((BlocksObject *)a) : Py_NewRef(a);
+    PyObject *ta = Blocks_tuple((BlocksObject *)a);
     if (ta == NULL) return NULL;
     PyObject *tb = PyObject_TypeCheck(b, &Blocks_Type) ? Blocks_tuple((BlocksObject *)b) : Py_NewRef(b);
     if (tb == NULL) {
@@ -188,8 +184,9 @@ static PyObject *Blocks_repr(BlocksObject *self) {
     return r;
 }
 
+/* sq_concat: a is the Blocks (Python calls the left operand's). */
 static PyObject *Blocks_concat(PyObject *a, PyObject *b) {
-    PyObject *ta = PyObject_TypeCheck(a, &Blocks_Type) ? Blocks_tuple((BlocksObject *)a) : Py_NewRef(a);
+    PyObject *ta = Blocks_tuple((BlocksObject *)a);
     if (ta == NULL) return NULL;
     PyObject *tb = PyObject_TypeCheck(b, &Blocks_Type) ? Blocks_tuple((BlocksObject *)b) : Py_NewRef(b);
     if (tb == NULL) {
@@ -291,19 +288,18 @@ static PyObject *Blocks_iter(BlocksObject *self) {
 }
 
 static void BlocksIter_dealloc(BlocksIterObject *self) {
-    Py_XDECREF(self->seq);
+    Py_DECREF(self->seq);
     PyObject_Free(self);
 }
 
 static PyObject *BlocksIter_next(BlocksIterObject *self) {
-    if (self->seq == NULL || self->pos >= self->seq->n) return NULL;
+    if (self->pos >= self->seq->n) return NULL;
     return PyLong_FromUnsignedLong(self->seq->ids[self->pos++]);
 }
 
 static PyObject *BlocksIter_length_hint(BlocksIterObject *self, PyObject *unused) {
     (void)unused;
-    Py_ssize_t left = self->seq ? self->seq->n - self->pos : 0;
-    return PyLong_FromSsize_t(left > 0 ? left : 0);
+    return PyLong_FromSsize_t(self->seq->n - self->pos); /* pos never passes n */
 }
 
 static PyMethodDef BlocksIter_methods[] = {
@@ -333,7 +329,7 @@ MatchResultObject *match_result_new(Py_ssize_t nblocks) {
 }
 
 static void MatchResult_dealloc(MatchResultObject *self) {
-    Py_XDECREF(self->lease);
+    Py_DECREF(self->lease);
     PyObject_Free(self);
 }
 
@@ -363,7 +359,8 @@ static PyGetSetDef MatchResult_getset[] = {
     {"length", (getter)MatchResult_get_length, NULL,
      "Tokens matched, always a multiple of the block size.", NULL},
     {"blocks", (getter)MatchResult_get_blocks, NULL,
-     "The block ids holding those tokens, root first (a Blocks sequence).", NULL},
+     "The block ids holding those tokens, root first (a ``Blocks`` view, equal to their\n"
+     "tuple).", NULL},
     {"lease", (getter)MatchResult_get_lease, NULL,
      "The lease pinning ``blocks`` when ``pin=True`` was asked, else None.", NULL},
     {NULL, NULL, NULL, NULL, NULL},
@@ -377,7 +374,12 @@ PyTypeObject MatchResult_Type = {
     .tp_dealloc = (destructor)MatchResult_dealloc,
     .tp_repr = (reprfunc)MatchResult_repr,
     .tp_flags = Py_TPFLAGS_DEFAULT,
-    .tp_doc = "What ``match`` found (R-MATCH-1): ``length``, ``blocks``, ``lease``.",
+    .tp_doc = "What ``match`` found (R-MATCH-1).\n\n"
+              "Attributes:\n"
+              "    length: tokens matched, always a multiple of the block size.\n"
+              "    blocks: the block ids holding those tokens, root first (a ``Blocks`` view,\n"
+              "        equal to their tuple).\n"
+              "    lease: the lease pinning ``blocks`` when ``pin=True`` was asked, else None.",
     .tp_getset = MatchResult_getset,
 };
 
@@ -397,7 +399,7 @@ InsertResultObject *insert_result_new(Py_ssize_t nblocks, Py_ssize_t nalloc, Py_
 }
 
 static void InsertResult_dealloc(InsertResultObject *self) {
-    Py_XDECREF(self->lease);
+    Py_DECREF(self->lease);
     PyObject_Free(self);
 }
 
@@ -445,13 +447,15 @@ static PyGetSetDef InsertResult_getset[] = {
     {"length", (getter)InsertResult_get_length, NULL,
      "Tokens now cached for the sequence: its full blocks, ``len // B * B``.", NULL},
     {"blocks", (getter)InsertResult_get_blocks, NULL,
-     "The block ids of those full blocks, root first.", NULL},
+     "The block ids of those full blocks, root first (a ``Blocks`` view, equal to their\n"
+     "tuple).", NULL},
     {"reused", (getter)InsertResult_get_reused, NULL,
      "How many leading blocks were already cached.", NULL},
     {"allocated", (getter)InsertResult_get_allocated, NULL,
-     "The ids given to the new blocks, in path order (R-ALLOC-2).", NULL},
+     "The ids given to the new blocks, in path order (R-ALLOC-2) (a ``Blocks`` view).",
+     NULL},
     {"evicted", (getter)InsertResult_get_evicted, NULL,
-     "Ids freed to make room, in eviction order (R-INS-5).", NULL},
+     "Ids freed to make room, in eviction order (R-INS-5) (a ``Blocks`` view).", NULL},
     {"lease", (getter)InsertResult_get_lease, NULL,
      "The lease pinning ``blocks`` when ``pin=True`` was asked, else None.", NULL},
     {NULL, NULL, NULL, NULL, NULL},
@@ -465,8 +469,17 @@ PyTypeObject InsertResult_Type = {
     .tp_dealloc = (destructor)InsertResult_dealloc,
     .tp_repr = (reprfunc)InsertResult_repr,
     .tp_flags = Py_TPFLAGS_DEFAULT,
-    .tp_doc = "What ``insert`` did (R-INS-1): ``length``, ``blocks``, ``reused``, "
-              "``allocated``, ``evicted``, ``lease``.",
+    .tp_doc = "What ``insert`` did (R-INS-1).\n\n"
+              "Attributes:\n"
+              "    length: tokens now cached for the sequence: its full blocks, ``len // B * B``.\n"
+              "    blocks: the block ids of those full blocks, root first (a ``Blocks`` view,\n"
+              "        equal to their tuple).\n"
+              "    reused: how many leading blocks were already cached.\n"
+              "    allocated: the ids given to the new blocks, in path order (R-ALLOC-2) (a\n"
+              "        ``Blocks`` view).\n"
+              "    evicted: ids freed to make room, in eviction order (R-INS-5) (a ``Blocks``\n"
+              "        view).\n"
+              "    lease: the lease pinning ``blocks`` when ``pin=True`` was asked, else None.",
     .tp_getset = InsertResult_getset,
 };
 
@@ -483,6 +496,7 @@ LeaseObject *lease_alloc(void) {
     l->ns = NULL;
     l->B = 1;
     l->count = 0;
+    l->store = NULL;
     l->blocks = NULL;
     l->tokens = NULL;
     l->tokens_tuple = NULL;
@@ -506,7 +520,7 @@ static void Lease_dealloc(LeaseObject *self) {
     Py_CLEAR(self->tree);
     Py_CLEAR(self->ns);
     Py_CLEAR(self->tokens_tuple);
-    PyMem_Free(self->blocks);
+    if (self->store != NULL && --self->store->rc == 0) PyMem_Free(self->store);
     PyObject_GC_Del(self);
 }
 
@@ -514,9 +528,10 @@ static PyObject *Lease_get_id(LeaseObject *self, void *c) {
     (void)c;
     return PyLong_FromUnsignedLongLong(self->id);
 }
+/* A lease reaches Python only linked, so its ns is set (None or an exact str). */
 static PyObject *Lease_get_namespace(LeaseObject *self, void *c) {
     (void)c;
-    return Py_NewRef(self->ns ? self->ns : Py_None);
+    return Py_NewRef(self->ns);
 }
 static PyObject *Lease_get_tokens(LeaseObject *self, void *c) {
     (void)c;
@@ -570,7 +585,7 @@ static PyObject *Lease_exit(LeaseObject *self, PyObject *const *args, Py_ssize_t
 static PyObject *Lease_repr(LeaseObject *self) {
     return PyUnicode_FromFormat("<Lease %llu %s: %u blocks, namespace=%R>",
                                 (unsigned long long)self->id, self->released ? "released" : "live",
-                                self->count, self->ns ? self->ns : Py_None);
+                                self->count, self->ns);
 }
 
 static PyMethodDef Lease_methods[] = {
@@ -580,15 +595,18 @@ static PyMethodDef Lease_methods[] = {
      "Raises:\n    LeaseReleasedError: already released."},
     {"__enter__", (PyCFunction)Lease_enter, METH_NOARGS, "__enter__($self, /)\n--\n\n"},
     {"__exit__", (PyCFunction)(void (*)(void))Lease_exit, METH_FASTCALL,
-     "__exit__($self, exc_type, exc, traceback, /)\n--\n\nRelease the lease unless already released."},
+     "__exit__($self, exc_type, exc, traceback, /)\n--\n\n"},
     {NULL, NULL, 0, NULL},
 };
 
 static PyGetSetDef Lease_getset[] = {
-    {"id", (getter)Lease_get_id, NULL, "The lease's number, from 1, per tree.", NULL},
-    {"namespace", (getter)Lease_get_namespace, NULL, "The namespace of the pinned path.", NULL},
-    {"tokens", (getter)Lease_get_tokens, NULL, "The pinned token prefix (a tuple).", NULL},
-    {"blocks", (getter)Lease_get_blocks, NULL, "The pinned block ids, root first.", NULL},
+    {"id", (getter)Lease_get_id, NULL, "The lease's number, from 1, per tree. O(1).", NULL},
+    {"namespace", (getter)Lease_get_namespace, NULL,
+     "The namespace of the pinned path. O(1).", NULL},
+    {"tokens", (getter)Lease_get_tokens, NULL,
+     "The pinned token prefix, a tuple. O(length) the first time, then O(1).", NULL},
+    {"blocks", (getter)Lease_get_blocks, NULL,
+     "The pinned block ids, root first (a ``Blocks`` view). O(1).", NULL},
     {"length", (getter)Lease_get_length, NULL, "Pinned length in tokens. O(1).", NULL},
     {"released", (getter)Lease_get_released, NULL,
      "Whether the lease has been released. O(1).", NULL},

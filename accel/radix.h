@@ -97,6 +97,8 @@ typedef struct {
 
 int ba_init(BitAlloc *a, uint32_t num_blocks);
 void ba_fini(BitAlloc *a);
+/* dst (uninitialised) becomes an independent copy of src; -1 with MemoryError set. */
+int ba_copy(BitAlloc *dst, const BitAlloc *src);
 uint32_t ba_take_smallest(BitAlloc *a); /* precondition: free_count > 0 */
 void ba_put(BitAlloc *a, uint32_t id);  /* precondition: id allocated */
 size_t ba_bytes(const BitAlloc *a);
@@ -114,7 +116,8 @@ extern PyTypeObject BlockAllocator_Type;
  *
  * A PChunk holds `cap` blocks: cap * B tokens, then cap block ids.  Entries below
  * `used` are never written again (a reader may be reading them without the GIL); the
- * writer appends past `used`, and lowers `used` only when no snapshot object is alive.
+ * writer appends past `used`, and lowers `used` only when no snapshot object is alive
+ * and no clone shares the chunks (pctx_sole).
  *
  * The published shape is the persistent, reference-counted tree that snapshots read
  * (see snapshot.c and DESIGN.md).  Reachable from a snapshot means immutable: the writer
@@ -175,16 +178,20 @@ typedef struct {
     PRoot *r; /* sorted: the default namespace first, then by name */
 } PRoots;
 
-/* Shared by a tree and its snapshots: how many snapshot objects are alive (with none,
- * every PNode the writer holds is uniquely owned and is changed in place), and the
- * block-hash keys, which a snapshot needs to look children up. */
+/* Shared by a tree, its clones and all their snapshots: the block-hash keys, which a
+ * snapshot needs to look children up (and a clone, which shares the published shape's
+ * tries), and the count of those holders.  With one holder -- the writer alone, no
+ * snapshot object alive and no clone -- every PNode the writer holds is uniquely owned
+ * and is changed in place (pctx_sole). */
 typedef struct {
-    Py_ssize_t rc;
-    Py_ssize_t live;
+    Py_ssize_t rc; /* holders: trees (a tree and its clones) and snapshot objects */
     uint32_t B;
     uint64_t parent_mix;
     uint32_t keys[]; /* NH keys: B + 1 words */
 } PCtx;
+
+/* Whether the writer is the published shape's only holder (no snapshot, no clone). */
+static inline int pctx_sole(const PCtx *c) { return c->rc == 1; }
 
 static inline const uint32_t *pn_tokens(const PNode *p, uint32_t B) {
     return p->chunk->tok + (size_t)p->off * B;
@@ -300,6 +307,13 @@ extern PyTypeObject RadixTree_Type;
 
 /* ------------------------------------------------------------------ objects */
 
+/* A lease's block ids and tokens: one allocation, reference-counted so that a clone's
+ * copy of a live lease shares them (they never change). */
+typedef struct LeaseStore {
+    size_t rc;
+    uint32_t v[]; /* count ids, then count * B tokens */
+} LeaseStore;
+
 typedef struct LeaseObject {
     PyObject_HEAD
     TreeObject *tree; /* strong; NULL once cleared by the GC */
@@ -310,7 +324,9 @@ typedef struct LeaseObject {
     PyObject *ns; /* None or exact str */
     uint32_t B;
     uint32_t count;    /* blocks */
-    uint32_t *blocks;  /* count ids, then count * B tokens, one allocation */
+    struct LeaseStore *store; /* the ids and tokens below; shared with the lease's copies
+                                 in clones of the tree */
+    uint32_t *blocks;  /* count ids, then count * B tokens, in store */
     uint32_t *tokens;
     PyObject *tokens_tuple;
 } LeaseObject;
@@ -462,12 +478,69 @@ void derive_keys(uint64_t seed, uint32_t *keys, uint32_t n, uint64_t *parent_mix
 uint32_t tree_find_child(TreeObject *t, uint32_t parent, const uint32_t *blk);
 Py_ssize_t tree_walk(TreeObject *t, uint32_t root, const uint32_t *tok, Py_ssize_t limit,
                      uint32_t *out, uint32_t *last_node, uint32_t *last_used);
+/* ns's root node, or NIL when the namespace holds nothing; ns is None, NULL (both the
+ * default namespace) or an exact str.  Cannot fail: the registry's keys are exact strs,
+ * whose hashing and comparison run no code and raise nothing. */
 uint32_t tree_root_of(TreeObject *t, PyObject *ns);
+
+/* The value of an int (the caller has checked PyLong_Check), with *overflow set to +1 or
+ * -1 when it does not fit in a long long.  Cannot fail: PyLong_AsLongLongAndOverflow
+ * raises only for an object that is not an int (on which it calls __index__). */
+static inline long long int_value(PyObject *obj, int *overflow) {
+    return PyLong_AsLongLongAndOverflow(obj, overflow);
+}
 
 PyObject *tree_dump(TreeObject *t);
 int tree_check(TreeObject *t);
 PyObject *tree_memory(TreeObject *t);
 PyObject *Tree_release(TreeObject *self, PyObject *lease);
+
+/* ------------------------------------------------------------------ test hooks (corrupt.c)
+ *
+ * An undo log of the bytes a _corrupt_check hook changes: put() saves and overwrites,
+ * undo() restores in reverse order. */
+
+typedef struct {
+    void *at;
+    unsigned char old[16];
+    size_t size;
+} UndoEntry;
+
+typedef struct {
+    UndoEntry e[8];
+    int n;
+    struct PNode *temp; /* a temporary PNode copy, freed by undo() */
+} Undo;
+
+static inline void put(Undo *u, void *at, const void *value, size_t size) {
+    UndoEntry *e = &u->e[u->n++];
+    e->at = at;
+    e->size = size;
+    memcpy(e->old, at, size);
+    memcpy(at, value, size);
+}
+
+#define PUT(u, lvalue, value)                                  \
+    do {                                                       \
+        __typeof__(lvalue) put_value_ = (value);               \
+        put((u), &(lvalue), &put_value_, sizeof(put_value_));  \
+    } while (0)
+
+static inline void undo(Undo *u) {
+    while (u->n > 0) {
+        UndoEntry *e = &u->e[--u->n];
+        memcpy(e->at, e->old, e->size);
+    }
+    PyMem_Free(u->temp);
+    u->temp = NULL;
+}
+
+/* Break allocator a by `kind` (alloc.c): 1 done, 0 not an allocator kind, -1 this
+ * allocator cannot show it (ValueError set). */
+int corrupt_alloc(BitAlloc *a, const char *kind, Undo *u);
+/* The pending InvariantViolation's message, the error consumed; None if none is pending;
+ * NULL (the error kept) for any other error. */
+PyObject *violation_message(void);
 
 /* ------------------------------------------------------------------ snapshot.c */
 

@@ -15,8 +15,10 @@
 # alive until exit by design) and PYTHONMALLOC=malloc routes every PyMem allocation of
 # the extension through ASan's malloc so overruns of its arrays are caught.
 #
-# Besides the accel tests it runs the shared suite's accel cases and the conformance
-# machine (kachedb-radix conform accel; CONFORM_EXAMPLES sets its example count).
+# Besides the accel tests (the allocation-failure sweep and the invariant breaks among
+# them: every error path under ASan) it runs the shared suite's accel cases (clone's
+# included) and the conformance machine (kachedb-radix conform accel; CONFORM_EXAMPLES
+# sets its example count).
 # The leak test is not run here: ASan's quarantine holds freed memory on purpose, so
 # a flat-RSS check means nothing under it (tests/accel/test_leak.py runs in the normal
 # suite). The snapshot tests run here too, and the threaded stress test for accel
@@ -47,11 +49,13 @@ cd "$work"
 start=$SECONDS
 # The accel tests, then the shared suite's accel cases, then the conformance machine.
 "$python" -m pytest tests/accel/test_basics.py tests/accel/test_differential.py \
-    tests/accel/test_snapshots.py tests/snapshots/test_snapshots.py \
+    tests/accel/test_snapshots.py tests/accel/test_alloc_failures.py \
+    tests/accel/test_invariants.py tests/accel/test_edges.py tests/snapshots/test_snapshots.py \
     "tests/snapshots/test_stress.py::test_readers_see_whole_versions_and_no_early_reuse[accel]" \
     -p no:cacheprovider -q -o addopts="" "$@"
 "$python" -m pytest tests/tree/test_tree.py tests/tree/test_tokens.py tests/tree/test_bad_input.py \
-    tests/tree/test_model.py tests/snapshots/test_reader_leak.py -k accel -p no:cacheprovider -q \
+    tests/tree/test_model.py tests/tree/test_clone.py tests/snapshots/test_reader_leak.py -k accel \
+    -p no:cacheprovider -q \
     -o addopts="" "$@"
 "$python" -m kachedb_radix.spec conform accel --examples "${CONFORM_EXAMPLES:-300}"
 echo "sanitize: clean ($((SECONDS - start)) s of tests and conformance)"

@@ -15,8 +15,10 @@
  * node or PRoots is changed in place only when the writer owns the whole path to it
  * (every reference count on it is 1); otherwise the path is copied first (pn_unique for
  * PNodes, trie_own for trie nodes).  Copying a PNode shares its chunk and its trie, so a
- * path copy costs O(depth * log fan-out).  With no snapshot object alive every count is
- * 1, so the writer skips the path walk entirely.
+ * path copy costs O(depth * log fan-out).  With no snapshot object alive and no clone
+ * (pctx_sole) every count is 1, so the writer skips the path walk entirely.  A clone
+ * shares the published shape as a snapshot does: for each of the two trees the other is
+ * one more holder, so each path-copies what the other can still reach.
  *
  * snapshot() increfs the current PRoots: O(1).  All reference counting happens under
  * the GIL; a snapshot match that runs without the GIL only reads PNodes, trie nodes and
@@ -753,7 +755,6 @@ int shadow_init(TreeObject *t, uint64_t seed) {
         return -1;
     }
     t->pctx->rc = 1;
-    t->pctx->live = 0;
     t->pctx->B = B;
     derive_keys(seed, t->pctx->keys, B + 1u, &t->pctx->parent_mix);
     t->shadow_ok = 1;
@@ -861,8 +862,8 @@ static PRoot *proot_entry(PRoots *R, const PNode *root) {
  * writer-owned version (NULL for a root).  NULL: the published shape is not kept. */
 static PNode *pn_unique(TreeObject *t, uint32_t n, PNode **parent_out) {
     if (!t->shadow_ok) return NULL;
-    if (t->pctx->live == 0) {
-        /* No snapshot alive: every count is 1 (shadow_check verifies this). */
+    if (pctx_sole(t->pctx)) {
+        /* No snapshot alive, no clone: every count is 1 (shadow_check verifies this). */
         if (parent_out != NULL) {
             uint32_t pa = t->nodes[n].parent;
             *parent_out = pa == NIL ? NULL : t->pub[pa];
@@ -1071,7 +1072,7 @@ static int is_current_child(const TreeObject *t, const PNode *k, uint32_t owner)
 static int trie_check(TreeObject *t, const HNode *top, const HNode *h, uint32_t depth,
                       uint32_t owner, int sole, uint32_t *seen) {
     const uint32_t B = t->B;
-    CHECK(h->rc >= 1 && (!sole || h->rc == 1), "node %u: trie node shared with no snapshot alive",
+    CHECK(h->rc >= 1 && (!sole || h->rc == 1), "node %u: trie node shared with no snapshot or clone alive",
           owner);
     CHECK(h->n >= 1 && h->n <= h->cap, "node %u: empty or overfull trie node", owner);
     CHECK(depth == 0 ? h->total > KIDS_SMALL : h->total == 0, "node %u: a trie node's count is %u",
@@ -1103,19 +1104,18 @@ static int trie_check(TreeObject *t, const HNode *top, const HNode *h, uint32_t 
 }
 
 /* The published shape equals the writer's shape (R-SNAP-1), node by node, and shares
- * its chunks; with no snapshot alive every reference count is 1 (what lets the writer
+ * its chunks; with no snapshot or clone alive every reference count is 1 (what lets the writer
  * skip path copying). */
 int shadow_check(TreeObject *t) {
     if (!t->shadow_ok) return 0; /* dropped after an allocation failure: rebuilt on demand */
-    const int sole = t->pctx->live == 0;
+    const int sole = pctx_sole(t->pctx);
     PRoots *R = t->proots;
-    CHECK(!sole || R->rc == 1, "published roots shared with no snapshot alive");
+    CHECK(!sole || R->rc == 1, "published roots shared with no snapshot or clone alive");
     CHECK(R->n == t->roots_len, "published shape has %u namespaces, the tree %u", R->n,
           t->roots_len);
     for (uint32_t i = 0; i < R->n; i++) {
         if (i > 0) CHECK(ns_cmp(R->r[i - 1].ns, R->r[i].ns) < 0, "published namespaces unsorted");
         uint32_t r = tree_root_of(t, R->r[i].ns);
-        if (r == NIL && PyErr_Occurred()) return -1;
         CHECK(r != NIL && t->pub[r] == R->r[i].root, "published root of %R is stale",
               R->r[i].ns ? R->r[i].ns : Py_None);
         CHECK(R->r[i].root->count == 0 && R->r[i].root->chunk == NULL, "published root has an edge");
@@ -1125,7 +1125,7 @@ int shadow_check(TreeObject *t) {
         if (x->parent == NODE_FREE) continue;
         const PNode *p = t->pub[n];
         CHECK(p != NULL && p->rc >= 1, "node %u has no published version", n);
-        CHECK(!sole || p->rc == 1, "node %u's published version is shared with no snapshot alive", n);
+        CHECK(!sole || p->rc == 1, "node %u's published version is shared with no snapshot or clone alive", n);
         CHECK(p->count == x->nblocks, "node %u: published edge of %u blocks, writer %u", n, p->count,
               x->nblocks);
         const uint32_t nkids = pn_nkids(p);
@@ -1232,7 +1232,6 @@ PyObject *tree_snapshot(TreeObject *t, int reader) {
     s->roots->rc++;
     s->ctx = t->pctx;
     s->ctx->rc++;
-    s->ctx->live++;
     s->B = t->B;
     s->version = t->version;
     s->clock = t->clock;
@@ -1258,10 +1257,7 @@ void reader_leave(TreeObject *t, uint64_t epoch) {
 }
 
 static void Snapshot_dealloc(SnapshotObject *self) {
-    if (self->ctx != NULL) {
-        self->ctx->live--;
-        pctx_decref(self->ctx);
-    }
+    pctx_decref(self->ctx);
     proots_decref(self->roots);
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
@@ -1570,25 +1566,25 @@ static PyObject *Snapshot_repr(SnapshotObject *self) {
                                 (unsigned long long)self->version, (unsigned long long)self->clock);
 }
 
-#define SNAPSHOT_THREADS "Any thread, any time; never waits for the writer."
-
+/* The docstrings repeat reference/snapshot.py's, word for word wherever the behaviour is
+ * the same; tests/accel/test_docstrings.py lists every difference and its reason. */
 static PyMethodDef Snapshot_methods[] = {
     {"match", (PyCFunction)(void (*)(void))Snapshot_match, METH_FASTCALL | METH_KEYWORDS,
      "match($self, tokens, namespace=None)\n--\n\n"
      "The longest whole-block prefix cached at this version (R-SNAP-2, R-MATCH-1).\n\n"
-     "Stamps nothing and pins nothing; ``lease`` is always None. Cost: O(n). "
-     SNAPSHOT_THREADS "\nFrom 4,096 tokens on, the walk runs without the GIL (other threads,\n"
-     "readers and the writer, run meanwhile); do not change a token buffer during the call.\n\n"
+     "Stamps nothing and pins nothing; ``lease`` is always None. Cost: O(n).\n"
+     "From 4,096 tokens on, the walk runs without the GIL (other threads, readers and\n"
+     "the writer, run meanwhile); do not change a token buffer during the call.\n\n"
      "Raises:\n    InvalidTokensError: ``tokens`` is malformed (R-TOK-*).\n"
      "    InvalidArgumentError: ``namespace`` is not None or a str."},
     {"namespaces", (PyCFunction)Snapshot_namespaces, METH_NOARGS,
      "namespaces($self, /)\n--\n\n"
-     "Namespaces holding blocks at this version, None first. O(r). " SNAPSHOT_THREADS},
+     "Namespaces holding blocks at this version, None first. O(r): they are kept sorted."},
     {"dump", (PyCFunction)Snapshot_dump, METH_NOARGS,
      "dump($self, /)\n--\n\n"
-     "The canonical dump of this version's shape (R-SNAP-2, R-DUMP-2): format, block_size,\n"
-     "version, clock and the namespaces' edges (tokens, blocks, children). Equal to the\n"
-     "reference snapshot's dump. O(cached tokens). " SNAPSHOT_THREADS},
+     "The canonical dump of this version's shape (R-SNAP-2, R-DUMP-2).\n\n"
+     "Like ``RadixTree.dump()`` without the writer's bookkeeping (pins, stamps,\n"
+     "free and quarantined blocks), plus the version number. O(cached tokens)."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -1608,10 +1604,9 @@ PyTypeObject Snapshot_Type = {
     .tp_dealloc = (destructor)Snapshot_dealloc,
     .tp_repr = (reprfunc)Snapshot_repr,
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE,
-    .tp_doc = "An immutable view of one published version of a tree (R-SNAP-2); from\n"
-              "``RadixTree.snapshot()`` only. Cost to take: O(1). Every method may be called\n"
-              "from any thread at any time and never waits for the writer. It keeps the\n"
-              "version it shows alive (reference counts), also after the tree is gone.",
+    .tp_doc = "An immutable view of one published version of a tree (R-SNAP-2).\n\n"
+              "Cost to take: O(1). Safe to use from any thread. Made only by\n"
+              "``RadixTree.snapshot()``.",
     .tp_methods = Snapshot_methods,
     .tp_getset = Snapshot_getset,
 };
@@ -1661,16 +1656,18 @@ static PyObject *Reader_repr(ReaderObject *self) {
 static PyMethodDef Reader_methods[] = {
     {"leave", (PyCFunction)Reader_leave, METH_NOARGS,
      "leave($self, /)\n--\n\n"
-     "Leave the epoch; quarantined blocks may return to the allocator. O(log readers). "
-     SNAPSHOT_THREADS "\n\nRaises:\n    ReaderLeftError: the reader already left (R-EPOCH-4)."},
-    {"__enter__", (PyCFunction)Reader_enter, METH_NOARGS, "__enter__($self, /)\n--\n\nThe reader."},
+     "Leave the epoch; quarantined blocks may return to the allocator. O(readers): the\n"
+     "registry is an array sorted by epoch (a binary search, then the later entries move).\n\n"
+     "Raises:\n    ReaderLeftError: the reader already left (R-EPOCH-4)."},
+    {"__enter__", (PyCFunction)Reader_enter, METH_NOARGS, "__enter__($self, /)\n--\n\n"},
     {"__exit__", (PyCFunction)(void (*)(void))Reader_exit, METH_FASTCALL,
-     "__exit__($self, exc_type, exc, traceback, /)\n--\n\nLeave unless already left."},
+     "__exit__($self, exc_type, exc, traceback, /)\n--\n\n"},
     {NULL, NULL, 0, NULL},
 };
 
 static PyGetSetDef Reader_getset[] = {
-    {"epoch", (getter)Reader_get_epoch, NULL, "The epoch number this reader entered. O(1).", NULL},
+    {"epoch", (getter)Reader_get_epoch, NULL,
+     "The epoch number this reader entered (read-only). O(1).", NULL},
     {"left", (getter)Reader_get_left, NULL, "Whether the reader has left. O(1).", NULL},
     {NULL, NULL, NULL, NULL, NULL},
 };
@@ -1683,11 +1680,10 @@ PyTypeObject Reader_Type = {
     .tp_repr = (reprfunc)Reader_repr,
     .tp_flags = Py_TPFLAGS_DEFAULT,
     .tp_base = &Snapshot_Type,
-    .tp_doc = "A snapshot inside a reader epoch (R-EPOCH-1); from ``RadixTree.reader()`` only.\n\n"
-              "Blocks it can see are not handed out again until it leaves: use it as a\n"
-              "context manager or call ``leave()`` exactly once. A reader that is no longer\n"
-              "referenced leaves by itself, as in the reference (R-EPOCH-5). Every method\n"
-              "may be called from any thread at any time and never waits for the writer.",
+    .tp_doc = "A snapshot inside a reader epoch: what it can see is not reused until it leaves.\n\n"
+              "Use as a context manager, or call :meth:`leave` exactly once (R-EPOCH-1). A\n"
+              "reader that is no longer referenced leaves by itself (R-EPOCH-5). Made only by\n"
+              "``RadixTree.reader()``.",
     .tp_methods = Reader_methods,
     .tp_getset = Reader_getset,
 };

@@ -173,8 +173,7 @@ static int convert_items(PyObject *const *items, Py_ssize_t n, uint32_t *dst) {
             return -1;
         }
         int overflow = 0;
-        long long v = PyLong_AsLongLongAndOverflow(item, &overflow);
-        if (v == -1 && PyErr_Occurred()) return -1;
+        long long v = int_value(item, &overflow);
         if (overflow || v < 0 || v >= TOKEN_LIMIT) {
             range_error_at(i, item);
             return -1;
@@ -194,6 +193,17 @@ static int from_items(TreeObject *tree, PyObject *seq, Tokens *out) {
     return convert_items(items, n, dst);
 }
 
+/* The tuple of n Py_ssize_t (a buffer's shape or strides), or NULL with MemoryError. */
+static PyObject *u_ssize_tuple(const Py_ssize_t *values, int n) {
+    PyObject *t = PyTuple_New(n);
+    for (int d = 0; t != NULL && d < n; d++) {
+        PyObject *v = PyLong_FromSsize_t(values[d]);
+        if (v == NULL) Py_CLEAR(t);
+        else PyTuple_SET_ITEM(t, d, v);
+    }
+    return t;
+}
+
 static int from_buffer(TreeObject *tree, Tokens *out) {
     Py_buffer *v = &out->view;
     int kind = classify_format(v->format, v->itemsize);
@@ -204,13 +214,11 @@ static int from_buffer(TreeObject *tree, Tokens *out) {
                      v->format ? v->format : "B", v->itemsize);
         return -1;
     }
+    /* PyBUF_FULL_RO asks for the shape and the strides: an exporter fills both. */
     if (v->ndim != 1 || !PyBuffer_IsContiguous(v, 'C')) {
-        PyObject *shape = PyTuple_New(v->ndim), *strides = PyTuple_New(v->ndim);
-        for (int d = 0; shape && strides && d < v->ndim; d++) {
-            PyTuple_SET_ITEM(shape, d, PyLong_FromSsize_t(v->shape ? v->shape[d] : 0));
-            PyTuple_SET_ITEM(strides, d, PyLong_FromSsize_t(v->strides ? v->strides[d] : 0));
-        }
-        if (shape && strides)
+        PyObject *shape = u_ssize_tuple(v->shape, v->ndim);
+        PyObject *strides = shape ? u_ssize_tuple(v->strides, v->ndim) : NULL;
+        if (strides != NULL)
             PyErr_Format(G.TokenLayoutError,
                          "token buffer must be one-dimensional and C-contiguous, got ndim=%d, "
                          "shape=%R, strides=%R",
@@ -219,7 +227,7 @@ static int from_buffer(TreeObject *tree, Tokens *out) {
         Py_XDECREF(strides);
         return -1;
     }
-    Py_ssize_t n = v->shape ? v->shape[0] : v->len / v->itemsize;
+    Py_ssize_t n = v->shape[0];
     out->n = n;
     uintptr_t addr = (uintptr_t)v->buf;
     if (kind == FMT_I64) {
@@ -294,7 +302,7 @@ void tokens_release(TreeObject *tree, Tokens *tk) {
         PyBuffer_Release(&tk->view);
         tk->has_view = 0;
     }
-    if (tk->scratch && tree != NULL) {
+    if (tk->scratch) { /* only a call on a tree claims its scratch */
         tree->tok_busy = 0;
         tk->scratch = 0;
     }

@@ -108,7 +108,7 @@ class BlockAllocator:
 
     def take(self, block_ids: Iterable[int]) -> list[int]:
         """Take exactly these free ids, in the order given (for a tree that follows
-        another's allocation, :meth:`RadixTree.allocate_blocks`).
+        another's allocation, :meth:`RadixTree.choose_new_blocks`).
 
         All or nothing: every id is checked before any is taken (R-ALLOC-1). Cost:
         O(k + f) for k ids and f free ids (the free heap is rebuilt without them).

@@ -3,14 +3,17 @@
 Hypothesis draws random operation sequences -- insert and match (with and without
 pins, in several namespaces, from every accepted token container), release (twice,
 foreign, cross-implementation), evict (including bad counts), stats, namespaces,
-malformed inputs, snapshots, readers entering and leaving (twice), reclaim and
-snapshot matches (also with malformed input) -- over tiny alphabets, block sizes 1-4
+malformed inputs, snapshots, readers entering and leaving (twice), reclaim,
+snapshot matches (also with malformed input) and clones (each operation then goes to
+one tree of the growing forest, the original or a clone) -- over tiny alphabets, block sizes 1-4
 and small pools, so splits, leaf extensions, evictions inside inserts and
 out-of-blocks errors all happen often.
 Both trees run every step; the outcome (the result's every field, or the error class),
 ``dump()`` (quarantine included), ``stats()``, ``namespaces()`` and ``version`` must
-agree after every step, every snapshot and reader taken so far must still dump its own
-version identically in both, and both trees' ``check_invariants()`` must pass.
+agree after every step for every tree of the forest (so a clone and its original stay
+independent: each accel tree answers as its reference twin), every snapshot and reader
+taken so far must still dump its own version identically in both, and every tree's
+``check_invariants()`` must pass.
 """
 
 from __future__ import annotations
@@ -81,7 +84,12 @@ op_strategy = st.one_of(
         st.sampled_from(["list", "u32", "i64", "tuple"]),
     ),
     st.tuples(st.just("snap_bad"), st.integers(0, 30), st.integers(0, len(BAD_TOKENS) - 1)),
+    st.tuples(st.just("clone")),
+    st.tuples(st.sampled_from(["switch", "drop"]), st.integers(0, 3)),
 )
+
+#: The most trees (the original and its clones) one example keeps.
+MAX_FOREST = 4
 
 
 @settings(
@@ -97,14 +105,27 @@ op_strategy = st.one_of(
 def test_accel_matches_reference_step_by_step(
     num_blocks: int, block_size: int, ops: list[tuple[Any, ...]]
 ) -> None:
-    ref = reference.RadixTree(num_blocks, block_size)
-    acc = accel.RadixTree(num_blocks, block_size)
+    forest: list[tuple[Any, Any]] = [
+        (reference.RadixTree(num_blocks, block_size), accel.RadixTree(num_blocks, block_size))
+    ]
+    current = 0
     leases: list[tuple[Any, Any]] = []
     snapshots: list[tuple[Any, Any]] = []
     readers: list[tuple[Any, Any]] = []
     for op in ops:
         kind = op[0]
-        if kind in ("insert", "match"):
+        ref, acc = forest[current]
+        if kind == "clone":
+            if len(forest) < MAX_FOREST:
+                forest.append((ref.clone(), acc.clone()))
+        elif kind == "switch":
+            current = op[1] % len(forest)
+        elif kind == "drop":
+            # Drop one tree (never the last); its leases, readers and snapshots live on.
+            if len(forest) > 1:
+                del forest[op[1] % len(forest)]
+                current = min(current, len(forest) - 1)
+        elif kind in ("insert", "match"):
             _, tokens, namespace, pin, container = op
             runs = []
             for tree in (ref, acc):
@@ -191,4 +212,5 @@ def test_accel_matches_reference_step_by_step(
             outs = [_outcome(partial(snap.match, bad)) for snap in pair]
             assert outs[0][0] == "error", (op, outs)
             assert outs[1] == outs[0], (op, outs)
-        _check_pair(ref, acc, snapshots)
+        for index, (ref, acc) in enumerate(forest):
+            _check_pair(ref, acc, snapshots if index == 0 else ())

@@ -6,6 +6,9 @@ is tested for every implementation in tests/tree/test_tree.py.
 
 from __future__ import annotations
 
+import importlib
+from typing import Any
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -18,9 +21,16 @@ from kachedb_radix.reference.errors import (
     OutOfBlocksError,
 )
 from kachedb_radix.reference.eviction import EvictionQueue
+from tests.conftest import IMPLEMENTATIONS
 
 #: In the quick suite (``python -m pytest -m quick``), run on the installed wheel in CI.
 pytestmark = pytest.mark.quick
+
+#: Both twins' allocators, by implementation (accel's unless KACHEDB_RADIX_PURE=1).
+ALLOCATORS: dict[str, Any] = {
+    name: importlib.import_module(f"kachedb_radix.{name}").BlockAllocator
+    for name in IMPLEMENTATIONS
+}
 
 
 def test_allocation_hands_out_the_smallest_free_ids_ascending() -> None:
@@ -180,10 +190,12 @@ def test_check_reports_a_broken_heap() -> None:
     assert "positions for" in str(queue.check())
 
 
-def test_take_hands_out_exactly_the_ids_asked_or_nothing() -> None:
+@pytest.mark.parametrize("twin", sorted(ALLOCATORS))
+def test_take_hands_out_exactly_the_ids_asked_or_nothing(twin: str) -> None:
     """R-ALLOC-1: ``take`` takes free ids in the order given; an id that is not free
     (taken, twice in one call) or not of the pool is refused and nothing is taken."""
-    pool = BlockAllocator(5)
+    pool = ALLOCATORS[twin](5)
+    assert type(pool).__module__.startswith(f"kachedb_radix.{twin}")
     assert pool.take([3, 1]) == [3, 1]
     assert pool.free_ids() == [0, 2, 4] and pool.allocate(2) == [0, 2]
     for bad, error in (([4, 3], OutOfBlocksError), ([4, 4], OutOfBlocksError),

@@ -3,12 +3,18 @@
 The conformance kit dry-runs inserts on a clone of the reference (``Lockstep.would_evict``),
 so a clone that drifted from the original in any observable way -- the allocation or
 eviction order, the clock, epoch numbers, quarantine -- would make the kit draw wrong
-traces; one that shared a mutable table would corrupt the oracle. The reference only:
-the C twin has no ``clone`` (the kit copies only the reference).
+traces; one that shared a mutable table would corrupt the oracle.
+
+Both twins have ``clone`` and every test of its behaviour runs on both (``make_tree``);
+the tests that look at the reference's own attributes (its side tables, its queue class,
+its subclasses, ``Numbering``, the kit's dry run on the reference oracle) are the
+reference's only. tests/accel/test_clone.py adds what only the C twin has: snapshots and
+clones sharing chunks and published nodes, and clone() under allocation failure.
 """
 
 from __future__ import annotations
 
+import gc
 import random
 from collections.abc import Callable
 from typing import Any
@@ -19,12 +25,12 @@ from immutables import Map
 from kachedb_radix.reference import RadixTree
 from kachedb_radix.reference.allocator import BlockAllocator
 from kachedb_radix.reference.errors import ForeignLeaseError, InvariantViolation, RadixError
-from kachedb_radix.reference.lease import Lease
 from kachedb_radix.reference.numbering import Numbering
-from kachedb_radix.reference.snapshot import Reader, Version
+from kachedb_radix.reference.snapshot import Version
 from kachedb_radix.spec.conform.adapter import TreeAdapter
 from kachedb_radix.spec.conform.lockstep import Lockstep
 from kachedb_radix.spec.mutants.base import REGISTRY
+from tests.conftest import IMPLEMENTATIONS, TreeFactory
 from tests.support.trees import blocks
 
 #: In the quick suite (``python -m pytest -m quick``), run on the installed wheel in CI.
@@ -61,7 +67,7 @@ def random_program(rng: random.Random, length: int) -> list[Op]:
     return program
 
 
-def run_program(tree: RadixTree, program: list[Op]) -> list[Any]:
+def run_program(tree: Any, program: list[Op]) -> list[Any]:
     """Apply ``program`` to ``tree``; each operation's answer (or error kind) in order."""
     leases: list[Any] = []
     readers: list[Any] = []
@@ -79,19 +85,20 @@ def run_program(tree: RadixTree, program: list[Op]) -> list[Any]:
     return answers
 
 
-def _apply(tree: RadixTree, op: Op, leases: list[Any], readers: list[Any]) -> Any:
+def _apply(tree: Any, op: Op, leases: list[Any], readers: list[Any]) -> Any:
     kind = op[0]
     if kind in ("insert", "match"):
         call: Callable[..., Any] = tree.insert if kind == "insert" else tree.match
         result = call(op[1], op[2], pin=op[3])
         if op[3]:
             leases.append(result.lease)
-        return (result.length, result.blocks, getattr(result, "evicted", None))
+        evicted = getattr(result, "evicted", None)
+        return (result.length, tuple(result.blocks), None if evicted is None else tuple(evicted))
     if kind == "release":
         lease = leases[op[1]]
         return "no lease" if lease is None else lease.release()
     if kind == "evict":
-        return tree.evict(op[1])
+        return tuple(tree.evict(op[1]))
     if kind == "reader":
         readers.append(tree.reader())
         return readers[-1].epoch
@@ -99,9 +106,9 @@ def _apply(tree: RadixTree, op: Op, leases: list[Any], readers: list[Any]) -> An
     return tree.reclaim()
 
 
-def busy_tree() -> tuple[RadixTree, Lease, Reader]:
+def busy_tree(make_tree: TreeFactory = RadixTree) -> tuple[Any, Any, Any]:
     """A tree with branches, two namespaces, a live lease, a reader inside and a quarantine."""
-    tree = RadixTree(12, 4)
+    tree = make_tree(12, 4)
     tree.insert(blocks(1, 2, 3, 4))
     lease = tree.insert(blocks(1, 2, 5), pin=True).lease
     assert lease is not None
@@ -113,10 +120,18 @@ def busy_tree() -> tuple[RadixTree, Lease, Reader]:
     return tree, lease, reader
 
 
-def test_clone_is_in_the_same_state() -> None:
-    tree, _, _ = busy_tree()
+def test_clone_is_the_same_twin(make_tree: TreeFactory, impl_name: str) -> None:
+    """Which twin ran: the clone of each is of its own type, never the other's."""
+    tree = make_tree(8, 2)
     twin = tree.clone()
-    assert type(twin) is RadixTree
+    assert type(twin) is type(tree) is IMPLEMENTATIONS[impl_name]
+    assert twin.implementation == tree.implementation == impl_name
+
+
+def test_clone_is_in_the_same_state(make_tree: TreeFactory) -> None:
+    tree, _, _ = busy_tree(make_tree)
+    twin = tree.clone()
+    assert type(twin) is type(tree)
     assert twin.dump() == tree.dump()
     assert twin.stats() == tree.stats()
     assert (twin.version, twin.clock, twin.namespaces()) == (
@@ -129,19 +144,19 @@ def test_clone_is_in_the_same_state() -> None:
 
 
 @pytest.mark.parametrize("seed", range(40))
-def test_clone_answers_as_the_original_would(seed: int) -> None:
+def test_clone_answers_as_the_original_would(make_tree: TreeFactory, seed: int) -> None:
     """History H, then a clone; the clone running S answers as a fresh tree running H + S,
     and the original is untouched by it (and the clone by the original)."""
     rng = random.Random(seed)
     history, future = random_program(rng, 30), random_program(rng, 40)
     num_blocks, size = rng.randrange(4, 16), rng.randrange(1, 4)
 
-    original = RadixTree(num_blocks, size)
+    original = make_tree(num_blocks, size)
     run_program(original, history)
     twin = original.clone()
     before = original.dump()
 
-    replayed = RadixTree(num_blocks, size)
+    replayed = make_tree(num_blocks, size)
     run_program(replayed, history)
     assert run_program(twin, future) == run_program(replayed, future)
     assert twin.dump() == replayed.dump() and twin.stats() == replayed.stats()
@@ -154,10 +169,10 @@ def test_clone_answers_as_the_original_would(seed: int) -> None:
     assert original.dump() == replayed.dump()
 
 
-def test_shared_edges_grow_apart_safely() -> None:
+def test_shared_edges_grow_apart_safely(make_tree: TreeFactory) -> None:
     """Both trees extend the same shared leaf (a chat's next turn, in place when it can):
     the first extends the shared lists in place, the second must copy."""
-    tree = RadixTree(16, 2)
+    tree = make_tree(16, 2)
     tree.insert([1, 1, 2, 2])
     twin = tree.clone()
     twin.insert([1, 1, 2, 2, 3, 3])
@@ -170,8 +185,37 @@ def test_shared_edges_grow_apart_safely() -> None:
     twin.check_invariants()
 
 
-def test_leases_and_readers_stay_with_the_original() -> None:
-    tree, lease, reader = busy_tree()
+def test_shared_edges_trimmed_and_grown_apart(make_tree: TreeFactory) -> None:
+    """One tree evicts a shared leaf's tail and grows the leaf again (where nothing else
+    reads past the trimmed edge it may append in place); the other still holds the old
+    tail and sees its own blocks unchanged."""
+    tree = make_tree(16, 2)
+    tree.insert([1, 1, 2, 2, 3, 3])
+    twin = tree.clone()
+    before = twin.dump()
+    assert len(tree.evict(1)) == 1
+    tree.insert([1, 1, 2, 2, 7, 7, 8, 8])
+    assert twin.dump() == before
+    before = tree.dump()
+    assert len(twin.evict(1)) == 1
+    twin.insert([1, 1, 2, 2, 5, 5, 6, 6])
+    assert tree.dump() == before
+    assert tree.match([1, 1, 2, 2, 7, 7, 8, 8]).length == 8
+    assert twin.match([1, 1, 2, 2, 5, 5, 6, 6]).length == 8
+    assert tree.match([1, 1, 2, 2, 5, 5]).length == twin.match([1, 1, 2, 2, 7, 7]).length == 4
+    tree.check_invariants()
+    twin.check_invariants()
+    del twin
+    gc.collect()
+    # Alone again: the trimmed leaf grows in place (accel lowers the chunk's mark again).
+    assert len(tree.evict(1)) == 1
+    tree.insert([1, 1, 2, 2, 7, 7, 9, 9])
+    tree.check_invariants()
+    assert tree.match([1, 1, 2, 2, 7, 7, 9, 9]).length == 8
+
+
+def test_leases_and_readers_stay_with_the_original(make_tree: TreeFactory) -> None:
+    tree, lease, reader = busy_tree(make_tree)
     twin = tree.clone()
     with pytest.raises(ForeignLeaseError):
         twin.release(lease)
@@ -224,11 +268,21 @@ def test_clone_keeps_the_queue_class_and_order() -> None:
     mutant.check_invariants()
 
 
-def test_allocator_clone_is_independent() -> None:
-    allocator = BlockAllocator(6)
+#: The allocator twins by implementation name (accel's when it is under test).
+ALLOCATORS: dict[str, Callable[[int], Any]] = {"reference": BlockAllocator}
+if "accel" in IMPLEMENTATIONS:
+    from kachedb_radix import accel
+
+    ALLOCATORS["accel"] = accel.BlockAllocator
+
+
+@pytest.mark.parametrize("twin_name", sorted(ALLOCATORS))
+def test_allocator_clone_is_independent(twin_name: str) -> None:
+    allocator = ALLOCATORS[twin_name](6)
     allocator.allocate(4)
     allocator.free([1, 3])
     twin = allocator.clone()
+    assert type(twin) is type(allocator)
     assert twin.allocate(3) == [1, 3, 4]
     assert allocator.free_ids() == [1, 3, 4, 5]
     assert allocator.allocate(2) == [1, 3]

@@ -8,6 +8,7 @@ import json
 import pytest
 
 from kachedb_radix.reference.errors import (
+    ForeignBlockError,
     ForeignLeaseError,
     InvalidArgumentError,
     LeaseReleasedError,
@@ -486,3 +487,18 @@ def test_dump_and_render_survive_a_very_deep_tree(make_tree: TreeFactory) -> Non
         children = children[-1]["children"] if children[-1]["children"] else children[0]["children"]
     assert depth >= 1000
     assert len(tree.render().splitlines()) == 2 + 2000
+
+
+def test_eviction_key_is_the_stamp_then_the_block(make_tree: TreeFactory) -> None:
+    """R-EVICT-2, R-EVICT-3: each block's eviction key is (its last stamp, its id), and an
+    evicted block keeps the key it had; an id outside the pool is refused."""
+    tree = make_tree(4, 1)
+    tree.insert([1, 2])
+    tree.match([1])
+    assert tree.eviction_key(0) == (2, 0) and tree.eviction_key(1) == (1, 1)
+    assert tree.evict(1) == (1,) and tree.eviction_key(1) == (1, 1)
+    assert tree.eviction_key(3) == (0, 3)  # never used
+    for bad in (4, -1, True, 1.0):
+        with pytest.raises(ForeignBlockError):
+            tree.eviction_key(bad)
+    tree.check_invariants()

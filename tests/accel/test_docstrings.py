@@ -1,0 +1,478 @@
+"""The C twin says what the reference says: its docstrings are the reference's, word for
+word, except where the C code behaves or costs differently -- and every such difference
+is listed below, with its reason.
+
+For every name both ``kachedb_radix.accel.__all__`` and ``kachedb_radix.reference.__all__``
+export (but the ones in :data:`NOT_COMPARED`), the test compares the class docstring and
+the docstring of every public member: methods, properties, attributes and the context
+manager's ``__enter__``/``__exit__``. The reference is the spec (reference/*.py): the C
+twin copies its docstrings by hand (accel/_radix.c, alloc.c, objects.c, snapshot.c), so
+they drift, and this test is what stops that.
+
+How a pair is compared: both docstrings are split into paragraphs at blank lines and the
+whitespace inside a paragraph is collapsed (line wrapping is presentation); then each
+:class:`Diff` listed for the member replaces its ``reference`` text (which must occur
+exactly once) by its ``accel`` text, in order, and the result must equal the C twin's
+docstring. A reference member without a docstring of its own (a dataclass field, a
+slot) is documented by its class's ``Attributes:`` entry, capitalised; where the
+reference documents it nowhere, its text is "" and the C docstring is a listed
+difference. A listed difference that no longer applies fails the test too.
+"""
+
+from __future__ import annotations
+
+import inspect
+import os
+import re
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+
+from kachedb_radix import reference
+
+if os.environ.get("KACHEDB_RADIX_PURE") == "1":
+    pytest.skip("KACHEDB_RADIX_PURE=1: the C twin is not under test", allow_module_level=True)
+
+from kachedb_radix import accel
+
+#: In the quick suite (``python -m pytest -m quick``), run on the installed wheel in CI.
+pytestmark = pytest.mark.quick
+
+
+@dataclass(frozen=True)
+class Diff:
+    """One allowed difference: the C twin says ``accel`` where the reference says
+    ``reference`` ("" where the reference says nothing), because ``why``."""
+
+    reference: str
+    accel: str
+    why: str
+
+
+#: Names both packages export that this test does not compare, and why.
+NOT_COMPARED = {
+    "BlockPool": (
+        "the KV block pool's GPU twin is Python over CuPy (accel/blockpool), not the C "
+        "twin; its costs and errors are the device's (launches, streams, device memory) and "
+        "tests/blockpool checks it against the NumPy reference"
+    ),
+    "DUMP_FORMAT": "a constant, not documented: compared by value below",
+}
+
+#: Public members only the C twin has, and why.
+EXTRA_MEMBERS = {
+    "RadixTree.memory_bytes": (
+        "the C allocations by part (benchmarks/ACCEL.md); the reference's memory is "
+        "Python objects, measured with tracemalloc instead"
+    ),
+}
+
+#: Public members of the reference the C twin does not have, and why.
+REFERENCE_ONLY = {
+    "RadixTree.choose_victims": (
+        "an extension point for subclasses of the reference (the kit's oracle, planted bugs); "
+        "the C twin is not subclassed, its eviction is the queue's alone"
+    ),
+    "RadixTree.choose_new_blocks": (
+        "an extension point for subclasses of the reference (the kit's oracle); the C twin's "
+        "allocation is the allocator's alone"
+    ),
+}
+
+LIMITS = (
+    "C stores block ids, node indices and token offsets in 32 bits (DESIGN.md, 'Known differences')"
+)
+BLOCKS_VIEW = (
+    "C results hold their ids inline as uint32; ``Blocks`` is a read-only Sequence equal to "
+    "and hashing like the tuple (DESIGN.md, 'Known differences')"
+)
+REBUILD = (
+    "only the C twin keeps a published shape beside its records, dropped by an allocation "
+    "failure while mirroring a change and rebuilt by the next call that needs it (DESIGN.md, "
+    "'Allocation failure while mirroring')"
+)
+SORTED_READERS = (
+    "the C reader registry is an array sorted by epoch (the oldest first), the reference's "
+    "a dict (min over it: O(readers))"
+)
+BITMAP = (
+    "the C allocator is a free bitmap plus a summary bitmap searched with "
+    "count-trailing-zeros (DESIGN.md, 'Layout'); the reference's is a binary heap"
+)
+UNDOCUMENTED = (
+    "a plain slot attribute in the reference, documented nowhere there (its class has no "
+    "Attributes section); the C getter carries its own docstring"
+)
+GIL_FREE = (
+    "the C snapshot walk releases the GIL for long inputs (DESIGN.md, 'Snapshot match'); "
+    "the reference never does"
+)
+MADE_BY = "the C type has no constructor (DESIGN.md, 'Known differences')"
+
+#: The allowed differences, by ``Class`` (its docstring) or ``Class.member``.
+ALLOWED: dict[str, tuple[Diff, ...]] = {
+    "RadixTree": (
+        Diff(
+            "num_blocks: the pool size, an int >= 1;",
+            "num_blocks: the pool size, an int >= 1 (at most 2**31 - 1 here);",
+            LIMITS,
+        ),
+        Diff("token-level tree).", "token-level tree; at most 2**24 here).", LIMITS),
+        Diff(
+            "at most 2**24 here).",
+            "at most 2**24 here). _hash_seed: a test hook: the seed of the block-hash keys "
+            "(default: drawn from ``os.urandom``).",
+            "the C twin files children past 15 in a hash trie keyed per tree; the hook fixes "
+            "the keys for the crafted-collision tests (DESIGN.md, 'Hash')",
+        ),
+        Diff(
+            "InvalidArgumentError: either argument is not an int >= 1.",
+            "InvalidArgumentError: either argument is not an int >= 1, or is above its limit here.",
+            LIMITS,
+        ),
+        Diff(
+            "above its limit here.",
+            "above its limit here. MemoryError: ``num_blocks * block_size`` is above 2**40, "
+            "or the pool's arrays cannot be allocated.",
+            "the C twin refuses a pool of more than 2**40 token slots before allocating; the "
+            "reference has no such guard (its lists fail when memory runs out)",
+        ),
+        Diff(
+            "or the pool's arrays cannot be allocated.",
+            "or the pool's arrays cannot be allocated. TypeError: ``_hash_seed`` is not an "
+            "int or None.",
+            "the test hook's own error (see _hash_seed above)",
+        ),
+        Diff(
+            "Cost: O(num_blocks) to build.",
+            "Cost: O(num_blocks / 64) to build (the per-block arrays are calloc'd).",
+            "calloc'd pin and stamp arrays and a bitmap of the free ids, where the reference "
+            "fills lists of num_blocks entries",
+        ),
+    ),
+    "RadixTree.match": (
+        Diff(
+            "(validation, then one map probe per node and one comparison per matched "
+            "token; the key is never re-sliced per hop)",
+            "(validation -- none for a uint32 buffer -- then per node one child lookup, a "
+            "binary search on first tokens among up to 15 children or a hash-trie lookup "
+            "among more, and one memcmp over the rest of the edge)",
+            "the C twin is indexed differently: its children are a sorted array (no hashing) "
+            "or a hash trie, and an edge's tokens lie contiguously in its chunk (DESIGN.md, "
+            "'Snapshots, versions, readers'); the reference probes an immutables.Map per node",
+        ),
+    ),
+    "RadixTree.check_invariants": (
+        Diff(
+            "O(N + h + leases * length).",
+            "O(N log N + leases * length): the leaf stamps and the chunks are sorted to find "
+            "duplicates.",
+            "the C check sorts where the reference builds sets, and checks the chunks' "
+            "reference counts besides",
+        ),
+    ),
+    "RadixTree.clone": (
+        Diff(
+            "extends a shared edge's lists in place only past what every version of the "
+            "other reads (see :mod:`kachedb_radix.reference.node`)",
+            "extends a shared edge's chunk in place only past what every version of the "
+            "other reads (see accel/DESIGN.md)",
+            "a C edge's tokens and ids lie in one reference-counted chunk, written only past "
+            "its used mark (DESIGN.md, 'Chunks and the writer'), not in two Python lists",
+        ),
+    ),
+    "RadixTree.snapshot": (
+        Diff(
+            "also keeps the blocks from being reused.",
+            "also keeps the blocks from being reused.\n\nRaises: MemoryError: the published "
+            "shape, dropped by an earlier allocation failure, could not be rebuilt (an O(N) "
+            "rebuild, once); nothing changed.",
+            REBUILD,
+        ),
+    ),
+    "RadixTree.reader": (
+        Diff(
+            "not handed out again until it leaves.",
+            "not handed out again until it leaves.\n\nRaises: MemoryError: the published "
+            "shape, dropped by an earlier allocation failure, could not be rebuilt (an O(N) "
+            "rebuild, once); nothing changed.",
+            REBUILD,
+        ),
+    ),
+    "RadixTree.reclaim": (
+        Diff(
+            "Cost: O(r + k log N) for r readers and k blocks.",
+            "Cost: O(k) for k blocks (the oldest reader heads a sorted registry; a free is "
+            "O(1) in the bitmap).",
+            f"{SORTED_READERS}; and {BITMAP}",
+        ),
+    ),
+    "RadixTree.stats": (
+        Diff("O(readers).", "O(1): the registry is sorted, oldest first.", SORTED_READERS),
+    ),
+    "BlockAllocator": (
+        Diff("pool size, an int >= 1.", "pool size, an int >= 1 (at most 2**31 - 1 here).", LIMITS),
+        Diff(
+            "``num_blocks`` is not an int >= 1.",
+            "``num_blocks`` is not an int >= 1, or is above 2**31 - 1.",
+            LIMITS,
+        ),
+        Diff(
+            "Cost: O(num_blocks) to build.",
+            "Cost: O(num_blocks / 64) to build (a bitmap of the free ids).",
+            BITMAP,
+        ),
+    ),
+    "BlockAllocator.allocate": (
+        Diff(
+            "Cost: O(count log num_blocks).",
+            "Cost: O(count + num_blocks / 4096) (a two-level bitmap of the free ids).",
+            BITMAP,
+        ),
+    ),
+    "BlockAllocator.free": (Diff("O(k log num_blocks)", "O(k)", BITMAP),),
+    "BlockAllocator.take": (
+        Diff(
+            "O(k + f) for k ids and f free ids (the free heap is rebuilt without them).",
+            "O(k) for k ids (a bitmap of the free ids).",
+            BITMAP,
+        ),
+    ),
+    "BlockAllocator.free_ids": (Diff("O(f log f)", "O(num_blocks / 64 + f)", BITMAP),),
+    "BlockAllocator.clone": (Diff("O(num_blocks).", "O(num_blocks / 64).", BITMAP),),
+    "BlockAllocator.check_invariants": (
+        Diff(
+            "Assert the invariants in the module docstring. O(num_blocks).",
+            "Assert the invariants of :mod:`kachedb_radix.reference.allocator`'s module "
+            "docstring, and that the summary bitmap and the search hint agree with the free "
+            "bitmap. O(num_blocks / 64).",
+            f"the invariants are listed in the reference's module, not in the C twin's; {BITMAP}",
+        ),
+    ),
+    "Snapshot": (
+        Diff(
+            "Safe to use from any thread.",
+            "Safe to use from any thread. Made only by ``RadixTree.snapshot()``.",
+            MADE_BY,
+        ),
+    ),
+    "Snapshot.match": (
+        Diff(
+            "Cost: O(n).",
+            "Cost: O(n). From 4,096 tokens on, the walk runs without the GIL (other "
+            "threads, readers and the writer, run meanwhile); do not change a token buffer "
+            "during the call.",
+            GIL_FREE,
+        ),
+    ),
+    "Snapshot.namespaces": (
+        Diff(
+            "O(r log r).",
+            "O(r): they are kept sorted.",
+            "the published roots are a sorted array in C",
+        ),
+    ),
+    "Reader": (
+        Diff(
+            "leaves by itself (R-EPOCH-5).",
+            "leaves by itself (R-EPOCH-5). Made only by ``RadixTree.reader()``.",
+            MADE_BY,
+        ),
+    ),
+    "Reader.match": (
+        Diff(
+            "Cost: O(n).",
+            "Cost: O(n). From 4,096 tokens on, the walk runs without the GIL (other "
+            "threads, readers and the writer, run meanwhile); do not change a token buffer "
+            "during the call.",
+            GIL_FREE,
+        ),
+    ),
+    "Reader.namespaces": (
+        Diff(
+            "O(r log r).",
+            "O(r): they are kept sorted.",
+            "the published roots are a sorted array in C",
+        ),
+    ),
+    "Reader.leave": (
+        Diff(
+            "O(1).",
+            "O(readers): the registry is an array sorted by epoch (a binary search, then the "
+            "later entries move).",
+            SORTED_READERS,
+        ),
+    ),
+    "Reader.epoch": (
+        Diff("", "The epoch number this reader entered (read-only). O(1).", UNDOCUMENTED),
+    ),
+    "MatchResult": (
+        Diff("root first.", "root first (a ``Blocks`` view, equal to their tuple).", BLOCKS_VIEW),
+    ),
+    "MatchResult.blocks": (
+        Diff("root first.", "root first (a ``Blocks`` view, equal to their tuple).", BLOCKS_VIEW),
+    ),
+    "InsertResult": (
+        Diff("root first.", "root first (a ``Blocks`` view, equal to their tuple).", BLOCKS_VIEW),
+        Diff("(R-ALLOC-2).", "(R-ALLOC-2) (a ``Blocks`` view).", BLOCKS_VIEW),
+        Diff("(R-INS-5).", "(R-INS-5) (a ``Blocks`` view).", BLOCKS_VIEW),
+    ),
+    "InsertResult.blocks": (
+        Diff("root first.", "root first (a ``Blocks`` view, equal to their tuple).", BLOCKS_VIEW),
+    ),
+    "InsertResult.allocated": (
+        Diff("(R-ALLOC-2).", "(R-ALLOC-2) (a ``Blocks`` view).", BLOCKS_VIEW),
+    ),
+    "InsertResult.evicted": (Diff("(R-INS-5).", "(R-INS-5) (a ``Blocks`` view).", BLOCKS_VIEW),),
+    "Lease.id": (Diff("", "The lease's number, from 1, per tree. O(1).", UNDOCUMENTED),),
+    "Lease.namespace": (Diff("", "The namespace of the pinned path. O(1).", UNDOCUMENTED),),
+    "Lease.tokens": (
+        Diff(
+            "",
+            "The pinned token prefix, a tuple. O(length) the first time, then O(1).",
+            f"{UNDOCUMENTED}; C builds the tuple from its uint32 copy on first use",
+        ),
+    ),
+    "Lease.blocks": (
+        Diff(
+            "",
+            "The pinned block ids, root first (a ``Blocks`` view). O(1).",
+            f"{UNDOCUMENTED}; {BLOCKS_VIEW}",
+        ),
+    ),
+}
+
+#: The names compared: every class both packages export, but those not compared.
+COMPARED = sorted(set(accel.__all__) & set(reference.__all__) - set(NOT_COMPARED))
+
+
+def normalize(doc: str | None) -> str:
+    """Paragraphs (split at blank lines), each with its whitespace collapsed."""
+    if not doc:
+        return ""
+    return "\n\n".join(" ".join(part.split()) for part in re.split(r"\n\s*\n", doc.strip()))
+
+
+def public_members(cls: type) -> set[str]:
+    """The public members of a class: every name without a leading underscore, and the
+    context manager's methods."""
+    return {
+        name
+        for name in dir(cls)
+        if not name.startswith("_") or (name in ("__enter__", "__exit__") and name in vars_of(cls))
+    }
+
+
+def vars_of(cls: type) -> set[str]:
+    """Names defined by the class or a base of it other than ``object``."""
+    return {name for base in cls.__mro__ if base is not object for name in vars(base)}
+
+
+def attribute_entry(cls: type, name: str) -> str:
+    """``name``'s entry in ``cls``'s ``Attributes:`` section, capitalised; "" if none."""
+    lines = inspect.cleandoc(cls.__doc__ or "").splitlines()
+    if "Attributes:" not in lines:
+        return ""
+    entry: list[str] = []
+    for line in lines[lines.index("Attributes:") + 1 :]:
+        if entry and line.startswith(" " * 8):
+            entry.append(line.strip())
+        elif line.startswith(f"    {name}: "):
+            entry.append(line.split(": ", 1)[1])
+        elif entry or not line.strip():
+            break
+    text = " ".join(entry)
+    return text[:1].upper() + text[1:]
+
+
+def member_doc(cls: type, name: str) -> str:
+    """A member's own docstring, or, for an attribute without one, its class's
+    ``Attributes:`` entry."""
+    raw: Any = inspect.getattr_static(cls, name)
+    own = raw.__doc__ if callable(raw) or hasattr(raw, "__get__") else None
+    if isinstance(raw, (str, int)):  # a plain class attribute (``implementation``)
+        own = None
+    return normalize(own) or normalize(attribute_entry(cls, name))
+
+
+def expected(key: str, text: str) -> str:
+    """The reference's normalized ``text`` with ``key``'s allowed differences applied."""
+    for diff in ALLOWED.get(key, ()):
+        old, new = normalize(diff.reference), normalize(diff.accel)
+        if old == "":
+            assert text == "", f"{key}: the reference documents it, the Diff says it does not"
+            text = new
+            continue
+        assert text.count(old) == 1, f"{key}: allowed difference no longer applies: {old!r}"
+        assert old != new, f"{key}: a listed difference that changes nothing"
+        text = text.replace(old, new)
+    return text
+
+
+def compared_keys() -> list[str]:
+    """Every class and member compared, as ``Class`` or ``Class.member``."""
+    keys = []
+    for name in COMPARED:
+        keys.append(name)
+        ours, theirs = getattr(accel, name), getattr(reference, name)
+        keys.extend(f"{name}.{m}" for m in sorted(public_members(ours) & public_members(theirs)))
+    return keys
+
+
+def test_the_names_compared_are_what_both_export() -> None:
+    """A name both packages export is compared, or listed with its reason."""
+    shared = set(accel.__all__) & set(reference.__all__)
+    assert set(NOT_COMPARED) <= shared
+    assert {"RadixTree", "BlockAllocator", "Snapshot", "Reader", "MatchResult"} <= set(COMPARED)
+    assert {"InsertResult", "Lease"} <= set(COMPARED)
+    assert all(isinstance(getattr(accel, name), type) for name in COMPARED)
+    assert accel.DUMP_FORMAT == reference.DUMP_FORMAT
+
+
+@pytest.mark.parametrize("name", COMPARED)
+def test_the_twins_have_the_same_public_members(name: str) -> None:
+    """Every public member of the reference exists in the C twin (``clone`` included),
+    and the C twin has no other but those listed in EXTRA_MEMBERS."""
+    ours, theirs = public_members(getattr(accel, name)), public_members(getattr(reference, name))
+    assert sorted(f"{name}.{m}" for m in theirs - ours) == sorted(
+        key for key in REFERENCE_ONLY if key.startswith(f"{name}.")
+    )
+    assert sorted(f"{name}.{m}" for m in ours - theirs) == sorted(
+        key for key in EXTRA_MEMBERS if key.startswith(f"{name}.")
+    )
+
+
+@pytest.mark.parametrize("key", compared_keys())
+def test_docstring_is_the_references(key: str) -> None:
+    name, _, member = key.partition(".")
+    ours, theirs = getattr(accel, name), getattr(reference, name)
+    if member:
+        got, spec = member_doc(ours, member), member_doc(theirs, member)
+    else:
+        got, spec = normalize(ours.__doc__), normalize(theirs.__doc__)
+    assert got == expected(key, spec)
+
+
+def test_every_allowed_difference_names_a_compared_docstring() -> None:
+    """A difference for a member that no longer exists (or is not compared) is stale."""
+    keys = set(compared_keys())
+    assert sorted(set(ALLOWED) - keys) == []
+    assert all(diff.why for diffs in ALLOWED.values() for diff in diffs)
+
+
+def test_the_comparison_can_fail() -> None:
+    """The machinery is not vacuous: an unlisted difference, a stale listed one and a
+    wrong attribute entry are all caught."""
+    assert normalize("a  b\n c\n\n\n d") == "a b c\n\nd"
+    assert attribute_entry(reference.MatchResult, "lease").startswith("The lease pinning")
+    assert attribute_entry(reference.Lease, "id") == ""
+    assert member_doc(reference.MatchResult, "length") == (
+        "Tokens matched, always a multiple of the block size."
+    )
+    assert expected("RadixTree.stats", "x O(readers).") == (
+        "x O(1): the registry is sorted, oldest first."
+    )
+    with pytest.raises(AssertionError, match="no longer applies"):
+        expected("RadixTree.stats", "O(n)")
+    assert expected("RadixTree.dump", "any text") == "any text"  # nothing listed: verbatim

@@ -4,14 +4,13 @@ A GPU call costs its host work before the kernel starts: checking the ids, build
 launch plan, turning both into launch arguments.  Here that work is done once per shape of
 call, not per call:
 
-*  :class:`PlanCache` keeps a :class:`~kachedb_radix.accel.blockpool.kernels.LaunchPlan` per
-  (operation,
-  batch size, alignment of the buffer pointer), with its argument block already filled
-  (:class:`Prepared`): a call only stores the buffer pointer and the ids into it, then
-  hands the driver the block's address.
-*  :func:`host_ids` is the ids' validation
-  (:func:`kachedb_radix.reference.blockpool.validation.normalize_ids`,
-  in NumPy) with the pool-specific duplicate check.
+* :class:`PlanCache` keeps a :class:`~kachedb_radix.accel.blockpool.kernels.LaunchPlan`
+  per (operation, batch size, alignment of the buffer pointer), with its argument block
+  already filled (:class:`Prepared`): a call only stores the buffer pointer and the ids
+  into it, then hands the driver the block's address.
+* :func:`host_ids` is the ids' validation
+  (:func:`kachedb_radix.reference.blockpool.validation.normalize_ids`, in NumPy) with
+  the pool-specific duplicate check.
 
 Nothing here imports CuPy; the table-pointer lookup is a callable, so the cache is tested
 on the CPU.  Cost of a cached lookup: one dict probe.
@@ -63,9 +62,9 @@ class Prepared:
         grid: the grid ``(x, y, z)`` of the launch.
         args: the argument block: one ``KvpoolArgs`` as a 1-element NumPy array (what a
             CuPy kernel call passes by value).
-        words: ``args`` seen as uint64 words (:data:`~kachedb_radix.accel.blockpool.kernels.WORD`
-        names
-            them): one store sets a per-call pointer.
+        words: ``args`` seen as uint64 words
+            (:data:`~kachedb_radix.accel.blockpool.kernels.WORD` names them): one store sets
+            a per-call pointer.
         src_ids / dst_ids: the first ``n_pairs`` entries of the inline id arrays (int32).
         params: the driver's ``kernelParams`` array: one pointer, to ``args``.
         params_address: the address of ``params`` (what ``cuLaunchKernel`` takes).

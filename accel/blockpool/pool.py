@@ -11,26 +11,26 @@ reason.
 
 Semantics are those of :class:`kachedb_radix.reference.blockpool.pool.BlockPool`, bit for bit:
 
-*  Ids given on the host (lists, NumPy arrays) are validated on the host before any device work is
-  queued; a call that raises a :class:`~kachedb_radix.reference.blockpool.KVPoolError` has written
-  nothing.
+* Ids given on the host (lists, NumPy arrays) are validated on the host before any
+  device work is queued; a call that raises a
+  :class:`~kachedb_radix.reference.blockpool.KVPoolError` has written nothing.
 * ``copy`` is a parallel assignment.  When the source and destination sets are disjoint it is
   one fused kernel launch; when they overlap the sources are first gathered into a temporary
   buffer and then scattered (two launches, ``n * bytes_per_block`` bytes of scratch).
-*  ``gather``, ``scatter`` and disjoint ``copy`` are one launch of the fused kernel of
-  :mod:`kachedb_radix.accel.blockpool.kernels` whatever the layout; for LAYER_MAJOR the launch
-  covers all ``2 * layers`` chunks of every block through a device table of per-layer base pointers.
+* ``gather``, ``scatter`` and disjoint ``copy`` are one launch of the fused kernel of
+  :mod:`kachedb_radix.accel.blockpool.kernels` whatever the layout; for LAYER_MAJOR the
+  launch covers all ``2 * layers`` chunks of every block through a device table of
+  per-layer base pointers.
 
 The host's part of a call, kept small (a serving engine issues many small calls):
 
-*  ids are checked in NumPy (:mod:`kachedb_radix.reference.blockpool.validation`), never per element
-  in
-  Python;
+* ids are checked in NumPy (:mod:`kachedb_radix.reference.blockpool.validation`), never per
+  element in Python;
 * the launch plan comes from a per-pool cache (:mod:`kachedb_radix.accel.blockpool.plans`), with its
   argument block (one C struct, the kernel's only parameter) already filled;
-*  up to 16 pairs travel in that argument block itself; larger batches go through a pinned staging
-  ring (:mod:`kachedb_radix.accel.blockpool.staging`) with an asynchronous host-to-device copy
-  queued ahead of the launch.  No call synchronizes the host with the device;
+* up to 16 pairs travel in that argument block itself; larger batches go through a pinned
+  staging ring (:mod:`kachedb_radix.accel.blockpool.staging`) with an asynchronous
+  host-to-device copy queued ahead of the launch.  No call synchronizes the host with the device;
 * the launch is one call of ``cupy.cuda.driver.launchKernel`` (``cuLaunchKernel``) with the
   address of that block: nothing is converted per argument.  Where this CuPy lacks that
   path, or its self-test at construction fails, kernels are launched by CuPy's kernel call

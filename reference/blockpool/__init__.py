@@ -8,8 +8,8 @@ host memory). :class:`BlockPool` here is the readable NumPy form; its fast twin,
 imports everything else from this package (geometry, presets, errors, validation),
 as the C tree imports :mod:`kachedb_radix.reference.errors`.
 
-*  :mod:`kachedb_radix.reference.blockpool.layout` -- dtypes, model presets, layouts, size
-  arithmetic.
+* :mod:`kachedb_radix.reference.blockpool.layout` -- dtypes, model presets, layouts,
+  size arithmetic.
 * :mod:`kachedb_radix.reference.blockpool.validation` -- argument checks shared by both twins.
 * :mod:`kachedb_radix.reference.blockpool.pool` -- :class:`BlockPool`, the NumPy reference.
 * :mod:`kachedb_radix.reference.blockpool.handles` -- handles of asynchronous transfers.

@@ -10,8 +10,9 @@ Storage:
 
 Invariants:
 
-*  Every public operation validates all of its arguments before writing anything; when it raises a
-  :class:`~kachedb_radix.reference.blockpool.KVPoolError` the pool's contents are unchanged.
+* Every public operation validates all of its arguments before writing anything; when it
+  raises a :class:`~kachedb_radix.reference.blockpool.KVPoolError` the pool's contents
+  are unchanged.
 * Copies are *parallel assignments*: all source blocks are read before any destination is
   written, so ``copy([1, 2], [2, 3])`` puts the old block 1 in 2 and the old block 2 in 3,
   whatever the order of the pairs.

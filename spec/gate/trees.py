@@ -6,12 +6,12 @@ accepts (:mod:`kachedb_radix.spec.conform.targets`):
 
 * ``reference``, ``accel``, or ``module:Class`` naming a tree class -- timed directly,
   through the class itself (the kit's adapter only builds the trees);
-*  ``module:attribute`` naming a plain-data candidate
-  (:class:`kachedb_radix.spec.conform.candidate.Candidate`),
-  or ``--cmd "program args"`` for a program speaking the stdio protocol -- timed through
-  :class:`CandidateTree`, which presents a candidate as a tree (each tree of a ``--cmd``
-  target is its own process; a round trip per call is part of what is timed, as it is
-  part of what such a cache costs its caller).
+* ``module:attribute`` naming a plain-data candidate
+  (:class:`kachedb_radix.spec.conform.candidate.Candidate`), or ``--cmd "program args"``
+  for a program speaking the stdio protocol -- timed through :class:`CandidateTree`,
+  which presents a candidate as a tree (each tree of a ``--cmd`` target is its own
+  process; a round trip per call is part of what is timed, as it is part of what such a
+  cache costs its caller).
 """
 
 from __future__ import annotations

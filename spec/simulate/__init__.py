@@ -8,12 +8,10 @@ the machinery, one concept per module:
 * :mod:`~kachedb_radix.spec.simulate.workload` -- the embedded, seeded chat-and-agent workload;
 * :mod:`~kachedb_radix.spec.simulate.sequential`, :mod:`~kachedb_radix.spec.simulate.timed`,
   :mod:`~kachedb_radix.spec.simulate.service` -- the two modes and the timed mode's service model;
-*  :mod:`~kachedb_radix.spec.simulate.prefix`, :mod:`~kachedb_radix.spec.simulate.bounds` --
-  infinite capacity
-  and the offline Belady bound;
-*  :mod:`~kachedb_radix.spec.simulate.metrics`, :mod:`~kachedb_radix.spec.simulate.point` -- the
-  figures at one
-  capacity;
+* :mod:`~kachedb_radix.spec.simulate.prefix`, :mod:`~kachedb_radix.spec.simulate.bounds`
+  -- infinite capacity and the offline Belady bound;
+* :mod:`~kachedb_radix.spec.simulate.metrics`, :mod:`~kachedb_radix.spec.simulate.point`
+  -- the figures at one capacity;
 * :mod:`~kachedb_radix.spec.simulate.sweep`, :mod:`~kachedb_radix.spec.simulate.executors`,
   :mod:`~kachedb_radix.spec.simulate.run` -- which capacities, where they run, a whole simulation;
 * :mod:`~kachedb_radix.spec.simulate.results` (and ``results.schema.json``),

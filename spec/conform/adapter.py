@@ -47,8 +47,9 @@ SNAPSHOT_METHODS = ("snapshot", "reader", "reclaim")
 
 
 def supported_levels(factory: TreeFactory) -> frozenset[str]:
-    """The levels a tree class offers: all, less ``snapshots`` without its methods. O(1)."""
-    if all(hasattr(factory, name) for name in SNAPSHOT_METHODS):
+    """The levels a tree class offers: all, less ``snapshots`` without its methods (a
+    name set to None is no method). O(1)."""
+    if all(callable(getattr(factory, name, None)) for name in SNAPSHOT_METHODS):
         return frozenset(LEVELS)
     return frozenset(LEVELS) - {"snapshots"}
 

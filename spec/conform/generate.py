@@ -56,6 +56,9 @@ UNUSABLE: Any = object()
 #: Longest sequence a bulk fill inserts, in whole blocks.
 MAX_DEEP_BLOCKS = 64
 
+#: Sequences a run remembers it filled, for churn to come back to (oldest forgotten).
+CACHED = 1024
+
 
 class Chooser(Protocol):
     """A source of choices: Hypothesis draws or a seeded random generator."""
@@ -118,6 +121,8 @@ class Inputs:
         self.block_size = block_size
         self.max_blocks = max_blocks
         self.history: list[list[int]] = []
+        self.cached: list[tuple[list[int], str | None]] = []  # filled, for churn
+        self.heads: list[list[int]] = []  # shared prefixes of a sibling fill
         # Valid ids stay below a candidate's declared limit (a profile's token_limit);
         # the limit itself is the out-of-range probe, as 2**32 is for the spec's.
         self.alphabet = (*ALPHABET[:-1], token_limit - 1)
@@ -169,6 +174,30 @@ class Inputs:
             spoilt.insert(later, chooser.choice(elements))
         return spoilt
 
+    def sibling_tokens(self, chooser: Chooser) -> list[int]:
+        """A short sequence for a sibling fill: one of a few shared heads (1-2 blocks,
+        drawn once per fill by :meth:`new_heads`) and 1-2 new blocks of its own, so a
+        fill hangs hundreds of short leaves under a few nodes (a system prompt and its
+        many users)."""
+        if not self.heads:
+            self.new_heads(chooser)
+        head = chooser.choice(self.heads)
+        extra = chooser.integer(1, 2) * self.block_size
+        return head + [chooser.choice(self.alphabet) for _ in range(extra)]
+
+    def new_heads(self, chooser: Chooser) -> None:
+        """Draw the shared heads of the next sibling fill: 1 to 4 of 1-2 blocks."""
+        self.heads = [
+            [chooser.choice(self.alphabet) for _ in range(chooser.integer(1, 2) * self.block_size)]
+            for _ in range(chooser.integer(1, 4))
+        ]
+
+    def filled(self, tokens: list[int], namespace: str | None) -> None:
+        """Note a sequence a fill inserted, for churn to come back to. O(1)."""
+        self.cached.append((tokens, namespace))
+        if len(self.cached) > CACHED:
+            del self.cached[: len(self.cached) - CACHED]
+
     def long_tokens(self, chooser: Chooser, style: str = "mixed", prefix: int = 0) -> list[int]:
         """A long valid sequence for a fill (up to :data:`MAX_DEEP_BLOCKS` blocks).
 
@@ -217,16 +246,19 @@ class Inputs:
     def lease(
         chooser: Chooser, issued: int, live: Sequence[int], avoid: frozenset[str] = frozenset()
     ) -> int | None:
-        """A lease handle: mostly a live one, else any issued one (released: R-PIN-4),
-        or 0 (never issued: R-PIN-5); None when only avoided probes remain."""
+        """A lease handle: mostly a live one, else as often a released one (R-PIN-4) as
+        0, never issued (R-PIN-5); None when only avoided probes remain. O(issued): the
+        released handles are listed so that a long run with many live leases still
+        releases one twice."""
         if live and chooser.integer(0, 4) > 0:
             return chooser.choice(live)
-        handle = chooser.integer(0, issued)
-        if handle == 0 and "R-PIN-5" in avoid:
-            return None
-        if handle and handle not in live and "R-PIN-4" in avoid:
-            return None
-        return handle
+        alive = set(live)
+        released = [] if "R-PIN-4" in avoid else [
+            handle for handle in range(1, issued + 1) if handle not in alive
+        ]
+        if released and ("R-PIN-5" in avoid or chooser.integer(0, 1)):
+            return chooser.choice(released)
+        return None if "R-PIN-5" in avoid else 0
 
 
 #: Operation kinds drawn per level, with repeats as weights (the first shrinks best).

@@ -1,21 +1,22 @@
 """Lockstep execution: apply each step to a candidate and the reference, check, compare.
 
 :class:`Lockstep` is the kit's core, used by the search (:mod:`kachedb_radix.spec.conform.search`),
-the shrinker (:mod:`kachedb_radix.spec.conform.shrink`) and ``replay``. Per step it
+the shrinker (:mod:`kachedb_radix.spec.conform.shrink`), ``replay`` and ``explain``
+(:meth:`Lockstep.observe`, which goes on past a finding). Per step it
 
 1. asks the candidate (first, so the oracle can follow its admissible choices);
-2.  runs the policy-free safety check on the candidate's answer
+2. runs the policy-free safety check on the candidate's answer
    (:mod:`kachedb_radix.spec.conform.safety`);
-3.  asks the oracle (:mod:`kachedb_radix.spec.conform.oracle`), adopting the candidate's evictions
-   and
-   allocations where the profile tolerates another policy
+3. asks the oracle (:mod:`kachedb_radix.spec.conform.oracle`), adopting the candidate's
+   evictions and allocations where the profile tolerates another policy
    (:mod:`kachedb_radix.spec.conform.profile`);
 4. compares the two outcomes, reduced to the levels and the profile;
 5. compares the read-only views (stats and namespaces after every step; the dump
    after every step while the tree is small, else every few steps (more apart as
-   the tree grows), after a failed call, a fill and at the end; at the ``snapshots`` level the
-   dumps of the latest snapshots, so a snapshot that changes after it was taken is
-   caught at the write that changed it).
+   the tree grows), after a failed call, a fill and at the end; at the ``snapshots``
+   level, with each dump, the dumps of the latest snapshots, so a snapshot that changes
+   after it was taken is caught: at the write that changed it in a small tree, a few
+   steps later in a large one).
 
 Anything wrong raises :class:`Disagreement` carrying a :class:`Difference`: the trace up to and
 including the offending step, both outcomes, and the rules it breaks with a likely cause
@@ -302,6 +303,7 @@ class Lockstep:
         self._pending: tuple[Step, dict[str, Any], bool] | None = None
         self._split_pending = False
         self._last: tuple[Step, dict[str, Any]] | None = None
+        self._last_change: Step | None = None  # the last step that was not a read
         self._steps = 0
         self._outcomes: tuple[Outcome, Outcome] = ({"ok": None}, {"ok": None})
         self._note: str | None = None
@@ -354,6 +356,8 @@ class Lockstep:
         actual = self._candidate_outcome(step)
         expected = self._checked_step(step, actual, facts)
         recorded = {**step, "expect": expected}
+        if op not in READ_OPS:
+            self._last_change = recorded
         if op == "reset":
             self.live, self.inside, self.left, self.dropped = [], [], [], []
             self._view, self._steps = None, 0
@@ -499,8 +503,15 @@ class Lockstep:
             facts["split"] = self._split_pending
         if op == "dump":
             self._split_pending = False
+        # A read the trace asks for explicitly is judged after the last change, as the
+        # read the kit issues after that change would be: so a finding is named the same
+        # whether the dump came right after the change or some steps later (a large tree
+        # samples its dumps), and shrinking a large trace keeps its rule.
+        after = previous
+        if after is None and op in READ_OPS and self._last_change is not None:
+            after = self._last_change
         observation = Observation(
-            step, expected, compared, path or "", previous, self.levels, facts
+            step, expected, compared, path or "", after, self.levels, facts
         )
         if path is not None:
             if previous is None and op != "reset":
@@ -566,7 +577,10 @@ class Lockstep:
             self._unchanged(step, facts, reads)
         view = {read: self._read({"op": read}, step, facts) for read in reads}
         self._view = view if "dump" in view else None
-        if "snapshots" in self.levels:
+        if "snapshots" in self.levels and with_dump:
+            # With the dump: after every step in a small tree, every few in a large one
+            # (a snapshot changed by a write is caught at a later read; shrinking then
+            # finds the write).
             for handle in range(max(1, self.snapshots - WATCHED + 1), self.snapshots + 1):
                 if handle not in self.dropped:
                     self._read({"op": "snapshot_dump", "snapshot": handle}, step, facts)

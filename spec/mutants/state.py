@@ -11,6 +11,8 @@ case.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 from kachedb_radix.reference.eviction import EvictionQueue
 from kachedb_radix.reference.walk import Path
 
@@ -174,3 +176,89 @@ class LeakBeforeRoomCheck(MutantTree):
         self._check_room(path, needed - len(reserved))
         self._allocator.free(reserved)
         return super()._make_room(path, needed)
+
+
+#: Evictable leaves a sampled eviction looks at (the first ones filed).
+SAMPLE = 256
+
+#: Entries the eviction queue of :class:`LeafTableOverflows` has room for.
+LEAF_TABLE = 256
+
+#: Pin counts are kept modulo this in :class:`PinCountWraps` (a 4-bit field).
+PIN_RANGE = 16
+
+
+@mutant("sampled_lru", "R-EVICT-2")
+class SampledLru(MutantTree):
+    """Eviction takes the least recently used of the first 256 evictable leaves, in the
+    order they became evictable (an approximate LRU that samples): exact while at most 256
+    leaves are evictable, wrong once churn has refreshed the early ones and the least
+    recently used leaf is further down."""
+
+    def __init__(self, num_blocks: int, block_size: int = 16) -> None:
+        super().__init__(num_blocks, block_size)
+        self._filed: dict[int, None] = {}  # nid -> None, in the order they were queued
+
+    def _offer(self, nid: int) -> None:
+        super()._offer(nid)
+        if nid in self._queue:
+            self._filed.setdefault(nid)
+        else:
+            self._filed.pop(nid, None)
+
+    def choose_victims(self, count: int, protected: Path) -> Iterator[int]:
+        for _ in range(count):
+            self._filed = {nid: None for nid in self._filed if nid in self._queue}
+            sample = list(self._filed)[:SAMPLE]
+            if not sample:
+                return
+            tails = [self._nodes[nid].tail() for nid in sample]
+            yield min(tails, key=self.eviction_key)
+
+
+class _BoundedQueue(EvictionQueue):
+    """An eviction queue with room for :data:`LEAF_TABLE` leaves: filing one more is
+    silently dropped (the leaf is never evicted while it is left out)."""
+
+    __slots__ = ()
+
+    def file(self, nid: int, stamp: int, block_id: int) -> None:
+        if nid not in self._position and len(self._heap) >= LEAF_TABLE:
+            return
+        super().file(nid, stamp, block_id)
+
+
+@mutant("leaf_table_overflows", "R-EVICT-2", "R-EVICT-4")
+class LeafTableOverflows(MutantTree):
+    """The eviction queue has room for 256 leaves; a leaf that becomes evictable while
+    it is full is never filed, so once more than 256 leaves are evictable, eviction passes
+    over older leaves left out (a table sized for the common case)."""
+
+    def __init__(self, num_blocks: int, block_size: int = 16) -> None:
+        super().__init__(num_blocks, block_size)
+        self._queue = _BoundedQueue()
+
+    def check_invariants(self) -> None:
+        """The reference's checks, less the queue's completeness, which is the bug."""
+        if len(self._queue) < LEAF_TABLE:
+            super().check_invariants()
+
+
+@mutant("pin_count_wraps", "R-PIN-3", "R-PIN-2")
+class PinCountWraps(MutantTree):
+    """Pin counts are stored in 4 bits: the 16th live lease on one block wraps its count
+    to 0, so a shared head pinned by many requests at once becomes evictable while they
+    all still hold it."""
+
+    def _adjust_pins(self, path: Path, delta: int) -> None:
+        super()._adjust_pins(path, delta)
+        wrapped = False
+        for node, used in path:
+            for block in node.blocks[:used]:
+                if self._pins[block] >= PIN_RANGE:
+                    self._pins[block] %= PIN_RANGE
+                    wrapped = True
+                    if self._pins[block] == 0:
+                        self._pinned -= 1
+        if wrapped and path:
+            self._offer(path[-1][0].nid)

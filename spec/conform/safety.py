@@ -202,23 +202,10 @@ def dump_problem(dump: Any, block_size: int) -> str | None:
     if dump["block_size"] != block_size:
         return f"its block_size is {dump['block_size']}, the tree's {block_size}"
     pool = dump["num_blocks"]
-    where: dict[int, str] = {}  # block -> where the dump lists it
-
-    def claim(block: object, place: str) -> str | None:
-        if not isinstance(block, int) or isinstance(block, bool) or not 0 <= block < pool:
-            return f"{place} lists {block!r}, not a block id of a pool of {pool}"
-        if block in where:
-            return f"block {block} is {where[block]} and {place} at once"
-        where[block] = place
-        return None
-
-    lists = [("free", dump["free"]), ("quarantined", dump.get("quarantine", []))]
-    for place, blocks in lists:
-        if not isinstance(blocks, list):
-            return f"its {place} blocks are not a list"
-        for block in blocks:
-            if (problem := claim(block, place)) is not None:
-                return problem
+    free, quarantine = dump["free"], dump.get("quarantine", [])
+    if not isinstance(quarantine, list):
+        return "its quarantined blocks are not a list"
+    listed: list[Any] = [*free, *quarantine]
     names: set[object] = set()
     for space in dump["namespaces"]:
         if not isinstance(space, dict) or not isinstance(space.get("children"), list):
@@ -232,16 +219,45 @@ def dump_problem(dump: Any, block_size: int) -> str | None:
             edge = pending.pop()
             if (problem := _edge_problem(edge, block_size)) is not None:
                 return f"in namespace {name!r}: {problem}"
-            for block in edge["blocks"]:
-                if (problem := claim(block, f"cached in namespace {name!r}")) is not None:
-                    return problem
+            listed.extend(edge["blocks"])
             pending.extend(edge["children"])
-    if len(where) != pool:
-        return (
-            f"{pool - len(where)} of the pool's {pool} blocks are neither free, cached nor "
-            "quarantined (a node cut off from its namespace?)"
-        )
-    return None
+    # Every id of the pool once among the free, quarantined and cached ones: checked at
+    # C speed; the slow walk below only names what is wrong.
+    if (
+        len(listed) == pool
+        and all(type(block) is int for block in listed)
+        and len(set(listed)) == pool
+        and (not listed or (min(listed) >= 0 and max(listed) < pool))
+    ):
+        return None
+    return _first_misplaced(dump, pool)
+
+
+def _first_misplaced(dump: dict[str, Any], pool: int) -> str:
+    """Which block id the dump gets wrong (it lists one twice, one outside the pool, or
+    leaves one out). O(size of the dump)."""
+    where: dict[int, str] = {}
+    places: list[tuple[str, list[Any]]] = [
+        ("free", dump["free"]),
+        ("quarantined", dump.get("quarantine", [])),
+    ]
+    for space in dump["namespaces"]:
+        pending = list(space["children"])
+        while pending:
+            edge = pending.pop()
+            places.append((f"cached in namespace {space.get('namespace')!r}", edge["blocks"]))
+            pending.extend(edge["children"])
+    for place, blocks in places:
+        for block in blocks:
+            if not isinstance(block, int) or isinstance(block, bool) or not 0 <= block < pool:
+                return f"{place} lists {block!r}, not a block id of a pool of {pool}"
+            if block in where:
+                return f"block {block} is {where[block]} and {place} at once"
+            where[block] = place
+    return (
+        f"{pool - len(where)} of the pool's {pool} blocks are neither free, cached nor "
+        "quarantined (a node cut off from its namespace?)"
+    )
 
 
 def _edge_problem(edge: Any, block_size: int) -> str | None:

@@ -1,12 +1,13 @@
 """Shrink a finding to a short trace that still shows it.
 
-The search records each finding with the whole example that led to it, often hundreds of steps. This
-shrinker replays candidate traces through a fresh
-:class:`~kachedb_radix.spec.conform.lockstep.Lockstep` and keeps every change after which the same
-rule is still broken first (or, for a failure, the candidate still fails): it deletes runs of steps
-(halves, quarters, ... single steps), then simplifies what is left (shorter token lists, no pin, the
-default namespace, smaller counts, a smaller pool, block size 1), and repeats while anything helps
-and time is left.
+The search records each finding with the whole example that led to it, often hundreds
+of steps. This shrinker replays candidate traces through a fresh
+:class:`~kachedb_radix.spec.conform.lockstep.Lockstep` and keeps every change after which
+the same rule is still broken first (or, for a failure, the candidate still fails): it
+tries the trace without its bulk fills at once (they are often only scenery), deletes
+runs of steps (halves, quarters, ... single steps), then simplifies what is left
+(shorter token lists, no pin, the default namespace, smaller counts, a smaller pool,
+block size 1), and repeats while anything helps and time is left.
 
 Handles stay valid by construction. While shrinking, a step that names a lease or
 a snapshot (``release``, ``leave``, ``snapshot_match``, ``snapshot_dump``) refers to
@@ -91,6 +92,13 @@ class Shrinker:
         if best is None:
             return finding
         steps = steps[: best[1]]
+        # A bulk fill is often scenery: try the trace without any of its inserts first,
+        # one trial, before deleting it half by half.
+        unfilled = _without_dangling([step for step in steps if not step.get("batch")])
+        if len(unfilled) < len(steps):
+            found = self._first_smaller([unfilled], steps, finding, deadline)
+            if found is not None:
+                best, steps = found
         while time.monotonic() < deadline:
             found = self._first_smaller(_deletions(steps), steps, finding, deadline)
             if found is None:

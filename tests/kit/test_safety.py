@@ -150,3 +150,42 @@ def test_the_reference_keeps_every_property() -> None:
     for tokens in ([1, 2], [1, 3], [4], [9, 9, 9, 9]):
         lockstep.run({"op": "insert", "tokens": tokens, "namespace": None, "pin": False})
     lockstep.run({"op": "match", "tokens": [4], "namespace": None, "pin": False})
+
+
+def test_dump_problem_names_what_makes_a_dump_not_a_tree() -> None:
+    """R-INV-1, R-DUMP-1: a well-formed dump passes; each way of breaking one is named."""
+    import copy
+
+    from kachedb_radix import reference
+    from kachedb_radix.spec.conform.safety import dump_problem
+
+    tree = reference.RadixTree(6, 2)
+    tree.insert([1, 2, 3, 4])
+    tree.insert([1, 2, 5, 6], "t")
+    good = tree.dump()
+    assert dump_problem(good, 2) is None
+    edge = good["namespaces"][0]["children"][0]
+
+    def broken(change: Any) -> Any:
+        dump = copy.deepcopy(good)
+        change(dump)
+        return dump
+
+    cases = {
+        "not an object": [],
+        "'namespaces' are missing": broken(lambda d: d.pop("namespaces")),
+        "block_size is 2, the tree's 4": good,
+        "listed twice": broken(lambda d: d["namespaces"].append(d["namespaces"][0])),
+        "neither free, cached nor quarantined": broken(lambda d: d["namespaces"].pop()),
+        "cached in namespace None at once": broken(lambda d: d["free"].append(edge["blocks"][0])),
+        "not a block id of a pool of 6": broken(lambda d: d["free"].append(6)),
+        "holds 3 tokens": broken(lambda d: d["namespaces"][0]["children"][0]["tokens"].pop()),
+        "'children' is missing": broken(
+            lambda d: d["namespaces"][0]["children"][0].pop("children")
+        ),
+        "'pins' do not match": broken(lambda d: d["namespaces"][0]["children"][0]["pins"].pop()),
+    }
+    for words, dump in cases.items():
+        size = 4 if "block_size" in words else 2
+        found = dump_problem(dump, size)
+        assert found is not None and words in found, (words, found)

@@ -194,3 +194,34 @@ def test_a_failure_without_a_restart_is_reported_unshrunk(tmp_path: Path) -> Non
     assert report.verdict == "failure" and report.findings[0].kind == "failure"
     with pytest.raises(CandidateFailure):
         candidate.reset(1, 1)
+
+
+def test_a_finding_after_a_long_bulk_fill_shrinks_to_its_few_steps() -> None:
+    """A split bug found after a 300-insert fill (reads deferred: more than 96 blocks
+    cached) shrinks, within a small time budget, to the few steps that show it: the fill
+    goes in one trial."""
+    from kachedb_radix.spec.conform.levels import LEVELS
+    from kachedb_radix.spec.conform.lockstep import Disagreement, Lockstep
+    from kachedb_radix.spec.mutants.structure import SplitDropsStamps
+
+    steps: list[dict[str, Any]] = [{"op": "reset", "num_blocks": 2000, "block_size": 1}]
+    steps += [
+        {"op": "insert", "tokens": [10_000 + i, 1, 2, 3], "namespace": None, "batch": True}
+        for i in range(300)
+    ]
+    steps += [
+        {"op": "insert", "tokens": [9, 9, 9, 9], "namespace": None},
+        {"op": "insert", "tokens": [9, 9, 8], "namespace": None},
+        {"op": "dump"},
+    ]
+    candidate = TreeAdapter(SplitDropsStamps, "stamps")
+    lockstep = Lockstep(candidate, frozenset(LEVELS))
+    with pytest.raises(Disagreement) as raised:
+        for step in steps:
+            lockstep.run(step)
+        lockstep.finish(final=True)
+    finding = raised.value.difference
+    assert len(finding.trace) > 300
+    shrunk = Shrinker(candidate, frozenset(LEVELS)).shrink(finding, seconds=3)
+    assert shrunk.rule == finding.rule == "R-SPLIT-2"
+    assert len(shrunk.trace) <= 4, [step["op"] for step in shrunk.trace]

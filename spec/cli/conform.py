@@ -32,7 +32,7 @@ from ..conform.levels import GROUP_LEVEL, LEVELS, LevelError, ordered, parse_lev
 from ..conform.page import save_traces, write_report
 from ..conform.profile import ProfileError
 from ..conform.replay import ReplayResult, TraceError, read_trace, replay
-from ..conform.run import KitReport, KitSettings, dumps, run_kit
+from ..conform.run import KitReport, KitSettings, dumps, kit_json, run_kit
 from ..conform.targets import Target, TargetError, command, resolve
 from ..protocol.client import DEFAULT_TIMEOUT
 
@@ -224,7 +224,13 @@ def run_conform(args: argparse.Namespace) -> int:
             if not args.json:
                 print(f"trace: {path}")
     if args.report is not None and reports:
-        written = write_report(reports, args.report)
+        made_by = {
+            "targets": [*args.targets, *(f"--cmd {line}" for line in args.cmd)],
+            "profile": None if args.profile is None else str(args.profile),
+            "levels": None if args.levels is None else list(args.levels),
+            "settings": kit_json(kit),
+        }
+        written = write_report(reports, args.report, made_by)
         if not args.json:
             print(f"report: {', '.join(str(path) for path in written)}")
     if args.json:

@@ -17,6 +17,7 @@ from __future__ import annotations
 import html
 import json
 from pathlib import Path
+from typing import Any
 
 from .rules import load_rules
 from .run import KitReport, RuleResult, dumps
@@ -41,12 +42,19 @@ pre { white-space: pre-wrap; font-size: 0.8em; max-width: 70em; }
 """
 
 
-def write_report(reports: list[KitReport], directory: Path) -> list[Path]:
-    """Write the page and its JSON into ``directory`` (created); return their paths."""
+def write_report(
+    reports: list[KitReport], directory: Path, made_by: dict[str, Any] | None = None
+) -> list[Path]:
+    """Write the page and its JSON into ``directory`` (created); return their paths.
+
+    ``made_by`` (the targets and the kit settings of the run) goes into the JSON, so the
+    report can be made again exactly (``tests/kit/test_committed_report.py`` does, for
+    the committed one)."""
     directory.mkdir(parents=True, exist_ok=True)
     document = directory / DOCUMENT
     page = directory / PAGE
-    document.write_text(dumps(reports) + "\n", encoding="utf-8")
+    extra = {} if made_by is None else {"made_by": made_by}
+    document.write_text(dumps(reports, **extra) + "\n", encoding="utf-8")
     page.write_text(render(reports), encoding="utf-8")
     return [page, document]
 

@@ -351,6 +351,33 @@ def run_kit(
     )
 
 
+def kit_json(kit: KitSettings) -> dict[str, Any]:
+    """``kit`` as JSON data (for a report's ``made_by``); :func:`kit_settings` reads it
+    back. O(1)."""
+    return {
+        "examples": kit.examples,
+        "seed": kit.seed,
+        "steps": kit.steps,
+        "shrink": kit.shrink,
+        "shrink_seconds": kit.shrink_seconds,
+        "block_sizes": list(kit.block_sizes),
+        "pool": list(kit.pool),
+        "first": kit.first,
+        "budget": kit.budget,
+    }
+
+
+def kit_settings(data: dict[str, Any]) -> KitSettings:
+    """The settings :func:`kit_json` wrote. O(1)."""
+    return KitSettings(
+        **{
+            **data,
+            "block_sizes": tuple(data["block_sizes"]),
+            "pool": (data["pool"][0], data["pool"][1]),
+        }
+    )
+
+
 def dumps(reports: list[KitReport], **extra: Any) -> str:
     """Reports as the JSON document of ``report.schema.json``. O(size)."""
     return json.dumps({"results": [report.to_json() for report in reports], **extra}, indent=2)

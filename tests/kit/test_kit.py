@@ -22,13 +22,15 @@ from kachedb_radix.spec.mutants.recency import ClockFrozenOnMatch
 from kachedb_radix.spec.mutants.snapshots import EvictTrimsInPlace, SnapshotReadsLiveTree
 from tests.conftest import IMPLEMENTATIONS
 
-SMALL = KitSettings(examples=40)
+SMALL = KitSettings(examples=40, budget=5_000, shrink_seconds=5)
 
 
 @pytest.mark.parametrize("name", sorted(IMPLEMENTATIONS))
 def test_every_implementation_conforms(name: str) -> None:
-    """The differential machine finds no disagreement (all levels, default search)."""
-    report = run_kit(TreeAdapter(IMPLEMENTATIONS[name], name), kit=KitSettings(examples=150))
+    """The differential machine finds no disagreement (all levels; the committed report,
+    tests/kit/test_committed_report.py, and CI's long run search further)."""
+    settings = KitSettings(examples=150, budget=15_000)
+    report = run_kit(TreeAdapter(IMPLEMENTATIONS[name], name), kit=settings)
     assert report.passed, report.explain()
     assert report.levels == ordered(supported_levels(IMPLEMENTATIONS[name]))
     assert report.levels[:4] == ["core", "pinning", "eviction", "namespaces"]
@@ -95,7 +97,8 @@ def test_a_snapshot_changed_by_a_later_write_is_caught_at_that_write() -> None:
 
 def test_a_torn_snapshot_read_is_reported() -> None:
     """R-SNAP-2: the kit finds a snapshot match that walks the live tree."""
-    report = run_kit(TreeAdapter(SnapshotReadsLiveTree, "torn"), kit=KitSettings(examples=100))
+    settings = KitSettings(examples=100, budget=10_000, shrink_seconds=5)
+    report = run_kit(TreeAdapter(SnapshotReadsLiveTree, "torn"), kit=settings)
     assert report.verdict == "disagreement"
     assert report.difference is not None
     assert report.difference.trace[-1]["op"] == "snapshot_match"

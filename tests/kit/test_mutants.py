@@ -27,7 +27,8 @@ def test_catalogue_is_large_and_covers_every_rule_group() -> None:
 
 def test_unmutated_base_conforms() -> None:
     """The hookable copy of the reference is the reference: mutants differ by their bug only."""
-    assert run_kit(TreeAdapter(MutantTree, "base"), kit=KitSettings(examples=100)).passed
+    settings = KitSettings(examples=100, budget=10_000)
+    assert run_kit(TreeAdapter(MutantTree, "base"), kit=settings).passed
     assert MutantTree.__mro__[1] is reference.RadixTree
 
 

@@ -42,7 +42,7 @@ def test_whole_kit_through_the_stdio_server() -> None:
         assert candidate.name == "reference"
         assert candidate.levels == parse_levels(["core,pinning,eviction,namespaces,snapshots"])
         assert candidate.protocol == 3 and "drop" in candidate.operations
-        report = run_kit(candidate, kit=KitSettings(examples=40))
+        report = run_kit(candidate, kit=KitSettings(examples=40, budget=4_000))
     finally:
         candidate.close()
     assert report.passed, report.explain()
@@ -57,7 +57,7 @@ def test_a_program_of_protocol_2_still_passes_without_drop() -> None:
     try:
         assert candidate.protocol == 2 and "drop" not in candidate.operations
         assert "snapshots" in candidate.levels
-        report = run_kit(candidate, kit=KitSettings(examples=60))
+        report = run_kit(candidate, kit=KitSettings(examples=60, budget=3_000))
     finally:
         candidate.close()
     assert report.passed, report.explain()
@@ -67,7 +67,7 @@ def test_a_program_of_protocol_2_still_passes_without_drop() -> None:
     assert rows["R-EPOCH-2"].status == "pass" and rows["R-SNAP-2"].status == "pass"
     current = StdioCandidate(SERVE)
     try:
-        full = run_kit(current, kit=KitSettings(examples=60))
+        full = run_kit(current, kit=KitSettings(examples=60, budget=3_000))
     finally:
         current.close()
     assert {row.rule: row for row in full.table()}["R-EPOCH-5"].status == "pass"
@@ -182,7 +182,7 @@ def test_protocol_1_programs_still_run_at_the_old_levels(tmp_path: Path) -> None
         assert old.protocol == 1 and "snapshots" not in old.levels
         old.reset(4, 1)
         assert old.dump()["quarantine"] == []  # upgraded to format 2
-        report = run_kit(old, kit=KitSettings(examples=20))
+        report = run_kit(old, kit=KitSettings(examples=20, budget=3_000))
     finally:
         old.close()
     assert report.passed, report.explain()

@@ -18,6 +18,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -25,6 +26,7 @@ import jsonschema
 import pytest
 
 from kachedb_radix.spec.cli.main import build_parser
+from kachedb_radix.spec.conform import profile
 from tests.support import docs
 from tests.support.paths import ROOT
 
@@ -52,6 +54,21 @@ def test_the_examples_are_found() -> None:
     assert len(found["README.md"]) >= 1
     assert len(found["docs/semantics.md"]) >= 1
     assert sum(len(examples) for examples in found.values()) >= 2
+
+
+@pytest.mark.parametrize("page", docs.PAGES, ids=PAGE_IDS)
+def test_profile_blocks_load(page: Path) -> None:
+    """Every ``toml`` block is a deviation profile the kit accepts, word for word."""
+    for number, body in enumerate(docs.blocks(page.read_text(), "toml"), 1):
+        profile.parse(tomllib.loads(body), f"{page}, toml block {number}")
+
+
+def test_readme_shows_the_profile_keys() -> None:
+    """The README's kit section shows the keys that declare an engine's inputs (issue 21)."""
+    (body,) = docs.blocks(_readme(), "toml")
+    loaded = profile.parse(tomllib.loads(body))
+    assert loaded.token_limit == 2**31 and loaded.match_cap == "last_token"
+    assert loaded.namespace_aliases, "the namespaces table folds no name"
 
 
 def _strict_parser() -> argparse.ArgumentParser:
@@ -224,7 +241,7 @@ RUNS = [
         report_json=True),
     Run("docs/conformance.md", "kachedb-radix replay TRACE --target accel",
         fill=(("TRACE", "spec/vectors/full.jsonl"),)),
-    Run("docs/conformance.md", "python -m kachedb_radix.spec.protocol.server --impl reference"),
+    Run("docs/conformance.md", "kachedb-radix serve --impl reference"),
     Run("docs/explain.md", "kachedb-radix explain --scenario eviction", prints="evict"),
     Run("docs/explain.md", "kachedb-radix explain --scenario split --svg slides/",
         writes=("slides",)),

@@ -75,7 +75,11 @@ def test_rounds_with_setup_and_fixed_rounds() -> None:
 def test_calibration_loops_and_formatting() -> None:
     assert timing.cpu_calibration() == timing.cpu_calibration()
     assert timing.memory_calibration() == timing.memory_calibration()
-    policy = timing.Policy(budget_s=1e-6, min_rounds=3, max_rounds=3, calibration_s=1e-6)
+    # One call a batch (the fake clock says each call takes 7 ns): the loops run as few
+    # times as the rounds need.
+    policy = timing.Policy(
+        budget_s=1e-6, min_rounds=3, max_rounds=3, batch_ns=1.0, calibration_s=1e-6
+    )
     for kind in timing.CALIBRATIONS:
         assert timing.calibrate(kind, policy, fake_clock(7)) > 0
     assert timing.format_ns(12.5) == "12.5 ns"

@@ -7,13 +7,17 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from kachedb_radix import reference
 from kachedb_radix.reference.errors import TokenRangeError
 from kachedb_radix.reference.namespaces import check_namespace
 from kachedb_radix.reference.results import InsertResult, MatchResult
 from kachedb_radix.reference.tokens import as_token_list
 from kachedb_radix.spec.conform.adapter import TreeAdapter
+from kachedb_radix.spec.conform.lockstep import Lockstep
 from kachedb_radix.spec.conform.profile import STRICT, Profile, parse
+from kachedb_radix.spec.conform.replay import replay
 from kachedb_radix.spec.conform.run import KitReport, KitSettings, run_kit
 from tests.kit.test_profile import LENIENT
 
@@ -78,6 +82,7 @@ class EmptySaltAndAIsDefault(EmptySaltIsDefault):
 FOLDS_EMPTY = parse({"name": "folds-empty", "namespaces": {"as_default": [""]}})
 
 
+@pytest.mark.slow
 def test_an_engine_folding_the_empty_salt_fails_strict_and_conforms_declared() -> None:
     """R-NS-1, R-NS-2: taking ``""`` for the default namespace matches across the two --
     a safety failure without a profile; declared, the oracle and the safety check fold
@@ -92,6 +97,7 @@ def test_an_engine_folding_the_empty_salt_fails_strict_and_conforms_declared() -
     assert rows["R-NS-2"].status == "pass"
 
 
+@pytest.mark.slow
 def test_the_safety_check_holds_an_engine_to_exactly_its_declared_folding() -> None:
     """R-NS-2: folding one more name than declared is still matching across namespaces."""
     report = _run(EmptySaltAndAIsDefault, FOLDS_EMPTY, examples=300)
@@ -140,6 +146,7 @@ class LeavesTheLastToken(reference.RadixTree):
 LAST_TOKEN = parse({"name": "last-token", "match_cap": "last_token"})
 
 
+@pytest.mark.slow
 def test_a_match_cap_fails_strict_and_conforms_declared() -> None:
     """R-MATCH-1, R-INS-5: leaving the last token fails the strict spec (a shorter match,
     an insert evicting with blocks to spare); declared, the oracle caps its matches and
@@ -154,6 +161,30 @@ def test_a_match_cap_fails_strict_and_conforms_declared() -> None:
 
 
 # ---------------------------------------------------------------------- token range
+
+
+def test_a_fully_cached_insert_under_the_match_cap_evicts_off_its_path() -> None:
+    """R-INS-5 under ``match_cap = "last_token"``, step by step: with the pool full, the
+    insert of a cached prompt evicts the least recently used block off its own path for
+    the recomputed last block; the oracle expects exactly that. The strict spec does
+    not (an insert that needs no block evicts nothing)."""
+    trace: list[dict[str, Any]] = [
+        {"op": "reset", "num_blocks": 3, "block_size": 1},
+        {"op": "insert", "tokens": [1, 2], "namespace": None, "pin": False},
+        {"op": "insert", "tokens": [3], "namespace": None, "pin": False},
+        {"op": "insert", "tokens": [1, 2], "namespace": None, "pin": False},
+        {"op": "match", "tokens": [1, 2], "namespace": None, "pin": False},
+    ]
+    candidate = TreeAdapter(LeavesTheLastToken, "last-token")
+    lockstep = Lockstep(candidate, candidate.levels, profile=LAST_TOKEN)
+    expected = [lockstep.run(step) for step in trace]
+    lockstep.finish(final=True)
+    assert expected[3]["ok"]["evicted"] == [2]  # the block of [3], not one of the prompt's
+    assert expected[4]["ok"]["length"] == 1  # the match leaves the last token
+    assert replay(trace, candidate, profile=LAST_TOKEN).passed
+    strict = replay(trace, candidate)
+    assert not strict.passed and strict.difference is not None
+    assert "R-INS-5" in strict.difference.rules
 
 
 def _int32(tokens: object) -> list[int]:
@@ -183,6 +214,7 @@ class Int32TokensUnchecked(reference.RadixTree):
 INT32 = parse({"name": "int32", "token_limit": 2**31})
 
 
+@pytest.mark.slow
 def test_a_narrower_token_range_is_declared_and_checked_against() -> None:
     """R-TOK-1, R-TOK-3: int32 token ids end every strict example at the first large id;
     declared with ``token_limit``, valid ids are drawn below it, the limit is the range
@@ -204,6 +236,7 @@ def test_a_narrower_token_range_is_declared_and_checked_against() -> None:
 # ---------------------------------------------------------------------- inputs left out
 
 
+@pytest.mark.slow
 def test_a_rule_the_profile_leaves_without_inputs_is_not_exercised() -> None:
     """R-TOK-5: with R-TOK-2 and R-TOK-3 waived no bad token is drawn, so the rule that
     judges how bad tokens are reported is "not exercised", saying why -- not "pass"."""

@@ -25,6 +25,7 @@ from tests.conftest import IMPLEMENTATIONS
 SMALL = KitSettings(examples=40, budget=5_000, shrink_seconds=5)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(IMPLEMENTATIONS))
 def test_every_implementation_conforms(name: str) -> None:
     """The differential machine finds no disagreement (all levels; the committed report,
@@ -95,6 +96,7 @@ def test_a_snapshot_changed_by_a_later_write_is_caught_at_that_write() -> None:
     )
 
 
+@pytest.mark.slow
 def test_a_torn_snapshot_read_is_reported() -> None:
     """R-SNAP-2: the kit finds a snapshot match that walks the live tree."""
     settings = KitSettings(examples=100, budget=10_000, shrink_seconds=5)
@@ -139,6 +141,7 @@ def test_a_bug_is_reported_as_a_short_trace() -> None:
     assert replay(difference.trace, TreeAdapter(reference.RadixTree, "ref")).passed
 
 
+@pytest.mark.slow
 def test_search_is_deterministic() -> None:
     first = run_kit(TreeAdapter(ClockFrozenOnMatch, "m"), kit=SMALL)
     second = run_kit(TreeAdapter(ClockFrozenOnMatch, "m"), kit=SMALL)
@@ -146,6 +149,7 @@ def test_search_is_deterministic() -> None:
     assert first.difference.trace == second.difference.trace
 
 
+@pytest.mark.slow
 def test_core_level_ignores_clock_and_stamps() -> None:
     """Without the eviction level a clock bug is not a disagreement (and no evict runs)."""
     core = run_kit(TreeAdapter(ClockFrozenOnMatch, "m"), parse_levels(["core"]), SMALL)

@@ -153,6 +153,7 @@ def test_the_adapter_drives_sglangs_own_code() -> None:
     candidate.close()
 
 
+@pytest.mark.slow
 @needs_sglang
 def test_sglang_conforms_with_its_declared_deviations() -> None:
     """R-EVICT-1, R-EVICT-4, R-INS-5: SGLang's eviction level passes under its profile,

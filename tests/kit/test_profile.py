@@ -166,6 +166,7 @@ class WholeLeafEviction(reference.RadixTree):
                 chosen += 1
 
 
+@pytest.mark.slow
 def test_whole_node_eviction_conforms_with_declared_deviations() -> None:
     """R-EVICT-1, R-EVICT-4, R-INS-5: a tree that evicts whole leaf edges fails the strict
     spec, and conforms under a profile that declares it; the rest is still compared."""
@@ -185,6 +186,7 @@ def test_whole_node_eviction_conforms_with_declared_deviations() -> None:
     assert buggy.findings and buggy.findings[0].kind in ("inadmissible", "safety")
 
 
+@pytest.mark.slow
 def test_a_pin_ignoring_eviction_is_killed_under_the_most_lenient_profile() -> None:
     """R-PIN-3: waiving and tolerating everything a profile may still leaves the safety
     check, which catches a cache whose eviction ignores pins."""

@@ -36,6 +36,7 @@ def test_schema_is_valid() -> None:
     jsonschema.Draft202012Validator.check_schema(SCHEMA)
 
 
+@pytest.mark.slow
 def test_whole_kit_through_the_stdio_server() -> None:
     candidate = StdioCandidate(SERVE)
     try:
@@ -48,6 +49,7 @@ def test_whole_kit_through_the_stdio_server() -> None:
     assert report.passed, report.explain()
 
 
+@pytest.mark.slow
 def test_a_program_of_protocol_2_still_passes_without_drop() -> None:
     """An implementation written against protocol 2 (before ``drop`` and the list of
     operations) is driven with version 2's operations: it passes every level it
@@ -140,6 +142,7 @@ def test_server_traffic_matches_the_schema(suite: str) -> None:
         assert {"snapshot", "reader", "snapshot_match", "snapshot_dump", "reclaim"} <= ops
 
 
+@pytest.mark.slow
 def test_protocol_1_programs_still_run_at_the_old_levels(tmp_path: Path) -> None:
     """A program written for protocol 1 (format-1 dumps, no snapshot stats) conforms at
     the levels it declares; it may not declare snapshots (R-DUMP-1)."""

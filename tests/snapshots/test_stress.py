@@ -69,6 +69,7 @@ class ReaderLog:
     visits: list[tuple[int, int, set[int]]] = field(default_factory=list)
 
 
+@pytest.mark.slow
 def test_readers_see_whole_versions_and_no_early_reuse(make_tree: TreeFactory) -> None:
     tree = make_tree(POOL, BLOCK_SIZE)
     sequence = itertools.count()

@@ -42,8 +42,8 @@ def test_pure_switch_selects_the_reference(monkeypatch: pytest.MonkeyPatch) -> N
 
 @pytest.mark.parametrize(
     "command",
-    [["kachedb-radix"], [sys.executable, "-m", "spec"]],
-    ids=["console-script", "python-m-spec"],
+    [["kachedb-radix"], [sys.executable, "-m", "kachedb_radix.spec"]],
+    ids=["console-script", "python-m-kachedb_radix.spec"],
 )
 def test_command_line_runs(command: list[str]) -> None:
     """The installed console command and ``python -m kachedb_radix.spec`` are the same command

@@ -193,7 +193,8 @@ class Inputs:
         ]
 
     def filled(self, tokens: list[int], namespace: str | None) -> None:
-        """Note a sequence a fill inserted, for churn to come back to. O(1)."""
+        """Note a sequence a fill inserted, for churn to come back to (the oldest
+        forgotten past :data:`CACHED`). O(CACHED) at worst: one shift of a short list."""
         self.cached.append((tokens, namespace))
         if len(self.cached) > CACHED:
             del self.cached[: len(self.cached) - CACHED]

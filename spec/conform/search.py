@@ -299,7 +299,7 @@ def _steps(
     """The step(s) of one draw: one operation, the inserts of a fill, or a churn burst
     (lazily, so each sees the state the previous one left)."""
     if kind == "churn":
-        yield from _churn(details, inputs, swarm, levels, lockstep)
+        yield from _churn(details, inputs, lockstep)
         return
     if kind != "fill":
         step = draw_step(
@@ -329,11 +329,7 @@ def _steps(
 
 
 def _churn(
-    details: RandomChooser,
-    inputs: Inputs,
-    swarm: Swarm,
-    levels: frozenset[str],
-    lockstep: Lockstep,
+    details: RandomChooser, inputs: Inputs, lockstep: Lockstep
 ) -> Iterator[dict[str, Any]]:
     """A burst of the traffic a busy cache sees over what it holds: pinned matches of
     sequences filled earlier (leases held a while, so shared heads collect many pins),

@@ -77,10 +77,11 @@ uint32_t tree_find_child(TreeObject *t, uint32_t parent, const uint32_t *blk) {
 
 static inline uint32_t node_last_of(const TreeObject *t, uint32_t n);
 
-/* The reference's order: (stamp of the tail block, tail block id). */
+/* The reference's order: (the tail's eviction key, tail block id); the key is the
+ * policy's, packed (pol_rank). */
 static inline int heap_less(const TreeObject *t, const HeapEntry *a, const HeapEntry *b) {
-    return a->stamp < b->stamp ||
-           (a->stamp == b->stamp && node_last_of(t, a->node) < node_last_of(t, b->node));
+    return a->key < b->key ||
+           (a->key == b->key && node_last_of(t, a->node) < node_last_of(t, b->node));
 }
 
 static inline void heap_set(TreeObject *t, uint32_t pos, HeapEntry e) {
@@ -143,7 +144,8 @@ static void heap_update(TreeObject *t, uint32_t n) {
     Node *x = &t->nodes[n];
     if (is_evictable_leaf(t, x)) {
         uint32_t last = node_last(t, x);
-        HeapEntry e = {t->stamps[last], n};
+        HeapEntry e = {pol_rank(t, last), n};
+        if (t->pol.owner != NULL) t->pol.owner[last] = n;
         if (t->heap_pos[n] == NIL) {
             uint32_t pos = t->heap_len++;
             heap_set(t, pos, e);
@@ -158,6 +160,9 @@ static void heap_update(TreeObject *t, uint32_t n) {
         heap_remove(t, t->heap_pos[n]);
     }
 }
+
+/* The eviction policies' hooks (R-POL-*): compiled in this unit to re-file leaves. */
+#include "policy.c"
 
 /* ------------------------------------------------------------------ nodes and roots */
 
@@ -353,11 +358,10 @@ static int path_reserve(TreeObject *t, Py_ssize_t n) {
 
 /* ------------------------------------------------------------------ mutations (infallible) */
 
-static void stamp_path(TreeObject *t, const uint32_t *blocks, Py_ssize_t n, uint32_t last,
-                       uint64_t now) {
+/* Stamp the blocks (R-LRU-1); the caller then tells the policy and re-files `last`. */
+static void stamp_path(TreeObject *t, const uint32_t *blocks, Py_ssize_t n, uint64_t now) {
     uint64_t *stamps = t->stamps;
     for (Py_ssize_t i = 0; i < n; i++) stamps[blocks[i]] = now;
-    if (last != NIL) heap_update(t, last);
 }
 
 static void pin_path(TreeObject *t, const uint32_t *blocks, Py_ssize_t n, uint32_t last, int delta) {
@@ -520,6 +524,7 @@ static Py_ssize_t evict_blocks(TreeObject *t, Py_ssize_t count, uint32_t *out,
             sh_trim(t, n);
             heap_update(t, n);
         }
+        pol_freed(t, b);
         out[done++] = b;
         t->cached--;
     }
@@ -642,9 +647,11 @@ static int kw_is(PyObject *key, PyObject *name) {
     return key == name || PyUnicode_Compare(key, name) == 0;
 }
 
-/* (tokens, namespace=None, *, pin=False) */
+/* (tokens, namespace=None, *, pin=False), and for insert (priority and retain_for not
+ * NULL) also priority=None, retain_for=None (left NULL when not given). */
 static int parse_call(const char *fname, PyObject *const *args, Py_ssize_t nargs,
-                      PyObject *kwnames, PyObject **tokens, PyObject **ns, int *pin) {
+                      PyObject *kwnames, PyObject **tokens, PyObject **ns, int *pin,
+                      PyObject **priority, PyObject **retain_for) {
     PyObject *pin_obj = NULL;
     *tokens = NULL;
     *ns = Py_None;
@@ -662,6 +669,10 @@ static int parse_call(const char *fname, PyObject *const *args, Py_ssize_t nargs
             PyObject *val = args[nargs + i];
             if (kw_is(key, G.s_pin)) {
                 pin_obj = val;
+            } else if (priority != NULL && kw_is(key, G.s_priority)) {
+                *priority = val;
+            } else if (retain_for != NULL && kw_is(key, G.s_retain_for)) {
+                *retain_for = val;
             } else if (kw_is(key, G.s_namespace) && nargs < 2) {
                 *ns = val;
             } else if (kw_is(key, G.s_tokens) && nargs < 1) {
@@ -752,7 +763,8 @@ static PyObject *Tree_match(TreeObject *self, PyObject *const *args, Py_ssize_t 
                             PyObject *kwnames) {
     PyObject *tokens_obj, *ns_obj, *ns = NULL;
     int pin;
-    if (parse_call("match", args, nargs, kwnames, &tokens_obj, &ns_obj, &pin) < 0) return NULL;
+    if (parse_call("match", args, nargs, kwnames, &tokens_obj, &ns_obj, &pin, NULL, NULL) < 0)
+        return NULL;
     LeaseObject *lease = NULL;
     if (pin && (lease = lease_alloc()) == NULL) return NULL;
     Tokens tk;
@@ -768,10 +780,13 @@ static PyObject *Tree_match(TreeObject *self, PyObject *const *args, Py_ssize_t 
     res = match_result_new(matched);
     if (res == NULL) goto fail;
     if (pin && lease_fill(self, lease, tk.data, matched) < 0) goto fail;
+    if (pol_reserve(self, matched) < 0) goto fail;
     /* ---- mutation phase: nothing below can fail */
     memcpy(res->ids, self->scratch_path, (size_t)matched * sizeof(uint32_t));
     res->length = matched * (Py_ssize_t)self->B;
-    stamp_path(self, res->ids, matched, last, ++self->clock);
+    stamp_path(self, res->ids, matched, pol_tick(self));
+    pol_found(self, res->ids, matched, NULL);
+    if (last != NIL) heap_update(self, last);
     if (pin) {
         pin_path(self, res->ids, matched, last, +1);
         lease_link(self, lease, ns, res->ids);
@@ -792,15 +807,19 @@ fail_no_tokens:
 
 static PyObject *Tree_insert(TreeObject *self, PyObject *const *args, Py_ssize_t nargs,
                              PyObject *kwnames) {
-    PyObject *tokens_obj, *ns_obj, *ns = NULL;
+    PyObject *tokens_obj, *ns_obj, *ns = NULL, *priority = NULL, *retain_for = NULL;
     int pin;
-    if (parse_call("insert", args, nargs, kwnames, &tokens_obj, &ns_obj, &pin) < 0) return NULL;
+    if (parse_call("insert", args, nargs, kwnames, &tokens_obj, &ns_obj, &pin, &priority,
+                   &retain_for) < 0)
+        return NULL;
     LeaseObject *lease = NULL;
     if (pin && (lease = lease_alloc()) == NULL) return NULL;
     Tokens tk;
     InsertResultObject *res = NULL;
     if (tokens_get(self, tokens_obj, &tk) < 0) goto fail_no_tokens;
     if (norm_namespace(ns_obj, &ns) < 0) goto fail;
+    Ask ask;
+    if (pol_ask(self, priority, retain_for, ns, &ask) < 0) goto fail;
     uint32_t root = tree_root_of(self, ns);
     if (shadow_ensure(self) < 0) goto fail;
     const uint32_t B = self->B;
@@ -839,7 +858,7 @@ static PyObject *Tree_insert(TreeObject *self, PyObject *const *args, Py_ssize_t
     res = insert_result_new(wanted, needed, nevict);
     if (res == NULL) goto fail;
     if (pin && lease_fill(self, lease, tk.data, wanted) < 0) goto fail;
-    if (reserve(self) < 0) goto fail;
+    if (reserve(self) < 0 || pol_reserve(self, wanted) < 0) goto fail;
     if (needed > 0 && chunk_reserve(self, last, used, reused, needed, nevict) < 0) goto fail;
     if (needed > 0 && root == NIL) {
         root = root_create(self, ns);
@@ -867,7 +886,11 @@ static PyObject *Tree_insert(TreeObject *self, PyObject *const *args, Py_ssize_t
     memcpy(out_blocks, path, (size_t)wanted * sizeof(uint32_t));
     res->length = wanted * (Py_ssize_t)B;
     res->reused = reused;
-    stamp_path(self, out_blocks, wanted, last, ++self->clock);
+    uint64_t now = pol_tick(self);
+    stamp_path(self, out_blocks, wanted, now);
+    pol_found(self, out_blocks, reused, &ask);
+    pol_cached(self, out_blocks + reused, wanted - reused, now, &ask);
+    if (last != NIL) heap_update(self, last);
     if (pin) {
         pin_path(self, out_blocks, wanted, last, +1);
         lease_link(self, lease, ns, out_blocks);
@@ -899,7 +922,7 @@ PyObject *Tree_release(TreeObject *self, PyObject *arg) {
                      (unsigned long long)l->id);
         return NULL;
     }
-    if (path_reserve(self, l->count) < 0) return NULL;
+    if (path_reserve(self, l->count) < 0 || pol_reserve(self, l->count) < 0) return NULL;
     uint32_t root = tree_root_of(self, l->ns);
     if (shadow_ensure(self) < 0) return NULL;
     uint32_t last, used;
@@ -911,7 +934,9 @@ PyObject *Tree_release(TreeObject *self, PyObject *arg) {
         return NULL;
     }
     pin_path(self, l->blocks, l->count, last, -1);
-    stamp_path(self, l->blocks, l->count, last, ++self->clock);
+    stamp_path(self, l->blocks, l->count, pol_tick(self));
+    pol_released(self, l->blocks, l->count);
+    if (last != NIL) heap_update(self, last);
     self->version++;
     l->released = 1;
     lease_unlink(self, l);
@@ -933,7 +958,7 @@ PyObject *Tree_release(TreeObject *self, PyObject *arg) {
  * made a leaf, no entry at all) has come up.  O(k log k) for k ids. */
 
 typedef struct {
-    uint64_t stamp;
+    uint64_t key;
     uint32_t tail;
     uint32_t node;
     uint32_t pos; /* the heap position it stands for, or NIL: a node the replay filed */
@@ -952,11 +977,12 @@ typedef struct {
     size_t mask;
 } Preview;
 
-/* The heap's order.  Two candidates never share a stamp (R-LRU-4: two leaf tails are
- * never stamped by one call, and a node is a candidate once at a time), so the tie-break
- * by tail id, kept to state the order fully, is never reached. */
+/* The heap's order.  Two candidates never share a key (every policy's key holds the
+ * tail's stamp or birth time, and R-LRU-4: two leaf tails are never stamped -- nor born
+ * -- by one call, and a node is a candidate once at a time), so the tie-break by tail
+ * id, kept to state the order fully, is never reached. */
 static inline int pv_less(const PvCand *a, const PvCand *b) {
-    if (a->stamp != b->stamp) return a->stamp < b->stamp;
+    if (a->key != b->key) return a->key < b->key;
     return a->tail < b->tail;
 }
 
@@ -1002,7 +1028,7 @@ static PvNode *pv_node(Preview *p, const TreeObject *t, uint32_t n) {
 
 static int pv_push_heap(Preview *p, const TreeObject *t, uint32_t pos) {
     const HeapEntry *e = &t->heap[pos];
-    return pv_push(p, (PvCand){e->stamp, node_last_of(t, e->node), e->node, pos});
+    return pv_push(p, (PvCand){e->key, node_last_of(t, e->node), e->node, pos});
 }
 
 /* The ids evict_blocks(t, count, ...) would evict, in its order, into out: count of them
@@ -1021,7 +1047,7 @@ static Py_ssize_t evict_preview(TreeObject *t, Py_ssize_t count, uint32_t *out) 
     if (p.cand == NULL || p.tab == NULL) goto oom;
     for (size_t i = 0; i < slots; i++) p.tab[i].node = NIL;
     const HeapEntry *top = &t->heap[0];
-    p.cand[p.n++] = (PvCand){top->stamp, node_last_of(t, top->node), top->node, 0};
+    p.cand[p.n++] = (PvCand){top->key, node_last_of(t, top->node), top->node, 0};
     /* The frontier never runs dry first: each of the count ids is an unpinned leaf tail
      * (a candidate) until it is taken. */
     while (done < count && p.n > 0) {
@@ -1045,7 +1071,7 @@ static Py_ssize_t evict_preview(TreeObject *t, Py_ssize_t count, uint32_t *out) 
             if (--y->kids > 0 || t->nodes[next].parent == NIL) continue;
             tail = node_ids(t, &t->nodes[next])[y->left - 1];
         }
-        if (t->pins[tail] == 0 && pv_push(&p, (PvCand){t->stamps[tail], tail, next, NIL}) < 0)
+        if (t->pins[tail] == 0 && pv_push(&p, (PvCand){pol_rank(t, tail), tail, next, NIL}) < 0)
             goto oom;
     }
     PyMem_Free(p.cand);
@@ -1163,6 +1189,16 @@ static PyObject *Tree_drop_published(TreeObject *self, PyObject *unused) {
     Py_RETURN_NONE;
 }
 
+static PyObject *Tree_get_policy(TreeObject *self, void *unused) {
+    (void)unused;
+    return Py_NewRef(self->pol.name);
+}
+
+static PyObject *Tree_get_policy_options(TreeObject *self, void *unused) {
+    (void)unused;
+    return pol_options_copy(&self->pol);
+}
+
 static PyObject *Tree_eviction_key(TreeObject *self, PyObject *arg) {
     int overflow = 0;
     long long v = PyLong_Check(arg) && !PyBool_Check(arg) ? int_value(arg, &overflow) : -1;
@@ -1171,7 +1207,7 @@ static PyObject *Tree_eviction_key(TreeObject *self, PyObject *arg) {
                      arg, self->num_blocks - 1u);
         return NULL;
     }
-    return Py_BuildValue("(KI)", (unsigned long long)self->stamps[v], (unsigned int)v);
+    return pol_key(self, (uint32_t)v);
 }
 
 static PyObject *Tree_reclaim(TreeObject *self, PyObject *unused) {
@@ -1258,6 +1294,7 @@ static PyObject *Tree_clone(TreeObject *self, PyObject *unused) {
     const uint32_t NB = self->num_blocks;
     if (dup_array(&c->pins, self->pins, NB, NB, sizeof(uint32_t)) < 0 ||
         dup_array(&c->stamps, self->stamps, NB, NB, sizeof(uint64_t)) < 0 ||
+        pol_copy(&c->pol, &self->pol, NB) < 0 ||
         ba_copy(&c->alloc, &self->alloc) < 0 ||
         dup_array(&c->nodes, self->nodes, self->nodes_len, self->nodes_cap, sizeof(Node)) < 0 ||
         dup_array(&c->heap_pos, self->heap_pos, self->nodes_len, self->nodes_cap,
@@ -1399,10 +1436,11 @@ static int parse_positive(PyObject *obj, uint64_t limit, uint32_t *out) {
 }
 
 static PyObject *Tree_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
-    static char *kwlist[] = {"num_blocks", "block_size", "_hash_seed", NULL};
-    PyObject *n_obj, *b_obj = NULL, *seed_obj = Py_None;
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "O|O$O:RadixTree", kwlist, &n_obj, &b_obj,
-                                     &seed_obj))
+    static char *kwlist[] = {"num_blocks", "block_size", "policy", "policy_options",
+                             "_hash_seed", NULL};
+    PyObject *n_obj, *b_obj = NULL, *seed_obj = Py_None, *policy = NULL, *policy_options = NULL;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "O|O$OOO:RadixTree", kwlist, &n_obj, &b_obj,
+                                     &policy, &policy_options, &seed_obj))
         return NULL;
     uint32_t B = 16, n = 0;
     if (b_obj != NULL && !parse_positive(b_obj, 1u << 24, &B)) {
@@ -1446,7 +1484,8 @@ static PyObject *Tree_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
         Py_DECREF(t);
         return PyErr_NoMemory();
     }
-    if (t->ns_roots == NULL || ba_init(&t->alloc, n) < 0 || shadow_init(t, seed) < 0) {
+    if (t->ns_roots == NULL || ba_init(&t->alloc, n) < 0 || shadow_init(t, seed) < 0 ||
+        pol_init(t, policy, policy_options) < 0) {
         Py_DECREF(t);
         return NULL;
     }
@@ -1491,6 +1530,7 @@ static void Tree_dealloc(TreeObject *self) {
     Py_XDECREF(self->ns_roots);
     PyMem_Free(self->pins);
     PyMem_Free(self->stamps);
+    pol_fini(&self->pol);
     PyMem_Free(self->nodes);
     PyMem_Free(self->heap_pos);
     PyMem_Free(self->pub);
@@ -1650,6 +1690,9 @@ static PyGetSetDef Tree_getset[] = {
      "The logical clock: successful match, insert and release calls so far. O(1).", NULL},
     {"version", (getter)Tree_get_version, NULL,
      "The number of the latest published version (R-SNAP-1). O(1).", NULL},
+    {"policy", (getter)Tree_get_policy, NULL, "The eviction policy's name (R-POL-1). O(1).", NULL},
+    {"policy_options", (getter)Tree_get_policy_options, NULL,
+     "The eviction policy's options in force, defaults included. O(1).", NULL},
     {"_hash_seed", (getter)Tree_get_hash_seed, NULL,
      "The seed the block-hash keys were drawn from (a test hook).", NULL},
     {NULL, NULL, NULL, NULL, NULL},
@@ -1813,9 +1856,16 @@ PyMODINIT_FUNC PyInit__radix(void) {
     IMPORT(render_dump, "kachedb_radix.reference.render", "render_dump");
     IMPORT(urandom, "os", "urandom");
     IMPORT(dump_format, "kachedb_radix.reference.dump", "DUMP_FORMAT");
+    IMPORT(check_policy, "kachedb_radix.reference.policies", "check_policy");
     INTERN(s_tokens, "tokens");
     INTERN(s_namespace, "namespace");
     INTERN(s_pin, "pin");
+    INTERN(s_priority, "priority");
+    INTERN(s_retain_for, "retain_for");
+    INTERN(s_policy, "policy");
+    INTERN(s_name, "name");
+    INTERN(s_options, "options");
+    INTERN(s_lru, "lru");
     INTERN(s_format, "format");
     INTERN(s_block_size, "block_size");
     INTERN(s_num_blocks, "num_blocks");

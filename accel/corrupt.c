@@ -262,7 +262,7 @@ static int corrupt_records(TreeObject *t, const char *kind, Undo *u, int *dump) 
     } else if (IS("heap_pos_past") || IS("heap_stamp")) {
         NEED(leaf != NIL, "queued leaf");
         if (IS("heap_pos_past")) PUT(u, t->heap_pos[leaf], t->heap_len + 1u);
-        else PUT(u, t->heap[t->heap_pos[leaf]].stamp, t->heap[t->heap_pos[leaf]].stamp + 1u);
+        else PUT(u, t->heap[t->heap_pos[leaf]].key, t->heap[t->heap_pos[leaf]].key + 1u);
     } else if (IS("heap_other_node")) {
         uint32_t other = leaf == NIL ? NIL : find_other_leaf(t, leaf);
         NEED(other != NIL, "two queued leaves");
@@ -336,17 +336,17 @@ static int corrupt_epochs(TreeObject *t, const char *kind, Undo *u) {
     } else if (IS("tail_stamps")) {
         uint32_t other = leaf == NIL ? NIL : find_other_leaf(t, leaf);
         NEED(other != NIL, "two queued leaves");
-        uint32_t older = t->heap[t->heap_pos[leaf]].stamp < t->heap[t->heap_pos[other]].stamp
+        uint32_t older = t->heap[t->heap_pos[leaf]].key < t->heap[t->heap_pos[other]].key
                              ? leaf
                              : other,
                  newer = older == leaf ? other : leaf;
         uint64_t stamp = t->stamps[node_last(t, &t->nodes[older])];
         PUT(u, t->stamps[node_last(t, &t->nodes[newer])], stamp);
-        PUT(u, t->heap[t->heap_pos[newer]].stamp, stamp);
+        PUT(u, t->heap[t->heap_pos[newer]].key, stamp);
     } else if (IS("heap_node_foreign") || IS("heap_pos_stale")) {
         NEED(leaf != NIL && t->heap_len < t->leaves && t->heap_len < t->heap_cap,
              "queued leaf beside a pinned one");
-        PUT(u, t->heap[t->heap_len].stamp, t->stamps[node_last(t, &t->nodes[leaf])]);
+        PUT(u, t->heap[t->heap_len].key, t->stamps[node_last(t, &t->nodes[leaf])]);
         PUT(u, t->heap[t->heap_len].node, IS("heap_pos_stale") ? leaf : N + 5u);
         PUT(u, t->heap_len, t->heap_len + 1u);
     } else if (IS("heap_order")) {

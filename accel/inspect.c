@@ -103,6 +103,12 @@ static PyObject *edge_dict(TreeObject *t, const Kids *k, uint32_t n, uint32_t *e
     PyObject *stamps = PyList_New((Py_ssize_t)total);
     PyObject *children = PyList_New(0);
     PyObject *d = NULL;
+    /* The edge's ids, for the policy's per-block fields (R-POL-1); lru has none. */
+    uint32_t *edge_ids = t->pol.kind != POL_LRU ? PyMem_Malloc((total + 1u) * sizeof(uint32_t)) : NULL;
+    if (t->pol.kind != POL_LRU && edge_ids == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
     if (!tokens || !blocks || !pins || !stamps || !children) goto done;
     Py_ssize_t i = 0;
     m = n;
@@ -120,6 +126,7 @@ static PyObject *edge_dict(TreeObject *t, const Kids *k, uint32_t n, uint32_t *e
             PyObject *bv = PyLong_FromUnsignedLong(b);
             if (bv == NULL) goto done;
             PyList_SET_ITEM(blocks, i, bv);
+            if (edge_ids != NULL) edge_ids[i] = b;
             PyObject *pv = PyLong_FromUnsignedLong(t->pins[b]);
             if (pv == NULL) goto done;
             PyList_SET_ITEM(pins, i, pv);
@@ -134,9 +141,11 @@ static PyObject *edge_dict(TreeObject *t, const Kids *k, uint32_t n, uint32_t *e
     if (d == NULL) goto done;
     if (PyDict_SetItem(d, G.s_tokens, tokens) < 0 || PyDict_SetItem(d, G.s_blocks, blocks) < 0 ||
         PyDict_SetItem(d, G.s_pins, pins) < 0 || PyDict_SetItem(d, G.s_stamps, stamps) < 0 ||
-        PyDict_SetItem(d, G.s_children, children) < 0)
+        PyDict_SetItem(d, G.s_children, children) < 0 ||
+        (edge_ids != NULL && pol_dump_fields(t, d, edge_ids, (Py_ssize_t)total) < 0))
         Py_CLEAR(d);
 done:
+    PyMem_Free(edge_ids);
     /* Unfilled list slots are NULL, which list deallocation tolerates. */
     Py_XDECREF(tokens);
     Py_XDECREF(blocks);
@@ -207,6 +216,12 @@ static PyObject *dump_impl(TreeObject *t) {
                            "block_size", t->B, "num_blocks", t->num_blocks, "clock",
                            (unsigned long long)t->clock, "free", freelist, "quarantine",
                            quarantine, "namespaces", spaces);
+    if (result != NULL && t->pol.kind != POL_LRU) {
+        /* R-POL-1: a policy other than lru is part of the state. */
+        PyObject *policy = pol_dump_entry(t);
+        if (policy == NULL || PyDict_SetItem(result, G.s_policy, policy) < 0) Py_CLEAR(result);
+        Py_XDECREF(policy);
+    }
 done:
     Py_XDECREF(spaces);
     Py_XDECREF(freelist);
@@ -375,7 +390,7 @@ int tree_check(TreeObject *t) {
                 if (evictable) {
                     uint32_t pos = t->heap_pos[c];
                     if (pos >= t->heap_len || t->heap[pos].node != c ||
-                        t->heap[pos].stamp != t->stamps[tail])
+                        t->heap[pos].key != pol_rank(t, tail))
                         FAIL("evictable leaf ending in block %u not queued", tail);
                 } else if (t->heap_pos[c] != NIL) {
                     FAIL("node %u is queued but is not an evictable leaf", c);
@@ -438,12 +453,17 @@ int tree_check(TreeObject *t) {
         if (e->node >= N || t->heap_pos[e->node] != pos) FAIL("eviction heap position %u is stale", pos);
         if (pos > 0) {
             const HeapEntry *p = &t->heap[(pos - 1) / 4];
-            if (e->stamp < p->stamp ||
-                (e->stamp == p->stamp && node_last(t, &t->nodes[e->node]) <
+            if (e->key < p->key ||
+                (e->key == p->key && node_last(t, &t->nodes[e->node]) <
                                              node_last(t, &t->nodes[p->node])))
                 FAIL("eviction heap out of order at %u", pos);
         }
     }
+
+    /* 6. The policy's own state (R-POL-1). */
+    char pbuf[160];
+    const char *pmsg = pol_check(t, seen, pbuf, sizeof(pbuf));
+    if (pmsg) FAIL("policy %U: %s", t->pol.name, pmsg);
 
     /* 5. Pins are exact: each block's pin count equals the live leases covering it. */
     Py_ssize_t nleases = 0;
@@ -494,7 +514,7 @@ PyObject *tree_memory(TreeObject *t) {
         if (i == 0 || chunks[i] != chunks[i - 1]) edges += chunk_bytes(chunks[i]->cap, B);
     PyMem_Free(chunks);
     edges -= tokens;
-    size_t per_block = NB * (sizeof(uint32_t) + sizeof(uint64_t));
+    size_t per_block = NB * (sizeof(uint32_t) + sizeof(uint64_t)) + pol_bytes(t);
     size_t allocator = ba_bytes(&t->alloc);
     size_t nodes = (size_t)t->nodes_cap * (sizeof(Node) + sizeof(uint32_t) + sizeof(PNode *));
     size_t heap = (size_t)t->heap_cap * sizeof(HeapEntry);

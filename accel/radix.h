@@ -75,10 +75,12 @@ typedef struct {
     PyObject *render_dump;   /* reference.render.render_dump */
     PyObject *urandom;       /* os.urandom */
     PyObject *dump_format;   /* reference.dump.DUMP_FORMAT */
+    PyObject *check_policy;  /* reference.policies.check_policy */
     /* interned strings */
-    PyObject *s_tokens, *s_namespace, *s_pin;
+    PyObject *s_tokens, *s_namespace, *s_pin, *s_priority, *s_retain_for;
     PyObject *s_format, *s_block_size, *s_num_blocks, *s_clock, *s_free, *s_namespaces,
-        *s_children, *s_blocks, *s_pins, *s_stamps, *s_quarantine, *s_version;
+        *s_children, *s_blocks, *s_pins, *s_stamps, *s_quarantine, *s_version, *s_policy,
+        *s_name, *s_options, *s_lru;
 } Globals;
 
 extern Globals G;
@@ -215,13 +217,50 @@ typedef struct {
     PChunk *chunk;      /* the edge's storage (NULL for a root), one reference */
 } Node;
 
-/* 12 bytes: the key's stamp and the leaf.  The key's tie-break, the tail block id, is
- * read from the node only when two stamps are equal (with the clock advanced once per
- * call, two leaf tails never share a stamp: R-LRU-4). */
+/* 12 bytes: the tail's eviction key packed in 64 bits (pol_rank, policy.c) and the leaf.
+ * The key's tie-break, the tail block id, is read from the node only when two ranks are
+ * equal (with the clock advanced once per call, two leaf tails never share a stamp,
+ * R-LRU-4, nor a birth time). */
 typedef struct __attribute__((packed, aligned(4))) {
-    uint64_t stamp;
+    uint64_t key;
     uint32_t node;
 } HeapEntry;
+
+/* ------------------------------------------------------------------ eviction policies
+ *
+ * The reference's kachedb_radix.reference.policies, in C (policy.c): each block's state
+ * for the tree's policy, in arrays of num_blocks entries allocated for that policy only,
+ * and the key packed in one uint64 ordered as the reference's tuple (pol_rank): */
+enum { POL_LRU, POL_LFU, POL_FIFO, POL_PRIORITY, POL_SLRU };
+
+/* A lazily deleted binary min-heap of (key, block): the priority policy's pending
+ * expiries (key: until) and the SLRU protected segment's recency (key: stamp). */
+typedef struct __attribute__((packed, aligned(4))) {
+    uint64_t key;
+    uint32_t block;
+} KEntry;
+
+typedef struct {
+    KEntry *e;
+    size_t n, cap;
+} KHeap;
+
+typedef struct {
+    int kind;
+    PyObject *name;    /* the policy's name (str) */
+    PyObject *options; /* its options in force, from reference.policies.check_policy */
+    PyObject *ns_prio; /* priority: dict of namespace -> default priority; else NULL */
+    uint32_t default_prio;
+    uint32_t *hits;     /* lfu */
+    uint64_t *born;     /* fifo */
+    uint8_t *prio;      /* priority: the block's priority, */
+    uint8_t *fallback;  /*   what it falls back to, */
+    uint64_t *until;    /*   and when (0: never) */
+    uint8_t *prot;      /* slru: 1 in the protected segment */
+    uint64_t prot_count, prot_cap;
+    uint32_t *owner;    /* priority, slru: the node last filed under this tail block */
+    KHeap pending;
+} Policy;
 
 typedef struct {
     PyObject *ns;  /* exact str, or NULL for the default namespace (None) */
@@ -242,6 +281,7 @@ typedef struct {
     /* per block id */
     uint32_t *pins;
     uint64_t *stamps;
+    Policy pol;
     BitAlloc alloc;
     /* chunks reserved by insert's preparation phase for its mutation phase */
     PChunk *res_new; /* a new child's edge */
@@ -486,6 +526,33 @@ uint32_t tree_root_of(TreeObject *t, PyObject *ns);
 /* The value of an int (the caller has checked PyLong_Check), with *overflow set to +1 or
  * -1 when it does not fit in a long long.  Cannot fail: PyLong_AsLongLongAndOverflow
  * raises only for an object that is not an int (on which it calls __index__). */
+#define HITS_CAP ((1u << 20) - 1u)
+
+/* The eviction key of block b under the tree's policy, packed (see policy.c). */
+static inline uint64_t pol_rank(const TreeObject *t, uint32_t b) {
+    const Policy *p = &t->pol;
+    switch (p->kind) {
+    case POL_LRU:
+        return t->stamps[b];
+    case POL_LFU:
+        return ((uint64_t)p->hits[b] << 44) | t->stamps[b];
+    case POL_FIFO:
+        return p->born[b];
+    case POL_PRIORITY:
+        return ((uint64_t)p->prio[b] << 56) | t->stamps[b];
+    default:
+        return ((uint64_t)p->prot[b] << 63) | t->stamps[b];
+    }
+}
+
+/* policy.c's reads, for inspect.c and the methods. */
+PyObject *pol_key(const TreeObject *t, uint32_t b);
+int pol_dump_fields(const TreeObject *t, PyObject *d, const uint32_t *ids, Py_ssize_t n);
+PyObject *pol_dump_entry(const TreeObject *t);
+PyObject *pol_options_copy(const Policy *p);
+const char *pol_check(const TreeObject *t, const uint8_t *cached, char *buf, size_t len);
+size_t pol_bytes(const TreeObject *t);
+
 static inline long long int_value(PyObject *obj, int *overflow) {
     return PyLong_AsLongLongAndOverflow(obj, overflow);
 }

@@ -35,7 +35,8 @@ from .node import Node
 #: Version of the dump format; bumped on any incompatible change.
 DUMP_FORMAT = 2
 
-#: Extra per-block fields of an edge, given its block ids (pins and stamps).
+#: Extra per-block fields of an edge, given its block ids (pins, stamps and the
+#: policy's own, R-POL-1).
 BlockFields = Callable[[list[int]], dict[str, list[int]]]
 
 
@@ -48,17 +49,26 @@ def dump_state(
     quarantine: Sequence[int],
     roots: Sequence[tuple[str | None, Node]],
     block_fields: BlockFields,
+    policy: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """The tree's canonical dump. O(cached tokens + num_blocks)."""
-    return {
+    """The tree's canonical dump. O(cached tokens + num_blocks).
+
+    ``policy`` (``{"name", "options"}``) is written only for a policy other than
+    ``lru`` (R-POL-1), whose per-block fields ``block_fields`` adds beside the pins
+    and stamps: an ``lru`` tree's dump is what it was before policies.
+    """
+    dump: dict[str, Any] = {
         "format": DUMP_FORMAT,
         "block_size": block_size,
         "num_blocks": num_blocks,
         "clock": clock,
         "free": sorted(free_blocks),
         "quarantine": list(quarantine),
-        "namespaces": _dump_namespaces(roots, block_size, block_fields),
     }
+    if policy is not None:
+        dump["policy"] = policy
+    dump["namespaces"] = _dump_namespaces(roots, block_size, block_fields)
+    return dump
 
 
 def dump_shape(

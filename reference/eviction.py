@@ -1,47 +1,50 @@
-"""The eviction queue: evictable leaves ordered least recently used first.
+"""The eviction queue: evictable leaves ordered by their tails' eviction keys.
 
 Eviction frees one block at a time from the tail of a leaf (R-EVICT-1): only a
 leaf's last block has no cached descendant, so "deeper blocks before their
 ancestors" holds by construction. The victim is the evictable leaf tail with the
-smallest key ``(stamp, block_id)`` (R-EVICT-2, R-EVICT-3): oldest first, and among
-equal stamps the smallest block id. (With the clock advanced once per operation two
-leaf tails never share a stamp -- R-LRU-4 -- but the tie-break keeps the order total
-for any state.)
+smallest *key*, which the tree's eviction policy computes
+(:mod:`kachedb_radix.reference.policies`, R-POL-1): a tuple of ints ending with the
+tail's block id, so the order is total for any state. Under the default policy,
+``lru``, the key is ``(stamp, block_id)``: oldest first, and among equal stamps the
+smallest block id (R-EVICT-2, R-EVICT-3).
 
 The queue is an **indexed binary min-heap**: one entry per evictable leaf, found by
 the node's stable id (``nid``, shared by every version of a node), so an entry can
 be re-keyed or withdrawn where it stands. The tree calls :meth:`EvictionQueue.file`
 whenever a leaf's key may have changed (new stamp, pin dropped to zero, tail evicted,
-edge extended, last child removed) and :meth:`EvictionQueue.withdraw` when a node
-stops being an evictable leaf (pinned, given a child, removed).
+edge extended, last child removed, the policy's state of the tail changed) and
+:meth:`EvictionQueue.withdraw` when a node stops being an evictable leaf (pinned,
+given a child, removed).
 
 Invariants (checked by :meth:`EvictionQueue.check` and ``RadixTree.check_invariants``):
 
-1. the entries are exactly the evictable leaves, each under its current key;
+1. the entries are exactly the evictable leaves, each under its tail's current key;
 2. heap order: no entry's key is smaller than its parent's (``heap[(i - 1) // 2]``);
 3. ``position[nid]`` is the index of ``nid``'s entry;
 4. ``owner[block_id]`` is the node whose entry is keyed by that tail block (so a
-   victim named by its block, :meth:`RadixTree.choose_victims`, is found in O(1)).
+   victim named by its block, :meth:`RadixTree.choose_victims`, and a tail whose
+   policy state changed, are found in O(1)).
 
 Cost: every operation is O(log h) for h queued leaves, worst case -- there are no
 stale entries to skip, so the first ``evict`` after a long fill costs what any other
-does. (A lazy-deletion heap -- push a new entry on every change, skip the stale ones
-when popping -- is O(log h) only amortised: one call may pop a whole history of
-stale entries. SGLang's first tree heapified every leaf per call; the seed sorted
-them.)
+does, under every policy. (A lazy-deletion heap -- push a new entry on every change,
+skip the stale ones when popping -- is O(log h) only amortised: one call may pop a
+whole history of stale entries. SGLang's first tree heapified every leaf per call;
+the seed sorted them.)
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 
-#: ``(stamp, block_id, nid)``: ordered by ``(stamp, block_id)``; block ids of leaf
-#: tails are distinct, so ``nid`` never decides.
-Entry = tuple[int, int, int]
+#: ``(*key, nid)``: the tail's eviction key, whose last item is the tail's block id,
+#: then the node; block ids of leaf tails are distinct, so ``nid`` never decides.
+Entry = tuple[int, ...]
 
 
 class EvictionQueue:
-    """Indexed min-heap of evictable leaf tails keyed by ``(stamp, block_id)``."""
+    """Indexed min-heap of evictable leaf tails keyed by their eviction keys."""
 
     __slots__ = ("_heap", "_owner", "_position")
 
@@ -58,17 +61,19 @@ class EvictionQueue:
         """Whether node ``nid`` is queued. O(1)."""
         return nid in self._position
 
-    def file(self, nid: int, stamp: int, block_id: int) -> None:
-        """Queue node ``nid`` under ``(stamp, block_id)``, or re-key its entry. O(log h)."""
-        entry = (stamp, block_id, nid)
+    def file(self, nid: int, key: tuple[int, ...]) -> None:
+        """Queue node ``nid`` under ``key`` (its tail's id last), or re-key its entry.
+
+        O(log h)."""
+        entry = (*key, nid)
         index = self._position.get(nid)
         if index is None:
             index = len(self._heap)
             self._heap.append(entry)
         else:
-            del self._owner[self._heap[index][1]]  # its tail may have moved
+            del self._owner[self._heap[index][-2]]  # its tail may have moved
             self._heap[index] = entry
-        self._owner[block_id] = nid
+        self._owner[key[-1]] = nid
         self._restore(index)
 
     def withdraw(self, nid: int) -> None:
@@ -76,24 +81,24 @@ class EvictionQueue:
         index = self._position.pop(nid, None)
         if index is None:
             return
-        del self._owner[self._heap[index][1]]
+        del self._owner[self._heap[index][-2]]
         last = self._heap.pop()
         if index < len(self._heap):
             # The last entry fills the hole, then moves up or down to its place.
             self._heap[index] = last
             self._restore(index)
 
-    def pop_lru(self) -> int | None:
-        """Remove and return the nid of the least recently used tail, or None. O(log h)."""
+    def pop_first(self) -> int | None:
+        """Remove and return the nid of the tail with the smallest key, or None. O(log h)."""
         if not self._heap:
             return None
-        nid = self._heap[0][2]
+        nid = self._heap[0][-1]
         self.withdraw(nid)
         return nid
 
-    def least_recent(self) -> int | None:
-        """The least recently used tail block, left in the queue; None when empty. O(1)."""
-        return self._heap[0][1] if self._heap else None
+    def first(self) -> int | None:
+        """The tail block with the smallest key, left in the queue; None when empty. O(1)."""
+        return self._heap[0][-2] if self._heap else None
 
     def owner(self, block_id: int) -> int | None:
         """The nid of the queued leaf whose tail is ``block_id``, or None. O(1)."""
@@ -116,12 +121,13 @@ class EvictionQueue:
         heap = self._heap
         if len(self._position) != len(heap):
             return f"{len(self._position)} positions for {len(heap)} entries"
-        if self._owner != {block_id: nid for _, block_id, nid in heap}:
+        if self._owner != {entry[-2]: entry[-1] for entry in heap}:
             return "the owners of tail blocks are not the queued entries"
-        for index, (stamp, block_id, nid) in enumerate(heap):
+        for index, entry in enumerate(heap):
+            nid = entry[-1]
             if self._position.get(nid) != index:
                 return f"node {nid}'s position is not {index}"
-            if index and heap[(index - 1) // 2][:2] > (stamp, block_id):
+            if index and heap[(index - 1) // 2][:-1] > entry[:-1]:
                 return f"entry {index} of node {nid} is smaller than its parent"
         return None
 
@@ -149,4 +155,4 @@ class EvictionQueue:
 
     def _put(self, index: int, entry: Entry) -> None:
         self._heap[index] = entry
-        self._position[entry[2]] = index
+        self._position[entry[-1]] = index

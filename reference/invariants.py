@@ -16,8 +16,9 @@ mutation. Each check raises :class:`InvariantViolation` naming what broke:
    stamps are <= the clock.
 5. Pins are exact (R-PIN-2): each block's pin count equals the number of live
    leases whose path covers it.
-6. Eviction queue (R-EVICT-2): the queue holds exactly the evictable leaves, each
-   under its tail's current ``(stamp, block_id)``, in heap order.
+6. Eviction queue (R-EVICT-2, R-POL-1): the queue holds exactly the evictable
+   leaves, each under its tail's current eviction key, in heap order; the policy's
+   own state is consistent (its ``check``).
 7. Recency is total (R-LRU-4): no two leaf tails share a stamp.
 8. Side tables hold exactly the reachable nodes; the published version is the
    current shape (R-SNAP-1); quarantine batches are in epoch order (R-EPOCH-2).
@@ -48,7 +49,7 @@ def check_tree(tree: RadixTree) -> None:
     reached: set[int] = set()
     pinned_recount = 0
     leaf_stamps: list[int] = []
-    evictable_leaves: dict[int, tuple[int, int]] = {}  # nid -> (stamp, tail)
+    evictable_leaves: dict[int, tuple[int, ...]] = {}  # nid -> its tail's key
 
     for namespace, root in tree._roots.items():
         _require(
@@ -87,7 +88,7 @@ def check_tree(tree: RadixTree) -> None:
                 if not child.children:
                     leaf_stamps.append(stamps[child.tail()])
                     if pins[child.tail()] == 0:
-                        evictable_leaves[child.nid] = (stamps[child.tail()], child.tail())
+                        evictable_leaves[child.nid] = tree._policy.key(child.tail())
                 stack.append((child, last_pin, last_stamp))
 
     _require(reached == set(tree._nodes), "the node table holds unreachable nodes")
@@ -114,11 +115,14 @@ def check_tree(tree: RadixTree) -> None:
 
     broken = tree._queue.check()
     _require(broken is None, f"eviction queue: {broken}")
-    queued = {nid: (stamp, block_id) for stamp, block_id, nid in tree._queue.entries()}
+    queued = {entry[-1]: entry[:-1] for entry in tree._queue.entries()}
     for nid, key in evictable_leaves.items():
         _require(queued.get(nid) == key, f"evictable leaf {nid} is not queued under {key}")
     extra = sorted(queued.keys() - evictable_leaves.keys())
     _require(not extra, f"nodes {extra} are queued but are not evictable leaves")
+
+    broken = tree._policy.check(seen_blocks, tree._clock)
+    _require(broken is None, f"policy {tree._policy.name}: {broken}")
 
     _check_lease_pins(tree, seen_blocks)
 

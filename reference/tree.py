@@ -85,6 +85,7 @@ from .lease import Lease
 from .namespaces import check_namespace, namespace_order
 from .node import EMPTY_CHILDREN, Node
 from .numbering import Numbering
+from .policies import DEFAULT_POLICY, EvictionPolicy, Retention, check_retention, make_policy
 from .render import render_dump
 from .results import InsertResult, MatchResult, TreeStats
 from .snapshot import Reader, Snapshot, Version
@@ -99,9 +100,14 @@ class RadixTree:
         num_blocks: the pool size, an int >= 1; block ids are ``0 .. num_blocks-1``.
         block_size: tokens per block B, an int >= 1 (default 16; 1 gives a
             token-level tree).
+        policy: the eviction policy's name (R-POL-*): ``"lru"`` (the default),
+            ``"lfu"``, ``"fifo"``, ``"priority"`` or ``"slru"``; see
+            :mod:`kachedb_radix.reference.policies`.
+        policy_options: that policy's options (a mapping), or None for its defaults.
 
     Raises:
-        InvalidArgumentError: either argument is not an int >= 1.
+        InvalidArgumentError: a size is not an int >= 1, or the policy or one of its
+            options is unknown or out of range.
 
     Cost: O(num_blocks) to build. One writer thread at a time; ``snapshot()`` and
     ``reader()`` from any thread (see :mod:`kachedb_radix.reference.snapshot`).
@@ -109,7 +115,14 @@ class RadixTree:
 
     implementation = "reference"
 
-    def __init__(self, num_blocks: int, block_size: int = 16) -> None:
+    def __init__(
+        self,
+        num_blocks: int,
+        block_size: int = 16,
+        *,
+        policy: str = DEFAULT_POLICY,
+        policy_options: dict[str, object] | None = None,
+    ) -> None:
         if isinstance(block_size, bool) or not isinstance(block_size, int) or block_size < 1:
             raise InvalidArgumentError(f"block_size must be an int >= 1, got {block_size!r}")
         self._allocator = BlockAllocator(num_blocks)
@@ -123,6 +136,7 @@ class RadixTree:
         # Per-block bookkeeping, by block id (R-PIN-2, R-LRU-1).
         self._pins = [0] * num_blocks
         self._stamps = [0] * num_blocks
+        self._policy: EvictionPolicy = make_policy(policy, policy_options, num_blocks, self._stamps)
         self._queue = EvictionQueue()
         self._clock = 0
         self._cached = 0
@@ -154,6 +168,16 @@ class RadixTree:
         return self._clock
 
     @property
+    def policy(self) -> str:
+        """The eviction policy's name (R-POL-1). O(1)."""
+        return self._policy.name
+
+    @property
+    def policy_options(self) -> dict[str, object]:
+        """The eviction policy's options in force, defaults included. O(1)."""
+        return self._policy.options()
+
+    @property
     def version(self) -> int:
         """The number of the latest published version (R-SNAP-1). O(1)."""
         return self._published.number
@@ -179,12 +203,20 @@ class RadixTree:
         path, matched = self._walk(namespace, token_list, len(token_list) // self._block_size)
         now = self._tick()
         self._stamp(path, now)
+        self._requeue(self._policy.found(path_blocks(path), now, namespace, None))
+        self._offer_last(path)
         lease = self._pin(namespace, token_list, matched, path) if pin else None
         self._publish()
         return MatchResult(matched * self._block_size, path_blocks(path), lease)
 
     def insert(
-        self, tokens: object, namespace: str | None = None, *, pin: bool = False
+        self,
+        tokens: object,
+        namespace: str | None = None,
+        *,
+        pin: bool = False,
+        priority: int | None = None,
+        retain_for: int | None = None,
     ) -> InsertResult:
         """Cache every whole block of ``tokens``, reusing the cached prefix (R-INS-1).
 
@@ -196,18 +228,23 @@ class RadixTree:
         the evicted state is published before the blocks are reused (R-EPOCH-1).
         The whole path is stamped (R-LRU-1) and, with ``pin=True``, pinned by the
         returned lease (R-PIN-1). A trailing partial block is ignored (R-INS-3).
+        ``priority`` (0 .. 100) and ``retain_for`` (clock ticks) ask the ``priority``
+        policy to keep the path at that priority for that long (R-POL-5); every
+        policy checks them, the others ignore them.
 
         Cost: O(n + e log h + c * depth * log fan-out) for n tokens, e evicted
         blocks and c changed nodes.
 
         Raises:
             InvalidTokensError: ``tokens`` is malformed (R-TOK-*).
-            InvalidArgumentError: ``namespace`` is not None or a str.
+            InvalidArgumentError: ``namespace`` is not None or a str, or
+                ``priority`` / ``retain_for`` is out of range (R-POL-5).
             OutOfBlocksError: free, reclaimable and (with no reader inside)
                 evictable-off-path blocks are fewer than the new blocks needed
                 (R-INS-6, R-EPOCH-3). Nothing changes.
         """
         token_list = self._validate(tokens, namespace)
+        retention = check_retention(priority, retain_for)
         size = self._block_size
         wanted = len(token_list) // size
         path, reused = self._walk(namespace, token_list, wanted)
@@ -227,6 +264,8 @@ class RadixTree:
 
         now = self._tick()
         self._stamp(path, now)
+        self._note_insert(path_blocks(path), reused, now, namespace, retention)
+        self._offer_last(path)
         lease = self._pin(namespace, token_list, wanted, path) if pin else None
         self._publish()
         return InsertResult(
@@ -255,13 +294,17 @@ class RadixTree:
         path, matched = self._walk(lease.namespace, list(lease.tokens), count)
         assert matched == count, "a pinned path can neither change nor disappear"
         self._adjust_pins(path, -1)
-        self._stamp(path, self._tick())
+        now = self._tick()
+        self._stamp(path, now)
+        self._requeue(self._policy.released(lease.blocks, now))
+        self._offer_last(path)
         lease._released = True
         del self._leases[lease.id]
         self._publish()
 
     def evict(self, count: int) -> tuple[int, ...]:
-        """Free up to ``count`` blocks, least recently used leaf tail first (R-EVICT-1..3).
+        """Free up to ``count`` blocks, the leaf tail with the smallest eviction key first
+        (R-EVICT-1..4, R-POL-1; least recently used under ``lru``).
 
         Returns the evicted ids in eviction order; fewer than ``count`` when fewer
         blocks are evictable (R-EVICT-4). An eviction that frees anything publishes
@@ -290,8 +333,9 @@ class RadixTree:
         or its parent's tail once the last child is gone, may be yielded next.
         ``protected`` is the path an insert extends: its blocks are pinned while the
         insert evicts, so they are never evictable (R-INS-5). The default yields the
-        eviction queue's least recently used tail, ``count`` times or until nothing
-        is evictable (R-EVICT-1..3).
+        eviction queue's first tail -- the smallest eviction key under the tree's
+        policy (R-POL-1; R-EVICT-2, R-EVICT-3 for ``lru``) -- ``count`` times or
+        until nothing is evictable.
 
         Cost: O(log h) per block for h evictable leaves (the default). An override may
         raise to refuse; what it had yielded is freed and published before the error
@@ -301,7 +345,7 @@ class RadixTree:
             InvalidArgumentError: the block is not the tail of an evictable leaf.
         """
         for _ in range(count):
-            tail = self._queue.least_recent()
+            tail = self._queue.first()
             if tail is None:
                 return
             yield tail
@@ -320,17 +364,18 @@ class RadixTree:
         """
         return None
 
-    def eviction_key(self, block_id: int) -> tuple[int, int]:
+    def eviction_key(self, block_id: int) -> tuple[int, ...]:
         """The key eviction orders block ``block_id`` by as an evictable leaf tail: the
-        smallest key goes first (R-EVICT-2, R-EVICT-3). ``(stamp, block_id)``, the
-        stamp the block was last used at (R-LRU-1); a block no longer cached keeps the
-        key it had. O(1).
+        smallest key goes first (R-POL-1). Under ``lru`` it is ``(stamp, block_id)``,
+        the stamp the block was last used at (R-LRU-1, R-EVICT-2, R-EVICT-3); each
+        policy's key is in :mod:`kachedb_radix.reference.policies`. A block no longer
+        cached keeps the key it had. O(1).
 
         Raises:
             ForeignBlockError: ``block_id`` is not an id of this pool.
         """
         self._allocator.is_allocated(block_id)  # the range check
-        return (self._stamps[block_id], block_id)
+        return self._policy.key(block_id)
 
     # ------------------------------------------------------------------ snapshots
 
@@ -394,6 +439,7 @@ class RadixTree:
         twin._node_ids = self._node_ids.copy()
         twin._pins = list(self._pins)
         twin._stamps = list(self._stamps)
+        twin._policy = self._policy.copy(twin._stamps)
         twin._lease_ids = self._lease_ids.copy()
         twin._leases = {
             lease_id: Lease(twin, lease_id, lease.namespace, lease.tokens, lease.blocks)
@@ -437,7 +483,7 @@ class RadixTree:
         Two implementations in the same state return equal dumps. Cost: O(N) over
         all cached tokens and the pool.
         """
-        pins, stamps = self._pins, self._stamps
+        pins, stamps, policy = self._pins, self._stamps, self._policy
         return dump_state(
             block_size=self._block_size,
             num_blocks=self.num_blocks,
@@ -448,7 +494,11 @@ class RadixTree:
             block_fields=lambda ids: {
                 "pins": [pins[block] for block in ids],
                 "stamps": [stamps[block] for block in ids],
+                **policy.block_fields(ids),
             },
+            policy=None
+            if policy.name == DEFAULT_POLICY
+            else {"name": policy.name, "options": policy.options()},
         )
 
     def render(self) -> str:
@@ -572,8 +622,30 @@ class RadixTree:
     # ------------------------------------------------------------------ internals: bookkeeping
 
     def _tick(self) -> int:
+        """Advance the clock (R-LRU-3); keys that change with time change now (R-POL-5)."""
         self._clock += 1
+        self._requeue(self._policy.advance(self._clock))
         return self._clock
+
+    def _note_insert(
+        self,
+        blocks: tuple[int, ...],
+        reused: int,
+        now: int,
+        namespace: str | None,
+        retention: Retention,
+    ) -> None:
+        """Tell the policy what an insert found and cached (R-POL-1)."""
+        policy = self._policy
+        self._requeue(policy.found(blocks[:reused], now, namespace, retention))
+        self._requeue(policy.cached(blocks[reused:], now, namespace, retention))
+
+    def _requeue(self, blocks: Sequence[int]) -> None:
+        """Re-file the queued leaves whose tails are among ``blocks``. O(k log h)."""
+        for block in blocks:
+            nid = self._queue.owner(block)
+            if nid is not None:
+                self._offer(nid)
 
     def _offer(self, nid: int) -> None:
         """Bring node ``nid``'s queue entry up to date (R-EVICT-2). O(log h).
@@ -587,17 +659,19 @@ class RadixTree:
         if node is None or node.count == 0 or node.children or self._pins[node.tail()] > 0:
             self._queue.withdraw(nid)
         else:
-            tail = node.tail()
-            self._queue.file(nid, self._stamps[tail], tail)
+            self._queue.file(nid, self._policy.key(node.tail()))
 
     def _stamp(self, path: Path, now: int) -> None:
-        """Mark the path's blocks as used at ``now`` (R-LRU-1)."""
+        """Mark the path's blocks as used at ``now`` (R-LRU-1); the caller then tells the
+        policy and re-files the path's last node (:meth:`_offer_last`)."""
         stamps = self._stamps
         for node, used in path:
             for block in node.blocks[:used]:
                 stamps[block] = now
+
+    def _offer_last(self, path: Path) -> None:
+        """Re-file the path's last node: the only one of it that can be a leaf."""
         if path:
-            # Only the last node can be a leaf whose tail moved in the LRU order.
             self._offer(path[-1][0].nid)
 
     def _adjust_pins(self, path: Path, delta: int) -> None:
@@ -715,6 +789,7 @@ class RadixTree:
             raise InvalidArgumentError(f"{tail!r} is not the tail of an evictable leaf")
         leaf = self._nodes[nid]
         self._queue.withdraw(nid)
+        self._policy.freed(tail)
         if leaf.count == 1:
             self._remove_leaf(leaf)
         else:

@@ -70,7 +70,7 @@ class EvictWholeLeaf(MutantTree):
 
     def _evict_blocks(self, count: int, protected: Path) -> list[int]:
         evicted: list[int] = []
-        while len(evicted) < count and (tail := self._queue.least_recent()) is not None:
+        while len(evicted) < count and (tail := self._queue.first()) is not None:
             nid = self._queue.owner(tail)
             assert nid is not None
             self._queue.withdraw(nid)

@@ -57,4 +57,4 @@ class PinnedBlockEvicted(MutantTree):
             self._queue.withdraw(nid)
         else:
             tail = node.tail()
-            self._queue.file(nid, self._stamps[tail], tail)
+            self._queue.file(nid, (self._stamps[tail], tail))

@@ -18,9 +18,10 @@ class ReversedQueue(EvictionQueue):
 
     __slots__ = ()
 
-    def file(self, nid: int, stamp: int, block_id: int) -> None:
+    def file(self, nid: int, key: tuple[int, ...]) -> None:
         """Queue the tail under its negated stamp."""
-        super().file(nid, -stamp, block_id)
+        stamp, block_id = key
+        super().file(nid, (-stamp, block_id))
 
     def entries(self) -> Iterator[Entry]:
         """The entries with their true stamps."""

@@ -155,7 +155,7 @@ class WholeLeafEviction(reference.RadixTree):
 
     def choose_victims(self, count: int, protected: Any) -> Iterator[int]:
         chosen = 0
-        while chosen < count and (tail := self._queue.least_recent()) is not None:
+        while chosen < count and (tail := self._queue.first()) is not None:
             nid = self._queue.owner(tail)
             assert nid is not None
             # The rest of the edge while its new tail is still an evictable leaf's.

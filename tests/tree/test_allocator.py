@@ -124,10 +124,10 @@ def test_equal_stamps_break_ties_by_smaller_block_id() -> None:
     """R-EVICT-3, R-EVICT-2: the queue orders by (stamp, block id)."""
     queue = EvictionQueue()
     for nid, (block_id, stamp) in enumerate([(7, 3), (2, 5), (5, 3), (1, 9)]):
-        queue.file(nid, stamp, block_id)
+        queue.file(nid, (stamp, block_id))
     assert queue.check() is None
     order = []
-    while (popped := queue.pop_lru()) is not None:
+    while (popped := queue.pop_first()) is not None:
         order.append(popped)
         assert queue.check() is None
     assert order == [2, 0, 1, 3]  # blocks 5, 7, 2, 1
@@ -137,12 +137,12 @@ def test_re_keying_and_withdrawing_keep_one_entry_per_node() -> None:
     """R-EVICT-2: a node whose tail changed is found under its new key only."""
     queue = EvictionQueue()
     for stamp in range(1, 200):
-        queue.file(0, stamp, 4)
+        queue.file(0, (stamp, 4))
     assert len(queue) == 1 and 0 in queue
     assert list(queue.entries()) == [(199, 4, 0)]
     queue.withdraw(0)  # pinned: no longer evictable
     queue.withdraw(0)  # withdrawing twice is harmless
-    assert queue.pop_lru() is None and 0 not in queue
+    assert queue.pop_first() is None and 0 not in queue
 
 
 @settings(max_examples=300, deadline=None)
@@ -163,14 +163,14 @@ def test_queue_against_a_sorted_model(ops: list[tuple[str, int, int]]) -> None:
     model: dict[int, tuple[int, int]] = {}  # nid -> (stamp, block id); block id = nid
     for op, nid, stamp in ops:
         if op == "file":
-            queue.file(nid, stamp, nid)
+            queue.file(nid, (stamp, nid))
             model[nid] = (stamp, nid)
         elif op == "withdraw":
             queue.withdraw(nid)
             model.pop(nid, None)
         else:
             expected = min(model, key=model.__getitem__) if model else None
-            assert queue.pop_lru() == expected
+            assert queue.pop_first() == expected
             if expected is not None:
                 del model[expected]
         assert queue.check() is None
@@ -181,7 +181,7 @@ def test_check_reports_a_broken_heap() -> None:
     """The checker used by check_invariants catches each kind of damage."""
     queue = EvictionQueue()
     for nid in range(3):
-        queue.file(nid, nid, nid)
+        queue.file(nid, (nid, nid))
     queue._heap[0], queue._heap[1] = queue._heap[1], queue._heap[0]
     assert "position" in str(queue.check())
     queue._position[queue._heap[0][2]], queue._position[queue._heap[1][2]] = 0, 1

@@ -1569,7 +1569,7 @@ static PyMethodDef Tree_methods[] = {
      "Raises:\n    InvalidTokensError: ``tokens`` is malformed (R-TOK-*).\n"
      "    InvalidArgumentError: ``namespace`` is not None or a str."},
     {"insert", (PyCFunction)(void (*)(void))Tree_insert, METH_FASTCALL | METH_KEYWORDS,
-     "insert($self, tokens, namespace=None, *, pin=False)\n--\n\n"
+     "insert($self, tokens, namespace=None, *, pin=False, priority=None, retain_for=None)\n--\n\n"
      "Cache every whole block of ``tokens``, reusing the cached prefix (R-INS-1).\n\n"
      "Blocks already cached are reused (R-INS-2); the rest get fresh ids from the\n"
      "allocator (R-ALLOC-2). A divergence inside an edge splits it (R-SPLIT-1).\n"
@@ -1578,11 +1578,15 @@ static PyMethodDef Tree_methods[] = {
      "remaining shortfall is evicted, never from the reused path (R-INS-5), and\n"
      "the evicted state is published before the blocks are reused (R-EPOCH-1).\n"
      "The whole path is stamped (R-LRU-1) and, with ``pin=True``, pinned by the\n"
-     "returned lease (R-PIN-1). A trailing partial block is ignored (R-INS-3).\n\n"
+     "returned lease (R-PIN-1). A trailing partial block is ignored (R-INS-3).\n"
+     "``priority`` (0 .. 100) and ``retain_for`` (clock ticks) ask the ``priority``\n"
+     "policy to keep the path at that priority for that long (R-POL-5); every\n"
+     "policy checks them, the others ignore them.\n\n"
      "Cost: O(n + e log h + c * depth * log fan-out) for n tokens, e evicted\n"
      "blocks and c changed nodes.\n\n"
      "Raises:\n    InvalidTokensError: ``tokens`` is malformed (R-TOK-*).\n"
-     "    InvalidArgumentError: ``namespace`` is not None or a str.\n"
+     "    InvalidArgumentError: ``namespace`` is not None or a str, or\n"
+     "        ``priority`` / ``retain_for`` is out of range (R-POL-5).\n"
      "    OutOfBlocksError: free, reclaimable and (with no reader inside)\n"
      "        evictable-off-path blocks are fewer than the new blocks needed\n"
      "        (R-INS-6, R-EPOCH-3). Nothing changes."},
@@ -1594,7 +1598,8 @@ static PyMethodDef Tree_methods[] = {
      "    LeaseReleasedError: ``lease`` was already released (R-PIN-4)."},
     {"evict", (PyCFunction)Tree_evict, METH_O,
      "evict($self, count, /)\n--\n\n"
-     "Free up to ``count`` blocks, least recently used leaf tail first (R-EVICT-1..3).\n\n"
+     "Free up to ``count`` blocks, the leaf tail with the smallest eviction key first\n"
+     "(R-EVICT-1..4, R-POL-1; least recently used under ``lru``).\n\n"
      "Returns the evicted ids in eviction order; fewer than ``count`` when fewer\n"
      "blocks are evictable (R-EVICT-4). An eviction that frees anything publishes\n"
      "a new version (R-SNAP-1); the ids then go to the allocator, or to the\n"
@@ -1616,9 +1621,10 @@ static PyMethodDef Tree_methods[] = {
     {"eviction_key", (PyCFunction)Tree_eviction_key, METH_O,
      "eviction_key($self, block_id, /)\n--\n\n"
      "The key eviction orders block ``block_id`` by as an evictable leaf tail: the\n"
-     "smallest key goes first (R-EVICT-2, R-EVICT-3). ``(stamp, block_id)``, the\n"
-     "stamp the block was last used at (R-LRU-1); a block no longer cached keeps the\n"
-     "key it had. O(1).\n\n"
+     "smallest key goes first (R-POL-1). Under ``lru`` it is ``(stamp, block_id)``,\n"
+     "the stamp the block was last used at (R-LRU-1, R-EVICT-2, R-EVICT-3); each\n"
+     "policy's key is in :mod:`kachedb_radix.reference.policies`. A block no longer\n"
+     "cached keeps the key it had. O(1).\n\n"
      "Raises:\n    ForeignBlockError: ``block_id`` is not an id of this pool."},
     {"reclaim", (PyCFunction)Tree_reclaim, METH_NOARGS,
      "reclaim($self, /)\n--\n\n"
@@ -1705,18 +1711,23 @@ PyTypeObject RadixTree_Type = {
     .tp_dealloc = (destructor)Tree_dealloc,
     .tp_repr = (reprfunc)Tree_repr,
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
-    .tp_doc = "RadixTree(num_blocks, block_size=16, *, _hash_seed=None)\n--\n\n"
+    .tp_doc = "RadixTree(num_blocks, block_size=16, *, policy='lru', policy_options=None, "
+              "_hash_seed=None)\n--\n\n"
               "A radix tree of whole token blocks over a fixed pool of KV block ids.\n\n"
               "Args:\n"
               "    num_blocks: the pool size, an int >= 1 (at most 2**31 - 1 here); block ids\n"
               "        are ``0 .. num_blocks-1``.\n"
               "    block_size: tokens per block B, an int >= 1 (default 16; 1 gives a\n"
               "        token-level tree; at most 2**24 here).\n"
+              "    policy: the eviction policy's name (R-POL-*): ``\"lru\"`` (the default),\n"
+              "        ``\"lfu\"``, ``\"fifo\"``, ``\"priority\"`` or ``\"slru\"``; see\n"
+              "        :mod:`kachedb_radix.reference.policies`.\n"
+              "    policy_options: that policy's options (a mapping), or None for its defaults.\n"
               "    _hash_seed: a test hook: the seed of the block-hash keys (default: drawn\n"
               "        from ``os.urandom``).\n\n"
               "Raises:\n"
-              "    InvalidArgumentError: either argument is not an int >= 1, or is above its\n"
-              "        limit here.\n"
+              "    InvalidArgumentError: a size is not an int >= 1 or is above its limit here,\n"
+              "        or the policy or one of its options is unknown or out of range.\n"
               "    MemoryError: ``num_blocks * block_size`` is above 2**40, or the pool's\n"
               "        arrays cannot be allocated.\n"
               "    TypeError: ``_hash_seed`` is not an int or None.\n\n"

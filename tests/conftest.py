@@ -42,11 +42,12 @@ def impl_name(request: pytest.FixtureRequest) -> str:
 
 @pytest.fixture
 def make_tree(impl_name: str) -> TreeFactory:
-    """A factory ``make_tree(num_blocks, block_size=16)`` for the implementation under test."""
+    """A factory ``make_tree(num_blocks, block_size=16, **options)`` for the
+    implementation under test (options: ``policy``, ``policy_options``)."""
     factory = IMPLEMENTATIONS[impl_name]
 
-    def build(num_blocks: int, block_size: int = 16) -> Any:
-        tree = factory(num_blocks, block_size)
+    def build(num_blocks: int, block_size: int = 16, **options: Any) -> Any:
+        tree = factory(num_blocks, block_size, **options)
         assert tree.implementation == impl_name  # no silent fallback to another implementation
         return tree
 

@@ -35,8 +35,7 @@ from .slru import SlruPolicy
 
 #: Every policy by name, the default first.
 POLICIES: dict[str, type[EvictionPolicy]] = {
-    policy.name: policy
-    for policy in (LruPolicy, LfuPolicy, FifoPolicy, PriorityPolicy, SlruPolicy)
+    policy.name: policy for policy in (LruPolicy, LfuPolicy, FifoPolicy, PriorityPolicy, SlruPolicy)
 }
 
 #: The policy a tree gets when none is named.
@@ -67,9 +66,7 @@ def check_policy(name: object, options: object) -> tuple[str, dict[str, object]]
         InvalidArgumentError: as :func:`make_policy`.
     """
     if not isinstance(name, str) or name not in POLICIES:
-        raise InvalidArgumentError(
-            f"policy must be one of {', '.join(POLICIES)}, got {name!r}"
-        )
+        raise InvalidArgumentError(f"policy must be one of {', '.join(POLICIES)}, got {name!r}")
     if options is None:
         options = {}
     if not isinstance(options, Mapping) or not all(isinstance(key, str) for key in options):

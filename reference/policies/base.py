@@ -83,13 +83,15 @@ class EvictionPolicy(ABC):
         """The clock reached ``now``: the blocks whose key changed with time. O(1) here."""
         return UNCHANGED
 
-    def cached(self, blocks: Sequence[int], now: int, namespace: str | None,
-               retention: Retention) -> Sequence[int]:
+    def cached(
+        self, blocks: Sequence[int], now: int, namespace: str | None, retention: Retention
+    ) -> Sequence[int]:
         """An insert at ``now`` cached ``blocks`` (new, in path order). O(len(blocks)) here."""
         return UNCHANGED
 
-    def found(self, blocks: Sequence[int], now: int, namespace: str | None,
-              retention: Retention | None) -> Sequence[int]:
+    def found(
+        self, blocks: Sequence[int], now: int, namespace: str | None, retention: Retention | None
+    ) -> Sequence[int]:
         """A match (``retention`` None) or an insert found ``blocks`` cached. O(1) here."""
         return UNCHANGED
 
@@ -121,8 +123,9 @@ class EvictionPolicy(ABC):
         return dict(self.__dict__)
 
 
-def check_int_option(options: Mapping[str, object], name: str, default: int,
-                     low: int, high: int) -> int:
+def check_int_option(
+    options: Mapping[str, object], name: str, default: int, low: int, high: int
+) -> int:
     """Option ``name`` as an int in ``low .. high`` (``default`` when absent). O(1).
 
     Raises:

@@ -30,8 +30,9 @@ class FifoPolicy(EvictionPolicy):
         """``(born, block)``. O(1)."""
         return (self._born[block], block)
 
-    def cached(self, blocks: Sequence[int], now: int, namespace: str | None,
-               retention: Retention) -> Sequence[int]:
+    def cached(
+        self, blocks: Sequence[int], now: int, namespace: str | None, retention: Retention
+    ) -> Sequence[int]:
         """The new blocks are born ``now``. O(len(blocks))."""
         for block in blocks:
             self._born[block] = now

@@ -38,15 +38,17 @@ class LfuPolicy(EvictionPolicy):
         """``(hits, stamp, block)``. O(1)."""
         return (self._hits[block], self._stamps[block], block)
 
-    def cached(self, blocks: Sequence[int], now: int, namespace: str | None,
-               retention: Retention) -> Sequence[int]:
+    def cached(
+        self, blocks: Sequence[int], now: int, namespace: str | None, retention: Retention
+    ) -> Sequence[int]:
         """New blocks start at 0 hits. O(len(blocks))."""
         for block in blocks:
             self._hits[block] = 0
         return UNCHANGED
 
-    def found(self, blocks: Sequence[int], now: int, namespace: str | None,
-              retention: Retention | None) -> Sequence[int]:
+    def found(
+        self, blocks: Sequence[int], now: int, namespace: str | None, retention: Retention | None
+    ) -> Sequence[int]:
         """One hit for each block found, up to HITS_CAP. O(len(blocks))."""
         hits = self._hits
         for block in blocks:

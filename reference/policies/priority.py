@@ -98,8 +98,9 @@ class PriorityPolicy(EvictionPolicy):
                 fell.append(block)
         return fell
 
-    def cached(self, blocks: Sequence[int], now: int, namespace: str | None,
-               retention: Retention) -> Sequence[int]:
+    def cached(
+        self, blocks: Sequence[int], now: int, namespace: str | None, retention: Retention
+    ) -> Sequence[int]:
         """New blocks take the insert's ``(q, u)``. O(len(blocks) * log e)."""
         fallback = self.default_for(namespace)
         wanted, until = self._request(now, namespace, retention)
@@ -108,8 +109,9 @@ class PriorityPolicy(EvictionPolicy):
             self._set(block, wanted, until)
         return UNCHANGED
 
-    def found(self, blocks: Sequence[int], now: int, namespace: str | None,
-              retention: Retention | None) -> Sequence[int]:
+    def found(
+        self, blocks: Sequence[int], now: int, namespace: str | None, retention: Retention | None
+    ) -> Sequence[int]:
         """An insert raises (never lowers) its path's priorities; a match changes none.
 
         O(len(blocks) * log e)."""
@@ -118,11 +120,13 @@ class PriorityPolicy(EvictionPolicy):
         wanted, until = self._request(now, namespace, retention)
         priority, held = self._priority, self._until
         for block in blocks:
-            if wanted > priority[block]:
-                self._set(block, wanted, until)
-            elif wanted == priority[block] and held[block] != 0 and (
-                until == 0 or until > held[block]
-            ):
+            raises = wanted > priority[block]
+            extends = (
+                wanted == priority[block]
+                and held[block] != 0
+                and (until == 0 or until > held[block])
+            )
+            if raises or extends:
                 self._set(block, wanted, until)
         return UNCHANGED
 

@@ -57,4 +57,4 @@ def check_retention(priority: object, retain_for: object) -> Retention:
             )
         if priority is None:
             raise InvalidArgumentError("retain_for needs a priority to retain the blocks at")
-    return Retention(priority, retain_for)  # type: ignore[arg-type]
+    return Retention(priority, retain_for)

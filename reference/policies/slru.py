@@ -67,15 +67,17 @@ class SlruPolicy(EvictionPolicy):
         """``protected_percent``. O(1)."""
         return {"protected_percent": self._percent}
 
-    def cached(self, blocks: Sequence[int], now: int, namespace: str | None,
-               retention: Retention) -> Sequence[int]:
+    def cached(
+        self, blocks: Sequence[int], now: int, namespace: str | None, retention: Retention
+    ) -> Sequence[int]:
         """New blocks enter probation. O(len(blocks))."""
         for block in blocks:
             self._protected[block] = 0
         return UNCHANGED
 
-    def found(self, blocks: Sequence[int], now: int, namespace: str | None,
-              retention: Retention | None) -> Sequence[int]:
+    def found(
+        self, blocks: Sequence[int], now: int, namespace: str | None, retention: Retention | None
+    ) -> Sequence[int]:
         """Each block found is promoted (or, if protected, re-stamped in the segment);
         an overfull segment demotes its least recently used. Returns the demoted
         blocks. O(len(blocks) * log P) amortised."""
@@ -116,7 +118,9 @@ class SlruPolicy(EvictionPolicy):
         if not members <= cached:
             return f"blocks {sorted(members - cached)} are protected but not cached"
         if len(members) != self._count or self._count > self._capacity:
-            return f"{len(members)} protected blocks, counted {self._count}, capacity {self._capacity}"
+            return (
+                f"{len(members)} protected blocks, counted {self._count}, capacity {self._capacity}"
+            )
         live = {block for stamp, block in self._lru if self._is_live(stamp, block)}
         if live != members:
             return f"protected blocks {sorted(members - live)} are missing from the segment's order"

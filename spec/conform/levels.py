@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 #: Every level, in the order SPEC.md lists them.
-LEVELS: tuple[str, ...] = ("core", "pinning", "eviction", "namespaces", "snapshots")
+LEVELS: tuple[str, ...] = ("core", "pinning", "eviction", "namespaces", "snapshots", "policies")
 
 #: The rule groups (the middle part of a rule id ``R-GROUP-n``) of each level.
 LEVEL_GROUPS: dict[str, tuple[str, ...]] = {
@@ -22,6 +22,7 @@ LEVEL_GROUPS: dict[str, tuple[str, ...]] = {
     "eviction": ("EVICT", "LRU"),
     "namespaces": ("NS",),
     "snapshots": ("SNAP", "EPOCH"),
+    "policies": ("POL",),
 }
 
 #: The level each rule group belongs to.

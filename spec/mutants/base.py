@@ -104,11 +104,19 @@ class MutantTree(RadixTree):
             return super().match(tokens, namespace, pin=pin)
 
     def insert(
-        self, tokens: object, namespace: str | None = None, *, pin: bool = False
+        self,
+        tokens: object,
+        namespace: str | None = None,
+        *,
+        pin: bool = False,
+        priority: int | None = None,
+        retain_for: int | None = None,
     ) -> InsertResult:
         """The reference's insert, noted as running."""
         with self._during("insert"):
-            return super().insert(tokens, namespace, pin=pin)
+            return super().insert(
+                tokens, namespace, pin=pin, priority=priority, retain_for=retain_for
+            )
 
     def release(self, lease: Lease) -> None:
         """The reference's release, noted as running."""

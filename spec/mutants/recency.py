@@ -73,11 +73,17 @@ class InsertStampsNewBlocksOnly(MutantTree):
     """An insert stamps the blocks it added but not the prefix it reused."""
 
     def insert(
-        self, tokens: object, namespace: str | None = None, *, pin: bool = False
+        self,
+        tokens: object,
+        namespace: str | None = None,
+        *,
+        pin: bool = False,
+        priority: int | None = None,
+        retain_for: int | None = None,
     ) -> InsertResult:
         token_list = self._validate(tokens, namespace)
         self._reused = self._walk(namespace, token_list, len(token_list) // self._block_size)[1]
-        return super().insert(tokens, namespace, pin=pin)
+        return super().insert(tokens, namespace, pin=pin, priority=priority, retain_for=retain_for)
 
     def _stamp(self, path: Path, now: int) -> None:
         if self.calling != "insert":

@@ -222,10 +222,10 @@ class _BoundedQueue(EvictionQueue):
 
     __slots__ = ()
 
-    def file(self, nid: int, stamp: int, block_id: int) -> None:
+    def file(self, nid: int, key: tuple[int, ...]) -> None:
         if nid not in self._position and len(self._heap) >= LEAF_TABLE:
             return
-        super().file(nid, stamp, block_id)
+        super().file(nid, key)
 
 
 @mutant("leaf_table_overflows", "R-EVICT-2", "R-EVICT-4")

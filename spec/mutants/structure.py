@@ -38,9 +38,17 @@ class InsertLengthCountsPartial(MutantTree):
     """Insert reports the input length instead of the cached whole-block length."""
 
     def insert(
-        self, tokens: object, namespace: str | None = None, *, pin: bool = False
+        self,
+        tokens: object,
+        namespace: str | None = None,
+        *,
+        pin: bool = False,
+        priority: int | None = None,
+        retain_for: int | None = None,
     ) -> InsertResult:
-        result = super().insert(tokens, namespace, pin=pin)
+        result = super().insert(
+            tokens, namespace, pin=pin, priority=priority, retain_for=retain_for
+        )
         return replace(result, length=len(self._validate(tokens, namespace)))
 
 

@@ -120,20 +120,20 @@ ALLOWED: dict[str, tuple[Diff, ...]] = {
         ),
         Diff("token-level tree).", "token-level tree; at most 2**24 here).", LIMITS),
         Diff(
-            "at most 2**24 here).",
-            "at most 2**24 here). _hash_seed: a test hook: the seed of the block-hash keys "
+            "or None for its defaults.",
+            "or None for its defaults. _hash_seed: a test hook: the seed of the block-hash keys "
             "(default: drawn from ``os.urandom``).",
             "the C twin files children past 15 in a hash trie keyed per tree; the hook fixes "
             "the keys for the crafted-collision tests (DESIGN.md, 'Hash')",
         ),
         Diff(
-            "InvalidArgumentError: either argument is not an int >= 1.",
-            "InvalidArgumentError: either argument is not an int >= 1, or is above its limit here.",
+            "InvalidArgumentError: a size is not an int >= 1,",
+            "InvalidArgumentError: a size is not an int >= 1 or is above its limit here,",
             LIMITS,
         ),
         Diff(
-            "above its limit here.",
-            "above its limit here. MemoryError: ``num_blocks * block_size`` is above 2**40, "
+            "unknown or out of range.",
+            "unknown or out of range. MemoryError: ``num_blocks * block_size`` is above 2**40, "
             "or the pool's arrays cannot be allocated.",
             "the C twin refuses a pool of more than 2**40 token slots before allocating; the "
             "reference has no such guard (its lists fail when memory runs out)",

@@ -46,8 +46,18 @@ class EmptySaltIsDefault(reference.RadixTree):
     def match(self, tokens: object, namespace: str | None = None, *, pin: bool = False) -> Any:
         return super().match(tokens, _fold(namespace), pin=pin)
 
-    def insert(self, tokens: object, namespace: str | None = None, *, pin: bool = False) -> Any:
-        return super().insert(tokens, _fold(namespace), pin=pin)
+    def insert(
+        self,
+        tokens: object,
+        namespace: str | None = None,
+        *,
+        pin: bool = False,
+        priority: int | None = None,
+        retain_for: int | None = None,
+    ) -> Any:
+        return super().insert(
+            tokens, _fold(namespace), pin=pin, priority=priority, retain_for=retain_for
+        )
 
     def snapshot(self) -> Any:
         return _FoldedView(super().snapshot())
@@ -75,8 +85,22 @@ class EmptySaltAndAIsDefault(EmptySaltIsDefault):
     def match(self, tokens: object, namespace: str | None = None, *, pin: bool = False) -> Any:
         return super().match(tokens, None if namespace == "a" else namespace, pin=pin)
 
-    def insert(self, tokens: object, namespace: str | None = None, *, pin: bool = False) -> Any:
-        return super().insert(tokens, None if namespace == "a" else namespace, pin=pin)
+    def insert(
+        self,
+        tokens: object,
+        namespace: str | None = None,
+        *,
+        pin: bool = False,
+        priority: int | None = None,
+        retain_for: int | None = None,
+    ) -> Any:
+        return super().insert(
+            tokens,
+            None if namespace == "a" else namespace,
+            pin=pin,
+            priority=priority,
+            retain_for=retain_for,
+        )
 
 
 FOLDS_EMPTY = parse({"name": "folds-empty", "namespaces": {"as_default": [""]}})
@@ -121,7 +145,15 @@ class LeavesTheLastToken(reference.RadixTree):
         found: MatchResult = super().match(token_list[:-1], namespace, pin=pin)
         return found
 
-    def insert(self, tokens: object, namespace: str | None = None, *, pin: bool = False) -> Any:
+    def insert(
+        self,
+        tokens: object,
+        namespace: str | None = None,
+        *,
+        pin: bool = False,
+        priority: int | None = None,
+        retain_for: int | None = None,
+    ) -> Any:
         token_list = as_token_list(tokens)
         check_namespace(namespace)
         size, wanted = self.block_size, len(token_list) // self.block_size
@@ -132,7 +164,9 @@ class LeavesTheLastToken(reference.RadixTree):
             self._adjust_pins(path, +1)  # the prompt's own path is never the room
             recomputed = self._evict_blocks(1, path)
             self._adjust_pins(path, -1)
-        result: InsertResult = super().insert(token_list, namespace, pin=pin)
+        result: InsertResult = super().insert(
+            token_list, namespace, pin=pin, priority=priority, retain_for=retain_for
+        )
         return InsertResult(
             result.length,
             result.blocks,
@@ -203,8 +237,18 @@ class Int32Tokens(reference.RadixTree):
     def match(self, tokens: object, namespace: str | None = None, *, pin: bool = False) -> Any:
         return super().match(_int32(tokens), namespace, pin=pin)
 
-    def insert(self, tokens: object, namespace: str | None = None, *, pin: bool = False) -> Any:
-        return super().insert(_int32(tokens), namespace, pin=pin)
+    def insert(
+        self,
+        tokens: object,
+        namespace: str | None = None,
+        *,
+        pin: bool = False,
+        priority: int | None = None,
+        retain_for: int | None = None,
+    ) -> Any:
+        return super().insert(
+            _int32(tokens), namespace, pin=pin, priority=priority, retain_for=retain_for
+        )
 
 
 class Int32TokensUnchecked(reference.RadixTree):

@@ -1586,7 +1586,7 @@ static PyMethodDef Tree_methods[] = {
      "blocks and c changed nodes.\n\n"
      "Raises:\n    InvalidTokensError: ``tokens`` is malformed (R-TOK-*).\n"
      "    InvalidArgumentError: ``namespace`` is not None or a str, or\n"
-     "        ``priority`` / ``retain_for`` is out of range (R-POL-5).\n"
+     "        ``priority`` / ``retain_for`` is out of range (R-POL-8).\n"
      "    OutOfBlocksError: free, reclaimable and (with no reader inside)\n"
      "        evictable-off-path blocks are fewer than the new blocks needed\n"
      "        (R-INS-6, R-EPOCH-3). Nothing changes."},

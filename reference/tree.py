@@ -238,7 +238,7 @@ class RadixTree:
         Raises:
             InvalidTokensError: ``tokens`` is malformed (R-TOK-*).
             InvalidArgumentError: ``namespace`` is not None or a str, or
-                ``priority`` / ``retain_for`` is out of range (R-POL-5).
+                ``priority`` / ``retain_for`` is out of range (R-POL-8).
             OutOfBlocksError: free, reclaimable and (with no reader inside)
                 evictable-off-path blocks are fewer than the new blocks needed
                 (R-INS-6, R-EPOCH-3). Nothing changes.

@@ -1,5 +1,5 @@
 """What an insert asks of the blocks it caches: a retention priority and how long it
-holds (R-POL-5).
+holds (R-POL-5), checked under every policy (R-POL-8).
 
 Every policy accepts and checks ``insert(..., priority=, retain_for=)``, so the same
 client runs under any policy; only ``priority`` reads them. A priority is an int

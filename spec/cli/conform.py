@@ -100,6 +100,19 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "'strict' for none (default: each target's own; sglang ships spec/peers/sglang.toml)",
     )
     conform.add_argument(
+        "--policy",
+        default=None,
+        metavar="NAME",
+        help="the eviction policy the targets run and the oracle follows (R-POL-*: lru, lfu, "
+        "fifo, priority, slru; default: the profile's, else lru)",
+    )
+    conform.add_argument(
+        "--policy-options",
+        default=None,
+        metavar="JSON",
+        help='that policy\'s options as a JSON object, e.g. \'{"protected_percent": 50}\'',
+    )
+    conform.add_argument(
         "--block-sizes",
         default=None,
         metavar="B,B,...",
@@ -289,6 +302,16 @@ def _check(
     target = _target(name, args)
     if target is None:
         return None
+    if args.policy is not None or args.policy_options is not None:
+        try:
+            options = None if args.policy_options is None else json.loads(args.policy_options)
+            policy = args.policy or target.profile.policy
+            target = dataclasses.replace(
+                target, profile=target.profile.with_policy(policy, options)
+            )
+        except (ValueError, ProfileError) as exc:
+            print(f"conform: --policy: {exc}", file=sys.stderr)
+            return None
     try:
         candidate = target.open()
     except CandidateFailure as exc:

@@ -48,10 +48,14 @@ SNAPSHOT_METHODS = ("snapshot", "reader", "reclaim")
 
 def supported_levels(factory: TreeFactory) -> frozenset[str]:
     """The levels a tree class offers: all, less ``snapshots`` without its methods (a
-    name set to None is no method). O(1)."""
-    if all(callable(getattr(factory, name, None)) for name in SNAPSHOT_METHODS):
-        return frozenset(LEVELS)
-    return frozenset(LEVELS) - {"snapshots"}
+    name set to None is no method), less ``policies`` without a ``policy`` attribute
+    (R-POL-1). O(1)."""
+    levels = set(LEVELS)
+    if not all(callable(getattr(factory, name, None)) for name in SNAPSHOT_METHODS):
+        levels.discard("snapshots")
+    if getattr(factory, "policy", None) is None:
+        levels.discard("policies")
+    return frozenset(levels)
 
 
 class TreeAdapter:
@@ -110,13 +114,26 @@ class TreeAdapter:
         """The wrapped tree (None before the first ``reset``)."""
         return self._tree
 
-    def reset(self, num_blocks: int, block_size: int) -> None:
-        """Build a fresh tree; forget every lease. O(num_blocks).
+    def reset(
+        self,
+        num_blocks: int,
+        block_size: int,
+        policy: object = "lru",
+        policy_options: object = None,
+    ) -> None:
+        """Build a fresh tree; forget every lease. O(num_blocks). The policy is passed
+        only when it is not the default ``lru`` without options, so a tree class without
+        policies (below the ``policies`` level) is built as before.
 
         Raises:
             CandidateError: the factory rejected the arguments.
         """
-        self._tree = _call(self._factory, num_blocks, block_size)
+        if policy == "lru" and policy_options is None:
+            self._tree = _call(self._factory, num_blocks, block_size)
+        else:
+            self._tree = _call(
+                self._factory, num_blocks, block_size, policy=policy, policy_options=policy_options
+            )
         self._block_size = block_size
         self._leases = {}
         self._snapshots = {}
@@ -131,9 +148,22 @@ class TreeAdapter:
             "lease": self._file(result.lease),
         }
 
-    def insert(self, tokens: object, namespace: object, pin: bool) -> InsertAnswer:
-        """``tree.insert``; see :class:`kachedb_radix.spec.conform.candidate.Candidate`."""
-        return self._insert_answer(_call(self._tree.insert, tokens, namespace, pin=pin))
+    def insert(
+        self,
+        tokens: object,
+        namespace: object,
+        pin: bool,
+        priority: object = None,
+        retain_for: object = None,
+    ) -> InsertAnswer:
+        """``tree.insert``; see :class:`kachedb_radix.spec.conform.candidate.Candidate`.
+        ``priority`` and ``retain_for`` are passed only when given (R-POL-5)."""
+        if priority is None and retain_for is None:
+            return self._insert_answer(_call(self._tree.insert, tokens, namespace, pin=pin))
+        result = _call(
+            self._tree.insert, tokens, namespace, pin=pin, priority=priority, retain_for=retain_for
+        )
+        return self._insert_answer(result)
 
     def _insert_answer(self, result: Any) -> InsertAnswer:
         """An insert result as plain data, its lease filed under a new id."""

@@ -168,16 +168,31 @@ class Candidate(Protocol):
         """The block sizes it supports, or None for any positive size."""
         ...
 
-    def reset(self, num_blocks: int, block_size: int) -> None:
-        """Forget everything and start an empty tree over a fresh pool."""
+    def reset(
+        self,
+        num_blocks: int,
+        block_size: int,
+        policy: object = "lru",
+        policy_options: object = None,
+    ) -> None:
+        """Forget everything and start an empty tree over a fresh pool, evicting by
+        ``policy`` with ``policy_options`` (R-POL-1; the ``policies`` level)."""
         ...
 
     def match(self, tokens: object, namespace: object, pin: bool) -> MatchAnswer:
         """``match(tokens, namespace, pin=pin)``."""
         ...
 
-    def insert(self, tokens: object, namespace: object, pin: bool) -> InsertAnswer:
-        """``insert(tokens, namespace, pin=pin)``."""
+    def insert(
+        self,
+        tokens: object,
+        namespace: object,
+        pin: bool,
+        priority: object = None,
+        retain_for: object = None,
+    ) -> InsertAnswer:
+        """``insert(tokens, namespace, pin=pin, priority=priority, retain_for=retain_for)``
+        (the last two given only at the ``policies`` level, R-POL-5)."""
         ...
 
     def release(self, lease: int) -> None:

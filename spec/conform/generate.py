@@ -229,6 +229,32 @@ class Inputs:
         return chooser.choice(NAMESPACES)
 
     @staticmethod
+    def retention(chooser: Chooser) -> dict[str, Any]:
+        """An insert's ``priority`` and ``retain_for`` (R-POL-5): none half the time, else a
+        priority (the edges of the range among them) held for a few ticks or for ever."""
+        if chooser.integer(0, 1) == 0:
+            return {}
+        priority = chooser.choice((0, 10, 35, 35, 60, 90, 100))
+        retain_for = chooser.choice((None, None, 1, 2, 3, 5, 8))
+        return {"priority": priority, "retain_for": retain_for}
+
+    @staticmethod
+    def bad_retention(chooser: Chooser) -> dict[str, Any]:
+        """A retention every policy must refuse (R-POL-8, R-ERR-1)."""
+        return chooser.choice(
+            (
+                {"priority": 101, "retain_for": None},
+                {"priority": -1, "retain_for": None},
+                {"priority": True, "retain_for": None},
+                {"priority": 50.0, "retain_for": None},
+                {"priority": "high", "retain_for": None},
+                {"priority": None, "retain_for": 3},
+                {"priority": 50, "retain_for": 0},
+                {"priority": 50, "retain_for": False},
+            )
+        )
+
+    @staticmethod
     def bad_namespace(chooser: Chooser) -> Any:
         """A namespace that is neither None nor a str."""
         return chooser.choice(BAD_NAMESPACES)
@@ -269,6 +295,7 @@ KINDS: dict[str, tuple[str, ...]] = {
     "eviction": ("evict", "evict", "bad_count"),
     "namespaces": ("bad_namespace",),
     "snapshots": ("snapshot_match",) * 2 + ("snapshot", "reader") + ("leave",) * 2 + ("reclaim",),
+    "policies": ("bad_retention",),
 }
 
 #: Most readers inside at once: more would keep inserts from evicting most of the time
@@ -349,9 +376,16 @@ def draw_step(
     if kind in ("insert", "match"):
         step: dict[str, Any] = {"op": kind, "tokens": inputs.tokens(chooser)}
         step.update(namespace=namespace, pin=pin)
+        if kind == "insert" and "policies" in levels:
+            step.update(Inputs.retention(chooser))
         if kind == "insert" and "eviction" not in levels and run.would_evict(step):
             return None
         return step
+    if kind == "bad_retention":
+        if "R-POL-8" in avoid:
+            return None
+        return {"op": "insert", "tokens": inputs.tokens(chooser), "namespace": namespace,
+                "pin": pin, **Inputs.bad_retention(chooser)}
     if kind == "bad_tokens":
         op = chooser.choice(("insert", "match"))
         bad = inputs.bad_tokens(chooser, avoid)

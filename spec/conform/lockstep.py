@@ -248,6 +248,8 @@ def adopting_outcome(
                     evicted,
                     allocated,
                     profile,
+                    step.get("priority"),
+                    step.get("retain_for"),
                 )
             )
         except CandidateError as exc:

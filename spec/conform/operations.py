@@ -44,12 +44,17 @@ class Argument:
         default: what a trace step that leaves it out means (:data:`REQUIRED`: none).
         handle: ``"lease"`` or ``"snapshot"`` when a step names it by handle (the n-th
             lease or snapshot issued since the reset), translated to the candidate's id.
+        since: the protocol version that introduced it. A request to a program speaking
+            an older version leaves it out (the kit then only ever passes the default);
+            a request may leave out an argument introduced after version 3, which then
+            means its default.
     """
 
     name: str
     wire: str
     default: Any = REQUIRED
     handle: str | None = None
+    since: int = 1
 
 
 @dataclass(frozen=True)
@@ -85,13 +90,21 @@ _TOKENS = Argument("tokens", "any")
 _NAMESPACE = Argument("namespace", "any", None)
 _PIN = Argument("pin", "bool", False)
 _SNAPSHOT = Argument("snapshot", "int1", handle="snapshot")
+_POLICY = (
+    Argument("policy", "any", "lru", since=4),
+    Argument("policy_options", "any", None, since=4),
+)
+_RETENTION = (
+    Argument("priority", "any", None, since=4),
+    Argument("retain_for", "any", None, since=4),
+)
 
 #: Every operation, in the order the spec introduces them.
 OPERATIONS: tuple[Operation, ...] = (
-    Operation("reset", (Argument("num_blocks", "int1"), Argument("block_size", "int1"))),
+    Operation("reset", (Argument("num_blocks", "int1"), Argument("block_size", "int1"), *_POLICY)),
     Operation("match", (_TOKENS, _NAMESPACE, _PIN), answer=("length", "blocks", "lease"),
               issues="lease"),
-    Operation("insert", (_TOKENS, _NAMESPACE, _PIN),
+    Operation("insert", (_TOKENS, _NAMESPACE, _PIN, *_RETENTION),
               answer=("length", "blocks", "reused", "allocated", "evicted", "lease"),
               issues="lease"),
     Operation("release", (Argument("lease", "int0", handle="lease"),)),
@@ -172,17 +185,30 @@ class Forwarding:
         """Carry out operation ``op`` with ``args`` (in the table's order)."""
         raise NotImplementedError
 
-    def reset(self, num_blocks: int, block_size: int) -> None:
+    def reset(
+        self,
+        num_blocks: int,
+        block_size: int,
+        policy: object = "lru",
+        policy_options: object = None,
+    ) -> None:
         """See :class:`kachedb_radix.spec.conform.candidate.Candidate`."""
-        self.forward("reset", num_blocks, block_size)
+        self.forward("reset", num_blocks, block_size, policy, policy_options)
 
     def match(self, tokens: object, namespace: object, pin: bool) -> Any:
         """See :class:`kachedb_radix.spec.conform.candidate.Candidate`."""
         return self.forward("match", tokens, namespace, pin)
 
-    def insert(self, tokens: object, namespace: object, pin: bool) -> Any:
+    def insert(
+        self,
+        tokens: object,
+        namespace: object,
+        pin: bool,
+        priority: object = None,
+        retain_for: object = None,
+    ) -> Any:
         """See :class:`kachedb_radix.spec.conform.candidate.Candidate`."""
-        return self.forward("insert", tokens, namespace, pin)
+        return self.forward("insert", tokens, namespace, pin, priority, retain_for)
 
     def release(self, lease: int) -> None:
         """See :class:`kachedb_radix.spec.conform.candidate.Candidate`."""

@@ -148,8 +148,15 @@ class FollowingTree(reference.RadixTree):
 
     implementation = "reference"
 
-    def __init__(self, num_blocks: int, block_size: int = 16) -> None:
-        super().__init__(num_blocks, block_size)
+    def __init__(
+        self,
+        num_blocks: int,
+        block_size: int = 16,
+        *,
+        policy: str = "lru",
+        policy_options: dict[str, object] | None = None,
+    ) -> None:
+        super().__init__(num_blocks, block_size, policy=policy, policy_options=policy_options)
         self._choice: _Choice | None = None
         self.split_seen = False  # an edge split since the lockstep last cleared it
         self.recomputed: tuple[int, ...] = ()  # evicted for a recomputed block (match_cap)
@@ -171,6 +178,7 @@ class FollowingTree(reference.RadixTree):
             "cached": stats.cached,
             "before": self.snapshot(),  # O(1): the shape before the step, dumped on demand
             "key": self.eviction_key,  # evicted blocks keep theirs: asked after the step too
+            "policy": self.policy,
         }
 
     # ------------------------------------------------------------------ adoption
@@ -193,6 +201,8 @@ class FollowingTree(reference.RadixTree):
         evicted: Sequence[int] | None,
         allocated: Sequence[int] | None,
         profile: Profile,
+        priority: object = None,
+        retain_for: object = None,
     ) -> Any:
         """``insert``, evicting ``evicted`` and allocating ``allocated`` when given.
 
@@ -210,7 +220,16 @@ class FollowingTree(reference.RadixTree):
         self.recomputed = ()
         if profile.match_cap == "last_token":
             self.recomputed = self._room_to_recompute(tokens, namespace, choice)
-        return self._follow(choice, lambda: self.insert(tokens, namespace, pin=pin))
+        return self._follow(
+            choice,
+            lambda: self.insert(
+                tokens,
+                namespace,
+                pin=pin,
+                priority=priority,  # type: ignore[arg-type]
+                retain_for=retain_for,  # type: ignore[arg-type]
+            ),
+        )
 
     def _room_to_recompute(
         self, tokens: object, namespace: object, choice: _Choice
@@ -280,11 +299,12 @@ class FollowingTree(reference.RadixTree):
         self._check_blocks(freed, edges, protected, choice.protected)
         if profile.compares_recency:
             tails = [block for block in edges.tails() if edges.pins[block] == 0]
-            victim = min(tails, key=lambda block: (edges.stamps[block], block), default=None)
+            victim = min(tails, key=self.eviction_key, default=None)
             if victim is not None and victim not in freed:
                 raise Inadmissible(
-                    ("R-EVICT-2",),
-                    f"freed {freed} but not the least recently used leaf tail {victim}",
+                    _victim_rules(self.policy),
+                    f"freed {freed} but not the leaf tail with the smallest {self.policy} key "
+                    f"{self.eviction_key(victim)}: {victim}",
                 )
         yield from _in_freeing_order(freed, edges, profile.mode("eviction_granularity"))
 
@@ -321,8 +341,9 @@ class FollowingTree(reference.RadixTree):
                 )
 
     def _least_recent_off(self, count: int, protected: frozenset[int]) -> Iterator[int]:
-        """The spec's own eviction (least recently used tail first, R-EVICT-2), never of a
-        block in ``protected``: ``count`` blocks, or as many as can go. O(count * edges)."""
+        """The spec's own eviction (the smallest key first, R-POL-1; least recently used
+        under lru, R-EVICT-2), never of a block in ``protected``: ``count`` blocks, or as
+        many as can go. O(count * edges)."""
         edges = _Edges(self.dump())
         for _ in range(count):
             tails = [
@@ -332,7 +353,7 @@ class FollowingTree(reference.RadixTree):
             ]
             if not tails:
                 return
-            victim = min(tails, key=lambda block: (edges.stamps[block], block))
+            victim = min(tails, key=self.eviction_key)
             edges.free(victim)
             yield victim
 
@@ -350,6 +371,22 @@ class FollowingTree(reference.RadixTree):
                 raise Inadmissible(("R-INS-5",), f"evicted block {block} of the prefix it extends")
             if edges.pins[block] > 0:
                 raise Inadmissible(("R-PIN-3",), f"evicted block {block}, which is pinned")
+
+
+#: The rule that chooses the victim under each policy (R-POL-2 .. R-POL-6).
+POLICY_RULES: dict[str, str] = {
+    "lru": "R-EVICT-2",
+    "lfu": "R-POL-3",
+    "fifo": "R-POL-4",
+    "priority": "R-POL-5",
+    "slru": "R-POL-6",
+}
+
+
+def _victim_rules(policy: str) -> tuple[str, ...]:
+    """The rules a wrong victim breaks under ``policy``: its own, then R-POL-1."""
+    rule = POLICY_RULES.get(policy, "R-POL-1")
+    return (rule,) if policy == "lru" else (rule, "R-POL-1")
 
 
 def _in_freeing_order(freed: list[int], edges: _Edges, granularity: str) -> Iterator[int]:
@@ -398,6 +435,8 @@ class OracleAdapter(TreeAdapter):
         evicted: Sequence[int] | None,
         allocated: Sequence[int] | None,
         profile: Profile = STRICT,
+        priority: object = None,
+        retain_for: object = None,
     ) -> InsertAnswer:
         """:meth:`FollowingTree.insert_following` as a plain-data answer.
 
@@ -407,7 +446,15 @@ class OracleAdapter(TreeAdapter):
         """
         try:
             result = _call_adopting(
-                self.following.insert_following, tokens, namespace, pin, evicted, allocated, profile
+                self.following.insert_following,
+                tokens,
+                namespace,
+                pin,
+                evicted,
+                allocated,
+                profile,
+                priority,
+                retain_for,
             )
         except Inadmissible as exc:
             if exc.result is not None:

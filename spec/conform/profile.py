@@ -12,6 +12,9 @@ verdict reads "conforms with declared deviations: R-...". A profile::
     pool_sizes = [2, 100000]       # smallest and largest pool (default: any)
     token_limit = 2147483648       # token ids it accepts are below this (default 2**32)
     match_cap = "last_token"       # none | last_token: a match leaves the last token
+    policy = "lfu"                 # the eviction policy it runs (R-POL-*; default lru)
+
+    [policy_options]               # that policy's options (default: its defaults)
 
     [namespaces]                   # names it folds into others (default: none)
     as_default = [""]              # ... into the default namespace (an empty salt)
@@ -29,6 +32,10 @@ verdict reads "conforms with declared deviations: R-...". A profile::
 
     [waive]                        # rules not followed, each with its reason
     R-TOK-3 = "token ids are int64 and never range-checked"
+
+``policy`` and ``[policy_options]`` are not deviations: they say which of the spec's
+policies the candidate runs (the ``policies`` level), and the kit builds its oracle
+with the same, so every eviction is checked against that policy's keys.
 
 ``token_limit``, ``match_cap`` and ``[namespaces]`` describe inputs the engine treats
 otherwise, and the kit's oracle treats them the same way, so everything else is still
@@ -55,12 +62,13 @@ from __future__ import annotations
 
 import tomllib
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
-from kachedb_radix.reference.errors import ERROR_KINDS
+from kachedb_radix.reference.errors import ERROR_KINDS, InvalidArgumentError
+from kachedb_radix.reference.policies import DEFAULT_POLICY, check_policy
 
 from .rules import load_rules
 
@@ -117,6 +125,8 @@ _TOP_KEYS = {
     "tolerate",
     "errors",
     "waive",
+    "policy",
+    "policy_options",
 }
 
 #: The token limit of the spec (R-TOK-1): ids are unsigned 32-bit integers.
@@ -158,6 +168,24 @@ class Profile:
     namespace_aliases: Mapping[str, str | None] = field(
         default_factory=lambda: MappingProxyType({})
     )
+    policy: str = DEFAULT_POLICY
+    policy_options: Mapping[str, Any] | None = None
+
+    def with_policy(self, policy: str, options: Mapping[str, Any] | None = None) -> Profile:
+        """The same profile, the candidate running ``policy`` with ``options``. O(1).
+
+        Raises:
+            ProfileError: an unknown policy or option (R-POL-1).
+        """
+        name, _ = _policy(policy, options, f"profile {self.source or self.name}")
+        return replace(self, policy=name, policy_options=None if options is None else dict(options))
+
+    def reset_fields(self) -> dict[str, Any]:
+        """What a ``reset`` step adds for the policy: nothing for plain lru. O(1)."""
+        if self.policy == DEFAULT_POLICY and self.policy_options is None:
+            return {}
+        options = None if self.policy_options is None else dict(self.policy_options)
+        return {"policy": self.policy, "policy_options": options}
 
     def fold_namespace(self, namespace: object) -> object:
         """``namespace`` as the engine takes it: folded by ``[namespaces]``, else itself
@@ -260,6 +288,8 @@ class Profile:
             "token_limit": self.token_limit,
             "match_cap": self.match_cap,
             "namespace_aliases": dict(self.namespace_aliases),
+            "policy": self.policy,
+            "policy_options": None if self.policy_options is None else dict(self.policy_options),
         }
 
 
@@ -315,6 +345,8 @@ def parse(data: Mapping[str, Any], source: str = "<profile>") -> Profile:
     match_cap = data.get("match_cap", "none")
     if match_cap not in MATCH_CAPS:
         raise ProfileError(f"{where}: match_cap = {match_cap!r}: choose {' | '.join(MATCH_CAPS)}")
+    options = data.get("policy_options")
+    policy, _ = _policy(data.get("policy", DEFAULT_POLICY), options, where)
     return Profile(
         name=name,
         source=source,
@@ -326,7 +358,17 @@ def parse(data: Mapping[str, Any], source: str = "<profile>") -> Profile:
         token_limit=_token_limit(data.get("token_limit", TOKEN_LIMIT), where),
         match_cap=match_cap,
         namespace_aliases=MappingProxyType(_aliases(_table(data, "namespaces", where), where)),
+        policy=policy,
+        policy_options=None if options is None else dict(options),
     )
+
+
+def _policy(name: Any, options: Any, where: str) -> tuple[str, dict[str, object]]:
+    """``policy`` and ``[policy_options]`` checked as a tree checks them (R-POL-1)."""
+    try:
+        return check_policy(name, options)
+    except InvalidArgumentError as exc:
+        raise ProfileError(f"{where}: {exc}") from None
 
 
 def _token_limit(value: Any, where: str) -> int:

@@ -25,6 +25,9 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+from kachedb_radix.reference.errors import InvalidArgumentError
+from kachedb_radix.reference.policies import check_retention
+
 from .rules import load_rules
 from .steps import Outcome, Step
 
@@ -664,6 +667,8 @@ PREDICATES: dict[str, Predicate] = {
         and not isinstance(o.step["namespace"], str)
     ),
     "namespaced": lambda o: o.step.get("namespace") is not None,
+    "bad_retention": lambda o: o.op == "insert" and _bad_retention(o.step),
+    "policy_named": lambda o: "policy" in o.step or "policy_options" in o.step,
     "partial": _partial,
     "reused": lambda o: bool(_ok_field(o, "reused")),
     "allocated": lambda o: bool(_ok_field(o, "allocated")),
@@ -680,4 +685,14 @@ _PARAMETRISED: dict[str, Callable[[str], Predicate]] = {
     "level": lambda level: lambda o: level in o.levels,
     "expected": lambda kind: lambda o: _kind(o.expected) == kind,
     "actual": lambda kind: lambda o: _kind(o.actual) == kind,
+    "policy": lambda name: lambda o: o.facts.get("policy", "lru") == name,
 }
+
+
+def _bad_retention(step: Step) -> bool:
+    """The step's ``priority`` / ``retain_for`` are refused by every policy (R-POL-5)."""
+    try:
+        check_retention(step.get("priority"), step.get("retain_for"))
+    except InvalidArgumentError:
+        return True
+    return False

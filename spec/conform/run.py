@@ -307,6 +307,11 @@ def run_kit(
     """
     kit = kit or KitSettings()
     chosen = choose_levels(candidate, levels)
+    if profile.reset_fields() and "policies" not in chosen:
+        raise LevelError(
+            f"policy {profile.policy!r} needs the policies level, which {candidate.name} "
+            "does not declare (or --levels leaves out)"
+        )
     session = Session(
         candidate=candidate,
         levels=chosen,

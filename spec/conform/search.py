@@ -250,7 +250,12 @@ def run_example(session: Session, chooser: Chooser) -> None:
     avoid = frozenset(session.profile.waived) | frozenset(session.findings)
     try:
         lockstep.run(
-            {"op": "reset", "num_blocks": swarm.num_blocks, "block_size": swarm.block_size}
+            {
+                "op": "reset",
+                "num_blocks": swarm.num_blocks,
+                "block_size": swarm.block_size,
+                **session.profile.reset_fields(),
+            }
         )
         for index, draw in enumerate(_step_draws(chooser, swarm.length)):
             details = RandomChooser(_seed(base, index, draw))

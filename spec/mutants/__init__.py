@@ -24,12 +24,14 @@ from dataclasses import dataclass
 from typing import cast
 
 from ..conform.adapter import TreeAdapter
+from ..conform.profile import STRICT
 from ..conform.run import KitSettings, run_kit
 from . import (
     allocation,
     eviction,
     namespaces,
     pinning,
+    policies,
     recency,
     snapshots,
     state,
@@ -50,6 +52,7 @@ MODULES = (
     pinning,
     recency,
     eviction,
+    policies,
     namespaces,
     views,
     snapshots,
@@ -90,7 +93,10 @@ class MutantResult:
 def check_mutant(mutant: Mutant, kit: KitSettings = MUTANT_SETTINGS) -> MutantResult:
     """Run the kit against one mutant. Cost: up to ``kit.examples`` examples."""
     start = time.perf_counter()
-    report = run_kit(TreeAdapter(mutant.tree, f"mutant:{mutant.name}"), kit=kit)
+    profile = STRICT
+    if mutant.policy != "lru" or mutant.policy_options is not None:
+        profile = STRICT.with_policy(mutant.policy, mutant.policy_options)
+    report = run_kit(TreeAdapter(mutant.tree, f"mutant:{mutant.name}"), kit=kit, profile=profile)
     seconds = time.perf_counter() - start
     step, rules = "", cast(tuple[str, ...], ())
     if report.findings:

@@ -46,20 +46,27 @@ class Mutant:
         rules: the rule ids it violates.
         description: what is wrong, in one sentence.
         tree: the mutated tree class (reference API).
+        policy: the eviction policy it runs (R-POL-*), and the kit checks it under.
+        policy_options: that policy's options (None: its defaults).
     """
 
     name: str
     rules: tuple[str, ...]
     description: str
     tree: type[RadixTree]
+    policy: str = "lru"
+    policy_options: dict[str, object] | None = None
 
 
 #: Every mutant, by name, in registration order.
 REGISTRY: dict[str, Mutant] = {}
 
 
-def mutant(name: str, *rules: str) -> Callable[[TreeT], TreeT]:
-    """Register the decorated tree class as mutant ``name`` violating ``rules``.
+def mutant(
+    name: str, *rules: str, policy: str = "lru", policy_options: dict[str, object] | None = None
+) -> Callable[[TreeT], TreeT]:
+    """Register the decorated tree class as mutant ``name`` violating ``rules``, run
+    under ``policy`` (with ``policy_options``).
 
     The class docstring's first line is the description.
 
@@ -72,7 +79,7 @@ def mutant(name: str, *rules: str) -> Callable[[TreeT], TreeT]:
             raise ValueError(f"mutant {name!r}: duplicate name or no rules")
         description = (tree.__doc__ or name).strip().splitlines()[0]
         tree.implementation = f"mutant:{name}"
-        REGISTRY[name] = Mutant(name, tuple(rules), description, tree)
+        REGISTRY[name] = Mutant(name, tuple(rules), description, tree, policy, policy_options)
         return tree
 
     return register
@@ -84,8 +91,15 @@ class MutantTree(RadixTree):
 
     implementation = "mutant:none"
 
-    def __init__(self, num_blocks: int, block_size: int = 16) -> None:
-        super().__init__(num_blocks, block_size)
+    def __init__(
+        self,
+        num_blocks: int,
+        block_size: int = 16,
+        *,
+        policy: str = "lru",
+        policy_options: dict[str, object] | None = None,
+    ) -> None:
+        super().__init__(num_blocks, block_size, policy=policy, policy_options=policy_options)
         self.calling: str | None = None  # "match", "insert" or "release" while one runs
 
     @contextmanager

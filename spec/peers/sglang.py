@@ -33,7 +33,15 @@ serving engine would call it:
   node's stamp is the clock value of the call during which SGLang last set its
   access time. Order is preserved exactly; nothing else is translated;
 * the dump is built from SGLang's nodes: merged along single-child chains
-  (R-DUMP-2), one pin count (``lock_ref``) and stamp per block from its node.
+  (R-DUMP-2), one pin count (``lock_ref``) and stamp per block from its node;
+* at the ``policies`` level (R-POL-*) ``reset`` builds the cache with SGLang's
+  ``eviction_policy`` of the same name (lru, lfu, fifo, priority, slru: its own
+  definitions, with its own options; the options the kit passes are checked as the
+  spec's and reported in the dump, not translated), an insert's ``priority`` goes to
+  ``InsertParams.priority`` as given, and ``retain_for``, which SGLang has no
+  counterpart for, is dropped. The dump's policy fields come from each node:
+  ``hit_count`` (hits), ``creation_time`` on the kit's clock (born), ``priority``
+  with no expiry (until 0), ``hit_count >= protected_threshold`` (protected).
 
 What the kit finds against this adapter at the strict spec, and the profile that
 declares SGLang's policy (``sglang.toml``), are in SPEC.md's peer notes and
@@ -54,7 +62,9 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any, cast
 
+from kachedb_radix.reference.errors import InvalidArgumentError
 from kachedb_radix.reference.namespaces import namespace_order
+from kachedb_radix.reference.policies import check_policy
 
 from ..conform.candidate import (
     CandidateError,
@@ -199,6 +209,7 @@ class SGLangCandidate:
         self._clock = 0
         self._starts: list[int] = []
         self._ticks: list[int] = []
+        self._policy: tuple[str, dict[str, object]] = ("lru", {})
 
     @property
     def name(self) -> str:
@@ -208,22 +219,38 @@ class SGLangCandidate:
     @property
     def levels(self) -> frozenset[str]:
         """Everything but snapshots: SGLang has no reader snapshots."""
-        return frozenset({"core", "pinning", "eviction", "namespaces"})
+        return frozenset({"core", "pinning", "eviction", "namespaces", "policies"})
 
     @property
     def block_sizes(self) -> tuple[int, ...] | None:
         """Any page size."""
         return None
 
-    def reset(self, num_blocks: int, block_size: int) -> None:
-        """A new ``RadixCache`` over a fresh pool of ``num_blocks`` pages."""
+    def reset(
+        self,
+        num_blocks: int,
+        block_size: int,
+        policy: object = "lru",
+        policy_options: object = None,
+    ) -> None:
+        """A new ``RadixCache`` over a fresh pool of ``num_blocks`` pages, evicting by
+        SGLang's policy of the name ``policy`` (its own options: see the module docstring)."""
+        try:
+            self._policy = check_policy(policy, policy_options)
+        except InvalidArgumentError as exc:
+            raise CandidateError("invalid_argument", str(exc)) from None
         self._time = LogicalTime()
         self._module.__dict__["time"] = self._time  # the module's clock, not the system's
         self._pages = PagedFreeList(num_blocks, block_size)
         self._block_size, self._num_blocks = block_size, num_blocks
-        self._cache = self._module.RadixCache.create_simulated(
-            mock_allocator=self._pages, page_size=block_size
+        params = self._module.CacheInitParams(
+            disable=False,
+            req_to_token_pool=None,
+            token_to_kv_pool_allocator=self._pages,
+            page_size=block_size,
+            eviction_policy=self._policy[0],
         )
+        self._cache = _sglang(self._module.RadixCache, params)
         self._leases, self._released, self._foreign = {}, set(), None
         self._clock, self._starts, self._ticks = 0, [], []
 
@@ -238,9 +265,17 @@ class SGLangCandidate:
         blocks = self._blocks(node)
         return {"length": len(blocks) * self._block_size, "blocks": blocks, "lease": lease}
 
-    def insert(self, tokens: object, namespace: object, pin: bool) -> InsertAnswer:
+    def insert(
+        self,
+        tokens: object,
+        namespace: object,
+        pin: bool,
+        priority: object = None,
+        retain_for: object = None,
+    ) -> InsertAnswer:
         """The scheduler's insert: match, lock, admit, evict the shortfall, allocate,
-        ``insert``, unlock (see the module docstring)."""
+        ``insert`` (with ``priority``; ``retain_for`` has no counterpart), unlock (see
+        the module docstring)."""
         key = self._key(tokens, namespace)
         params, size, cache = self._params, self._block_size, self._cache
         start = self._time.last
@@ -257,7 +292,8 @@ class SGLangCandidate:
             value = self._torch().cat(
                 [cache.path_device_indices(prefix), self._torch().tensor(indices)]
             )
-            result = _sglang(cache.insert, params.InsertParams(key=key, value=value))
+            insert = params.InsertParams(key=key, value=value, priority=priority)
+            result = _sglang(cache.insert, insert)
         finally:
             _sglang(cache.dec_lock_ref, prefix)
         node = result.last_device_node
@@ -315,7 +351,7 @@ class SGLangCandidate:
         for child in self._cache.root_node.children.values():
             roots.setdefault(child.key.extra_key, []).append(child)
         stamps = self._stamps()
-        return {
+        dump: dict[str, Any] = {
             "format": 2,
             "block_size": size,
             "num_blocks": self._num_blocks,
@@ -327,6 +363,9 @@ class SGLangCandidate:
                 for name in sorted(roots, key=namespace_order)
             ],
         }
+        if self._policy[0] != "lru":
+            dump["policy"] = {"name": self._policy[0], "options": dict(self._policy[1])}
+        return dump
 
     def snapshot(self) -> Any:
         """Not offered: SGLang has no reader snapshots (the level is not declared)."""
@@ -429,6 +468,20 @@ class SGLangCandidate:
 
         return stamp
 
+    def _policy_fields(self, node: Any, stamp: Any) -> dict[str, int]:
+        """The spec's per-block policy fields as SGLang's node holds them (R-POL-1)."""
+        policy = self._policy[0]
+        if policy == "lfu":
+            return {"hits": int(node.hit_count)}
+        if policy == "fifo":
+            return {"born": stamp(node.creation_time)}
+        if policy == "priority":
+            return {"priority": int(node.priority), "until": 0}
+        if policy == "slru":
+            threshold = self._cache.eviction_strategy.protected_threshold
+            return {"protected": int(node.hit_count >= threshold)}
+        return {}
+
     def _blocks(self, node: Any) -> list[int]:
         indices = list(self._cache.path_device_indices(node))
         return [int(index) // self._block_size - 1 for index in indices[:: self._block_size]]
@@ -440,6 +493,7 @@ class SGLangCandidate:
             blocks: list[int] = []
             pins: list[int] = []
             stamps: list[int] = []
+            fields: dict[str, list[int]] = {}
             while True:
                 size, count = self._block_size, len(node.key) // self._block_size
                 tokens.extend(int(token) for token in node.key.token_ids[: count * size])
@@ -447,6 +501,8 @@ class SGLangCandidate:
                 blocks.extend(int(index) // size - 1 for index in values[::size])
                 pins.extend([int(node.lock_ref)] * count)
                 stamps.extend([stamp(node.last_access_time)] * count)
+                for name, value in self._policy_fields(node, stamp).items():
+                    fields.setdefault(name, []).extend([value] * count)
                 children = list(node.children.values())
                 if len(children) != 1:
                     break
@@ -457,6 +513,7 @@ class SGLangCandidate:
                     "blocks": blocks,
                     "pins": pins,
                     "stamps": stamps,
+                    **fields,
                     "children": self._edges(children, stamp),
                 }
             )

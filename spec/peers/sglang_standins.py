@@ -245,6 +245,8 @@ def modules(evict_policy: ModuleType, *, with_torch: bool) -> dict[str, ModuleTy
         "mru": evict_policy.MRUStrategy,
         "filo": evict_policy.FILOStrategy,
         "priority": evict_policy.PriorityStrategy,
+        "slru": evict_policy.SLRUStrategy,
+        "tlru": evict_policy.TLRUStrategy,
     }
 
     def get_eviction_strategy(policy: str, config: dict[str, Any] | None = None) -> Any:

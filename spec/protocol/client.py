@@ -190,8 +190,14 @@ class StdioCandidate(Forwarding):
             CandidateError: the program answered an error (its kind).
             CandidateFailure: no well-formed answer in time (the program is killed).
         """
-        names = [argument.name for argument in operation(op).arguments]
-        answer = self._request(op, dict(zip(names, args, strict=True)))
+        fields = {
+            argument.name: value
+            for argument, value in zip(operation(op).arguments, args, strict=True)
+            # An argument newer than the program's protocol is left out: the kit passes
+            # only its default there (the policies level needs protocol 4).
+            if argument.since <= self._protocol
+        }
+        answer = self._request(op, fields)
         if op == "dump" and self._protocol == 1:
             return upgrade_dump(answer)
         return answer
@@ -230,6 +236,8 @@ class StdioCandidate(Forwarding):
             self._fail(f"hello: {exc}")
         if version == 1 and "snapshots" in self._levels:
             self._fail("hello: the snapshots level needs protocol 2")
+        if version < 4 and "policies" in self._levels:
+            self._fail("hello: the policies level needs protocol 4")
         self._operations = operations_of(self._levels, version)
         if version >= 3:
             listed = hello.get("operations")

@@ -33,10 +33,10 @@ from typing import Any
 from ..conform.operations import OPERATIONS
 
 #: The protocol version this kit speaks.
-PROTOCOL_VERSION = 3
+PROTOCOL_VERSION = 4
 
 #: Versions a candidate may answer ``hello`` with.
-SUPPORTED_PROTOCOLS: tuple[int, ...] = (1, 2, 3)
+SUPPORTED_PROTOCOLS: tuple[int, ...] = (1, 2, 3, 4)
 
 #: Error kinds of the protocol itself, besides the rules' (R-ERR-3): a malformed
 #: request, an unknown operation, and a server that failed to carry out a valid
@@ -65,10 +65,19 @@ SNAPSHOT_FIELDS: dict[str, tuple[str, ...]] = {
 #: Typed request fields per operation, as the schema's ``#/$defs/request`` states them:
 #: ``"int0"`` an integer >= 0, ``"int1"`` an integer >= 1, ``"bool"`` a boolean,
 #: ``"any"`` any JSON value (the kit sends malformed arguments on purpose, R-TOK-2).
-#: A request carries every argument (a trace step may leave some out, a request not).
+#: A request carries every argument (a trace step may leave some out, a request not),
+#: except those introduced after version 3 (:data:`OPTIONAL_FIELDS`).
 REQUEST_FIELDS: dict[str, dict[str, str]] = {
     "hello": {"protocol": "int1"},
     **{op.name: {argument.name: argument.wire for argument in op.arguments} for op in OPERATIONS},
+}
+
+#: Request fields a request may leave out, meaning their default: the arguments
+#: protocol 4 added (the policy at ``reset``, the retention at ``insert``, R-POL-*), so a
+#: client of version 3 still speaks to a server of version 4.
+OPTIONAL_FIELDS: dict[str, dict[str, Any]] = {
+    op.name: {argument.name: argument.default for argument in op.arguments if argument.since > 3}
+    for op in OPERATIONS
 }
 
 
@@ -126,6 +135,8 @@ def request_problem(message: dict[str, Any]) -> tuple[str, str] | None:
         return "unsupported", f"unknown operation {_clip(repr(op))}"
     for name, shape in fields.items():
         if name not in message:
+            if name in OPTIONAL_FIELDS.get(op, {}):
+                continue
             return "protocol", f"request {op!r} lacks field {name!r}"
         value = message[name]
         if shape == "bool" and not isinstance(value, bool):

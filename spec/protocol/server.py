@@ -45,9 +45,7 @@ from .messages import (
 SERVER_KINDS = frozenset(ERROR_KINDS) | PROTOCOL_KINDS
 
 
-def handle(
-    candidate: Candidate, message: dict[str, Any], protocol: int = PROTOCOL_VERSION
-) -> Any:
+def handle(candidate: Candidate, message: dict[str, Any], protocol: int = PROTOCOL_VERSION) -> Any:
     """Carry out one request on ``candidate`` and return the ``ok`` answer. O(the call).
 
     ``protocol`` is the version this server speaks: ``hello`` answers it (with the
@@ -77,7 +75,10 @@ def handle(
         return answer
     if op not in available:
         raise CandidateError("unsupported", f"{candidate.name} does not offer {op!r} here")
-    arguments = [message[argument.name] for argument in operation(op).arguments]
+    # Arguments protocol 4 added may be left out: they mean their default.
+    arguments = [
+        message.get(argument.name, argument.default) for argument in operation(op).arguments
+    ]
     return getattr(candidate, op)(*arguments)
 
 
@@ -180,12 +181,18 @@ def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     # Bytes that are not UTF-8 must become a "protocol" answer, not a crash.
     if isinstance(sys.stdin, io.TextIOWrapper):
         sys.stdin.reconfigure(errors="replace")
-    if args.protocol == 1 and levels is not None and "snapshots" in levels:
-        parser.error("--levels: the snapshots level needs protocol 2 or later")
+    for level, since in LEVEL_SINCE.items():
+        if args.protocol < since and levels is not None and level in levels:
+            parser.error(f"--levels: the {level} level needs protocol {since} or later")
     candidate = build(args.impl, levels)
-    if args.protocol == 1 and levels is None:
-        candidate = build(args.impl, frozenset(candidate.levels) - {"snapshots"})
+    too_new = {level for level, since in LEVEL_SINCE.items() if args.protocol < since}
+    if levels is None and too_new:
+        candidate = build(args.impl, frozenset(candidate.levels) - too_new)
     return serve(candidate, sys.stdin, sys.stdout, args.protocol)
+
+
+#: The protocol version that introduced each level newer than the first.
+LEVEL_SINCE: dict[str, int] = {"snapshots": 2, "policies": 4}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -326,11 +326,18 @@ class Flaky(TreeAdapter):
 
     inserts = 0
 
-    def insert(self, tokens: object, namespace: object, pin: bool) -> Any:
+    def insert(
+        self,
+        tokens: object,
+        namespace: object,
+        pin: bool,
+        priority: object = None,
+        retain_for: object = None,
+    ) -> Any:
         Flaky.inserts += 1
         if Flaky.inserts == 2:
             raise CandidateFailure("the program died")
-        return super().insert(tokens, namespace, pin)
+        return super().insert(tokens, namespace, pin, priority, retain_for)
 
 
 def test_a_failing_target_stops_and_a_trace_it_cannot_run_is_skipped() -> None:

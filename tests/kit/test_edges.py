@@ -223,7 +223,14 @@ def test_shrinking_gives_up_on_a_failing_candidate() -> None:
     """A candidate that dies during every trial leaves the disagreement as it was found."""
 
     class Dying(TreeAdapter):
-        def insert(self, tokens: object, namespace: object, pin: bool) -> Any:
+        def insert(
+            self,
+            tokens: object,
+            namespace: object,
+            pin: bool,
+            priority: object = None,
+            retain_for: object = None,
+        ) -> Any:
             raise CandidateFailure("died")
 
     trace: list[dict[str, Any]] = [

@@ -109,7 +109,7 @@ def test_unknown_policies_and_bad_options_are_refused(
 def test_bad_retention_is_refused_under_every_policy(
     make_tree: TreeFactory, policy: str, priority: object, retain_for: object
 ) -> None:
-    """R-POL-5, R-ERR-2: every policy checks ``priority`` and ``retain_for``; a refused
+    """R-POL-8, R-ERR-2: every policy checks ``priority`` and ``retain_for``; a refused
     insert changes nothing (dump before == dump after)."""
     tree = make_tree(8, 2, policy=policy)
     tree.insert([1, 1, 2, 2], priority=60, retain_for=2)

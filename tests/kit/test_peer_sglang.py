@@ -40,7 +40,7 @@ needs_sglang = pytest.mark.skipif(
 
 def _policy() -> ModuleType:
     policy = ModuleType("evict_policy")
-    for name in ("LRU", "LFU", "FIFO", "MRU", "FILO", "Priority"):
+    for name in ("LRU", "LFU", "FIFO", "MRU", "FILO", "Priority", "SLRU", "TLRU"):
         setattr(policy, f"{name}Strategy", type(f"{name}Strategy", (), {}))
     return policy
 

@@ -13,11 +13,15 @@ Exit status: 0 done, 2 a usage error or bad input (a message, never a traceback)
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 from pathlib import Path
 
 from rich.console import Console
+
+from kachedb_radix.reference.errors import InvalidArgumentError
+from kachedb_radix.reference.policies import check_policy
 
 from ..conform.targets import IMPLEMENTATION_NAMES, PURE_SWITCH, default_implementation
 from ..simulate.errors import SimulateError
@@ -116,6 +120,20 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         default=None,
         help=f"tree implementation (default: accel, or reference when {PURE_SWITCH}=1)",
     )
+    run.add_argument(
+        "--policy",
+        default="lru",
+        metavar="LIST",
+        help="eviction policies to compare, e.g. lru,lfu,fifo,priority,slru (R-POL-*; LRU "
+        "always runs: it is the baseline)",
+    )
+    run.add_argument(
+        "--policy-options",
+        default=None,
+        metavar="JSON",
+        help='options by policy, e.g. \'{"slru": {"protected_percent": 50}}\' (default: each '
+        "policy's; for the embedded workload, priority gets its tenants' tiers)",
+    )
     run.add_argument("--no-bounds", action="store_true", help="skip Belady and infinite capacity")
     run.add_argument(
         "--executor",
@@ -166,7 +184,8 @@ def run_simulate(args: argparse.Namespace) -> int:
         settings = _settings(args)
         trace = _trace(args)
         prepared = plan(trace, settings)
-        total = len(trace.requests) * len(prepared.capacities)
+        runs = 1 + len(settings.policies)
+        total = len(trace.requests) * len(prepared.capacities) * runs
         with progress_bar(total, "replaying", console, quiet=args.quiet) as advance:
             results = execute(prepared, settings, advance)
     except (SimulateError, ImportError) as error:
@@ -194,6 +213,7 @@ def _settings(args: argparse.Namespace) -> Settings:
         raise SimulateError("--block-size and --hash-block-tokens must be >= 1")
     capacities = None if args.capacity is None else tuple(parse_capacities(args.capacity))
     return Settings(
+        policies=_policies(args),
         mode=args.mode,
         implementation=args.impl or default_implementation(),
         service=service,
@@ -205,6 +225,36 @@ def _settings(args: argparse.Namespace) -> Settings:
         ray_address=args.ray_address,
         timeline_capacity=args.timeline_capacity,
     )
+
+
+def _policies(args: argparse.Namespace) -> tuple[tuple[str, dict[str, object] | None], ...]:
+    """The policies to run beside LRU, with their options, checked as a tree checks them.
+
+    Raises:
+        SimulateError: an unknown policy or option, or options that are not JSON.
+    """
+    names = [name.strip() for name in args.policy.split(",") if name.strip()]
+    try:
+        given = {} if args.policy_options is None else json.loads(args.policy_options)
+    except ValueError as error:
+        raise SimulateError(f"--policy-options is not JSON: {error}") from None
+    if not isinstance(given, dict) or not all(isinstance(value, dict) for value in given.values()):
+        raise SimulateError("--policy-options must map policy names to objects of options")
+    unknown = sorted(set(given) - set(names))
+    if unknown:
+        raise SimulateError(f"--policy-options names {unknown[0]!r}, which --policy does not")
+    chosen: list[tuple[str, dict[str, object] | None]] = []
+    for name in dict.fromkeys(names):
+        options = given.get(name)
+        if options is None and name == "priority" and args.trace is None:
+            options = WorkloadSpec().priority_options()  # the embedded workload's tiers
+        try:
+            check_policy(name, options)
+        except InvalidArgumentError as error:
+            raise SimulateError(f"--policy: {error}") from None
+        if name != "lru":
+            chosen.append((name, options))
+    return tuple(chosen)
 
 
 def _trace(args: argparse.Namespace) -> Trace:

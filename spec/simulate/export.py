@@ -65,6 +65,7 @@ def _common(line: dict[str, Any], request: Request) -> None:
         line["timestamp"] = request.timestamp
     if request.namespace is not None:
         line["namespace"] = request.namespace
+    line.update(request.retention())
 
 
 def write_lines(lines: Iterator[dict[str, Any]], path: Path) -> int:

@@ -24,6 +24,10 @@ catches a wrong ``--hash-block-tokens``). ``output_length`` (default 0),
 (defaults to ``len(output_tokens)``, must agree with it when both are given),
 ``timestamp`` (milliseconds, >= 0) and ``namespace``.
 
+Both formats may also carry ``priority`` (an int 0..100) and ``retain_for`` (clock
+ticks >= 1, only with a priority): the retention the request's client asks for its
+inserts (R-POL-5), which the ``priority`` policy honours and the others ignore.
+
 The format is taken from ``--format`` or detected from the first non-blank line (a
 ``hash_ids`` field means mooncake, a ``tokens`` field means tokens). A bad line
 raises :class:`~kachedb_radix.spec.simulate.errors.TraceLineError` naming the line and the field;
@@ -52,6 +56,8 @@ FORMATS = ("mooncake", "tokens")
 TokenId = Annotated[int, Meta(ge=0, lt=2**32)]
 Count = Annotated[int, Meta(ge=0)]
 Millis = Annotated[float, Meta(ge=0)]
+Priority = Annotated[int, Meta(ge=0, le=100)]
+Ticks = Annotated[int, Meta(ge=1)]
 
 
 class MooncakeLine(msgspec.Struct, kw_only=True):
@@ -62,6 +68,8 @@ class MooncakeLine(msgspec.Struct, kw_only=True):
     output_length: Count = 0
     timestamp: Millis | None = None
     namespace: str | None = None
+    priority: Priority | None = None
+    retain_for: Ticks | None = None
 
 
 class TokensLine(msgspec.Struct, kw_only=True):
@@ -72,6 +80,8 @@ class TokensLine(msgspec.Struct, kw_only=True):
     output_length: Count | None = None
     timestamp: Millis | None = None
     namespace: str | None = None
+    priority: Priority | None = None
+    retain_for: Ticks | None = None
 
 
 _AT = re.compile(r"^(?P<reason>.*) - at `\$(?P<path>.*)`$")
@@ -213,9 +223,26 @@ def _mooncake_request(
             f"{needed} blocks of {per_block} tokens (is --hash-block-tokens right?)",
         )
     ids = array("I", line.hash_ids)
+    _check_retention(line.priority, line.retain_for, number, source)
     return Request(
-        ids, ids, line.input_length, line.output_length, line.timestamp, line.namespace, number
+        ids,
+        ids,
+        line.input_length,
+        line.output_length,
+        line.timestamp,
+        line.namespace,
+        number,
+        line.priority,
+        line.retain_for,
     )
+
+
+def _check_retention(
+    priority: int | None, retain_for: int | None, number: int, source: str
+) -> None:
+    """A ``retain_for`` needs a ``priority`` (R-POL-8), as the tree will insist."""
+    if retain_for is not None and priority is None:
+        raise TraceLineError(source, number, "retain_for", "is given without a priority")
 
 
 def _tokens_request(
@@ -235,6 +262,15 @@ def _tokens_request(
             )
         output_length = len(line.output_tokens)
         sequence = prompt + array("I", line.output_tokens)
+    _check_retention(line.priority, line.retain_for, number, source)
     return Request(
-        prompt, sequence, len(prompt), output_length, line.timestamp, line.namespace, number
+        prompt,
+        sequence,
+        len(prompt),
+        output_length,
+        line.timestamp,
+        line.namespace,
+        number,
+        line.priority,
+        line.retain_for,
     )

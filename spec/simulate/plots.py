@@ -1,8 +1,9 @@
 """The two plots ``--out DIR`` draws (matplotlib, the ``plot`` extra; PNG files).
 
 * ``hit_ratio_vs_capacity.png``: token hit ratio against pool size (log scale) for
-  the tree's LRU, Belady and an infinite pool -- the capacity planner's curve: the
-  knee, and the gap LRU leaves to the best achievable.
+  the tree's LRU, each policy compared beside it (``--policy``), Belady and an
+  infinite pool -- the capacity planner's curve: the knee, and the gap each policy
+  leaves to the best achievable.
 * ``hit_ratio_over_time.png``: the token hit ratio per window of requests at one
   capacity (``timeline_capacity``), over arrival time when the trace has
   timestamps, else over requests -- warm-up, and how steady the benefit is.
@@ -19,6 +20,10 @@ STYLE = {
     "lru": ("#1f77b4", "LRU (the tree)"),
     "belady": ("#2ca02c", "Belady (offline bound)"),
     "infinite": ("#7f7f7f", "infinite capacity"),
+    "lfu": ("#ff7f0e", "LFU"),
+    "fifo": ("#8c564b", "FIFO"),
+    "priority": ("#d62728", "priority"),
+    "slru": ("#9467bd", "SLRU"),
 }
 
 
@@ -37,6 +42,8 @@ def write_plots(results: Results, out: Path) -> list[Path]:
     points = results.points
     capacities = [point.capacity for point in points]
     curves = {"lru": [point.lru.token_hit_ratio for point in points]}
+    for name in results.policies:
+        curves[name] = [point.policies[name].stats.token_hit_ratio for point in points]
     belady = [point.belady.token_hit_ratio for point in points if point.belady is not None]
     if len(belady) == len(points):
         curves["belady"] = belady
@@ -65,7 +72,7 @@ def write_plots(results: Results, out: Path) -> list[Path]:
     timed = all(window["time_s"] is not None for window in windows)
     xs = [window["time_s"] if timed else window["requests"] for window in windows]
     figure, axes = plt.subplots(figsize=(7, 4.2), dpi=110)
-    for name in ("lru", "belady", "infinite"):
+    for name in ("lru", *results.policies, "belady", "infinite"):
         if name in windows[0]:
             colour, label = STYLE[name]
             ys = [window[name] for window in windows]

@@ -2,7 +2,8 @@
 
 ``results.json`` follows the published JSON Schema ``results.schema.json`` beside
 this module (format version :data:`RESULTS_VERSION`); ``results.csv`` has one row
-per capacity; the plots are drawn by :mod:`kachedb_radix.spec.simulate.plots`.
+per capacity, with two columns more per policy compared beside LRU; the plots are
+drawn by :mod:`kachedb_radix.spec.simulate.plots`.
 
 The knee: the smallest simulated capacity at which a policy reaches
 :data:`KNEE_FRACTION` of the infinite-capacity token hit ratio -- past it, more
@@ -13,16 +14,17 @@ from __future__ import annotations
 
 import csv
 import json
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 from .metrics import HitStats
 from .point import Point
+from .sequential import Replay
 from .service import ServiceModel
 from .trace import Trace
 
-RESULTS_VERSION = 1
+RESULTS_VERSION = 2
 SCHEMA_PATH = Path(__file__).with_name("results.schema.json")
 KNEE_FRACTION = 0.9
 
@@ -61,6 +63,30 @@ class Results:
     points: list[Point]
     timeline_capacity: int
     seconds: dict[str, float]
+    #: The policies compared beside LRU, in the order asked, with the options they ran
+    #: with (defaults filled in).
+    compared: dict[str, dict[str, object]] = field(default_factory=dict)
+
+    @property
+    def policies(self) -> list[str]:
+        """The policies compared beside LRU, in the order asked. O(1)."""
+        return list(self.compared)
+
+    def stats(self, point: Point, policy: str) -> HitStats | None:
+        """``policy``'s hit counts at ``point``: ``lru``, ``belady`` or a compared policy
+        (None: Belady without bounds). O(1)."""
+        if policy == "lru":
+            return point.lru
+        if policy == "belady":
+            return point.belady
+        return point.policies[policy].stats
+
+    def csv_columns(self) -> tuple[str, ...]:
+        """:data:`CSV_COLUMNS`, then each compared policy's two ratios. O(policies)."""
+        extra = [
+            f"{name}_{kind}_hit_ratio" for name in self.policies for kind in ("token", "block")
+        ]
+        return (*CSV_COLUMNS, *extra)
 
     def point(self, capacity: int) -> Point:
         """The point simulated at ``capacity``. O(points).
@@ -74,12 +100,13 @@ class Results:
         raise KeyError(capacity)
 
     def knee(self, policy: str) -> int | None:
-        """The knee of ``policy`` (``lru`` or ``belady``), see the module docstring. O(points)."""
+        """The knee of ``policy`` (``lru``, ``belady`` or a compared policy), see the module
+        docstring. O(points)."""
         if self.infinite is None:
             return None
         target = KNEE_FRACTION * self.infinite.token_hit_ratio
         for point in self.points:
-            stats = point.lru if policy == "lru" else point.belady
+            stats = self.stats(point, policy)
             if stats is not None and stats.token_hit_ratio >= target:
                 return point.capacity
         return None
@@ -106,12 +133,14 @@ class Results:
                 "executor": self.executor,
                 "bounds": self.infinite is not None,
                 "service": None if self.service is None else asdict(self.service),
+                "policies": {"lru": {}, **self.compared},
             },
             "infinite": None if self.infinite is None else self.infinite.to_json(),
             "knee": {
                 "fraction_of_infinite": KNEE_FRACTION,
                 "lru_capacity": self.knee("lru"),
                 "belady_capacity": self.knee("belady"),
+                "policy_capacities": {name: self.knee(name) for name in self.policies},
             },
             "timeline_capacity": self.timeline_capacity,
             "points": [_point_json(point) for point in self.points],
@@ -144,30 +173,42 @@ class Results:
                 )
             for percentile in ("p50", "p90", "p99"):
                 row[f"ttft_{percentile}_ms"] = point.ttft_ms.get(percentile, "")
+            for name, run in point.policies.items():
+                row[f"{name}_token_hit_ratio"] = round(run.stats.token_hit_ratio, 6)
+                row[f"{name}_block_hit_ratio"] = round(run.stats.block_hit_ratio, 6)
             rows.append(row)
         return rows
 
 
 def _point_json(point: Point) -> dict[str, Any]:
-    done = point.replay
-    lru = point.lru.to_json()
-    lru.update(
+    return {
+        "capacity": point.capacity,
+        "lru": _run_json(point.lru, point.replay, point.ttft_ms, point.seconds),
+        "policies": {
+            name: _run_json(run.stats, run.replay, run.ttft_ms, run.seconds)
+            for name, run in point.policies.items()
+        },
+        "belady": None if point.belady is None else point.belady.to_json(),
+        "belady_seconds": round(point.belady_seconds, 4),
+        "timeline": point.timeline,
+    }
+
+
+def _run_json(
+    stats: HitStats, done: Replay, ttft_ms: dict[str, float], seconds: float
+) -> dict[str, Any]:
+    found = stats.to_json()
+    found.update(
         evictions=done.evictions,
         peak_pinned_blocks=done.peak_pinned,
         truncated=done.truncated,
         waited=done.waited,
         refused=done.refused,
         uncached_outputs=done.uncached_outputs,
-        ttft_ms=point.ttft_ms or None,
-        seconds=round(point.seconds, 4),
+        ttft_ms=ttft_ms or None,
+        seconds=round(seconds, 4),
     )
-    return {
-        "capacity": point.capacity,
-        "lru": lru,
-        "belady": None if point.belady is None else point.belady.to_json(),
-        "belady_seconds": round(point.belady_seconds, 4),
-        "timeline": point.timeline,
-    }
+    return found
 
 
 def write_results(results: Results, out: Path) -> list[Path]:
@@ -181,7 +222,7 @@ def write_results(results: Results, out: Path) -> list[Path]:
     document.write_text(json.dumps(results.to_json(), indent=1) + "\n")
     table = out / "results.csv"
     with table.open("w", newline="") as stream:
-        writer = csv.DictWriter(stream, fieldnames=CSV_COLUMNS)
+        writer = csv.DictWriter(stream, fieldnames=results.csv_columns())
         writer.writeheader()
         writer.writerows(results.csv_rows())
     return [document, table]

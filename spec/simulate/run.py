@@ -11,6 +11,8 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from kachedb_radix.reference.policies import check_policy
+
 from ..conform.targets import default_implementation
 from .bounds import infinite_lengths, next_uses
 from .errors import SimulateError
@@ -41,6 +43,8 @@ class Settings:
         windows: timeline windows.
         timeline_capacity: the capacity the over-time plot shows (None: the
             middle one of the sweep).
+        policies: the eviction policies run beside LRU at every capacity (R-POL-*),
+            each with its options (None: its defaults).
     """
 
     mode: str = "sequential"
@@ -54,6 +58,7 @@ class Settings:
     ray_address: str | None = None
     windows: int = 100
     timeline_capacity: int | None = None
+    policies: tuple[tuple[str, dict[str, object] | None], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -107,6 +112,7 @@ def plan(trace: Trace, settings: Settings) -> Plan:
         upcoming=upcoming,
         infinite=infinite,
         windows=settings.windows,
+        policies=settings.policies,
     )
     return Plan(
         job=job,
@@ -142,6 +148,7 @@ def execute(
         infinite=prepared.infinite,
         points=points,
         timeline_capacity=prepared.timeline_capacity,
+        compared={name: check_policy(name, options)[1] for name, options in settings.policies},
         seconds={
             "prepare": round(prepared.seconds, 4),
             "sweep": round(sweep_seconds, 4),

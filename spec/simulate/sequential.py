@@ -5,7 +5,8 @@ with nothing running beside it:
 
 1. ``match(prompt, namespace, pin=True)`` -- the cached prefix, pinned;
 2. ``insert(sequence, namespace)`` -- cache the prompt (and output ids when the
-   trace has them), evicting least-recently-used leaf blocks when short (R-INS-5);
+   trace has them), with the request's retention priority if it has one (R-POL-5),
+   evicting by the tree's policy when short (R-INS-5, R-POL-1);
 3. release the lease.
 
 A sequence with more whole blocks than the pool caches its first ``num_blocks``
@@ -81,7 +82,10 @@ def replay_sequential(trace: Trace, tree: Any, progress: Progress | None = None)
         if len(sequence) >= longest + trace.block_size:
             sequence = sequence[:longest]
             truncated += 1
-        evictions += len(insert(sequence, request.namespace).evicted)
+        if request.priority is None:
+            evictions += len(insert(sequence, request.namespace).evicted)
+        else:
+            evictions += len(insert(sequence, request.namespace, **request.retention()).evicted)
         hit.lease.release()
         remember(hit.length)
         if progress is not None and len(lengths) % PROGRESS_EVERY == 0:

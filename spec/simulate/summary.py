@@ -58,6 +58,7 @@ def summary_table(results: Results) -> Table:
     columns = [
         "blocks",
         "hit LRU",
+        *(f"hit {name.upper()}" for name in results.policies),
         "Belady",
         "infinite",
         "LRU/Belady",
@@ -77,6 +78,7 @@ def summary_table(results: Results) -> Table:
         row = [
             f"{point.capacity:,}",
             percent(point.lru.token_hit_ratio),
+            *(percent(point.policies[name].stats.token_hit_ratio) for name in results.policies),
             percent(belady),
             percent(_ratio(results.infinite)),
             percent(share),
@@ -123,7 +125,8 @@ def notes(results: Results) -> list[str]:
         lines.append(f"working set: {results.working_set:,} distinct blocks")
     if results.infinite is not None:
         share = f"{100 * KNEE_FRACTION:.0f}% of the infinite-capacity hit ratio"
-        for policy, name in (("lru", "LRU"), ("belady", "Belady")):
+        named = [(policy, policy.upper()) for policy in results.policies]
+        for policy, name in (("lru", "LRU"), *named, ("belady", "Belady")):
             knee = results.knee(policy)
             where = f"at {knee:,} blocks" if knee else "at none of these capacities"
             lines.append(f"knee: {name} reaches {share} {where}")

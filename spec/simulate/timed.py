@@ -67,7 +67,9 @@ class _Server:
                 continue
             hit = tree.match(request.tokens, request.namespace, pin=True)
             try:
-                done = tree.insert(request.tokens, request.namespace, pin=True)
+                done = tree.insert(
+                    request.tokens, request.namespace, pin=True, **request.retention()
+                )
             except OutOfBlocksError:
                 hit.lease.release()
                 if service.on_full == "refuse":
@@ -98,7 +100,8 @@ class _Server:
         if request.sequence is not request.tokens:
             sequence = request.sequence[: self.tree.num_blocks * self.trace.block_size]
             try:
-                self.evictions += len(self.tree.insert(sequence, request.namespace).evicted)
+                done = self.tree.insert(sequence, request.namespace, **request.retention())
+                self.evictions += len(done.evicted)
             except OutOfBlocksError:
                 self.uncached_outputs += 1
         self.blocked = False

@@ -45,6 +45,10 @@ class Request:
         timestamp: arrival time in milliseconds, or None when the trace has none.
         namespace: the tenant, adapter or model the request belongs to (R-NS), or None.
         line: the 1-based line of the trace file it came from (0 when generated).
+        priority: the retention priority its client asks for its inserts (R-POL-5),
+            or None for the namespace's default.
+        retain_for: how many logical clock ticks that priority holds, or None (for as
+            long as the blocks stay cached).
     """
 
     tokens: array[int]
@@ -54,6 +58,16 @@ class Request:
     timestamp: float | None
     namespace: str | None
     line: int = 0
+    priority: int | None = None
+    retain_for: int | None = None
+
+    def retention(self) -> dict[str, int]:
+        """The insert keywords its retention asks for: none without a priority. O(1)."""
+        if self.priority is None:
+            return {}
+        if self.retain_for is None:
+            return {"priority": self.priority}
+        return {"priority": self.priority, "retain_for": self.retain_for}
 
 
 @dataclass(frozen=True, slots=True)

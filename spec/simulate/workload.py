@@ -15,7 +15,15 @@ served chat and agent traffic, so the hit-ratio curve has a knee worth finding:
   from the branch;
 * **agent loops** -- a long tool-schema prefix shared by every session of an agent
   type, then many short steps, each appending a tool result and a short call;
-* **one-off prompts** -- no shared prefix at all: the misses every cache has.
+* **one-off prompts** -- no shared prefix at all: the misses every cache has;
+* **what a client asks to keep** (R-POL-5) -- an agent loop's steps ask a high
+  priority held until its next step is due (``agent_priority`` for
+  ``agent_retain_for`` clock ticks; the last step asks nothing: the loop is over),
+  a one-off call asks a low one (``oneoff_priority``), chat asks none; and tenants
+  have tiers: :attr:`WorkloadSpec.tiers` is the ``priority`` policy's
+  ``namespaces`` option ``simulate`` uses for this workload. The other policies
+  ignore all of it. (Drawing these takes no random numbers: the requests are the
+  same tokens with or without them.)
 
 Sessions start as a Poisson process; turns follow after the previous reply plus a
 think time (chat) or a tool's run time (agent). Token ids are drawn uniformly from
@@ -69,6 +77,17 @@ class WorkloadSpec:
     think_seconds: float = 25.0
     tool_seconds: float = 3.0
     decode_seconds_per_token: float = 0.02
+    agent_priority: int = 90
+    #: Each request makes three clock ticks (match, insert, release): about 60
+    #: requests run between an agent's steps at the default rates.
+    agent_retain_for: int = 180
+    oneoff_priority: int = 10
+    #: A tenant's tier: its default priority under the ``priority`` policy.
+    tiers: tuple[tuple[str, int], ...] = (("tenant-1", 60),)
+
+    def priority_options(self) -> dict[str, object]:
+        """The ``priority`` policy's options for this workload: its tenants' tiers."""
+        return {"namespaces": dict(self.tiers)}
 
 
 @dataclass
@@ -81,6 +100,8 @@ class _Pending:
     prompt: Tokens
     output: Tokens
     namespace: str | None
+    priority: int | None = None
+    retain_for: int | None = None
 
 
 class _Generator:
@@ -124,7 +145,8 @@ class _Generator:
         if kind < spec.chat_share + spec.agent_share:
             return self.agent(number, start, tenant, namespace)
         prompt = self.text(spec.oneoff_tokens)
-        return [_Pending(start, number, 0, prompt, self.text(spec.reply_tokens), namespace)]
+        output = self.text(spec.reply_tokens)
+        return [_Pending(start, number, 0, prompt, output, namespace, spec.oneoff_priority)]
 
     def chat(self, number: int, start: float, tenant: int, namespace: str | None) -> list[_Pending]:
         spec = self.spec
@@ -152,11 +174,15 @@ class _Generator:
         history = np.concatenate([schema, self.text(spec.user_tokens * 3)])  # the task
         made: list[_Pending] = []
         now = start
-        for step in range(min(self.turns(spec.agent_steps), 40)):
+        steps = min(self.turns(spec.agent_steps), 40)
+        for step in range(steps):
             if step:
                 history = np.concatenate([history, self.text(spec.observation_tokens)])
             output = self.text(spec.call_tokens)
             made.append(_Pending(now, number, step, history, output, namespace))
+            if step < steps - 1:  # its client knows another step follows
+                made[-1].priority = spec.agent_priority
+                made[-1].retain_for = spec.agent_retain_for
             history = np.concatenate([history, output])
             now += len(output) * spec.decode_seconds_per_token
             now += self.rng.lognormal(np.log(spec.tool_seconds), 0.5)
@@ -191,6 +217,8 @@ def generate_requests(spec: WorkloadSpec) -> list[Request]:
                 output_tokens=len(made.output),
                 timestamp=round(made.time * 1000.0, 3),
                 namespace=made.namespace,
+                priority=made.priority,
+                retain_for=made.retain_for,
             )
         )
     return requests

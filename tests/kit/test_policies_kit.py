@@ -42,7 +42,8 @@ def test_a_tree_without_policies_does_not_declare_the_level() -> None:
     candidate without the level is a usage error, not a finding."""
 
     class Plain:
-        pass
+        def __init__(self, num_blocks: int, block_size: int) -> None:
+            pass
 
     assert "policies" in supported_levels(reference.RadixTree)
     assert "policies" in supported_levels(accel.RadixTree)
@@ -88,7 +89,7 @@ def test_evicting_by_another_policy_names_the_policys_rule() -> None:
 
 def test_a_trace_carries_its_policy_in_the_reset() -> None:
     """R-POL-3: replaying a recorded lfu trace builds the trees under lfu."""
-    steps = [
+    steps: list[dict[str, Any]] = [
         {"op": "reset", "num_blocks": 2, "block_size": 1, "policy": "lfu", "policy_options": None},
         {"op": "insert", "tokens": [1], "namespace": None, "pin": False},
         {"op": "match", "tokens": [1], "namespace": None, "pin": False},

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -121,11 +122,9 @@ def test_token_trace_round_trip(tmp_path: Path) -> None:
     assert write_lines(token_lines(trace), path) == 30
     again = read_trace(path)
     assert again.requests == [
-        type(r)(
-            r.tokens, r.sequence, r.prompt_tokens, r.output_tokens, r.timestamp, r.namespace, number
-        )
-        for number, r in enumerate(trace.requests, 1)
+        dataclasses.replace(r, line=number) for number, r in enumerate(trace.requests, 1)
     ]
+    assert any(r.priority is not None for r in again.requests)  # the retention travels too
     plain = token_trace([[1, 2]], outputs=[[]])
     assert (
         json.loads(path.read_text().splitlines()[0])["tokens"] == trace.requests[0].tokens.tolist()

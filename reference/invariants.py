@@ -121,7 +121,7 @@ def check_tree(tree: RadixTree) -> None:
     extra = sorted(queued.keys() - evictable_leaves.keys())
     _require(not extra, f"nodes {extra} are queued but are not evictable leaves")
 
-    broken = tree._policy.check(seen_blocks, tree._clock)
+    broken = tree._policy.check(seen_blocks, tree._clock) or tree._policy.check_keys(seen_blocks)
     _require(broken is None, f"policy {tree._policy.name}: {broken}")
 
     _check_lease_pins(tree, seen_blocks)

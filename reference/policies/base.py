@@ -57,6 +57,20 @@ class EvictionPolicy(ABC):
     option_names: ClassVar[tuple[str, ...]] = ()
     #: Names of the per-block fields :meth:`block_fields` adds to each dumped edge.
     dump_fields: ClassVar[tuple[str, ...]] = ()
+    #: The key's items before the block id, each a dump field or ``"stamp"``.
+    key_names: ClassVar[tuple[str, ...]] = ("stamp",)
+
+    @classmethod
+    def key_from(cls, block: int, values: Mapping[str, int]) -> Key:
+        """The key of ``block`` from what a dump shows of it (its ``stamp`` and the
+        policy's fields): the same tuple :meth:`key` gives (``check_invariants`` checks
+        it), so anything holding a dump -- ``explain``, a peer's adapter -- orders
+        candidates as the tree does. O(1).
+
+        Raises:
+            KeyError: ``values`` lacks one of :attr:`key_names`.
+        """
+        return (*(values[name] for name in cls.key_names), block)
 
     def __init__(self, num_blocks: int, stamps: list[int], options: dict[str, object]) -> None:
         self._stamps = stamps
@@ -109,6 +123,16 @@ class EvictionPolicy(ABC):
     def check(self, cached: Iterable[int], clock: int) -> str | None:
         """The first broken invariant of the policy's state over the ``cached`` blocks
         at clock time ``clock``, or None. O(num_blocks) at most."""
+        return None
+
+    def check_keys(self, cached: Iterable[int]) -> str | None:
+        """Whether every cached block's key is :meth:`key_from` its dumped values. O(n)."""
+        for block in cached:
+            values = {"stamp": self._stamps[block]}
+            for name, items in self.block_fields([block]).items():
+                values[name] = items[0]
+            if self.key(block) != self.key_from(block, values):
+                return f"block {block}'s key {self.key(block)} is not the dump's"
         return None
 
     def copy(self, stamps: list[int]) -> EvictionPolicy:

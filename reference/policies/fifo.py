@@ -21,6 +21,7 @@ class FifoPolicy(EvictionPolicy):
 
     name = "fifo"
     dump_fields = ("born",)
+    key_names = ("born",)
 
     def __init__(self, num_blocks: int, stamps: list[int], options: dict[str, object]) -> None:
         super().__init__(num_blocks, stamps, options)

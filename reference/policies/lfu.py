@@ -29,6 +29,7 @@ class LfuPolicy(EvictionPolicy):
 
     name = "lfu"
     dump_fields = ("hits",)
+    key_names = ("hits", "stamp")
 
     def __init__(self, num_blocks: int, stamps: list[int], options: dict[str, object]) -> None:
         super().__init__(num_blocks, stamps, options)

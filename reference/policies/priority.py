@@ -53,6 +53,7 @@ class PriorityPolicy(EvictionPolicy):
     name = "priority"
     option_names = ("default", "namespaces")
     dump_fields = ("priority", "until")
+    key_names = ("priority", "stamp")
 
     def __init__(self, num_blocks: int, stamps: list[int], options: dict[str, object]) -> None:
         super().__init__(num_blocks, stamps, options)

@@ -39,6 +39,7 @@ class SlruPolicy(EvictionPolicy):
     name = "slru"
     option_names = ("protected_percent",)
     dump_fields = ("protected",)
+    key_names = ("protected", "stamp")
 
     def __init__(self, num_blocks: int, stamps: list[int], options: dict[str, object]) -> None:
         super().__init__(num_blocks, stamps, options)

@@ -21,7 +21,14 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from kachedb_radix.reference.policies import POLICIES
+
 Dump = dict[str, Any]
+
+#: Every policy's per-block dump fields (R-POL-1).
+POLICY_FIELDS: tuple[str, ...] = tuple(
+    dict.fromkeys(name for policy in POLICIES.values() for name in policy.dump_fields)
+)
 
 
 class KeySpace:
@@ -61,6 +68,7 @@ class CachedBlock:
         stamp: its recency stamp (None when the dump leaves stamps out).
         edge: the key of the first block of the dump edge holding it.
         position: its index in that edge.
+        fields: its eviction policy's per-block fields (R-POL-1), by name; empty for lru.
     """
 
     key: int
@@ -71,6 +79,7 @@ class CachedBlock:
     stamp: int | None
     edge: int
     position: int
+    fields: dict[str, int] = field(default_factory=dict)
 
 
 @dataclass
@@ -106,6 +115,20 @@ class DumpIndex:
     def quarantine(self) -> list[int]:
         """The quarantined ids, oldest batch first."""
         return list(self.dump.get("quarantine", []))
+
+    @property
+    def policy(self) -> str:
+        """The eviction policy the dump names (R-POL-1): ``lru`` when it names none."""
+        named: str = (self.dump.get("policy") or {}).get("name", "lru")
+        return named if named in POLICIES else "lru"
+
+    def eviction_key(self, block: CachedBlock) -> tuple[int, ...]:
+        """``block``'s eviction key under the dump's policy, from what the dump shows of
+        it (a missing stamp or field counts as -1). O(1)."""
+        policy = POLICIES[self.policy]
+        values = {name: block.fields.get(name, -1) for name in policy.key_names}
+        values["stamp"] = block.stamp if block.stamp is not None else -1
+        return policy.key_from(block.block, values)
 
     def is_leaf_tail(self, key: int) -> bool:
         """Whether the block ``key`` has no cached child (an eviction candidate's shape). O(1)."""
@@ -150,6 +173,7 @@ def _index_edge(
     if len(tokens) != len(ids) * size or not ids:
         raise ValueError(f"an edge of {len(ids)} blocks holds {len(tokens)} tokens (B={size})")
     pins, stamps = edge.get("pins"), edge.get("stamps")
+    named = [name for name in POLICY_FIELDS if isinstance(edge.get(name), list)]
     first = 0
     for position, block in enumerate(ids):
         key = keys.block(parent, tokens[position * size : (position + 1) * size])
@@ -163,6 +187,7 @@ def _index_edge(
             None if stamps is None else stamps[position],
             first,
             position,
+            {name: edge[name][position] for name in named},
         )
         index.by_id[block] = key
         index.children.setdefault(parent, []).append(key)
@@ -276,10 +301,11 @@ def walk(index: DumpIndex, keys: KeySpace, namespace: object, tokens: object) ->
 
 
 def eviction_order(index: DumpIndex) -> Iterator[CachedBlock]:
-    """Unpinned leaf-tail blocks, least recently used first, ties to the smaller id
-    (R-EVICT-1..3): the blocks the next eviction would take first. O(n log n)."""
+    """Unpinned leaf-tail blocks, the smallest eviction key under the dump's policy first
+    (R-POL-1; under lru least recently used first, ties to the smaller id, R-EVICT-1..3):
+    the blocks the next eviction would take first. O(n log n)."""
     tails = [
         block for key, block in index.blocks.items() if index.is_leaf_tail(key) and not block.pin
     ]
-    tails.sort(key=lambda block: (block.stamp if block.stamp is not None else -1, block.block))
+    tails.sort(key=index.eviction_key)
     return iter(tails)

@@ -20,7 +20,8 @@
     const row = DATA.nodes[index];
     found = {
       id: row.i, kind: row.k, lines: row.l, blocks: row.b || [], pins: row.p || null,
-      stamps: row.s || null, flags: row.f || [], children: (row.c || []).map(node),
+      stamps: row.s || null, key: row.y || null, flags: row.f || [],
+      children: (row.c || []).map(node),
     };
     built.set(index, found);
     return found;
@@ -28,13 +29,15 @@
   const isHot = (n) => n.kind === "ghost" || n.flags.some((flag) => CHANGE.has(flag));
   const textLength = (line) => Array.from(line).length;
 
-  // An edge opened by a click lists its blocks: id, pins, stamp.
+  // An edge opened by a click lists its blocks: id, pins, stamp; a leaf's last block
+  // also its eviction key under the tree's policy (R-POL-1).
   function labelLines(n) {
     if (n.kind !== "edge" || !state.open.has(n.id)) return n.lines;
     const cells = n.blocks.map((block, i) =>
       "#" + block + (n.pins ? " p" + n.pins[i] : "") + (n.stamps ? " t" + n.stamps[i] : ""));
     const rows = [];
     for (let i = 0; i < cells.length; i += 4) rows.push(cells.slice(i, i + 4).join("  "));
+    if (n.key) rows.push("eviction key: " + n.key);
     return n.lines.concat(rows);
   }
 
@@ -215,7 +218,8 @@
       labelLines(n).forEach((line, i) => {
         el("tspan", { x: K.padX, y: K.padY + K.lineH * (i + 1) - 3 }, text).textContent = line;
       });
-      if (n.kind === "more" || n.kind === "chain" || (n.kind === "edge" && n.blocks.length > 1)) {
+      const opens = n.kind === "edge" && (n.blocks.length > 1 || n.key);  // a leaf: its key
+      if (n.kind === "more" || n.kind === "chain" || opens) {
         g.classList.add("clickable");
         g.addEventListener("click", (event) => { event.stopPropagation(); toggle(n); });
       }

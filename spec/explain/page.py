@@ -51,7 +51,13 @@ class _NodeTable:
         indices: dict[int, int] = {}
         for current in reversed(order):
             row: dict[str, Any] = {"i": current["id"], "k": current["kind"], "l": current["lines"]}
-            for short, name in (("b", "blocks"), ("p", "pins"), ("s", "stamps"), ("f", "flags")):
+            for short, name in (
+                ("b", "blocks"),
+                ("p", "pins"),
+                ("s", "stamps"),
+                ("y", "key"),
+                ("f", "flags"),
+            ):
                 if current.get(name):
                     row[short] = current[name]
             if current["children"]:

@@ -31,7 +31,7 @@ from kachedb_radix.reference.render import describe_edge, id_ranges
 from .decide import StepFacts, decide
 from .model import Changes, DumpIndex, KeySpace, diff, empty_dump, index_dump
 from .record import Frame, Recording, Side
-from .why import explain_step
+from .why import explain_step, key_text
 
 Node = dict[str, Any]
 View = dict[str, Any]
@@ -243,6 +243,7 @@ def _edge_node(
             flags.append(flag)
     if any(pins):
         flags.append("pinned")
+    tail = after.blocks[keys[-1]]
     return {
         "id": f"k{keys[0]}",
         "kind": "edge",
@@ -250,6 +251,8 @@ def _edge_node(
         "blocks": blocks,
         "pins": pins,
         "stamps": stamps,
+        # R-POL-1: a leaf's eviction key under the tree's policy, shown with its blocks
+        "key": key_text(after, tail) if after.is_leaf_tail(tail.key) else None,
         "flags": flags,
         "children": [],
     }

@@ -5,8 +5,9 @@ Where a step made a choice, the panel shows what it chose from:
 * **match walk** (match, insert): the edges the walk went through, how many
   blocks of each it used, and why it stopped (R-MATCH-1, R-SPLIT-1);
 * **eviction candidates** (an evicting insert, evict): the unpinned leaf tails in
-  LRU order with their stamps before the step, and the order actually taken
-  (R-EVICT-1..3, R-PIN-3);
+  the order of the tree's eviction policy, each with its key before the step (its
+  stamp under LRU), the order actually taken, and why the first goes first
+  (R-EVICT-1..3, R-POL-*, R-PIN-3);
 * **free list** (allocation, frees): the allocator's ids before and what was
   taken or returned (R-ALLOC-2, R-INS-4);
 * **pins** (pinning, release): which blocks a lease took or gave back (R-PIN-*);
@@ -20,9 +21,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from kachedb_radix.reference.policies import POLICIES
 from kachedb_radix.reference.render import id_ranges
 
-from .model import Changes, DumpIndex, KeySpace, eviction_order, walk
+from .model import CachedBlock, Changes, DumpIndex, KeySpace, eviction_order, walk
 
 #: Eviction candidates listed before "... and n more".
 SHOWN_CANDIDATES = 8
@@ -47,7 +49,12 @@ def explain_step(
         sections.append(("match walk", _walk_lines(step, before, keys)))
     evicted = (answer or {}).get("evicted") or (answer or {}).get("freed") or []
     if evicted:
-        sections.append(("eviction candidates, LRU first", _candidates(before, evicted)))
+        title = (
+            "eviction candidates, LRU first"
+            if before.policy == "lru"
+            else f"eviction candidates, smallest {before.policy} key first"
+        )
+        sections.append((title, _candidates(before, evicted)))
     if changes.allocated or changes.freed:
         sections.append(("free list", _free_lines(before, changes)))
     if changes.pinned or changes.unpinned:
@@ -89,13 +96,38 @@ def _candidates(before: DumpIndex, evicted: list[int]) -> list[str]:
             lines.append("…")
             break
         taken = f"  ← evicted {_ordinal(order[block.block])}" if block.block in order else ""
-        lines.append(f"#{block.block}  t={block.stamp}{taken}")
+        lines.append(f"#{block.block}  {key_text(before, block)}{taken}")
     pinned = sum(1 for block in before.blocks.values() if block.pin)
     if pinned:
         lines.append(f"{pinned} pinned blocks are never candidates")
+    if before.policy != "lru":
+        lines.append(f"{before.policy}: {POLICY_ORDER[before.policy]}")
     lines.append(f"evicted, in order: {', '.join(str(block) for block in evicted)}")
     lines.append("(each eviction makes the block above a leaf tail: deeper blocks go first)")
     return lines
+
+
+#: Why the first candidate goes first, per policy (R-POL-2 .. R-POL-6).
+POLICY_ORDER: dict[str, str] = {
+    "lru": "the least recently used goes first (R-POL-2)",
+    "lfu": "the fewest hits go first, then the least recently used (R-POL-3)",
+    "fifo": "the earliest cached goes first, however recently used (R-POL-4)",
+    "priority": "the lowest retention priority goes first, then the least recently used "
+    "(R-POL-5)",
+    "slru": "probation (0) before protected (1), least recently used first in each (R-POL-6)",
+}
+
+#: How a key's items are shown: the stamp as ``t``, the others by their field name.
+_SHORT = {"stamp": "t"}
+
+
+def key_text(index: DumpIndex, block: CachedBlock) -> str:
+    """``block``'s eviction key as the panel and the page show it: ``t=5`` under lru,
+    ``hits=2 t=5`` under lfu, ... (R-POL-1). O(1)."""
+    names = POLICIES[index.policy].key_names
+    key = index.eviction_key(block)
+    shown = zip(names, key[:-1], strict=True)
+    return " ".join(f"{_SHORT.get(name, name)}={value}" for name, value in shown)
 
 
 def _free_lines(before: DumpIndex, changes: Changes) -> list[str]:

@@ -7,7 +7,9 @@
 * **eviction** -- the *first* ``evict(64)`` after filling the wide shared-prefix tree, per
   freed block, at 10^3 and 10^6 cached blocks (and 10^4, 10^5 in the full run): both a
   figure against the baseline and the growth check (at most 3x from the smallest size to
-  the largest);
+  the largest); for a target with eviction policies (R-POL-*) the same at 10^3 and 10^6
+  under each other policy (``evict/first/<policy>/<size>``, two rounds each), each with its
+  own growth check;
 * **memory** -- bytes per cached block beyond the tokens, for targets that report their
   own allocations (:mod:`kachedb_radix.spec.gate.memory`);
 * **block pool host side** -- for ``reference`` and ``accel``, the CPU side of a GPU pool
@@ -61,6 +63,9 @@ INSERT_KINDS: dict[str, Callable[..., Workload]] = {
 #: The first eviction's growth from the smallest size to the largest may not exceed this.
 MAX_EVICT_GROWTH = 3.0
 
+#: The policies besides lru whose first eviction's growth is checked (R-POL-1).
+GROWTH_POLICIES = ("lfu", "fifo", "priority", "slru")
+
 
 @dataclass(frozen=True)
 class Case:
@@ -88,12 +93,13 @@ class Plan:
     mode: str
     cases: list[Case]
     memory: list[MemoryCase] = field(default_factory=list)
-    evict_keys: tuple[str, str] | None = None  # (smallest, largest) first-eviction cases
+    #: (smallest, largest) first-eviction cases, one pair per policy checked
+    evict_keys: tuple[tuple[str, str], ...] = ()
     notes: list[str] = field(default_factory=list)
 
 
-def first_evict_name(size: int) -> str:
-    return f"evict/first/{size}"
+def first_evict_name(size: int, policy: str = "lru") -> str:
+    return f"evict/first/{size}" if policy == "lru" else f"evict/first/{policy}/{size}"
 
 
 def build_plan(
@@ -132,6 +138,12 @@ def build_plan(
     for size in sizes:
         make = functools.partial(shapes.first_evict_workload, factory, impl, size)
         cases.append(Case(first_evict_name(size), make, MEMORY))
+    for policy in GROWTH_POLICIES if target.policies else ():
+        for size in (min(sizes), max(sizes)):
+            make = functools.partial(
+                shapes.first_evict_workload, factory, impl, size, rounds=2, policy=policy
+            )
+            cases.append(Case(first_evict_name(size, policy), make, MEMORY))
     if target.pool is not None:
         for name, host_side in host_side_cases(target.pool).items():
             cases.append(Case(name, host_side, CPU))
@@ -145,12 +157,18 @@ def build_plan(
     if only is not None:
         cases = [case for case in cases if only in case.name]
         memory_cases = [case for case in memory_cases if only in case.name]
-    evict = [case.name for case in cases if case.name.startswith("evict/first/")]
-    keys = (evict[0], evict[-1]) if len(evict) > 1 else None
+    names = {case.name for case in cases}
+    keys = tuple(
+        (first_evict_name(min(sizes), policy), first_evict_name(max(sizes), policy))
+        for policy in ("lru", *(GROWTH_POLICIES if target.policies else ()))
+        if len(sizes) > 1
+        and {first_evict_name(min(sizes), policy), first_evict_name(max(sizes), policy)} <= names
+    )
     notes = [
         f"eviction check: the first evict({shapes.EVICT_BATCH}) after a fill, per freed "
         f"block, at {min(sizes):,} vs {max(sizes):,} cached blocks (block size 1, "
         f"{shapes.FIRST_EVICT_HEADS} shared heads, leaves of "
         f"{shapes.FIRST_EVICT_LEAF_BLOCKS} blocks), at most {MAX_EVICT_GROWTH:g}x"
+        + (f"; also under {', '.join(GROWTH_POLICIES)}" if target.policies else "")
     ]
     return Plan(target.name, "quick" if quick else "full", cases, memory_cases, keys, notes)

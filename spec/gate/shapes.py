@@ -58,9 +58,14 @@ TreeFactory = Callable[..., Any]
 # ---------------------------------------------------------------- trees
 
 
-def make_tree(factory: TreeFactory, name: str, num_blocks: int, block_size: int) -> Any:
-    """A tree of implementation ``name``; fails if the class reports another name."""
-    tree = factory(num_blocks, block_size)
+def make_tree(
+    factory: TreeFactory, name: str, num_blocks: int, block_size: int, policy: str = "lru"
+) -> Any:
+    """A tree of implementation ``name`` evicting by ``policy``; fails if the class reports
+    another name."""
+    tree = factory(num_blocks, block_size) if policy == "lru" else factory(
+        num_blocks, block_size, policy=policy
+    )
     actual = getattr(tree, "implementation", None)
     if actual != name:
         raise RuntimeError(f"asked for implementation {name!r}, got {actual!r}")
@@ -469,6 +474,14 @@ def first_evict_sequences(
     return [prefix[i % heads] + tail for i, tail in enumerate(tails)]
 
 
+#: What the inserts of a ``priority`` fill ask, round robin (R-POL-5).
+FILL_RETENTION: tuple[dict[str, int], ...] = (
+    {"priority": 90, "retain_for": 1000},
+    {},
+    {"priority": 10},
+    {"priority": 60, "retain_for": 50},
+)
+
 #: Bytes written between a fill and its timed eviction: more than any CPU's caches hold.
 CACHE_FLUSH_BYTES = 128 << 20
 _FLUSH: list[np.ndarray[Any, np.dtype[np.uint8]]] = []
@@ -489,9 +502,10 @@ def first_evict_workload(
     block_size: int = 1,
     batch: int = EVICT_BATCH,
     rounds: int = 3,
+    policy: str = "lru",
 ) -> Workload:
-    """The *first* ``evict(batch)`` after a fill of ``cached_blocks`` blocks; time per
-    freed block.
+    """The *first* ``evict(batch)`` after a fill of ``cached_blocks`` blocks, under eviction
+    ``policy`` (R-POL-1); time per freed block.
 
     Each round fills a fresh tree (untimed: one insert per leaf of
     :func:`first_evict_sequences`, so the tree has the history of a long run), flushes the
@@ -501,17 +515,22 @@ def first_evict_workload(
     its size, and what the growth from 10^3 to 10^6 blocks then measures is the work per
     block, not whether the tree fits in a cache.  ``rounds`` rounds, no warm-up (a warm-up
     would not be a first call).  Block size 1 keeps a 10^6-block fill affordable.
+
+    Under ``priority`` the fill asks what a mixed workload asks (:data:`FILL_RETENTION`,
+    round robin: some leaves held high for a while, some low, some at the default), so the
+    eviction orders by priority and some priorities have fallen back by the eviction.
     """
     sequences = first_evict_sequences(cached_blocks, block_size)
     trees: list[Any] = []
+    asks = FILL_RETENTION if policy == "priority" else ({},)
 
     def fill() -> None:
         trees.clear()  # the previous round's tree goes before the next one is built
-        tree = make_tree(factory, impl, cached_blocks + 2 * batch, block_size)
-        for tokens in sequences:
+        tree = make_tree(factory, impl, cached_blocks + 2 * batch, block_size, policy)
+        for index, tokens in enumerate(sequences):
             if tree.stats().cached >= cached_blocks:
                 break
-            tree.insert(tokens)
+            tree.insert(tokens, **asks[index % len(asks)])
         trees.append(tree)
         flush_caches()
 

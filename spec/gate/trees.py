@@ -42,6 +42,8 @@ class GateTarget:
             trees are one shared candidate object).
         pool: ``"reference"`` or ``"accel"``: whose block pool's host side to time too.
         closers: what to close at the end (child processes).
+        policies: whether ``factory`` takes ``policy=`` (R-POL-1): then the eviction
+            growth is checked under every policy.
     """
 
     name: str
@@ -50,6 +52,7 @@ class GateTarget:
     reuse_trees: bool = True
     pool: str | None = None
     closers: list[Callable[[], None]] = field(default_factory=list)
+    policies: bool = False
 
     def close(self) -> None:
         """Close every child process the target started. Idempotent."""
@@ -100,16 +103,20 @@ class CandidateTree:
 
 
 def _tree_class_target(name: str) -> GateTarget:
-    def factory(num_blocks: int, block_size: int) -> Any:
+    offered: list[frozenset[str]] = []
+
+    def factory(num_blocks: int, block_size: int, policy: str = "lru") -> Any:
         adapter = resolve(name).open()
         assert isinstance(adapter, TreeAdapter)
-        adapter.reset(num_blocks, block_size)
+        adapter.reset(num_blocks, block_size, policy)
+        offered.append(frozenset(adapter.levels))
         return adapter.tree
 
     probe = factory(1, 1)
     implementation = str(getattr(probe, "implementation", type(probe).__name__))
     pool = name if name in ("reference", "accel") else None
-    return GateTarget(name, factory, implementation, pool=pool)
+    policies = "policies" in offered[0]
+    return GateTarget(name, factory, implementation, pool=pool, policies=policies)
 
 
 def _candidate_target(

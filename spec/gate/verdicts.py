@@ -193,8 +193,9 @@ def evaluate(
 ) -> list[Verdict]:
     """Every check of the gate, from the measurements so far."""
     verdicts: list[Verdict] = []
-    if plan.evict_keys is not None and all(k in results for k in plan.evict_keys):
-        small, large = plan.evict_keys
+    for small, large in plan.evict_keys:
+        if small not in results or large not in results:
+            continue
         low, high = best_median(results, small), best_median(results, large)
         growth = high / low
         verdicts.append(

@@ -268,3 +268,36 @@ def test_rule_links_open_the_rule_text(browser: Any, tmp_path: Path) -> None:
     page.page.keyboard.press("Escape")
     assert view.is_hidden()
     page.close()
+
+
+def test_an_open_leaf_shows_its_eviction_key(browser: Any, tmp_path: Path) -> None:
+    """R-POL-1: under lfu a leaf edge opened by a click lists its eviction key (hits,
+    then stamp) below its blocks; an inner edge lists none."""
+    steps: list[dict[str, Any]] = [
+        {"op": "reset", "num_blocks": 4, "block_size": 1, "policy": "lfu", "policy_options": None},
+        {"op": "insert", "tokens": [1, 2], "namespace": None, "pin": False},
+        {"op": "insert", "tokens": [1, 3], "namespace": None, "pin": False},
+        {"op": "match", "tokens": [1, 3], "namespace": None, "pin": False},
+    ]
+    recording = record(steps, None, title="lfu keys", source="lfu")
+    views = frame_views(recording)
+    path = tmp_path / "lfu.html"
+    path.write_text(build_page(recording, views), encoding="utf-8")
+    page = Page(browser, path, views)
+    page.page.keyboard.press("End")
+    page.check(len(views) - 1)
+    svg = page.svg("reference")
+    leaves = [node for node in all_nodes(views[-1][0]["tree"]) if node.get("key")]
+    inner = [node for node in all_nodes(views[-1][0]["tree"])
+             if node["kind"] == "edge" and not node.get("key")]  # fmt: skip
+    assert {node["key"] for node in leaves} == {"hits=0 t=1", "hits=1 t=3"}
+    page.page.keyboard.press("0")  # fit: every node in view
+    for node in leaves:
+        edge = svg.locator(f'g.node[data-node="{node["id"]}"]')
+        edge.click()
+        lines = svg.locator(f'g.node[data-node="{node["id"]}"] tspan')
+        assert f"eviction key: {node['key']}" in lines.all_text_contents()
+    edge = svg.locator(f'g.node[data-node="{inner[0]["id"]}"]')
+    edge.click()
+    assert not any("eviction key" in line for line in edge.locator("tspan").all_text_contents())
+    page.close()

@@ -649,3 +649,27 @@ def test_readers_without_stats() -> None:
     assert explain_step(
         {"op": "evict", "count": 1}, {"ok": {"freed": []}}, empty, empty, changes, keys, None
     ) == [("readers and quarantine", ["quarantined now: 1", "quarantine: empty"])]
+
+
+def test_the_eviction_key_of_each_policy_is_shown(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """R-POL-1, R-POL-3: under lfu the candidates are listed by their lfu keys, the
+    victim's reason is stated, and the page carries each leaf's key for its block list."""
+    trace = tmp_path / "lfu.jsonl"
+    steps = [
+        {"op": "reset", "num_blocks": 3, "block_size": 1, "policy": "lfu", "policy_options": None},
+        {"op": "insert", "tokens": [1], "namespace": None, "pin": False},
+        {"op": "match", "tokens": [1], "namespace": None, "pin": False},
+        {"op": "insert", "tokens": [2], "namespace": None, "pin": False},
+        {"op": "insert", "tokens": [3], "namespace": None, "pin": False},
+        {"op": "insert", "tokens": [4], "namespace": None, "pin": False},
+    ]
+    trace.write_text("".join(json.dumps(step) + "\n" for step in steps))
+    html = tmp_path / "p.html"
+    assert main(["explain", str(trace), "--text", "--html", str(html)]) == 0
+    out = capsys.readouterr().out
+    assert "eviction candidates, smallest lfu key first" in out
+    assert "#1  hits=0 t=3  ← evicted 1st" in out and "#0  hits=1 t=2" in out
+    assert "lfu: the fewest hits go first, then the least recently used (R-POL-3)" in out
+    assert '"y":"hits=1 t=2"' in html.read_text()

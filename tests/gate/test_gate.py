@@ -26,7 +26,14 @@ from kachedb_radix.spec.cli.main import main as cli_main
 from kachedb_radix.spec.conform.adapter import TreeAdapter
 from kachedb_radix.spec.conform.targets import TargetError
 from kachedb_radix.spec.gate import blockpool, cases, memory, run, shapes, timing, verdicts
-from kachedb_radix.spec.gate.cases import Case, MemoryCase, Plan, build_plan, first_evict_name
+from kachedb_radix.spec.gate.cases import (
+    GROWTH_POLICIES,
+    Case,
+    MemoryCase,
+    Plan,
+    build_plan,
+    first_evict_name,
+)
 from kachedb_radix.spec.gate.run import GateRun, run_gate
 from kachedb_radix.spec.gate.shapes import Workload
 from kachedb_radix.spec.gate.trees import CandidateTree, gate_target
@@ -260,7 +267,12 @@ def test_quick_and_full_plans() -> None:
     quick = build_plan(target, quick=True)
     names = [case.name for case in quick.cases]
     assert "match/branchy/1024/uint32" in names and "insert/fresh/1024" in names
-    assert quick.evict_keys == (first_evict_name(1000), first_evict_name(1_000_000))
+    assert quick.evict_keys[0] == (first_evict_name(1000), first_evict_name(1_000_000))
+    # R-POL-1: the growth is checked under every policy too
+    assert quick.evict_keys[1:] == tuple(
+        (first_evict_name(1000, policy), first_evict_name(1_000_000, policy))
+        for policy in GROWTH_POLICIES
+    )
     assert {case.calibration for case in quick.cases if case.name.startswith("match")} == {"cpu"}
     assert {case.calibration for case in quick.cases if case.name.startswith("insert")} == {
         "memory"
@@ -269,9 +281,11 @@ def test_quick_and_full_plans() -> None:
     assert [m.name for m in quick.memory][-1] == "memory/grouped/100000"
     full = build_plan(target, quick=False)
     assert len(full.cases) > len(quick.cases) and full.mode == "full"
-    assert sum(1 for c in full.cases if c.name.startswith("evict/first/")) == 4
+    assert sum(1 for c in full.cases if c.name.startswith("evict/first/")) == 4 + 2 * len(
+        GROWTH_POLICIES
+    )
     only = build_plan(target, quick=True, only="evict/first/1000000")
-    assert only.evict_keys is None and len(only.cases) == 1 and not only.memory
+    assert only.evict_keys == () and len(only.cases) == 1 and not only.memory
 
 
 def test_plan_cases_build_their_workloads() -> None:
@@ -283,6 +297,21 @@ def test_plan_cases_build_their_workloads() -> None:
     by_name["match/branchy/1024/uint32"].make()  # the same tree, reused
     first = by_name[first_evict_name(400)].make()
     assert first.rounds == 3
+
+
+@pytest.mark.parametrize("impl", ["reference", "accel"])
+@pytest.mark.parametrize("policy", GROWTH_POLICIES)
+def test_the_first_eviction_runs_under_every_policy(impl: str, policy: str) -> None:
+    """R-POL-1: each policy's first-eviction workload fills a tree of that policy (the
+    priority fill asking retention) and its timed call frees exactly the batch."""
+    plan = build_plan(gate_target(impl), quick=True, evict_sizes=(200, 400))
+    assert (first_evict_name(200, policy), first_evict_name(400, policy)) in plan.evict_keys
+    work = {case.name: case for case in plan.cases}[first_evict_name(400, policy)].make()
+    assert work.rounds == 2
+    assert work.setup is not None
+    work.setup()
+    assert len(work.run()) == 64  # type: ignore[arg-type]
+    assert work.keep[0][0].policy == policy  # type: ignore[index]
 
 
 def test_trees_are_rebuilt_for_a_shared_candidate() -> None:
@@ -332,7 +361,7 @@ def _plan(with_memory: bool = True) -> Plan:
     ]
     mem = [MemoryCase("memory/one_edge", lambda: None)] if with_memory else []
     keys = (first_evict_name(1000), first_evict_name(1_000_000))
-    return Plan("t", "quick", cases_, mem, keys)
+    return Plan("t", "quick", cases_, mem, (keys,))
 
 
 def _baseline() -> Baseline:

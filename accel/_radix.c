@@ -1624,7 +1624,7 @@ static PyMethodDef Tree_methods[] = {
      "smallest key goes first (R-POL-1). Under ``lru`` it is ``(stamp, block_id)``,\n"
      "the stamp the block was last used at (R-LRU-1, R-EVICT-2, R-EVICT-3); each\n"
      "policy's key is in :mod:`kachedb_radix.reference.policies`. A block no longer\n"
-     "cached keeps the key it had. O(1).\n\n"
+     "cached keeps the key it had, but for its SLRU segment, which eviction clears. O(1).\n\n"
      "Raises:\n    ForeignBlockError: ``block_id`` is not an id of this pool."},
     {"reclaim", (PyCFunction)Tree_reclaim, METH_NOARGS,
      "reclaim($self, /)\n--\n\n"

@@ -369,7 +369,7 @@ class RadixTree:
         smallest key goes first (R-POL-1). Under ``lru`` it is ``(stamp, block_id)``,
         the stamp the block was last used at (R-LRU-1, R-EVICT-2, R-EVICT-3); each
         policy's key is in :mod:`kachedb_radix.reference.policies`. A block no longer
-        cached keeps the key it had. O(1).
+        cached keeps the key it had, but for its SLRU segment, which eviction clears. O(1).
 
         Raises:
             ForeignBlockError: ``block_id`` is not an id of this pool.

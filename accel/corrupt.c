@@ -153,6 +153,9 @@ static const char *const KINDS[] = {
     "quarantine_foreign", "quarantine_cached", "quarantine_twice", "quarantine_free",
     "readers_order", "allocated_count", "chunk_refs", "pinned_count", "tail_stamps",
     "heap_node_foreign", "heap_pos_stale", "heap_order",
+    "policy_hits", "policy_born", "policy_priority", "policy_until",
+    "policy_protected_uncached", "policy_protected_count", "policy_heap_order",
+    "policy_heap_block", "policy_heap_live",
     "lease_released", "lease_unlinked", "lease_path", "lease_blocks", "lease_count",
     "pins_vs_leases",
     "trie_rc_zero", "trie_shared", "trie_empty", "trie_overfull", "trie_total",
@@ -179,6 +182,63 @@ static const char *const KINDS[] = {
 #define IS(name) (strcmp(kind, name) == 0)
 
 /* The writer's records (inspect.c's tree_check).  1 done, 0 not one of these kinds. */
+/* A cached block that is no leaf's tail (its key is in no heap entry), or NIL. */
+static uint32_t find_inner_block(const TreeObject *t) {
+    for (uint32_t n = 0; n < t->nodes_len; n++) {
+        const Node *x = &t->nodes[n];
+        if (!live(t, n) || x->nblocks == 0) continue;
+        if (x->nchildren > 0) return node_ids(t, x)[0];
+        if (x->nblocks > 1) return node_ids(t, x)[0];
+    }
+    return NIL;
+}
+
+/* The eviction policy's state (policy.c's pol_check). */
+static int corrupt_policy(TreeObject *t, const char *kind, Undo *u) {
+    Policy *p = &t->pol;
+    uint32_t inner = find_inner_block(t);
+    if (IS("policy_hits")) {
+        NEED(p->kind == POL_LFU && inner != NIL, "lfu block inside an edge");
+        PUT(u, p->hits[inner], HITS_CAP + 1u);
+    } else if (IS("policy_born")) {
+        NEED(p->kind == POL_FIFO && inner != NIL, "fifo block inside an edge");
+        PUT(u, p->born[inner], (uint64_t)0);
+    } else if (IS("policy_priority")) {
+        NEED(p->kind == POL_PRIORITY && inner != NIL, "priority block inside an edge");
+        PUT(u, p->prio[inner], (uint8_t)101);
+    } else if (IS("policy_until")) {
+        NEED(p->kind == POL_PRIORITY && inner != NIL && t->clock > 0, "priority block");
+        PUT(u, p->until[inner], t->clock);
+    } else if (IS("policy_protected_uncached")) {
+        NEED(p->kind == POL_SLRU && t->alloc.free_count > 0, "slru tree with a free block");
+        uint32_t w = 0;
+        while (t->alloc.bits[w] == 0) w++;
+        PUT(u, p->prot[w * 64u + (uint32_t)__builtin_ctzll(t->alloc.bits[w])], (uint8_t)1);
+    } else if (IS("policy_protected_count")) {
+        NEED(p->kind == POL_SLRU, "slru tree");
+        PUT(u, p->prot_count, p->prot_count + 1u);
+    } else if (IS("policy_heap_order")) {
+        NEED((p->kind == POL_SLRU || p->kind == POL_PRIORITY) && p->pending.n >= 2 &&
+                 ke_less(&p->pending.e[0], &p->pending.e[1]),
+             "policy heap of two distinct entries");
+        KEntry a = p->pending.e[0], b = p->pending.e[1];
+        PUT(u, p->pending.e[0], b);
+        PUT(u, p->pending.e[1], a);
+    } else if (IS("policy_heap_block")) {
+        NEED((p->kind == POL_SLRU || p->kind == POL_PRIORITY) && p->pending.n >= 1,
+             "policy heap entry");
+        PUT(u, p->pending.e[p->pending.n - 1u].block, t->num_blocks + 5u);
+    } else if (IS("policy_heap_live")) {
+        NEED((p->kind == POL_SLRU && p->prot_count > 0) ||
+                 (p->kind == POL_PRIORITY && p->pending.n > 0),
+             "protected block or pending expiry");
+        PUT(u, p->pending.n, (size_t)0);
+    } else {
+        return 0;
+    }
+    return 1;
+}
+
 static int corrupt_records(TreeObject *t, const char *kind, Undo *u, int *dump) {
     const uint32_t N = t->nodes_len, NB = t->num_blocks;
     uint32_t leaf = find_leaf(t, 1, 1), leaf2 = find_leaf(t, 2, 0);
@@ -358,6 +418,8 @@ static int corrupt_epochs(TreeObject *t, const char *kind, Undo *u) {
         PUT(u, t->heap_pos[b.node], 0u);
     } else if (IS("lease_count")) {
         PUT(u, t->nleases, t->nleases + 1);
+    } else if (strncmp(kind, "policy_", 7) == 0) {
+        return corrupt_policy(t, kind, u);
     } else if (strncmp(kind, "lease_", 6) == 0 || IS("pins_vs_leases")) {
         LeaseObject *l = t->lease_head;
         while (l != NULL && l->count == 0) l = l->lnext;

@@ -87,6 +87,15 @@ MESSAGES = {
     "heap_node_foreign": "is stale",
     "heap_pos_stale": "is stale",
     "heap_order": "out of order",
+    "policy_hits": "hits",
+    "policy_born": "was born at",
+    "policy_priority": "has priority",
+    "policy_until": "which is past",
+    "policy_protected_uncached": "protected but not cached",
+    "policy_protected_count": "protected blocks, counted",
+    "policy_heap_order": "heap is out of order",
+    "policy_heap_block": "heap names block",
+    "policy_heap_live": "live entries",
     "lease_released": "still registered",
     "lease_unlinked": "still registered",
     "lease_path": "no longer cached",
@@ -164,11 +173,53 @@ def rich(with_readers: bool) -> tuple[Any, list[Any]]:
     return tree, [lease, *readers]
 
 
+#: The policy each policy_* kind breaks, and what else it can be shown on (R-POL-1).
+KIND_POLICIES: dict[str, tuple[str, ...]] = {
+    "policy_hits": ("lfu",),
+    "policy_born": ("fifo",),
+    "policy_priority": ("priority",),
+    "policy_until": ("priority",),
+    "policy_protected_uncached": ("slru",),
+    "policy_protected_count": ("slru",),
+    "policy_heap_order": ("slru", "priority"),
+    "policy_heap_block": ("slru", "priority"),
+    "policy_heap_live": ("slru", "priority"),
+}
+
+
+def policy_tree(policy: str) -> Any:
+    """A tree under ``policy`` with inner blocks, hits, protected blocks, pending expiries
+    and free blocks: every policy_* break has something to break."""
+    tree = accel.RadixTree(64, 2, policy=policy, policy_options=None)
+    for tail in range(6):
+        tree.insert([9, 9, 8, 8, tail, tail], priority=40 + tail, retain_for=50 + tail)
+    for _ in range(3):
+        tree.match([9, 9, 8, 8, 1, 1])
+        tree.match([9, 9, 8, 8, 2, 2])
+    return tree
+
+
 def test_every_kind_is_listed_in_check_order() -> None:
     assert radix._corrupt_kinds() == list(MESSAGES)
 
 
-@pytest.mark.parametrize("kind", list(MESSAGES))
+@pytest.mark.parametrize("kind", sorted(KIND_POLICIES))
+def test_check_invariants_catches_a_broken_policy(kind: str) -> None:
+    """R-POL-1: each policy's own state is checked: hit counts, birth times, priorities
+    and expiries, the SLRU segment, the lazy heap of either."""
+    for policy in KIND_POLICIES[kind]:
+        tree = policy_tree(policy)
+        before = tree.dump()
+        message = tree._corrupt_check(kind)
+        assert message is not None and MESSAGES[kind] in message, (kind, policy, message)
+        assert f"policy {policy}" in message
+        tree.check_invariants()  # the break was undone
+        assert tree.dump() == before
+    with pytest.raises(ValueError, match="this tree has no"):
+        policy_tree("lru")._corrupt_check(kind)
+
+
+@pytest.mark.parametrize("kind", [kind for kind in MESSAGES if kind not in KIND_POLICIES])
 def test_check_invariants_catches_the_break(kind: str) -> None:
     messages = []
     for with_readers in (False, True):

@@ -370,3 +370,33 @@ def test_state_is_per_block_across_splits_and_fresh_after_eviction(
     fresh = {"lfu": 0, "fifo": 4, "priority": 35, "slru": 0}[policy]
     assert again[2] == fresh
     tree.check_invariants()
+
+
+def test_slru_keeps_its_segment_order_through_many_hits(make_tree: TreeFactory) -> None:
+    """R-POL-6: hundreds of hits on a few protected blocks leave one live entry each in
+    the segment's recency order (stale ones are dropped as they pile up), and the least
+    recently used protected block is still the one demoted."""
+    tree = make_tree(10, 1, policy="slru", policy_options={"protected_percent": 30})
+    for tokens in ([1], [2], [3], [4]):
+        tree.insert(tokens)
+    for round_ in range(200):
+        tree.match([1 + round_ % 3])  # [1], [2], [3] protected: P = 3
+    tree.check_invariants()
+    assert fields(tree, "protected") == {0: 1, 1: 1, 2: 1, 3: 0}
+    tree.match([4])  # a fourth promotion demotes the least recently used: [3] at t=200
+    assert fields(tree, "protected") == {0: 1, 1: 1, 2: 0, 3: 1}
+    tree.check_invariants()
+
+
+def test_priority_expiries_come_due_in_time_order(make_tree: TreeFactory) -> None:
+    """R-POL-5: an expiry set later but due sooner falls back first."""
+    tree = make_tree(8, 1, policy="priority")
+    tree.insert([1], priority=90, retain_for=10)  # t=1: until 11
+    tree.insert([2], priority=90, retain_for=2)  # t=2: until 4
+    tree.insert([3], priority=90, retain_for=5)  # t=3: until 8
+    tree.match([9])  # t=4
+    assert fields(tree, "priority") == {0: 90, 1: 35, 2: 90}
+    for _ in range(4):
+        tree.match([9])  # t=5..8
+    assert fields(tree, "priority") == {0: 90, 1: 35, 2: 35}
+    tree.check_invariants()

@@ -5,6 +5,7 @@ with the smallest ``eviction_key`` -- checked against the dump after every step.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -20,35 +21,29 @@ pytestmark = pytest.mark.quick
 NAMES = sorted(POLICIES)
 
 
+def edges(tree: Any) -> Iterator[dict[str, Any]]:
+    """Every edge of the tree's dump, depth first."""
+    pending = [edge for space in tree.dump()["namespaces"] for edge in space["children"]]
+    while pending:
+        edge = pending.pop()
+        yield edge
+        pending.extend(edge["children"])
+
+
 def fields(tree: Any, name: str) -> dict[int, int]:
     """Block id -> the dump's per-block field ``name``, over every cached block."""
-    found: dict[int, int] = {}
-
-    def visit(edge: dict[str, Any]) -> None:
-        found.update(zip(edge["blocks"], edge[name], strict=True))
-        for child in edge["children"]:
-            visit(child)
-
-    for space in tree.dump()["namespaces"]:
-        for edge in space["children"]:
-            visit(edge)
-    return found
+    return {
+        block: value
+        for edge in edges(tree)
+        for block, value in zip(edge["blocks"], edge[name], strict=True)
+    }
 
 
 def evictable_tails(tree: Any) -> list[int]:
     """The unpinned last blocks of leaf edges, from the dump (R-EVICT-1)."""
-    tails: list[int] = []
-
-    def visit(edge: dict[str, Any]) -> None:
-        if not edge["children"] and edge["pins"][-1] == 0:
-            tails.append(edge["blocks"][-1])
-        for child in edge["children"]:
-            visit(child)
-
-    for space in tree.dump()["namespaces"]:
-        for edge in space["children"]:
-            visit(edge)
-    return tails
+    return [
+        edge["blocks"][-1] for edge in edges(tree) if not edge["children"] and edge["pins"][-1] == 0
+    ]
 
 
 # ---------------------------------------------------------------- R-POL-1: the frame

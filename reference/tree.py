@@ -23,8 +23,9 @@ Decisions (each a rule of ``spec/SPEC.md``; the id is cited where it is enforced
 * ``insert`` evicts only when the free pool is short, exactly the shortfall, never
   from the path it is inserting, and raises ``OutOfBlocksError`` before touching
   anything when even full eviction would not make room.
-* Eviction frees single blocks from leaf tails, least recently used first, ties to
-  the smaller block id.
+* Eviction frees single blocks from leaf tails, the smallest eviction key first:
+  under the default policy least recently used first, ties to the smaller block id;
+  the other policies (:mod:`kachedb_radix.reference.policies`) only change the key.
 * Each namespace has its own root; nothing matches across namespaces. An emptied
   namespace disappears.
 * Every change is published atomically as a new persistent version; snapshots and

@@ -16,7 +16,8 @@ every leaf whose tail key may have changed:
 The stamps of the blocks a call uses are already the new time when step 2 runs.
 The hooks return the blocks, other than the call's own path, whose keys they
 changed, so the tree can re-file them if they are leaf tails (an SLRU demotion, a
-priority that fell back). Keys of blocks that are not cached are never read.
+priority that fell back). Eviction never orders by the key of a block that is not
+cached.
 
 A policy never raises on these hooks: everything a call could get wrong was checked
 before the call changed anything (R-ERR-2).

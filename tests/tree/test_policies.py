@@ -395,3 +395,40 @@ def test_priority_expiries_come_due_in_time_order(make_tree: TreeFactory) -> Non
         tree.match([9])  # t=5..8
     assert fields(tree, "priority") == {0: 90, 1: 35, 2: 35}
     tree.check_invariants()
+
+
+@pytest.mark.parametrize(
+    ("policy", "attribute", "value", "message"),
+    [
+        ("lfu", "_hits", -1, "hits"),
+        ("fifo", "_born", 0, "was born at"),
+        ("priority", "_priority", 101, "has priority"),
+        ("slru", "_count", 3, "protected blocks, counted"),
+    ],
+)
+def test_the_reference_checks_each_policys_state(
+    policy: str, attribute: str, value: int, message: str
+) -> None:
+    """R-POL-1: ``check_invariants`` checks the policy's own state, and that every key
+    is the one its dumped fields give (``key_from``)."""
+    from kachedb_radix.reference import InvariantViolation, RadixTree
+
+    tree = RadixTree(8, 1, policy=policy)
+    tree.insert([1, 2])
+    tree.match([1, 2])
+    state = getattr(tree._policy, attribute)
+    saved = state if isinstance(state, int) else list(state)
+    if isinstance(state, int):
+        setattr(tree._policy, attribute, value)
+    else:
+        state[0] = value
+    with pytest.raises(InvariantViolation, match=message):
+        tree.check_invariants()
+    if isinstance(saved, int):
+        setattr(tree._policy, attribute, saved)
+    else:
+        state[:] = saved
+    tree.check_invariants()
+    assert tree._policy.check_keys([0, 1]) is None
+    tree._policy.key = lambda block: (-1, block)  # type: ignore[method-assign]
+    assert "is not the dump's" in str(tree._policy.check_keys([0, 1]))

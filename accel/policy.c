@@ -279,11 +279,23 @@ static int pol_ask(TreeObject *t, PyObject *priority, PyObject *retain_for, PyOb
 static const char *const POLICY_NAMES[] = {"lru", "lfu", "fifo", "priority", "slru"};
 
 /* Set up t->pol for `name` with `options` (either may be NULL: lru, no options),
- * checked by reference.policies.check_policy.  -1 with an exception set. */
+ * checked by reference.policies.check_policy (the default, lru without options, needs
+ * no check).  -1 with an exception set. */
 static int pol_init(TreeObject *t, PyObject *name, PyObject *options) {
     Policy *p = &t->pol;
-    PyObject *checked = PyObject_CallFunctionObjArgs(
-        G.check_policy, name ? name : G.s_lru, options ? options : Py_None, NULL);
+    int plain = (name == NULL || (PyUnicode_CheckExact(name) &&
+                                  PyUnicode_CompareWithASCIIString(name, "lru") == 0)) &&
+                (options == NULL || options == Py_None);
+    if (plain) {
+        /* The default needs no checking, and no Python code runs: a tree is built the
+         * same way whatever the interpreter can allocate for a frame. */
+        p->kind = POL_LRU;
+        p->name = Py_NewRef(G.s_lru);
+        p->options = PyDict_New();
+        return p->options == NULL ? -1 : 0;
+    }
+    PyObject *checked = PyObject_CallFunctionObjArgs(G.check_policy, name ? name : G.s_lru,
+                                                     options ? options : Py_None, NULL);
     if (checked == NULL) return -1;
     p->name = Py_NewRef(PyTuple_GET_ITEM(checked, 0));
     p->options = Py_NewRef(PyTuple_GET_ITEM(checked, 1));

@@ -12,6 +12,7 @@ import pytest
 from kachedb_radix import reference
 from kachedb_radix.reference.errors import TokenRangeError
 from kachedb_radix.reference.namespaces import check_namespace
+from kachedb_radix.reference.policies import check_retention
 from kachedb_radix.reference.results import InsertResult, MatchResult
 from kachedb_radix.reference.tokens import as_token_list
 from kachedb_radix.spec.conform.adapter import TreeAdapter
@@ -156,6 +157,7 @@ class LeavesTheLastToken(reference.RadixTree):
     ) -> Any:
         token_list = as_token_list(tokens)
         check_namespace(namespace)
+        check_retention(priority, retain_for)  # every argument before anything changes
         size, wanted = self.block_size, len(token_list) // self.block_size
         recomputed: list[int] = []
         cached = self.snapshot().match(token_list, namespace).length == wanted * size

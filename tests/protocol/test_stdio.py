@@ -41,8 +41,10 @@ def test_whole_kit_through_the_stdio_server() -> None:
     candidate = StdioCandidate(SERVE)
     try:
         assert candidate.name == "reference"
-        assert candidate.levels == parse_levels(["core,pinning,eviction,namespaces,snapshots"])
-        assert candidate.protocol == 3 and "drop" in candidate.operations
+        assert candidate.levels == parse_levels(
+            ["core,pinning,eviction,namespaces,snapshots,policies"]
+        )
+        assert candidate.protocol == 4 and "drop" in candidate.operations
         report = run_kit(candidate, kit=KitSettings(examples=40, budget=4_000))
     finally:
         candidate.close()

@@ -785,7 +785,7 @@ static PyObject *Tree_match(TreeObject *self, PyObject *const *args, Py_ssize_t 
     memcpy(res->ids, self->scratch_path, (size_t)matched * sizeof(uint32_t));
     res->length = matched * (Py_ssize_t)self->B;
     stamp_path(self, res->ids, matched, pol_tick(self));
-    pol_found(self, res->ids, matched, NULL);
+    if (self->pol.kind != POL_LRU) pol_found(self, res->ids, matched, NULL);
     if (last != NIL) heap_update(self, last);
     if (pin) {
         pin_path(self, res->ids, matched, last, +1);
@@ -888,8 +888,10 @@ static PyObject *Tree_insert(TreeObject *self, PyObject *const *args, Py_ssize_t
     res->reused = reused;
     uint64_t now = pol_tick(self);
     stamp_path(self, out_blocks, wanted, now);
-    pol_found(self, out_blocks, reused, &ask);
-    pol_cached(self, out_blocks + reused, wanted - reused, now, &ask);
+    if (self->pol.kind != POL_LRU) {
+        pol_found(self, out_blocks, reused, &ask);
+        pol_cached(self, out_blocks + reused, wanted - reused, now, &ask);
+    }
     if (last != NIL) heap_update(self, last);
     if (pin) {
         pin_path(self, out_blocks, wanted, last, +1);

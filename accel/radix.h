@@ -531,9 +531,8 @@ uint32_t tree_root_of(TreeObject *t, PyObject *ns);
 /* The eviction key of block b under the tree's policy, packed (see policy.c). */
 static inline uint64_t pol_rank(const TreeObject *t, uint32_t b) {
     const Policy *p = &t->pol;
+    if (__builtin_expect(p->kind == POL_LRU, 1)) return t->stamps[b]; /* the default */
     switch (p->kind) {
-    case POL_LRU:
-        return t->stamps[b];
     case POL_LFU:
         return ((uint64_t)p->hits[b] << 44) | t->stamps[b];
     case POL_FIFO:

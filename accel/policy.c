@@ -495,9 +495,9 @@ PyObject *pol_options_copy(const Policy *p) {
     return copy;
 }
 
-/* The dump's "policy" entry, {"name", "options"}, or NULL without error for lru. */
+/* The dump's "policy" entry, {"name", "options"} (a tree under another policy than lru:
+ * an lru dump has none, R-POL-1); NULL with an exception set. */
 PyObject *pol_dump_entry(const TreeObject *t) {
-    if (t->pol.kind == POL_LRU) return NULL;
     PyObject *opts = pol_options_copy(&t->pol);
     if (opts == NULL) return NULL;
     PyObject *d = Py_BuildValue("{sOsN}", "name", t->pol.name, "options", opts);

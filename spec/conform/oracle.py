@@ -103,7 +103,6 @@ class _Edges:
         self.children: list[list[int]] = []
         self.edge_of: dict[int, int] = {}
         self.pins: dict[int, int] = {}
-        self.stamps: dict[int, int] = {}
         for space in dump["namespaces"]:
             for child in space["children"]:
                 self._add(child)
@@ -116,7 +115,6 @@ class _Edges:
         for position, block in enumerate(edge["blocks"]):
             self.edge_of[block] = index
             self.pins[block] = edge["pins"][position]
-            self.stamps[block] = edge["stamps"][position]
         self.children[index] = [self._add(child) for child in edge["children"]]
         return index
 

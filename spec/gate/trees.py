@@ -103,19 +103,20 @@ class CandidateTree:
 
 
 def _tree_class_target(name: str) -> GateTarget:
-    offered: list[frozenset[str]] = []
+    def adapter(num_blocks: int, block_size: int, policy: str = "lru") -> TreeAdapter:
+        opened = resolve(name).open()
+        assert isinstance(opened, TreeAdapter)
+        opened.reset(num_blocks, block_size, policy)
+        return opened
 
     def factory(num_blocks: int, block_size: int, policy: str = "lru") -> Any:
-        adapter = resolve(name).open()
-        assert isinstance(adapter, TreeAdapter)
-        adapter.reset(num_blocks, block_size, policy)
-        offered.append(frozenset(adapter.levels))
-        return adapter.tree
+        return adapter(num_blocks, block_size, policy).tree
 
-    probe = factory(1, 1)
+    probing = adapter(1, 1)
+    probe = probing.tree
     implementation = str(getattr(probe, "implementation", type(probe).__name__))
     pool = name if name in ("reference", "accel") else None
-    policies = "policies" in offered[0]
+    policies = "policies" in probing.levels
     return GateTarget(name, factory, implementation, pool=pool, policies=policies)
 
 

@@ -13,10 +13,14 @@ and its limits, re-measures what failed once, prints one table and exits:
 * 0 -- every check passed (cases without a baseline are reported, not gated);
 * 1 -- a regression: a case over 1.5x its baseline, the first eviction growing more than
   3x from 10^3 to 10^6 cached blocks, a memory figure over its baseline, a limit exceeded;
-* 2 -- a usage error: an unknown target, an unreadable baseline.
+* 2 -- a usage error: an unknown target, an unreadable baseline or prior run.
 
-``--update-baseline`` measures every case twice and merges the better into FILE (its
-hand-written ``limits`` are kept).  Adding the gate to another project's CI: record a
+``--prior RUN.json`` (an earlier run's ``--json`` file, same target and mode) counts that
+run's measurements with this one's: a figure fails only when it failed both times, which
+is how CI reruns a failed gate.
+
+``--update-baseline`` measures every case three times and merges the middle one into FILE
+(its hand-written ``limits`` are kept).  Adding the gate to another project's CI: record a
 baseline once on the CI machine (``--update-baseline``), commit the file, and run the
 gate with ``--quick`` in CI.
 """
@@ -35,6 +39,8 @@ from ..conform.candidate import CandidateFailure
 from ..conform.targets import TargetError
 from ..gate.cases import Case, build_plan
 from ..gate.run import (
+    PriorError,
+    load_prior,
     machine,
     measure_case,
     render_plain,
@@ -84,11 +90,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--update-baseline",
         action="store_true",
-        help="measure every case twice and merge the better into the baseline file",
+        help="measure every case three times and merge the middle one into the baseline file",
     )
     parser.add_argument("--quick", action="store_true", help="the CI set (a minute or two)")
     parser.add_argument("--only", help="only the cases whose name holds this text")
     parser.add_argument("--json", type=Path, help="also write the results and verdicts here")
+    parser.add_argument(
+        "--prior",
+        type=Path,
+        metavar="RUN.json",
+        help="an earlier run's --json file: a figure fails only when it failed in both runs",
+    )
     parser.add_argument("--plain", action="store_true", help="a plain-text table even with rich")
 
 
@@ -125,6 +137,13 @@ def _run(args: argparse.Namespace, target: GateTarget, baseline: Baseline) -> in
         print(note)
     if args.update_baseline:
         baseline = Baseline(limits=baseline.limits)  # record afresh, gate on limits only
+    try:
+        prior = None if args.prior is None else load_prior(args.prior, plan)
+    except PriorError as exc:
+        print(f"kachedb-radix gate: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    if prior is not None:
+        print(f"counting the measurements of {args.prior} with this run's")
 
     def measure(case: Case) -> Measurement:
         return measure_case(case, policy)
@@ -132,11 +151,11 @@ def _run(args: argparse.Namespace, target: GateTarget, baseline: Baseline) -> in
     def progress(line: str) -> None:
         print("  " + line, flush=True)
 
-    run = run_gate(plan, baseline, measure, progress=progress)
+    run = run_gate(plan, baseline, measure, progress=progress, prior=prior)
     written = 0
     if args.update_baseline:
-        for case in plan.cases:  # best of two, like a re-measured case
-            if len(run.results[case.name]) == 1:
+        for case in plan.cases:  # three measurements each, the middle one recorded
+            while len(run.results[case.name]) < 3:
                 run.results[case.name].append(measure(case))
         named = args.target if args.cmd is None else f"--cmd {args.cmd!r}"
         command = f"kachedb-radix gate {named} --update-baseline" + (" --quick" * args.quick)

@@ -2,16 +2,22 @@
 
 Noise only ever adds time, so a real regression is slow both times while a burst of load
 on a shared machine rarely is: every check over its limit has its cases measured once
-more (with fresh calibrations) and each figure keeps the better of its two measurements.
+more (with fresh calibrations) and each figure keeps the best of its measurements.
+
+A second run may be given the first one's ``--json`` file (``--prior``): its measurements
+count beside the new ones, so a figure fails only when it was over its limit in both runs
+(a regression shows both times; a noisy minute seldom hits the same case twice).
 """
 
 from __future__ import annotations
 
 import importlib
+import json
 import os
 import platform
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from .cases import Case, MemoryCase, Plan
@@ -67,14 +73,20 @@ def run_gate(
     measure: Measure,
     memory: MeasureMemory = measure_memory,
     progress: Callable[[str], None] | None = None,
+    prior: Mapping[str, Sequence[Measurement]] | None = None,
 ) -> GateRun:
-    """Measure every case, evaluate, re-measure the cases of failing checks once, decide."""
+    """Measure every case, evaluate, re-measure the cases of failing checks once, decide.
+
+    ``prior``: an earlier run's measurements (:func:`load_prior`), kept before this run's
+    for the cases of this plan.  Cost: one measurement per case, again per failing one.
+    """
     say = progress or (lambda line: None)
+    earlier = prior or {}
     results: dict[str, list[Measurement]] = {}
     total = len(plan.cases) + len(plan.memory)
     for index, case in enumerate(plan.cases, 1):
-        results[case.name] = [measure(case)]
-        m = results[case.name][0]
+        m = measure(case)
+        results[case.name] = [*earlier.get(case.name, ()), m]
         say(f"[{index}/{total}] {case.name}: {m.median_ns:.4g} ns/{m.unit}")
     sizes: dict[str, float] = {}
     for index, mem in enumerate(plan.memory, len(plan.cases) + 1):
@@ -165,6 +177,40 @@ def summary(run: GateRun) -> str:
         lines.append("cases without a baseline are not gated: record them with --update-baseline")
     lines.append("GATE " + ("FAILED" if run.exit_code else "PASSED"))
     return "\n".join(lines)
+
+
+class PriorError(ValueError):
+    """A ``--prior`` file the gate cannot use; the message says why."""
+
+
+def load_prior(path: Path, plan: Plan) -> dict[str, list[Measurement]]:
+    """The measurements of an earlier run (its ``--json`` file) of the same target and
+    mode, by case.  O(size of the file).
+
+    Raises:
+        PriorError: unreadable, not JSON, not a gate run's file, or a run of another
+            target or mode (its figures would gate the wrong thing).
+    """
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise PriorError(f"{path}: cannot be read ({exc.strerror})") from None
+    except json.JSONDecodeError as exc:
+        raise PriorError(f"{path}: not JSON ({exc})") from None
+    if not isinstance(data, dict) or not isinstance(data.get("results"), dict):
+        raise PriorError(f"{path}: not the --json file of a gate run")
+    for field_name, wanted in (("target", plan.target), ("mode", plan.mode)):
+        if data.get(field_name) != wanted:
+            raise PriorError(
+                f"{path}: a run with {field_name} {data.get(field_name)!r}, this one is {wanted!r}"
+            )
+    try:
+        return {
+            key: [Measurement(**measured) for measured in runs]
+            for key, runs in data["results"].items()
+        }
+    except TypeError as exc:
+        raise PriorError(f"{path}: a measurement that is not one ({exc})") from None
 
 
 def to_json(run: GateRun, host: dict[str, str]) -> dict[str, Any]:

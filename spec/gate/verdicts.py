@@ -3,8 +3,9 @@
 Checks, one row each:
 
 1. every timed case is at most :data:`MAX_BASELINE_RATIO` times its baseline, both sides
-   normalised by the case's calibration loop timed in the same run (a case without a
-   baseline is NEW: reported, not gated);
+   normalised by the case's calibration loop timed in the same run, or by its anchor
+   case's median in the same run (a case without a baseline is NEW: reported, not
+   gated);
 2. the first eviction after a fill grows at most
    :data:`~kachedb_radix.spec.gate.cases.MAX_EVICT_GROWTH` times per freed block from the smallest
    tree to the largest, both measured in this run (no baseline needed);
@@ -133,7 +134,19 @@ def save_baseline(
     """
     old = load_baseline(path)
     cases = dict(old.cases)
+    anchors = {case.name: case.anchor for case in plan.cases if case.anchor}
     for key, measured in results.items():
+        anchor = anchors.get(key)
+        if anchor is not None:
+            median, anchor_median = _middle_median(measured), _middle_median(results[anchor])
+            cases[key] = {
+                "normalised": round(median / anchor_median, 6),
+                "calibration": f"anchor {anchor}",
+                "median_ns": round(median, 1),
+                "calibration_ns": round(anchor_median, 1),
+                "unit": measured[0].unit,
+            }
+            continue
         ranked = sorted(measured, key=lambda m: m.normalised)
         best = ranked[(len(ranked) - 1) // 2]
         cases[key] = {
@@ -163,6 +176,11 @@ def save_baseline(
 
 
 Results = Mapping[str, Sequence[Measurement]]
+
+
+def _middle_median(measured: Sequence[Measurement]) -> float:
+    ranked = sorted(m.median_ns for m in measured)
+    return ranked[(len(ranked) - 1) // 2]
 
 
 def best_median(results: Results, key: str) -> float:
@@ -243,7 +261,16 @@ def evaluate(
         if entry is None or "normalised" not in entry:
             verdicts.append(_new(key, shown, f"<= {MAX_BASELINE_RATIO:g}x baseline", (key,)))
             continue
-        ratio = best_normalised(results, key) / float(entry["normalised"])
+        keys: tuple[str, ...] = (key,)
+        if case.anchor is None:
+            normalised = best_normalised(results, key)
+            how = f"{results[key][0].calibration} calibration"
+        elif case.anchor in results:
+            normalised = median / best_median(results, case.anchor)
+            keys, how = (key, case.anchor), f"per {case.anchor}, same run"
+        else:
+            continue  # its anchor was not measured: nothing to divide by
+        ratio = normalised / float(entry["normalised"])
         verdicts.append(
             Verdict(
                 key,
@@ -251,8 +278,8 @@ def evaluate(
                 f"{ratio:.2f}x baseline",
                 f"<= {MAX_BASELINE_RATIO:g}x baseline",
                 PASS if ratio <= MAX_BASELINE_RATIO else FAIL,
-                (key,),
-                _join(f"{results[key][0].calibration} calibration", history),
+                keys,
+                _join(how, history),
             )
         )
     for mem in plan.memory:

@@ -286,6 +286,56 @@ def test_quick_and_full_plans() -> None:
     )
     only = build_plan(target, quick=True, only="evict/first/1000000")
     assert only.evict_keys == () and len(only.cases) == 1 and not only.memory
+    # A policy's first eviction is anchored to lru's of the same size, which --only keeps.
+    anchored = build_plan(target, quick=True, only="evict/first/lfu/1000")
+    assert [c.name for c in anchored.cases] == [
+        first_evict_name(1000), first_evict_name(1_000_000), "evict/first/lfu/1000",
+        "evict/first/lfu/1000000",
+    ]  # fmt: skip
+    assert anchored.cases[2].anchor == first_evict_name(1000) and anchored.cases[0].anchor is None
+
+
+def _anchored_plan() -> Plan:
+    return Plan(
+        "t", "quick",
+        [Case("evict/first/1000", _never, "memory"),
+         Case("evict/first/lfu/1000", _never, "memory", anchor="evict/first/1000")],
+    )  # fmt: skip
+
+
+def test_an_anchored_case_is_gated_by_its_ratio_to_the_anchor_in_the_same_run(
+    tmp_path: Path,
+) -> None:
+    """The memory loop's swings do not move an anchored figure: only the ratio to its
+    anchor, measured in the same run, counts."""
+    plan = _anchored_plan()
+    path = tmp_path / "b.json"
+    recorded = {
+        "evict/first/1000": [_m(400, calib=23_000), _m(500, calib=50_000), _m(450)],
+        "evict/first/lfu/1000": [_m(800, calib=60_000), _m(900), _m(1000)],
+    }  # fmt: skip
+    save_baseline(path, plan, recorded, {}, {"cpu": "t"}, "c")
+    entry = load_baseline(path).cases["evict/first/lfu/1000"]
+    assert entry["normalised"] == 2.0 and entry["calibration"] == "anchor evict/first/1000"
+    baseline = load_baseline(path)
+    # A host whose memory loop runs twice as fast, the ratio unchanged: passes.
+    same = {
+        "evict/first/1000": [_m(450, calib=5_000)],
+        "evict/first/lfu/1000": [_m(900, calib=5_000)],
+    }
+    row = next(v for v in evaluate(same, {}, plan, baseline) if v.figure == "evict/first/lfu/1000")
+    assert (
+        row.status == PASS and row.value == "1.00x baseline" and "per evict/first/1000" in row.note
+    )
+    assert row.keys == ("evict/first/lfu/1000", "evict/first/1000")
+    slow = {"evict/first/1000": [_m(450)], "evict/first/lfu/1000": [_m(1400)]}
+    row = next(v for v in evaluate(slow, {}, plan, baseline) if v.figure == "evict/first/lfu/1000")
+    assert row.status == FAIL
+    # Without its anchor measured there is nothing to divide by, so no row.
+    alone = {"evict/first/lfu/1000": [_m(900)]}
+    assert not [
+        v for v in evaluate(alone, {}, plan, baseline) if v.figure == "evict/first/lfu/1000"
+    ]
 
 
 def test_plan_cases_build_their_workloads() -> None:

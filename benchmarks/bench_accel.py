@@ -66,7 +66,7 @@ def _one_edge(factory: Any) -> tuple[Any, np.ndarray[Any, np.dtype[np.uint32]]]:
     return tree, prompt
 
 
-IMPLS = {"accel": accel.RadixTree, "reference": reference.RadixTree}
+IMPLS: dict[str, Any] = {"accel": accel.RadixTree, "reference": reference.RadixTree}
 
 
 @pytest.mark.parametrize("impl", ["accel", "reference"])

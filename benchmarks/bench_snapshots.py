@@ -35,7 +35,7 @@ from kachedb_radix import accel, reference
 B = 16
 LEVELS = 64
 SIBLINGS = 8
-IMPLS = {"accel": accel.RadixTree, "reference": reference.RadixTree}
+IMPLS: dict[str, Any] = {"accel": accel.RadixTree, "reference": reference.RadixTree}
 
 
 def _branchy(factory: Any) -> tuple[Any, np.ndarray]:

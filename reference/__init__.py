@@ -2,8 +2,10 @@
 
 Pure Python, written to be read. Start at :mod:`kachedb_radix.reference.tree`; each module states
 its invariants and the spec rules (``R-...``) it implements. The tree needs nothing beyond the
-standard library and ``immutables``; the block pool (:mod:`kachedb_radix.reference.blockpool`) is
-NumPy.
+standard library and ``immutables``; its KV events (:mod:`kachedb_radix.reference.events`) hash
+blocks with ``cbor2`` and ``xxhash`` and encode them with ``msgspec``; the router index is
+:mod:`kachedb_radix.reference.router`; the block pool (:mod:`kachedb_radix.reference.blockpool`)
+is NumPy.
 
 Every class here has a fast twin of the same name in :mod:`kachedb_radix.accel`: ``RadixTree`` (C),
 ``BlockPool`` (CuPy on a GPU), with the same API and behaviour.

@@ -80,6 +80,9 @@ from .errors import (
     LeaseReleasedError,
     OutOfBlocksError,
 )
+from .events.hashing import BlockHasher
+from .events.recorder import EventRecorder
+from .events.schema import KVEventBatch
 from .eviction import EvictionQueue
 from .invariants import check_tree
 from .lease import Lease
@@ -105,10 +108,14 @@ class RadixTree:
             ``"lfu"``, ``"fifo"``, ``"priority"`` or ``"slru"``; see
             :mod:`kachedb_radix.reference.policies`.
         policy_options: that policy's options (a mapping), or None for its defaults.
+        events: None (the default: no events, nothing paid), True for KV events with
+            the default block hashes, or a :class:`~kachedb_radix.reference.events.BlockHasher`
+            naming the scheme (R-EVENT-*); :meth:`take_events` returns them.
 
     Raises:
         InvalidArgumentError: a size is not an int >= 1, or the policy or one of its
-            options is unknown or out of range.
+            options is unknown or out of range. Also when ``events`` is neither None,
+            True nor a ``BlockHasher``.
 
     Cost: O(num_blocks) to build. One writer thread at a time; ``snapshot()`` and
     ``reader()`` from any thread (see :mod:`kachedb_radix.reference.snapshot`).
@@ -123,9 +130,11 @@ class RadixTree:
         *,
         policy: str = DEFAULT_POLICY,
         policy_options: dict[str, object] | None = None,
+        events: BlockHasher | bool | None = None,
     ) -> None:
         if isinstance(block_size, bool) or not isinstance(block_size, int) or block_size < 1:
             raise InvalidArgumentError(f"block_size must be an int >= 1, got {block_size!r}")
+        hasher = _event_hasher(events)
         self._allocator = BlockAllocator(num_blocks)
         self._block_size = block_size
         # The shape: namespace -> root, and each node's current version by node id.
@@ -150,6 +159,8 @@ class RadixTree:
         self._readers: dict[int, int] = {}  # epoch -> version it reads
         self._quarantine: deque[tuple[int, list[int]]] = deque()
         self._quarantined = 0
+        # KV events (R-EVENT-*): None when off, so an operation pays one test.
+        self._events = None if hasher is None else EventRecorder(hasher, block_size)
 
     # ------------------------------------------------------------------ properties
 
@@ -246,6 +257,15 @@ class RadixTree:
         """
         token_list = self._validate(tokens, namespace)
         retention = check_retention(priority, retain_for)
+        try:
+            return self._insert(token_list, namespace, pin, retention)
+        finally:
+            if self._events is not None:
+                self._events.flush(self._clock)  # one batch per operation (R-EVENT-5)
+
+    def _insert(
+        self, token_list: list[int], namespace: str | None, pin: bool, retention: Retention
+    ) -> InsertResult:
         size = self._block_size
         wanted = len(token_list) // size
         path, reused = self._walk(namespace, token_list, wanted)
@@ -262,6 +282,8 @@ class RadixTree:
             allocated = self._allocate(needed)
             self._attach(namespace, path, token_list, reused, wanted, allocated)
             path, _ = self._walk(namespace, token_list, wanted)
+            if self._events is not None:  # the new blocks end the path (R-EVENT-2)
+                self._events.stored(namespace, token_list, path_blocks(path), wanted - needed)
 
         now = self._tick()
         self._stamp(path, now)
@@ -321,7 +343,27 @@ class RadixTree:
         """
         if isinstance(count, bool) or not isinstance(count, int) or count < 0:
             raise InvalidArgumentError(f"evict count must be an int >= 0, got {count!r}")
-        return tuple(self._evict_blocks(count, protected=[]))
+        try:
+            return tuple(self._evict_blocks(count, protected=[]))
+        finally:
+            if self._events is not None:
+                self._events.flush(self._clock)  # R-EVENT-5
+
+    def take_events(self) -> list[KVEventBatch]:
+        """The KV event batches since the last call, oldest first: one per operation
+        that cached or evicted blocks (R-EVENT-1..5). O(1).
+
+        Raises:
+            InvalidArgumentError: the tree was built without ``events``.
+        """
+        if self._events is None:
+            raise InvalidArgumentError("this tree emits no events: build it with events=True")
+        return self._events.take()
+
+    @property
+    def events(self) -> BlockHasher | None:
+        """How the tree names blocks in its events, or None when it emits none."""
+        return None if self._events is None else self._events.hasher
 
     # ------------------------------------------------------------------ extension points
 
@@ -450,6 +492,7 @@ class RadixTree:
         twin._readers = dict(self._readers)
         twin._quarantine = deque((epoch, list(batch)) for epoch, batch in self._quarantine)
         twin._queue = self._queue.copy()  # node ids are shared, so its entries hold
+        twin._events = None if self._events is None else self._events.copy()
         return twin
 
     # ------------------------------------------------------------------ introspection
@@ -513,6 +556,8 @@ class RadixTree:
             InvariantViolation: an invariant is broken (a bug, never bad input).
         """
         check_tree(self)
+        if self._events is not None:
+            self._events.check(self.dump())
 
     # ------------------------------------------------------------------ internals: shape
 
@@ -775,6 +820,8 @@ class RadixTree:
             if evicted:
                 self._publish()  # readers entering from now on cannot see these blocks
                 self._retire(evicted)
+                if self._events is not None:  # unmatchable now, quarantined or not (R-EVENT-4)
+                    self._events.removed(evicted)
         return evicted
 
     def _free_tail(self, tail: int) -> int:
@@ -842,3 +889,13 @@ class RadixTree:
         # One atomic dict operation: safe from any thread and from a finalizer (R-EPOCH-5).
         self._readers.pop(epoch, None)
 
+
+def _event_hasher(events: object) -> BlockHasher | None:
+    """The hasher ``events`` asks for (see :class:`RadixTree`); None when off."""
+    if events is None or events is False:
+        return None
+    if events is True:
+        return BlockHasher()
+    if isinstance(events, BlockHasher):
+        return events
+    raise InvalidArgumentError(f"events must be None, True or a BlockHasher, got {events!r}")

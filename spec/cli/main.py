@@ -18,7 +18,7 @@ from ..conform.targets import (
     default_implementation,
     tree_class,
 )
-from . import conform, explain, gate, serve, simulate
+from . import conform, explain, gate, route, serve, simulate
 from .demo import run_demo
 
 
@@ -45,6 +45,7 @@ def build_parser() -> argparse.ArgumentParser:
     simulate.register(commands)
     gate.register(commands)
     serve.register(commands)
+    route.register(commands)
     return parser
 
 

@@ -1,9 +1,10 @@
 """Conformance levels: which groups of rules an implementation declares it supports.
 
 An implementation always supports ``core``; it may add any of the others. The
-``snapshots`` level (published versions, snapshots, reader epochs and the
-quarantine) is the newest: an implementation that does not declare it is still
-checked at the others. The kit
+``events`` level (KV events and the router index) is the newest, and the kit does
+not drive it yet: its rules are checked by the in-process tests, and no candidate
+declares it (:func:`~kachedb_radix.spec.conform.adapter.supported_levels`). An
+implementation that does not declare a level is still checked at the others. The kit
 generates only operations whose outcome the declared levels fully determine, and
 compares only what those levels specify (see ``SPEC.md``, "Conformance levels").
 """
@@ -13,7 +14,19 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 #: Every level, in the order SPEC.md lists them.
-LEVELS: tuple[str, ...] = ("core", "pinning", "eviction", "namespaces", "snapshots", "policies")
+LEVELS: tuple[str, ...] = (
+    "core",
+    "pinning",
+    "eviction",
+    "namespaces",
+    "snapshots",
+    "policies",
+    "events",
+)
+
+#: The levels the kit drives (a candidate may declare): all but ``events``, whose
+#: rules the in-process tests check until the kit drives event streams.
+KIT_LEVELS: tuple[str, ...] = tuple(level for level in LEVELS if level != "events")
 
 #: The rule groups (the middle part of a rule id ``R-GROUP-n``) of each level.
 LEVEL_GROUPS: dict[str, tuple[str, ...]] = {
@@ -23,6 +36,7 @@ LEVEL_GROUPS: dict[str, tuple[str, ...]] = {
     "namespaces": ("NS",),
     "snapshots": ("SNAP", "EPOCH"),
     "policies": ("POL",),
+    "events": ("EVENT", "ROUTE"),
 }
 
 #: The level each rule group belongs to.

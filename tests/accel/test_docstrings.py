@@ -70,6 +70,8 @@ EXTRA_MEMBERS = {
 
 #: Public members of the reference the C twin does not have, and why.
 REFERENCE_ONLY = {
+    "RadixTree.events": "KV events (R-EVENT-*): the C twin does not emit them yet (issue 23)",
+    "RadixTree.take_events": "KV events (R-EVENT-*): the C twin does not emit them yet (issue 23)",
     "RadixTree.choose_victims": (
         "an extension point for subclasses of the reference (the kit's oracle, planted bugs); "
         "the C twin is not subclassed, its eviction is the queue's alone"
@@ -113,6 +115,19 @@ MADE_BY = "the C type has no constructor (DESIGN.md, 'Known differences')"
 #: The allowed differences, by ``Class`` (its docstring) or ``Class.member``.
 ALLOWED: dict[str, tuple[Diff, ...]] = {
     "RadixTree": (
+        Diff(
+            "or None for its defaults. events: None (the default: no events, nothing paid), "
+            "True for KV events with the default block hashes, or a "
+            ":class:`~kachedb_radix.reference.events.BlockHasher` naming the scheme "
+            "(R-EVENT-*); :meth:`take_events` returns them.",
+            "or None for its defaults.",
+            "KV events: the C twin does not emit them yet (issue 23)",
+        ),
+        Diff(
+            "out of range. Also when ``events`` is neither None, True nor a ``BlockHasher``.",
+            "out of range.",
+            "KV events: the C twin does not emit them yet (issue 23)",
+        ),
         Diff(
             "num_blocks: the pool size, an int >= 1;",
             "num_blocks: the pool size, an int >= 1 (at most 2**31 - 1 here);",

@@ -11,7 +11,7 @@ import pytest
 from kachedb_radix import reference
 from kachedb_radix.spec.cli import conform
 from kachedb_radix.spec.conform.adapter import TreeAdapter, supported_levels
-from kachedb_radix.spec.conform.levels import LEVELS, LevelError, ordered, parse_levels
+from kachedb_radix.spec.conform.levels import KIT_LEVELS, LEVELS, LevelError, ordered, parse_levels
 from kachedb_radix.spec.conform.lockstep import Disagreement, Lockstep
 from kachedb_radix.spec.conform.replay import TraceError, parse_trace, replay
 from kachedb_radix.spec.conform.run import KitSettings, run_kit
@@ -43,7 +43,7 @@ def test_snapshots_level_is_declared_by_trees_that_offer_it() -> None:
     class Unpublished(reference.RadixTree):
         snapshot = None  # type: ignore[assignment]
 
-    assert supported_levels(reference.RadixTree) == frozenset(LEVELS)
+    assert supported_levels(reference.RadixTree) == frozenset(KIT_LEVELS)
     assert "snapshots" not in supported_levels(type("Plain", (), {"reader": 1}))
     adapter = TreeAdapter(Unpublished, "plain", levels=supported_levels(reference.RadixTree))
     assert "snapshots" in adapter.levels

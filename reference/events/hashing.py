@@ -1,0 +1,186 @@
+"""Block hashes: the names KV events give cached blocks (R-EVENT-2).
+
+A block's hash is *prefix-chained*: it is computed from its parent's hash (the block
+before it on its path; none for a path's first block), its own B tokens and its
+*extra keys*, so one hash names a whole prefix and two different prefixes never share
+a name (but by a collision of the hash function).  The namespace is the only extra key
+this tree has: it is vLLM's ``cache_salt``, so like the salt it is an extra key of a
+path's first block only -- ``(("cache_salt", namespace),)``, as vLLM 0.33 tags it --
+and it reaches every deeper block through the chain.  Events carry it untagged, as
+vLLM's do: ``extra_keys`` ``[(namespace,), None, ...]``.
+
+The schemes (:data:`SCHEMES`), the first four as vLLM computes them, the last as
+NVIDIA Dynamo's router does:
+
+=============== ============================================================ ===========
+name            hash(parent, tokens, extra)                                  portable
+=============== ============================================================ ===========
+``sha256_cbor`` SHA-256 of canonical CBOR ``[parent, [tokens...], extra]``   yes
+                (the default; a first block's parent is the *root hash*,
+                SHA-256 of canonical CBOR of the seed string, vLLM's
+                ``"vllm-none-hash"`` by default)
+``xxhash_cbor`` the same CBOR, xxHash XXH3-128                               yes
+``sha256``      SHA-256 of the same triple pickled (highest protocol)        Python only
+``xxhash``      XXH3-128 of the same pickle                                  Python only
+``xxh3_64``     Dynamo: ``local`` = XXH3-64 (seed 1337, or 1337 + XXH3-64 of yes
+                the namespace) of the tokens as little-endian u32; a first
+                block's hash is its ``local``, a deeper one's XXH3-64 (seed
+                1337) of its parent's hash and its ``local`` as little-endian
+                u64s
+=============== ============================================================ ===========
+
+The hashes vLLM's events carry are *external* hashes: by default (vLLM's
+``VLLM_KV_EVENTS_USE_INT_BLOCK_HASHES=1``) the low 64 bits of the digest read as a
+big-endian integer; with ``wire="bytes"`` the digest itself.  ``xxh3_64`` hashes are
+integers already.  :class:`BlockHasher` computes the internal hash (used to chain) and
+its external form (what events carry and the router index keys by).
+
+Cost: every scheme is O(B) per block.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import pickle
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Literal, TypeAlias
+
+import cbor2
+import xxhash
+
+from ..errors import InvalidArgumentError
+
+#: A hash as the chain computes it: a digest (bytes) or, for ``xxh3_64``, an integer.
+Hash: TypeAlias = bytes | int
+#: A hash as an event carries it.
+ExternalHash: TypeAlias = bytes | int
+#: The extra keys of one block (None: none).
+ExtraKeys: TypeAlias = tuple[object, ...] | None
+Wire = Literal["int", "bytes"]
+
+DEFAULT_SCHEME = "sha256_cbor"
+#: The seed of the root hash: vLLM 0.33's default for its SHA-256 schemes when
+#: ``PYTHONHASHSEED`` is unset (that variable, when set, is the seed instead).
+DEFAULT_SEED = "vllm-none-hash"
+#: Dynamo's XXH3 seed.
+DYNAMO_SEED = 1337
+_LOW_64 = (1 << 64) - 1
+
+
+def _cbor(value: object) -> bytes:
+    return cbor2.dumps(value, canonical=True)
+
+
+def _pickled(value: object) -> bytes:
+    return pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
+
+
+def _sha256(data: bytes) -> bytes:
+    return hashlib.sha256(data).digest()
+
+
+def _xxh3_128(data: bytes) -> bytes:
+    return xxhash.xxh3_128_digest(data)
+
+
+#: Serializer and digest of each scheme vLLM names.
+_VLLM_SCHEMES: dict[str, tuple[Callable[[object], bytes], Callable[[bytes], bytes]]] = {
+    "sha256_cbor": (_cbor, _sha256),
+    "xxhash_cbor": (_cbor, _xxh3_128),
+    "sha256": (_pickled, _sha256),
+    "xxhash": (_pickled, _xxh3_128),
+}
+
+#: Every scheme's name.
+SCHEMES: tuple[str, ...] = (*_VLLM_SCHEMES, "xxh3_64")
+
+
+def _u64le(value: int) -> bytes:
+    return value.to_bytes(8, "little")
+
+
+@dataclass(frozen=True)
+class BlockHasher:
+    """One scheme, seed and wire form: how a tree names its blocks in events.
+
+    Args:
+        scheme: one of :data:`SCHEMES`.
+        seed: the root hash's seed string (the CBOR and pickle schemes).
+        wire: ``"int"`` (vLLM's default: the digest's low 64 bits) or ``"bytes"``.
+
+    Raises:
+        InvalidArgumentError: an unknown scheme or wire form, or a seed that is not a str.
+    """
+
+    scheme: str = DEFAULT_SCHEME
+    seed: str = DEFAULT_SEED
+    wire: Wire = "int"
+
+    def __post_init__(self) -> None:
+        if self.scheme not in SCHEMES:
+            raise InvalidArgumentError(
+                f"unknown hash scheme {self.scheme!r}: schemes are {', '.join(SCHEMES)}"
+            )
+        if not isinstance(self.seed, str):
+            raise InvalidArgumentError(f"a hash seed is a str, got {self.seed!r}")
+        if self.wire not in ("int", "bytes"):
+            raise InvalidArgumentError(f"wire must be 'int' or 'bytes', got {self.wire!r}")
+
+    @property
+    def root(self) -> Hash | None:
+        """The parent hash a path's first block is chained to (None for ``xxh3_64``,
+        whose first block's hash is its local hash). O(1) after the first call."""
+        if self.scheme == "xxh3_64":
+            return None
+        serialize, digest = _VLLM_SCHEMES[self.scheme]
+        return digest(serialize(self.seed))
+
+    def block_hash(
+        self, parent: Hash | None, tokens: Sequence[int], salt: str | None = None
+    ) -> Hash:
+        """The hash of a block of ``tokens`` after ``parent`` (None: a path's first
+        block), salted by ``salt`` (a first block's namespace, else None). O(B)."""
+        if self.scheme == "xxh3_64":
+            return self._dynamo(parent, tokens, salt)
+        serialize, digest = _VLLM_SCHEMES[self.scheme]
+        chained = self.root if parent is None else parent
+        extra = None if salt is None else (("cache_salt", salt),)
+        return digest(serialize((chained, tuple(tokens), extra)))
+
+    def _dynamo(self, parent: Hash | None, tokens: Sequence[int], salt: str | None) -> int:
+        seed = DYNAMO_SEED
+        if salt is not None:  # Dynamo folds a LoRA name into the seed the same way
+            seed = (DYNAMO_SEED + xxhash.xxh3_64_intdigest(salt.encode())) & _LOW_64
+        data = b"".join(token.to_bytes(4, "little") for token in tokens)
+        local = xxhash.xxh3_64_intdigest(data, seed=seed)
+        if parent is None:
+            return local
+        assert isinstance(parent, int)
+        return xxhash.xxh3_64_intdigest(_u64le(parent) + _u64le(local), seed=DYNAMO_SEED)
+
+    def external(self, internal: Hash) -> ExternalHash:
+        """The form events carry (see the module docstring). O(1)."""
+        if isinstance(internal, int) or self.wire == "bytes":
+            return internal
+        return int.from_bytes(internal, "big") & _LOW_64
+
+    def chain(
+        self, tokens: Sequence[int], block_size: int, namespace: str | None = None
+    ) -> list[Hash]:
+        """The internal hashes of every whole block of ``tokens`` from a root, in path
+        order (the namespace as the first block's extra key). O(len(tokens))."""
+        hashes: list[Hash] = []
+        parent: Hash | None = None
+        for index in range(len(tokens) // block_size):
+            block = tokens[index * block_size : (index + 1) * block_size]
+            parent = self.block_hash(parent, block, namespace if index == 0 else None)
+            hashes.append(parent)
+        return hashes
+
+
+def event_extra_keys(namespace: str | None) -> ExtraKeys:
+    """The ``extra_keys`` entry an event gives a path's first block in ``namespace``:
+    ``(namespace,)``, or None in the default namespace (vLLM's untagged cache salt,
+    R-EVENT-2). O(1)."""
+    return None if namespace is None else (namespace,)

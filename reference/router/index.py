@@ -1,0 +1,368 @@
+"""The router index: which workers hold which blocks, kept from their KV events.
+
+A router keeps one index for many workers (GPU engines, each its own cache).  Each
+worker publishes numbered batches of events (:mod:`kachedb_radix.reference.events`);
+the index applies them and answers, for a request, how many of its leading blocks each
+worker already holds.  Because block hashes are prefix-chained, one hash names a whole
+prefix: a worker's *matched depth* for hashes ``h1..hn`` is the number of leading
+``hi`` it holds.  The rules (R-ROUTE-*):
+
+* **Sequence** (R-ROUTE-1).  A worker's batches are numbered 0, 1, 2, ...; the index
+  expects the next.  The expected one is applied.  A lower number is a repeat and is
+  ignored -- except 0, which is a publisher that restarted: its cache restarted empty,
+  so the worker's entries are cleared first.  A higher number is a *gap*: the batch is
+  not applied, and :meth:`RouterIndex.apply` says which numbers are missing so the
+  caller can ask the worker's replay socket for them.
+* **Lost batches** (R-ROUTE-2).  When the missing batches cannot be had (the replay
+  buffer has moved on) or a batch cannot be decoded, the worker's entries are
+  cleared and it is *stale*: from then on the index holds a subset of its blocks
+  (what it stored since), never a block it no longer has.  ``AllBlocksCleared`` or a
+  restart makes it exact again.
+* **Bad events** (R-ROUTE-3), each counted per worker, none ever touching another
+  worker's entries: a store of a hash the worker already holds changes nothing (a
+  duplicate store never wipes anything); a store whose parent the worker does not
+  hold is applied (the worker says it holds the blocks) and counted; a removal of a
+  hash the worker does not hold changes nothing.
+* **Query** (R-ROUTE-4).  Depth per worker, in blocks, for every worker with a depth
+  of at least one; a stale worker is reported as such.  Namespaces are kept apart by
+  the hashes themselves: a namespace is an extra key of a path's first block, so the
+  same tokens in two namespaces have different hashes.
+
+Invariants (:meth:`RouterIndex.check_invariants`): a worker is a holder of a hash in
+the global table exactly when one of its entries has that hash; no empty sets; every
+expected sequence number is >= 0.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..errors import InvalidArgumentError, InvariantViolation
+from ..events.hashing import BlockHasher, ExternalHash
+from ..events.schema import (
+    AllBlocksCleared,
+    BlockRemoved,
+    BlockStored,
+    EventDecodeError,
+    KVEventBatch,
+    decode_batch,
+)
+from ..tokens import as_token_list
+
+Worker = Hashable
+#: An entry: a hash on a medium (None when the event names none).
+Entry = tuple[ExternalHash, str | None]
+
+APPLIED, REPEAT, GAP, RESTART, MALFORMED = "applied", "repeat", "gap", "restart", "malformed"
+
+#: The counters every worker has (R-ROUTE-3, R-ROUTE-1, R-ROUTE-2).
+COUNTERS = (
+    "batches",
+    "events",
+    "stored",
+    "removed",
+    "duplicate_stores",
+    "unknown_parents",
+    "unknown_removals",
+    "repeats",
+    "gaps",
+    "restarts",
+    "malformed",
+    "lost",
+    "clears",
+)
+
+
+@dataclass(frozen=True)
+class Applied:
+    """What :meth:`RouterIndex.apply` did with one batch.
+
+    Attributes:
+        outcome: ``applied``, ``restart`` (applied after clearing), ``repeat``
+            (ignored), ``gap`` (not applied: ``missing`` are wanted first) or
+            ``malformed`` (not decodable: the worker is now stale).
+        missing: for a gap, the numbers ``(first, last)`` to ask the replay socket for.
+    """
+
+    outcome: str
+    missing: tuple[int, int] | None = None
+
+
+@dataclass
+class WorkerState:
+    """One worker's entries, next sequence number, staleness and counters."""
+
+    entries: dict[Entry, None] = field(default_factory=dict)
+    expected: int = 0
+    stale: bool = False
+    counts: dict[str, int] = field(default_factory=lambda: dict.fromkeys(COUNTERS, 0))
+
+
+class RouterIndex:
+    """Blocks by hash -> the workers holding them, from many workers' event streams.
+
+    Args:
+        hasher: how the workers name blocks (to turn a query's tokens into hashes).
+        block_size: the workers' B (likewise).
+
+    Cost: applying an event is O(its blocks); a query O(n * w) for n hashes and the
+    w workers still matching.  One thread at a time.
+    """
+
+    implementation = "reference"
+
+    def __init__(self, hasher: BlockHasher | None = None, block_size: int = 16) -> None:
+        if isinstance(block_size, bool) or not isinstance(block_size, int) or block_size < 1:
+            raise InvalidArgumentError(f"block_size must be an int >= 1, got {block_size!r}")
+        self.hasher = hasher if hasher is not None else BlockHasher()
+        self.block_size = block_size
+        self._workers: dict[Worker, WorkerState] = {}
+        self._holders: dict[ExternalHash, dict[Worker, int]] = {}  # hash -> worker -> media
+
+    # ------------------------------------------------------------------ events
+
+    def apply(self, worker: Worker, seq: int, batch: KVEventBatch | bytes) -> Applied:
+        """Apply ``worker``'s batch number ``seq`` by the sequence rules (R-ROUTE-1,
+        R-ROUTE-2); ``batch`` may be the payload bytes. O(events in the batch).
+
+        Raises:
+            InvalidArgumentError: ``seq`` is not an int >= 0 (nothing changes).
+        """
+        if isinstance(seq, bool) or not isinstance(seq, int) or seq < 0:
+            raise InvalidArgumentError(f"a sequence number is an int >= 0, got {seq!r}")
+        state = self._workers.setdefault(worker, WorkerState())
+        if seq < state.expected and seq != 0:
+            state.counts["repeats"] += 1
+            return Applied(REPEAT)
+        if seq > state.expected:
+            state.counts["gaps"] += 1
+            return Applied(GAP, (state.expected, seq - 1))
+        restart = seq == 0 and state.expected > 0
+        if isinstance(batch, bytes):
+            try:
+                batch = decode_batch(batch)
+            except EventDecodeError:
+                state.counts["malformed"] += 1
+                state.expected = seq + 1
+                self._lose(worker, state)
+                return Applied(MALFORMED)
+        if restart:
+            state.counts["restarts"] += 1
+            self._clear(worker, state)
+            state.stale = False
+        state.expected = seq + 1
+        state.counts["batches"] += 1
+        for event in batch.events:
+            self._apply_event(worker, state, event)
+        return Applied(RESTART if restart else APPLIED)
+
+    def lost(self, worker: Worker, resume_at: int) -> None:
+        """The batches before ``resume_at`` cannot be had: clear ``worker``'s entries,
+        mark it stale and expect ``resume_at`` next (R-ROUTE-2); a worker not seen yet
+        starts stale. O(its entries).
+
+        Raises:
+            InvalidArgumentError: a bad number (nothing changes).
+        """
+        if isinstance(resume_at, bool) or not isinstance(resume_at, int) or resume_at < 0:
+            raise InvalidArgumentError(f"a sequence number is an int >= 0, got {resume_at!r}")
+        state = self._workers.setdefault(worker, WorkerState())
+        state.expected = resume_at
+        self._lose(worker, state)
+
+    def remove_worker(self, worker: Worker) -> None:
+        """Forget ``worker`` and everything it holds. O(its entries).
+
+        Raises:
+            InvalidArgumentError: an unknown worker.
+        """
+        self._clear(worker, self._state(worker))
+        del self._workers[worker]
+
+    def _apply_event(self, worker: Worker, state: WorkerState, event: object) -> None:
+        counts = state.counts
+        counts["events"] += 1
+        if isinstance(event, BlockStored):
+            parent = event.parent_block_hash
+            if parent is not None and worker not in self._holders.get(parent, ()):
+                counts["unknown_parents"] += 1
+            for block_hash in event.block_hashes:
+                if not self._add(worker, state, (block_hash, event.medium)):
+                    counts["duplicate_stores"] += 1
+        elif isinstance(event, BlockRemoved):
+            for block_hash in event.block_hashes:
+                if not self._drop(worker, state, (block_hash, event.medium)):
+                    counts["unknown_removals"] += 1
+        else:  # AllBlocksCleared, the union's last member
+            assert isinstance(event, AllBlocksCleared), event
+            counts["clears"] += 1
+            self._clear(worker, state)
+            state.stale = False
+
+    def _add(self, worker: Worker, state: WorkerState, entry: Entry) -> bool:
+        if entry in state.entries:
+            return False
+        state.entries[entry] = None
+        state.counts["stored"] += 1
+        holders = self._holders.setdefault(entry[0], {})
+        holders[worker] = holders.get(worker, 0) + 1
+        return True
+
+    def _drop(self, worker: Worker, state: WorkerState, entry: Entry, counted: bool = True) -> bool:
+        if entry not in state.entries:
+            return False
+        del state.entries[entry]
+        state.counts["removed"] += counted
+        holders = self._holders[entry[0]]
+        holders[worker] -= 1
+        if holders[worker] == 0:
+            del holders[worker]
+            if not holders:
+                del self._holders[entry[0]]
+        return True
+
+    def _clear(self, worker: Worker, state: WorkerState) -> None:
+        for entry in list(state.entries):  # counted by its cause: a clear, a restart, a loss
+            self._drop(worker, state, entry, counted=False)
+
+    def _lose(self, worker: Worker, state: WorkerState) -> None:
+        state.counts["lost"] += 1
+        self._clear(worker, state)
+        state.stale = True
+
+    def _state(self, worker: Worker) -> WorkerState:
+        state = self._workers.get(worker)
+        if state is None:
+            raise InvalidArgumentError(f"no worker {worker!r} in this index")
+        return state
+
+    # ------------------------------------------------------------------ queries
+
+    def query_hashes(self, hashes: Sequence[ExternalHash]) -> dict[Worker, int]:
+        """Each worker's matched depth, in blocks, for a request whose blocks have the
+        external hashes ``hashes`` (path order); workers with depth 0 are left out
+        (R-ROUTE-4). O(n * w)."""
+        depths: dict[Worker, int] = {}
+        if not hashes:
+            return depths
+        table = self._holders
+        active = set(table.get(hashes[0], ()))
+        for depth, block_hash in enumerate(hashes):
+            # The workers holding every block so far but not this one stop here.
+            leaving = active.difference(table.get(block_hash, ()))
+            if leaving:
+                for worker in leaving:
+                    depths[worker] = depth
+                active -= leaving
+                if not active:
+                    break
+        for worker in active:
+            depths[worker] = len(hashes)
+        return {worker: d for worker, d in depths.items() if d > 0}
+
+    def query_tokens(self, tokens: object, namespace: str | None = None) -> dict[Worker, int]:
+        """:meth:`query_hashes` for the whole blocks of ``tokens`` in ``namespace``,
+        hashed as the workers hash them. O(n * w) for n tokens.
+
+        Raises:
+            InvalidTokensError: ``tokens`` is malformed (R-TOK-*).
+        """
+        token_list = as_token_list(tokens)
+        hasher = self.hasher
+        chain = hasher.chain(token_list, self.block_size, namespace)
+        return self.query_hashes([hasher.external(h) for h in chain])
+
+    def workers(self) -> list[Worker]:
+        """Every worker seen, in the order first seen. O(w)."""
+        return list(self._workers)
+
+    def is_stale(self, worker: Worker) -> bool:
+        """Whether ``worker``'s entries are only a subset of its blocks (R-ROUTE-2). O(1).
+
+        Raises:
+            InvalidArgumentError: an unknown worker.
+        """
+        return self._state(worker).stale
+
+    def expected(self, worker: Worker) -> int:
+        """The sequence number ``worker``'s next batch should have. O(1).
+
+        Raises:
+            InvalidArgumentError: an unknown worker.
+        """
+        return self._state(worker).expected
+
+    def holdings(self, worker: Worker) -> set[Entry]:
+        """``worker``'s entries: (hash, medium) pairs. O(its entries).
+
+        Raises:
+            InvalidArgumentError: an unknown worker.
+        """
+        return set(self._state(worker).entries)
+
+    def counts(self, worker: Worker) -> dict[str, int]:
+        """``worker``'s counters (:data:`COUNTERS`). O(1).
+
+        Raises:
+            InvalidArgumentError: an unknown worker.
+        """
+        return dict(self._state(worker).counts)
+
+    def __len__(self) -> int:
+        """Distinct hashes held by any worker. O(1)."""
+        return len(self._holders)
+
+    @property
+    def holder_blocks(self) -> int:
+        """Entries over all workers (a block held by k workers counts k times). O(w)."""
+        return sum(len(state.entries) for state in self._workers.values())
+
+    def dump(self) -> dict[str, Any]:
+        """Plain data: every worker's expected number, staleness, counters and entries
+        (sorted), in the order first seen. O(entries log entries)."""
+        return {
+            "workers": [
+                {
+                    "worker": worker,
+                    "expected": state.expected,
+                    "stale": state.stale,
+                    "counts": dict(state.counts),
+                    "entries": sorted(state.entries, key=repr),
+                }
+                for worker, state in self._workers.items()
+            ]
+        }
+
+    def check_invariants(self) -> None:
+        """Assert the module's invariants. O(entries).
+
+        Raises:
+            InvariantViolation: one is broken (a bug, never bad input).
+        """
+        seen: dict[ExternalHash, dict[Worker, int]] = {}
+        for worker, state in self._workers.items():
+            if state.expected < 0:
+                raise InvariantViolation(f"worker {worker!r} expects {state.expected}")
+            for block_hash, _medium in state.entries:
+                media = seen.setdefault(block_hash, {})
+                media[worker] = media.get(worker, 0) + 1
+        if seen != self._holders:
+            raise InvariantViolation("the holders table disagrees with the workers' entries")
+
+
+def brute_force_depths(
+    holdings: Mapping[Worker, Iterable[Entry]], hashes: Sequence[ExternalHash]
+) -> dict[Worker, int]:
+    """The depths :meth:`RouterIndex.query_hashes` must give, the slow obvious way (for
+    tests). O(n * w * entries)."""
+    depths: dict[Worker, int] = {}
+    for worker, entries in holdings.items():
+        held = {block_hash for block_hash, _medium in entries}
+        depth = 0
+        while depth < len(hashes) and hashes[depth] in held:
+            depth += 1
+        if depth:
+            depths[worker] = depth
+    return depths

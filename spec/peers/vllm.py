@@ -1,0 +1,197 @@
+"""vLLM's own KV-event code, from the pinned wheel, run without vLLM's dependencies.
+
+Install the wheel without its dependencies (torch and the server stack are not
+needed)::
+
+    pip install --no-deps vllm==0.33.0
+
+:func:`load_vllm` then runs three of its files unmodified, by path (nothing of vLLM
+is copied into this project): ``vllm/utils/hashing.py`` (the hash functions),
+``vllm/v1/core/kv_cache_utils.py`` (``hash_block_tokens``, ``init_none_hash``, the
+request block hasher, ``maybe_convert_block_hash``) and
+``vllm/distributed/kv_events.py`` (the event structs and the ZeroMQ publisher).
+``import vllm`` itself would import torch, so the package and the modules those files
+import only for types or for parts not run here (the engine config, the request and
+cache-spec classes, multimodal helpers) are stand-ins: empty modules whose every
+name is a placeholder class, but for the few values the files use (``envs`` flags,
+``init_logger``, ``cdiv``).
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import importlib.util
+import logging
+import math
+import os
+import sys
+import types
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+#: The vLLM release the project is tested against.
+PINNED = "0.33.0"
+
+_STAND_INS = (
+    "vllm",
+    "vllm.envs",
+    "vllm.config",
+    "vllm.config.kv_events",
+    "vllm.logger",
+    "vllm.multimodal",
+    "vllm.multimodal.utils",
+    "vllm.utils",
+    "vllm.utils.math_utils",
+    "vllm.utils.network_utils",
+    "vllm.v1",
+    "vllm.v1.core",
+    "vllm.v1.kv_cache_interface",
+    "vllm.v1.kv_cache_spec_registry",
+    "vllm.v1.request",
+    "vllm.v1.utils",
+    "vllm.distributed",
+)
+_REAL = (
+    ("vllm.utils.hashing", "vllm/utils/hashing.py"),
+    ("vllm.v1.core.kv_cache_utils", "vllm/v1/core/kv_cache_utils.py"),
+    ("vllm.distributed.kv_events", "vllm/distributed/kv_events.py"),
+)
+
+
+class VllmUnavailable(RuntimeError):
+    """The pinned vLLM wheel is not installed; the message says how to install it."""
+
+
+class _Placeholder:
+    """A stand-in class: built with any arguments, it keeps the keyword ones."""
+
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        self.args = args
+        self.__dict__.update(kwargs)
+
+
+class _StandIn(types.ModuleType):
+    """A module whose every missing name is a placeholder class of that name."""
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__"):
+            raise AttributeError(name)
+        placeholder = type(name, (_Placeholder,), {"__module__": self.__name__})
+        setattr(self, name, placeholder)
+        return placeholder
+
+
+@dataclass(frozen=True)
+class Vllm:
+    """vLLM's modules, loaded: ``hashing``, ``kv_cache_utils``, ``kv_events``."""
+
+    version: str
+    hashing: types.ModuleType
+    kv_cache_utils: types.ModuleType
+    kv_events: types.ModuleType
+
+
+_LOADED: list[Vllm] = []
+
+
+def load_vllm() -> Vllm:
+    """vLLM's three modules, loaded once per process. O(1) after the first call.
+
+    Raises:
+        VllmUnavailable: the pinned wheel is not installed.
+    """
+    if _LOADED:
+        return _LOADED[0]
+    try:
+        version = importlib.metadata.version("vllm")
+    except importlib.metadata.PackageNotFoundError:
+        raise VllmUnavailable(
+            f"vLLM is not installed: pip install --no-deps vllm=={PINNED}"
+        ) from None
+    if version != PINNED:
+        raise VllmUnavailable(f"vLLM {version} is installed, the tests pin {PINNED}")
+    distribution = importlib.metadata.distribution("vllm")
+    saved = {name: sys.modules.get(name) for name in (*_STAND_INS, *(n for n, _ in _REAL))}
+    try:
+        for name in _STAND_INS:
+            module = _StandIn(name)
+            module.__path__ = []  # a package, so its submodules can be stand-ins too
+            sys.modules[name] = module
+        values: dict[str, dict[str, object]] = {
+            "vllm.envs": {"VLLM_KV_EVENTS_USE_INT_BLOCK_HASHES": True},  # vLLM's default
+            "vllm.logger": {"init_logger": logging.getLogger},
+            "vllm.utils.math_utils": {
+                "cdiv": lambda a, b: -(-a // b),
+                "round_up": lambda a, b: math.ceil(a / b) * b,
+            },
+        }
+        for name, attributes in values.items():
+            for attribute, value in attributes.items():
+                setattr(sys.modules[name], attribute, value)
+        sys.modules["vllm"].envs = sys.modules["vllm.envs"]  # type: ignore[attr-defined]
+        loaded: list[types.ModuleType] = []
+        for name, relative in _REAL:
+            path = Path(str(distribution.locate_file(relative)))
+            spec = importlib.util.spec_from_file_location(name, path)
+            assert spec is not None and spec.loader is not None
+            real = importlib.util.module_from_spec(spec)
+            sys.modules[name] = real
+            spec.loader.exec_module(real)
+            loaded.append(real)
+    finally:
+        for name, previous in saved.items():
+            if previous is None:
+                sys.modules.pop(name, None)
+            else:
+                sys.modules[name] = previous
+    vllm = Vllm(version, *loaded)
+    _LOADED.append(vllm)
+    return vllm
+
+
+@dataclass
+class FakeRequest:
+    """What vLLM's request block hasher reads of a request: its tokens, its cache salt,
+    and no LoRA, multimodal inputs or prompt embeddings."""
+
+    all_token_ids: list[int]
+    cache_salt: str | None = None
+    block_hashes: list[bytes] | None = None
+    mm_features: list[Any] | None = None
+    lora_request: None = None
+    prompt_embeds: None = None
+
+    def __post_init__(self) -> None:
+        self.block_hashes = [] if self.block_hashes is None else self.block_hashes
+        self.mm_features = [] if self.mm_features is None else self.mm_features
+
+    @property
+    def num_tokens(self) -> int:
+        """The request's length."""
+        return len(self.all_token_ids)
+
+
+def vllm_block_hashes(
+    tokens: list[int], block_size: int, scheme: str, seed: str, salt: str | None = None
+) -> list[bytes]:
+    """The block hashes vLLM's own request block hasher gives ``tokens`` (its
+    ``get_request_block_hasher`` with ``init_none_hash`` from ``seed``, as
+    ``PYTHONHASHSEED`` sets it). O(len(tokens)).
+
+    Raises:
+        VllmUnavailable: the pinned wheel is not installed.
+    """
+    vllm = load_vllm()
+    hash_fn = vllm.hashing.get_hash_fn_by_name(scheme)
+    previous = os.environ.get("PYTHONHASHSEED")
+    os.environ["PYTHONHASHSEED"] = seed
+    try:
+        vllm.kv_cache_utils.init_none_hash(hash_fn)
+    finally:
+        if previous is None:
+            del os.environ["PYTHONHASHSEED"]
+        else:
+            os.environ["PYTHONHASHSEED"] = previous
+    hasher = vllm.kv_cache_utils.get_request_block_hasher(block_size, hash_fn)
+    return list(hasher(FakeRequest(list(tokens), salt)))

@@ -90,7 +90,11 @@ def test_quick_modules_are_found_by_their_mark(request: pytest.FixtureRequest) -
         if item.get_closest_marker("quick") is not None
     }
     if request.session.items and len({item.path for item in request.session.items}) > 20:
-        assert by_marker == by_text  # a whole-suite run collected every module
+        # A whole-suite run (CI's coverage run leaves tests/accel out): the folders it
+        # collected hold exactly the marked modules of those folders.
+        items = request.session.items
+        folders = {Path(str(item.path)).relative_to(tests).parts[0] for item in items}
+        assert by_marker == {name for name in by_text if name.split("/")[0] in folders}
     assert {"tree/test_tree.py", "accel/test_basics.py", "project/test_cli.py"} <= by_text
 
 

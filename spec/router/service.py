@@ -29,13 +29,14 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Hashable, Mapping, Sequence
+from collections.abc import Hashable, Mapping
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from kachedb_radix.reference.errors import RadixError
 from kachedb_radix.reference.router import RouterIndex
+from kachedb_radix.reference.tokens import as_token_list
 
 from .subscriber import EventSubscriber
 
@@ -122,14 +123,15 @@ class Router:
                 raise BadRequest(f"a load is a number >= 0, got {load!r} for {worker!r}")
         if namespace is not None and not isinstance(namespace, str):
             raise BadRequest(f"namespace must be null or a string, got {namespace!r}")
+        try:
+            token_list = as_token_list(tokens)  # once: any token input, as the tree takes
+        except RadixError as exc:
+            raise BadRequest(str(exc)) from None
         with self.lock:
-            try:
-                depths = self.index.query_tokens(tokens, namespace)
-            except RadixError as exc:
-                raise BadRequest(str(exc)) from None
+            depths = self.index.query_tokens(token_list, namespace)
             known = set(self.index.workers())
             stale = [w for w in self._workers if w in known and self.index.is_stale(w)]
-        blocks = _whole_blocks(tokens, self.index.block_size)
+        blocks = len(token_list) // self.index.block_size
         costs = {
             w: self.overlap_weight * (blocks - depths.get(w, 0)) + float(loads.get(w, 0))
             for w in self._workers
@@ -163,10 +165,6 @@ class Router:
         """Close the subscriber's sockets."""
         with self.lock:
             self.subscriber.close()
-
-
-def _whole_blocks(tokens: object, block_size: int) -> int:
-    return len(tokens) // block_size if isinstance(tokens, Sequence) else 0
 
 
 def parse_route_request(body: bytes) -> tuple[object, str | None, dict[Hashable, float]]:

@@ -10,6 +10,7 @@ import urllib.error
 import urllib.request
 from collections.abc import Iterator
 
+import numpy as np
 import pytest
 from rich.console import Console
 
@@ -71,6 +72,8 @@ def test_the_deepest_match_wins_unless_its_load_outweighs_it(
     assert decision.costs == {"w0": 1.0, "w1": 3.0} and decision.blocks == 4
     assert router.route(list(range(16)), loads={"w0": 5}).worker == "w1"
     assert router.route([99] * 8).worker == "w0"  # a cold request: all tie, the first
+    as_array = router.route(np.arange(16, dtype=np.uint32))  # any token input the tree takes
+    assert as_array.blocks == 4 and as_array.costs == decision.costs
     assert router.route(list(range(16)), namespace="other").depths == {}
     for loads, message in [({"w9": 1}, "names no worker"), ({"w0": -1}, "a load is a number")]:
         with pytest.raises(BadRequest, match=message):

@@ -157,7 +157,15 @@ def test_a_moved_on_buffer_makes_the_worker_stale(context: zmq.Context[zmq.Socke
         assert held and held < set(dump_hashes(tree.dump(), BlockHasher()))
 
 
+def _lose_one_batch(pub: EventPublisher, sub: EventSubscriber, index: RouterIndex) -> None:
+    """One batch numbered but never sent, then one sent: wait until the index is past both."""
+    pub.publish(KVEventBatch(0.0, []), send=False)
+    pub.publish(KVEventBatch(0.0, []))
+    _until(lambda: index.expected("w") == pub.next_seq, sub)
+
+
 def test_without_a_replay_socket_a_gap_is_a_loss(context: zmq.Context[zmq.Socket[bytes]]) -> None:
+    """R-ROUTE-2: nothing can fill the gap: the worker is stale."""
     index = RouterIndex(block_size=2)
     with (
         EventPublisher(LOOPBACK, context=context) as pub,
@@ -166,9 +174,7 @@ def test_without_a_replay_socket_a_gap_is_a_loss(context: zmq.Context[zmq.Socket
         sub.add_worker("w", pub.endpoint)
         _connected(pub, sub, "w")  # batches sent before the subscription was up are lost too
         lost = index.counts("w")["lost"]
-        pub.publish(KVEventBatch(0.0, []), send=False)
-        pub.publish(KVEventBatch(0.0, []))
-        _until(lambda: index.expected("w") == pub.next_seq, sub)
+        _lose_one_batch(pub, sub, index)
         assert index.is_stale("w") and index.counts("w")["lost"] == lost + 1
 
 
@@ -187,9 +193,7 @@ def test_a_silent_replay_socket_times_out_into_a_loss(
         sub.add_worker("w", pub.endpoint, silent.getsockopt_string(zmq.LAST_ENDPOINT))
         assert sub.counts("w")["replay_timeouts"] == 1  # the catch-up went unanswered
         _connected(pub, sub, "w")
-        pub.publish(KVEventBatch(0.0, []), send=False)
-        pub.publish(KVEventBatch(0.0, []))
-        _until(lambda: index.expected("w") == pub.next_seq, sub)
+        _lose_one_batch(pub, sub, index)
         assert index.is_stale("w") and sub.counts("w")["replay_timeouts"] == 2
     silent.close(linger=0)
 

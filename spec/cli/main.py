@@ -7,6 +7,7 @@ Each subcommand's module registers its own arguments and handler
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Sequence
 
@@ -60,8 +61,25 @@ def _demo(args: argparse.Namespace) -> int:
     return 0
 
 
+#: The exit status of a command whose reader closed its output early (``... | head``):
+#: 128 + SIGPIPE, what a shell reports for a process that SIGPIPE ended.
+CLOSED_OUTPUT_STATUS = 141
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of the console script; returns the exit status."""
+    """Entry point of the console script; returns the exit status.
+
+    A reader that stops reading (``kachedb-radix explain --text | head -n 3``) ends the
+    command quietly with status 141, as SIGPIPE would, never with a traceback: the rest of
+    the output goes to ``os.devnull``, so the interpreter's final flush cannot fail either.
+    """
     args = build_parser().parse_args(argv)
-    status: int = args.handler(args)
+    try:
+        status: int = args.handler(args)
+        sys.stdout.flush()
+    except BrokenPipeError:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+        return CLOSED_OUTPUT_STATUS
     return status

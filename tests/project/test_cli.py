@@ -56,3 +56,20 @@ def test_command_line_runs(command: list[str]) -> None:
         [*command, "demo", "--impl", "reference"], capture_output=True, text=True, check=True
     )
     assert "namespace (default)" in done.stdout
+
+
+def test_a_reader_that_stops_early_gets_no_traceback() -> None:
+    """``kachedb-radix explain --text | head -n 1``: the command ends quietly with status 141
+    (128 + SIGPIPE, as a shell reports it) when its reader closes the pipe, no traceback."""
+    command = [sys.executable, "-m", "kachedb_radix.spec", "explain", "--scenario", "scale"]
+    with subprocess.Popen(
+        [*command, "--text"], stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    ) as process:
+        assert process.stdout is not None and process.stderr is not None
+        first = process.stdout.readline()
+        process.stdout.close()  # the reader goes away with most of the report unread
+        err = process.stderr.read().decode()
+        status = process.wait()
+    assert first.startswith(b"kachedb-radix explain")
+    assert "Traceback" not in err and "BrokenPipeError" not in err, err
+    assert status == 141

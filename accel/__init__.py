@@ -6,7 +6,9 @@ call (same results, block ids, clock, eviction order, ``dump()``, error classes 
 ``kachedb_radix.accel.BlockAllocator`` is the twin of
 :class:`kachedb_radix.reference.allocator.BlockAllocator`. ``kachedb_radix.accel.Snapshot`` and
 ``kachedb_radix.accel.Reader`` are the compiled twins of :mod:`kachedb_radix.reference.snapshot`'s
-classes. ``kachedb_radix.accel.BlockPool`` is the CuPy twin of
+classes. ``kachedb_radix.accel.RouterIndex`` is the twin of
+:class:`kachedb_radix.reference.router.RouterIndex` (``accel/router.c``).
+``kachedb_radix.accel.BlockPool`` is the CuPy twin of
 :class:`kachedb_radix.reference.BlockPool` (the KV block pool,
 :mod:`kachedb_radix.accel.blockpool`); CuPy is imported only when a pool is built, so this package
 imports without CuPy or a GPU.
@@ -33,6 +35,7 @@ try:
         MatchResult,
         RadixTree,
         Reader,
+        RouterIndex,
         Snapshot,
     )
 except ImportError as error:  # pragma: no cover - exercised only on a broken install
@@ -55,5 +58,6 @@ __all__ = [
     "MatchResult",
     "RadixTree",
     "Reader",
+    "RouterIndex",
     "Snapshot",
 ]

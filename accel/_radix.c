@@ -163,6 +163,7 @@ static void heap_update(TreeObject *t, uint32_t n) {
 
 /* The eviction policies' hooks (R-POL-*): compiled in this unit to re-file leaves. */
 #include "policy.c"
+#include "events.c"
 
 /* ------------------------------------------------------------------ nodes and roots */
 
@@ -859,6 +860,8 @@ static PyObject *Tree_insert(TreeObject *self, PyObject *const *args, Py_ssize_t
     if (res == NULL) goto fail;
     if (pin && lease_fill(self, lease, tk.data, wanted) < 0) goto fail;
     if (reserve(self) < 0 || pol_reserve(self, wanted) < 0) goto fail;
+    if (self->ev.recorder != NULL && ev_reserve(self, ev_insert_words(B, needed, nevict)) < 0)
+        goto fail;
     if (needed > 0 && chunk_reserve(self, last, used, reused, needed, nevict) < 0) goto fail;
     if (needed > 0 && root == NIL) {
         root = root_create(self, ns);
@@ -875,6 +878,7 @@ static PyObject *Tree_insert(TreeObject *self, PyObject *const *args, Py_ssize_t
         pin_path(self, path, reused, last, +1);
         evict_blocks(self, nevict, out_evict, root);
         pin_path(self, path, reused, last, -1);
+        if (self->ev.recorder != NULL) ev_log_remove(self, out_evict, nevict); /* R-EVENT-4 */
         /* Eviction may have trimmed the unpinned tail of the last edge we reached. */
         reused = tree_walk(self, root, tk.data, wanted, path, &last, &used);
     }
@@ -882,6 +886,9 @@ static PyObject *Tree_insert(TreeObject *self, PyObject *const *args, Py_ssize_t
         for (Py_ssize_t i = 0; i < needed; i++) out_alloc[i] = ba_take_smallest(&self->alloc);
         last = attach(self, root, last, used, reused, tk.data, out_alloc, needed);
         memcpy(path + reused, out_alloc, (size_t)needed * sizeof(uint32_t));
+        if (self->ev.recorder != NULL) /* the new blocks end the path (R-EVENT-2, R-EVENT-3) */
+            ev_log_store(self, ns, reused > 0 ? path[reused - 1] : NIL, out_alloc,
+                         tk.data + (size_t)reused * B, needed);
     }
     memcpy(out_blocks, path, (size_t)wanted * sizeof(uint32_t));
     res->length = wanted * (Py_ssize_t)B;
@@ -899,6 +906,7 @@ static PyObject *Tree_insert(TreeObject *self, PyObject *const *args, Py_ssize_t
         Py_SETREF(res->lease, (PyObject *)lease);
     }
     self->version++;
+    if (self->ev.recorder != NULL) ev_flush(self); /* one batch per operation (R-EVENT-5) */
     chunk_unreserve(self);
     tokens_release(self, &tk);
     Py_XDECREF(ns);
@@ -1118,8 +1126,13 @@ static PyObject *Tree_evict(TreeObject *self, PyObject *arg) {
         PyTuple_SET_ITEM(tuple, i, id);
     }
     if (self->nreaders > 0 && q_reserve(self, (size_t)n) < 0) goto fail;
+    if (self->ev.recorder != NULL && n > 0 && ev_reserve(self, 5u + (size_t)n) < 0) goto fail;
     /* ---- mutation phase: nothing below can fail; it evicts the very ids boxed above */
     evict_blocks(self, n, out, NIL);
+    if (self->ev.recorder != NULL && n > 0) {
+        ev_log_remove(self, out, n); /* R-EVENT-4 */
+        ev_flush(self);              /* R-EVENT-5 */
+    }
     PyMem_Free(out);
     return tuple;
 fail:
@@ -1287,6 +1300,17 @@ static PyObject *Tree_clone(TreeObject *self, PyObject *unused) {
         if ((made[nmade] = lease_alloc()) == NULL) goto fail;
         nmade++;
     }
+    /* The event recorder's copy is Python code too; the records it has not named yet are
+     * copied below, so nothing may name any in between (a finalizer calling
+     * take_events() on this tree). */
+    size_t ev_head = self->ev.head, ev_len = self->ev.len;
+    if (self->ev.recorder != NULL &&
+        (c->ev.recorder = PyObject_CallMethod(self->ev.recorder, "copy", NULL)) == NULL)
+        goto fail;
+    if (self->ev.head != ev_head || self->ev.len != ev_len) {
+        PyErr_SetString(PyExc_RuntimeError, "the tree changed while it was being cloned");
+        goto fail;
+    }
     /* From here on no Python code runs and nothing the collector tracks is allocated. */
     if (shadow_ensure(self) < 0) goto fail;
     if (PyDict_Update(c->ns_roots, self->ns_roots) < 0) goto fail;
@@ -1311,7 +1335,8 @@ static PyObject *Tree_clone(TreeObject *self, PyObject *unused) {
         dup_array(&c->qb, self->qb + self->qb_head, self->qb_len - self->qb_head,
                   self->qb_len - self->qb_head, sizeof(QBatch)) < 0 ||
         dup_array(&c->qids, self->qids + self->qid_head, self->qid_len - self->qid_head,
-                  self->qid_len - self->qid_head, sizeof(uint32_t)) < 0)
+                  self->qid_len - self->qid_head, sizeof(uint32_t)) < 0 ||
+        ev_copy_log(&c->ev, &self->ev, self->B) < 0)
         goto fail;
     /* ---- nothing below fails */
     c->B = self->B;
@@ -1395,7 +1420,7 @@ static PyObject *Tree_render(TreeObject *self, PyObject *unused) {
 
 static PyObject *Tree_check_invariants(TreeObject *self, PyObject *unused) {
     (void)unused;
-    if (tree_check(self) < 0) return NULL;
+    if (tree_check(self) < 0 || ev_check(self) < 0) return NULL;
     Py_RETURN_NONE;
 }
 
@@ -1439,10 +1464,11 @@ static int parse_positive(PyObject *obj, uint64_t limit, uint32_t *out) {
 
 static PyObject *Tree_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
     static char *kwlist[] = {"num_blocks", "block_size", "policy", "policy_options",
-                             "_hash_seed", NULL};
-    PyObject *n_obj, *b_obj = NULL, *seed_obj = Py_None, *policy = NULL, *policy_options = NULL;
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "O|O$OOO:RadixTree", kwlist, &n_obj, &b_obj,
-                                     &policy, &policy_options, &seed_obj))
+                             "events", "_hash_seed", NULL};
+    PyObject *n_obj, *b_obj = NULL, *seed_obj = Py_None, *policy = NULL, *policy_options = NULL,
+             *events = NULL;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "O|O$OOOO:RadixTree", kwlist, &n_obj, &b_obj,
+                                     &policy, &policy_options, &events, &seed_obj))
         return NULL;
     uint32_t B = 16, n = 0;
     if (b_obj != NULL && !parse_positive(b_obj, 1u << 24, &B)) {
@@ -1487,7 +1513,7 @@ static PyObject *Tree_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
         return PyErr_NoMemory();
     }
     if (t->ns_roots == NULL || ba_init(&t->alloc, n) < 0 || shadow_init(t, seed) < 0 ||
-        pol_init(t, policy, policy_options) < 0) {
+        pol_init(t, policy, policy_options) < 0 || ev_init(t, events) < 0) {
         Py_DECREF(t);
         return NULL;
     }
@@ -1508,6 +1534,7 @@ static void unlink_all_leases(TreeObject *t) {
 
 static int Tree_traverse(TreeObject *self, visitproc visit, void *arg) {
     for (LeaseObject *l = self->lease_head; l; l = l->lnext) Py_VISIT((PyObject *)l);
+    Py_VISIT(self->ev.recorder);
     return 0;
 }
 
@@ -1533,6 +1560,7 @@ static void Tree_dealloc(TreeObject *self) {
     PyMem_Free(self->pins);
     PyMem_Free(self->stamps);
     pol_fini(&self->pol);
+    ev_fini(self);
     PyMem_Free(self->nodes);
     PyMem_Free(self->heap_pos);
     PyMem_Free(self->pub);
@@ -1610,6 +1638,12 @@ static PyMethodDef Tree_methods[] = {
      "number of evictable leaves: the queue holds no stale entries, so no call pays\n"
      "for earlier ones.\n\n"
      "Raises:\n    InvalidArgumentError: ``count`` is not an int >= 0."},
+    {"take_events", (PyCFunction)Tree_take_events, METH_NOARGS,
+     "take_events($self, /)\n--\n\n"
+     "The KV event batches since the last call, oldest first: one per operation\n"
+     "that cached or evicted blocks (R-EVENT-1..5). O(1) here; O(B) per block logged\n"
+     "since the last call to name it (the reference's recorder hashes the blocks).\n\n"
+     "Raises:\n    InvalidArgumentError: the tree was built without ``events``."},
     {"snapshot", (PyCFunction)Tree_snapshot, METH_NOARGS,
      "snapshot($self, /)\n--\n\n"
      "An O(1) immutable view of the latest published version (R-SNAP-2).\n\n"
@@ -1701,6 +1735,11 @@ static PyGetSetDef Tree_getset[] = {
     {"policy", (getter)Tree_get_policy, NULL, "The eviction policy's name (R-POL-1). O(1).", NULL},
     {"policy_options", (getter)Tree_get_policy_options, NULL,
      "The eviction policy's options in force, defaults included. O(1).", NULL},
+    {"events", (getter)Tree_get_events, NULL,
+     "How the tree names blocks in its events, or None when it emits none.", NULL},
+    {"_event_recorder", (getter)Tree_get_event_recorder, NULL,
+     "Test hook: the reference EventRecorder that names this tree's events, every logged\n"
+     "record named first (None when the tree emits no events).", NULL},
     {"_hash_seed", (getter)Tree_get_hash_seed, NULL,
      "The seed the block-hash keys were drawn from (a test hook).", NULL},
     {NULL, NULL, NULL, NULL, NULL},
@@ -1714,7 +1753,7 @@ PyTypeObject RadixTree_Type = {
     .tp_repr = (reprfunc)Tree_repr,
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
     .tp_doc = "RadixTree(num_blocks, block_size=16, *, policy='lru', policy_options=None, "
-              "_hash_seed=None)\n--\n\n"
+              "events=None, _hash_seed=None)\n--\n\n"
               "A radix tree of whole token blocks over a fixed pool of KV block ids.\n\n"
               "Args:\n"
               "    num_blocks: the pool size, an int >= 1 (at most 2**31 - 1 here); block ids\n"
@@ -1725,11 +1764,15 @@ PyTypeObject RadixTree_Type = {
               "        ``\"lfu\"``, ``\"fifo\"``, ``\"priority\"`` or ``\"slru\"``; see\n"
               "        :mod:`kachedb_radix.reference.policies`.\n"
               "    policy_options: that policy's options (a mapping), or None for its defaults.\n"
+              "    events: None (the default: no events, nothing paid), True for KV events with\n"
+              "        the default block hashes, or a :class:`~kachedb_radix.reference.events.BlockHasher`\n"
+              "        naming the scheme (R-EVENT-*); :meth:`take_events` returns them.\n"
               "    _hash_seed: a test hook: the seed of the block-hash keys (default: drawn\n"
               "        from ``os.urandom``).\n\n"
               "Raises:\n"
               "    InvalidArgumentError: a size is not an int >= 1 or is above its limit here,\n"
-              "        or the policy or one of its options is unknown or out of range.\n"
+              "        or the policy or one of its options is unknown or out of range. Also when\n"
+              "        ``events`` is neither None, True nor a ``BlockHasher``.\n"
               "    MemoryError: ``num_blocks * block_size`` is above 2**40, or the pool's\n"
               "        arrays cannot be allocated.\n"
               "    TypeError: ``_hash_seed`` is not an int or None.\n\n"
@@ -1850,7 +1893,8 @@ PyMODINIT_FUNC PyInit__radix(void) {
      * (an allocation failure) and is run again does the rest in the same order. */
     PyTypeObject *types[] = {&RadixTree_Type, &Lease_Type,     &MatchResult_Type,
                              &InsertResult_Type, &Blocks_Type, &BlocksIter_Type,
-                             &BlockAllocator_Type, &Snapshot_Type, &Reader_Type};
+                             &BlockAllocator_Type, &Snapshot_Type, &Reader_Type,
+                             &RouterIndex_Type};
     for (size_t i = 0; i < sizeof(types) / sizeof(types[0]); i++)
         if (PyType_Ready(types[i]) < 0) return NULL;
     IMPORT(TokenTypeError, "kachedb_radix.reference.errors", "TokenTypeError");
@@ -1870,6 +1914,17 @@ PyMODINIT_FUNC PyInit__radix(void) {
     IMPORT(urandom, "os", "urandom");
     IMPORT(dump_format, "kachedb_radix.reference.dump", "DUMP_FORMAT");
     IMPORT(check_policy, "kachedb_radix.reference.policies", "check_policy");
+    IMPORT(event_hasher, "kachedb_radix.reference.events", "event_hasher");
+    IMPORT(EventRecorder, "kachedb_radix.reference.events", "EventRecorder");
+    IMPORT(BlockHasher, "kachedb_radix.reference.events", "BlockHasher");
+    IMPORT(KVEventBatch, "kachedb_radix.reference.events", "KVEventBatch");
+    IMPORT(BlockStored, "kachedb_radix.reference.events", "BlockStored");
+    IMPORT(BlockRemoved, "kachedb_radix.reference.events", "BlockRemoved");
+    IMPORT(AllBlocksCleared, "kachedb_radix.reference.events", "AllBlocksCleared");
+    IMPORT(decode_batch, "kachedb_radix.reference.events", "decode_batch");
+    IMPORT(EventDecodeError, "kachedb_radix.reference.events", "EventDecodeError");
+    IMPORT(Applied, "kachedb_radix.reference.router", "Applied");
+    if (router_init() < 0) return NULL;
     INTERN(s_tokens, "tokens");
     INTERN(s_namespace, "namespace");
     INTERN(s_pin, "pin");
@@ -1893,15 +1948,19 @@ PyMODINIT_FUNC PyInit__radix(void) {
     INTERN(s_version, "version");
 
     PyObject *impl = PyUnicode_InternFromString("accel");
-    int set = impl != NULL && PyDict_SetItemString(RadixTree_Type.tp_dict, "implementation", impl) == 0;
+    int set = impl != NULL &&
+              PyDict_SetItemString(RadixTree_Type.tp_dict, "implementation", impl) == 0 &&
+              PyDict_SetItemString(RouterIndex_Type.tp_dict, "implementation", impl) == 0;
     Py_XDECREF(impl);
     if (!set) return NULL;
     PyType_Modified(&RadixTree_Type);
+    PyType_Modified(&RouterIndex_Type);
 
     PyObject *m = PyModule_Create(&module_def);
     if (m == NULL) return NULL;
     const char *names[] = {"RadixTree", "Lease", "MatchResult", "InsertResult",
-                           "Blocks", "BlocksIterator", "BlockAllocator", "Snapshot", "Reader"};
+                           "Blocks", "BlocksIterator", "BlockAllocator", "Snapshot", "Reader",
+                           "RouterIndex"};
     for (size_t i = 0; i < sizeof(types) / sizeof(types[0]); i++) {
         if (PyModule_AddObjectRef(m, names[i], (PyObject *)types[i]) < 0) {
             Py_DECREF(m);

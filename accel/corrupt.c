@@ -168,6 +168,7 @@ static const char *const KINDS[] = {
     "pub_trie_count", "array_child_no_edge", "array_child_no_chunk", "array_key",
     "array_unsorted", "pub_nid", "pub_chunk", "pub_off", "pub_parent_missing",
     "pub_not_found",
+    "events_open",
     NULL,
 };
 
@@ -578,6 +579,18 @@ static PyObject *Tree_corrupt_check(TreeObject *self, PyObject *arg) {
     if (!writer && !self->shadow_ok) {
         PyErr_Format(PyExc_ValueError, "the published shape is dropped: it cannot show %s", kind);
         return NULL;
+    }
+    if (IS("events_open")) { /* events.c's ev_check: an operation's records left open */
+        if (self->ev.recorder == NULL) {
+            PyErr_SetString(PyExc_ValueError, "this tree emits no events: it cannot show events_open");
+            return NULL;
+        }
+        Undo u = {.n = 0, .temp = NULL};
+        PUT(&u, self->ev.mark, self->ev.len + 1u);
+        int failed = ev_check(self) < 0;
+        undo(&u);
+        if (!failed) Py_RETURN_NONE;
+        return violation_message();
     }
     if (drop) shadow_drop(self);
     Undo u = {.n = 0, .temp = NULL};

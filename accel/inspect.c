@@ -527,16 +527,18 @@ PyObject *tree_memory(TreeObject *t) {
     size_t published = shadow_bytes(t);
     size_t quarantine = t->qb_cap * sizeof(QBatch) + t->qid_cap * sizeof(uint32_t) +
                         (size_t)t->readers_cap * sizeof(uint64_t) + t->anc_cap * sizeof(uint32_t);
+    size_t events = t->ev.cap * sizeof(uint32_t); /* the log not yet named (events.c) */
     size_t total = tokens + edges + per_block + allocator + nodes + heap + roots + scratch +
-                   leases + object + published + quarantine;
-    return Py_BuildValue("{s:n,s:n,s:n,s:n,s:n,s:n,s:n,s:n,s:n,s:n,s:n,s:n,s:n,s:K,s:I}",
+                   leases + object + published + quarantine + events;
+    return Py_BuildValue("{s:n,s:n,s:n,s:n,s:n,s:n,s:n,s:n,s:n,s:n,s:n,s:n,s:n,s:n,s:K,s:I}",
                          "tokens", (Py_ssize_t)tokens, "edges", (Py_ssize_t)edges,
                          "published_shape", (Py_ssize_t)published, "quarantine",
                          (Py_ssize_t)quarantine, "per_block", (Py_ssize_t)per_block,
                          "allocator", (Py_ssize_t)allocator, "nodes", (Py_ssize_t)nodes,
                          "eviction_heap", (Py_ssize_t)heap,
                          "roots", (Py_ssize_t)roots, "scratch", (Py_ssize_t)scratch, "leases",
-                         (Py_ssize_t)leases, "object", (Py_ssize_t)object, "total",
+                         (Py_ssize_t)leases, "object", (Py_ssize_t)object, "events",
+                         (Py_ssize_t)events, "total",
                          (Py_ssize_t)total, "cached_blocks", (unsigned long long)t->cached,
                          "live_nodes", t->live_nodes);
 }

@@ -76,6 +76,11 @@ typedef struct {
     PyObject *urandom;       /* os.urandom */
     PyObject *dump_format;   /* reference.dump.DUMP_FORMAT */
     PyObject *check_policy;  /* reference.policies.check_policy */
+    PyObject *event_hasher;  /* reference.events.event_hasher */
+    PyObject *EventRecorder; /* reference.events.EventRecorder */
+    /* the router index (router.c) */
+    PyObject *BlockHasher, *KVEventBatch, *BlockStored, *BlockRemoved, *AllBlocksCleared,
+        *decode_batch, *EventDecodeError, *Applied;
     /* interned strings */
     PyObject *s_tokens, *s_namespace, *s_pin, *s_priority, *s_retain_for;
     PyObject *s_format, *s_block_size, *s_num_blocks, *s_clock, *s_free, *s_namespaces,
@@ -267,6 +272,17 @@ typedef struct {
     uint32_t node; /* NIL: slot unused */
 } RootSlot;
 
+/* KV events (events.c): the log of what changed, named by the reference's recorder when
+ * taken.  recorder NULL: events off. */
+typedef struct {
+    PyObject *recorder; /* kachedb_radix.reference.events.EventRecorder */
+    uint32_t *log;
+    size_t len, cap;
+    size_t head; /* records before it were named already */
+    size_t mark; /* the log's length when the current operation began */
+    int draining;
+} EvLog;
+
 typedef struct {
     uint64_t epoch;
     uint32_t n;
@@ -341,9 +357,12 @@ typedef struct {
     uint32_t *qids;    /* their ids, qids[qid_head .. qid_len) */
     size_t qid_head, qid_len, qid_cap;
     uint64_t quarantined;
+    EvLog ev; /* KV events (R-EVENT-*) */
 } TreeObject;
 
 extern PyTypeObject RadixTree_Type;
+extern PyTypeObject RouterIndex_Type; /* router.c */
+int router_init(void);
 
 /* ------------------------------------------------------------------ objects */
 

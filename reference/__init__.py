@@ -36,6 +36,7 @@ from .errors import (
 from .lease import Lease
 from .render import render_dump
 from .results import InsertResult, MatchResult, TreeStats
+from .router import RouterIndex
 from .snapshot import Reader, Snapshot
 from .tokens import TOKEN_LIMIT, TokenInput, as_token_list
 from .tree import RadixTree
@@ -63,6 +64,7 @@ __all__ = [
     "RadixTree",
     "Reader",
     "ReaderLeftError",
+    "RouterIndex",
     "Snapshot",
     "TokenInput",
     "TokenLayoutError",

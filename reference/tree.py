@@ -80,7 +80,7 @@ from .errors import (
     LeaseReleasedError,
     OutOfBlocksError,
 )
-from .events.hashing import BlockHasher
+from .events.hashing import BlockHasher, event_hasher
 from .events.recorder import EventRecorder
 from .events.schema import KVEventBatch
 from .eviction import EvictionQueue
@@ -134,7 +134,7 @@ class RadixTree:
     ) -> None:
         if isinstance(block_size, bool) or not isinstance(block_size, int) or block_size < 1:
             raise InvalidArgumentError(f"block_size must be an int >= 1, got {block_size!r}")
-        hasher = _event_hasher(events)
+        hasher = event_hasher(events)
         self._allocator = BlockAllocator(num_blocks)
         self._block_size = block_size
         # The shape: namespace -> root, and each node's current version by node id.
@@ -889,13 +889,3 @@ class RadixTree:
         # One atomic dict operation: safe from any thread and from a finalizer (R-EPOCH-5).
         self._readers.pop(epoch, None)
 
-
-def _event_hasher(events: object) -> BlockHasher | None:
-    """The hasher ``events`` asks for (see :class:`RadixTree`); None when off."""
-    if events is None or events is False:
-        return None
-    if events is True:
-        return BlockHasher()
-    if isinstance(events, BlockHasher):
-        return events
-    raise InvalidArgumentError(f"events must be None, True or a BlockHasher, got {events!r}")

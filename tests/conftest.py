@@ -33,6 +33,21 @@ def implementations() -> dict[str, TreeFactory]:
 IMPLEMENTATIONS = implementations()
 
 
+def router_implementations() -> dict[str, TreeFactory]:
+    """The router indexes under test (R-ROUTE-*), by the same names."""
+    from kachedb_radix.reference.router import RouterIndex
+
+    found: dict[str, TreeFactory] = {"reference": RouterIndex}
+    if "accel" in IMPLEMENTATIONS:
+        from kachedb_radix import accel
+
+        found["accel"] = accel.RouterIndex
+    return found
+
+
+ROUTER_IMPLEMENTATIONS = router_implementations()
+
+
 @pytest.fixture(params=sorted(IMPLEMENTATIONS))
 def impl_name(request: pytest.FixtureRequest) -> str:
     """The name of the implementation under test."""
@@ -50,6 +65,20 @@ def make_tree(impl_name: str) -> TreeFactory:
         tree = factory(num_blocks, block_size, **options)
         assert tree.implementation == impl_name  # no silent fallback to another implementation
         return tree
+
+    return build
+
+
+@pytest.fixture
+def make_index(impl_name: str) -> TreeFactory:
+    """A factory ``make_index(hasher=None, block_size=16)`` of router indexes of the
+    implementation under test."""
+    factory = ROUTER_IMPLEMENTATIONS[impl_name]
+
+    def build(*args: Any, **options: Any) -> Any:
+        index = factory(*args, **options)
+        assert index.implementation == impl_name  # no silent fallback to another twin
+        return index
 
     return build
 

@@ -10,7 +10,15 @@ A tree emits events when built with ``events=True`` (or a :class:`BlockHasher`),
 :meth:`~kachedb_radix.reference.RadixTree.take_events` hands them over.
 """
 
-from .hashing import DEFAULT_SCHEME, DEFAULT_SEED, SCHEMES, BlockHasher, ExternalHash, Hash
+from .hashing import (
+    DEFAULT_SCHEME,
+    DEFAULT_SEED,
+    SCHEMES,
+    BlockHasher,
+    ExternalHash,
+    Hash,
+    event_hasher,
+)
 from .recorder import EventRecorder, dump_hashes
 from .schema import (
     MEDIUM_GPU,
@@ -42,4 +50,5 @@ __all__ = [
     "decode_batch",
     "dump_hashes",
     "encode_batch",
+    "event_hasher",
 ]

@@ -184,3 +184,19 @@ def event_extra_keys(namespace: str | None) -> ExtraKeys:
     ``(namespace,)``, or None in the default namespace (vLLM's untagged cache salt,
     R-EVENT-2). O(1)."""
     return None if namespace is None else (namespace,)
+
+
+def event_hasher(events: object) -> BlockHasher | None:
+    """The hasher a tree's ``events`` argument asks for: None or False (no events), True
+    (the default scheme) or a :class:`BlockHasher`. O(1).
+
+    Raises:
+        InvalidArgumentError: ``events`` is none of those.
+    """
+    if events is None or events is False:
+        return None
+    if events is True:
+        return BlockHasher()
+    if isinstance(events, BlockHasher):
+        return events
+    raise InvalidArgumentError(f"events must be None, True or a BlockHasher, got {events!r}")

@@ -57,30 +57,48 @@ class EventRecorder:
     ) -> None:
         """Record that ``blocks[first:]``, the tail of the path ``blocks`` of ``tokens``
         in ``namespace``, became cached. O(B per new block)."""
+        size = self.block_size
+        parent = blocks[first - 1] if first > 0 else None
+        self.stored_run(
+            namespace, parent, tokens[first * size : len(blocks) * size], blocks[first:]
+        )
+
+    def stored_run(
+        self,
+        namespace: str | None,
+        parent: int | None,
+        tokens: Sequence[int],
+        blocks: Sequence[int],
+    ) -> None:
+        """Record that ``blocks``, holding ``tokens`` (B per block), became cached below
+        the cached block ``parent`` (None: at the root of ``namespace``, so the first
+        block carries the namespace as its extra key). O(B per new block).
+
+        The C twin logs its stores in this form and names them here when its events
+        are taken (``accel/events.c``)."""
         size, hasher = self.block_size, self.hasher
-        parent = self._hashes[blocks[first - 1]] if first > 0 else None
+        before = None if parent is None else self._hashes[parent]
+        chained = before
         internal: list[Hash] = []
         extras: list[tuple[object, ...] | None] = []
-        for index in range(first, len(blocks)):
-            salt = namespace if index == 0 else None
-            chunk = tokens[index * size : (index + 1) * size]
-            parent = hasher.block_hash(parent, chunk, salt)
-            self._hashes[blocks[index]] = parent
-            internal.append(parent)
+        for index in range(len(blocks)):
+            salt = namespace if parent is None and index == 0 else None
+            chained = hasher.block_hash(chained, tokens[index * size : (index + 1) * size], salt)
+            internal.append(chained)
             extras.append(event_extra_keys(salt))
-        before = self._hashes[blocks[first - 1]] if first > 0 else None
-        self._pending.append(
-            BlockStored(
-                block_hashes=[hasher.external(h) for h in internal],
-                parent_block_hash=None if before is None else hasher.external(before),
-                token_ids=list(tokens[first * size : len(blocks) * size]),
-                block_size=size,
-                lora_id=None,
-                medium=self.medium,
-                lora_name=None,
-                extra_keys=extras if any(e is not None for e in extras) else None,
-            )
+        event = BlockStored(
+            block_hashes=[hasher.external(h) for h in internal],
+            parent_block_hash=None if before is None else hasher.external(before),
+            token_ids=list(tokens[: len(blocks) * size]),
+            block_size=size,
+            lora_id=None,
+            medium=self.medium,
+            lora_name=None,
+            extra_keys=extras if any(e is not None for e in extras) else None,
         )
+        # Everything is computed before anything is recorded: a failure changes nothing.
+        self._hashes.update(zip(blocks, internal, strict=True))
+        self._pending.append(event)
 
     def removed(self, blocks: Sequence[int]) -> None:
         """Record that ``blocks`` stopped being cached, in that order. O(len(blocks))."""

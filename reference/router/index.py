@@ -22,7 +22,12 @@ prefix: a worker's *matched depth* for hashes ``h1..hn`` is the number of leadin
   worker's entries: a store of a hash the worker already holds changes nothing (a
   duplicate store never wipes anything); a store whose parent the worker does not
   hold is applied (the worker says it holds the blocks) and counted; a removal of a
-  hash the worker does not hold changes nothing.
+  hash the worker does not hold changes nothing.  A batch is *malformed* -- the
+  worker's entries are cleared and it is stale, as for lost batches -- when its
+  payload does not decode, or when a batch object breaks the schema: an event of
+  another type, a hash that is neither bytes nor an int in [-2**63, 2**64) (what
+  msgpack carries), a medium that is neither a str nor None, or a medium beyond the
+  :data:`MAX_MEDIA` an index tells apart.
 * **Query** (R-ROUTE-4).  Depth per worker, in blocks, for every worker with a depth
   of at least one; a stale worker is reported as such.  Namespaces are kept apart by
   the hashes themselves: a namespace is an extra key of a path's first block, so the
@@ -30,7 +35,7 @@ prefix: a worker's *matched depth* for hashes ``h1..hn`` is the number of leadin
 
 Invariants (:meth:`RouterIndex.check_invariants`): a worker is a holder of a hash in
 the global table exactly when one of its entries has that hash; no empty sets; every
-expected sequence number is >= 0.
+expected sequence number is >= 0; every entry's medium is a known one.
 """
 
 from __future__ import annotations
@@ -56,6 +61,12 @@ Worker = Hashable
 Entry = tuple[ExternalHash, str | None]
 
 APPLIED, REPEAT, GAP, RESTART, MALFORMED = "applied", "repeat", "gap", "restart", "malformed"
+
+#: The distinct media (event ``medium`` values, None included) an index tells apart; an
+#: event naming another makes its batch malformed (the C twin keeps a medium in 5 bits).
+MAX_MEDIA = 32
+#: The range of an int hash: what msgpack carries (int64 and uint64).
+HASH_MIN, HASH_LIMIT = -(1 << 63), 1 << 64
 
 #: The counters every worker has (R-ROUTE-3, R-ROUTE-1, R-ROUTE-2).
 COUNTERS = (
@@ -120,6 +131,7 @@ class RouterIndex:
         self.block_size = block_size
         self._workers: dict[Worker, WorkerState] = {}
         self._holders: dict[ExternalHash, dict[Worker, int]] = {}  # hash -> worker -> media
+        self._media: dict[str | None, None] = {}  # every medium an applied batch named
 
     # ------------------------------------------------------------------ events
 
@@ -128,10 +140,15 @@ class RouterIndex:
         R-ROUTE-2); ``batch`` may be the payload bytes. O(events in the batch).
 
         Raises:
-            InvalidArgumentError: ``seq`` is not an int >= 0 (nothing changes).
+            InvalidArgumentError: ``seq`` is not an int >= 0, or ``batch`` is neither
+                bytes nor a :class:`KVEventBatch` (nothing changes).
         """
         if isinstance(seq, bool) or not isinstance(seq, int) or seq < 0:
             raise InvalidArgumentError(f"a sequence number is an int >= 0, got {seq!r}")
+        if not isinstance(batch, bytes | KVEventBatch):
+            raise InvalidArgumentError(
+                f"a batch is a KVEventBatch or its payload bytes, got {type(batch).__name__}"
+            )
         state = self._workers.setdefault(worker, WorkerState())
         if seq < state.expected and seq != 0:
             state.counts["repeats"] += 1
@@ -140,23 +157,53 @@ class RouterIndex:
             state.counts["gaps"] += 1
             return Applied(GAP, (state.expected, seq - 1))
         restart = seq == 0 and state.expected > 0
+        decoded: KVEventBatch | None = None
         if isinstance(batch, bytes):
             try:
-                batch = decode_batch(batch)
+                decoded = decode_batch(batch)
             except EventDecodeError:
-                state.counts["malformed"] += 1
-                state.expected = seq + 1
-                self._lose(worker, state)
-                return Applied(MALFORMED)
+                decoded = None
+        else:
+            decoded = batch
+        media = None if decoded is None else self._media_of(decoded)
+        if decoded is None or media is None:
+            state.counts["malformed"] += 1
+            state.expected = seq + 1
+            self._lose(worker, state)
+            return Applied(MALFORMED)
+        self._media.update(media)
         if restart:
             state.counts["restarts"] += 1
             self._clear(worker, state)
             state.stale = False
         state.expected = seq + 1
         state.counts["batches"] += 1
-        for event in batch.events:
+        for event in decoded.events:
             self._apply_event(worker, state, event)
         return Applied(RESTART if restart else APPLIED)
+
+    def _media_of(self, batch: KVEventBatch) -> dict[str | None, None] | None:
+        """The media ``batch`` names, or None when it breaks the schema (see the module
+        docstring). O(blocks in the batch)."""
+        media: dict[str | None, None] = {}
+        for event in batch.events:
+            if isinstance(event, AllBlocksCleared):
+                continue
+            if not isinstance(event, BlockStored | BlockRemoved):
+                return None
+            if not isinstance(event.block_hashes, list):
+                return None
+            hashes: list[object] = list(event.block_hashes)
+            if isinstance(event, BlockStored) and event.parent_block_hash is not None:
+                hashes.append(event.parent_block_hash)
+            if not all(_is_hash(block_hash) for block_hash in hashes):
+                return None
+            if event.medium is not None and not isinstance(event.medium, str):
+                return None
+            media[event.medium] = None
+        if len(self._media.keys() | media.keys()) > MAX_MEDIA:
+            return None
+        return media
 
     def lost(self, worker: Worker, resume_at: int) -> None:
         """The batches before ``resume_at`` cannot be had: clear ``worker``'s entries,
@@ -243,7 +290,18 @@ class RouterIndex:
     def query_hashes(self, hashes: Sequence[ExternalHash]) -> dict[Worker, int]:
         """Each worker's matched depth, in blocks, for a request whose blocks have the
         external hashes ``hashes`` (path order); workers with depth 0 are left out
-        (R-ROUTE-4). O(n * w)."""
+        (R-ROUTE-4). A hash no event can carry (an int out of msgpack's range) is held
+        by no worker. O(n * w).
+
+        Raises:
+            InvalidArgumentError: a hash is neither an int nor bytes (nothing changes).
+        """
+        for position, block_hash in enumerate(hashes):
+            if isinstance(block_hash, bool) or not isinstance(block_hash, int | bytes):
+                raise InvalidArgumentError(
+                    f"a block hash is an int or bytes, got {type(block_hash).__name__} "
+                    f"at position {position}"
+                )
         depths: dict[Worker, int] = {}
         if not hashes:
             return depths
@@ -302,6 +360,14 @@ class RouterIndex:
         """
         return set(self._state(worker).entries)
 
+    def held(self, worker: Worker) -> int:
+        """How many entries ``worker`` holds. O(1).
+
+        Raises:
+            InvalidArgumentError: an unknown worker.
+        """
+        return len(self._state(worker).entries)
+
     def counts(self, worker: Worker) -> dict[str, int]:
         """``worker``'s counters (:data:`COUNTERS`). O(1).
 
@@ -348,8 +414,18 @@ class RouterIndex:
             for block_hash, _medium in state.entries:
                 media = seen.setdefault(block_hash, {})
                 media[worker] = media.get(worker, 0) + 1
+            for _hash, medium in state.entries:
+                if medium not in self._media:
+                    raise InvariantViolation(f"worker {worker!r} holds an entry on {medium!r}")
         if seen != self._holders:
             raise InvariantViolation("the holders table disagrees with the workers' entries")
+
+
+def _is_hash(value: object) -> bool:
+    """Whether ``value`` is a hash an event may carry: bytes, or an int msgpack holds."""
+    if isinstance(value, bytes):
+        return True
+    return isinstance(value, int) and not isinstance(value, bool) and HASH_MIN <= value < HASH_LIMIT
 
 
 def brute_force_depths(

@@ -66,12 +66,22 @@ EXTRA_MEMBERS = {
         "the C allocations by part (benchmarks/ACCEL.md); the reference's memory is "
         "Python objects, measured with tracemalloc instead"
     ),
+    "RouterIndex.memory_bytes": (
+        "the C table's bytes by part (benchmarks/router.py: bytes per holder-block); the "
+        "reference's memory is Python dicts and sets"
+    ),
+    "RouterIndex.hasher": (
+        "an instance attribute of the reference (its constructor's argument, set in "
+        "__init__, so not a class member); a read-only getter here"
+    ),
+    "RouterIndex.block_size": (
+        "an instance attribute of the reference (its constructor's argument, set in "
+        "__init__, so not a class member); a read-only getter here"
+    ),
 }
 
 #: Public members of the reference the C twin does not have, and why.
 REFERENCE_ONLY = {
-    "RadixTree.events": "KV events (R-EVENT-*): the C twin does not emit them yet (issue 23)",
-    "RadixTree.take_events": "KV events (R-EVENT-*): the C twin does not emit them yet (issue 23)",
     "RadixTree.choose_victims": (
         "an extension point for subclasses of the reference (the kit's oracle, planted bugs); "
         "the C twin is not subclassed, its eviction is the queue's alone"
@@ -112,22 +122,65 @@ GIL_FREE = (
 )
 MADE_BY = "the C type has no constructor (DESIGN.md, 'Known differences')"
 
+TABLE = (
+    "the C index is one open-addressing table of (hash, medium) -> a bitmask of workers "
+    "(accel/router.c): clearing or listing one worker scans the table's slots, where the "
+    "reference keeps a dict of entries per worker"
+)
+MASKS = (
+    "a query ANDs 64-worker mask words per block (one probe per medium), where the "
+    "reference intersects Python sets of workers"
+)
+WORKER_CAP = "the C masks hold up to 64 words of 64 workers (accel/router.c, R_MAX_WORDS)"
+
 #: The allowed differences, by ``Class`` (its docstring) or ``Class.member``.
 ALLOWED: dict[str, tuple[Diff, ...]] = {
+    "RouterIndex": (
+        Diff(
+            "Cost: applying an event is O(its blocks); a query O(n * w) for n hashes and the "
+            "w workers still matching.",
+            "Cost: applying an event is O(its blocks) expected, one probe of an "
+            "open-addressing table a block; a query O(n * m) probes for n hashes on m media, "
+            "the holders' masks ANDed 64 workers a word. At most 4,096 workers.",
+            MASKS,
+        ),
+    ),
+    "RouterIndex.apply": (
+        Diff("(nothing changes).", "(nothing changes). Also for a 4,097th worker.", WORKER_CAP),
+    ),
+    "RouterIndex.lost": (
+        Diff("starts stale. O(its entries).", "starts stale. O(slots of the table).", TABLE),
+        Diff("(nothing changes).", "(nothing changes). Also for a 4,097th worker.", WORKER_CAP),
+    ),
+    "RouterIndex.remove_worker": (Diff("O(its entries).", "O(slots of the table).", TABLE),),
+    "RouterIndex.holdings": (Diff("O(its entries).", "O(slots of the table).", TABLE),),
+    "RouterIndex.dump": (
+        Diff("O(entries log entries).", "O(w * slots + entries log entries).", TABLE),
+    ),
+    "RouterIndex.check_invariants": (
+        Diff(
+            "O(entries).",
+            "O(slots * (probe length + mask words * 64)).",
+            "the C check walks every slot's probe sequence (Robin Hood order) and mask bits",
+        ),
+    ),
+    "RouterIndex.query_hashes": (
+        Diff(
+            "O(n * w).",
+            "O(n * m) probes for m media, the holders' masks ANDed 64 workers a word.",
+            MASKS,
+        ),
+    ),
+    "RouterIndex.query_tokens": (Diff("O(n * w) for n tokens.", "O(n * m) for n tokens.", MASKS),),
+    "RouterIndex.workers": (
+        Diff(
+            "O(w).",
+            "O(w log w).",
+            "the C workers sit in reusable slots, sorted by when first seen; the reference's "
+            "dict keeps insertion order",
+        ),
+    ),
     "RadixTree": (
-        Diff(
-            "or None for its defaults. events: None (the default: no events, nothing paid), "
-            "True for KV events with the default block hashes, or a "
-            ":class:`~kachedb_radix.reference.events.BlockHasher` naming the scheme "
-            "(R-EVENT-*); :meth:`take_events` returns them.",
-            "or None for its defaults.",
-            "KV events: the C twin does not emit them yet (issue 23)",
-        ),
-        Diff(
-            "out of range. Also when ``events`` is neither None, True nor a ``BlockHasher``.",
-            "out of range.",
-            "KV events: the C twin does not emit them yet (issue 23)",
-        ),
         Diff(
             "num_blocks: the pool size, an int >= 1;",
             "num_blocks: the pool size, an int >= 1 (at most 2**31 - 1 here);",
@@ -135,9 +188,9 @@ ALLOWED: dict[str, tuple[Diff, ...]] = {
         ),
         Diff("token-level tree).", "token-level tree; at most 2**24 here).", LIMITS),
         Diff(
-            "or None for its defaults.",
-            "or None for its defaults. _hash_seed: a test hook: the seed of the block-hash keys "
-            "(default: drawn from ``os.urandom``).",
+            ":meth:`take_events` returns them.",
+            ":meth:`take_events` returns them. _hash_seed: a test hook: the seed of the "
+            "block-hash keys (default: drawn from ``os.urandom``).",
             "the C twin files children past 15 in a hash trie keyed per tree; the hook fixes "
             "the keys for the crafted-collision tests (DESIGN.md, 'Hash')",
         ),
@@ -147,8 +200,8 @@ ALLOWED: dict[str, tuple[Diff, ...]] = {
             LIMITS,
         ),
         Diff(
-            "unknown or out of range.",
-            "unknown or out of range. MemoryError: ``num_blocks * block_size`` is above 2**40, "
+            "``BlockHasher``.",
+            "``BlockHasher``. MemoryError: ``num_blocks * block_size`` is above 2**40, "
             "or the pool's arrays cannot be allocated.",
             "the C twin refuses a pool of more than 2**40 token slots before allocating; the "
             "reference has no such guard (its lists fail when memory runs out)",
@@ -176,6 +229,15 @@ ALLOWED: dict[str, tuple[Diff, ...]] = {
             "the C twin is indexed differently: its children are a sorted array (no hashing) "
             "or a hash trie, and an edge's tokens lie contiguously in its chunk (DESIGN.md, "
             "'Snapshots, versions, readers'); the reference probes an immutables.Map per node",
+        ),
+    ),
+    "RadixTree.take_events": (
+        Diff(
+            "O(1).",
+            "O(1) here; O(B) per block logged since the last call to name it (the "
+            "reference's recorder hashes the blocks).",
+            "the C twin logs ids and tokens while it mutates and names them (hashes, vLLM's "
+            "structs) when they are taken, through the reference's recorder (accel/events.c)",
         ),
     ),
     "RadixTree.check_invariants": (

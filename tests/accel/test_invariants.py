@@ -140,7 +140,11 @@ MESSAGES = {
     "pub_off": "not in the writer's chunk",
     "pub_parent_missing": "not found under its parent",
     "pub_not_found": "not found under its parent",
+    "events_open": "R-EVENT-5: events logged outside an operation",
 }
+
+#: The kinds shown only on a tree that emits KV events (R-EVENT-*).
+EVENT_KINDS = ("events_open",)
 
 
 def rich(with_readers: bool) -> tuple[Any, list[Any]]:
@@ -219,7 +223,22 @@ def test_check_invariants_catches_a_broken_policy(kind: str) -> None:
         policy_tree("lru")._corrupt_check(kind)
 
 
-@pytest.mark.parametrize("kind", [kind for kind in MESSAGES if kind not in KIND_POLICIES])
+def test_check_invariants_catches_an_event_log_left_open() -> None:
+    """R-EVENT-5: records logged but not closed into a batch are a bug."""
+    tree = accel.RadixTree(8, 2, events=True)
+    tree.insert([1, 2, 3, 4])
+    before = tree.dump()
+    message = tree._corrupt_check("events_open")
+    assert message is not None and MESSAGES["events_open"] in message
+    tree.check_invariants()  # the break was undone
+    assert tree.dump() == before and len(tree.take_events()) == 1
+    with pytest.raises(ValueError, match="emits no events"):
+        accel.RadixTree(8, 2)._corrupt_check("events_open")
+
+
+@pytest.mark.parametrize(
+    "kind", [kind for kind in MESSAGES if kind not in KIND_POLICIES and kind not in EVENT_KINDS]
+)
 def test_check_invariants_catches_the_break(kind: str) -> None:
     messages = []
     for with_readers in (False, True):

@@ -4,9 +4,10 @@ queries checked against a brute-force index on generated multi-worker streams.""
 from __future__ import annotations
 
 from collections.abc import Callable, Hashable
+from typing import Any
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from kachedb_radix.reference import InvalidArgumentError, RadixTree
@@ -21,14 +22,18 @@ from kachedb_radix.reference.events import (
 )
 from kachedb_radix.reference.router import RouterIndex
 from kachedb_radix.reference.router.index import brute_force_depths
+from tests.conftest import TreeFactory
 
 pytestmark = pytest.mark.quick
 
+#: Each example of a property test builds its own index from the (stateless) factory.
+FACTORY_OK = [HealthCheck.function_scoped_fixture]
 
-def _index() -> RouterIndex:
-    index = RouterIndex(BlockHasher(), 2)
-    assert index.implementation == "reference"
-    return index
+
+@pytest.fixture
+def new_index(make_index: TreeFactory) -> Callable[[], Any]:
+    """An empty index of the twin under test, over the default hasher and B = 2."""
+    return lambda: make_index(BlockHasher(), 2)
 
 
 def _stored(*hashes: int, parent: int | None = None) -> KVEventBatch:
@@ -41,9 +46,11 @@ def _removed(*hashes: int) -> KVEventBatch:
     return KVEventBatch(0.0, [BlockRemoved(list(hashes), "GPU")])
 
 
-def test_batches_apply_in_sequence_repeats_are_ignored_gaps_reported() -> None:
+def test_batches_apply_in_sequence_repeats_are_ignored_gaps_reported(
+    new_index: Callable[[], Any],
+) -> None:
     """R-ROUTE-1: the expected number is applied, a lower one ignored, a higher one a gap."""
-    index = _index()
+    index = new_index()
     assert index.apply("a", 0, _stored(1, 2)).outcome == "applied"
     assert index.apply("a", 0 + 1, _stored(3, parent=2)).outcome == "applied"
     assert index.apply("a", 1, _removed(3)).outcome == "repeat"
@@ -57,9 +64,9 @@ def test_batches_apply_in_sequence_repeats_are_ignored_gaps_reported() -> None:
     index.check_invariants()
 
 
-def test_a_restarted_publisher_starts_again_from_empty() -> None:
+def test_a_restarted_publisher_starts_again_from_empty(new_index: Callable[[], Any]) -> None:
     """R-ROUTE-1: number 0 again is a restart: the worker's old entries are cleared."""
-    index = _index()
+    index = new_index()
     index.apply("a", 0, _stored(1, 2))
     index.apply("a", 1, _stored(3, parent=2))
     assert index.apply("a", 0, _stored(9)).outcome == "restart"
@@ -67,16 +74,16 @@ def test_a_restarted_publisher_starts_again_from_empty() -> None:
     assert index.counts("a")["restarts"] == 1
 
 
-def test_a_first_batch_after_zero_is_a_gap() -> None:
+def test_a_first_batch_after_zero_is_a_gap(new_index: Callable[[], Any]) -> None:
     """R-ROUTE-1: a subscriber that joins late misses the stores before it."""
-    index = _index()
+    index = new_index()
     assert index.apply("late", 7, _stored(1)).missing == (0, 6)
     assert index.holdings("late") == set()
 
 
-def test_lost_batches_make_a_worker_stale_never_wrong() -> None:
+def test_lost_batches_make_a_worker_stale_never_wrong(new_index: Callable[[], Any]) -> None:
     """R-ROUTE-2: cleared, stale, a subset from then on; a clear makes it exact again."""
-    index = _index()
+    index = new_index()
     index.apply("a", 0, _stored(1, 2))
     index.apply("b", 0, _stored(1))
     assert index.apply("a", 3, _stored(5)).outcome == "gap"
@@ -90,18 +97,18 @@ def test_lost_batches_make_a_worker_stale_never_wrong() -> None:
     index.check_invariants()
 
 
-def test_a_worker_first_heard_of_through_a_loss_starts_stale() -> None:
+def test_a_worker_first_heard_of_through_a_loss_starts_stale(new_index: Callable[[], Any]) -> None:
     """R-ROUTE-2: batches gone before the router ever saw the worker."""
-    index = _index()
+    index = new_index()
     index.lost("new", 4)
     assert index.is_stale("new") and index.expected("new") == 4 and index.holdings("new") == set()
     assert index.apply("new", 4, _stored(1)).outcome == "applied"
 
 
-def test_a_malformed_batch_makes_its_worker_stale() -> None:
+def test_a_malformed_batch_makes_its_worker_stale(new_index: Callable[[], Any]) -> None:
     """R-ROUTE-2: a payload that cannot be decoded takes its number and the worker's
     certainty; no other worker is touched."""
-    index = _index()
+    index = new_index()
     index.apply("a", 0, encode_batch(_stored(1)))
     index.apply("b", 0, encode_batch(_stored(1)))
     assert index.apply("a", 1, b"\x93garbage").outcome == "malformed"
@@ -109,10 +116,10 @@ def test_a_malformed_batch_makes_its_worker_stale() -> None:
     assert index.counts("a")["malformed"] == 1 and index.holdings("b") == {(1, "GPU")}
 
 
-def test_bad_events_are_counted_and_change_nothing_else() -> None:
+def test_bad_events_are_counted_and_change_nothing_else(new_index: Callable[[], Any]) -> None:
     """R-ROUTE-3: a duplicate store wipes nothing, an unknown parent is kept, an unknown
     removal is ignored, and another worker is never touched."""
-    index = _index()
+    index = new_index()
     index.apply("a", 0, _stored(1, 2))
     index.apply("b", 0, _stored(1, 2))
     index.apply("a", 1, _stored(1, 2))  # duplicate
@@ -126,15 +133,18 @@ def test_bad_events_are_counted_and_change_nothing_else() -> None:
     index.check_invariants()
 
 
-def test_bad_arguments_change_nothing() -> None:
-    index = _index()
+def test_bad_arguments_change_nothing(
+    new_index: Callable[[], Any], make_index: TreeFactory
+) -> None:
+    """R-ERR-2's spirit for the index: a bad call raises and changes nothing."""
+    index = new_index()
     index.apply("a", 0, _stored(1))
     before = index.dump()
     for bad in (-1, True, "1"):
         with pytest.raises(InvalidArgumentError, match="a sequence number"):
-            index.apply("a", bad, _stored(2))  # type: ignore[arg-type]
+            index.apply("a", bad, _stored(2))
         with pytest.raises(InvalidArgumentError, match="a sequence number"):
-            index.lost("a", bad)  # type: ignore[arg-type]
+            index.lost("a", bad)
     calls: list[Callable[[], object]] = [
         lambda: index.remove_worker("x"),
         lambda: index.is_stale("x"),
@@ -146,14 +156,20 @@ def test_bad_arguments_change_nothing() -> None:
         with pytest.raises(InvalidArgumentError, match="no worker 'x'"):
             call()
     with pytest.raises(InvalidArgumentError, match="block_size"):
-        RouterIndex(block_size=0)
+        make_index(block_size=0)
+    with pytest.raises(InvalidArgumentError, match="a batch is a KVEventBatch"):
+        index.apply("a", 1, [1, 2])
+    with pytest.raises(InvalidArgumentError, match="a block hash is an int or bytes"):
+        index.query_hashes([1, 2.5])
     assert index.dump() == before
 
 
-def test_queries_give_depths_per_worker_and_keep_namespaces_apart() -> None:
+def test_queries_give_depths_per_worker_and_keep_namespaces_apart(
+    make_index: TreeFactory,
+) -> None:
     """R-ROUTE-4: depth = leading blocks held; tokens hashed as the workers hash them."""
     hasher = BlockHasher()
-    index = RouterIndex(hasher, 2)
+    index = make_index(hasher, 2)
     workers = {name: RadixTree(16, 2, events=hasher) for name in ("w0", "w1", "w2")}
     workers["w0"].insert([1, 2, 3, 4, 5, 6])
     workers["w1"].insert([1, 2, 3, 4])
@@ -182,14 +198,14 @@ EVENTS = st.lists(
 )
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=150, deadline=None, suppress_health_check=FACTORY_OK)
 @given(events=EVENTS, query=st.lists(st.integers(0, 6), max_size=6))
 def test_the_index_agrees_with_a_brute_force_one(
-    events: list[tuple[str, str, list[int], str]], query: list[int]
+    events: list[tuple[str, str, list[int], str]], query: list[int], new_index: Callable[[], Any]
 ) -> None:
     """R-ROUTE-3, R-ROUTE-4: any stream, bad events included, leaves each worker with
     the set a plain model computes, and queries give the model's depths."""
-    index = _index()
+    index = new_index()
     model: dict[Hashable, set[tuple[ExternalHash, str | None]]] = {}
     seqs: dict[str, int] = {}
     for worker, kind, hashes, medium in events:
@@ -214,7 +230,8 @@ def test_the_index_agrees_with_a_brute_force_one(
 
 
 def test_check_invariants_catches_a_broken_table() -> None:
-    index = _index()
+    """The reference's check (the C twin's: test_the_c_index_check_fires)."""
+    index = RouterIndex(BlockHasher(), 2)
     index.apply("a", 0, _stored(1, 2))
     index._workers["a"].expected = -1
     with pytest.raises(Exception, match="expects -1"):

@@ -1,15 +1,17 @@
 """What the tree emits (R-EVENT-1..6): one batch per operation that caches or evicts
 blocks, whose stream always rebuilds exactly the tree's blocks.
 
-The reference emits events; the C twin does not yet (issue 23's next step), so these
-tests build reference trees and say so.
+Every test runs on both twins (``make_tree``), but the one on the reference's
+``choose_victims`` extension point, which the C twin does not have.
 """
 
 from __future__ import annotations
 
+from typing import Any
+
 import msgspec
 import pytest
-from hypothesis import given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from kachedb_radix.reference import InvalidArgumentError, OutOfBlocksError, RadixTree
@@ -25,32 +27,52 @@ from kachedb_radix.reference.events import (
     dump_hashes,
     encode_batch,
 )
+from kachedb_radix.reference.events.recorder import EventRecorder
 from kachedb_radix.reference.router import RouterIndex
+from tests.conftest import TreeFactory
 from tests.support.vllm import require_vllm
 
-
-def _tree(num_blocks: int = 8, block_size: int = 2, **kwargs: object) -> RadixTree:
-    tree = RadixTree(num_blocks, block_size, events=kwargs.pop("events", True), **kwargs)  # type: ignore[arg-type]
-    assert tree.implementation == "reference"
-    return tree
+#: ``events_tree(num_blocks=8, block_size=2, events=True)``: a tree of the twin under test.
+EventsTree = Any
 
 
-def test_events_are_off_by_default_and_asked_for_by_name() -> None:
+@pytest.fixture
+def events_tree(make_tree: TreeFactory) -> Any:
+    """A factory of trees that emit events, of the implementation under test."""
+
+    def build(num_blocks: int = 8, block_size: int = 2, events: object = True) -> Any:
+        return make_tree(num_blocks, block_size, events=events)
+
+    return build
+
+
+def recorder_of(tree: Any) -> EventRecorder:
+    """The tree's event recorder: the reference's own, or the one that names the C
+    twin's log (every record named first)."""
+    found = tree._events if tree.implementation == "reference" else tree._event_recorder
+    assert isinstance(found, EventRecorder)
+    return found
+
+
+def test_events_are_off_by_default_and_asked_for_by_name(
+    events_tree: EventsTree, make_tree: TreeFactory
+) -> None:
     """R-EVENT-1: without ``events`` nothing is recorded and take_events refuses."""
-    plain = RadixTree(8, 2)
+    plain = make_tree(8, 2)
     assert plain.events is None
     plain.insert([1, 2, 3, 4])
     with pytest.raises(InvalidArgumentError, match="emits no events"):
         plain.take_events()
-    assert _tree().events == BlockHasher()
-    assert _tree(events=BlockHasher("xxh3_64")).events == BlockHasher("xxh3_64")
+    assert make_tree(8, 2, events=False).events is None
+    assert events_tree().events == BlockHasher()
+    assert events_tree(events=BlockHasher("xxh3_64")).events == BlockHasher("xxh3_64")
     with pytest.raises(InvalidArgumentError, match="events must be None, True or a BlockHasher"):
-        RadixTree(8, 2, events="sha256")  # type: ignore[arg-type]
+        make_tree(8, 2, events="sha256")
 
 
-def test_an_insert_emits_one_block_stored_for_its_new_blocks() -> None:
+def test_an_insert_emits_one_block_stored_for_its_new_blocks(events_tree: EventsTree) -> None:
     """R-EVENT-3: the new blocks' hashes in path order, the parent's hash, their tokens."""
-    tree = _tree()
+    tree = events_tree()
     hasher = tree.events
     assert hasher is not None
     tree.insert([1, 2, 3, 4])
@@ -66,10 +88,10 @@ def test_an_insert_emits_one_block_stored_for_its_new_blocks() -> None:
     assert tree.take_events() == []
 
 
-def test_a_namespace_is_the_first_blocks_extra_key() -> None:
+def test_a_namespace_is_the_first_blocks_extra_key(events_tree: EventsTree) -> None:
     """R-EVENT-2, R-EVENT-3: the namespace salts a path's first block; the event lists
     it untagged, one entry per block."""
-    tree = _tree()
+    tree = events_tree()
     tree.insert([1, 2, 3, 4], namespace="tenant")
     tree.insert([1, 2, 3, 4])
     (salted,), (plain,) = (batch.events for batch in tree.take_events())
@@ -78,14 +100,14 @@ def test_a_namespace_is_the_first_blocks_extra_key() -> None:
     assert not set(salted.block_hashes) & set(plain.block_hashes)
 
 
-def test_splits_matches_releases_and_readers_emit_nothing() -> None:
+def test_splits_matches_releases_and_readers_emit_nothing(events_tree: EventsTree) -> None:
     """R-EVENT-1: only a change in the set of cached blocks is an event."""
-    tree = _tree()
+    tree = events_tree()
     tree.insert([1, 2, 3, 4, 5, 6])
     tree.take_events()
     hit = tree.match([1, 2, 3, 4], pin=True)
     assert hit.lease is not None
-    hit.lease.release()
+    tree.release(hit.lease)
     reader = tree.reader()
     tree.snapshot()
     reader.leave()
@@ -96,15 +118,14 @@ def test_splits_matches_releases_and_readers_emit_nothing() -> None:
     tree.check_invariants()
 
 
-def test_an_eviction_emits_block_removed_in_eviction_order() -> None:
+def test_an_eviction_emits_block_removed_in_eviction_order(events_tree: EventsTree) -> None:
     """R-EVENT-4: the evicted blocks' hashes in eviction order, at eviction time, even
     while a reader keeps them in quarantine."""
-    tree = _tree()
+    tree = events_tree()
     tree.insert([1, 2, 3, 4])
     tree.insert([5, 6])
     tree.take_events()
-    log = tree._events
-    assert log is not None
+    log = recorder_of(tree)
     hashes: dict[int, ExternalHash] = {}
     for block in range(3):
         found = log.hash_of(block)
@@ -119,9 +140,9 @@ def test_an_eviction_emits_block_removed_in_eviction_order() -> None:
     assert tree.evict(1) == () and tree.take_events() == []
 
 
-def test_an_insert_that_evicts_emits_one_batch_removal_first() -> None:
+def test_an_insert_that_evicts_emits_one_batch_removal_first(events_tree: EventsTree) -> None:
     """R-EVENT-5: one batch per operation, its events in order; a failed call emits none."""
-    tree = _tree(num_blocks=3)
+    tree = events_tree(num_blocks=3)
     tree.insert([1, 2, 3, 4])
     tree.take_events()
     result = tree.insert([7, 7, 8, 8])
@@ -133,7 +154,7 @@ def test_an_insert_that_evicts_emits_one_batch_removal_first() -> None:
         tree.insert([9, 9, 8, 8, 7, 7])
     assert tree.take_events() == []
     assert pinned.lease is not None
-    pinned.lease.release()
+    tree.release(pinned.lease)
     tree.check_invariants()
 
 
@@ -145,7 +166,7 @@ def test_an_eviction_whose_chooser_raises_emits_what_it_freed() -> None:
             yield from list(super().choose_victims(1, protected))  # type: ignore[arg-type]
             raise RuntimeError("refused")
 
-    tree = Refuses(8, 2, events=True)
+    tree = Refuses(8, 2, events=True)  # the reference's extension point: no C twin of it
     tree.insert([1, 2, 3, 4])
     tree.take_events()
     with pytest.raises(RuntimeError, match="refused"):
@@ -155,22 +176,30 @@ def test_an_eviction_whose_chooser_raises_emits_what_it_freed() -> None:
     tree.check_invariants()
 
 
-def test_a_clone_has_its_own_event_log() -> None:
-    tree = _tree()
+def test_a_clone_has_its_own_event_log(events_tree: EventsTree) -> None:
+    """A clone copies the batches not yet taken and the records not yet named."""
+    tree = events_tree()
     tree.insert([1, 2])
+    tree.take_events()
+    tree.insert([5, 6])  # logged, not yet taken (nor, in the C twin, named)
     twin = tree.clone()
     twin.insert([3, 4])
-    assert len(tree.take_events()) == 1 and len(twin.take_events()) == 2
+    tree.insert([7, 8], "n")
+    mine, theirs = tree.take_events(), twin.take_events()
+    assert len(mine) == 2 and len(theirs) == 2 and mine[0] == theirs[0]
+    assert mine[1] != theirs[1]
     twin.check_invariants()
     tree.check_invariants()
+    del tree  # the clone's log holds its own references (the namespace of a record)
+    twin.insert([9, 9], "m")
+    assert len(twin.take_events()) == 1
 
 
-def test_the_invariant_catches_a_wrong_hash() -> None:
+def test_the_invariant_catches_a_wrong_hash(events_tree: EventsTree) -> None:
     """R-EVENT-1, R-EVENT-2: check_invariants compares the log with the dump."""
-    tree = _tree()
+    tree = events_tree()
     tree.insert([1, 2, 3, 4])
-    log = tree._events
-    assert log is not None
+    log = recorder_of(tree)
     log._hashes[0] = b"wrong"
     with pytest.raises(Exception, match="R-EVENT-2"):
         tree.check_invariants()
@@ -189,15 +218,18 @@ OPS = st.lists(
 )
 
 
-@settings(max_examples=60, deadline=None)
+# The fixture is a stateless factory: each example builds its own tree.
+@settings(
+    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 @given(ops=OPS, scheme=st.sampled_from(["sha256_cbor", "xxh3_64"]))
 def test_the_stream_rebuilds_exactly_the_trees_blocks(
-    ops: list[tuple[str, list[int], str | None]], scheme: str
+    events_tree: EventsTree, ops: list[tuple[str, list[int], str | None]], scheme: str
 ) -> None:
     """R-EVENT-1..5: after every step, an index fed every batch so far (in msgpack, as
     the wire carries it) holds exactly the tree's cached blocks, by hash."""
     hasher = BlockHasher(scheme)
-    tree = RadixTree(10, 2, events=hasher)
+    tree = events_tree(10, 2, hasher)
     index = RouterIndex(hasher, 2)
     leases = []
     seq = 0
@@ -215,7 +247,7 @@ def test_the_stream_rebuilds_exactly_the_trees_blocks(
             elif leases:
                 lease = leases.pop()
                 assert lease is not None
-                lease.release()
+                tree.release(lease)
         except OutOfBlocksError:
             pass
         tree.check_invariants()
@@ -258,12 +290,12 @@ def test_batches_round_trip_and_bad_payloads_are_named() -> None:
             decode_batch(payload)
 
 
-def test_vllms_own_structs_read_our_batches_and_we_read_theirs() -> None:
+def test_vllms_own_structs_read_our_batches_and_we_read_theirs(events_tree: EventsTree) -> None:
     """R-EVENT-6, against vLLM 0.33's kv_events module: its decoder reads a tree's
     batch field for field, and ours reads what its encoder writes."""
     vllm = require_vllm()
     theirs = vllm.kv_events
-    tree = _tree(num_blocks=3)
+    tree = events_tree(num_blocks=3)
     tree.insert([1, 2, 3, 4], namespace="t")
     tree.insert([7, 7, 8, 8])
     batches = tree.take_events()
@@ -301,8 +333,9 @@ def test_vllms_own_structs_read_our_batches_and_we_read_theirs() -> None:
 
 
 def test_the_invariant_catches_an_operation_left_open() -> None:
-    """R-EVENT-5: events recorded but never closed into a batch are a bug."""
-    tree = _tree()
+    """R-EVENT-5: events recorded but never closed into a batch are a bug (the C twin's
+    log: tests/accel/test_invariants.py, ``events_open``)."""
+    tree = RadixTree(8, 2, events=True)
     assert tree._events is not None
     tree._events._pending.append(AllBlocksCleared())
     with pytest.raises(Exception, match="R-EVENT-5"):

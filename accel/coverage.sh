@@ -10,8 +10,8 @@
 #   KEEP=1 accel/coverage.sh               # keep the directory (the .gcov files are in it)
 #
 # The tests are the ones that run the C twin: tests/accel (but the leak test, whose
-# 200,000 calls add nothing to coverage) and the accel cases of tests/tree and
-# tests/snapshots, with a fixed Hypothesis seed so that two runs measure the same
+# 200,000 calls add nothing to coverage) and the accel cases of tests/tree,
+# tests/snapshots and tests/events (the C tree's events, the C router index), with a fixed Hypothesis seed so that two runs measure the same
 # examples; -x stops at the first failure. -O0 so lines map to code one to one;
 # branches are gcc's (each side of every condition, && and || included), counted
 # "taken at least once". The figures in docs/reliability.md and accel/DESIGN.md come from this script; the
@@ -32,7 +32,7 @@ min_branches="${COVERAGE_MIN_BRANCHES:-90}"
 start=$SECONDS
 # The C twin's tests (every test of tests/accel, the accel cases of the shared suites),
 # then the fuzz corpus.
-"$python" -m pytest tests/accel tests/tree tests/snapshots -k "accel" -q -p no:cacheprovider \
+"$python" -m pytest tests/accel tests/tree tests/snapshots tests/events -k "accel" -q -p no:cacheprovider \
     -o addopts="" -x --hypothesis-seed=0 --deselect tests/accel/test_leak.py "$@"
 "$python" -m tests.accel.fuzz_harness --seed-corpus "$work/seeds" >/dev/null
 inputs=("$work"/seeds/* "$root"/tests/accel/fuzz_regressions/*)

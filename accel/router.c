@@ -96,12 +96,15 @@ typedef struct {
     PyObject *slot_of;  /* dict: worker -> int slot */
     /* media */
     PyObject *media;      /* dict: medium -> int id */
-    PyObject *media_list; /* list: id -> medium */
+    PyObject *medium_of[R_MAX_MEDIA]; /* id -> medium (strong) */
+    uint32_t nmedia;
     /* interned bytes hashes */
     PyObject *bytes_ids; /* dict: bytes -> int id */
     PyObject **bytes_of; /* id -> bytes (strong), NULL: free */
-    uint64_t *bytes_rc;  /* id -> slots naming it */
+    uint64_t *bytes_rc;  /* id -> slots naming it; a free id: the next free one */
+    uint64_t *bytes_next; /* id -> the next id named by no slot, NOT_QUEUED if not listed */
     uint64_t nbytes, bytes_cap, bytes_free; /* free ids: a list through bytes_rc, NIL64 ends */
+    uint64_t bytes_zero; /* ids that no slot may name any more: swept after each call */
     /* apply's scratch */
     uint64_t *sk;
     uint8_t *sf;
@@ -112,9 +115,10 @@ typedef struct {
 } RouterObject;
 
 #define NIL64 UINT64_MAX
+#define NOT_QUEUED (UINT64_MAX - 1u)
 
 static PyObject *s_events, *s_block_hashes, *s_parent_block_hash, *s_medium, *s_chain,
-    *s_external;
+    *s_external, *b_sorted, *b_repr, *kw_key_repr;
 
 /* ------------------------------------------------------------------ the table */
 
@@ -250,6 +254,8 @@ static int r_reserve(RouterObject *r, size_t more) {
 /* The key of an event's hash: 1 done, 0 not a hash (the batch is malformed), -1 error.
  * A bytes hash not interned yet is interned with no slot naming it (dropped at the end
  * of the call if none comes to). */
+static int r_intern(RouterObject *r, PyObject *h, uint64_t *k);
+
 static int r_key(RouterObject *r, PyObject *h, uint64_t *k, uint8_t *flags) {
     if (PyLong_CheckExact(h) || (PyLong_Check(h) && !PyBool_Check(h))) {
         int overflow = 0;
@@ -272,6 +278,26 @@ static int r_key(RouterObject *r, PyObject *h, uint64_t *k, uint8_t *flags) {
         return 1;
     }
     if (!PyBytes_Check(h)) return 0;
+    PyObject *exact = PyBytes_CheckExact(h)
+                          ? Py_NewRef(h)
+                          : PyBytes_FromStringAndSize(PyBytes_AS_STRING(h), PyBytes_GET_SIZE(h));
+    if (exact == NULL) return -1;
+    int got = r_intern(r, exact, k);
+    Py_DECREF(exact);
+    if (got < 0) return -1;
+    *flags = TAG_BYTES;
+    return 1;
+}
+
+static inline void r_bytes_queue(RouterObject *r, uint64_t id) {
+    if (r->bytes_next[id] != NOT_QUEUED) return;
+    r->bytes_next[id] = r->bytes_zero;
+    r->bytes_zero = id;
+}
+
+/* The id of exact bytes h, interned if new (and queued: dropped after the call unless a
+ * slot comes to name it).  0, or -1 with the exception set. */
+static int r_intern(RouterObject *r, PyObject *h, uint64_t *k) {
     PyObject *id = PyDict_GetItemWithError(r->bytes_ids, h);
     if (id == NULL) {
         if (PyErr_Occurred()) return -1;
@@ -283,6 +309,9 @@ static int r_key(RouterObject *r, PyObject *h, uint64_t *k, uint8_t *flags) {
             uint64_t *rc = PyMem_Realloc(r->bytes_rc, cap * sizeof(uint64_t));
             if (rc == NULL) goto oom;
             r->bytes_rc = rc;
+            uint64_t *next = PyMem_Realloc(r->bytes_next, cap * sizeof(uint64_t));
+            if (next == NULL) goto oom;
+            r->bytes_next = next;
             r->bytes_cap = cap;
         }
         uint64_t n = r->bytes_free != NIL64 ? r->bytes_free : r->nbytes;
@@ -298,12 +327,13 @@ static int r_key(RouterObject *r, PyObject *h, uint64_t *k, uint8_t *flags) {
         }
         r->bytes_of[n] = Py_NewRef(h);
         r->bytes_rc[n] = 0;
+        r->bytes_next[n] = NOT_QUEUED;
+        r_bytes_queue(r, n);
         *k = n;
     } else {
         *k = PyLong_AsUnsignedLongLong(id);
     }
-    *flags = TAG_BYTES;
-    return 1;
+    return 0;
 oom:
     PyErr_NoMemory();
     return -1;
@@ -325,10 +355,15 @@ static void r_bytes_release(RouterObject *r, uint64_t id) {
     r->bytes_free = id;
 }
 
-/* Forget the interned bytes no slot names (after a call that may have interned some). */
+/* Forget the interned bytes no slot names any more (at the end of a call: an id freed
+ * inside a batch may be named again by a later event of it). */
 static void r_bytes_sweep(RouterObject *r) {
-    for (uint64_t id = 0; id < r->nbytes; id++)
+    while (r->bytes_zero != NIL64) {
+        uint64_t id = r->bytes_zero;
+        r->bytes_zero = r->bytes_next[id];
+        r->bytes_next[id] = NOT_QUEUED;
         if (r->bytes_of[id] != NULL && r->bytes_rc[id] == 0) r_bytes_release(r, id);
+    }
 }
 
 /* ------------------------------------------------------------------ workers and media */
@@ -340,17 +375,15 @@ static int r_medium_id(RouterObject *r, PyObject *medium, uint8_t *out, int add)
         return 1;
     }
     if (PyErr_Occurred()) return -1;
-    if (!add || PyList_GET_SIZE(r->media_list) >= (Py_ssize_t)R_MAX_MEDIA) return 0;
-    Py_ssize_t n = PyList_GET_SIZE(r->media_list);
-    PyObject *nid = PyLong_FromSsize_t(n);
+    if (!add || r->nmedia >= R_MAX_MEDIA) return 0;
+    uint32_t n = r->nmedia;
+    PyObject *nid = PyLong_FromUnsignedLong(n);
     if (nid == NULL) return -1;
     int bad = PyDict_SetItem(r->media, medium, nid);
     Py_DECREF(nid);
     if (bad < 0) return -1;
-    if (PyList_Append(r->media_list, medium) < 0) {
-        if (PyDict_DelItem(r->media, medium) < 0) PyErr_Clear();
-        return -1;
-    }
+    r->medium_of[n] = Py_NewRef(medium);
+    r->nmedia++;
     *out = (uint8_t)n;
     return 1;
 }
@@ -369,8 +402,9 @@ static Py_ssize_t r_worker_known(RouterObject *r, PyObject *worker) {
     return s;
 }
 
-/* The slot of `worker`, made if new (setdefault). */
-static Py_ssize_t r_worker_add(RouterObject *r, PyObject *worker) {
+/* The slot of `worker`, made if new (setdefault; *created says so). */
+static Py_ssize_t r_worker_add(RouterObject *r, PyObject *worker, int *created) {
+    *created = 0;
     Py_ssize_t s = r_worker(r, worker);
     if (s >= 0 || PyErr_Occurred()) return s;
     uint32_t slot = r->nw;
@@ -410,7 +444,24 @@ static Py_ssize_t r_worker_add(RouterObject *r, PyObject *worker) {
     x->order = r->next_order++;
     if (slot == r->nw) r->nw++;
     r->live++;
+    *created = 1;
     return (Py_ssize_t)slot;
+}
+
+/* Undo r_worker_add's making of worker slot s (a call that then failed): nothing held. */
+static void r_worker_unadd(RouterObject *r, uint32_t s) {
+    if (PyDict_DelItem(r->slot_of, r->w[s].key) < 0) PyErr_Clear(); /* hashed before: no code fails */
+    Py_CLEAR(r->w[s].key);
+    r->live--;
+}
+
+/* Forget the media given ids since there were `before` (a call that did not apply). */
+static void r_media_undo(RouterObject *r, uint32_t before) {
+    while (r->nmedia > before) {
+        PyObject *medium = r->medium_of[--r->nmedia];
+        if (PyDict_DelItem(r->media, medium) < 0) PyErr_Clear(); /* None or an exact str */
+        Py_DECREF(medium);
+    }
 }
 
 static inline int mask_has(const uint64_t *m, uint32_t s) { return (int)((m[s >> 6] >> (s & 63)) & 1u); }
@@ -440,7 +491,7 @@ static void r_clear(RouterObject *r, uint32_t s) {
                 uint8_t tag = r->tags[i];
                 uint64_t k = r->keys[i];
                 r_delete(r, i);
-                if ((tag & TAG_BYTES) && --r->bytes_rc[k] == 0) r_bytes_release(r, k);
+                if ((tag & TAG_BYTES) && --r->bytes_rc[k] == 0) r_bytes_queue(r, k);
                 continue; /* slot i holds the next member now, if any */
             }
         }
@@ -457,8 +508,7 @@ static void r_lose(RouterObject *r, uint32_t s) {
 
 /* Whether worker s holds hash (k, flags) on any medium. */
 static int r_holds_any(const RouterObject *r, uint32_t s, uint64_t k, uint8_t flags) {
-    uint32_t nm = (uint32_t)PyList_GET_SIZE(r->media_list);
-    for (uint32_t m = 0; m < nm; m++) {
+    for (uint32_t m = 0; m < r->nmedia; m++) {
         size_t i = r_find(r, k, (uint8_t)(TAG_USED | flags | m));
         if (i != SIZE_MAX && mask_has(r_mask(r, i), s)) return 1;
     }
@@ -606,7 +656,7 @@ static void r_apply_events(RouterObject *r, uint32_t s, Py_ssize_t nev) {
                 m[s >> 6] &= ~((uint64_t)1 << (s & 63));
                 if (mask_empty(m, r->words)) {
                     r_delete(r, i);
-                    if ((tag & TAG_BYTES) && --r->bytes_rc[k] == 0) r_bytes_release(r, k);
+                    if ((tag & TAG_BYTES) && --r->bytes_rc[k] == 0) r_bytes_queue(r, k);
                 }
                 x->entries--;
                 x->counts[C_REMOVED]++;
@@ -680,32 +730,33 @@ static PyObject *Router_apply(RouterObject *self, PyObject *const *args, Py_ssiz
                      Py_TYPE(batch)->tp_name);
         return NULL;
     }
-    Py_ssize_t s = r_worker_add(self, worker);
+    int created;
+    uint32_t media_before = self->nmedia;
+    Py_ssize_t s = r_worker_add(self, worker, &created);
     if (s < 0) return NULL;
-    RWorker *x = &self->w[s];
-    if (seq < x->expected && seq != 0) {
-        x->counts[C_REPEATS]++;
-        return r_applied("repeat", 0, 0, 0);
-    }
-    if (seq > x->expected) {
-        PyObject *res = r_applied("gap", 1, x->expected, seq - 1);
-        if (res != NULL) self->w[s].counts[C_GAPS]++;
+    uint64_t expected = self->w[s].expected;
+    PyObject *decoded = NULL, *events = NULL, *res = NULL;
+    if (seq < expected && seq != 0) {
+        if ((res = r_applied("repeat", 0, 0, 0)) == NULL) goto error;
+        self->w[s].counts[C_REPEATS]++;
         return res;
     }
-    int restart = seq == 0 && x->expected > 0;
-    PyObject *decoded = NULL;
+    if (seq > expected) {
+        if ((res = r_applied("gap", 1, expected, seq - 1)) == NULL) goto error;
+        self->w[s].counts[C_GAPS]++;
+        return res;
+    }
+    int restart = seq == 0 && expected > 0;
     if (is_bytes) {
         decoded = PyObject_CallOneArg(G.decode_batch, batch);
         if (decoded == NULL) {
-            if (!PyErr_ExceptionMatches(G.EventDecodeError)) return NULL;
+            if (!PyErr_ExceptionMatches(G.EventDecodeError)) goto error;
             PyErr_Clear();
         }
         batch = decoded;
     }
-    Py_ssize_t media_before = PyList_GET_SIZE(self->media_list);
     int valid = 0;
     Py_ssize_t nev = 0;
-    PyObject *events = NULL;
     if (batch != NULL) {
         events = PyObject_GetAttr(batch, s_events);
         if (events == NULL) goto error;
@@ -717,30 +768,22 @@ static PyObject *Router_apply(RouterObject *self, PyObject *const *args, Py_ssiz
     for (Py_ssize_t e = 0; valid && e < nev; e++)
         if (self->se[e].kind == 1) stores += self->se[e].n;
     if (valid && r_reserve(self, stores) < 0) goto error;
+    res = r_applied(!valid ? "malformed" : restart ? "restart" : "applied", 0, 0, 0);
+    if (res == NULL) goto error;
     Py_XDECREF(events);
-    events = NULL;
-    x = &self->w[s]; /* the worker table may have moved (a new worker, code run above) */
+    Py_XDECREF(decoded);
+    /* ---- nothing below fails */
+    RWorker *x = &self->w[s]; /* the worker table may have moved (a new worker) */
     if (!valid) {
         /* Malformed: media named by this batch alone are forgotten (as the reference
          * adds a batch's media only when it applies it). */
-        while (PyList_GET_SIZE(self->media_list) > media_before) {
-            Py_ssize_t last = PyList_GET_SIZE(self->media_list) - 1;
-            if (PyDict_DelItem(self->media, PyList_GET_ITEM(self->media_list, last)) < 0)
-                PyErr_Clear();
-            if (PyList_SetSlice(self->media_list, last, last + 1, NULL) < 0) PyErr_Clear();
-        }
-        r_bytes_sweep(self);
-        Py_XDECREF(decoded);
-        PyObject *res = r_applied("malformed", 0, 0, 0);
-        if (res == NULL) return NULL;
+        r_media_undo(self, media_before);
         x->counts[C_MALFORMED]++;
         x->expected = seq + 1;
         r_lose(self, (uint32_t)s);
+        r_bytes_sweep(self);
         return res;
     }
-    PyObject *res = r_applied(restart ? "restart" : "applied", 0, 0, 0);
-    if (res == NULL) goto error;
-    /* ---- nothing below fails */
     if (restart) {
         x->counts[C_RESTARTS]++;
         r_clear(self, (uint32_t)s);
@@ -750,12 +793,13 @@ static PyObject *Router_apply(RouterObject *self, PyObject *const *args, Py_ssiz
     x->counts[C_BATCHES]++;
     r_apply_events(self, (uint32_t)s, nev);
     r_bytes_sweep(self);
-    Py_XDECREF(decoded);
     return res;
-error:
+error: /* nothing changed: what the call made is undone */
     Py_XDECREF(events);
     Py_XDECREF(decoded);
+    r_media_undo(self, media_before);
     r_bytes_sweep(self);
+    if (created) r_worker_unadd(self, (uint32_t)s);
     return NULL;
 }
 
@@ -766,10 +810,12 @@ static PyObject *Router_lost(RouterObject *self, PyObject *const *args, Py_ssize
     if (fc_args("lost", args, nargs, kwnames, names, 2, 2, a) < 0) return NULL;
     uint64_t resume;
     if (parse_seq(a[1], &resume) < 0) return NULL;
-    Py_ssize_t s = r_worker_add(self, a[0]);
+    int created;
+    Py_ssize_t s = r_worker_add(self, a[0], &created);
     if (s < 0) return NULL;
     self->w[s].expected = resume;
     r_lose(self, (uint32_t)s);
+    r_bytes_sweep(self);
     Py_RETURN_NONE;
 }
 
@@ -778,6 +824,7 @@ static PyObject *Router_remove_worker(RouterObject *self, PyObject *worker) {
     if (s < 0) return NULL;
     if (PyDict_DelItem(self->slot_of, worker) < 0) return NULL;
     r_clear(self, (uint32_t)s);
+    r_bytes_sweep(self);
     RWorker *x = &self->w[s];
     Py_CLEAR(x->key);
     self->live--;
@@ -790,7 +837,7 @@ static PyObject *Router_remove_worker(RouterObject *self, PyObject *worker) {
 static PyObject *r_depths(RouterObject *self, const uint64_t *k, const uint8_t *f, Py_ssize_t n) {
     PyObject *out = PyDict_New();
     if (out == NULL || n == 0 || self->live == 0) return out;
-    const uint32_t W = self->words, nm = (uint32_t)PyList_GET_SIZE(self->media_list);
+    const uint32_t W = self->words, nm = self->nmedia;
     uint64_t active[64], here[64];
     memset(active, 0, W * sizeof(uint64_t));
     /* A query's workers never change while it runs: no Python code runs but the dict's. */
@@ -987,7 +1034,7 @@ static PyObject *r_entries(RouterObject *self, uint32_t s) {
     for (size_t i = 0; list != NULL && i < self->cap; i++) {
         if (self->tags[i] == 0 || !mask_has(r_mask(self, i), s)) continue;
         PyObject *h = r_hash_object(self, self->keys[i], self->tags[i]);
-        PyObject *medium = PyList_GET_ITEM(self->media_list, self->tags[i] & TAG_MEDIUM);
+        PyObject *medium = self->medium_of[self->tags[i] & TAG_MEDIUM];
         PyObject *entry = h == NULL ? NULL : PyTuple_Pack(2, h, medium);
         Py_XDECREF(h);
         if (entry == NULL || PyList_Append(list, entry) < 0) Py_CLEAR(list);
@@ -1024,7 +1071,7 @@ static PyObject *Router_counts(RouterObject *self, PyObject *worker) {
 
 static Py_ssize_t Router_len(RouterObject *self) {
     /* Distinct hashes held by any worker: a hash on two media is one. */
-    if (PyList_GET_SIZE(self->media_list) <= 1) return (Py_ssize_t)self->len;
+    if (self->nmedia <= 1) return (Py_ssize_t)self->len;
     Py_ssize_t n = 0;
     for (size_t i = 0; i < self->cap; i++) {
         if (self->tags[i] == 0) continue;
@@ -1058,10 +1105,8 @@ static PyObject *Router_get_block_size(RouterObject *self, void *unused) {
 static PyObject *Router_dump(RouterObject *self, PyObject *unused) {
     PyObject *order = Router_workers(self, unused);
     if (order == NULL) return NULL;
-    PyObject *workers = PyList_New(0), *sorted = NULL, *repr = NULL, *out = NULL;
-    sorted = PyDict_GetItemString(PyEval_GetBuiltins(), "sorted");
-    repr = PyDict_GetItemString(PyEval_GetBuiltins(), "repr");
-    if (workers == NULL || sorted == NULL || repr == NULL) goto done;
+    PyObject *workers = PyList_New(0), *out = NULL;
+    if (workers == NULL) goto done;
     for (Py_ssize_t i = 0; i < PyList_GET_SIZE(order); i++) {
         PyObject *key = PyList_GET_ITEM(order, i);
         Py_ssize_t s = r_worker_known(self, key);
@@ -1069,13 +1114,9 @@ static PyObject *Router_dump(RouterObject *self, PyObject *unused) {
         RWorker *x = &self->w[s];
         PyObject *entries = r_entries(self, (uint32_t)s);
         if (entries == NULL) goto done;
-        PyObject *kw = Py_BuildValue("{s:O}", "key", repr);
-        PyObject *empty = PyTuple_New(0);
-        PyObject *call = kw && empty ? PyTuple_Pack(1, entries) : NULL;
-        PyObject *ordered = call ? PyObject_Call(sorted, call, kw) : NULL;
+        PyObject *call = PyTuple_Pack(1, entries);
+        PyObject *ordered = call ? PyObject_Call(b_sorted, call, kw_key_repr) : NULL;
         Py_XDECREF(call);
-        Py_XDECREF(empty);
-        Py_XDECREF(kw);
         Py_DECREF(entries);
         PyObject *counts = ordered ? r_counts(x) : NULL;
         PyObject *d = counts ? Py_BuildValue("{s:O,s:K,s:O,s:O,s:O}", "worker", key, "expected",
@@ -1121,7 +1162,7 @@ static PyObject *Router_check_invariants(RouterObject *self, PyObject *unused) {
     }
     PyObject *bad = NULL;
     size_t used = 0;
-    uint32_t nm = (uint32_t)PyList_GET_SIZE(self->media_list);
+    uint32_t nm = self->nmedia;
     for (size_t i = 0; i < self->cap && bad == NULL; i++) {
         uint8_t t = self->tags[i];
         if (t == 0) continue;
@@ -1179,7 +1220,9 @@ static PyObject *Router_check_invariants(RouterObject *self, PyObject *unused) {
                               (unsigned long long)self->w[s].entries);
     }
     for (uint64_t id = 0; bad == NULL && id < self->nbytes; id++) {
-        if (self->bytes_of[id] != NULL && self->bytes_rc[id] != refs[id])
+        if (self->bytes_of[id] != NULL && refs[id] == 0)
+            bad = r_violation("bytes id %llu is named by no slot", (unsigned long long)id);
+        else if (self->bytes_of[id] != NULL && self->bytes_rc[id] != refs[id])
             bad = r_violation("bytes id %llu is named by %llu slots, counted %llu",
                               (unsigned long long)id, (unsigned long long)refs[id],
                               (unsigned long long)self->bytes_rc[id]);
@@ -1193,11 +1236,117 @@ static PyObject *Router_check_invariants(RouterObject *self, PyObject *unused) {
     Py_RETURN_NONE;
 }
 
+/* The _corrupt_check test hook: break one invariant in place, run check_invariants(),
+ * undo, and return the InvariantViolation's message (None if the check missed it). */
+static const char *const R_KINDS[] = {
+    "bad_tag", "empty_mask", "free_worker", "bytes_free", "misplaced", "duplicate",
+    "len", "entries", "bytes_unnamed", "bytes_rc", "registry", NULL,
+};
+
+static PyObject *Router_corrupt_kinds(PyObject *cls, PyObject *unused) {
+    (void)cls;
+    (void)unused;
+    PyObject *list = PyList_New(0);
+    for (const char *const *k = R_KINDS; list != NULL && *k != NULL; k++) {
+        PyObject *name = PyUnicode_FromString(*k);
+        if (name == NULL || PyList_Append(list, name) < 0) Py_CLEAR(list);
+        Py_XDECREF(name);
+    }
+    return list;
+}
+
+/* The first used slot (optionally: a bytes one; one followed by a used slot of another
+ * home, so that swapping the two puts one before its home). */
+static size_t r_some_slot(const RouterObject *r, int bytes, int followed) {
+    for (size_t i = 0; i < r->cap; i++) {
+        if (r->tags[i] == 0 || (bytes && !(r->tags[i] & TAG_BYTES))) continue;
+        size_t j = i + 1 == r->cap ? 0 : i + 1;
+        if (followed && (r->tags[j] == 0 || r_home(r, r->keys[i], r->tags[i]) ==
+                                                 r_home(r, r->keys[j], r->tags[j])))
+            continue;
+        return i;
+    }
+    return SIZE_MAX;
+}
+
+static PyObject *Router_corrupt_check(RouterObject *self, PyObject *arg) {
+    const char *kind = PyUnicode_Check(arg) ? PyUnicode_AsUTF8(arg) : NULL;
+    if (kind == NULL) {
+        if (!PyErr_Occurred()) PyErr_SetString(PyExc_TypeError, "kind must be a str");
+        return NULL;
+    }
+    Undo u = {.n = 0, .temp = NULL};
+    int bytes = strcmp(kind, "bytes_free") == 0 || strcmp(kind, "bytes_rc") == 0 ||
+                strcmp(kind, "bytes_unnamed") == 0;
+    size_t i = r_some_slot(self, bytes, strcmp(kind, "misplaced") == 0);
+    if (i == SIZE_MAX && strcmp(kind, "registry") != 0) {
+        PyErr_Format(PyExc_ValueError, "this index has no slot to show %s", kind);
+        return NULL;
+    }
+    uint64_t *m = i == SIZE_MAX ? NULL : r_mask(self, i);
+    if (strcmp(kind, "bad_tag") == 0) {
+        PUT(&u, self->tags[i], (uint8_t)(self->tags[i] | TAG_MEDIUM));
+    } else if (strcmp(kind, "empty_mask") == 0) {
+        for (uint32_t w = 0; w < self->words; w++) PUT(&u, m[w], (uint64_t)0);
+    } else if (strcmp(kind, "free_worker") == 0) {
+        uint32_t far = 64u * self->words - 1u;
+        PUT(&u, m[far >> 6], m[far >> 6] | ((uint64_t)1 << (far & 63)));
+    } else if (strcmp(kind, "bytes_free") == 0) {
+        PUT(&u, self->keys[i], self->nbytes + 7u);
+    } else if (strcmp(kind, "misplaced") == 0) {
+        size_t j = i + 1 == self->cap ? 0 : i + 1; /* swap with the next: out of order */
+        uint64_t ki = self->keys[i], kj = self->keys[j];
+        uint8_t ti = self->tags[i], tj = self->tags[j];
+        PUT(&u, self->keys[i], kj);
+        PUT(&u, self->keys[j], ki);
+        PUT(&u, self->tags[i], tj);
+        PUT(&u, self->tags[j], ti);
+    } else if (strcmp(kind, "duplicate") == 0) {
+        size_t j = i + 1 == self->cap ? 0 : i + 1;
+        if (self->tags[j] != 0) {
+            PyErr_SetString(PyExc_ValueError, "no empty slot after the first: cannot show duplicate");
+            return NULL;
+        }
+        PUT(&u, self->keys[j], self->keys[i]);
+        PUT(&u, self->tags[j], self->tags[i]);
+        PUT(&u, r_mask(self, j)[0], m[0]);
+        PUT(&u, self->len, self->len + 1u);
+    } else if (strcmp(kind, "len") == 0) {
+        PUT(&u, self->len, self->len + 1u);
+    } else if (strcmp(kind, "entries") == 0) {
+        uint32_t s = (uint32_t)__builtin_ctzll(m[0] ? m[0] : 1u);
+        PUT(&u, self->w[s].entries, self->w[s].entries + 1u);
+    } else if (strcmp(kind, "bytes_unnamed") == 0) {
+        if (self->nbytes == self->bytes_cap) {
+            PyErr_SetString(PyExc_ValueError, "no room for another id: cannot show bytes_unnamed");
+            return NULL;
+        }
+        /* One more live id, which no slot names (its bytes: the first slot's, borrowed). */
+        PUT(&u, self->bytes_of[self->nbytes], self->bytes_of[self->keys[i]]);
+        PUT(&u, self->bytes_rc[self->nbytes], (uint64_t)0);
+        PUT(&u, self->nbytes, self->nbytes + 1u);
+    } else if (strcmp(kind, "bytes_rc") == 0) {
+        PUT(&u, self->bytes_rc[self->keys[i]], self->bytes_rc[self->keys[i]] + 1u);
+    } else if (strcmp(kind, "registry") == 0) {
+        PUT(&u, self->live, self->live + 1u);
+    } else {
+        PyErr_Format(PyExc_ValueError, "unknown kind %R", arg);
+        return NULL;
+    }
+    PyObject *r = Router_check_invariants(self, NULL);
+    undo(&u);
+    if (r != NULL) {
+        Py_DECREF(r);
+        Py_RETURN_NONE;
+    }
+    return violation_message();
+}
+
 static PyObject *Router_memory_bytes(RouterObject *self, PyObject *unused) {
     (void)unused;
     size_t table = self->cap * (sizeof(uint64_t) + 1u + self->words * sizeof(uint64_t));
     size_t workers = self->wcap * sizeof(RWorker);
-    size_t interned = self->bytes_cap * (sizeof(PyObject *) + sizeof(uint64_t));
+    size_t interned = self->bytes_cap * (sizeof(PyObject *) + 2u * sizeof(uint64_t));
     size_t scratch = self->scap * 9u + self->secap * sizeof(REvent);
     return Py_BuildValue("{s:n,s:n,s:n,s:n,s:n,s:n}", "table", (Py_ssize_t)table, "workers",
                          (Py_ssize_t)workers, "interned", (Py_ssize_t)interned, "scratch",
@@ -1229,12 +1378,12 @@ static PyObject *Router_new(PyTypeObject *type, PyObject *args, PyObject *kwds) 
     r->B = B;
     r->words = 1;
     r->bytes_free = NIL64;
+    r->bytes_zero = NIL64;
     r->hasher = hasher == Py_None ? PyObject_CallNoArgs(G.BlockHasher) : Py_NewRef(hasher);
     r->slot_of = PyDict_New();
     r->media = PyDict_New();
-    r->media_list = PyList_New(0);
     r->bytes_ids = PyDict_New();
-    if (!r->hasher || !r->slot_of || !r->media || !r->media_list || !r->bytes_ids ||
+    if (!r->hasher || !r->slot_of || !r->media || !r->bytes_ids ||
         r_rebuild(r, 16u, 1u) < 0) {
         Py_DECREF(r);
         return NULL;
@@ -1246,7 +1395,7 @@ static int Router_traverse(RouterObject *self, visitproc visit, void *arg) {
     Py_VISIT(self->hasher);
     Py_VISIT(self->slot_of);
     Py_VISIT(self->media);
-    Py_VISIT(self->media_list);
+    for (uint32_t m = 0; m < self->nmedia; m++) Py_VISIT(self->medium_of[m]);
     for (uint32_t s = 0; s < self->nw; s++) Py_VISIT(self->w[s].key);
     return 0;
 }
@@ -1255,7 +1404,8 @@ static int Router_clear(RouterObject *self) {
     Py_CLEAR(self->hasher);
     Py_CLEAR(self->slot_of);
     Py_CLEAR(self->media);
-    Py_CLEAR(self->media_list);
+    for (uint32_t m = 0; m < self->nmedia; m++) Py_CLEAR(self->medium_of[m]);
+    self->nmedia = 0;
     for (uint32_t s = 0; s < self->nw; s++) Py_CLEAR(self->w[s].key);
     self->live = 0;
     return 0;
@@ -1269,6 +1419,7 @@ static void Router_dealloc(RouterObject *self) {
     Py_XDECREF(self->bytes_ids);
     PyMem_Free(self->bytes_of);
     PyMem_Free(self->bytes_rc);
+    PyMem_Free(self->bytes_next);
     PyMem_Free(self->keys);
     PyMem_Free(self->tags);
     PyMem_Free(self->masks);
@@ -1345,6 +1496,15 @@ static PyMethodDef Router_methods[] = {
      "check_invariants($self, /)\n--\n\n"
      "Assert the module's invariants. O(slots * (probe length + mask words * 64)).\n\n"
      "Raises:\n    InvariantViolation: one is broken (a bug, never bad input)."},
+    {"_corrupt_check", (PyCFunction)Router_corrupt_check, METH_O,
+     "_corrupt_check($self, kind, /)\n--\n\n"
+     "Test hook: break one invariant in place (``kind``, one of ``_corrupt_kinds()``), run\n"
+     "check_invariants(), undo every change and return the InvariantViolation's message, or\n"
+     "None if the check let the break pass.\n\n"
+     "Raises:\n    ValueError: an unknown kind, or one this index's state cannot show.\n"
+     "    TypeError: ``kind`` is not a str."},
+    {"_corrupt_kinds", (PyCFunction)Router_corrupt_kinds, METH_NOARGS | METH_CLASS,
+     "_corrupt_kinds($cls, /)\n--\n\nTest hook: the kinds _corrupt_check breaks."},
     {"memory_bytes", (PyCFunction)Router_memory_bytes, METH_NOARGS,
      "memory_bytes($self, /)\n--\n\n"
      "Bytes held by the index's own C allocations, by part, and its table's slots. O(1)."},
@@ -1388,8 +1548,25 @@ PyTypeObject RouterIndex_Type = {
     .tp_new = Router_new,
 };
 
-/* Called by the module's init: the interned attribute names. */
+/* Called by the module's init: the interned attribute names, the builtins the dump uses. */
 int router_init(void) {
+    PyObject *builtins = PyEval_GetBuiltins(); /* borrowed: no import, no allocation */
+    const char *names[] = {"sorted", "repr"};
+    PyObject **slots[] = {&b_sorted, &b_repr};
+    for (int i = 0; i < 2; i++) {
+        if (*slots[i] != NULL) continue; /* a retried init kept it */
+        PyObject *name = PyUnicode_InternFromString(names[i]);
+        if (name == NULL) return -1;
+        PyObject *found = PyDict_GetItemWithError(builtins, name);
+        Py_DECREF(name);
+        if (found == NULL) {
+            if (!PyErr_Occurred()) PyErr_Format(PyExc_ImportError, "no builtin %s", names[i]);
+            return -1;
+        }
+        *slots[i] = Py_NewRef(found);
+    }
+    if (kw_key_repr == NULL && (kw_key_repr = Py_BuildValue("{s:O}", "key", b_repr)) == NULL)
+        return -1;
     return (s_events = PyUnicode_InternFromString("events")) != NULL &&
                    (s_block_hashes = PyUnicode_InternFromString("block_hashes")) != NULL &&
                    (s_parent_block_hash = PyUnicode_InternFromString("parent_block_hash")) !=

@@ -51,10 +51,12 @@ start=$SECONDS
 "$python" -m pytest tests/accel/test_basics.py tests/accel/test_differential.py \
     tests/accel/test_snapshots.py tests/accel/test_alloc_failures.py \
     tests/accel/test_invariants.py tests/accel/test_edges.py tests/snapshots/test_snapshots.py \
+    tests/accel/test_router.py \
     "tests/snapshots/test_stress.py::test_readers_see_whole_versions_and_no_early_reuse[accel]" \
     -p no:cacheprovider -q -o addopts="" "$@"
 "$python" -m pytest tests/tree/test_tree.py tests/tree/test_tokens.py tests/tree/test_bad_input.py \
-    tests/tree/test_model.py tests/tree/test_clone.py tests/snapshots/test_reader_leak.py -k accel \
+    tests/tree/test_model.py tests/tree/test_clone.py tests/snapshots/test_reader_leak.py \
+    tests/events/test_tree_events.py tests/events/test_router_index.py -k accel \
     -p no:cacheprovider -q \
     -o addopts="" "$@"
 "$python" -m kachedb_radix.spec conform accel --examples "${CONFORM_EXAMPLES:-300}"

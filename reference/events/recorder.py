@@ -96,22 +96,27 @@ class EventRecorder:
             lora_name=None,
             extra_keys=extras if any(e is not None for e in extras) else None,
         )
-        # Everything is computed before anything is recorded: a failure changes nothing.
+        # The hashes first, the event last: a failure part way (a MemoryError) leaves
+        # only hashes that a second call sets again to the same values, so the C twin
+        # can name the same record again and nothing is recorded twice.
         self._hashes.update(zip(blocks, internal, strict=True))
         self._pending.append(event)
 
     def removed(self, blocks: Sequence[int]) -> None:
         """Record that ``blocks`` stopped being cached, in that order. O(len(blocks))."""
         external = self.hasher.external
-        self._pending.append(
-            BlockRemoved([external(self._hashes.pop(block)) for block in blocks], self.medium)
-        )
+        event = BlockRemoved([external(self._hashes[block]) for block in blocks], self.medium)
+        doomed = iter(blocks)  # made before the append: the loop below allocates nothing
+        self._pending.append(event)  # a failure here changes nothing
+        for block in doomed:  # deleting from a dict never fails part way
+            del self._hashes[block]
 
     def flush(self, clock: int) -> None:
         """Close the operation: its events, if any, become one batch at ``clock``. O(1)."""
         if self._pending:
+            fresh: list[KVEvent] = []  # made first: nothing below allocates after the append
             self._batches.append(KVEventBatch(float(clock), self._pending))
-            self._pending = []
+            self._pending = fresh
 
     def take(self) -> list[KVEventBatch]:
         """The batches since the last call, oldest first. O(1)."""

@@ -24,10 +24,10 @@ prefix: a worker's *matched depth* for hashes ``h1..hn`` is the number of leadin
   hold is applied (the worker says it holds the blocks) and counted; a removal of a
   hash the worker does not hold changes nothing.  A batch is *malformed* -- the
   worker's entries are cleared and it is stale, as for lost batches -- when its
-  payload does not decode, or when a batch object breaks the schema: an event of
-  another type, a hash that is neither bytes nor an int in [-2**63, 2**64) (what
-  msgpack carries), a medium that is neither a str nor None, or a medium beyond the
-  :data:`MAX_MEDIA` an index tells apart.
+  payload does not decode, or when a batch object breaks the schema: events or hashes
+  not in a list, an event of another type, a hash that is neither bytes nor an int in
+  [-2**63, 2**64) (what msgpack carries), a medium that is neither a str nor None, or a
+  medium beyond the :data:`MAX_MEDIA` an index tells apart.
 * **Query** (R-ROUTE-4).  Depth per worker, in blocks, for every worker with a depth
   of at least one; a stale worker is reported as such.  Namespaces are kept apart by
   the hashes themselves: a namespace is an extra key of a path's first block, so the
@@ -186,6 +186,8 @@ class RouterIndex:
         """The media ``batch`` names, or None when it breaks the schema (see the module
         docstring). O(blocks in the batch)."""
         media: dict[str | None, None] = {}
+        if not isinstance(batch.events, list):
+            return None
         for event in batch.events:
             if isinstance(event, AllBlocksCleared):
                 continue

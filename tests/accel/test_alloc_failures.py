@@ -83,6 +83,9 @@ def observe(state: State) -> Any:
         tree.clock,
         tree.namespaces(),
         [snap.dump() for snap in state.snapshots],
+        # The event batches a take would return now, read from a clone (a clone copies
+        # the log and the recorder; taking from the tree itself would change it).
+        None if tree.events is None else tree.clone().take_events(),
     )
 
 
@@ -288,6 +291,20 @@ def full(readers: bool) -> Callable[[], State]:
     return make
 
 
+def with_events() -> State:
+    """A tree emitting KV events (Dynamo's XXH3 scheme: no CBOR library inside the
+    window), some batches taken, some logged and not yet named, a full pool and a lease:
+    inserts evict and log both; a take names what is pending."""
+    tree = accel.RadixTree(12, 2, _hash_seed=1, events=reference.events.BlockHasher("xxh3_64"))
+    tree.insert(blocks(1, 2, 3))
+    tree.insert(blocks(1, 4, 5), "ns")
+    tree.take_events()
+    lease = tree.insert(blocks(7, 8), pin=True).lease
+    tree.insert(blocks(1, 2, 6, 9))
+    tree.evict(1)
+    return State(tree, held={"lease": lease})
+
+
 def cloned() -> State:
     """A clone sharing the shape (each tree then path-copies what the other can reach)."""
     state = with_snapshot()
@@ -383,6 +400,7 @@ STATES: dict[str, Callable[[], State]] = {
     "quarantine_full": quarantine_full,
     "counted": counted,
     "no_free_records": no_free_records,
+    "events": with_events,
 }
 
 # ---------------------------------------------------------------------------- calls
@@ -462,6 +480,7 @@ SPECIAL_CALLS: list[tuple[str, str, Call]] = [
     ("trie_edge", "back_to_array", lambda s: c(s.tree.evict, 6)),
     ("wide_snapshot", "back_to_array", lambda s: c(s.tree.evict, 10)),
     ("trie_edge", "to_trie", lambda s: c(s.tree.insert, blocks(130, 1))),
+    ("events", "take_events", lambda s: c(s.tree.take_events)),
 ]
 
 

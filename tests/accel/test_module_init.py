@@ -1,6 +1,6 @@
 """The C twin's module init under allocation failure, in a fresh interpreter.
 
-``PyInit__radix`` readies nine types, imports the reference's error classes and helpers,
+``PyInit__radix`` readies ten types, imports the reference's error classes and helpers,
 interns its strings and fills the module: each step can fail. A subprocess (single-phase
 init runs once per interpreter when it succeeds) loads the extension with its k-th
 allocation failing, for every k from 0 until a load succeeds: every failed load must
@@ -50,6 +50,7 @@ SCRIPT = textwrap.dedent(
     import kachedb_radix.reference.dump, kachedb_radix.reference.errors
     import kachedb_radix.reference.render, kachedb_radix.reference.results
     import kachedb_radix.reference.tokens
+    import kachedb_radix.reference.events, kachedb_radix.reference.router
 
     path, start = sys.argv[1], int(sys.argv[2])
     spec = importlib.util.spec_from_file_location("kachedb_radix.accel._radix", path)

@@ -240,3 +240,20 @@ def test_check_invariants_catches_a_broken_table() -> None:
     index._holders[1]["ghost"] = 1
     with pytest.raises(Exception, match="holders table disagrees"):
         index.check_invariants()
+
+
+def test_an_index_tells_apart_32_media(make_index: TreeFactory) -> None:
+    """R-ROUTE-3: a batch naming a 33rd medium is malformed; the 32 before it apply."""
+    index = make_index(BlockHasher(), 2)
+    media: list[str | None] = [None, *(f"tier{n}" for n in range(31))]
+    for seq, medium in enumerate(media):
+        batch = KVEventBatch(0.0, [BlockStored([seq], None, [0, 0], 2, None, medium, None)])
+        assert index.apply("w", seq, batch).outcome == "applied"
+    extra = KVEventBatch(0.0, [BlockRemoved([0], "one too many")])
+    assert index.apply("w", 32, extra).outcome == "malformed"
+    assert index.is_stale("w") and index.held("w") == 0
+    again = KVEventBatch(0.0, [BlockStored([7], None, [0, 0], 2, None, "tier5", None)])
+    assert index.apply("w", 33, again).outcome == "applied" and len(index) == 1
+    with pytest.raises(TypeError):
+        index.query_hashes(7)
+    index.check_invariants()

@@ -340,3 +340,65 @@ def test_the_invariant_catches_an_operation_left_open() -> None:
     tree._events._pending.append(AllBlocksCleared())
     with pytest.raises(Exception, match="R-EVENT-5"):
         tree.check_invariants()
+
+
+class _Hook(BlockHasher):
+    """A hasher that runs ``hook`` before naming its ``at``-th block: code run while
+    the C twin's log is being named."""
+
+    calls: int
+    at: int
+    hook: Any
+
+    def __init__(self, at: int, hook: Any) -> None:
+        super().__init__("xxh3_64")
+        object.__setattr__(self, "calls", 0)
+        object.__setattr__(self, "at", at)
+        object.__setattr__(self, "hook", hook)
+
+    def block_hash(self, parent: Any, tokens: Any, salt: str | None = None) -> Any:
+        object.__setattr__(self, "calls", self.calls + 1)
+        if self.calls == self.at:
+            self.hook()
+        return super().block_hash(parent, tokens, salt)
+
+
+def test_the_c_log_survives_code_run_while_it_is_named() -> None:
+    """The C twin names its log by calling the hasher: a call into the tree from there
+    is logged after what is being named, a nested take is refused, and a take that
+    fails part way (the hasher raised) loses nothing -- the next one resumes, even after
+    the log had to make room for more."""
+    pytest.importorskip("kachedb_radix.accel._radix", reason="the C twin is not built")
+    from kachedb_radix import accel
+
+    trees: list[Any] = []
+
+    def nested() -> None:
+        trees[0].insert([50, 50])
+        with pytest.raises(RuntimeError, match="being named"):
+            trees[0].take_events()
+
+    tree = accel.RadixTree(64, 2, events=_Hook(2, nested))
+    twin = RadixTree(64, 2, events=BlockHasher("xxh3_64"))
+    trees.append(tree)
+    for t in (tree, twin):
+        t.insert([1, 1, 2, 2])
+    twin.insert([50, 50])  # what the hook does inside the C twin's first take
+    assert tree.take_events() == twin.take_events()
+
+    def fails() -> None:
+        raise ValueError("the hasher failed")
+
+    tree = accel.RadixTree(600, 2, events=_Hook(3, fails))
+    twin = RadixTree(600, 2, events=BlockHasher("xxh3_64"))
+    for t in (tree, twin):
+        t.insert([1, 1])
+        t.insert([2, 2, 3, 3])
+    with pytest.raises(ValueError, match="the hasher failed"):
+        tree.take_events()  # the first insert's records named, the second's pending
+    for t in (tree, twin):  # enough records to make the log grow past what was named
+        for first in range(100, 400):
+            t.insert([first, first, 7, 7])
+        t.evict(50)
+    tree.check_invariants()
+    assert tree.take_events() == twin.take_events()

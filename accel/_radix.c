@@ -1921,7 +1921,10 @@ PyMODINIT_FUNC PyInit__radix(void) {
     IMPORT(BlockStored, "kachedb_radix.reference.events", "BlockStored");
     IMPORT(BlockRemoved, "kachedb_radix.reference.events", "BlockRemoved");
     IMPORT(AllBlocksCleared, "kachedb_radix.reference.events", "AllBlocksCleared");
-    IMPORT(decode_batch, "kachedb_radix.reference.events", "decode_batch");
+    IMPORT(decode_for_router, "kachedb_radix.reference.router.wire", "decode_for_router");
+    IMPORT(RoutedStored, "kachedb_radix.reference.router.wire", "RoutedStored");
+    IMPORT(RoutedRemoved, "kachedb_radix.reference.router.wire", "RoutedRemoved");
+    IMPORT(RoutedCleared, "kachedb_radix.reference.router.wire", "RoutedCleared");
     IMPORT(EventDecodeError, "kachedb_radix.reference.events", "EventDecodeError");
     IMPORT(Applied, "kachedb_radix.reference.router", "Applied");
     if (router_init() < 0) return NULL;

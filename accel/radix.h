@@ -80,7 +80,8 @@ typedef struct {
     PyObject *EventRecorder; /* reference.events.EventRecorder */
     /* the router index (router.c) */
     PyObject *BlockHasher, *KVEventBatch, *BlockStored, *BlockRemoved, *AllBlocksCleared,
-        *decode_batch, *EventDecodeError, *Applied;
+        *decode_for_router, *RoutedStored, *RoutedRemoved, *RoutedCleared, *EventDecodeError,
+        *Applied;
     /* interned strings */
     PyObject *s_tokens, *s_namespace, *s_pin, *s_priority, *s_retain_for;
     PyObject *s_format, *s_block_size, *s_num_blocks, *s_clock, *s_free, *s_namespaces,

@@ -16,10 +16,10 @@
  * Robin Hood linear probing (an element's distance from its home is never less than
  * its predecessor's, so a miss stops early) with backward-shift deletion (no
  * tombstones).  The capacity is any integer: the home slot is the key's 64-bit mix
- * times the capacity, high 64 bits (Lemire's range reduction), so the table grows by
- * 1.25x at a load of 7/8 and its load stays between 0.7 and 0.875 -- at 17 bytes a slot
- * for up to 64 workers, at most 24.3 bytes per distinct (hash, medium), fewer per
- * holder-block when workers share prefixes.
+ * times the capacity, high 64 bits (Lemire's range reduction), so a table past 2**20
+ * slots grows by 1.25x at a load of 7/8 and its load stays between 0.7 and 0.875 -- at
+ * 17 bytes a slot for up to 64 workers, at most 24.3 bytes per distinct (hash, medium),
+ * fewer per holder-block when workers share prefixes; a smaller one doubles.
  *
  * Bytes hashes (BlockHasher(wire="bytes")) are interned: a dict from the bytes to a
  * small id, the id's bytes and the number of table slots naming it; an id whose last
@@ -86,7 +86,7 @@ typedef struct {
     uint64_t *masks;
     size_t cap, len;
     uint32_t words; /* mask words a slot: 64 workers each, at most R_MAX_WORDS */
-    uint64_t *carry; /* 2 * words: r_place's two masks in flight */
+    uint64_t *carry; /* 3 * words: r_place's two masks in flight, r_store's new one */
     /* workers */
     RWorker *w;
     uint32_t nw;        /* worker slots in use or freed (w[0 .. nw)) */
@@ -119,11 +119,15 @@ typedef struct {
 
 static PyObject *s_events, *s_block_hashes, *s_parent_block_hash, *s_medium, *s_chain,
     *s_external, *b_sorted, *b_repr, *kw_key_repr;
+/* The outcomes without a gap, made once (an Applied is immutable). */
+static PyObject *o_applied, *o_repeat, *o_restart, *o_malformed;
 
 /* ------------------------------------------------------------------ the table */
 
+/* The key's 64-bit mix: Fibonacci hashing (one multiply spreads every bit of k, the
+ * tag's in the top byte, into the high bits that the range reduction below reads). */
 static inline uint64_t r_mix(uint64_t k, uint8_t tag) {
-    return fmix64(k ^ ((uint64_t)tag * 0x9E3779B97F4A7C15ULL));
+    return (k ^ ((uint64_t)tag << 56)) * 0x9E3779B97F4A7C15ULL;
 }
 
 static inline size_t r_home(const RouterObject *r, uint64_t k, uint8_t tag) {
@@ -137,6 +141,14 @@ static inline size_t r_dist(const RouterObject *r, size_t i) {
 
 static inline uint64_t *r_mask(const RouterObject *r, size_t i) {
     return r->masks + i * r->words;
+}
+
+static inline void mask_copy(uint64_t *dst, const uint64_t *src, uint32_t words) {
+    if (words == 1) {
+        *dst = *src;
+    } else {
+        memcpy(dst, src, words * sizeof(uint64_t));
+    }
 }
 
 /* The slot of (k, tag), or SIZE_MAX. */
@@ -153,16 +165,27 @@ static size_t r_find(const RouterObject *r, uint64_t k, uint8_t tag) {
     }
 }
 
+static size_t r_place_from(RouterObject *r, uint64_t k, uint8_t tag, const uint64_t *mask,
+                           size_t i, size_t d);
+
 /* Place (k, tag, mask) known to be absent; room is guaranteed.  Returns its slot. */
 static size_t r_place(RouterObject *r, uint64_t k, uint8_t tag, const uint64_t *mask) {
-    uint64_t *cm = r->carry, *sm = r->carry + r->words;
-    memcpy(cm, mask, r->words * sizeof(uint64_t));
-    size_t i = r_home(r, k, tag), d = 0, placed = SIZE_MAX;
+    return r_place_from(r, k, tag, mask, r_home(r, k, tag), 0);
+}
+
+/* r_place's probe from slot i at distance d from the key's home (the key is absent and
+ * no slot before i on its probe sequence can take it). */
+static size_t r_place_from(RouterObject *r, uint64_t k, uint8_t tag, const uint64_t *mask,
+                           size_t i, size_t d) {
+    const uint32_t W = r->words;
+    uint64_t *cm = r->carry, *sm = r->carry + W;
+    mask_copy(cm, mask, W);
+    size_t placed = SIZE_MAX;
     for (;;) {
         if (r->tags[i] == 0) {
             r->keys[i] = k;
             r->tags[i] = tag;
-            memcpy(r_mask(r, i), cm, r->words * sizeof(uint64_t));
+            mask_copy(r_mask(r, i), cm, W);
             if (placed == SIZE_MAX) placed = i;
             break;
         }
@@ -170,10 +193,10 @@ static size_t r_place(RouterObject *r, uint64_t k, uint8_t tag, const uint64_t *
         if (rd < d) { /* the richer resident moves on; the carried one takes its slot */
             uint64_t k2 = r->keys[i];
             uint8_t t2 = r->tags[i];
-            memcpy(sm, r_mask(r, i), r->words * sizeof(uint64_t));
+            mask_copy(sm, r_mask(r, i), W);
             r->keys[i] = k;
             r->tags[i] = tag;
-            memcpy(r_mask(r, i), cm, r->words * sizeof(uint64_t));
+            mask_copy(r_mask(r, i), cm, W);
             if (placed == SIZE_MAX) placed = i;
             k = k2;
             tag = t2;
@@ -189,6 +212,30 @@ static size_t r_place(RouterObject *r, uint64_t k, uint8_t tag, const uint64_t *
     return placed;
 }
 
+/* Worker slot s stores (k, tag): 1 a new entry for it, 0 it held it already.  One probe
+ * sequence finds the key or, where Robin Hood order shows it absent, inserts it.  Room
+ * is guaranteed. */
+static int r_store(RouterObject *r, uint64_t k, uint8_t tag, uint32_t s) {
+    size_t i = r_home(r, k, tag), d = 0;
+    for (;;) {
+        uint8_t t = r->tags[i];
+        if (t == 0 || r_dist(r, i) < d) break; /* absent: it goes here */
+        if (t == tag && r->keys[i] == k) {
+            uint64_t *m = r_mask(r, i), bit = (uint64_t)1 << (s & 63);
+            if (m[s >> 6] & bit) return 0;
+            m[s >> 6] |= bit;
+            return 1;
+        }
+        if (++i == r->cap) i = 0;
+        d++;
+    }
+    uint64_t *one = r->carry + 2u * r->words; /* a third scratch mask */
+    memset(one, 0, r->words * sizeof(uint64_t));
+    one[s >> 6] = (uint64_t)1 << (s & 63);
+    r_place_from(r, k, tag, one, i, d);
+    return 1;
+}
+
 /* Remove slot i, shifting its cluster's later members back. */
 static void r_delete(RouterObject *r, size_t i) {
     for (;;) {
@@ -196,7 +243,7 @@ static void r_delete(RouterObject *r, size_t i) {
         if (r->tags[j] == 0 || r_dist(r, j) == 0) break;
         r->keys[i] = r->keys[j];
         r->tags[i] = r->tags[j];
-        memcpy(r_mask(r, i), r_mask(r, j), r->words * sizeof(uint64_t));
+        mask_copy(r_mask(r, i), r_mask(r, j), r->words);
         i = j;
     }
     r->tags[i] = 0;
@@ -209,7 +256,7 @@ static int r_rebuild(RouterObject *r, size_t cap, uint32_t words) {
     uint64_t *keys = PyMem_Malloc(cap * sizeof(uint64_t));
     uint8_t *tags = PyMem_Calloc(cap, 1);
     uint64_t *masks = PyMem_Calloc(cap * words, sizeof(uint64_t));
-    uint64_t *carry = PyMem_Malloc(2u * words * sizeof(uint64_t));
+    uint64_t *carry = PyMem_Malloc(3u * words * sizeof(uint64_t));
     if (!keys || !tags || !masks || !carry) {
         PyMem_Free(keys);
         PyMem_Free(tags);
@@ -240,12 +287,15 @@ static int r_rebuild(RouterObject *r, size_t cap, uint32_t words) {
     return 0;
 }
 
-/* Room for `more` new slots at a load of at most 7/8 (growing by 1.25x). */
+/* Room for `more` new slots at a load of at most 7/8: a small table doubles (its rebuilds
+ * then cost one move per entry in all), a big one grows by 1.25x (its load stays at or
+ * above 0.7, so its bytes per entry at or below 17 / 0.7). */
+#define R_BIG_TABLE ((size_t)1 << 20)
 static int r_reserve(RouterObject *r, size_t more) {
     size_t need = r->len + more;
     if (need * 8u <= r->cap * 7u) return 0;
     size_t cap = r->cap < 16u ? 16u : r->cap;
-    while (need * 8u > cap * 7u) cap += cap / 4u;
+    while (need * 8u > cap * 7u) cap += cap < R_BIG_TABLE ? cap : cap / 4u;
     return r_rebuild(r, cap, r->words);
 }
 
@@ -256,25 +306,51 @@ static int r_reserve(RouterObject *r, size_t more) {
  * of the call if none comes to). */
 static int r_intern(RouterObject *r, PyObject *h, uint64_t *k);
 
+/* An int's sign and, if it has at most 64 bits, its magnitude: 1 it fits, 0 it does
+ * not, -1 an error.  CPython 3.11-3.13 store 30-bit digits (PYLONG_BITS_IN_DIGIT 30 on
+ * every platform we build for), so a hash is read off its digits in a few instructions;
+ * the public API (bit length, then the masked value) is the fallback elsewhere. */
+static inline int long_magnitude(PyObject *h, int *sign, uint64_t *mag) {
+#if PY_VERSION_HEX >= 0x030B0000 && PY_VERSION_HEX < 0x030E0000 && PYLONG_BITS_IN_DIGIT == 30
+    const PyLongObject *v = (const PyLongObject *)h;
+#if PY_VERSION_HEX >= 0x030C0000
+    uintptr_t tag = v->long_value.lv_tag;
+    size_t n = (size_t)(tag >> 3);
+    *sign = 1 - (int)(tag & 3);
+    const digit *d = v->long_value.ob_digit;
+#else
+    Py_ssize_t size = Py_SIZE(v);
+    size_t n = (size_t)(size < 0 ? -size : size);
+    *sign = size < 0 ? -1 : size > 0;
+    const digit *d = v->ob_digit;
+#endif
+    if (n > 3 || (n == 3 && d[2] >> 4)) return 0; /* 3 digits: 90 bits, 64 if d[2] < 16 */
+    uint64_t m = 0;
+    for (size_t i = n; i-- > 0;) m = (m << 30) | d[i];
+    *mag = m;
+    return 1;
+#else
+    *sign = _PyLong_Sign(h);
+    size_t bits = _PyLong_NumBits(h);
+    if (bits == (size_t)-1) return -1;
+    if (bits > 64) return 0;
+    uint64_t low = PyLong_AsUnsignedLongLongMask(h);
+    *mag = *sign < 0 ? (uint64_t)0 - low : low;
+    return 1;
+#endif
+}
+
 static int r_key(RouterObject *r, PyObject *h, uint64_t *k, uint8_t *flags) {
     if (PyLong_CheckExact(h) || (PyLong_Check(h) && !PyBool_Check(h))) {
-        int overflow = 0;
-        long long v = PyLong_AsLongLongAndOverflow(h, &overflow);
-        if (overflow == 0) {
-            if (v == -1 && PyErr_Occurred()) return -1;
-            *k = (uint64_t)v;
-            *flags = v < 0 ? TAG_NEG : 0;
-            return 1;
-        }
-        if (overflow < 0) return 0;
-        unsigned long long u = PyLong_AsUnsignedLongLong(h);
-        if (u == (unsigned long long)-1 && PyErr_Occurred()) {
-            if (!PyErr_ExceptionMatches(PyExc_OverflowError)) return -1;
-            PyErr_Clear();
-            return 0;
-        }
-        *k = (uint64_t)u;
-        *flags = 0;
+        /* [-2**63, 2**64): a magnitude of at most 64 bits, and for a negative one of 64
+         * bits exactly 2**63.  The key is the low 64 bits in two's complement. */
+        int sign = 0;
+        uint64_t mag = 0;
+        int fits = long_magnitude(h, &sign, &mag);
+        if (fits < 0) return -1;
+        if (!fits || (sign < 0 && mag > (uint64_t)1 << 63)) return 0;
+        *k = sign < 0 ? (uint64_t)0 - mag : mag;
+        *flags = sign < 0 ? TAG_NEG : 0;
         return 1;
     }
     if (!PyBytes_Check(h)) return 0;
@@ -519,7 +595,8 @@ static int r_holds_any(const RouterObject *r, uint32_t s, uint64_t k, uint8_t fl
 
 static int r_scratch(RouterObject *r, size_t keys, size_t events) {
     if (keys > r->scap) {
-        size_t cap = keys < 64u ? 64u : keys;
+        size_t cap = r->scap * 2u > keys ? r->scap * 2u : keys;
+        if (cap < 64u) cap = 64u;
         uint64_t *k = PyMem_Realloc(r->sk, cap * sizeof(uint64_t));
         if (k == NULL) goto oom;
         r->sk = k;
@@ -546,32 +623,28 @@ oom:
 static int r_parse(RouterObject *r, PyObject *events, Py_ssize_t *nev) {
     if (!PyList_Check(events)) return 0;
     Py_ssize_t n = PyList_GET_SIZE(events);
-    size_t total = 0;
-    for (Py_ssize_t e = 0; e < n; e++) {
-        PyObject *ev = PyList_GET_ITEM(events, e);
-        if (Py_TYPE(ev) == (PyTypeObject *)G.BlockStored ||
-            Py_TYPE(ev) == (PyTypeObject *)G.BlockRemoved) {
-            PyObject *hashes = PyObject_GetAttr(ev, s_block_hashes);
-            if (hashes == NULL) return -1;
-            int ok = PyList_Check(hashes);
-            if (ok) total += (size_t)PyList_GET_SIZE(hashes);
-            Py_DECREF(hashes);
-            if (!ok) return 0;
-        } else if (Py_TYPE(ev) != (PyTypeObject *)G.AllBlocksCleared) {
-            return 0;
-        }
-    }
-    if (r_scratch(r, total, (size_t)n) < 0) return -1;
+    if (r_scratch(r, 0, (size_t)n) < 0) return -1;
     size_t at = 0;
     for (Py_ssize_t e = 0; e < n; e++) {
+        /* Read through the list each time: a struct's attribute runs no code, but the
+         * list is checked anyway, not trusted to keep its length. */
+        if (e >= PyList_GET_SIZE(events)) return 0;
         PyObject *ev = PyList_GET_ITEM(events, e);
         REvent *x = &r->se[e];
         memset(x, 0, sizeof(*x));
-        if (Py_TYPE(ev) == (PyTypeObject *)G.AllBlocksCleared) {
+        /* A decoded payload's events (what a router reads of them, reference/router/wire.py)
+         * or the schema's own structs (a batch built in-process). */
+        PyTypeObject *type = Py_TYPE(ev);
+        if (type == (PyTypeObject *)G.RoutedCleared || type == (PyTypeObject *)G.AllBlocksCleared) {
             x->kind = 3;
             continue;
         }
-        x->kind = Py_TYPE(ev) == (PyTypeObject *)G.BlockStored ? 1 : 2;
+        if (type == (PyTypeObject *)G.RoutedStored || type == (PyTypeObject *)G.BlockStored)
+            x->kind = 1;
+        else if (type == (PyTypeObject *)G.RoutedRemoved || type == (PyTypeObject *)G.BlockRemoved)
+            x->kind = 2;
+        else
+            return 0;
         PyObject *medium = PyObject_GetAttr(ev, s_medium);
         if (medium == NULL) return -1;
         int got = (medium == Py_None || PyUnicode_Check(medium))
@@ -592,11 +665,14 @@ static int r_parse(RouterObject *r, PyObject *events, Py_ssize_t *nev) {
         PyObject *hashes = PyObject_GetAttr(ev, s_block_hashes);
         if (hashes == NULL) return -1;
         x->first = at;
-        /* The list may have changed since the count above (an attribute's code ran). */
         Py_ssize_t m = PyList_Check(hashes) ? PyList_GET_SIZE(hashes) : -1;
-        if (m < 0 || at + (size_t)m > r->scap) {
+        if (m < 0) {
             Py_DECREF(hashes);
             return 0;
+        }
+        if (r_scratch(r, at + (size_t)m, 0) < 0) {
+            Py_DECREF(hashes);
+            return -1;
         }
         for (Py_ssize_t j = 0; j < m; j++) {
             got = r_key(r, PyList_GET_ITEM(hashes, j), &r->sk[at + j], &r->sf[at + j]);
@@ -617,7 +693,6 @@ static int r_parse(RouterObject *r, PyObject *events, Py_ssize_t *nev) {
  * reserved.  Cannot fail. */
 static void r_apply_events(RouterObject *r, uint32_t s, Py_ssize_t nev) {
     RWorker *x = &r->w[s];
-    uint64_t one[64];
     for (Py_ssize_t e = 0; e < nev; e++) {
         const REvent *ev = &r->se[e];
         x->counts[C_EVENTS]++;
@@ -632,22 +707,17 @@ static void r_apply_events(RouterObject *r, uint32_t s, Py_ssize_t nev) {
         for (size_t j = ev->first; j < ev->first + ev->n; j++) {
             uint8_t tag = (uint8_t)(TAG_USED | r->sf[j] | ev->medium);
             uint64_t k = r->sk[j];
-            size_t i = r_find(r, k, tag);
             if (ev->kind == 1) {
-                if (i == SIZE_MAX) {
-                    memset(one, 0, r->words * sizeof(uint64_t));
-                    one[s >> 6] = (uint64_t)1 << (s & 63);
-                    r_place(r, k, tag, one);
-                    if (tag & TAG_BYTES) r->bytes_rc[k]++;
-                } else if (mask_has(r_mask(r, i), s)) {
+                size_t before = r->len;
+                if (!r_store(r, k, tag, s)) {
                     x->counts[C_DUPLICATE_STORES]++;
                     continue;
-                } else {
-                    r_mask(r, i)[s >> 6] |= (uint64_t)1 << (s & 63);
                 }
+                if ((tag & TAG_BYTES) && r->len > before) r->bytes_rc[k]++;
                 x->entries++;
                 x->counts[C_STORED]++;
             } else {
+                size_t i = r_find(r, k, tag);
                 if (i == SIZE_MAX || !mask_has(r_mask(r, i), s)) {
                     x->counts[C_UNKNOWN_REMOVALS]++;
                     continue;
@@ -709,9 +779,8 @@ bad:
     return -1;
 }
 
-static PyObject *r_applied(const char *outcome, int gap, uint64_t first, uint64_t last) {
-    if (!gap) return PyObject_CallFunction(G.Applied, "s", outcome);
-    return PyObject_CallFunction(G.Applied, "s(KK)", outcome, (unsigned long long)first,
+static PyObject *r_gap(uint64_t first, uint64_t last) {
+    return PyObject_CallFunction(G.Applied, "s(KK)", "gap", (unsigned long long)first,
                                  (unsigned long long)last);
 }
 
@@ -737,18 +806,18 @@ static PyObject *Router_apply(RouterObject *self, PyObject *const *args, Py_ssiz
     uint64_t expected = self->w[s].expected;
     PyObject *decoded = NULL, *events = NULL, *res = NULL;
     if (seq < expected && seq != 0) {
-        if ((res = r_applied("repeat", 0, 0, 0)) == NULL) goto error;
+        res = Py_NewRef(o_repeat);
         self->w[s].counts[C_REPEATS]++;
         return res;
     }
     if (seq > expected) {
-        if ((res = r_applied("gap", 1, expected, seq - 1)) == NULL) goto error;
+        if ((res = r_gap(expected, seq - 1)) == NULL) goto error;
         self->w[s].counts[C_GAPS]++;
         return res;
     }
     int restart = seq == 0 && expected > 0;
     if (is_bytes) {
-        decoded = PyObject_CallOneArg(G.decode_batch, batch);
+        decoded = PyObject_CallOneArg(G.decode_for_router, batch);
         if (decoded == NULL) {
             if (!PyErr_ExceptionMatches(G.EventDecodeError)) goto error;
             PyErr_Clear();
@@ -768,8 +837,7 @@ static PyObject *Router_apply(RouterObject *self, PyObject *const *args, Py_ssiz
     for (Py_ssize_t e = 0; valid && e < nev; e++)
         if (self->se[e].kind == 1) stores += self->se[e].n;
     if (valid && r_reserve(self, stores) < 0) goto error;
-    res = r_applied(!valid ? "malformed" : restart ? "restart" : "applied", 0, 0, 0);
-    if (res == NULL) goto error;
+    res = Py_NewRef(!valid ? o_malformed : restart ? o_restart : o_applied);
     Py_XDECREF(events);
     Py_XDECREF(decoded);
     /* ---- nothing below fails */
@@ -833,16 +901,74 @@ static PyObject *Router_remove_worker(RouterObject *self, PyObject *worker) {
 
 /* ------------------------------------------------------------------ queries */
 
-/* Depths for keys k[0..n) (flags f): into a new dict. */
+/* Set out[worker] = depth for every worker slot in mask word w's bits `bits`. */
+static int r_emit(RouterObject *self, PyObject *out, uint32_t w, uint64_t bits, Py_ssize_t depth) {
+    if (!bits) return 0;
+    PyObject *value = PyLong_FromSsize_t(depth); /* a cached small int up to 256 */
+    if (value == NULL) return -1;
+    while (bits) {
+        uint32_t s = w * 64u + (uint32_t)__builtin_ctzll(bits);
+        bits &= bits - 1;
+        if (PyDict_SetItem(out, self->w[s].key, value) < 0) {
+            Py_DECREF(value);
+            return -1;
+        }
+    }
+    Py_DECREF(value);
+    return 0;
+}
+
+/* How far ahead a query prefetches the home slots of its next hashes: a big table's
+ * probes are cache misses, and these overlap. */
+#define R_PREFETCH 4
+
+/* r_depths for the common case: up to 64 workers, one medium.  The dict is made once
+ * the first hash's holders are known, sized for them (they are all it can hold). */
+static PyObject *r_depths_one(RouterObject *self, const uint64_t *k, const uint8_t *f,
+                              Py_ssize_t n) {
+    const uint8_t used = (uint8_t)TAG_USED;
+    size_t i = r_find(self, k[0], (uint8_t)(used | f[0]));
+    uint64_t active = i == SIZE_MAX ? 0 : self->masks[i];
+    PyObject *out = _PyDict_NewPresized(__builtin_popcountll(active));
+    if (out == NULL || active == 0) return out;
+    Py_ssize_t d = 1;
+    for (; d < n && active; d++) {
+        if (d + R_PREFETCH < n) {
+            size_t ahead = r_home(self, k[d + R_PREFETCH], (uint8_t)(used | f[d + R_PREFETCH]));
+            __builtin_prefetch(&self->keys[ahead]);
+            __builtin_prefetch(&self->tags[ahead]);
+        }
+        i = r_find(self, k[d], (uint8_t)(used | f[d]));
+        uint64_t here = i == SIZE_MAX ? 0 : self->masks[i];
+        if (r_emit(self, out, 0, active & ~here, d) < 0) goto fail;
+        active &= here;
+    }
+    if (r_emit(self, out, 0, active, d) < 0) goto fail;
+    return out;
+fail:
+    Py_DECREF(out);
+    return NULL;
+}
+
+/* Depths for keys k[0..n) (flags f): into a new dict.  Per hash, the holders' masks of
+ * every medium are ORed (a hash on any medium counts); the workers still holding every
+ * hash so far are ANDed; those that drop out get the depth they reached. */
 static PyObject *r_depths(RouterObject *self, const uint64_t *k, const uint8_t *f, Py_ssize_t n) {
+    const uint32_t W = self->words, nm = self->nmedia;
+    if (W == 1 && nm == 1 && n > 0) return r_depths_one(self, k, f, n);
     PyObject *out = PyDict_New();
     if (out == NULL || n == 0 || self->live == 0) return out;
-    const uint32_t W = self->words, nm = self->nmedia;
-    uint64_t active[64], here[64];
-    memset(active, 0, W * sizeof(uint64_t));
-    /* A query's workers never change while it runs: no Python code runs but the dict's. */
+    uint64_t active[R_MAX_WORDS], here[R_MAX_WORDS];
+    /* No Python code runs but the dict's (its keys, the workers, were hashed when added;
+     * setting an item runs no __eq__ of theirs unless two hashes collide): the workers do
+     * not change while a query runs. */
     for (Py_ssize_t d = 0; d < n; d++) {
-        memset(here, 0, W * sizeof(uint64_t));
+        if (d + R_PREFETCH < n) {
+            size_t ahead = r_home(self, k[d + R_PREFETCH], (uint8_t)(TAG_USED | f[d + R_PREFETCH]));
+            __builtin_prefetch(&self->keys[ahead]);
+            __builtin_prefetch(&self->tags[ahead]);
+        }
+        for (uint32_t w = 0; w < W; w++) here[w] = 0;
         for (uint32_t m = 0; m < nm; m++) {
             size_t i = r_find(self, k[d], (uint8_t)(TAG_USED | f[d] | m));
             if (i != SIZE_MAX) {
@@ -855,34 +981,13 @@ static PyObject *r_depths(RouterObject *self, const uint64_t *k, const uint8_t *
             uint64_t leaving = d == 0 ? 0 : active[w] & ~here[w];
             active[w] = d == 0 ? here[w] : active[w] & here[w];
             any |= active[w] != 0;
-            while (leaving) { /* the workers holding every block so far but not this one */
-                uint32_t s = w * 64u + (uint32_t)__builtin_ctzll(leaving);
-                leaving &= leaving - 1;
-                PyObject *depth = PyLong_FromSsize_t(d);
-                if (depth == NULL || PyDict_SetItem(out, self->w[s].key, depth) < 0) {
-                    Py_XDECREF(depth);
-                    Py_DECREF(out);
-                    return NULL;
-                }
-                Py_DECREF(depth);
-            }
+            /* the workers holding every block so far but not this one */
+            if (r_emit(self, out, w, leaving, d) < 0) goto fail;
         }
         if (!any) return out;
     }
-    PyObject *depth = PyLong_FromSsize_t(n);
-    if (depth == NULL) goto fail;
-    for (uint32_t w = 0; w < W; w++) {
-        uint64_t left = active[w];
-        while (left) {
-            uint32_t s = w * 64u + (uint32_t)__builtin_ctzll(left);
-            left &= left - 1;
-            if (PyDict_SetItem(out, self->w[s].key, depth) < 0) {
-                Py_DECREF(depth);
-                goto fail;
-            }
-        }
-    }
-    Py_DECREF(depth);
+    for (uint32_t w = 0; w < W; w++)
+        if (r_emit(self, out, w, active[w], n) < 0) goto fail;
     return out;
 fail:
     Py_DECREF(out);
@@ -896,48 +1001,37 @@ static PyObject *Router_query_hashes(RouterObject *self, PyObject *hashes) {
     PyObject **items = PySequence_Fast_ITEMS(seq);
     PyObject *out = NULL;
     if (r_scratch(self, (size_t)n, 0) < 0) goto done;
+    /* Every item is checked (as the reference does) before the first that no event can
+     * carry -- an int out of range, bytes never stored -- cuts the query short. */
     Py_ssize_t usable = n;
     for (Py_ssize_t i = 0; i < n; i++) {
-        uint64_t k = 0;
-        uint8_t f = 0;
         PyObject *h = items[i];
-        int got;
-        if (PyBytes_Check(h)) {
-            PyObject *id = PyDict_GetItemWithError(self->bytes_ids, h);
+        uint64_t key = 0;
+        uint8_t flags = 0;
+        int got = 0;
+        if (PyLong_Check(h) && !PyBool_Check(h)) {
+            int sign = 0;
+            uint64_t mag = 0;
+            int fits = long_magnitude(h, &sign, &mag);
+            if (fits < 0) goto done;
+            got = fits && !(sign < 0 && mag > (uint64_t)1 << 63);
+            key = sign < 0 ? (uint64_t)0 - mag : mag;
+            flags = sign < 0 ? TAG_NEG : 0;
+        } else if (PyBytes_Check(h)) {
+            PyObject *id = usable < i ? NULL : PyDict_GetItemWithError(self->bytes_ids, h);
             if (id == NULL && PyErr_Occurred()) goto done;
             got = id != NULL;
-            if (got) {
-                k = PyLong_AsUnsignedLongLong(id);
-                f = TAG_BYTES;
-            }
-        } else if (PyLong_Check(h) && !PyBool_Check(h)) {
-            int overflow = 0;
-            long long v = PyLong_AsLongLongAndOverflow(h, &overflow);
-            got = 1;
-            if (overflow == 0) {
-                k = (uint64_t)v;
-                f = v < 0 ? TAG_NEG : 0;
-            } else if (overflow > 0) {
-                unsigned long long u = PyLong_AsUnsignedLongLong(h);
-                got = !(u == (unsigned long long)-1 && PyErr_Occurred());
-                PyErr_Clear();
-                k = (uint64_t)u;
-                f = 0;
-            } else {
-                got = 0;
-            }
+            key = got ? PyLong_AsUnsignedLongLong(id) : 0;
+            flags = TAG_BYTES;
         } else {
             PyErr_Format(G.InvalidArgumentError,
                          "a block hash is an int or bytes, got %.100s at position %zd",
                          Py_TYPE(h)->tp_name, i);
             goto done;
         }
-        if (!got) { /* a hash no event can carry is held by no worker */
-            usable = i;
-            break;
-        }
-        self->sk[i] = k;
-        self->sf[i] = f;
+        if (!got && usable == n) usable = i; /* held by no worker: the depths stop here */
+        self->sk[i] = key;
+        self->sf[i] = flags;
     }
     out = r_depths(self, self->sk, self->sf, usable);
 done:
@@ -1567,6 +1661,11 @@ int router_init(void) {
     }
     if (kw_key_repr == NULL && (kw_key_repr = Py_BuildValue("{s:O}", "key", b_repr)) == NULL)
         return -1;
+    const char *outcomes[] = {"applied", "repeat", "restart", "malformed"};
+    PyObject **made[] = {&o_applied, &o_repeat, &o_restart, &o_malformed};
+    for (int i = 0; i < 4; i++)
+        if (*made[i] == NULL && (*made[i] = PyObject_CallFunction(G.Applied, "s", outcomes[i])) == NULL)
+            return -1;
     return (s_events = PyUnicode_InternFromString("events")) != NULL &&
                    (s_block_hashes = PyUnicode_InternFromString("block_hashes")) != NULL &&
                    (s_parent_block_hash = PyUnicode_InternFromString("parent_block_hash")) !=

@@ -52,9 +52,15 @@ from ..events.schema import (
     BlockStored,
     EventDecodeError,
     KVEventBatch,
-    decode_batch,
 )
 from ..tokens import as_token_list
+from .wire import RoutedBatch, RoutedCleared, RoutedRemoved, RoutedStored, decode_for_router
+
+#: The event types of a batch, whether built in-process (the schema's structs) or
+#: decoded from a payload (what a router reads of them, :mod:`.wire`).
+STORES = (BlockStored, RoutedStored)
+REMOVALS = (BlockRemoved, RoutedRemoved)
+CLEARS = (AllBlocksCleared, RoutedCleared)
 
 Worker = Hashable
 #: An entry: a hash on a medium (None when the event names none).
@@ -86,7 +92,7 @@ COUNTERS = (
 )
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Applied:
     """What :meth:`RouterIndex.apply` did with one batch.
 
@@ -99,6 +105,16 @@ class Applied:
 
     outcome: str
     missing: tuple[int, int] | None = None
+
+
+# The outcomes without a gap are values: one object each, shared (a router applies
+# millions of batches; an outcome is immutable).
+_APPLIED, _REPEAT, _RESTART, _MALFORMED = (
+    Applied(APPLIED),
+    Applied(REPEAT),
+    Applied(RESTART),
+    Applied(MALFORMED),
+)
 
 
 @dataclass
@@ -152,15 +168,15 @@ class RouterIndex:
         state = self._workers.setdefault(worker, WorkerState())
         if seq < state.expected and seq != 0:
             state.counts["repeats"] += 1
-            return Applied(REPEAT)
+            return _REPEAT
         if seq > state.expected:
             state.counts["gaps"] += 1
             return Applied(GAP, (state.expected, seq - 1))
         restart = seq == 0 and state.expected > 0
-        decoded: KVEventBatch | None = None
+        decoded: KVEventBatch | RoutedBatch | None = None
         if isinstance(batch, bytes):
             try:
-                decoded = decode_batch(batch)
+                decoded = decode_for_router(batch)
             except EventDecodeError:
                 decoded = None
         else:
@@ -170,7 +186,7 @@ class RouterIndex:
             state.counts["malformed"] += 1
             state.expected = seq + 1
             self._lose(worker, state)
-            return Applied(MALFORMED)
+            return _MALFORMED
         self._media.update(media)
         if restart:
             state.counts["restarts"] += 1
@@ -180,23 +196,23 @@ class RouterIndex:
         state.counts["batches"] += 1
         for event in decoded.events:
             self._apply_event(worker, state, event)
-        return Applied(RESTART if restart else APPLIED)
+        return _RESTART if restart else _APPLIED
 
-    def _media_of(self, batch: KVEventBatch) -> dict[str | None, None] | None:
+    def _media_of(self, batch: KVEventBatch | RoutedBatch) -> dict[str | None, None] | None:
         """The media ``batch`` names, or None when it breaks the schema (see the module
         docstring). O(blocks in the batch)."""
         media: dict[str | None, None] = {}
         if not isinstance(batch.events, list):
             return None
         for event in batch.events:
-            if isinstance(event, AllBlocksCleared):
+            if isinstance(event, CLEARS):
                 continue
-            if not isinstance(event, BlockStored | BlockRemoved):
+            if not isinstance(event, STORES + REMOVALS):
                 return None
             if not isinstance(event.block_hashes, list):
                 return None
             hashes: list[object] = list(event.block_hashes)
-            if isinstance(event, BlockStored) and event.parent_block_hash is not None:
+            if isinstance(event, STORES) and event.parent_block_hash is not None:
                 hashes.append(event.parent_block_hash)
             if not all(_is_hash(block_hash) for block_hash in hashes):
                 return None
@@ -233,19 +249,19 @@ class RouterIndex:
     def _apply_event(self, worker: Worker, state: WorkerState, event: object) -> None:
         counts = state.counts
         counts["events"] += 1
-        if isinstance(event, BlockStored):
+        if isinstance(event, STORES):
             parent = event.parent_block_hash
             if parent is not None and worker not in self._holders.get(parent, ()):
                 counts["unknown_parents"] += 1
             for block_hash in event.block_hashes:
                 if not self._add(worker, state, (block_hash, event.medium)):
                     counts["duplicate_stores"] += 1
-        elif isinstance(event, BlockRemoved):
+        elif isinstance(event, REMOVALS):
             for block_hash in event.block_hashes:
                 if not self._drop(worker, state, (block_hash, event.medium)):
                     counts["unknown_removals"] += 1
         else:  # AllBlocksCleared, the union's last member
-            assert isinstance(event, AllBlocksCleared), event
+            assert isinstance(event, CLEARS), event
             counts["clears"] += 1
             self._clear(worker, state)
             state.stale = False

@@ -17,8 +17,9 @@ Measured per twin of the index, in the same run:
   requests against the 8-worker index;
 * **memory**: bytes per holder-block (an entry of one worker) at the end of the stream --
   ``memory_bytes()["total"]`` for the C twin, ``tracemalloc`` for the reference -- and,
-  for the C twin, at ``--scale`` holder-blocks: the stream's stores repeated with the
-  hashes of each copy offset, no eviction, until that many entries are held.
+  for the C twin, at ``--scale`` holder-blocks: the trace's stores repeated with the
+  hashes of each copy offset, no eviction, until that many entries are held; once with
+  the trace's own sharing between workers, once with none (every hash one worker's).
 
 Medians of ``--runs`` runs where timed; the ratio column is reference over accel in the
 same run.  The machine and its load are printed with the table.
@@ -43,6 +44,7 @@ from kachedb_radix.reference.events import (
     BlockHasher,
     BlockRemoved,
     BlockStored,
+    ExternalHash,
     KVEventBatch,
     encode_batch,
 )
@@ -140,40 +142,44 @@ def memory_per_holder(twin_name: str, payloads: dict[str, list[bytes]]) -> float
     """Bytes per holder-block of an index fed ``payloads``."""
     if twin_name == "accel":
         index = apply_all(TWINS["accel"], payloads)
-        return int(index.memory_bytes()["total"]) / max(index.holder_blocks, 1)
+        return float(index.memory_bytes()["total"] / max(index.holder_blocks, 1))
     tracemalloc.start()
     index = apply_all(TWINS["reference"], payloads)
     size = tracemalloc.get_traced_memory()[0]
     tracemalloc.stop()
-    return size / max(index.holder_blocks, 1)
+    return float(size / max(index.holder_blocks, 1))
 
 
-def at_scale(requests: Sequence[list[int]], workers: int, target: int) -> tuple[int, float, float]:
+def at_scale(
+    requests: Sequence[list[int]], workers: int, target: int, shared: bool = True
+) -> tuple[int, float, float]:
     """The C twin fed the trace's stores, dealt round-robin, the hashes of each copy of
-    the trace offset by copy * 2**40, until ``target`` holder-blocks: (holder-blocks,
-    bytes per holder-block, blocks per second applying)."""
+    the trace offset by copy * 2**40 (and, unless ``shared``, of each worker by worker *
+    2**32, so that no two workers hold a hash: the table's worst case), until at least
+    ``target`` holder-blocks: (holder-blocks, bytes per holder-block, blocks per second
+    applying, decoding included)."""
     index = accel.RouterIndex(HASHER, 1)
     seqs = [0] * workers
-    held = 0
+    applied = 0
     elapsed = 0.0
     copy = 0
-    while held < target:
-        offset = copy << 40
+    while index.holder_blocks < target:
         for number, ids in enumerate(requests):
             worker = number % workers
-            hashes = [offset + h for h in ids]
+            offset = (copy << 40) + (0 if shared else worker << 32)
+            hashes: list[ExternalHash] = [offset + h for h in ids]
             batch = KVEventBatch(0.0, [BlockStored(hashes, None, ids, 1, None, "GPU", None)])
             payload = encode_batch(batch)
             began = time.perf_counter()
             index.apply(worker, seqs[worker], payload)
             elapsed += time.perf_counter() - began
             seqs[worker] += 1
-            held += len(hashes)  # an upper bound: duplicates within a worker hold once
-            if held >= target:
+            applied += len(hashes)
+            if number % 500 == 0 and index.holder_blocks >= target:
                 break
         copy += 1
     holders = index.holder_blocks
-    return holders, index.memory_bytes()["total"] / holders, held / elapsed
+    return holders, index.memory_bytes()["total"] / holders, applied / elapsed
 
 
 def main() -> None:
@@ -224,11 +230,13 @@ def main() -> None:
         trace_p50 = trace_lookup_p50(eight, requests) / 1000
         print(f"lookup, the trace's requests over 8 workers, accel p50: {trace_p50:.3f} us")
     if args.scale:
-        holders, per_holder, rate = at_scale(requests, 64, args.scale)
-        print(
-            f"accel at {holders:,} holder-blocks (64 workers): {per_holder:.1f} bytes per "
-            f"holder-block; apply {rate / 1e6:.2f} M blocks/s"
-        )
+        for shared in (True, False):
+            holders, per_holder, rate = at_scale(requests, 64, args.scale, shared)
+            kind = "the trace's sharing" if shared else "no hash shared by two workers"
+            print(
+                f"accel at {holders:,} holder-blocks (64 workers, {kind}): "
+                f"{per_holder:.1f} bytes per holder-block; apply {rate / 1e6:.2f} M blocks/s"
+            )
 
 
 if __name__ == "__main__":

@@ -13,7 +13,9 @@
 * **memory** -- bytes per cached block beyond the tokens, for targets that report their
   own allocations (:mod:`kachedb_radix.spec.gate.memory`);
 * **block pool host side** -- for ``reference`` and ``accel``, the CPU side of a GPU pool
-  call (:mod:`kachedb_radix.spec.gate.blockpool`).
+  call (:mod:`kachedb_radix.spec.gate.blockpool`);
+* **router index** -- for ``reference`` and ``accel``, applying an event stream and a
+  64-block query over 16 workers (:mod:`kachedb_radix.spec.gate.router`).
 
 Each timed case names the calibration loop that normalises it
 (:mod:`kachedb_radix.spec.gate.timing`): ``cpu`` for matches and the pool's host side, ``memory``
@@ -33,6 +35,7 @@ from typing import Any
 
 from . import memory, shapes
 from .blockpool import host_side_cases
+from .router import router_cases
 from .shapes import Workload
 from .timing import CPU, MEMORY
 from .trees import GateTarget
@@ -155,6 +158,8 @@ def build_plan(
     if target.pool is not None:
         for name, host_side in host_side_cases(target.pool).items():
             cases.append(Case(name, host_side, CPU))
+        for name, (workload, calibration) in router_cases(target.pool).items():
+            cases.append(Case(name, workload, calibration))
 
     memory_cases: list[MemoryCase] = []
     if memory.reports_memory(factory(1, 1)):

@@ -25,7 +25,7 @@ from kachedb_radix.spec.cli import gate as gate_cli
 from kachedb_radix.spec.cli.main import main as cli_main
 from kachedb_radix.spec.conform.adapter import TreeAdapter
 from kachedb_radix.spec.conform.targets import TargetError
-from kachedb_radix.spec.gate import blockpool, cases, memory, run, shapes, timing, verdicts
+from kachedb_radix.spec.gate import blockpool, cases, memory, router, run, shapes, timing, verdicts
 from kachedb_radix.spec.gate.cases import (
     GROWTH_POLICIES,
     Case,
@@ -191,6 +191,25 @@ def test_block_pool_host_side_cases_run(pool: str) -> None:
         blockpool.taken(None)
 
 
+# ---------------------------------------------------------------- router index
+
+
+@pytest.mark.parametrize("twin", ["reference", "accel"])
+def test_router_cases_run_on_their_twin(twin: str) -> None:
+    """R-ROUTE-*: the gate times the index the twin ships, on a stream that stores and
+    removes (the workers' pools are small enough to evict)."""
+    found = router.router_cases(twin)
+    assert set(found) == {"router/apply/8", "router/lookup/64x16"}
+    assert router.index_class(twin).implementation == twin
+    apply_work = found["router/apply/8"][0]()
+    apply_work.run()
+    assert apply_work.unit == "block" and apply_work.units > router.REQUESTS
+    found["router/lookup/64x16"][0]().run()
+    payloads, blocks = router.event_stream(workers=2, requests=120)
+    removals = sum(b"BlockRemoved" in payload for items in payloads for payload in items)
+    assert len(payloads) == 2 and blocks > 0 and removals > 0
+
+
 # ---------------------------------------------------------------- targets
 
 
@@ -278,6 +297,7 @@ def test_quick_and_full_plans() -> None:
         "memory"
     }
     assert any(name.startswith("gpu-host/gather") for name in names)
+    assert {"router/apply/8", "router/lookup/64x16"} <= set(names)
     assert [m.name for m in quick.memory][-1] == "memory/grouped/100000"
     full = build_plan(target, quick=False)
     assert len(full.cases) > len(quick.cases) and full.mode == "full"

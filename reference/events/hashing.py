@@ -27,6 +27,11 @@ name            hash(parent, tokens, extra)                                  por
                 block's hash is its ``local``, a deeper one's XXH3-64 (seed
                 1337) of its parent's hash and its ``local`` as little-endian
                 u64s
+``sglang``      SGLang 0.5.23's events: SHA-256 of the parent's digest and   yes
+                the tokens as little-endian u32, the first 8 bytes as a
+                signed int64; the namespace left out (:mod:`.sglang_scheme`)
+``sglang_dynamo`` the same, a named namespace mixed into every page's int64   yes
+                (SGLang's Dynamo event format)
 =============== ============================================================ ===========
 
 The hashes vLLM's events carry are *external* hashes: by default (vLLM's
@@ -40,6 +45,7 @@ Cost: every scheme is O(B) per block.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import pickle
 from collections.abc import Callable, Sequence
@@ -50,6 +56,7 @@ import cbor2
 import xxhash
 
 from ..errors import InvalidArgumentError
+from . import sglang_scheme
 
 #: A hash as the chain computes it: a digest (bytes) or, for ``xxh3_64``, an integer.
 Hash: TypeAlias = bytes | int
@@ -92,8 +99,12 @@ _VLLM_SCHEMES: dict[str, tuple[Callable[[object], bytes], Callable[[bytes], byte
     "xxhash": (_pickled, _xxh3_128),
 }
 
+#: SGLang's: its events' own hashes, the namespace left out of them or (Dynamo's event
+#: format) mixed into every one (:mod:`.sglang_scheme`).
+SGLANG_SCHEMES = ("sglang", "sglang_dynamo")
+
 #: Every scheme's name.
-SCHEMES: tuple[str, ...] = (*_VLLM_SCHEMES, "xxh3_64")
+SCHEMES: tuple[str, ...] = (*_VLLM_SCHEMES, "xxh3_64", *SGLANG_SCHEMES)
 
 
 def _u64le(value: int) -> bytes:
@@ -127,11 +138,11 @@ class BlockHasher:
         if self.wire not in ("int", "bytes"):
             raise InvalidArgumentError(f"wire must be 'int' or 'bytes', got {self.wire!r}")
 
-    @property
+    @functools.cached_property
     def root(self) -> Hash | None:
-        """The parent hash a path's first block is chained to (None for ``xxh3_64``,
-        whose first block's hash is its local hash). O(1) after the first call."""
-        if self.scheme == "xxh3_64":
+        """The parent hash a path's first block is chained to (None for ``xxh3_64`` and
+        SGLang's, whose first block has no parent). O(1) after the first call."""
+        if self.scheme == "xxh3_64" or self.scheme in SGLANG_SCHEMES:
             return None
         serialize, digest = _VLLM_SCHEMES[self.scheme]
         return digest(serialize(self.seed))
@@ -143,6 +154,9 @@ class BlockHasher:
         block), salted by ``salt`` (a first block's namespace, else None). O(B)."""
         if self.scheme == "xxh3_64":
             return self._dynamo(parent, tokens, salt)
+        if self.scheme in SGLANG_SCHEMES:
+            assert parent is None or isinstance(parent, bytes)
+            return sglang_scheme.block_hash(parent, tokens, salt, self.scheme == "sglang_dynamo")
         serialize, digest = _VLLM_SCHEMES[self.scheme]
         chained = self.root if parent is None else parent
         extra = None if salt is None else (("cache_salt", salt),)
@@ -161,6 +175,9 @@ class BlockHasher:
 
     def external(self, internal: Hash) -> ExternalHash:
         """The form events carry (see the module docstring). O(1)."""
+        if self.scheme in SGLANG_SCHEMES:
+            assert isinstance(internal, bytes)
+            return sglang_scheme.external(internal)
         if isinstance(internal, int) or self.wire == "bytes":
             return internal
         return int.from_bytes(internal, "big") & _LOW_64

@@ -28,9 +28,17 @@ from pathlib import Path
 from typing import Any
 
 from ..conform.candidate import CandidateFailure
-from ..conform.levels import GROUP_LEVEL, LEVELS, LevelError, ordered, parse_levels
+from ..conform.levels import (
+    GROUP_LEVEL,
+    LEVELS,
+    OPT_IN_LEVELS,
+    LevelError,
+    ordered,
+    parse_levels,
+)
 from ..conform.page import save_traces, write_report
 from ..conform.profile import ProfileError
+from ..conform.profile import parse as parse_profile
 from ..conform.replay import ReplayResult, TraceError, read_trace, replay
 from ..conform.run import KitReport, KitSettings, dumps, kit_json, run_kit
 from ..conform.targets import Target, TargetError, command, resolve
@@ -80,6 +88,17 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         default=None,
         help=f"levels to check, comma-separated from {', '.join(LEVELS)} (default: all "
         "the target declares; core is always included)",
+    )
+    conform.add_argument(
+        "--events",
+        nargs="?",
+        const="",
+        default=None,
+        metavar="SCHEME",
+        help="also check the KV event stream (the opt-in events level, R-EVENT-*, R-ROUTE-*): "
+        "the batches against the reference's, an index fed them against the target's blocks, "
+        "recovery from dropped batches, late subscribers and restarts; SCHEME names the block "
+        "hashes (default: the profile's [events], else sha256_cbor)",
     )
     conform.add_argument(
         "--no-shrink",
@@ -312,11 +331,24 @@ def _check(
         except (ValueError, ProfileError) as exc:
             print(f"conform: --policy: {exc}", file=sys.stderr)
             return None
+    if args.events:
+        try:
+            events = {**target.profile.events, "scheme": args.events}
+            profile = parse_profile({"events": events}, "--events")
+        except ProfileError as exc:
+            print(f"conform: {exc}", file=sys.stderr)
+            return None
+        target = dataclasses.replace(
+            target, profile=dataclasses.replace(target.profile, events=profile.events)
+        )
     try:
         candidate = target.open()
     except CandidateFailure as exc:
         print(f"conform: {name}: {exc}", file=sys.stderr)
         return None
+    if args.events is not None:
+        chosen = levels if levels is not None else frozenset(candidate.levels) - OPT_IN_LEVELS
+        levels = chosen | {"events"}
     try:
         report = run_kit(candidate, levels, kit, profile=target.profile, reopen=target.open)
     except LevelError as exc:

@@ -32,6 +32,7 @@ import time
 from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import zmq
 from rich.console import Console
@@ -42,6 +43,12 @@ from kachedb_radix.reference.errors import InvalidArgumentError
 from kachedb_radix.reference.events import SCHEMES, BlockHasher, dump_hashes
 from kachedb_radix.reference.router import RouterIndex
 
+from ..conform.targets import (
+    IMPLEMENTATION_NAMES,
+    PURE_SWITCH,
+    default_implementation,
+    tree_class,
+)
 from ..router.publisher import EventPublisher
 from ..router.service import BadRequest, Router, serve_http
 from ..simulate.workload import WorkloadSpec, generate_requests
@@ -90,6 +97,13 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     parser.add_argument(
         "--blocks", type=int, default=1500, help="--demo: each worker's pool, in blocks"
     )
+    parser.add_argument(
+        "--impl",
+        choices=IMPLEMENTATION_NAMES,
+        default=None,
+        help=f"the router index's and --demo's trees' twin (default: accel, or reference when "
+        f"{PURE_SWITCH}=1)",
+    )
     parser.add_argument("--plain", action="store_true", help="plain text, no colours")
     parser.set_defaults(handler=run)
 
@@ -134,7 +148,13 @@ def run(args: argparse.Namespace) -> int:
             raise UsageError("give --worker NAME=PUB[,REPLAY] (one per worker), or --demo")
         workers = _workers(args.worker)
         hasher = BlockHasher(args.hash) if args.seed is None else BlockHasher(args.hash, args.seed)
-        router = Router(RouterIndex(hasher, args.block_size), args.overlap_weight)
+        twin = args.impl or default_implementation()
+        index_class: Any = RouterIndex
+        if twin == "accel":
+            from kachedb_radix import accel
+
+            index_class = accel.RouterIndex
+        router = Router(index_class(hasher, args.block_size), args.overlap_weight)
     except (UsageError, BadRequest, InvalidArgumentError) as exc:
         print(f"kachedb-radix route: {exc}", file=sys.stderr)
         return EXIT_USAGE
@@ -236,8 +256,9 @@ def _serve(tree: RadixTree, tokens: object, sequence: object, namespace: str | N
 def _demo(args: argparse.Namespace, router: Router, hasher: BlockHasher, console: Console) -> int:
     size = args.block_size
     names = [f"w{i}" for i in range(args.workers)]
-    trees = {name: RadixTree(args.blocks, size, events=hasher) for name in names}
-    plain = [RadixTree(args.blocks, size) for _ in names]
+    tree = tree_class(args.impl or default_implementation())
+    trees = {name: tree(args.blocks, size, events=hasher) for name in names}
+    plain = [tree(args.blocks, size) for _ in names]
     publishers = {name: EventPublisher("tcp://127.0.0.1:0", "tcp://127.0.0.1:0") for name in names}
     try:
         for name, publisher in publishers.items():

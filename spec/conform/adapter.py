@@ -9,6 +9,11 @@ and readers with ``match``, ``dump``, ``version``; readers with ``epoch`` and
 ``leave``) declares the ``snapshots`` level by default; one that does not is
 checked at the other levels.
 
+A class whose constructor takes ``events=`` (a
+:class:`~kachedb_radix.reference.events.BlockHasher`) and whose trees offer
+``take_events()`` declares the ``events`` level: its batches are handed to the kit
+as the msgpack payloads a publisher would send.
+
 Errors: a :class:`kachedb_radix.reference.errors.RadixError` becomes a :class:`CandidateError`
 with its ``kind``; any other exception becomes kind ``"unexpected:<Class>"`` so a
 crash inside the tree shows up as a disagreement rather than stopping the kit.
@@ -21,9 +26,11 @@ from collections.abc import Callable
 from typing import Any
 
 from kachedb_radix.reference.errors import RadixError
+from kachedb_radix.reference.events import encode_batch
 
 from .candidate import (
     CandidateError,
+    EventsAnswer,
     EvictAnswer,
     InsertAnswer,
     MatchAnswer,
@@ -34,6 +41,7 @@ from .candidate import (
     SnapshotMatchAnswer,
     StatsAnswer,
 )
+from .events import encode_payloads, hasher_of
 from .levels import KIT_LEVELS
 from .operations import LATEST, operations_of
 
@@ -49,12 +57,14 @@ SNAPSHOT_METHODS = ("snapshot", "reader", "reclaim")
 def supported_levels(factory: TreeFactory) -> frozenset[str]:
     """The levels a tree class offers: all, less ``snapshots`` without its methods (a
     name set to None is no method), less ``policies`` without a ``policy`` attribute
-    (R-POL-1), less ``events`` always, for now (R-EVENT-1). O(1)."""
-    levels = set(KIT_LEVELS)  # not events: the kit does not drive them yet
+    (R-POL-1), less ``events`` without ``take_events`` (R-EVENT-1). O(1)."""
+    levels = set(KIT_LEVELS)
     if not all(callable(getattr(factory, name, None)) for name in SNAPSHOT_METHODS):
         levels.discard("snapshots")
     if getattr(factory, "policy", None) is None:
         levels.discard("policies")
+    if not callable(getattr(factory, "take_events", None)):
+        levels.discard("events")
     return frozenset(levels)
 
 
@@ -120,20 +130,25 @@ class TreeAdapter:
         block_size: int,
         policy: object = "lru",
         policy_options: object = None,
+        events: object = None,
     ) -> None:
         """Build a fresh tree; forget every lease. O(num_blocks). The policy is passed
-        only when it is not the default ``lru`` without options, so a tree class without
-        policies (below the ``policies`` level) is built as before.
+        only when it is not the default ``lru`` without options, and ``events`` (the
+        hasher it names) only when given, so a tree class below the ``policies`` or
+        ``events`` level is built as before.
 
         Raises:
-            CandidateError: the factory rejected the arguments.
+            CandidateError: the factory rejected the arguments (or ``events`` names no
+                scheme).
         """
-        if policy == "lru" and policy_options is None:
-            self._tree = _call(self._factory, num_blocks, block_size)
-        else:
-            self._tree = _call(
-                self._factory, num_blocks, block_size, policy=policy, policy_options=policy_options
-            )
+        options: dict[str, object] = {}
+        if not (policy == "lru" and policy_options is None):
+            options.update(policy=policy, policy_options=policy_options)
+        if events is not None:
+            if not isinstance(events, dict):
+                raise CandidateError("invalid_argument", f"events must be a table, got {events!r}")
+            options["events"] = _call(hasher_of, events)
+        self._tree = _call(self._factory, num_blocks, block_size, **options)
         self._block_size = block_size
         self._leases = {}
         self._snapshots = {}
@@ -268,6 +283,14 @@ class TreeAdapter:
         without ``leave()``: the tree must see it leave by itself (R-EPOCH-5)."""
         self._snapshot(snapshot)
         self._snapshots[snapshot] = None  # a tombstone: ids stay unique (len + 1)
+
+    def events(self) -> EventsAnswer:
+        """``tree.take_events()``, each batch as the msgpack payload a publisher sends."""
+        batches = _call(self._tree.take_events)
+        answer: EventsAnswer = {
+            "batches": encode_payloads([encode_batch(b) for b in batches])["batches"]
+        }
+        return answer
 
     def close(self) -> None:
         """Drop the tree."""

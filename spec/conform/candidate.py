@@ -100,6 +100,13 @@ class ReclaimAnswer(TypedDict):
     reclaimed: list[int]
 
 
+class EventsAnswer(TypedDict):
+    """``events``'s answer (R-EVENT-*): the batches emitted since the last ``events``,
+    oldest first, each the msgpack payload a publisher sends, in base64."""
+
+    batches: list[str]
+
+
 class NamespacesAnswer(TypedDict):
     """``namespaces``'s answer (R-NS-3): None first, then names in order."""
 
@@ -174,9 +181,12 @@ class Candidate(Protocol):
         block_size: int,
         policy: object = "lru",
         policy_options: object = None,
+        events: object = None,
     ) -> None:
         """Forget everything and start an empty tree over a fresh pool, evicting by
-        ``policy`` with ``policy_options`` (R-POL-1; the ``policies`` level)."""
+        ``policy`` with ``policy_options`` (R-POL-1; the ``policies`` level) and, at the
+        ``events`` level, emitting KV events with the block hashes ``events`` names
+        (``{"scheme": ..., "seed": ...}``, R-EVENT-2; None: no events)."""
         ...
 
     def match(self, tokens: object, namespace: object, pin: bool) -> MatchAnswer:
@@ -246,6 +256,12 @@ class Candidate(Protocol):
     def drop(self, snapshot: int) -> None:
         """Forget the reader with this id without leaving; it must leave by itself
         (R-EPOCH-5). The kit never names the id again."""
+        ...
+
+    # The events level (only called when the candidate declares it).
+
+    def events(self) -> EventsAnswer:
+        """The KV event batches emitted since the last call (R-EVENT-1..6)."""
         ...
 
     def close(self) -> None:

@@ -1,10 +1,10 @@
 """Conformance levels: which groups of rules an implementation declares it supports.
 
 An implementation always supports ``core``; it may add any of the others. The
-``events`` level (KV events and the router index) is the newest, and the kit does
-not drive it yet: its rules are checked by the in-process tests, and no candidate
-declares it (:func:`~kachedb_radix.spec.conform.adapter.supported_levels`). An
-implementation that does not declare a level is still checked at the others. The kit
+``events`` level (KV events and the router index, :mod:`kachedb_radix.spec.conform.events`)
+is checked only when asked for (``conform --events``): it hashes every cached block on
+both sides, so a default run leaves it out. An implementation that does not declare a
+level is still checked at the others. The kit
 generates only operations whose outcome the declared levels fully determine, and
 compares only what those levels specify (see ``SPEC.md``, "Conformance levels").
 """
@@ -24,9 +24,11 @@ LEVELS: tuple[str, ...] = (
     "events",
 )
 
-#: The levels the kit drives (a candidate may declare): all but ``events``, whose
-#: rules the in-process tests check until the kit drives event streams.
-KIT_LEVELS: tuple[str, ...] = tuple(level for level in LEVELS if level != "events")
+#: The levels the kit drives (a candidate may declare): all of them.
+KIT_LEVELS: tuple[str, ...] = LEVELS
+
+#: The levels a run checks only when asked for (``--events``, ``--levels``).
+OPT_IN_LEVELS: frozenset[str] = frozenset({"events"})
 
 #: The rule groups (the middle part of a rule id ``R-GROUP-n``) of each level.
 LEVEL_GROUPS: dict[str, tuple[str, ...]] = {

@@ -16,7 +16,12 @@ the shrinker (:mod:`kachedb_radix.spec.conform.shrink`), ``replay`` and ``explai
    the tree grows), after a failed call, a fill and at the end; at the ``snapshots``
    level, with each dump, the dumps of the latest snapshots, so a snapshot that changes
    after it was taken is caught: at the write that changed it in a small tree, a few
-   steps later in a large one).
+   steps later in a large one);
+6. at the ``events`` level (when the reset named a hash scheme), first of the reads,
+   takes both sides' KV event batches and compares them, feeds the candidate's to the
+   kit's own router index, checks that index against each dump of the candidate, and
+   at the end of a trace replays the stream with faults injected
+   (:mod:`kachedb_radix.spec.conform.events`).
 
 Anything wrong raises :class:`Disagreement` carrying a :class:`Difference`: the trace up to and
 including the offending step, both outcomes, and the rules it breaks with a likely cause
@@ -34,6 +39,7 @@ from kachedb_radix.reference.errors import RadixError
 from kachedb_radix.reference.namespaces import check_namespace
 from kachedb_radix.reference.tokens import as_token_list
 
+from . import events as kit_events
 from .adapter import TreeAdapter
 from .candidate import Candidate, CandidateError, CandidateFailure
 from .operations import offered
@@ -314,6 +320,7 @@ class Lockstep:
         self.inside: list[int] = []
         self.left: list[int] = []
         self.dropped: list[int] = []
+        self._events: kit_events.EventStream | None = None  # the events level, once reset
 
     @property
     def issued(self) -> int:
@@ -363,6 +370,7 @@ class Lockstep:
         if op == "reset":
             self.live, self.inside, self.left, self.dropped = [], [], [], []
             self._view, self._steps = None, 0
+            self._reset_events(step, "ok" in expected)
         elif "ok" in expected:
             self._follow(step, expected["ok"])
         self._steps += 1
@@ -417,6 +425,12 @@ class Lockstep:
         elif final and self.check_reads and self._last is not None and self._view is None:
             step, facts = self._last
             self._read({"op": "dump"}, step, facts)
+        stream = self._events
+        if final and self.check_reads and stream is not None and self._last is not None:
+            step, facts = self._last
+            dump = apply_step(self.candidate, {"op": "dump"}, self._candidate_book).get("ok")
+            self._events_safety(lambda: stream.check_recovery(dump), step)
+            self.exercised.update(("R-ROUTE-1", "R-ROUTE-2", "R-ROUTE-4"))
 
     def would_evict(self, step: Step) -> bool:
         """Whether the reference would evict to run this insert. O(tokens).
@@ -495,9 +509,7 @@ class Lockstep:
             raise self._finding("inadmissible", step, plain, actual, found) from None
         if previous is None:
             self._outcomes = (expected, actual)
-        recency = self.profile.compares_recency
-        expected = normalise(op, expected, self.levels, recency=recency)
-        compared = normalise(op, actual, self.levels, recency=recency)
+        expected, compared = self._normalised(op, expected), self._normalised(op, actual)
         path = first_difference(expected, compared, "")
         if "split" not in facts and isinstance(self.oracle.tree, FollowingTree):
             # Any split since the dump was last compared: a sampled dump shows them all.
@@ -512,9 +524,7 @@ class Lockstep:
         after = previous
         if after is None and op in READ_OPS and self._last_change is not None:
             after = self._last_change
-        observation = Observation(
-            step, expected, compared, path or "", after, self.levels, facts
-        )
+        observation = Observation(step, expected, compared, path or "", after, self.levels, facts)
         if path is not None:
             if previous is None and op != "reset":
                 self._accounting_first(step, expected, actual)
@@ -523,6 +533,65 @@ class Lockstep:
         if previous is None:
             self.trace.append({**step, "expect": expected})
         return expected
+
+    def _normalised(self, op: str, outcome: Outcome) -> Outcome:
+        """What of ``outcome`` the levels and the profile specify."""
+        recency = self.profile.compares_recency
+        if op == "events":
+            return kit_events.normalise(
+                outcome,
+                self.profile.modes,
+                with_ts="eviction" in self.levels and recency,
+                lenient="R-EVENT-6" in self.profile.waived,
+                after_reset=self._steps == 1,
+            )
+        return normalise(op, outcome, self.levels, recency=recency)
+
+    # ------------------------------------------------------------------ the events level
+
+    def _reset_events(self, step: Step, reset: bool) -> None:
+        """Start checking the candidate's events when the reset named a scheme."""
+        spec = step.get("events")
+        if "events" not in self.levels or not reset or not isinstance(spec, dict):
+            self._events = None
+            return
+        self._events = kit_events.EventStream(kit_events.hasher_of(spec), step["block_size"])
+
+    def _events_read(self, previous: Step, facts: dict[str, Any]) -> None:
+        """Both sides' batches since the last read, compared; the candidate's fed to the
+        kit's index (R-EVENT-*, R-ROUTE-3)."""
+        read = {"op": "events"}
+        actual = self._candidate_outcome(read)
+        self._checked_step(read, actual, dict(facts), previous=previous)
+        payloads = kit_events.payloads_of(actual.get("ok")) or []
+        stream = self._events
+        assert stream is not None
+
+        def dump_of() -> Any:
+            return apply_step(self.candidate, {"op": "dump"}, self._candidate_book).get("ok")
+
+        self._events_safety(lambda: stream.feed(payloads, dump_of), previous)
+        self.exercised.update(("R-EVENT-1", "R-EVENT-5", "R-EVENT-6", "R-ROUTE-3"))
+        shown = self._normalised("events", actual).get("ok") or {}
+        kinds = {
+            kind for batch in shown.get("batches", []) for event in batch.get("events", [])
+            for kind in event
+        }  # fmt: skip
+        if "stored" in kinds:
+            self.exercised.update(("R-EVENT-2", "R-EVENT-3"))
+        if "removed" in kinds:
+            self.exercised.add("R-EVENT-4")
+
+    def _events_safety(self, check: Any, previous: Step) -> None:
+        """Run one of the stream's own checks; a violation is a safety finding."""
+        try:
+            check()
+        except SafetyViolation as violation:
+            found = safety_attribution(violation.prop, violation.detail)
+            read = {"op": "events"}
+            raise self._finding(
+                "safety", read, {"ok": None}, {"ok": violation.detail}, found
+            ) from None
 
     def _oracle_outcome(self, step: Step, actual: Outcome, *, adopt: bool) -> Outcome:
         step, refused = as_taken(step, self.profile)
@@ -568,6 +637,8 @@ class Lockstep:
         """The read-only views after ``step`` (recorded, with its ``expect``)."""
         tree = self.oracle.tree
         self._last = (step, facts)
+        if self._events is not None:
+            self._events_read(step, facts)
         cached = 0 if tree is None else tree.stats().cached
         every = 1 if cached <= SMALL_TREE else max(DUMP_EVERY, cached // 32)
         # After a failed call the dump is read when there is one from just before to
@@ -579,6 +650,9 @@ class Lockstep:
             self._unchanged(step, facts, reads)
         view = {read: self._read({"op": read}, step, facts) for read in reads}
         self._view = view if "dump" in view else None
+        if self._events is not None and "dump" in view:
+            stream, dump = self._events, view["dump"]
+            self._events_safety(lambda: stream.check_dump(dump), step)
         if "snapshots" in self.levels and with_dump:
             # With the dump: after every step in a small tree, every few in a large one
             # (a snapshot changed by a write is caught at a later read; shrinking then

@@ -64,8 +64,8 @@ class Operation:
     Attributes:
         name: the Candidate method, the request's ``op`` and the step's ``op``.
         arguments: in the method's order.
-        level: the level it belongs to (``core`` or ``snapshots``): a candidate that
-            declares the level offers it, unless it is ``optional``.
+        level: the level it belongs to (``core``, ``snapshots`` or ``events``): a
+            candidate that declares the level offers it, unless it is ``optional``.
         answer: the fields its answer must have; None when it answers null.
         issues: ``"lease"`` or ``"snapshot"``: the answer field of that name is a new
             id, filed as the next handle.
@@ -98,10 +98,14 @@ _RETENTION = (
     Argument("priority", "any", None, since=4),
     Argument("retain_for", "any", None, since=4),
 )
+#: The hash scheme a candidate at the ``events`` level names its blocks by (R-EVENT-2):
+#: ``{"scheme": ..., "seed": ...}``, or None for no events.
+_EVENTS = Argument("events", "any", None, since=5)
 
 #: Every operation, in the order the spec introduces them.
 OPERATIONS: tuple[Operation, ...] = (
-    Operation("reset", (Argument("num_blocks", "int1"), Argument("block_size", "int1"), *_POLICY)),
+    Operation("reset", (Argument("num_blocks", "int1"), Argument("block_size", "int1"), *_POLICY,
+                        _EVENTS)),
     Operation("match", (_TOKENS, _NAMESPACE, _PIN), answer=("length", "blocks", "lease"),
               issues="lease"),
     Operation("insert", (_TOKENS, _NAMESPACE, _PIN, *_RETENTION),
@@ -125,6 +129,7 @@ OPERATIONS: tuple[Operation, ...] = (
               answer=("format", "block_size", "version", "namespaces"), reads=True, since=2),
     Operation("reclaim", level="snapshots", answer=("reclaimed",), since=2),
     Operation("drop", (_SNAPSHOT,), level="snapshots", since=3, optional=True),
+    Operation("events", level="events", answer=("batches",), since=5),
 )  # fmt: skip
 
 #: The operations by name.
@@ -191,9 +196,10 @@ class Forwarding:
         block_size: int,
         policy: object = "lru",
         policy_options: object = None,
+        events: object = None,
     ) -> None:
         """See :class:`kachedb_radix.spec.conform.candidate.Candidate`."""
-        self.forward("reset", num_blocks, block_size, policy, policy_options)
+        self.forward("reset", num_blocks, block_size, policy, policy_options, events)
 
     def match(self, tokens: object, namespace: object, pin: bool) -> Any:
         """See :class:`kachedb_radix.spec.conform.candidate.Candidate`."""
@@ -257,3 +263,7 @@ class Forwarding:
     def drop(self, snapshot: int) -> None:
         """See :class:`kachedb_radix.spec.conform.candidate.Candidate`."""
         self.forward("drop", snapshot)
+
+    def events(self) -> Any:
+        """See :class:`kachedb_radix.spec.conform.candidate.Candidate`."""
+        return self.forward("events")

@@ -43,6 +43,7 @@ from typing import Any
 
 from kachedb_radix import reference
 from kachedb_radix.reference.errors import AllocatorError, OutOfBlocksError, RadixError
+from kachedb_radix.reference.events import BlockHasher
 from kachedb_radix.reference.namespaces import check_namespace
 from kachedb_radix.reference.node import Node
 from kachedb_radix.reference.tokens import as_token_list
@@ -153,8 +154,11 @@ class FollowingTree(reference.RadixTree):
         *,
         policy: str = "lru",
         policy_options: dict[str, object] | None = None,
+        events: BlockHasher | bool | None = None,
     ) -> None:
-        super().__init__(num_blocks, block_size, policy=policy, policy_options=policy_options)
+        super().__init__(
+            num_blocks, block_size, policy=policy, policy_options=policy_options, events=events
+        )
         self._choice: _Choice | None = None
         self.split_seen = False  # an edge split since the lockstep last cleared it
         self.recomputed: tuple[int, ...] = ()  # evicted for a recomputed block (match_cap)

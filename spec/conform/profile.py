@@ -16,6 +16,10 @@ verdict reads "conforms with declared deviations: R-...". A profile::
 
     [policy_options]               # that policy's options (default: its defaults)
 
+    [events]                       # the events level: how it names blocks (R-EVENT-2)
+    scheme = "sha256_cbor"         # a BlockHasher scheme (default sha256_cbor)
+    seed = "vllm-none-hash"        # its root seed (default vLLM's)
+
     [namespaces]                   # names it folds into others (default: none)
     as_default = [""]              # ... into the default namespace (an empty salt)
     aliases = { "Tenant" = "tenant" }  # ... into another name
@@ -26,12 +30,19 @@ verdict reads "conforms with declared deviations: R-...". A profile::
     allocation_order = "any"       # smallest_free_first | any
     recency = "not_compared"       # exact | not_compared
     error_kinds = "mapped"         # exact | mapped (through [errors])
+    removal_order = "any"          # eviction_order | any (its own order of removals)
+    store_events = "any"           # per_run | any (its own split of stores into events)
+    event_fields = "hashes"        # exact | hashes (extra keys and LoRA fields its own)
+    reset_events = "cleared"       # silent | cleared (a fresh cache announces a clear)
 
     [errors]                       # with error_kinds = "mapped": its names -> kinds
     TypeError = "token_type"
 
     [waive]                        # rules not followed, each with its reason
     R-TOK-3 = "token ids are int64 and never range-checked"
+
+``[events]`` is not a deviation either: it names the block hashes the candidate's events
+carry, and the kit's oracle names its blocks the same way.
 
 ``policy`` and ``[policy_options]`` are not deviations: they say which of the spec's
 policies the candidate runs (the ``policies`` level), and the kit builds its oracle
@@ -68,6 +79,7 @@ from types import MappingProxyType
 from typing import Any
 
 from kachedb_radix.reference.errors import ERROR_KINDS, InvalidArgumentError
+from kachedb_radix.reference.events import DEFAULT_SCHEME, DEFAULT_SEED, BlockHasher
 from kachedb_radix.reference.policies import DEFAULT_POLICY, check_policy
 
 from .rules import load_rules
@@ -79,6 +91,10 @@ MODES: dict[str, tuple[str, ...]] = {
     "allocation_order": ("smallest_free_first", "any"),
     "recency": ("exact", "not_compared"),
     "error_kinds": ("exact", "mapped"),
+    "removal_order": ("eviction_order", "any"),
+    "store_events": ("per_run", "any"),
+    "event_fields": ("exact", "hashes"),
+    "reset_events": ("silent", "cleared"),
 }
 
 #: The rules each non-strict tolerance relaxes, and why (shown as the waiver reason).
@@ -102,6 +118,22 @@ RELAXES: dict[tuple[str, str], tuple[tuple[str, ...], str]] = {
     ("error_kinds", "mapped"): (
         ("R-ERR-3",),
         "declared: error kinds mapped from its own exception names",
+    ),
+    ("removal_order", "any"): (
+        ("R-EVENT-4",),
+        "declared: removes evicted blocks in its own order (a batch's removals compared as a set)",
+    ),
+    ("store_events", "any"): (
+        ("R-EVENT-3",),
+        "declared: splits stores into events its own way (compared block by block)",
+    ),
+    ("event_fields", "hashes"): (
+        ("R-EVENT-3",),
+        "declared: extra keys and LoRA fields of its own (hashes, parents, tokens compared)",
+    ),
+    ("reset_events", "cleared"): (
+        ("R-EVENT-1",),
+        "declared: a fresh cache first announces AllBlocksCleared (dropped before comparing)",
     ),
 }
 
@@ -127,6 +159,7 @@ _TOP_KEYS = {
     "waive",
     "policy",
     "policy_options",
+    "events",
 }
 
 #: The token limit of the spec (R-TOK-1): ids are unsigned 32-bit integers.
@@ -170,6 +203,9 @@ class Profile:
     )
     policy: str = DEFAULT_POLICY
     policy_options: Mapping[str, Any] | None = None
+    events: Mapping[str, str] = field(
+        default_factory=lambda: MappingProxyType({"scheme": DEFAULT_SCHEME, "seed": DEFAULT_SEED})
+    )
 
     def with_policy(self, policy: str, options: Mapping[str, Any] | None = None) -> Profile:
         """The same profile, the candidate running ``policy`` with ``options``. O(1).
@@ -186,6 +222,10 @@ class Profile:
             return {}
         options = None if self.policy_options is None else dict(self.policy_options)
         return {"policy": self.policy, "policy_options": options}
+
+    def events_fields(self) -> dict[str, Any]:
+        """What a ``reset`` step adds at the ``events`` level: the scheme. O(1)."""
+        return {"events": dict(self.events)}
 
     def fold_namespace(self, namespace: object) -> object:
         """``namespace`` as the engine takes it: folded by ``[namespaces]``, else itself
@@ -290,6 +330,7 @@ class Profile:
             "namespace_aliases": dict(self.namespace_aliases),
             "policy": self.policy,
             "policy_options": None if self.policy_options is None else dict(self.policy_options),
+            "events": dict(self.events),
         }
 
 
@@ -360,6 +401,7 @@ def parse(data: Mapping[str, Any], source: str = "<profile>") -> Profile:
         namespace_aliases=MappingProxyType(_aliases(_table(data, "namespaces", where), where)),
         policy=policy,
         policy_options=None if options is None else dict(options),
+        events=MappingProxyType(_events(_table(data, "events", where), where)),
     )
 
 
@@ -369,6 +411,22 @@ def _policy(name: Any, options: Any, where: str) -> tuple[str, dict[str, object]
         return check_policy(name, options)
     except InvalidArgumentError as exc:
         raise ProfileError(f"{where}: {exc}") from None
+
+
+def _events(table: Mapping[str, Any], where: str) -> dict[str, str]:
+    """``[events]``: a scheme :class:`BlockHasher` knows and a seed (R-EVENT-2)."""
+    unknown = set(table) - {"scheme", "seed"}
+    if unknown:
+        raise ProfileError(f"{where}: [events]: unknown key(s) {', '.join(sorted(unknown))}")
+    chosen = {
+        "scheme": table.get("scheme", DEFAULT_SCHEME),
+        "seed": table.get("seed", DEFAULT_SEED),
+    }
+    try:
+        BlockHasher(chosen["scheme"], chosen["seed"])
+    except InvalidArgumentError as exc:
+        raise ProfileError(f"{where}: [events]: {exc}") from None
+    return chosen
 
 
 def _token_limit(value: Any, where: str) -> int:

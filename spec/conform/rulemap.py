@@ -350,8 +350,9 @@ Predicate = Callable[[Observation], bool]
 
 
 def _predicate(name: str) -> Predicate:
-    """The predicate called ``name`` (``after:OP``, ``level:L``, ``expected:KIND`` and
-    ``actual:KIND`` take an argument; ``!name`` is the negation).
+    """The predicate called ``name`` (``after:OP``, ``level:L``, ``expected:KIND``,
+    ``actual:KIND``, ``policy:NAME`` and ``path:FIELD`` -- the first differing path goes
+    through FIELD -- take an argument; ``!name`` is the negation).
 
     Raises:
         RuleMapError: no such predicate.
@@ -607,7 +608,20 @@ def _partial(observation: Observation) -> bool:
     return isinstance(tokens, list) and len(tokens) % size != 0
 
 
+def _removals(outcome: Outcome | None) -> set[str]:
+    """The removed hashes of a normalised ``events`` outcome (as text)."""
+    answer = (outcome or {}).get("ok")
+    batches = answer.get("batches", []) if isinstance(answer, dict) else []
+    return {
+        repr(block_hash)
+        for batch in batches if isinstance(batch, dict)
+        for event in batch.get("events", []) if isinstance(event, dict) and "removed" in event
+        for block_hash in event["removed"].get("hashes", [])
+    }  # fmt: skip
+
+
 PREDICATES: dict[str, Predicate] = {
+    "removal_missing": lambda o: bool(_removals(o.expected) - _removals(o.actual)),
     "ok": lambda o: "ok" in o.expected,
     "error": lambda o: "error" in o.expected,
     "accepted": lambda o: "error" in o.expected and o.actual is not None and "ok" in o.actual,
@@ -686,6 +700,7 @@ _PARAMETRISED: dict[str, Callable[[str], Predicate]] = {
     "expected": lambda kind: lambda o: _kind(o.expected) == kind,
     "actual": lambda kind: lambda o: _kind(o.actual) == kind,
     "policy": lambda name: lambda o: o.facts.get("policy", "lru") == name,
+    "path": lambda name: lambda o: f".{name}" in o.path,
 }
 
 

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .candidate import Candidate
-from .levels import GROUP_LEVEL, LevelError, ordered
+from .levels import GROUP_LEVEL, OPT_IN_LEVELS, LevelError, ordered
 from .lockstep import Difference
 from .operations import LATEST, offered, operations_of
 from .profile import STRICT, Profile
@@ -248,14 +248,15 @@ def _level_of(rule: str) -> str:
 
 
 def choose_levels(candidate: Candidate, requested: frozenset[str] | None) -> frozenset[str]:
-    """The levels to check: ``requested`` (default: all the candidate declares).
+    """The levels to check: ``requested`` (default: all the candidate declares, but the
+    opt-in ``events``).
 
     Raises:
         LevelError: a requested level is not declared by the candidate.
     """
     declared = candidate.levels | {"core"}
     if requested is None:
-        return frozenset(declared)
+        return frozenset(declared - OPT_IN_LEVELS)
     missing = set(requested) - declared
     if missing:
         raise LevelError(

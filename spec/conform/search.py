@@ -255,6 +255,7 @@ def run_example(session: Session, chooser: Chooser) -> None:
                 "num_blocks": swarm.num_blocks,
                 "block_size": swarm.block_size,
                 **session.profile.reset_fields(),
+                **(session.profile.events_fields() if "events" in session.levels else {}),
             }
         )
         for index, draw in enumerate(_step_draws(chooser, swarm.length)):

@@ -24,10 +24,11 @@ from dataclasses import dataclass
 from typing import cast
 
 from ..conform.adapter import TreeAdapter
-from ..conform.profile import STRICT
+from ..conform.profile import STRICT, parse
 from ..conform.run import KitSettings, run_kit
 from . import (
     allocation,
+    events,
     eviction,
     namespaces,
     pinning,
@@ -57,7 +58,12 @@ MODULES = (
     views,
     snapshots,
     state,
+    events,
 )
+
+#: The profile event mutants run under: the spec's, but Dynamo's XXH3 hashes (fast) for
+#: the scheme -- a bug of the stream shows whatever the hashes are.
+EVENT_MUTANT_PROFILE = parse({"name": "events-xxh3", "events": {"scheme": "xxh3_64"}})
 
 #: The settings mutant runs use by default: the kit's defaults, stopping at the first
 #: finding, without shrinking.
@@ -94,10 +100,14 @@ def check_mutant(mutant: Mutant, kit: KitSettings = MUTANT_SETTINGS) -> MutantRe
     """Run the kit against one mutant. Cost: up to ``kit.examples`` examples."""
     start = time.perf_counter()
     adapter = TreeAdapter(mutant.tree, f"mutant:{mutant.name}")
-    if mutant.policy == "lru" and mutant.policy_options is None:
-        # An lru bug is searched for at every level but policies: their probes (retention
-        # requests, R-POL-8) would only thin out the search for it.
+    if mutant.events:
+        # A bug of the event stream: the opt-in events level, with the fastest hashes.
         levels = frozenset(adapter.levels) - {"policies"}
+        report = run_kit(adapter, levels, kit, profile=EVENT_MUTANT_PROFILE)
+    elif mutant.policy == "lru" and mutant.policy_options is None:
+        # An lru bug is searched for at every level but policies (their probes, retention
+        # requests, R-POL-8, would only thin out the search for it) and events (opt-in).
+        levels = frozenset(adapter.levels) - {"policies", "events"}
         report = run_kit(adapter, levels, kit)
     else:
         profile = STRICT.with_policy(mutant.policy, mutant.policy_options)

@@ -30,6 +30,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TypeVar
 
+from kachedb_radix.reference.events import BlockHasher
 from kachedb_radix.reference.lease import Lease
 from kachedb_radix.reference.results import InsertResult, MatchResult
 from kachedb_radix.reference.tree import RadixTree
@@ -56,6 +57,7 @@ class Mutant:
     tree: type[RadixTree]
     policy: str = "lru"
     policy_options: dict[str, object] | None = None
+    events: bool = False
 
 
 #: Every mutant, by name, in registration order.
@@ -63,10 +65,15 @@ REGISTRY: dict[str, Mutant] = {}
 
 
 def mutant(
-    name: str, *rules: str, policy: str = "lru", policy_options: dict[str, object] | None = None
+    name: str,
+    *rules: str,
+    policy: str = "lru",
+    policy_options: dict[str, object] | None = None,
+    events: bool = False,
 ) -> Callable[[TreeT], TreeT]:
     """Register the decorated tree class as mutant ``name`` violating ``rules``, run
-    under ``policy`` (with ``policy_options``).
+    under ``policy`` (with ``policy_options``), and at the opt-in ``events`` level when
+    ``events`` (a bug of the KV event stream, R-EVENT-*).
 
     The class docstring's first line is the description.
 
@@ -79,7 +86,9 @@ def mutant(
             raise ValueError(f"mutant {name!r}: duplicate name or no rules")
         description = (tree.__doc__ or name).strip().splitlines()[0]
         tree.implementation = f"mutant:{name}"
-        REGISTRY[name] = Mutant(name, tuple(rules), description, tree, policy, policy_options)
+        REGISTRY[name] = Mutant(
+            name, tuple(rules), description, tree, policy, policy_options, events
+        )
         return tree
 
     return register
@@ -98,8 +107,11 @@ class MutantTree(RadixTree):
         *,
         policy: str = "lru",
         policy_options: dict[str, object] | None = None,
+        events: BlockHasher | bool | None = None,
     ) -> None:
-        super().__init__(num_blocks, block_size, policy=policy, policy_options=policy_options)
+        super().__init__(
+            num_blocks, block_size, policy=policy, policy_options=policy_options, events=events
+        )
         self.calling: str | None = None  # "match", "insert" or "release" while one runs
 
     @contextmanager

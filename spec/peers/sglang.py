@@ -68,12 +68,14 @@ from kachedb_radix.reference.policies import check_policy
 
 from ..conform.candidate import (
     CandidateError,
+    EventsAnswer,
     EvictAnswer,
     InsertAnswer,
     MatchAnswer,
     NamespacesAnswer,
     StatsAnswer,
 )
+from ..conform.events import encode_payloads
 from . import sglang_standins
 
 #: The release the adapter is written for.
@@ -98,12 +100,14 @@ def installed_version() -> str | None:
         return None
 
 
-def load() -> ModuleType:
-    """SGLang's ``radix_cache`` module, run from the installed pinned wheel.
+def load(events: bool = False) -> ModuleType:
+    """SGLang's ``radix_cache`` module, run from the installed pinned wheel; with
+    ``events``, its imports of the event recorder and the hash utilities served by the
+    wheel's own (:mod:`kachedb_radix.spec.peers.sglang_events`).
 
     Raises:
         SGLangUnavailable: sglang is not installed, is another release, or lacks
-            the files.
+            the files; with ``events``, its native hash module cannot be built.
     """
     version = installed_version()
     if version != PINNED:
@@ -121,7 +125,20 @@ def load() -> ModuleType:
     # The real torch when installed; the stand-in otherwise.
     with_torch = importlib.util.find_spec("torch") is None
     standins = sglang_standins.modules(evict_policy, with_torch=with_torch)
-    return _run(paths[1], "radix_cache", standins)
+    if not events:
+        return _run(paths[1], "radix_cache", standins)
+    from .sglang_events import event_modules
+
+    served = event_modules(evict_policy)
+    standins.update(served)
+    module = _run(paths[1], "radix_cache", standins)
+    # Kept beside the cache's module: the adapter builds its batches with these structs.
+    module.__dict__[KV_EVENTS] = served["sglang.srt.disaggregation.kv_events"]
+    return module
+
+
+#: Where :func:`load` keeps SGLang's ``kv_events`` module beside ``radix_cache``.
+KV_EVENTS = "__kachedb_radix_kv_events__"
 
 
 def _run(path: Path, name: str, standins: dict[str, ModuleType]) -> ModuleType:
@@ -196,8 +213,12 @@ class SGLangCandidate:
     """SGLang 0.5.23's ``RadixCache`` behind the plain-data candidate protocol."""
 
     def __init__(self) -> None:
-        self._module = load()
+        self._plain = load()
+        self._with_events: ModuleType | None = None  # loaded when a reset asks for events
+        self._module = self._plain
         self._params = _Params(self._module)
+        self._events_on = False
+        self._published: list[bytes] = []
         self._cache: Any = None
         self._num_blocks = 1
         self._pages = PagedFreeList(1, 1)
@@ -219,7 +240,7 @@ class SGLangCandidate:
     @property
     def levels(self) -> frozenset[str]:
         """Everything but snapshots: SGLang has no reader snapshots."""
-        return frozenset({"core", "pinning", "eviction", "namespaces", "policies"})
+        return frozenset({"core", "pinning", "eviction", "namespaces", "policies", "events"})
 
     @property
     def block_sizes(self) -> tuple[int, ...] | None:
@@ -232,13 +253,36 @@ class SGLangCandidate:
         block_size: int,
         policy: object = "lru",
         policy_options: object = None,
+        events: object = None,
     ) -> None:
         """A new ``RadixCache`` over a fresh pool of ``num_blocks`` pages, evicting by
-        SGLang's policy of the name ``policy`` (its own options: see the module docstring)."""
+        SGLang's policy of the name ``policy`` (its own options: see the module docstring);
+        with ``events``, recording KV events as SGLang does (``enable_kv_cache_events``,
+        in Dynamo's format when the scheme is ``sglang_dynamo``).
+
+        Raises:
+            CandidateError: a policy SGLang has no counterpart for, or ``events`` naming a
+                scheme other than SGLang's own (``sglang``, ``sglang_dynamo``).
+        """
         try:
             self._policy = check_policy(policy, policy_options)
         except InvalidArgumentError as exc:
             raise CandidateError("invalid_argument", str(exc)) from None
+        scheme = events.get("scheme") if isinstance(events, dict) else events
+        if scheme not in (None, "sglang", "sglang_dynamo"):
+            raise CandidateError(
+                "invalid_argument",
+                f"SGLang names blocks by its own hashes: the scheme is sglang or "
+                f"sglang_dynamo (its Dynamo format), not {scheme!r}",
+            )
+        if scheme is None:
+            self._module = self._plain
+        else:
+            if self._with_events is None:
+                self._with_events = load(events=True)
+            self._module = self._with_events
+        self._params = _Params(self._module)
+        self._events_on = scheme is not None
         self._time = LogicalTime()
         self._module.__dict__["time"] = self._time  # the module's clock, not the system's
         self._pages = PagedFreeList(num_blocks, block_size)
@@ -249,8 +293,12 @@ class SGLangCandidate:
             token_to_kv_pool_allocator=self._pages,
             page_size=block_size,
             eviction_policy=self._policy[0],
+            enable_kv_cache_events=self._events_on,
+            dynamo_kv_event_format=scheme == "sglang_dynamo",
         )
         self._cache = _sglang(self._module.RadixCache, params)
+        self._published = []
+        self._publish()  # a fresh cache announces a clear
         self._leases, self._released, self._foreign = {}, set(), None
         self._clock, self._starts, self._ticks = 0, [], []
 
@@ -276,6 +324,14 @@ class SGLangCandidate:
         """The scheduler's insert: match, lock, admit, evict the shortfall, allocate,
         ``insert`` (with ``priority``; ``retain_for`` has no counterpart), unlock (see
         the module docstring)."""
+        try:
+            return self._insert(tokens, namespace, pin, priority)
+        finally:
+            self._publish()
+
+    def _insert(
+        self, tokens: object, namespace: object, pin: bool, priority: object
+    ) -> InsertAnswer:
         key = self._key(tokens, namespace)
         params, size, cache = self._params, self._block_size, self._cache
         start = self._time.last
@@ -322,7 +378,10 @@ class SGLangCandidate:
 
     def evict(self, count: object) -> EvictAnswer:
         """``evict(count * page_size tokens)``; the pages it freed, as block ids."""
-        return {"freed": self._evict(count)}
+        try:
+            return {"freed": self._evict(count)}
+        finally:
+            self._publish()
 
     def stats(self) -> StatsAnswer:
         """The counters, from SGLang's ``evictable_size_`` and ``protected_size_``."""
@@ -338,6 +397,31 @@ class SGLangCandidate:
             "leases": len(self._leases) - len(self._released),
             "clock": self._clock,
         }
+
+    def events(self) -> EventsAnswer:
+        """The batches published since the last call (:meth:`_publish`).
+
+        Raises:
+            CandidateError: the cache was reset without events.
+        """
+        if not self._events_on:
+            raise CandidateError("invalid_argument", "this cache records no events")
+        batches, self._published = self._published, []
+        answer: EventsAnswer = {"batches": encode_payloads(batches)["batches"]}
+        return answer
+
+    def _publish(self) -> None:
+        """What SGLang's scheduler does after a step: take the events the cache recorded
+        (``kv_events.take()``) into one of its own ``KVEventBatch``, stamped with the
+        kit's clock, as the msgpack payload its publisher sends; nothing when none."""
+        if not self._events_on:
+            return
+        from .sglang_events import batch_payload
+
+        taken = _sglang(self._cache.kv_events.take)
+        if taken:
+            kv_events = self._module.__dict__[KV_EVENTS]
+            self._published.append(batch_payload(kv_events, float(self._clock), taken))
 
     def namespaces(self) -> NamespacesAnswer:
         """The ``extra_key`` of every top-level node."""

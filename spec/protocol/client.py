@@ -194,7 +194,7 @@ class StdioCandidate(Forwarding):
             argument.name: value
             for argument, value in zip(operation(op).arguments, args, strict=True)
             # An argument newer than the program's protocol is left out: the kit passes
-            # only its default there (the policies level needs protocol 4).
+            # only its default there (the policies level needs protocol 4, events 5).
             if argument.since <= self._protocol
         }
         answer = self._request(op, fields)
@@ -238,6 +238,8 @@ class StdioCandidate(Forwarding):
             self._fail("hello: the snapshots level needs protocol 2")
         if version < 4 and "policies" in self._levels:
             self._fail("hello: the policies level needs protocol 4")
+        if version < 5 and "events" in self._levels:
+            self._fail("hello: the events level needs protocol 5")
         self._operations = operations_of(self._levels, version)
         if version >= 3:
             listed = hello.get("operations")

@@ -17,7 +17,10 @@ Versions (a change to the protocol bumps it; the kit drives every version below)
 * 3 -- ``drop`` (a reader forgotten without leaving, R-EPOCH-5), and capabilities:
   ``hello`` answers the list of ``operations`` the program supports. An optional
   operation it leaves out leaves the rules only it exercises "not exercised
-  (unsupported)"; one its levels cannot be judged without is a failed handshake.
+  (unsupported)"; one its levels cannot be judged without is a failed handshake;
+* 4 -- the ``policies`` level: a policy at ``reset``, a retention at ``insert``;
+* 5 -- the ``events`` level: the block hashes at ``reset`` (``events``), and
+  ``events``, the KV event batches since the last one, as base64 msgpack payloads.
 
 A program speaking version 1 or 2 is driven at the levels it declares with the
 operations of its version (:func:`kachedb_radix.spec.conform.operations.operations_of`);
@@ -33,10 +36,10 @@ from typing import Any
 from ..conform.operations import OPERATIONS
 
 #: The protocol version this kit speaks.
-PROTOCOL_VERSION = 4
+PROTOCOL_VERSION = 5
 
 #: Versions a candidate may answer ``hello`` with.
-SUPPORTED_PROTOCOLS: tuple[int, ...] = (1, 2, 3, 4)
+SUPPORTED_PROTOCOLS: tuple[int, ...] = (1, 2, 3, 4, 5)
 
 #: Error kinds of the protocol itself, besides the rules' (R-ERR-3): a malformed
 #: request, an unknown operation, and a server that failed to carry out a valid
@@ -73,8 +76,9 @@ REQUEST_FIELDS: dict[str, dict[str, str]] = {
 }
 
 #: Request fields a request may leave out, meaning their default: the arguments
-#: protocol 4 added (the policy at ``reset``, the retention at ``insert``, R-POL-*), so a
-#: client of version 3 still speaks to a server of version 4.
+#: protocol 4 added (the policy at ``reset``, the retention at ``insert``, R-POL-*) and
+#: protocol 5 (the block hashes at ``reset``, R-EVENT-2), so a client of version 3
+#: still speaks to a server of version 5.
 OPTIONAL_FIELDS: dict[str, dict[str, Any]] = {
     op.name: {argument.name: argument.default for argument in op.arguments if argument.since > 3}
     for op in OPERATIONS

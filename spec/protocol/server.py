@@ -75,7 +75,7 @@ def handle(candidate: Candidate, message: dict[str, Any], protocol: int = PROTOC
         return answer
     if op not in available:
         raise CandidateError("unsupported", f"{candidate.name} does not offer {op!r} here")
-    # Arguments protocol 4 added may be left out: they mean their default.
+    # Arguments protocol 4 or 5 added may be left out: they mean their default.
     arguments = [
         message.get(argument.name, argument.default) for argument in operation(op).arguments
     ]
@@ -192,7 +192,7 @@ def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
 
 
 #: The protocol version that introduced each level newer than the first.
-LEVEL_SINCE: dict[str, int] = {"snapshots": 2, "policies": 4}
+LEVEL_SINCE: dict[str, int] = {"snapshots": 2, "policies": 4, "events": 5}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

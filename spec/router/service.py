@@ -152,7 +152,7 @@ class Router:
                 rows.append(
                     {
                         "worker": str(worker),
-                        "blocks": len(self.index.holdings(worker)) if worker in known else 0,
+                        "blocks": self.index.held(worker) if worker in known else 0,
                         "expected": self.index.expected(worker) if worker in known else 0,
                         "stale": self.index.is_stale(worker) if worker in known else False,
                         "index": counts,

@@ -11,7 +11,14 @@ import pytest
 from kachedb_radix import reference
 from kachedb_radix.spec.cli import conform
 from kachedb_radix.spec.conform.adapter import TreeAdapter, supported_levels
-from kachedb_radix.spec.conform.levels import KIT_LEVELS, LEVELS, LevelError, ordered, parse_levels
+from kachedb_radix.spec.conform.levels import (
+    KIT_LEVELS,
+    LEVELS,
+    OPT_IN_LEVELS,
+    LevelError,
+    ordered,
+    parse_levels,
+)
 from kachedb_radix.spec.conform.lockstep import Disagreement, Lockstep
 from kachedb_radix.spec.conform.replay import TraceError, parse_trace, replay
 from kachedb_radix.spec.conform.run import KitSettings, run_kit
@@ -33,7 +40,7 @@ def test_every_implementation_conforms(name: str) -> None:
     settings = KitSettings(examples=150, budget=15_000)
     report = run_kit(TreeAdapter(IMPLEMENTATIONS[name], name), kit=settings)
     assert report.passed, report.explain()
-    assert report.levels == ordered(supported_levels(IMPLEMENTATIONS[name]))
+    assert report.levels == ordered(supported_levels(IMPLEMENTATIONS[name]) - OPT_IN_LEVELS)
     assert report.levels[:4] == ["core", "pinning", "eviction", "namespaces"]
 
 

@@ -63,10 +63,13 @@ def test_levels_versions_and_handles() -> None:
     assert set(READ_OPS) == {op.name for op in OPERATIONS if op.reads and op.level == "core"}
     core = frozenset({"core", "pinning", "eviction", "namespaces"})
     everything = core | {"snapshots"}
-    assert operations_of(core, 3) == operations_of(core, 1) == set(OPS) - SNAPSHOT_OPS
-    assert operations_of(everything, 2) == set(OPS) - {"drop"}
-    assert operations_of(everything, 3) == set(OPS)
-    assert required_of(everything) == set(OPS) - {"drop"}
+    no_events = set(OPS) - {"events"}
+    assert operations_of(core, 3) == operations_of(core, 1) == no_events - SNAPSHOT_OPS
+    assert operations_of(everything, 2) == no_events - {"drop"}
+    assert operations_of(everything, 3) == no_events
+    assert required_of(everything) == no_events - {"drop"}
+    assert operations_of(everything | {"events"}, 4) == no_events  # events: protocol 5
+    assert operations_of(everything | {"events"}, 5) == set(OPS)
     assert {op.name for op in OPERATIONS if op.issues} == {"match", "insert", "snapshot", "reader"}
     handles = {a.name: a.handle for op in OPERATIONS for a in op.arguments if a.handle}
     assert handles == {"lease": "lease", "snapshot": "snapshot"}
@@ -99,6 +102,7 @@ def test_a_step_is_applied_by_its_row() -> None:
     assert [(a.name, a.default) for a in reset if a.since >= 4] == [
         ("policy", "lru"),
         ("policy_options", None),
+        ("events", None),
     ]
 
 
@@ -124,7 +128,7 @@ def test_wrappers_forward_every_operation_and_the_capabilities() -> None:
     assert offered(timed) == offered(inner) == set(OPS)
     book = LeaseBook()
     for step in (
-        {"op": "reset", "num_blocks": 4, "block_size": 1},
+        {"op": "reset", "num_blocks": 4, "block_size": 1, "events": {"scheme": "xxh3_64"}},
         {"op": "insert", "tokens": [1], "namespace": "t"},
         {"op": "match", "tokens": [1], "namespace": "t", "pin": True},
         {"op": "release", "lease": 1},
@@ -140,11 +144,12 @@ def test_wrappers_forward_every_operation_and_the_capabilities() -> None:
         {"op": "reclaim"},
         {"op": "reader"},
         {"op": "drop", "snapshot": 3},
+        {"op": "events"},
     ):
         apply_step(timed, step, book)
     assert {name for name, _ in calls} == set(OPS) and len(calls) == len(OPS) + 1
     assert calls[2] == ("match", ([1], "t", True))
     core = TreeAdapter(reference.RadixTree, "core", frozenset({"core"}))
-    assert offered(core) == set(OPS) - SNAPSHOT_OPS
+    assert offered(core) == set(OPS) - SNAPSHOT_OPS - {"events"}
     plain = type("Plain", (), {"levels": frozenset({"core", "snapshots"})})()
-    assert offered(plain) == set(OPS)  # says nothing: every operation of its levels
+    assert offered(plain) == set(OPS) - {"events"}  # says nothing: every operation of its levels

@@ -49,13 +49,21 @@ def test_a_full_profile_loads(tmp_path: Path) -> None:
         allocation_order = "any"
         recency = "not_compared"
         error_kinds = "mapped"
+        removal_order = "any"
+        store_events = "any"
+        event_fields = "hashes"
+        reset_events = "cleared"
         [errors]
         TypeError = "token_type"
+        [events]
+        scheme = "xxh3_64"
         [waive]
         R-TOK-3 = "  ids are int64  "
         """,
     )
     profile = load(path)
+    assert profile.events == {"scheme": "xxh3_64", "seed": "vllm-none-hash"}
+    assert profile.events_fields() == {"events": {"scheme": "xxh3_64", "seed": "vllm-none-hash"}}
     assert profile.name == "my-cache" and profile.source == str(path)
     assert profile.block_sizes == (1, 16) and profile.pool_sizes == (2, 100)
     assert profile.waived == {"R-TOK-3": "ids are int64"}
@@ -81,6 +89,9 @@ def test_a_full_profile_loads(tmp_path: Path) -> None:
         ({"name": ""}, "name must be"),
         ({"tolerate": 3}, r"\[tolerate\] must be a table"),
         ({"tolerate": {"speed": "fast"}}, "unknown tolerance 'speed'"),
+        ({"events": {"scheme": "md5"}}, r"\[events\]: unknown hash scheme 'md5'"),
+        ({"events": {"salt": "x"}}, r"\[events\]: unknown key\(s\) salt"),
+        ({"tolerate": {"removal_order": "random"}}, "choose eviction_order | any"),
         ({"tolerate": {"recency": "sometimes"}}, "choose exact | not_compared"),
         ({"tolerate": {"eviction_granularity": "whole_leaf_node"}}, "contradicts"),
         ({"tolerate": {"error_kinds": "mapped"}}, r"needs an \[errors\] table"),
@@ -138,6 +149,10 @@ LENIENT = parse(
             "allocation_order": "any",
             "recency": "not_compared",
             "error_kinds": "mapped",
+            "removal_order": "any",
+            "store_events": "any",
+            "event_fields": "hashes",
+            "reset_events": "cleared",
         },
         "errors": {"AssertionError": "invariant"},
         "waive": {

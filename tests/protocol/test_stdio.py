@@ -42,9 +42,10 @@ def test_whole_kit_through_the_stdio_server() -> None:
     try:
         assert candidate.name == "reference"
         assert candidate.levels == parse_levels(
-            ["core,pinning,eviction,namespaces,snapshots,policies"]
+            ["core,pinning,eviction,namespaces,snapshots,policies,events"]
         )
-        assert candidate.protocol == 4 and "drop" in candidate.operations
+        assert candidate.protocol == 5 and "drop" in candidate.operations
+        assert "events" in candidate.operations
         report = run_kit(candidate, kit=KitSettings(examples=40, budget=4_000))
     finally:
         candidate.close()

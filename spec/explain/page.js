@@ -521,12 +521,12 @@
       '<p class="origin" hidden></p><div class="adopted" hidden><p class="adopted-text"></p>' +
       '<button class="show-adopted">show the adopted state</button></div>' +
       '<ul class="diffs" hidden></ul></div>' +
-      '<div class="picture"><p class="counts"></p><div class="pool-frame"></div>' +
+      '<div class="picture"><p class="sub-note" hidden><span class="sub-count"></span> <span class="sub-text"></span></p>' +
+      '<p class="counts"></p><div class="pool-frame"></div>' +
       '<div class="tree-frame"><p class="blank" hidden></p><svg class="minimap" hidden></svg>' +
       '<div class="zoom"><button class="zoom-in" title="zoom in (+)">+</button>' +
       '<button class="zoom-out" title="zoom out (−)">−</button><button class="zoom-fit" title="fit (0)">fit</button>' +
-      '<button class="zoom-follow" title="frame what changed (f)">follow</button></div></div>' +
-      '<p class="sub-note" hidden><span class="sub-count"></span> <span class="sub-text"></span></p></div>' +
+      '<button class="zoom-follow" title="frame what changed (f)">follow</button></div></div></div>' +
       '<div class="explain"><div class="rules-box"><h3></h3><ul class="rules"></ul></div>' +
       '<div class="why-box"><h3>why</h3><div class="why"></div></div></div>';
     section.querySelector("h2").textContent = index === 0 ? name + " (the spec)" : name;
@@ -659,6 +659,7 @@
     const blank = section.querySelector(".blank");
     blank.hidden = !side.blank;
     blank.textContent = side.blank || "";
+    blank.classList.toggle("below", roots.length > 0);
     const diffs = section.querySelector(".diffs");
     const differing = roots.length ? collectDiffs(roots) : [];
     diffs.hidden = !differing.length;

@@ -44,7 +44,7 @@ from typing import Any
 from kachedb_radix.reference.render import describe_edge, id_ranges
 
 from .compare import compare
-from .decide import StepFacts, decide
+from .decide import ERROR_RULES, StepFacts, decide
 from .model import Changes, DumpIndex, KeySpace, diff, empty_dump, index_dump
 from .record import Frame, Recording, Side
 from .substeps import substeps
@@ -224,6 +224,14 @@ def side_view(
         "counts": None,
         "blank": None,
     }
+    if side.outcome is not None and "error" in side.outcome and side.dump is None:
+        # Refused before a tree was built (a reset with a bad pool): nothing to draw.
+        kind = side.outcome["error"]
+        view["rules"] = [
+            [rule, f"the call is refused with {kind}"] for rule in ERROR_RULES.get(kind, ())
+        ]
+        view["verdicts"] = [""] * len(view["rules"])
+        view["blank"] = f"refused with {kind}: no tree was built"
     if side.dump is None or side.outcome is None:
         return view, None
     try:

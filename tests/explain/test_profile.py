@@ -46,16 +46,28 @@ def test_strict_marks_the_policy_difference() -> None:
 
 
 def test_under_its_profile_the_reference_follows_and_compares_the_rest() -> None:
-    """R-EVICT-1, R-INS-5: under a profile declaring whole-node eviction the reference
-    adopts the target's choice, so no step differs -- the later match and insert, run
-    on the trees the adoption kept in step, included."""
+    """R-EVICT-1, R-INS-5: under a profile declaring whole-node eviction the step is
+    declared, not marked: the reference's side shows the spec's own eviction (the tail
+    block only) beside the target's, and keeps the state the kit adopted -- the target's
+    choice -- which the later match and insert run on, still compared."""
     recording = record(
         STEPS, TreeAdapter(WholeLeafEviction, "whole"), title="t", source="s", profile=WHOLE_NODES
     )
     assert recording.first_difference is None, [f.difference for f in recording.frames]
-    adopted = recording.frames[2].sides[0]
-    assert adopted.note == "adopted whole's choice"
-    assert adopted.outcome is not None and adopted.outcome["ok"]["evicted"] == [1, 0]
+    frame = recording.frames[2]
+    assert dict(frame.declared)["R-INS-5"].startswith("declared: frees whole nodes covering")
+    spec, theirs = frame.sides
+    assert spec.outcome is not None and spec.outcome["ok"]["evicted"] == [1]
+    assert theirs.outcome is not None and theirs.outcome["ok"]["evicted"] == [1, 0]
+    assert spec.adopted is not None and spec.adopted.outcome is not None
+    assert spec.adopted.outcome["ok"]["evicted"] == [1, 0]
+    assert spec.note == "the spec's own outcome; the kit adopts whole's choice after it"
+    # The views: the next step starts from the adopted state, and says so.
+    from kachedb_radix.spec.explain import frame_views
+
+    views = frame_views(recording)
+    assert views[2][0]["adopted"]["outcome"].endswith("evicted 1,0")
+    assert views[3][0]["origin"].startswith("starts from the state the kit adopted at step 3")
     # The match after it sees the same (emptied) tree on both sides.
     match = recording.frames[3].sides
     assert (

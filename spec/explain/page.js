@@ -851,7 +851,7 @@
     ruleView.hidden = false;
   });
   document.addEventListener("keydown", (event) => {
-    const typing = event.target.closest && event.target.closest("input[type=text], textarea, select");
+    const typing = event.target.closest && event.target.closest("input:not([type=range]), textarea, select");
     if (typing) return;
     if (event.target === slider && (event.key === "ArrowLeft" || event.key === "ArrowRight")) {
       event.preventDefault();

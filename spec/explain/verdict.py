@@ -88,7 +88,7 @@ def judge(context: Context, rules: list[tuple[str, str]]) -> list[tuple[str, str
             continue
         holds, text = verdict
         if not holds and rule in context.declared:
-            text += f" (declared: {context.declared[rule]})"
+            text += f" (declared: {context.declared[rule].removeprefix('declared: ')})"
         cited.append((rule, text, "follows" if holds else "departs"))
     return cited
 

@@ -383,11 +383,19 @@
     const box = view.frame.getBoundingClientRect();
     return [box.width || 800, box.height || 500];
   }
+  // Fit the whole tree, but never below a scale whose labels can still be read: past
+  // that the minimap shows the whole and the view stays on what changed.
+  const LEGIBLE = 0.5;
   function fitView(view) {
     const [frameW, frameH] = frameSize(view);
-    view.scale = Math.max(Math.min(1, frameW / view.width, frameH / view.height), 0.05);
+    const whole = Math.min(1, frameW / view.width, frameH / view.height);
+    view.scale = Math.max(whole, LEGIBLE);
     view.x = Math.min(0, (view.width - frameW / view.scale) / 2);
     view.y = 0;
+    if (whole < LEGIBLE) {
+      const wanted = hotBox(view.placed || [], view.highlight);
+      if (wanted) view.x = (wanted[0] + wanted[2]) / 2 - frameW / 2 / view.scale;
+    }
     applyView(view);
   }
   // Show what the step (or sub-step) changed, at a legible scale; the whole tree when it fits.
@@ -412,7 +420,7 @@
     view.svg.dataset.scale = fmt(view.scale);
     const mini = view.minimap;
     const big = view.width > w + 1 || view.height > h + 1;
-    mini.hidden = !big;
+    mini.toggleAttribute("hidden", !big);
     if (big) {
       const port = mini.querySelector(".mini-view");
       port.setAttribute("x", fmt(view.x));
@@ -878,6 +886,7 @@
   function fromHash() {
     const found = /step=(\d+)(?:&sub=(\d+))?/.exec(location.hash);
     if (!found) return false;
+    if (found[2]) state.subs = true;
     go(+found[1] - 1, found[2] ? +found[2] - 1 : -1);
     return true;
   }

@@ -724,7 +724,7 @@
     });
     const major = frame.differs !== null && frame.differs !== undefined && (!frame.minor || state.minor);
     banner("step-diff", major, (element) => {
-      const first = DATA.firstDifference === state.step ? "first difference: " : "";
+      const first = DATA.firstMajor === state.step ? "first difference: " : "";
       element.append("≠ " + first);
       (frame.rules.length ? frame.rules : ["?"]).forEach((rule, i) => {
         if (i) element.append(", ");

@@ -4,8 +4,8 @@ The reference's panel says which rules decided a step, in the spec's words
 (:mod:`kachedb_radix.spec.explain.decide`). A target beside it is described by what *it*
 did: each rule its step touched is checked against the target's own states before and
 after the step and its own answer, and cited only to say that the target follows it or
-departs from it, with the facts (``took #8-9,6-7,12; the smallest free were
-#6-7,9,12-13``). A departure the target's profile declares says so, with the reason.
+departs from it, with the facts (``took #8-9,6-7,12 in that order; the spec takes the
+smallest free ids, ascending: #6-9,12``). A departure the target's profile declares says so, with the reason.
 
 A rule with no check here is cited when the kit's finding at this step names it
 (departs, with the kit's cause) or when the target answered exactly as the reference did
@@ -196,7 +196,10 @@ def _smallest_free(context: Context) -> Verdict | None:
     smallest = sorted(pool)[: len(allocated)]
     if allocated == smallest:
         return True, f"took #{id_ranges(allocated)}, the smallest free ids, ascending"
-    return False, (f"took #{id_ranges(allocated)}; the smallest free were #{id_ranges(smallest)}")
+    return False, (
+        f"took #{id_ranges(allocated)} in that order; the spec takes the smallest free ids, "
+        f"ascending: #{id_ranges(smallest)}"
+    )
 
 
 def _shortfall(context: Context) -> Verdict | None:

@@ -23,8 +23,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -42,43 +40,11 @@ from tests.support.paths import ROOT
 #: The viewport of a laptop: the legend and the tree must be in view at this size.
 VIEWPORT = {"width": 1440, "height": 900}
 
-CHROMIUM_ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
 NODES = """svg => Array.from(svg.querySelectorAll('g.node')).map(g => [g.dataset.node,
     g.dataset.kind, g.dataset.blocks, g.dataset.flags, +g.dataset.x, +g.dataset.y,
     g.querySelectorAll('tspan').length])"""
 CELLS = """svg => Array.from(svg.querySelectorAll('rect.cell')).map(c =>
     [c.dataset.state, c.dataset.change])"""
-
-
-def _missing(reason: str) -> None:
-    if os.environ.get("KACHEDB_RADIX_REQUIRE_BROWSER") == "1":
-        pytest.fail(f"{reason} (KACHEDB_RADIX_REQUIRE_BROWSER=1: .ci/run installs it)")
-    pytest.skip(reason)
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Any]:
-    """One headless Chromium for the module."""
-    try:
-        from playwright.sync_api import sync_playwright
-    except ImportError:
-        _missing("Playwright for Python is not installed (pip install -e '.[test]')")
-    executable = shutil.which("chromium") or shutil.which("chromium-browser")
-    if executable is None:
-        _missing("Chromium is not installed (apt-get install chromium)")
-    with sync_playwright() as playwright:
-        launched = playwright.chromium.launch(executable_path=executable, args=CHROMIUM_ARGS)
-        yield launched
-        launched.close()
 
 
 class Page:
@@ -464,4 +430,76 @@ def test_an_open_leaf_shows_its_eviction_key(browser: Any, tmp_path: Path) -> No
     edge = svg.locator(f'g.node[data-node="{inner[0]["id"]}"]')
     edge.click()
     assert not any("eviction key" in line for line in edge.locator("tspan").all_text_contents())
+    page.close()
+
+
+def test_a_reviewer_sees_sglangs_declared_differences(browser: Any, tmp_path: Path) -> None:
+    """R-EVICT-1, R-ALLOC-2: the demo beside SGLang 0.5.23's own RadixCache. Under its
+    shipped profile step 18 is a declared difference: the banner names R-EVICT-1 with the
+    reason and both outcomes (the spec evicts #7, #6, #9; SGLang the whole nodes #6-9),
+    the spec's side draws the spec's own tree with the adopted state a click away, the
+    differing nodes are marked in both trees, and SGLang's panel departs from R-ALLOC-2 in
+    its own words. At the strict spec the banner names the rule, not a JSON path, and the
+    stamp-only steps fold behind step 18."""
+    from tests.explain.test_profile import sglang_target
+
+    target = sglang_target()
+    candidate = target.open()
+    try:
+        page = _page(browser, tmp_path, "demo", candidate, profile=target.profile, hash="#step=18")
+    finally:
+        candidate.close()
+    declared = page.text("#step-declared")
+    assert declared.startswith("declared: R-EVICT-1 (evicts whole leaf nodes")
+    assert "reference reused 2, allocated 6-7,9,12-13, evicted 7,6,9" in declared
+    assert "sglang-0.5.23 reused 2, allocated 8-9,6-7,12, evicted 6-9" in declared
+    assert page.page.locator("#step-diff").is_hidden()
+    spec = 'section.side[data-side="reference"]'
+    ghosts = page.svg("reference").locator('g.node[data-kind="ghost"]')
+    assert sorted(ghosts.evaluate_all("gs => gs.map(g => g.dataset.blocks)")) == ["6 7", "9"]
+    for name in ("reference", "sglang-0.5.23"):
+        assert page.svg(name).locator("g.node.differs").count() >= 2
+    assert "the kit then adopts sglang-0.5.23's choice" in page.text(f"{spec} .adopted").lower()
+    page.page.click(f"{spec} .show-adopted")
+    assert page.svg("reference").get_attribute("data-tree") == "adopted"
+    adopted = page.svg("reference").locator('g.node[data-kind="ghost"]')
+    assert sorted(adopted.evaluate_all("gs => gs.map(g => g.dataset.blocks)")) == ["6 7", "8 9"]
+    page.page.click(f"{spec} .show-adopted")
+    theirs = 'section.side[data-side="sglang-0.5.23"]'
+    alloc = page.text(f'{theirs} li[data-rule="R-ALLOC-2"]')
+    assert alloc.startswith("✗ departs from R-ALLOC-2 took #8-9,6-7,12 in that order")
+    assert "the smallest free ids are taken" not in page.text(f"{theirs} .rules")
+    page.shot("sglang-demo-step-18-declared.png")
+    page.page.keyboard.press("ArrowRight")
+    assert page.text(f"{spec} .origin").startswith(
+        "starts from the state the kit adopted at step 18"
+    )
+    page.close()
+    strict = sglang_target("strict")
+    candidate = strict.open()
+    try:
+        page = _page(browser, tmp_path, "demo", candidate, profile=strict.profile)
+    finally:
+        candidate.close()
+    ticks = page.page.locator("#ticks .tick.diff")
+    assert ticks.count() == 2  # steps 18 and 19; the stamp-only ones are folded
+    assert page.page.locator("#ticks .tick.minor").count() >= 8
+    page.page.keyboard.press("d")
+    assert page.step() == 17
+    banner = page.text("#step-diff")
+    assert banner.startswith("≠ first difference: R-EVICT-1: sglang-0.5.23 evicted a block")
+    for name in ("reference", "sglang-0.5.23"):
+        assert page.svg(name).locator("g.node.differs").count() >= 1
+    page.page.keyboard.press("Home")
+    page.page.keyboard.press("ArrowRight")
+    page.page.keyboard.press("ArrowRight")
+    page.page.keyboard.press("ArrowRight")
+    page.page.keyboard.press("ArrowRight")  # step 5: a stamp-only difference, folded
+    assert page.page.locator("#step-diff").is_hidden()
+    assert page.text("#step-minor").startswith("≈ stamps only: R-LRU-1")
+    page.page.keyboard.press("m")  # shown on demand, with the stamp marked in both trees
+    assert page.page.locator("#step-diff").is_visible()
+    for name in ("reference", "sglang-0.5.23"):
+        assert page.svg(name).locator("g.node.differs-stamp").count() >= 1
+    page.shot("sglang-strict-step-5-stamps.png")
     page.close()

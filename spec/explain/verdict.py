@@ -5,7 +5,8 @@ The reference's panel says which rules decided a step, in the spec's words
 did: each rule its step touched is checked against the target's own states before and
 after the step and its own answer, and cited only to say that the target follows it or
 departs from it, with the facts (``took #8-9,6-7,12 in that order; the spec takes the
-smallest free ids, ascending: #6-9,12``). A departure the target's profile declares says so, with the reason.
+smallest free ids, ascending: #6-9,12``). A departure the target's profile declares
+says so, with the reason.
 
 A rule with no check here is cited when the kit's finding at this step names it
 (departs, with the kit's cause) or when the target answered exactly as the reference did

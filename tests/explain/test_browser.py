@@ -106,6 +106,7 @@ class Page:
     def shot(self, name: str) -> None:
         folder = os.environ.get("KACHEDB_RADIX_SCREENSHOTS")
         if folder:
+            self.page.wait_for_timeout(900)  # the step's animation, finished
             self.page.screenshot(path=str(Path(folder) / name))
 
     def close(self) -> None:
@@ -212,7 +213,7 @@ def test_every_step_of_every_scenario(browser: Any, tmp_path: Path, name: str) -
         page.check(step)
         _student(page, name, step)
         if name == "demo" and step in (11, 17):
-            page.shot(f"demo-step-{step + 1}.png")
+            page.shot(f"demo-step-{step + 1}-{'split' if step == 11 else 'eviction'}.png")
     page.page.keyboard.press("ArrowRight")  # past the end: stays on the last step
     page.check(last)
     page.page.keyboard.press("ArrowLeft")
@@ -396,7 +397,7 @@ def test_big_tree_follows_the_change_folds_opens_pans_and_zooms(
     page.page.keyboard.press("f")
     page.page.keyboard.press("End")
     page.check(last)
-    page.shot("scale-step-133.png")
+    page.shot("after-scale-step-133.png")
     page.close()
 
 

@@ -99,6 +99,8 @@ def form_step(fields: dict[str, Any]) -> Step:
             raise PlayError("type a prompt (text, or token ids) first")
         namespace = str(fields.get("namespace") or "") or None
         return {"op": op, "tokens": tokens, "namespace": namespace, "pin": bool(fields.get("pin"))}
+    if op == "reader":
+        return {"op": "reader"}
     number = _number(fields.get("number"), op)
     if op == "release":
         return {"op": "release", "lease": number}
@@ -106,8 +108,6 @@ def form_step(fields: dict[str, Any]) -> Step:
         return {"op": "evict", "count": number}
     if op == "leave":
         return {"op": "leave", "snapshot": number}
-    if op == "reader":
-        return {"op": "reader"}
     size = _number(fields.get("block_size"), "reset")
     if not 1 <= number <= MAX_POOL or not 1 <= size <= 64:
         raise PlayError(f"a pool of 1 to {MAX_POOL} blocks, of 1 to 64 tokens each")

@@ -21,7 +21,7 @@ from typing import Any
 
 from kachedb_radix.reference.render import id_ranges
 
-from .decide import StepFacts
+from .decide import STAMPING_OPS, StepFacts
 from .model import CachedBlock, DumpIndex, KeySpace, evictable, eviction_sequence, walk
 
 #: ``follows`` or ``departs``, and what the target did.
@@ -346,11 +346,14 @@ def _stamped(context: Context) -> Verdict | None:
 
 def _clock(context: Context) -> Verdict | None:
     old, new = context.before.dump.get("clock"), context.after.dump.get("clock")
-    if not isinstance(old, int) or not isinstance(new, int):
+    op = context.facts.step["op"]
+    if not isinstance(old, int) or not isinstance(new, int) or op in ("stats", "dump"):
         return None
-    if new == old + 1:
-        return True, f"the clock went from {old} to {new}"
-    return False, f"the clock went from {old} to {new}"
+    if op in STAMPING_OPS:
+        return new == old + 1, f"the clock went from {old} to {new}"
+    if new != old:
+        return False, f"the clock went from {old} to {new} on {op} (match, insert, release tick it)"
+    return True, f"the clock stayed at {old}"
 
 
 def _halves(context: Context) -> Verdict | None:
@@ -360,6 +363,8 @@ def _halves(context: Context) -> Verdict | None:
     before, after = context.before, context.after
     split_edges = {before.blocks[key].edge for key in changes.split if key in before.blocks}
     used = {block.key for block in _used(context)} | set(context.walked())
+    # The step's own lease pins its path once; nothing else's pins move.
+    leased = used if context.facts.step.get("pin") else set()
     for key, block in before.blocks.items():
         if block.edge not in split_edges or key not in after.blocks:
             continue
@@ -371,7 +376,8 @@ def _halves(context: Context) -> Verdict | None:
                 f"#{block.block} (not used by this step) went from t={block.stamp} to "
                 f"t={now.stamp} in the split"
             )
-        if key not in used and now.pin != block.pin:
+        wanted = None if block.pin is None else block.pin + (1 if key in leased else 0)
+        if wanted is not None and now.pin != wanted:
             return False, f"#{block.block} went from pin {block.pin} to pin {now.pin} in the split"
     return True, "ids, pins and stamps stayed with their halves"
 

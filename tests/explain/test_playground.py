@@ -15,6 +15,7 @@ import signal
 import subprocess
 import sys
 import threading
+import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from typing import Any
@@ -153,3 +154,79 @@ def test_the_command_serves_refuses_a_taken_port_and_stops_on_ctrl_c() -> None:
             first.wait()
     assert first.returncode == 0, err
     assert "playground stopped" in out and "Traceback" not in err
+
+
+def _post(url: str, body: str) -> tuple[int, Any]:
+    request = urllib.request.Request(url, data=body.encode(), method="POST")
+    try:
+        with urllib.request.urlopen(request, timeout=10) as answer:
+            return answer.status, json.loads(answer.read())
+    except urllib.error.HTTPError as error:
+        with error:
+            return error.code, json.loads(error.read())
+
+
+def test_the_server_refuses_what_it_cannot_take(
+    server: PlayServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every refusal is a status and a message, the session unchanged: an unknown route, a
+    body that is not a form, a trace that is not one, a full session; the other operations
+    of the form, a trace loaded, undo back to the first reset."""
+    url = server.url
+    with urllib.request.urlopen(url + "api/data", timeout=10) as answer:
+        assert json.loads(answer.read())["live"] is True
+    with pytest.raises(urllib.error.HTTPError) as missing:
+        urllib.request.urlopen(url + "nowhere", timeout=10)
+    assert missing.value.code == 404
+    missing.value.close()
+    assert _post(url + "api/nowhere", "{}")[0] == 404
+    assert _post(url + "api/step", "[1]") == (
+        400,
+        {"error": "send the form's fields as a JSON object"},
+    )
+    assert _post(url + "api/step", "{")[0] == 400
+    status, answer = _post(url + "api/load", '{"op": "match", "tokens": [1]}\n')
+    assert status == 400 and answer["error"] == "a trace starts with a reset step"
+    assert _post(url + "api/load", "not json\n")[0] == 400
+    for fields in (
+        {"op": "reader"},
+        {"op": "leave", "number": 1},
+        {"op": "reset", "number": 6, "block_size": 2},
+        {"op": "insert", "tokens": "abcd", "input": "text"},
+    ):
+        status, data = _post(url + "api/step", json.dumps(fields))
+        assert status == 200, data
+    assert [step["op"] for step in server.session.steps][-4:] == [
+        "reader",
+        "leave",
+        "reset",
+        "insert",
+    ]
+    monkeypatch.setattr("kachedb_radix.spec.explain.serve.MAX_STEPS", len(server.session.steps))
+    status, answer = _post(url + "api/step", json.dumps({"op": "evict", "number": 1}))
+    assert status == 400 and "save it and reset" in answer["error"]
+    trace = '{"op": "reset", "num_blocks": 4, "block_size": 1}\n{"op": "evict", "count": 1}\n'
+    status, data = _post(url + "api/load", trace)
+    assert status == 200 and len(data["frames"]) == 2
+    _post(url + "api/undo", "{}")
+    status, data = _post(url + "api/undo", "{}")
+    assert status == 200 and len(data["frames"]) == 1  # never past the first reset
+    with pytest.raises(PlayError, match="unknown input mode"):
+        tokenize("1", "words")
+    with pytest.raises(PlayError, match="at most"):
+        tokenize("x" * 5000, "text")
+    with pytest.raises(PlayError, match="0 or more"):
+        form_step({"op": "evict", "number": -1})
+
+
+def test_the_command_refuses_what_it_cannot_serve(capsys: pytest.CaptureFixture[str]) -> None:
+    """``explain --serve`` with a target, a bad port or an unreadable trace: exit 2, a
+    message, no traceback (nothing is served)."""
+    from kachedb_radix.spec.cli.main import main
+
+    assert main(["explain", "--serve", "--target", "accel"]) == 2
+    assert "--serve runs the reference alone" in capsys.readouterr().err
+    assert main(["explain", "--serve", "--port", "70000"]) == 2
+    assert "a port from 0 to 65535" in capsys.readouterr().err
+    assert main(["explain", "--serve", "missing.jsonl"]) == 2
+    assert "cannot read the trace" in capsys.readouterr().err

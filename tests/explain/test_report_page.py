@@ -8,6 +8,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import pytest
+
 from kachedb_radix import reference
 from kachedb_radix.spec.conform.adapter import TreeAdapter
 from kachedb_radix.spec.conform.page import marked_json, write_report
@@ -60,3 +62,17 @@ def test_the_differing_field_is_marked_inside_a_long_dump() -> None:
     assert '"stamps": [3, <mark>4</mark>]' in shown and shown.count("<mark>") == 1
     assert marked_json({"error": "token_range"}, ".error").count("<mark>") == 1
     assert "<mark>" not in marked_json({"ok": None}, None)
+
+
+def test_conform_report_writes_explain_pages_beside_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """R-EVICT-4: ``conform TARGET --report DIR`` runs each finding's trace again on the
+    target for its explain page, under the profile it was checked under."""
+    from kachedb_radix.spec.cli.main import main
+
+    target = "kachedb_radix.spec.mutants.eviction:EvictedIdsSorted"
+    assert main(["conform", target, "--first", "--report", str(tmp_path)]) == 1
+    capsys.readouterr()
+    (page,) = (tmp_path / "explain").glob("*-R-EVICT-4.html")
+    assert "R-EVICT-4" in page.read_text() and page.name in (tmp_path / "index.html").read_text()

@@ -111,7 +111,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "--policy-options",
         default=None,
         metavar="JSON",
-        help="that policy's options as a JSON object, e.g. '{\"protected_percent\": 50}'",
+        help='that policy\'s options as a JSON object, e.g. \'{"protected_percent": 50}\'',
     )
     conform.add_argument(
         "--block-sizes",

@@ -280,11 +280,9 @@ class Inputs:
         if live and chooser.integer(0, 4) > 0:
             return chooser.choice(live)
         alive = set(live)
-        released = (
-            []
-            if "R-PIN-4" in avoid
-            else [handle for handle in range(1, issued + 1) if handle not in alive]
-        )
+        released = [] if "R-PIN-4" in avoid else [
+            handle for handle in range(1, issued + 1) if handle not in alive
+        ]
         if released and ("R-PIN-5" in avoid or chooser.integer(0, 1)):
             return chooser.choice(released)
         return None if "R-PIN-5" in avoid else 0
@@ -386,13 +384,8 @@ def draw_step(
     if kind == "bad_retention":
         if "R-POL-8" in avoid:
             return None
-        return {
-            "op": "insert",
-            "tokens": inputs.tokens(chooser),
-            "namespace": namespace,
-            "pin": pin,
-            **Inputs.bad_retention(chooser),
-        }
+        return {"op": "insert", "tokens": inputs.tokens(chooser), "namespace": namespace,
+                "pin": pin, **Inputs.bad_retention(chooser)}
     if kind == "bad_tokens":
         op = chooser.choice(("insert", "match"))
         bad = inputs.bad_tokens(chooser, avoid)

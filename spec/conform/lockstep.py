@@ -512,7 +512,9 @@ class Lockstep:
         after = previous
         if after is None and op in READ_OPS and self._last_change is not None:
             after = self._last_change
-        observation = Observation(step, expected, compared, path or "", after, self.levels, facts)
+        observation = Observation(
+            step, expected, compared, path or "", after, self.levels, facts
+        )
         if path is not None:
             if previous is None and op != "reset":
                 self._accounting_first(step, expected, actual)

@@ -479,3 +479,4 @@ def _call_adopting(function: Any, *args: object) -> Any:
         return function(*args)
     except RadixError as exc:
         raise CandidateError(exc.kind, str(exc)) from exc
+

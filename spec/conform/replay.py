@@ -117,7 +117,9 @@ def replay(steps: list[Step], candidate: Candidate, *, profile: Profile = STRICT
                     name = step.get("trace", f"trace at step {number}")
                     result.skipped.append(str(name))
                     continue
-                levels = parse_levels(step["levels"]) if "levels" in step else candidate.levels
+                levels = (
+                    parse_levels(step["levels"]) if "levels" in step else candidate.levels
+                )
                 lockstep = Lockstep(candidate, frozenset(levels), profile=profile)
                 result.traces += 1
             elif skipping or lockstep is None:

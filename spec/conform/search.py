@@ -333,7 +333,9 @@ def _steps(
         yield step
 
 
-def _churn(details: RandomChooser, inputs: Inputs, lockstep: Lockstep) -> Iterator[dict[str, Any]]:
+def _churn(
+    details: RandomChooser, inputs: Inputs, lockstep: Lockstep
+) -> Iterator[dict[str, Any]]:
     """A burst of the traffic a busy cache sees over what it holds: pinned matches of
     sequences filled earlier (leases held a while, so shared heads collect many pins),
     releases, small evictions and re-inserts of sequences evicted meanwhile. Each step

@@ -133,10 +133,8 @@ def apply_step(candidate: Candidate, step: Step, book: LeaseBook) -> Outcome:
 
 def _argument(step: Step, argument: Argument, book: LeaseBook) -> Any:
     """One argument of ``step`` as the candidate takes it."""
-    value = (
-        step[argument.name]
-        if argument.default is REQUIRED
-        else step.get(argument.name, argument.default)
+    value = step[argument.name] if argument.default is REQUIRED else step.get(
+        argument.name, argument.default
     )
     if argument.handle == "lease":
         return book.lease_id(value)

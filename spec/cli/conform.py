@@ -23,7 +23,7 @@ import dataclasses
 import json
 import statistics
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -41,6 +41,7 @@ from ..conform.profile import ProfileError
 from ..conform.profile import parse as parse_profile
 from ..conform.replay import ReplayResult, TraceError, read_trace, replay
 from ..conform.run import KitReport, KitSettings, dumps, kit_json, run_kit
+from ..conform.steps import Step
 from ..conform.targets import Target, TargetError, command, resolve
 from ..protocol.client import DEFAULT_TIMEOUT
 
@@ -262,7 +263,15 @@ def run_conform(args: argparse.Namespace) -> int:
             "levels": None if args.levels is None else list(args.levels),
             "settings": kit_json(kit),
         }
-        written = write_report(reports, args.report, made_by)
+        names = [*args.targets, *(f"--cmd {line}" for line in args.cmd)]
+        written = write_report(
+            reports,
+            args.report,
+            made_by,
+            _explainer(
+                {id(report): name for report, name in zip(reports, names, strict=True)}, args
+            ),
+        )
         if not args.json:
             print(f"report: {', '.join(str(path) for path in written)}")
     if args.json:
@@ -273,6 +282,41 @@ def run_conform(args: argparse.Namespace) -> int:
     failed = any(not report.passed for report in reports)
     survived = mutants is not None and mutants["killed"] < mutants["total"]
     return EXIT_DIFFERS if failed or survived else EXIT_OK
+
+
+def _explainer(
+    names: dict[int, str], args: argparse.Namespace
+) -> Callable[[KitReport, list[Step]], str | None]:
+    """Makes the report's explain pages: a trace run again on the report's implementation
+    beside the reference, under the profile it was checked under (None when it cannot run:
+    the page is then left out)."""
+    from ..explain import RecordError, build_page, frame_views, record
+
+    def explain(report: KitReport, steps: list[Step]) -> str | None:
+        name = names.get(id(report))
+        target = _target(name, args) if name is not None else None
+        if target is None:
+            return None
+        try:
+            candidate = target.open()
+        except CandidateFailure:
+            return None
+        try:
+            profile = None if report.profile.strict else report.profile
+            recording = record(
+                steps,
+                candidate,
+                title=f"{report.candidate}: a trace of the report",
+                source=f"kachedb-radix conform --report ({report.candidate})",
+                profile=profile,
+            )
+        except RecordError:
+            return None
+        finally:
+            candidate.close()
+        return build_page(recording, frame_views(recording))
+
+    return explain
 
 
 def _settings(args: argparse.Namespace) -> KitSettings:

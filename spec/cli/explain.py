@@ -3,6 +3,8 @@ beside it another implementation.
 
 ``explain [TRACE | --scenario NAME] [--html OUT.html] [--svg DIR] [--text] [--target T | --cmd
 'PROGRAM ARGS'] [--profile FILE]``. Without an output option the steps are printed (``--text``).
+``explain --serve [TRACE | --scenario NAME] [--port N]`` starts the playground instead
+(:mod:`kachedb_radix.spec.explain.serve`): a local web server on the reference, until Ctrl-C.
 ``--target``/``--cmd`` name another implementation the way ``conform`` does
 (:mod:`kachedb_radix.spec.conform.targets`); it runs beside the reference and every step where it
 parts ways is marked. ``--profile`` compares it under a deviation profile, as ``conform --profile``
@@ -76,6 +78,17 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "'strict' for none; default: the target's own, e.g. sglang's)",
     )
     parser.add_argument(
+        "--serve",
+        action="store_true",
+        help="start the playground: a local web server on the reference (Ctrl-C stops it)",
+    )
+    parser.add_argument(
+        "--port",
+        type=int,
+        default=8765,
+        help="the playground's port on 127.0.0.1 (default 8765; 0 for any free one)",
+    )
+    parser.add_argument(
         "--timeout",
         type=float,
         default=DEFAULT_TIMEOUT,
@@ -86,6 +99,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 def run_explain(args: argparse.Namespace) -> int:
     """The ``explain`` subcommand. Returns the exit status."""
+    if args.serve:
+        return _serve(args)
     try:
         steps, title, source, lesson = _steps(args)
         target, profile = open_target(args.target, args.cmd, args.timeout, args.profile)
@@ -107,6 +122,58 @@ def run_explain(args: argparse.Namespace) -> int:
         return EXIT_USAGE
     differs = recording.first_difference is not None
     return EXIT_DIFFERS if differs else EXIT_OK
+
+
+def _serve(args: argparse.Namespace) -> int:
+    """``explain --serve``: the playground until Ctrl-C (or SIGTERM). Returns the exit status."""
+    import signal
+
+    from ..explain.serve import PlayError, PlayServer, Session
+
+    if args.target is not None or args.cmd is not None or args.profile is not None:
+        print("explain: --serve runs the reference alone (no --target, --cmd or --profile)",
+              file=sys.stderr)  # fmt: skip
+        return EXIT_USAGE
+    if not 0 <= args.port <= 65535:
+        print(f"explain: --port {args.port}: a port from 0 to 65535", file=sys.stderr)
+        return EXIT_USAGE
+    try:
+        steps = None
+        title = "playground"
+        if args.trace is not None or args.scenario is not None:
+            steps, title, _, _ = _steps(args)
+        session = Session(steps, title)
+    except (UsageError, PlayError) as exc:
+        print(f"explain: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    try:
+        server = PlayServer(session, args.port)
+    except OSError as exc:
+        taken = "is taken (another server?)" if exc.errno == 98 else f"cannot be used ({exc})"
+        print(
+            f"explain: port {args.port} on 127.0.0.1 {taken}: choose another with --port, "
+            "or --port 0 for any free one",
+            file=sys.stderr,
+        )
+        return EXIT_USAGE
+    # Ctrl-C and SIGTERM stop it alike (SIGINT too where a shell started it ignored).
+    previous = signal.signal(signal.SIGTERM, _stop), signal.signal(signal.SIGINT, _stop)
+    print(f"playground: {server.url}  (the reference; Ctrl-C stops it)", flush=True)
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        signal.signal(signal.SIGTERM, previous[0])
+        signal.signal(signal.SIGINT, previous[1])
+        server.server_close()
+    print("playground stopped", flush=True)
+    return EXIT_OK
+
+
+def _stop(_signal: int, _frame: object) -> None:
+    """SIGTERM ends the playground as Ctrl-C does: the server closes, no traceback."""
+    raise KeyboardInterrupt
 
 
 def _steps(args: argparse.Namespace) -> tuple[list[Step], str, str, str]:

@@ -7,9 +7,11 @@ every cited id exists.
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 #: Where the specification lives.
 SPEC_PATH = Path(__file__).parent.parent / "SPEC.md"
@@ -74,3 +76,23 @@ def load_rules(path: Path = SPEC_PATH) -> dict[str, Rule]:
             index += 1
         rules[rule_id] = Rule(rule_id, title, level.group(1), "\n".join(body).strip())
     return rules
+
+
+def markdown_html(text: str, *, inline: bool = False) -> str:
+    """``text`` (SPEC.md's Markdown: code spans, emphasis, lists) as HTML, by
+    markdown-it-py's CommonMark renderer with raw HTML off (escaped, never passed
+    through); ``inline`` for one paragraph without its ``<p>``. O(len(text)).
+
+    A rule's body and a finding's cause or peer note are shown on pages with it, so
+    ``2**32`` in a code span stays ``2**32`` and backticks become code.
+    """
+    renderer = _markdown()
+    html: str = renderer.renderInline(text) if inline else renderer.render(text)
+    return html
+
+
+@functools.cache
+def _markdown() -> Any:
+    from markdown_it import MarkdownIt
+
+    return MarkdownIt("commonmark", {"html": False})

@@ -17,6 +17,7 @@ key of its parent (a block, or the namespace's root) is indexed too.
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -309,3 +310,41 @@ def eviction_order(index: DumpIndex) -> Iterator[CachedBlock]:
     ]
     tails.sort(key=index.eviction_key)
     return iter(tails)
+
+
+def eviction_sequence(
+    index: DumpIndex, protected: frozenset[int] = frozenset()
+) -> Iterator[CachedBlock]:
+    """The blocks the spec would evict from this state, in order, for as long as there
+    are any (R-EVICT-1..3, R-POL-1): each time the unpinned leaf tail with the smallest
+    eviction key; once a block goes, its parent block becomes a leaf tail when it has no
+    other cached child. Blocks in ``protected`` (an insert's own path, R-INS-5) and
+    pinned blocks are never taken. O(k log n) for the first k blocks (a heap).
+    """
+    remaining = {key: len(kids) for key, kids in index.children.items()}
+    heap: list[tuple[tuple[int, ...], int]] = []
+    for key, block in index.blocks.items():
+        if not remaining.get(key) and not block.pin and key not in protected:
+            heapq.heappush(heap, (index.eviction_key(block), key))
+    while heap:
+        _, key = heapq.heappop(heap)
+        block = index.blocks[key]
+        yield block
+        parent = block.parent
+        if parent in index.blocks:
+            remaining[parent] -= 1
+            above = index.blocks[parent]
+            if not remaining[parent] and not above.pin and parent not in protected:
+                heapq.heappush(heap, (index.eviction_key(above), parent))
+
+
+def evictable(index: DumpIndex, protected: frozenset[int] = frozenset()) -> int:
+    """How many cached blocks eviction could free from this state: unpinned, outside
+    ``protected``, with no pinned or protected block below (R-PIN-3). O(n)."""
+    held: set[int] = set()
+    for key, block in index.blocks.items():
+        if block.pin or key in protected:
+            while key in index.blocks and key not in held:
+                held.add(key)
+                key = index.blocks[key].parent
+    return len(index.blocks) - len(held)

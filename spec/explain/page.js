@@ -3,24 +3,38 @@
 // visibleTree() and layoutTree() repeat spec/explain/collapse.py and
 // spec/explain/layout.py step for step (read their docstrings for the algorithms);
 // the browser test checks that the page draws every node where the Python side does.
+//
+// What only a browser adds: stepping (keys, slider, ticks, #step=N links), play/pause at
+// a chosen speed, sub-steps inside one operation (spec/explain/substeps.py), animated
+// transitions between steps (nodes move, a split's halves slide apart, evicted blocks
+// fade), "follow" (the view frames what the step changed, folding what did not when the
+// change is spread wide), a minimap, opening folds and edges, pan and zoom, refit on
+// resize. The playground (spec/explain/serve.py) reloads the data through
+// window.kachedbExplain.load().
 "use strict";
 (function () {
-  const DATA = JSON.parse(document.getElementById("explain-data").textContent);
-  const K = DATA.constants;
-  const CHANGE = new Set(K.changeFlags);
   const SVG_NS = "http://www.w3.org/2000/svg";
-  const frames = DATA.frames;
-  const state = { step: 0, expanded: new Set(), open: new Set(), views: {} };
+  let DATA = JSON.parse(document.getElementById("explain-data").textContent);
+  let K = DATA.constants;
+  let CHANGE = new Set(K.changeFlags);
+  let frames = DATA.frames;
+  const quiet = window.matchMedia && window.matchMedia("(prefers-reduced-motion: reduce)").matches;
+  const state = {
+    step: 0, sub: -1, expanded: new Set(), open: new Set(), playing: false, speed: 1,
+    subs: false, follow: true, animate: !quiet, minor: false, adopted: new Set(), timer: null,
+  };
+  const BASE_MS = 1400;  // one step (or sub-step) at speed 1
 
   // ---------------------------------------------------------------- nodes
-  const built = new Map();
+  let built = new Map();
   function node(index) {
     let found = built.get(index);
     if (found) return found;
     const row = DATA.nodes[index];
     found = {
       id: row.i, kind: row.k, lines: row.l, blocks: row.b || [], pins: row.p || null,
-      stamps: row.s || null, key: row.y || null, flags: row.f || [],
+      stamps: row.s || null, key: row.y || null, flags: row.f || [], diff: row.d || null,
+      tokens: row.t === undefined ? null : DATA.tokens[row.t],
       children: (row.c || []).map(node),
     };
     built.set(index, found);
@@ -28,15 +42,23 @@
   }
   const isHot = (n) => n.kind === "ghost" || n.flags.some((flag) => CHANGE.has(flag));
   const textLength = (line) => Array.from(line).length;
+  // The state of a tree before its step: change flags, ghosts and versions left out.
+  function cleanTree(roots) {
+    const clean = (n) => ({
+      ...n, flags: n.flags.filter((flag) => !CHANGE.has(flag)),
+      children: n.children.filter((kid) => kid.kind !== "ghost").map(clean),
+    });
+    return roots.filter((n) => n.kind !== "version" && !n.flags.includes("ghost")).map(clean);
+  }
 
-  // An edge opened by a click lists its blocks: id, pins, stamp; a leaf's last block
-  // also its eviction key under the tree's policy (R-POL-1).
+  // An edge opened by a click lists its blocks: id, pins, stamp and tokens; a leaf's
+  // last block also its eviction key under the tree's policy (R-POL-1).
   function labelLines(n) {
     if (n.kind !== "edge" || !state.open.has(n.id)) return n.lines;
-    const cells = n.blocks.map((block, i) =>
-      "#" + block + (n.pins ? " p" + n.pins[i] : "") + (n.stamps ? " t" + n.stamps[i] : ""));
-    const rows = [];
-    for (let i = 0; i < cells.length; i += 4) rows.push(cells.slice(i, i + 4).join("  "));
+    const size = n.tokens ? n.tokens.length / n.blocks.length : 0;
+    const rows = n.blocks.map((block, i) =>
+      "#" + block + (n.pins ? " p" + n.pins[i] : "") + (n.stamps ? " t" + n.stamps[i] : "") +
+      (n.tokens ? " [" + n.tokens.slice(i * size, (i + 1) * size).join(" ") + "]" : ""));
     if (n.key) rows.push("eviction key: " + n.key);
     return n.lines.concat(rows);
   }
@@ -82,32 +104,54 @@
       lines: ["⋯ " + run.length + " levels", (run.length + leaves.length) + " nodes, " + blocks + " blocks", "click to open"],
     };
   }
-  function moreNode(parent, hidden) {
+  const moreId = (parent, pages) => pages === 0 ? parent + "/more" : parent + "/more" + (pages + 1);
+  function pagesOf(parent) {
+    let pages = 0;
+    while (state.expanded.has(moreId(parent, pages))) pages += 1;
+    return pages;
+  }
+  function moreNode(parent, hidden, pages) {
     const [count, blocks] = countBelow(hidden);
     return {
-      id: parent.id + "/more", kind: "more", blocks: [], flags: [], children: [],
-      lines: ["+" + hidden.length + " more", count + " nodes, " + blocks + " blocks", "click to open"],
+      id: moreId(parent.id, pages), kind: "more", blocks: [], flags: [], children: [],
+      lines: ["+" + hidden.length + " more", count + " nodes, " + blocks + " blocks",
+        "click: " + Math.min(K.fanout, hidden.length) + " more"],
     };
   }
-  function visibleTree(roots) {
+  function fanOut(n, kids, hot, focus) {
+    const changed = kids.filter((kid) => hot.has(kid.id));
+    const focused = focus && changed.length > 0 && kids.length - changed.length >= 2;
+    if (kids.length <= K.fanout && !focused) return [kids, []];
+    let kept;
+    if (focused) {
+      kept = changed;
+    } else {
+      kept = kids.filter((kid, i) => i < K.fanout - 1 || hot.has(kid.id));
+      if (kids.length - kept.length < 2) return [kids, []];
+    }
+    const shown = new Set(kept);
+    let hidden = kids.filter((kid) => !shown.has(kid));
+    const opened = pagesOf(n.id) * K.fanout;
+    if (opened) {
+      const revealed = new Set(hidden.slice(0, opened));
+      kept = kids.filter((kid) => shown.has(kid) || revealed.has(kid));
+      hidden = hidden.slice(opened);
+      if (hidden.length < 2) return [kids, []];
+    }
+    return [kept, hidden];
+  }
+  function visibleTree(roots, focus) {
     const hot = hotSubtrees(roots);
     const opened = new Set();
     const show = (n) => {
       const kids = n.kind === "chain" ? n.continues : n.children;
-      let kept = kids, hidden = [];
-      if (kids.length > K.fanout && !state.expanded.has(n.id + "/more")) {
-        const keep = kids.filter((kid, i) => i < K.fanout - 1 || hot.has(kid.id));
-        if (kids.length - keep.length >= 2) {
-          kept = keep;
-          hidden = kids.filter((kid) => !keep.includes(kid));
-        }
-      }
+      const [kept, hidden] = fanOut(n, kids, hot, focus);
       const children = kept.map((kid) => {
         const run = opened.has(kid.id) ? [] : spineRun(kid);
         if (run.length >= K.chain && state.expanded.has(kid.id + "/chain")) run.forEach((r) => opened.add(r.id));
         return show(run.length >= K.chain && !opened.has(kid.id) ? chainNode(kid, run) : kid);
       });
-      if (hidden.length) children.push({ node: moreNode(n, hidden), children: [] });
+      if (hidden.length) children.push({ node: moreNode(n, hidden, pagesOf(n.id)), children: [] });
       return { node: n, children };
     };
     return roots.map(show);
@@ -121,11 +165,12 @@
   function layoutTree(roots) {
     const top = { node: null, children: roots };
     const order = [];
-    const walk = (shown, depth, up) => {
+    const pending = [[top, 0, null]];
+    while (pending.length) {
+      const [shown, depth, up] = pending.pop();
       order.push([shown, depth, up]);
-      shown.children.forEach((child) => walk(child, depth + 1, shown));
-    };
-    walk(top, 0, null);
+      for (let i = shown.children.length - 1; i >= 0; i--) pending.push([shown.children[i], depth + 1, shown]);
+    }
     const offsets = new Map(), contours = new Map();
     for (let i = order.length - 1; i >= 0; i--) {
       const shown = order[i][0];
@@ -157,10 +202,13 @@
       placed.push(item);
     }
     if (!placed.length) return [placed, 2 * K.margin, 2 * K.margin];
-    const left = Math.min(...placed.map((p) => p.x - p.width / 2));
-    placed.forEach((p) => { p.x += K.margin - left; });
-    const right = Math.max(...placed.map((p) => p.x + p.width / 2));
-    const bottom = Math.max(...placed.map((p) => p.y + p.height));
+    let left = Infinity, right = -Infinity, bottom = -Infinity;
+    for (const p of placed) left = Math.min(left, p.x - p.width / 2);
+    for (const p of placed) {
+      p.x += K.margin - left;
+      right = Math.max(right, p.x + p.width / 2);
+      bottom = Math.max(bottom, p.y + p.height);
+    }
     return [placed, right + K.margin, bottom + K.margin];
   }
   function placeChildren(shown, width, offsets, contours) {
@@ -193,10 +241,45 @@
     if (parent) parent.appendChild(e);
     return e;
   }
-  function drawTree(svg, roots) {
+  // What a node's badge says: the changes a flag records, in words.
+  const BADGES = [
+    ["new", "new"], ["grown", "grown"], ["split", "split"], ["merged", "merged"],
+    ["trimmed", "trimmed"], ["pin+", "+pin"], ["pin-", "−pin"], ["differs", "≠"],
+    ["differs-stamp", "≠ t"],
+  ];
+  function hotBox(placed, highlight) {
+    let box = null;
+    for (const p of placed) {
+      const n = p.shown.node;
+      const wanted = highlight && highlight.size ? highlight.has(n.id) : isHot(n);
+      if (!wanted) continue;
+      const b = [p.x - p.width / 2, p.y - 14, p.x + p.width / 2, p.y + p.height];
+      box = box ? [Math.min(box[0], b[0]), Math.min(box[1], b[1]), Math.max(box[2], b[2]), Math.max(box[3], b[3])] : b;
+    }
+    return box;
+  }
+  function arrange(view, roots, highlight) {
+    // Follow: when what changed does not fit the view legibly, fold what did not change.
+    let [placed, width, height] = layoutTree(visibleTree(roots, false));
+    let focus = false;
+    if (state.follow) {
+      const [frameW, frameH] = frameSize(view);
+      const wanted = hotBox(placed, highlight);
+      if (wanted && (wanted[2] - wanted[0] + 40 > frameW / 0.8 || wanted[3] - wanted[1] + 40 > frameH / 0.8)) {
+        focus = true;
+        [placed, width, height] = layoutTree(visibleTree(roots, true));
+      }
+    }
+    return [placed, width, height, focus];
+  }
+  function drawTree(view, roots, highlight, animate) {
+    const svg = view.svg;
+    const [placed, width, height, focus] = arrange(view, roots, highlight);
     svg.replaceChildren();
-    const [placed, width, height] = layoutTree(visibleTree(roots));
     const links = el("g", { class: "links" }, svg), nodes = el("g", { class: "nodes" }, svg);
+    const duration = BASE_MS * 0.35 / state.speed;
+    const last = view.last, lastBlocks = view.lastBlocks;
+    const positions = new Map(), blockPositions = new Map();
     for (const p of placed) {
       const n = p.shown.node;
       if (p.parent) {
@@ -209,21 +292,51 @@
       }
       const flags = n.flags.join(" ");
       const g = el("g", {
-        class: "node " + n.kind + (flags ? " " + flags : ""), "data-node": n.id, "data-kind": n.kind,
+        class: "node " + n.kind + (flags ? " " + flags : "") + (highlight && highlight.has(n.id) ? " focus" : ""),
+        "data-node": n.id, "data-kind": n.kind,
         "data-blocks": n.blocks.join(" "), "data-flags": flags, "data-x": fmt(p.x), "data-y": fmt(p.y),
         transform: "translate(" + fmt(p.x - p.width / 2) + "," + fmt(p.y) + ")",
       }, nodes);
-      el("rect", { width: fmt(p.width), height: fmt(p.height), rx: 5 }, g);
-      const text = el("text", {}, g);
+      if (n.diff) g.dataset.diff = n.diff;
+      const body = el("g", { class: "body" }, g);
+      el("rect", { width: fmt(p.width), height: fmt(p.height), rx: 5 }, body);
+      const text = el("text", {}, body);
       labelLines(n).forEach((line, i) => {
         el("tspan", { x: K.padX, y: K.padY + K.lineH * (i + 1) - 3 }, text).textContent = line;
       });
-      const opens = n.kind === "edge" && (n.blocks.length > 1 || n.key);  // a leaf: its key
+      const marks = BADGES.filter(([flag]) => n.flags.includes(flag)).map(([, word]) => word);
+      if (marks.length) {
+        const badge = el("text", { class: "badge", x: fmt(p.width - 4), y: -4, "text-anchor": "end" }, body);
+        badge.textContent = marks.join(" · ");
+      }
+      const tip = [n.diff ? "differs: " + n.diff : "", n.flags.length ? "marks: " + n.flags.join(", ") : ""].filter(Boolean);
+      if (tip.length) el("title", {}, g).textContent = tip.join("\n");
+      const opens = n.kind === "edge" && (n.blocks.length > 1 || n.key || n.tokens);
       if (n.kind === "more" || n.kind === "chain" || opens) {
         g.classList.add("clickable");
         g.addEventListener("click", (event) => { event.stopPropagation(); toggle(n); });
       }
+      positions.set(n.id, { x: p.x, y: p.y });
+      if (n.blocks.length && n.kind !== "ghost") blockPositions.set(n.blocks[0], { x: p.x, y: p.y });
+      if (animate && last) {
+        const from = last.get(n.id) || (n.blocks.length && lastBlocks.get(n.blocks[0])) ||
+          (p.parent && last.get(p.parent.shown.node.id));
+        if (from && (from.x !== p.x || from.y !== p.y)) {
+          body.animate([{ transform: "translate(" + (from.x - p.x) + "px," + (from.y - p.y) + "px)" },
+            { transform: "translate(0px,0px)" }], { duration, easing: "ease-in-out" });
+        }
+        if (n.kind === "ghost") {
+          body.animate([{ opacity: 1 }, { opacity: 0.55 }], { duration: duration * 1.6, easing: "ease-in" });
+        } else if (!last.has(n.id)) {
+          body.animate([{ opacity: 0 }, { opacity: 1 }], { duration, easing: "ease-out" });
+        }
+      }
     }
+    if (animate && last) links.animate([{ opacity: 0 }, { opacity: 1 }], { duration: duration * 1.2 });
+    view.last = positions;
+    view.lastBlocks = blockPositions;
+    view.placed = placed;
+    svg.dataset.focus = focus ? "1" : "0";
     return [width, height];
   }
   function toggle(n) {
@@ -232,14 +345,16 @@
     } else {
       state.expanded.add(n.id);
     }
-    render();
+    render(false);
   }
-  function drawPool(svg, pool) {
+  function drawPool(svg, pool, highlight) {
     svg.replaceChildren();
     if (!pool) return;
-    const pitch = K.cell + K.cellGap, size = pool.s.length;
-    const width = Math.min(size, K.poolColumns) * pitch;
-    const height = Math.max(1, Math.ceil(size / K.poolColumns)) * pitch;
+    const size = pool.s.length, labelled = size <= K.labelledPool;
+    const columns = labelled ? K.poolColumns : K.wideColumns, cellSize = labelled ? K.cell : K.smallCell;
+    const pitch = cellSize + K.cellGap;
+    const width = Math.min(size, columns) * pitch;
+    const height = Math.max(1, Math.ceil(size / columns)) * pitch;
     svg.setAttribute("viewBox", "0 0 " + width + " " + height);
     svg.setAttribute("width", width);
     svg.setAttribute("height", height);
@@ -250,46 +365,49 @@
     for (let block = 0; block < size; block++) {
       const stateName = K.states[pool.s[block]], changes = changed.get(block) || [];
       const names = [stateName].concat(changes).join(" ");
+      const x = (block % columns) * pitch, y = Math.floor(block / columns) * pitch;
       const cell = el("rect", {
-        class: "cell " + names, "data-block": block, "data-state": stateName,
-        "data-change": changes.join(" "), x: (block % K.poolColumns) * pitch,
-        y: Math.floor(block / K.poolColumns) * pitch, width: K.cell, height: K.cell,
+        class: "cell " + names + (highlight && highlight.has(block) ? " sub" : ""), "data-block": block,
+        "data-state": stateName, "data-change": changes.join(" "), x, y, width: cellSize, height: cellSize,
       }, svg);
       el("title", {}, cell).textContent = "#" + block + " " + names;
+      if (labelled) {
+        const label = el("text", { class: "cell-id " + stateName, x: x + cellSize / 2, y: y + cellSize / 2 + 3, "text-anchor": "middle" }, svg);
+        label.textContent = String(block);
+      }
     }
   }
 
-  // ---------------------------------------------------------------- pan and zoom
+  // ---------------------------------------------------------------- pan, zoom, minimap
   function frameSize(view) {
     const box = view.frame.getBoundingClientRect();
     return [box.width || 800, box.height || 500];
   }
+  // Fit the whole tree, but never below a scale whose labels can still be read: past
+  // that the minimap shows the whole and the view stays on what changed.
+  const LEGIBLE = 0.5;
   function fitView(view) {
     const [frameW, frameH] = frameSize(view);
-    view.scale = Math.max(Math.min(1, frameW / view.width, frameH / view.height), 0.05);
+    const whole = Math.min(1, frameW / view.width, frameH / view.height);
+    view.scale = Math.max(whole, LEGIBLE);
     view.x = Math.min(0, (view.width - frameW / view.scale) / 2);
     view.y = 0;
+    if (whole < LEGIBLE) {
+      const wanted = hotBox(view.placed || [], view.highlight);
+      if (wanted) view.x = (wanted[0] + wanted[2]) / 2 - frameW / 2 / view.scale;
+    }
     applyView(view);
   }
-  // Show what the step changed, at a legible scale; the whole tree when it fits.
-  function focusView(view) {
+  // Show what the step (or sub-step) changed, at a legible scale; the whole tree when it fits.
+  function focusView(view, highlight) {
     const [frameW, frameH] = frameSize(view);
     if (view.width <= frameW && view.height <= frameH) return fitView(view);
-    let nodes = Array.from(view.svg.querySelectorAll("g.node")).filter((g) =>
-      g.dataset.kind === "ghost" || g.dataset.flags.split(" ").some((flag) => CHANGE.has(flag)));
-    if (!nodes.length) nodes = Array.from(view.svg.querySelectorAll("g.node")).slice(0, 1);
-    if (!nodes.length) return fitView(view);
-    const boxes = nodes.map((g) => {
-      const rect = g.querySelector("rect");
-      const w = +rect.getAttribute("width"), h = +rect.getAttribute("height");
-      return [+g.dataset.x - w / 2, +g.dataset.y, +g.dataset.x + w / 2, +g.dataset.y + h];
-    });
-    const left = Math.min(...boxes.map((b) => b[0])), right = Math.max(...boxes.map((b) => b[2]));
-    const top = Math.min(...boxes.map((b) => b[1])), bottom = Math.max(...boxes.map((b) => b[3]));
-    const wanted = Math.min(frameW / (right - left + 40), frameH / (bottom - top + 40));
-    view.scale = Math.min(1, Math.max(0.8, wanted));
-    // All of it when it fits at a legible scale; else from its left end (pan for the rest).
-    view.x = wanted >= 0.8 ? (left + right) / 2 - frameW / 2 / view.scale : left - 20;
+    const wanted = hotBox(view.placed || [], highlight);
+    if (!wanted) return fitView(view);
+    const [left, top, right, bottom] = wanted;
+    const fits = Math.min(frameW / (right - left + 40), frameH / (bottom - top + 40));
+    view.scale = Math.min(1, Math.max(0.8, fits));
+    view.x = fits >= 0.8 ? (left + right) / 2 - frameW / 2 / view.scale : left - 20;
     view.y = bottom + 30 <= frameH / view.scale ? 0 : top - 30 / view.scale;
     applyView(view);
   }
@@ -300,6 +418,35 @@
     view.svg.setAttribute("width", "100%");
     view.svg.setAttribute("height", "100%");
     view.svg.dataset.scale = fmt(view.scale);
+    const mini = view.minimap;
+    const big = view.width > w + 1 || view.height > h + 1;
+    mini.toggleAttribute("hidden", !big);
+    if (big) {
+      const port = mini.querySelector(".mini-view");
+      port.setAttribute("x", fmt(view.x));
+      port.setAttribute("y", fmt(view.y));
+      port.setAttribute("width", fmt(w));
+      port.setAttribute("height", fmt(h));
+    }
+  }
+  function drawMinimap(view) {
+    const mini = view.minimap;
+    mini.replaceChildren();
+    const width = Math.max(view.width, 1), height = Math.max(view.height, 1);
+    const shownW = 180, shownH = Math.max(36, Math.min(140, shownW * height / width));
+    mini.setAttribute("viewBox", "0 0 " + fmt(width) + " " + fmt(height));
+    mini.setAttribute("width", shownW);
+    mini.setAttribute("height", fmt(shownH));
+    mini.setAttribute("preserveAspectRatio", "none");
+    el("rect", { class: "mini-back", width: fmt(width), height: fmt(height) }, mini);
+    for (const p of view.placed || []) {
+      const n = p.shown.node;
+      el("rect", {
+        class: "mini-node" + (isHot(n) ? " hot" : "") + (n.kind === "ghost" ? " ghost" : ""),
+        x: fmt(p.x - p.width / 2), y: fmt(p.y), width: fmt(p.width), height: fmt(p.height),
+      }, mini);
+    }
+    el("rect", { class: "mini-view" }, mini);
   }
   function zoom(view, factor, cx, cy) {
     const [frameW, frameH] = frameSize(view);
@@ -320,7 +467,8 @@
     }, { passive: false });
     let drag = null;
     frame.addEventListener("pointerdown", (event) => {
-      if (event.target.closest && event.target.closest("g.clickable")) return;
+      if (event.target.closest && (event.target.closest("g.clickable") || event.target.closest(".minimap") ||
+          event.target.closest("button"))) return;
       drag = { x: event.clientX, y: event.clientY, vx: view.x, vy: view.y };
       frame.setPointerCapture(event.pointerId);
     });
@@ -332,55 +480,156 @@
       applyView(view);
     });
     frame.addEventListener("pointerup", () => { drag = null; });
+    view.minimap.addEventListener("click", (event) => {
+      const box = view.minimap.getBoundingClientRect();
+      const worldX = (event.clientX - box.left) / box.width * view.width;
+      const worldY = (event.clientY - box.top) / box.height * view.height;
+      const [frameW, frameH] = frameSize(view);
+      view.x = worldX - frameW / 2 / view.scale;
+      view.y = worldY - frameH / 2 / view.scale;
+      view.touched = true;
+      applyView(view);
+    });
+    if (window.ResizeObserver) {
+      new ResizeObserver(() => {
+        if (!view.width) return;
+        if (view.touched) applyView(view); else focusView(view, view.highlight);
+      }).observe(frame);
+    }
   }
 
   // ---------------------------------------------------------------- panels
   const sides = document.getElementById("sides");
+  const RULE_TEXT = /R-[A-Z]+-[0-9]+/g;
+  function ruleLink(rule) {
+    const link = document.createElement("a");
+    link.href = "#rule-" + rule;
+    link.className = "rule";
+    link.dataset.rule = rule;
+    link.textContent = rule;
+    return link;
+  }
+  // Text with every rule id in it a link to the rule's text.
+  function linked(text) {
+    const out = document.createDocumentFragment();
+    let at = 0;
+    for (const found of text.matchAll(RULE_TEXT)) {
+      out.append(text.slice(at, found.index), ruleLink(found[0]));
+      at = found.index + found[0].length;
+    }
+    out.append(text.slice(at));
+    return out;
+  }
   function panel(name, index) {
     const section = document.createElement("section");
     section.className = "side";
     section.dataset.side = name;
     section.innerHTML =
-      '<h2></h2><p class="outcome"></p><p class="side-note" hidden></p>' +
-      '<div class="pool-frame"></div>' +
-      '<div class="tree-frame"><div class="zoom"><button class="zoom-in" title="zoom in (+)">+</button>' +
-      '<button class="zoom-out" title="zoom out (−)">−</button><button class="zoom-fit" title="fit (0)">fit</button></div></div>' +
-      '<div class="explain"><div class="rules-box"><h3>rules that decided it</h3><ul class="rules"></ul></div>' +
+      '<div class="side-head"><h2></h2><p class="outcome"></p><p class="side-note" hidden></p>' +
+      '<p class="origin" hidden></p><div class="adopted" hidden><p class="adopted-text"></p>' +
+      '<button class="show-adopted">show the adopted state</button></div>' +
+      '<ul class="diffs" hidden></ul></div>' +
+      '<div class="picture"><p class="sub-note" hidden><span class="sub-count"></span> <span class="sub-text"></span></p>' +
+      '<p class="counts"></p><div class="pool-frame"></div>' +
+      '<div class="tree-frame"><p class="blank" hidden></p><svg class="minimap" hidden></svg>' +
+      '<div class="zoom"><button class="zoom-in" title="zoom in (+)">+</button>' +
+      '<button class="zoom-out" title="zoom out (−)">−</button><button class="zoom-fit" title="fit (0)">fit</button>' +
+      '<button class="zoom-follow" title="frame what changed (f)">follow</button></div></div></div>' +
+      '<div class="explain"><div class="rules-box"><h3></h3><ul class="rules"></ul></div>' +
       '<div class="why-box"><h3>why</h3><div class="why"></div></div></div>';
     section.querySelector("h2").textContent = index === 0 ? name + " (the spec)" : name;
+    section.querySelector(".rules-box h3").textContent =
+      index === 0 ? "rules that decided it" : "rules it follows or departs from";
     const pool = el("svg", { class: "pool" }, section.querySelector(".pool-frame"));
     const frame = section.querySelector(".tree-frame");
     const svg = el("svg", { class: "tree", "data-side": name }, frame);
-    const view = { svg, frame, scale: 1, x: 0, y: 0, width: 0, height: 0, touched: false, pool, section };
+    const minimap = section.querySelector(".minimap");
+    const view = {
+      svg, frame, scale: 1, x: 0, y: 0, width: 0, height: 0, touched: false, pool, section, minimap,
+      index, last: null, lastBlocks: new Map(), placed: [], highlight: null,
+    };
     section.querySelector(".zoom-in").addEventListener("click", () => zoom(view, 1.25));
     section.querySelector(".zoom-out").addEventListener("click", () => zoom(view, 0.8));
     section.querySelector(".zoom-fit").addEventListener("click", () => { view.touched = true; fitView(view); });
+    section.querySelector(".zoom-follow").addEventListener("click", () => follow(view));
+    section.querySelector(".show-adopted").addEventListener("click", () => {
+      state.adopted.has(index) ? state.adopted.delete(index) : state.adopted.add(index);
+      render(false);
+    });
     panZoom(view);
     sides.appendChild(section);
     return view;
   }
-  const views = DATA.names.map(panel);
-  document.body.classList.toggle("side-by-side", views.length > 1);
+  function follow(view) {
+    view.touched = false;
+    render(false, [view]);
+  }
+  let views = [];
+  function buildPanels() {
+    sides.replaceChildren();
+    views = DATA.names.map(panel);
+    document.body.classList.toggle("side-by-side", views.length > 1);
+    document.body.classList.toggle("single", views.length === 1);
+    // A reviewer's two columns need the room: the legend starts folded there.
+    const legend = document.querySelector("#legend details");
+    if (legend && views.length > 1) legend.open = false;
+  }
 
-  function fillSide(view, side, frame) {
+  // The tree a side draws: the sub-step's (the state before the step for the walk), the
+  // adopted state when asked for, else the step's own.
+  function sideTree(side, frameIndex, column, sub) {
+    if (sub && sub.on === "before") {
+      const previous = frameIndex > 0 ? frames[frameIndex - 1].sides[column] : null;
+      if (!previous) return [];
+      const roots = previous.adopted ? previous.adopted.tree : previous.tree;
+      return cleanTree(roots.map(node));
+    }
+    if (state.adopted.has(column) && side.adopted) return side.adopted.tree.map(node);
+    return side.tree.map(node);
+  }
+  function subOf(side) {
+    const list = side.sub || [];
+    if (state.sub < 0 || !list.length) return null;
+    return list[Math.min(state.sub, list.length - 1)];
+  }
+  function fillSide(view, side, frame, frameIndex, animate) {
     const section = view.section;
+    const column = view.index;
     section.querySelector(".outcome").textContent = side.step + "  →  " + side.outcome;
     section.classList.toggle("failed", !side.ok);
     const note = section.querySelector(".side-note");
     note.hidden = !side.note;
     note.textContent = side.note || "";
+    const origin = section.querySelector(".origin");
+    origin.hidden = !side.origin;
+    origin.textContent = side.origin || "";
+    const adopted = section.querySelector(".adopted");
+    adopted.hidden = !side.adopted;
+    const showing = state.adopted.has(column) && side.adopted;
+    if (side.adopted) {
+      section.querySelector(".adopted-text").textContent = (showing ? "Drawn: the adopted state, " : "The kit then adopts ") +
+        DATA.names[1] + "'s choice (" + side.adopted.outcome + ") so the steps after this one stay comparable; " +
+        "the spec's own is " + (showing ? "its outcome above." : "drawn here.");
+      section.querySelector(".show-adopted").textContent = showing ? "show the spec's own" : "show the adopted state";
+    }
+    section.classList.toggle("showing-adopted", Boolean(showing));
+    section.querySelector(".counts").textContent = side.counts || "";
     const rules = section.querySelector(".rules");
     rules.replaceChildren();
-    for (const [rule, reason] of side.rules) {
+    side.rules.forEach(([rule, reason], i) => {
+      const verdict = (side.verdicts || [])[i] || "";
       const item = document.createElement("li");
-      const link = document.createElement("a");
-      link.href = "#rule-" + rule;
-      link.className = "rule";
-      link.dataset.rule = rule;
-      link.textContent = rule;
-      item.append(link, " " + reason);
+      item.className = verdict;
+      item.dataset.rule = rule;
+      if (verdict) {
+        const mark = document.createElement("span");
+        mark.className = "verdict";
+        mark.textContent = verdict === "follows" ? "✓ follows " : "✗ departs from ";
+        item.append(mark);
+      }
+      item.append(ruleLink(rule), " " + reason);
       rules.appendChild(item);
-    }
+    });
     const why = section.querySelector(".why");
     why.replaceChildren();
     for (const [title, lines] of side.why) {
@@ -389,73 +638,213 @@
       const head = document.createElement("h4");
       head.textContent = title;
       const body = document.createElement("pre");
-      body.textContent = lines.join("\n");
+      body.append(linked(lines.join("\n")));
       part.append(head, body);
       why.appendChild(part);
     }
-    drawPool(view.pool, side.pool);
-    const [width, height] = drawTree(view.svg, side.tree.map(node));
+    const sub = subOf(side);
+    const subNote = section.querySelector(".sub-note");
+    subNote.hidden = !sub;
+    if (sub) {
+      section.querySelector(".sub-count").textContent =
+        "sub-step " + (Math.min(state.sub, side.sub.length - 1) + 1) + " of " + side.sub.length + ":";
+      const text = section.querySelector(".sub-text");
+      text.replaceChildren(sub.t);
+      if (sub.r) text.append(" (", ruleLink(sub.r), ")");
+    }
+    const highlight = sub ? new Set(sub.n) : null;
+    view.highlight = highlight;
+    const pool = showing ? side.adopted.pool : side.pool;
+    drawPool(view.pool, pool, sub ? new Set(sub.b) : null);
+    const roots = sideTree(side, frameIndex, column, sub);
+    const [width, height] = drawTree(view, roots, highlight, animate);
     view.width = width;
     view.height = height;
     view.svg.dataset.step = String(frame.number - 1);
     view.svg.dataset.width = fmt(width);
     view.svg.dataset.height = fmt(height);
-    if (!view.touched) focusView(view); else applyView(view);
+    view.svg.dataset.tree = sub && sub.on === "before" ? "before" : showing ? "adopted" : "step";
+    const blank = section.querySelector(".blank");
+    blank.hidden = !side.blank;
+    blank.textContent = side.blank || "";
+    blank.classList.toggle("below", roots.length > 0);
+    const diffs = section.querySelector(".diffs");
+    const differing = roots.length ? collectDiffs(roots) : [];
+    diffs.hidden = !differing.length;
+    diffs.replaceChildren(...differing.slice(0, 6).map((text) => {
+      const item = document.createElement("li");
+      item.textContent = "≠ " + text;
+      return item;
+    }));
+    drawMinimap(view);
+    if (!view.touched) focusView(view, highlight); else applyView(view);
+  }
+  function collectDiffs(roots) {
+    const found = [];
+    const visit = (n) => { if (n.diff) found.push(n.diff); n.children.forEach(visit); };
+    roots.forEach(visit);
+    return found;
   }
 
   // ---------------------------------------------------------------- stepping
   const slider = document.getElementById("slider");
   const counter = document.getElementById("counter");
-  function render() {
+  const subCount = () => Math.max(0, ...frames[state.step].sides.map((side) => (side.sub || []).length));
+  function banner(id, show, build) {
+    const element = document.getElementById(id);
+    element.hidden = !show;
+    element.replaceChildren();
+    if (show) build(element);
+    return element;
+  }
+  function render(animate, only) {
     const frame = frames[state.step];
+    if (!frame) return;
     document.body.dataset.step = String(state.step);
+    document.body.dataset.sub = String(state.sub);
+    slider.max = String(Math.max(frames.length - 1, 0));
     slider.value = String(state.step);
+    const subs = subCount();
     counter.textContent = "step " + (state.step + 1) + " of " + frames.length +
+      (state.sub >= 0 && subs ? " · sub-step " + (Math.min(state.sub, subs - 1) + 1) + " of " + subs : "") +
       (frame.trace ? " · trace " + frame.trace : "");
-    const note = document.getElementById("step-note");
-    note.textContent = frame.note || "";
-    const diff = document.getElementById("step-diff");
-    diff.hidden = frame.differs === null || frame.differs === undefined;
-    document.body.classList.toggle("differs", !diff.hidden);
-    if (!diff.hidden) {
-      const first = DATA.firstDifference === state.step ? "first difference: " : "differs: ";
-      diff.textContent = "≠ " + first + DATA.names[1] + " parts ways with the reference at " + frame.differs +
-        (frame.finding ? " — " + frame.finding : "");
-    }
-    diff.classList.toggle("safety", Boolean(frame.safety));
-    const waived = document.getElementById("step-waived");
-    waived.hidden = !frame.waived;
-    waived.textContent = frame.waived ? "≈ not marked: " + frame.waived : "";
-    frame.sides.forEach((side, i) => fillSide(views[i], side, frame));
+    document.getElementById("step-note").textContent = frame.note || "";
+    const names = DATA.names;
+    banner("step-declared", frame.declared && frame.declared.length, (element) => {
+      element.append("declared: ");
+      frame.declared.forEach(([rule, reason], i) => {
+        if (i) element.append("; ");
+        element.append(ruleLink(rule), " (" + reason.replace(/^declared: /, "") + ")");
+      });
+      const outcomes = frame.sides.map((side) => side.name + " " + side.outcome.replace(/^cached \d+ tokens: /, ""));
+      const both = document.createElement("span");
+      both.className = "both";
+      both.textContent = " — both outcomes shown: " + outcomes.join("; ");
+      element.append(both);
+    });
+    const major = frame.differs !== null && frame.differs !== undefined && (!frame.minor || state.minor);
+    banner("step-diff", major, (element) => {
+      const first = DATA.firstMajor === state.step ? "first difference: " : "";
+      element.append("≠ " + first);
+      (frame.rules.length ? frame.rules : ["?"]).forEach((rule, i) => {
+        if (i) element.append(", ");
+        element.append(rule === "?" ? "?" : ruleLink(rule));
+      });
+      element.append(": " + names[1] + " " + (frame.cause || "parts ways with the reference"));
+      const where = document.createElement("span");
+      where.className = "where";
+      where.textContent = " (at " + frame.differs + ")";
+      element.append(where);
+    }).classList.toggle("safety", Boolean(frame.safety));
+    banner("step-minor", frame.differs !== null && frame.differs !== undefined && frame.minor && !state.minor, (element) => {
+      element.append("≈ stamps only: ");
+      frame.rules.forEach((rule, i) => { if (i) element.append(", "); element.append(ruleLink(rule)); });
+      element.append(" — " + names[1] + "'s recency differs, nothing else; folded (m shows stamp-only differences)");
+    });
+    document.body.classList.toggle("differs", major);
+    banner("step-waived", Boolean(frame.waived) && !(frame.declared && frame.declared.length), (element) => {
+      element.append(linked("≈ not compared: " + frame.waived));
+    });
+    frame.sides.forEach((side, i) => {
+      if (!only || only.includes(views[i])) fillSide(views[i], side, frame, state.step, animate && state.animate);
+    });
     document.querySelectorAll("#ticks .tick").forEach((tick) => {
       tick.classList.toggle("current", +tick.dataset.step === state.step);
     });
+    const hash = "#step=" + (state.step + 1) + (state.sub >= 0 ? "&sub=" + (state.sub + 1) : "");
+    if (location.hash !== hash && !location.hash.startsWith("#rule-")) history.replaceState(null, "", hash);
+    document.getElementById("play").textContent = state.playing ? "❚❚ pause" : "▶ play";
+    document.getElementById("subs").setAttribute("aria-pressed", String(state.subs));
+    document.getElementById("follow").setAttribute("aria-pressed", String(state.follow));
+    document.getElementById("animate").setAttribute("aria-pressed", String(state.animate));
   }
-  function go(step) {
-    state.step = Math.max(0, Math.min(frames.length - 1, step));
+  function go(step, sub) {
+    const target = Math.max(0, Math.min(frames.length - 1, step));
+    const moved = target !== state.step;
+    state.step = target;
+    state.sub = sub === undefined ? (state.subs ? 0 : -1) : sub;
+    if (state.sub >= 0 && !subCount()) state.sub = -1;
     views.forEach((view) => { view.touched = false; });
-    render();
+    render(moved);
   }
-  const ticks = document.getElementById("ticks");
-  frames.forEach((frame, i) => {
-    const tick = document.createElement("span");
-    tick.className = "tick" + (frame.differs ? " diff" : "") + (frame.waived ? " waived" : "") + (i === DATA.firstDifference ? " first" : "");
-    tick.dataset.step = String(i);
-    tick.title = "step " + (i + 1) + (frame.note ? ": " + frame.note : "");
-    tick.addEventListener("click", () => go(i));
-    ticks.appendChild(tick);
-  });
-  const jump = document.getElementById("jump-diff");
-  jump.hidden = DATA.firstDifference === null;
-  jump.addEventListener("click", () => go(DATA.firstDifference));
+  function subStep(delta) {
+    const subs = subCount();
+    if (!subs) return go(state.step + delta, delta < 0 ? -1 : undefined);
+    const next = state.sub + delta;
+    if (next < -1 || (next === -1 && delta < 0)) {
+      if (state.step === 0) return;
+      const previous = frames[state.step - 1].sides.map((side) => (side.sub || []).length);
+      return go(state.step - 1, Math.max(...previous) ? Math.max(...previous) - 1 : -1);
+    }
+    if (next >= subs) return go(state.step + 1, 0);
+    state.sub = next;
+    views.forEach((view) => { view.touched = false; });
+    render(true);
+  }
+  function tick() {
+    if (!state.playing) return;
+    const atEnd = state.step >= frames.length - 1 && (!state.subs || state.sub >= subCount() - 1);
+    if (atEnd) return setPlaying(false);
+    if (state.subs) subStep(1); else go(state.step + 1);
+    state.timer = setTimeout(tick, BASE_MS / state.speed);
+  }
+  function setPlaying(on) {
+    state.playing = on;
+    clearTimeout(state.timer);
+    if (on) state.timer = setTimeout(tick, BASE_MS / state.speed / 2);
+    render(false);
+  }
+  function nextDifference(from) {
+    for (let i = from + 1; i < frames.length; i++) {
+      const f = frames[i];
+      if ((f.differs !== null && f.differs !== undefined && (!f.minor || state.minor)) || (f.declared && f.declared.length)) return i;
+    }
+    return null;
+  }
+  function buildTicks() {
+    const ticks = document.getElementById("ticks");
+    ticks.replaceChildren();
+    frames.forEach((frame, i) => {
+      const tick = document.createElement("span");
+      const differs = frame.differs !== null && frame.differs !== undefined;
+      tick.className = "tick" + (differs ? (frame.minor ? " minor" : " diff") : "") +
+        (frame.waived ? " waived" : "") + (frame.declared && frame.declared.length ? " declared" : "") +
+        (i === DATA.firstMajor ? " first" : "");
+      tick.dataset.step = String(i);
+      tick.title = "step " + (i + 1) + (frame.note ? ": " + frame.note : "");
+      tick.addEventListener("click", () => go(i));
+      ticks.appendChild(tick);
+    });
+    const jump = document.getElementById("jump-diff");
+    jump.hidden = nextDifference(-1) === null;
+    document.body.classList.toggle("show-minor", state.minor);
+  }
+  const first = () => {
+    const found = nextDifference(-1);
+    if (found !== null) go(found);
+  };
+  document.getElementById("jump-diff").addEventListener("click", first);
   document.getElementById("prev").addEventListener("click", () => go(state.step - 1));
   document.getElementById("next").addEventListener("click", () => go(state.step + 1));
+  document.getElementById("sub-prev").addEventListener("click", () => subStep(-1));
+  document.getElementById("sub-next").addEventListener("click", () => subStep(1));
+  document.getElementById("play").addEventListener("click", () => setPlaying(!state.playing));
+  document.getElementById("speed").addEventListener("change", (event) => { state.speed = +event.target.value; });
+  const toggles = {
+    subs: () => { state.subs = !state.subs; state.sub = state.subs && subCount() ? 0 : -1; render(false); },
+    follow: () => { state.follow = !state.follow; views.forEach((view) => { view.touched = false; }); render(false); },
+    animate: () => { state.animate = !state.animate; render(false); },
+    minor: () => { state.minor = !state.minor; buildTicks(); render(false); },
+  };
+  document.getElementById("subs").addEventListener("click", toggles.subs);
+  document.getElementById("follow").addEventListener("click", toggles.follow);
+  document.getElementById("animate").addEventListener("click", toggles.animate);
   document.getElementById("fold").addEventListener("click", foldAll);
   slider.addEventListener("input", () => go(+slider.value));
   function foldAll() {
     state.expanded.clear();
     state.open.clear();
-    render();
+    render(false);
   }
   const ruleView = document.getElementById("rule-view");
   document.getElementById("rule-close").addEventListener("click", () => { ruleView.hidden = true; });
@@ -470,23 +859,54 @@
     ruleView.hidden = false;
   });
   document.addEventListener("keydown", (event) => {
+    const typing = event.target.closest && event.target.closest("input:not([type=range]), textarea, select");
+    if (typing) return;
     if (event.target === slider && (event.key === "ArrowLeft" || event.key === "ArrowRight")) {
       event.preventDefault();
     }
     const actions = {
       ArrowLeft: () => go(state.step - 1), ArrowRight: () => go(state.step + 1),
+      ",": () => subStep(-1), ".": () => subStep(1),
       Home: () => go(0), End: () => go(frames.length - 1),
-      d: () => { if (DATA.firstDifference !== null) go(DATA.firstDifference); },
+      d: first, n: () => { const found = nextDifference(state.step); if (found !== null) go(found); },
       c: foldAll, Escape: () => { ruleView.hidden = true; },
+      " ": () => setPlaying(!state.playing), s: toggles.subs, f: toggles.follow, a: toggles.animate,
+      m: toggles.minor,
       "+": () => views.forEach((view) => zoom(view, 1.25)),
       "-": () => views.forEach((view) => zoom(view, 0.8)),
       0: () => views.forEach((view) => { view.touched = true; fitView(view); }),
     };
     const action = actions[event.key];
-    if (action) {
+    if (action && !event.ctrlKey && !event.metaKey && !event.altKey) {
       event.preventDefault();
       action();
     }
   });
-  go(0);
+  // #step=N (1-based) and &sub=K open that step (and sub-step).
+  function fromHash() {
+    const found = /step=(\d+)(?:&sub=(\d+))?/.exec(location.hash);
+    if (!found) return false;
+    if (found[2]) state.subs = true;
+    go(+found[1] - 1, found[2] ? +found[2] - 1 : -1);
+    return true;
+  }
+  window.addEventListener("hashchange", fromHash);
+
+  // The playground reloads the page's data after each operation (spec/explain/serve.py).
+  window.kachedbExplain = {
+    load(data, step) {
+      DATA = data;
+      K = DATA.constants;
+      CHANGE = new Set(K.changeFlags);
+      frames = DATA.frames;
+      built = new Map();
+      if (views.length !== DATA.names.length) buildPanels();
+      buildTicks();
+      go(step === undefined ? frames.length - 1 : step);
+    },
+    state,
+  };
+  buildPanels();
+  buildTicks();
+  if (!fromHash()) go(0);
 })();

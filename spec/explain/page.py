@@ -11,23 +11,36 @@ click, pan and zoom.
 The recording is stored compactly. Consecutive steps share most of their tree,
 so nodes are *interned*: each distinct node (its label, flags and children) is
 stored once in one table and a step's tree is a list of root indices -- in effect
-a persistent tree, path-copied where a step changed it. The pool is one character
+a persistent tree, path-copied where a step changed it; an edge's tokens, which
+rarely change, are interned in a table of their own. The pool is one character
 per block id (``f`` free, ``c`` cached, ``p`` pinned, ``q`` quarantined) plus the
 ids the step changed.
+
+The page embeds the text of the rules it cites (every rule for the playground,
+:mod:`kachedb_radix.spec.explain.serve`), rendered from SPEC.md's Markdown. A step is
+addressed by ``#step=N`` (1-based; ``&sub=K`` for a sub-step), so a link opens it.
 """
 
 from __future__ import annotations
 
 import json
-import re
 from html import escape
 from importlib import resources
+from string import Template
 from typing import Any
 
-from ..conform.rules import load_rules
+from ..conform.rules import RULE_ID, load_rules, markdown_html
 from . import collapse, layout
 from .record import Recording, finding_line
-from .svg import CELL, CELL_GAP, POOL_CHANGES, POOL_COLUMNS
+from .svg import (
+    CELL,
+    CELL_GAP,
+    LABELLED_POOL,
+    POOL_CHANGES,
+    POOL_COLUMNS,
+    SMALL_CELL,
+    WIDE_COLUMNS,
+)
 from .view import CHANGE_FLAGS, Node, View
 
 _STATE_CODES = {"free": "f", "cached": "c", "pinned": "p", "quarantined": "q"}
@@ -39,6 +52,15 @@ class _NodeTable:
     def __init__(self) -> None:
         self.rows: list[dict[str, Any]] = []
         self._index: dict[str, int] = {}
+        self.tokens: list[list[Any]] = []
+        self._token_index: dict[str, int] = {}
+
+    def _tokens(self, tokens: list[Any]) -> int:
+        text = json.dumps(tokens, separators=(",", ":"))
+        if text not in self._token_index:
+            self._token_index[text] = len(self.tokens)
+            self.tokens.append(tokens)
+        return self._token_index[text]
 
     def add(self, node: Node) -> int:
         # Children first (post-order, an explicit stack: trees may be deep).
@@ -57,9 +79,12 @@ class _NodeTable:
                 ("s", "stamps"),
                 ("y", "key"),
                 ("f", "flags"),
+                ("d", "diff"),
             ):
                 if current.get(name):
                     row[short] = current[name]
+            if current.get("tokens"):
+                row["t"] = self._tokens(current["tokens"])
             if current["children"]:
                 row["c"] = [indices[id(child)] for child in current["children"]]
             text = json.dumps(row, separators=(",", ":"))
@@ -87,36 +112,66 @@ def _pool_data(pool: dict[str, Any] | None) -> dict[str, Any] | None:
     return data
 
 
+#: A side's view fields the page takes as they are.
+_SIDE_FIELDS = (
+    "name", "note", "step", "outcome", "ok", "rules", "verdicts", "why", "sub", "counts",
+    "blank", "origin",
+)  # fmt: skip
+
+
+def frame_data(frame: Any, row: list[View], table: _NodeTable) -> dict[str, Any]:
+    """One frame as the page's script reads it (its trees put in ``table``). O(state)."""
+    sides = []
+    for view in row:
+        side = {key: view[key] for key in _SIDE_FIELDS if view.get(key) is not None}
+        side["tree"] = [table.add(root) for root in view["tree"]]
+        side["pool"] = _pool_data(view["pool"])
+        adopted = view.get("adopted")
+        if adopted is not None:
+            side["adopted"] = {
+                "outcome": adopted["outcome"],
+                "tree": [table.add(root) for root in adopted["tree"]],
+                "pool": _pool_data(adopted["pool"]),
+            }
+        sides.append(side)
+    finding = frame.finding
+    return {
+        "number": frame.number,
+        "trace": frame.trace,
+        "note": frame.step.get("note"),
+        "differs": frame.difference,
+        "rules": list(finding.rules) if finding is not None else [],
+        "cause": finding.cause if finding is not None else "",
+        "finding": None if finding is None else finding_line(finding),
+        "safety": finding is not None and finding.kind == "safety",
+        "waived": frame.waived,
+        "declared": [list(pair) for pair in frame.declared],
+        "minor": frame.minor,
+        "sides": sides,
+    }
+
+
+def cited_rules(data: dict[str, Any]) -> list[str]:
+    """The rule ids the page's data mentions anywhere, in SPEC order. O(size of the data)."""
+    found = set(RULE_ID.findall(json.dumps(data)))
+    return [rule for rule in load_rules() if rule in found]
+
+
 def page_data(recording: Recording, views: list[list[View]]) -> dict[str, Any]:
     """The JSON the page's script reads: constants, node table, frames. O(recording)."""
     table = _NodeTable()
-    frames = []
-    for frame, row in zip(recording.frames, views, strict=True):
-        sides = []
-        for view in row:
-            side = {key: view[key] for key in ("name", "note", "step", "outcome", "ok", "rules")}
-            side["why"] = view["why"]
-            side["tree"] = [table.add(root) for root in view["tree"]]
-            side["pool"] = _pool_data(view["pool"])
-            sides.append(side)
-        frames.append(
-            {
-                "number": frame.number,
-                "trace": frame.trace,
-                "note": frame.step.get("note"),
-                "differs": frame.difference,
-                "finding": None if frame.finding is None else finding_line(frame.finding),
-                "safety": frame.finding is not None and frame.finding.kind == "safety",
-                "waived": frame.waived,
-                "sides": sides,
-            }
-        )
+    frames = [
+        frame_data(frame, row, table) for frame, row in zip(recording.frames, views, strict=True)
+    ]
     return {
         "title": recording.title,
         "source": recording.source,
         "lesson": recording.lesson,
         "names": recording.names,
+        "profile": recording.profile,
         "firstDifference": recording.first_difference,
+        "firstMajor": recording.first_major,
+        "live": False,
         "constants": {
             "charW": layout.CHAR_W,
             "lineH": layout.LINE_H,
@@ -132,74 +187,85 @@ def page_data(recording: Recording, views: list[list[View]]) -> dict[str, Any]:
             "poolColumns": POOL_COLUMNS,
             "cell": CELL,
             "cellGap": CELL_GAP,
+            "labelledPool": LABELLED_POOL,
+            "smallCell": SMALL_CELL,
+            "wideColumns": WIDE_COLUMNS,
             "poolChanges": list(POOL_CHANGES),
             "states": {code: name for name, code in _STATE_CODES.items()},
         },
         "nodes": table.rows,
+        "tokens": table.tokens,
         "frames": frames,
     }
 
 
 def rule_html(text: str) -> str:
-    """A rule's Markdown body as HTML paragraphs (code spans and bold kept). O(len)."""
-    paragraphs = []
-    for block in re.split(r"\n\s*\n", text.strip()):
-        html = escape(" ".join(block.split()))
-        html = re.sub(r"`([^`]+)`", r"<code>\1</code>", html)
-        html = re.sub(r"\*\*([^*]+)\*\*", r"<strong>\1</strong>", html)
-        paragraphs.append(f"<p>{html}</p>")
-    return "".join(paragraphs)
+    """A rule's Markdown body as HTML (SPEC.md's Markdown, rendered as CommonMark). O(len)."""
+    return markdown_html(text)
+
+
+def rules_html(ids: list[str] | None = None) -> str:
+    """The rules' text as ``<article id="rule-R-...">`` elements: those of ``ids``, every
+    rule when None. O(their text)."""
+    rules = load_rules()
+    chosen = list(rules) if ids is None else [rule for rule in ids if rule in rules]
+    return "".join(
+        f'<article class="rule-text" id="rule-{rules[rule].id}"><h3>{rules[rule].id} — '
+        f"{markdown_html(rules[rule].title, inline=True)}</h3>"
+        f'<p class="level">Level: {rules[rule].level}</p>{rule_html(rules[rule].text)}</article>'
+        for rule in chosen
+    )
 
 
 def _asset(name: str) -> str:
     return resources.files(__package__).joinpath(name).read_text(encoding="utf-8")
 
 
-def build_page(recording: Recording, views: list[list[View]]) -> str:
-    """The whole HTML page. O(recording + rules)."""
-    data = json.dumps(page_data(recording, views), separators=(",", ":"))
+#: The legend: every marking and shorthand the page uses, said once.
+def build_page(
+    recording: Recording,
+    views: list[list[View]],
+    *,
+    live: str = "",
+    all_rules: bool = False,
+) -> str:
+    """The whole HTML page: ``live`` is the playground's form (its HTML), which also
+    embeds every rule's text (``all_rules``). O(recording + rules)."""
+    found = page_data(recording, views)
+    found["live"] = bool(live)
+    return page_html(found, recording.title, recording.lesson, recording.source, live=live,
+                     all_rules=all_rules or bool(live))  # fmt: skip
+
+
+def page_html(
+    data: dict[str, Any],
+    title_text: str,
+    lesson: str,
+    source: str,
+    *,
+    live: str = "",
+    all_rules: bool = False,
+) -> str:
+    """The page around already built page data (see :func:`page_data`). O(data + rules)."""
+    cited = None if all_rules else cited_rules(data)
+    text = json.dumps(data, separators=(",", ":"))
     # "</" would end the script element early; JSON allows "<\/" for it.
-    data = data.replace("</", "<\\/")
-    rules = "".join(
-        f'<article class="rule-text" id="rule-{rule.id}"><h3>{rule.id} — {escape(rule.title)}'
-        f'</h3><p class="level">Level: {rule.level}</p>{rule_html(rule.text)}</article>'
-        for rule in load_rules().values()
+    text = text.replace("</", "<\\/")
+    rules = rules_html(cited)
+    heading = "The rules" if cited is None else "The rules this page cites"
+    title = escape(f"kachedb-radix explain: {title_text}")
+    frames = len(data["frames"])
+    play_script = f"<script>{_asset('play.js')}</script>" if live else ""
+    return Template(_asset("page.html")).substitute(
+        title=title,
+        style=_asset("page.css"),
+        lesson=escape(lesson),
+        source=escape(source),
+        live=live,
+        last=max(frames - 1, 0),
+        heading=heading,
+        rules=rules,
+        data=text,
+        script=_asset("page.js"),
+        play=play_script,
     )
-    title = escape(f"kachedb-radix explain: {recording.title}")
-    return f"""<!DOCTYPE html>
-<html lang="en"><head><meta charset="utf-8">
-<meta name="viewport" content="width=device-width, initial-scale=1">
-<link rel="icon" href="data:,">
-<title>{title}</title>
-<style>{_asset("page.css")}</style></head>
-<body data-step="0">
-<header><h1>{title}</h1><p class="lesson">{escape(recording.lesson)}</p>
-<p class="source">from {escape(recording.source)}</p></header>
-<nav id="controls" aria-label="steps">
-<button id="prev" title="previous step (←)">◀</button>
-<input id="slider" type="range" min="0" max="{max(len(recording.frames) - 1, 0)}" value="0"
- aria-label="step">
-<button id="next" title="next step (→)">▶</button>
-<span id="counter"></span>
-<button id="jump-diff" title="first difference (d)" hidden>first difference</button>
-<button id="fold" title="fold everything again (c)">fold all</button>
-<div id="ticks"></div>
-</nav>
-<section id="step-head"><p id="step-note"></p><p id="step-diff" hidden></p>
-<p id="step-waived" hidden></p></section>
-<main id="sides"></main>
-<aside id="rule-view" hidden><button id="rule-close" title="close">x</button>
-<div id="rule-body"></div></aside>
-<section id="legend"><h2>Legend</h2><p><span class="chip new">new</span>
-<span class="chip split">split</span> <span class="chip walk">walked / used</span>
-<span class="chip pinned">pinned</span> <span class="chip ghost">removed</span>
-<span class="chip more">folded</span> — keys: ← → step, Home/End, d first difference,
-+ / - zoom, 0 fit, drag to pan, wheel to zoom, click a folded node or an edge to open
-it.</p></section>
-<section id="rules"><h2>The rules (spec/SPEC.md)</h2>{rules}</section>
-<noscript><p>This page draws its trees with JavaScript; `kachedb-radix explain --text`
-prints the same steps.</p></noscript>
-<script type="application/json" id="explain-data">{data}</script>
-<script>{_asset("page.js")}</script>
-</body></html>
-"""

@@ -35,9 +35,18 @@ from typing import Any
 from ..conform.adapter import TreeAdapter
 from ..conform.candidate import Candidate, CandidateFailure
 from ..conform.levels import parse_levels
-from ..conform.lockstep import Difference, Lockstep, first_difference, reference_oracle
+from ..conform.lockstep import (
+    Difference,
+    Lockstep,
+    as_taken,
+    copy_reference,
+    first_difference,
+    reference_oracle,
+)
+from ..conform.oracle import FollowingTree
 from ..conform.profile import STRICT, Profile
-from ..conform.steps import READ_OPS, LeaseBook, Outcome, Step, apply_step
+from ..conform.rulemap import Observation, attribute
+from ..conform.steps import READ_OPS, LeaseBook, Outcome, Step, apply_step, normalise
 
 
 class RecordError(ValueError):
@@ -54,6 +63,9 @@ class Side:
         dump: its canonical dump after the step (None when not run or refused).
         stats: its stats after the step (None likewise).
         note: why it did not run, or how it failed.
+        adopted: the reference's side only, at a declared step: the state the kit goes on
+            from after adopting the target's choice (outcome, dump, stats), while
+            ``outcome``/``dump``/``stats`` are the spec's own.
     """
 
     name: str
@@ -61,6 +73,7 @@ class Side:
     dump: dict[str, Any] | None = None
     stats: dict[str, Any] | None = None
     note: str | None = None
+    adopted: Side | None = None
 
 
 @dataclass
@@ -80,6 +93,9 @@ class Frame:
             reason, or the earlier waived step it follows.
         finding: what the kit found at this step (rules, cause, kind: a safety finding
             is ``kind == "safety"``), None when nothing was found.
+        declared: a difference the target's profile declares: each rule the kit names
+            for it, with the profile's reason (empty when none).
+        minor: the only difference is in recency (stamps, the clock): shown folded.
     """
 
     number: int
@@ -90,6 +106,8 @@ class Frame:
     difference: str | None = None
     waived: str | None = None
     finding: Difference | None = None
+    declared: list[tuple[str, str]] = field(default_factory=list)
+    minor: bool = False
 
 
 @dataclass
@@ -101,12 +119,19 @@ class Recording:
         source: where the steps came from.
         frames: one per step.
         lesson: the one idea a scenario teaches ("" for traces).
+        compares_recency: whether stamps and the clock are compared (not under a profile
+            declaring ``recency = "not_compared"``).
+        profile: the name of the profile the target is compared under (None: strict).
+        deviations: the rules that profile declares, each with its reason.
     """
 
     title: str
     source: str
     frames: list[Frame] = field(default_factory=list)
     lesson: str = ""
+    compares_recency: bool = True
+    profile: str | None = None
+    deviations: dict[str, str] = field(default_factory=dict)
 
     @property
     def names(self) -> list[str]:
@@ -118,6 +143,19 @@ class Recording:
         """The index of the first frame where the target differs, or None."""
         return next(
             (index for index, frame in enumerate(self.frames) if frame.difference is not None),
+            None,
+        )
+
+    @property
+    def first_major(self) -> int | None:
+        """The index of the first frame where the target differs in more than recency
+        (stamps, the clock), or None. O(frames)."""
+        return next(
+            (
+                index
+                for index, frame in enumerate(self.frames)
+                if frame.difference is not None and not frame.minor
+            ),
             None,
         )
 
@@ -174,6 +212,9 @@ def record(
     profile = profile or STRICT
     reference = oracle if oracle is not None else reference_oracle()
     recording = Recording(title, source, lesson=lesson)
+    recording.compares_recency = profile.compares_recency
+    recording.profile = None if profile.strict else profile.name
+    recording.deviations = {} if profile.strict else profile.deviations()
     levels, trace = reference.levels, None
     lockstep: Lockstep | None = None  # the target beside the reference
     alone = _Runner(reference)  # the reference without the target
@@ -198,7 +239,12 @@ def record(
                 frame = Frame(number, step, trace, levels, sides)
             else:
                 assert target is not None
+                own = _spec_own(lockstep, step, profile)
                 frame = _observed(number, step, trace, levels, lockstep, target)
+                if own is not None:
+                    _declare(frame, own, profile, levels)
+                elif frame.finding is not None and frame.finding.kind == "disagreement":
+                    frame.minor = _recency_only(frame, levels)
         except (KeyError, ValueError, TypeError) as exc:
             raise RecordError(f"step {number} ({step.get('op')}): malformed ({exc!r})") from None
         if frame.difference == "failure" and lockstep is not None:
@@ -300,5 +346,138 @@ def _judge(frame: Frame, profile: Profile, parted: str | None) -> str | None:
     if reason is None:
         return None
     frame.waived = f"{finding.rule} waived by profile {profile.name!r}: {reason}"
+    frame.declared = [(finding.rule, reason)]
     frame.difference = None
     return f"the waived {finding.rule} difference at step {frame.number}"
+
+
+@dataclass
+class _Own:
+    """The spec's own answer to a step the kit may adopt the target's choice for."""
+
+    outcome: Outcome
+    dump: dict[str, Any] | None
+    stats: dict[str, Any] | None
+    facts: dict[str, Any]
+
+
+#: Steps whose choices (victims, new ids) a profile may let the kit adopt.
+_ADOPTABLE = frozenset({"insert", "evict"})
+
+
+def _spec_own(lockstep: Lockstep, step: Step, profile: Profile) -> _Own | None:
+    """What the spec itself answers to ``step`` (the engine's inputs, as the kit takes
+    them), worked out on a copy of the reference before the kit runs the step: only for
+    a step whose choice the profile lets the kit adopt. Cost: the copy,
+    O(pool + nodes + leases + readers), and the step on it."""
+    if step["op"] not in _ADOPTABLE or not (profile.adopts_eviction or profile.adopts_allocation):
+        return None
+    tree = lockstep.oracle.tree
+    if tree is None:
+        return None
+    taken, refused = as_taken(step, profile)
+    if refused is not None:
+        return None
+    trial = copy_reference(lockstep.oracle)
+    facts = trial.tree.facts() if isinstance(trial.tree, FollowingTree) else {}
+    facts.setdefault("block_size", tree.block_size)
+    book = LeaseBook()
+    outcome = apply_step(trial, taken, book)
+    dump = _ok_dict(apply_step(trial, {"op": "dump"}, book))
+    stats = _ok_dict(apply_step(trial, {"op": "stats"}, book))
+    return _Own(outcome, dump, stats, facts)
+
+
+def _declare(frame: Frame, own: _Own, profile: Profile, levels: frozenset[str]) -> None:
+    """Where the kit adopted the target's choice and the spec's own differs: show the
+    spec's outcome and tree on the reference's side, keep the adopted state beside it,
+    and name the declared rules. O(size of the outcomes)."""
+    reference, theirs = frame.sides[0], frame.sides[1]
+    if frame.finding is not None or not (reference.note or "").startswith("adopted"):
+        return
+    adopted_outcome = reference.outcome or {}
+    mine = dict(own.outcome)
+    answer, adopted_answer = mine.get("ok"), adopted_outcome.get("ok")
+    if isinstance(answer, dict) and isinstance(adopted_answer, dict) and "lease" in answer:
+        # The copy files its own lease handles: the step's handle is the kit's.
+        mine["ok"] = {**answer, "lease": adopted_answer.get("lease")}
+    op = frame.step["op"]
+    recency = profile.compares_recency
+    if normalise(op, mine, levels, recency=recency) == normalise(
+        op, adopted_outcome, levels, recency=recency
+    ):
+        reference.note = None  # the spec chose as the target did: nothing to adopt
+        return
+    reference.adopted = Side(
+        reference.name, reference.outcome, reference.dump, reference.stats, reference.note
+    )
+    reference.outcome, reference.dump, reference.stats = mine, own.dump, own.stats
+    reference.note = f"the spec's own outcome; the kit adopts {theirs.name}'s choice after it"
+    frame.declared = declared_rules(
+        frame.step, mine, theirs.outcome or {}, profile, levels, own.facts
+    )
+
+
+#: Answer fields a declared choice shows in, each looked at on its own.
+_CHOICE_FIELDS = ("evicted", "freed", "allocated")
+
+
+def declared_rules(
+    step: Step,
+    spec: Outcome,
+    theirs: Outcome,
+    profile: Profile,
+    levels: frozenset[str],
+    facts: dict[str, Any],
+) -> list[tuple[str, str]]:
+    """The declared rules a difference between the spec's outcome and the target's falls
+    under, each with the profile's reason: the kit's attribution
+    (:func:`kachedb_radix.spec.conform.rulemap.attribute`) of the whole difference and
+    of each differing choice field on its own, kept where the profile declares the rule.
+    O(fields * rule map)."""
+    deviations = profile.deviations()
+    op = step["op"]
+    expected = normalise(op, spec, levels, recency=profile.compares_recency)
+    actual = normalise(op, theirs, levels, recency=profile.compares_recency)
+    trials = [expected]
+    mine, their = expected.get("ok"), actual.get("ok")
+    if isinstance(mine, dict) and isinstance(their, dict):
+        for name in _CHOICE_FIELDS:
+            if name in mine and mine.get(name) != their.get(name):
+                trials.append({"ok": {**their, name: mine[name]}})
+    found: dict[str, str] = {}
+    for trial in trials:
+        path = first_difference(trial, actual, "")
+        if path is None:
+            continue
+        attribution = attribute(Observation(step, trial, actual, path, None, levels, facts))
+        for rule in attribution.rules:
+            if rule in deviations:
+                found.setdefault(rule, deviations[rule])
+    if not found:
+        # Unattributed: the rules the profile's tolerances relax for these choices.
+        for rule in ("R-EVICT-1", "R-EVICT-4", "R-INS-5", "R-ALLOC-2"):
+            if rule in deviations:
+                found[rule] = deviations[rule]
+                break
+    return list(found.items())
+
+
+def _recency_only(frame: Frame, levels: frozenset[str]) -> bool:
+    """Whether the two sides differ in recency alone (stamps, the clock): outcome,
+    dump and stats equal once those are left out. O(state)."""
+    reference, theirs = frame.sides[0], frame.sides[1]
+    if None in (reference.outcome, theirs.outcome, reference.dump, theirs.dump):
+        return False
+    op = frame.step["op"]
+    assert reference.outcome is not None and theirs.outcome is not None
+
+    def state(read: str, value: Any) -> Any:
+        return normalise(read, {"ok": value}, levels, recency=False)
+
+    return (
+        normalise(op, reference.outcome, levels, recency=False)
+        == normalise(op, theirs.outcome, levels, recency=False)
+        and state("dump", reference.dump) == state("dump", theirs.dump)
+        and state("stats", reference.stats) == state("stats", theirs.stats)
+    )

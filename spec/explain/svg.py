@@ -29,8 +29,21 @@ from .layout import LINE_H, PAD_X, PAD_Y, layout
 from .view import Node
 
 #: Block cells per row of the pool strip, and a cell's size and spacing.
-POOL_COLUMNS = 64
-CELL, CELL_GAP = 10, 2
+POOL_COLUMNS = 40
+CELL, CELL_GAP = 16, 2
+
+#: Pools up to this many blocks have each cell numbered with its block id; larger ones
+#: are drawn with :data:`SMALL_CELL` cells, :data:`WIDE_COLUMNS` to a row, unnumbered.
+LABELLED_POOL = 120
+SMALL_CELL, WIDE_COLUMNS = 10, 64
+
+
+def pool_geometry(size: int) -> tuple[int, int, bool]:
+    """Columns, cell size and whether cells are numbered, for a pool of ``size`` blocks."""
+    if size <= LABELLED_POOL:
+        return POOL_COLUMNS, CELL, True
+    return WIDE_COLUMNS, SMALL_CELL, False
+
 
 #: What each pool change is called, in the order a cell lists them.
 POOL_CHANGES = ("allocated", "freed", "evicted", "quarantined", "reclaimed")
@@ -53,6 +66,13 @@ text { font: 11.5px ui-monospace, 'DejaVu Sans Mono', Menlo, monospace; fill: #1
 .cell.pinned { fill: #6b3fa0; } .cell.quarantined { fill: #e0a030; }
 .cell.allocated { stroke: #2e8b45; stroke-width: 2; }
 .cell.evicted, .cell.quarantined { stroke: #c0392b; stroke-width: 2; }
+.cell-id { font: 8px ui-monospace, monospace; fill: #1d2330; }
+.cell-id.pinned, .cell-id.cached { fill: #fff; }
+.node.ghost rect { opacity: .8; }
+.node.version rect { fill: #e7f4f8; stroke: #2d7d9a; stroke-dasharray: 6 3; }
+.node.differs rect { stroke: #c0392b; stroke-width: 3; }
+.node.merged rect { stroke: #2d7d9a; stroke-width: 2.5; stroke-dasharray: 8 2 2 2; }
+.node.trimmed rect { stroke: #c0392b; stroke-width: 2; stroke-dasharray: 10 3; }
 """
 
 
@@ -130,19 +150,25 @@ def pool_svg(pool: dict[str, Any]) -> tuple[str, float, float]:
     O(pool size).
     """
     cells = pool_cells(pool)
-    pitch = CELL + CELL_GAP
-    rows = max(1, -(-len(cells) // POOL_COLUMNS))
-    width = min(len(cells), POOL_COLUMNS) * pitch
+    columns, cell, numbered = pool_geometry(len(cells))
+    pitch = cell + CELL_GAP
+    rows = max(1, -(-len(cells) // columns))
+    width = min(len(cells), columns) * pitch
     height = rows * pitch
     rects = []
     for block, (state, changes) in enumerate(cells):
-        row, column = divmod(block, POOL_COLUMNS)
+        row, column = divmod(block, columns)
         names = " ".join([state, *changes])
         rects.append(
             f'<rect class="cell {names}" data-block="{block}" data-state="{state}" '
             f'data-change="{" ".join(changes)}" x="{column * pitch}" y="{row * pitch}" '
-            f'width="{CELL}" height="{CELL}"><title>#{block} {names}</title></rect>'
+            f'width="{cell}" height="{cell}"><title>#{block} {names}</title></rect>'
         )
+        if numbered:
+            rects.append(
+                f'<text class="cell-id {state}" x="{column * pitch + cell / 2:g}" '
+                f'y="{row * pitch + cell / 2 + 3:g}" text-anchor="middle">{block}</text>'
+            )
     svg = (
         f'<svg class="pool" xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {width} {height}" '
         f'width="{width}" height="{height}">{"".join(rects)}</svg>'

@@ -28,9 +28,17 @@ def text_report(recording: Recording, views: list[list[View]]) -> str:
         note = f"  {frame.step['note']}" if frame.step.get("note") else ""
         lines += ["", f"── step {frame.number}/{total}{trace} ──{note}"]
         if frame.difference is not None:
-            lines.append(f"≠ {row[-1]['name']} parts ways with the reference at {frame.difference}")
+            stamps = " (stamps only)" if frame.minor else ""
+            lines.append(
+                f"≠ {row[-1]['name']} parts ways with the reference at {frame.difference}{stamps}"
+            )
             if frame.finding is not None:
                 lines.append(f"  {finding_line(frame.finding)}")
+        if frame.declared:
+            said = "; ".join(
+                f"{rule} ({reason.removeprefix('declared: ')})" for rule, reason in frame.declared
+            )
+            lines.append(f"declared: {said}")
         if frame.waived is not None:
             lines.append(f"≈ not marked: {frame.waived}")
         for view, side in zip(row, frame.sides, strict=True):
@@ -41,6 +49,9 @@ def text_report(recording: Recording, views: list[list[View]]) -> str:
         waived = sum(frame.waived is not None for frame in recording.frames)
         if waived:
             verdict += f" ({waived} step{'s' * (waived > 1)} not marked under the profile)"
+        declared = sum(bool(frame.declared) for frame in recording.frames)
+        if declared:
+            verdict += f"; {declared} declared difference{'s' * (declared > 1)}"
         lines += ["", f"{recording.names[1]} against the reference: {verdict}"]
     return "\n".join(lines)
 
@@ -49,8 +60,20 @@ def _side(view: View, dump: dict[str, Any] | None) -> list[str]:
     lines = [f"{view['name']}: {view['step']}  →  {view['outcome']}"]
     if view["note"]:
         lines.append(f"  {view['note']}")
+    if view.get("adopted"):
+        lines.append(f"  the kit then adopts: {view['adopted']['outcome']}")
+    if view.get("origin"):
+        lines.append(f"  {view['origin']}")
     if view["rules"]:
-        lines.append("  rules: " + "; ".join(f"{rule} {reason}" for rule, reason in view["rules"]))
+        verdicts = view.get("verdicts") or [""] * len(view["rules"])
+        marks = {"follows": "✓ ", "departs": "✗ "}
+        said = [
+            f"{marks.get(verdict, '')}{rule} {reason}"
+            for (rule, reason), verdict in zip(view["rules"], verdicts, strict=True)
+        ]
+        lines.append("  rules: " + "; ".join(said))
+    if view.get("blank"):
+        lines.append(f"  ({view['blank']})")
     changed = _changes(view)
     if changed:
         lines.append("  changed: " + " · ".join(changed))

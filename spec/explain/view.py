@@ -14,23 +14,41 @@ For each frame of a :class:`~kachedb_radix.spec.explain.record.Recording` and ea
   they hung, so an eviction shows what it took;
 * ``pool`` -- the block pool as cells: free, cached, pinned, quarantined, and
   what the step allocated, freed, evicted, quarantined or reclaimed;
-* ``step``, ``outcome``, ``rules`` (:mod:`kachedb_radix.spec.explain.decide`) and ``why``
-  (:mod:`kachedb_radix.spec.explain.why`).
+* ``step``, ``outcome``, ``rules`` (:mod:`kachedb_radix.spec.explain.decide`; for a
+  target, only rules it follows or departs from, :mod:`kachedb_radix.spec.explain.verdict`,
+  with ``verdicts`` beside them) and ``why`` (:mod:`kachedb_radix.spec.explain.why`);
+* ``sub`` -- the step's sub-steps (:mod:`kachedb_radix.spec.explain.substeps`), each with
+  the node ids and pool cells to highlight;
+* ``counts`` -- the pool in words; ``blank`` -- a sentence for a canvas that would
+  otherwise say nothing (an empty tree, a refused call);
+* ``adopted`` -- on the reference's side of a declared step, the state the kit goes on
+  from (its outcome, tree and pool); ``origin`` -- on the step after, that it starts there.
 
 Node ids are stable across steps (``k`` + the key of the edge's first block), so
-a node expanded on the page stays expanded while stepping.
+a node expanded on the page stays expanded while stepping, and the same on every side
+of a recording (the sides share one key space): a block that differs between the two
+sides is flagged ``differs`` (``differs-stamp`` for a stamp alone,
+:mod:`kachedb_radix.spec.explain.compare`) in both trees, with what the other side has.
+While a reader is inside (or a step names a snapshot), the version it sees is drawn
+beside the live tree: a ``version`` node whose children are that version's namespace
+roots (ids prefixed ``s<handle>:``). Namespace roots are in a fixed order: the default
+namespace first, then by name.
 """
 
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass, field
 from typing import Any
 
 from kachedb_radix.reference.render import describe_edge, id_ranges
 
-from .decide import StepFacts, decide
+from .compare import compare
+from .decide import ERROR_RULES, StepFacts, decide
 from .model import Changes, DumpIndex, KeySpace, diff, empty_dump, index_dump
 from .record import Frame, Recording, Side
+from .substeps import substeps
+from .verdict import Context, judge
 from .why import explain_step, key_text
 
 Node = dict[str, Any]
@@ -40,7 +58,21 @@ View = dict[str, Any]
 SHOWN_TOKENS = 8
 
 #: Flags that mark a change (the rest describe the state).
-CHANGE_FLAGS = frozenset({"new", "grown", "split", "merged", "pin+", "pin-", "walk", "trimmed"})
+CHANGE_FLAGS = frozenset(
+    {"new", "grown", "split", "merged", "pin+", "pin-", "walk", "trimmed", "differs",
+     "differs-stamp"}
+)  # fmt: skip
+
+
+@dataclass
+class _Column:
+    """What one side's views carry from step to step."""
+
+    before: DumpIndex | None = None
+    leases: dict[int, list[int]] = field(default_factory=dict)
+    versions: dict[int, tuple[DumpIndex, Any, bool]] = field(default_factory=dict)
+    inside: list[int] = field(default_factory=list)
+    origin: str | None = None
 
 
 def frame_views(recording: Recording) -> list[list[View]]:
@@ -48,20 +80,115 @@ def frame_views(recording: Recording) -> list[list[View]]:
 
     Cost: O(frames * state size).
     """
-    columns = len(recording.names)
-    keys = [KeySpace() for _ in range(columns)]
-    before: list[DumpIndex | None] = [None] * columns
+    columns = [_Column() for _ in recording.names]
+    keys = KeySpace()  # shared: the same token path is the same node on every side
     views: list[list[View]] = []
     for frame in recording.frames:
-        row = []
-        for column, side in enumerate(frame.sides):
+        row: list[View] = []
+        states: list[tuple[DumpIndex | None, DumpIndex | None, Changes | None]] = []
+        for column, side in zip(columns, frame.sides, strict=True):
             if frame.step["op"] == "reset":
-                before[column] = _fresh(frame.step, keys[column])
-            view, after = side_view(frame, side, before[column], keys[column])
-            before[column] = after if after is not None else before[column]
+                column.before = _fresh(frame.step, keys)
+                column.leases, column.versions, column.inside = {}, {}, []
+                column.origin = None
+            before = column.before
+            view, after = side_view(frame, side, before, keys, column, recording)
+            changes = None
+            if after is not None and before is not None and before.block_size == after.block_size:
+                changes = diff(before, after)
+            states.append((before, after, changes))
+            if column.origin:
+                view["origin"] = column.origin
+                column.origin = None
+            column.before = after if after is not None else column.before
+            if side.adopted is not None and side.adopted.dump is not None and after is not None:
+                view["adopted"] = _adopted_view(frame, side.adopted, before or after, keys)
+                column.before = index_dump(side.adopted.dump, keys)
+                column.origin = (
+                    f"starts from the state the kit adopted at step {frame.number} "
+                    f"({frame.sides[-1].name}'s choice), not the spec's own drawn there"
+                )
+            _track(frame.step, side, column, after)
             row.append(view)
+        if len(row) == 2:
+            _contrast(row, states, recording)
         views.append(row)
     return views
+
+
+def _adopted_view(frame: Frame, adopted: Side, before: DumpIndex, keys: KeySpace) -> View:
+    """The adopted state at a declared step: its outcome, tree and pool."""
+    assert adopted.dump is not None and adopted.outcome is not None
+    after = index_dump(adopted.dump, keys)
+    changes = diff(before, after)
+    return {
+        "outcome": describe_outcome(frame.step["op"], adopted.outcome),
+        "tree": build_tree(frame.step, adopted.outcome, before, after, changes),
+        "pool": build_pool(before, after, changes),
+    }
+
+
+def _track(step: dict[str, Any], side: Side, column: _Column, after: DumpIndex | None) -> None:
+    """Remember the leases (their blocks) and the snapshots (their versions) issued."""
+    answer = (side.outcome or {}).get("ok")
+    op = step["op"]
+    if not isinstance(answer, dict) or after is None:
+        return
+    if op in ("match", "insert") and answer.get("lease") is not None:
+        column.leases[answer["lease"]] = list(answer.get("blocks") or [])
+    if op in ("snapshot", "reader") and answer.get("snapshot") is not None:
+        column.versions[answer["snapshot"]] = (after, answer.get("version"), op == "reader")
+        if op == "reader":
+            column.inside.append(answer["snapshot"])
+    if op in ("leave", "drop") and step.get("snapshot") in column.inside:
+        column.inside.remove(step["snapshot"])
+
+
+def _contrast(
+    row: list[View],
+    states: list[tuple[DumpIndex | None, DumpIndex | None, Changes | None]],
+    recording: Recording,
+) -> None:
+    """Flag, in both trees, each node holding a block that differs from the other side."""
+    (_, left, left_changes), (_, right, right_changes) = states
+    if left is None or right is None:
+        return
+    names = [view["name"] for view in row]
+    for index, (mine, other) in enumerate(((left, right), (right, left))):
+        found = compare(mine, other, names[1 - index], stamps=recording.compares_recency)
+        gone_here = (left_changes, right_changes)[index]
+        gone_there = (right_changes, left_changes)[index]
+        marked = found.marked()
+        for node in all_nodes(row[index]["tree"]):
+            if node["kind"] == "edge" and not node["id"].startswith("s"):
+                keys = [mine.by_id[block] for block in node["blocks"] if block in mine.by_id]
+                hits = [key for key in keys if key in marked]
+                if not hits:
+                    continue
+                stamp_only = all(
+                    key in found.stamps and key not in (found.only | found.ids | found.pins)
+                    for key in hits
+                )
+                node["flags"].append("differs-stamp" if stamp_only else "differs")
+                node["diff"] = "; ".join(found.text[key] for key in hits[:3]) + (
+                    f"; {len(hits) - 3} more" if len(hits) > 3 else ""
+                )
+            elif node["kind"] == "ghost" and gone_here is not None and gone_there is not None:
+                ghost_keys = node.get("keys", [])
+                kept = [key for key in ghost_keys if key not in gone_there.gone]
+                if kept:
+                    node["flags"].append("differs")
+                    ids = id_ranges(sorted(mine_before_ids(node, kept)))
+                    node["diff"] = f"removed here, still cached in {names[1 - index]}: #{ids}"
+
+
+def mine_before_ids(node: Node, kept: list[int]) -> list[int]:
+    """The block ids of a ghost's blocks whose keys are ``kept``."""
+    return [
+        block
+        for block, key in zip(node["blocks"], node.get("keys", []), strict=False)
+        if key in kept
+    ]
 
 
 def _fresh(step: dict[str, Any], keys: KeySpace) -> DumpIndex | None:
@@ -72,20 +199,39 @@ def _fresh(step: dict[str, Any], keys: KeySpace) -> DumpIndex | None:
 
 
 def side_view(
-    frame: Frame, side: Side, before: DumpIndex | None, keys: KeySpace
+    frame: Frame,
+    side: Side,
+    before: DumpIndex | None,
+    keys: KeySpace,
+    column: _Column | None = None,
+    recording: Recording | None = None,
 ) -> tuple[View, DumpIndex | None]:
     """One implementation's view of one frame, and its state index after it. O(state)."""
+    column = column or _Column()
+    op = frame.step["op"]
     view: View = {
         "name": side.name,
         "note": side.note,
         "step": describe_step(frame.step),
-        "outcome": describe_outcome(frame.step["op"], side.outcome),
+        "outcome": describe_outcome(op, side.outcome),
         "ok": side.outcome is not None and "error" not in side.outcome,
         "tree": [],
         "pool": None,
         "rules": [],
+        "verdicts": [],
         "why": [],
+        "sub": [],
+        "counts": None,
+        "blank": None,
     }
+    if side.outcome is not None and "error" in side.outcome and side.dump is None:
+        # Refused before a tree was built (a reset with a bad pool): nothing to draw.
+        kind = side.outcome["error"]
+        view["rules"] = [
+            [rule, f"the call is refused with {kind}"] for rule in ERROR_RULES.get(kind, ())
+        ]
+        view["verdicts"] = [""] * len(view["rules"])
+        view["blank"] = f"refused with {kind}: no tree was built"
     if side.dump is None or side.outcome is None:
         return view, None
     try:
@@ -97,17 +243,155 @@ def side_view(
         before = index_dump(empty_dump(after.dump["num_blocks"], after.block_size), keys)
     changes = diff(before, after)
     facts = StepFacts(frame.step, side.outcome, before, after, changes, side.stats)
-    view["tree"] = build_tree(frame.step, side.outcome, before, after, changes)
+    tree = build_tree(frame.step, side.outcome, before, after, changes)
+    view["tree"] = tree
     view["pool"] = build_pool(before, after, changes)
-    view["rules"] = [[decision.rule, decision.reason] for decision in decide(facts)]
+    decisions = [(decision.rule, decision.reason) for decision in decide(facts)]
+    is_spec = not frame.sides or side is frame.sides[0]
+    if is_spec:
+        view["rules"] = [list(pair) for pair in decisions]
+        view["verdicts"] = [""] * len(decisions)
+    else:
+        finding = frame.finding
+        context = Context(
+            facts,
+            keys,
+            frame.sides[0].outcome,
+            dict(column.leases),
+            dict(recording.deviations) if recording is not None else {},
+            finding.rules if finding is not None else (),
+            finding.cause if finding is not None else "",
+        )
+        judged = judge(context, decisions)
+        view["rules"] = [[rule, text] for rule, text, _ in judged]
+        view["verdicts"] = [verdict for _, _, verdict in judged]
+    name = "" if is_spec else side.name
     view["why"] = [
         [title, lines]
         for title, lines in explain_step(
-            frame.step, side.outcome, before, after, changes, keys, side.stats
+            frame.step, side.outcome, before, after, changes, keys, side.stats, name=name
         )
     ]
+    view["sub"] = _resolve(
+        substeps(frame.step, side.outcome, before, after, changes, keys, name=name),
+        before,
+        tree,
+    )
     view["clock"] = after.dump.get("clock")
+    view["counts"] = _counts(after, side.stats)
+    view["blank"] = _blank(frame.step, side.outcome, after, changes)
+    shown = _version(frame.step, side.outcome, after, column)
+    if shown is not None:
+        tree.append(shown)
     return view, after
+
+
+def _resolve(
+    found: list[dict[str, Any]], before: DumpIndex, tree: list[Node]
+) -> list[dict[str, Any]]:
+    """Each sub-step's block ids as the node ids to highlight on its tree."""
+    where: dict[int, str] = {}
+    for node in all_nodes(tree):
+        if node["kind"] in ("edge", "ghost"):
+            for block in node["blocks"]:
+                where.setdefault(block, node["id"])
+    for item in found:
+        if item["on"] == "before":
+            ids = [
+                f"k{before.blocks[before.by_id[block]].edge}"
+                for block in item["b"]
+                if block in before.by_id
+            ]
+        else:
+            ids = [where[block] for block in item["b"] if block in where]
+        if item.pop("root", False):
+            namespace_ids = [f"r{key}" for key in before.roots.values()]
+            ids = ids or namespace_ids[:1]
+        item["n"] = list(dict.fromkeys(ids))
+    return found
+
+
+def _counts(after: DumpIndex, stats: dict[str, Any] | None) -> str:
+    """The pool in words: ``12 blocks: 3 cached (0 pinned, 3 evictable), 9 free``."""
+    size = after.dump.get("num_blocks", 0)
+    cached = len(after.blocks)
+    if stats is not None and {"pinned", "evictable"} <= set(stats):
+        pinned, evictable = stats["pinned"], stats["evictable"]
+    else:
+        pinned = sum(1 for block in after.blocks.values() if block.pin)
+        evictable = cached - pinned
+    text = (
+        f"{size} blocks: {cached} cached ({pinned} pinned, {evictable} evictable), "
+        f"{len(after.free)} free"
+    )
+    if after.quarantine:
+        text += f", {len(after.quarantine)} quarantined"
+    return text
+
+
+def _blank(
+    step: dict[str, Any], outcome: dict[str, Any], after: DumpIndex, changes: Changes
+) -> str | None:
+    """A sentence for a canvas with nothing changed to show: an empty tree, a refusal."""
+    op = step["op"]
+    if "error" in outcome:
+        return f"refused with {outcome['error']}: nothing changed (see why)"
+    if after.roots or changes.namespaces_removed or changes.gone:
+        return None
+    size = after.dump.get("num_blocks", 0)
+    if op == "reset":
+        return (
+            f"a fresh tree: nothing cached yet, all {size} blocks of the pool free, "
+            f"{after.block_size} tokens per block"
+        )
+    if op in ("match", "snapshot_match"):
+        namespace = step.get("namespace")
+        label = "the default namespace" if namespace is None else f"namespace {namespace!r}"
+        return f"nothing is cached in {label}: the walk stops at the root, 0 tokens match"
+    return "the tree is empty: nothing is cached"
+
+
+def _version(
+    step: dict[str, Any], outcome: dict[str, Any], after: DumpIndex, column: _Column
+) -> Node | None:
+    """The version a snapshot sees, drawn beside the live tree: the one the step names,
+    else the newest reader inside whose version is not the live one."""
+    op = step["op"]
+    handle: Any = None
+    if op in ("snapshot_match", "snapshot_dump") and step.get("snapshot") in column.versions:
+        handle = step["snapshot"]
+    else:
+        for inside in reversed(column.inside):
+            seen = column.versions[inside][0]
+            if seen.dump.get("namespaces") != after.dump.get("namespaces"):
+                handle = inside
+                break
+    if handle is None:
+        return None
+    index, version, reader = column.versions[handle]
+    used: set[int] = set()
+    answer = outcome.get("ok")
+    if op == "snapshot_match" and isinstance(answer, dict):
+        used = {index.by_id[block] for block in answer.get("blocks", []) if block in index.by_id}
+    roots = build_tree({"op": "dump"}, {"ok": {}}, index, index, Changes(), used)
+    for node in all_nodes(roots):
+        node["id"] = f"s{handle}:{node['id']}"
+    who = f"reader {handle}" if reader else f"snapshot {handle}"
+    lines = [
+        f"{who}: version {version}",
+        "what it sees: frozen when taken",
+        "the live tree is on the left",
+    ]
+    if not roots:
+        lines[1] = "what it sees: an empty tree"
+    return {
+        "id": f"v{handle}",
+        "kind": "version",
+        "lines": lines,
+        "blocks": [],
+        "flags": ["version"],
+        "children": roots,
+    }
 
 
 def describe_step(step: dict[str, Any]) -> str:
@@ -172,15 +456,18 @@ def build_tree(
     before: DumpIndex,
     after: DumpIndex,
     changes: Changes,
+    used: set[int] | None = None,
 ) -> list[Node]:
-    """The display tree: namespace roots, edges and ghosts (see the module docstring).
+    """The display tree: namespace roots, edges and ghosts (see the module docstring);
+    ``used`` overrides the keys marked ``walk`` (by default those the step's answer names).
 
     O(cached blocks before and after).
     """
-    used: set[int] = set()
     answer = outcome.get("ok")
-    if step["op"] in ("match", "insert") and isinstance(answer, dict):
-        used = {after.by_id[block] for block in answer.get("blocks", []) if block in after.by_id}
+    if used is None:
+        used = set()
+        if step["op"] in ("match", "insert") and isinstance(answer, dict):
+            used = {after.by_id[b] for b in answer.get("blocks", []) if b in after.by_id}
     by_key: dict[int, Node] = {}
     roots: dict[str | None, Node] = {}
     size = after.block_size
@@ -200,7 +487,13 @@ def build_tree(
     for name in changes.namespaces_removed:
         roots[name] = _root_node(before.roots[name], name, "ghost")
     _hang_ghosts(before, changes, by_key, roots)
-    return [roots[name] for name in [*after.roots, *changes.namespaces_removed]]
+    return [roots[name] for name in sorted(roots, key=namespace_order)]
+
+
+def namespace_order(name: str | None) -> tuple[bool, str]:
+    """Namespace roots are drawn the default first, then by name: the same order at
+    every step, whichever came or went. O(len(name))."""
+    return (name is not None, name or "")
 
 
 def _root_node(key: int, name: str | None, flag: str) -> Node:
@@ -249,6 +542,7 @@ def _edge_node(
         "kind": "edge",
         "lines": lines,
         "blocks": blocks,
+        "tokens": list(edge["tokens"]),
         "pins": pins,
         "stamps": stamps,
         # R-POL-1: a leaf's eviction key under the tree's policy, shown with its blocks
@@ -261,7 +555,9 @@ def _edge_node(
 def _hang_ghosts(
     before: DumpIndex, changes: Changes, by_key: dict[int, Node], roots: dict[str | None, Node]
 ) -> None:
-    """Draw each removed run of blocks where it hung before the step."""
+    """Draw each removed run of blocks where it hung before the step; a run whose parent
+    went too joins its parent's ghost, so a removed subtree is one node (its block count,
+    ids and edge count) hanging where its top was."""
     edges: dict[int, list[int]] = {}
     for key, block in before.blocks.items():
         edges.setdefault(block.edge, []).append(key)
@@ -272,28 +568,44 @@ def _hang_ghosts(
             continue
         kept = [key for key in members if key not in changes.gone]
         parent = before.blocks[members[0]].parent
+        ids = [before.blocks[key].block for key in gone]
+        if not kept and parent in before.blocks and parent in changes.gone:
+            # The whole run went with its parent: one ghost for the removed subtree.
+            ghost = ghosts[before.blocks[parent].edge]
+            ghost["blocks"] = [*ghost["blocks"], *ids]
+            ghost["keys"] = [*ghost["keys"], *gone]
+            ghost["edges"] += 1
+            ghost["lines"] = _ghost_lines(ghost["blocks"], ghost["edges"])
+            ghosts[first] = ghost
+            continue
         if kept:
             # Only a leaf edge loses its tail, and one after-node holds it.
             anchor = by_key[kept[-1]]
             anchor["flags"].append("trimmed")
-        elif parent in before.blocks and parent in changes.gone:
-            anchor = ghosts[before.blocks[parent].edge]
         elif parent in by_key:
             anchor = by_key[parent]
         else:
             anchor = roots[before.blocks[members[0]].namespace]
-        ids = [before.blocks[key].block for key in gone]
-        noun = "block" if len(ids) == 1 else "blocks"
-        ghost: Node = {
+        ghost = {
             "id": f"g{gone[0]}",
             "kind": "ghost",
-            "lines": [f"removed {len(ids)} {noun}", f"#{id_ranges(ids)}"],
+            "lines": _ghost_lines(ids, 1),
             "blocks": ids,
+            "keys": gone,
+            "edges": 1,
             "flags": ["ghost"],
             "children": [],
         }
         anchor["children"].append(ghost)
         ghosts[first] = ghost
+
+
+def _ghost_lines(ids: list[int], edges: int) -> list[str]:
+    noun = "block" if len(ids) == 1 else "blocks"
+    lines = [f"removed {len(ids)} {noun}", f"#{id_ranges(sorted(ids))}"]
+    if edges > 1:
+        lines.append(f"a subtree of {edges} edges")
+    return lines
 
 
 def build_pool(before: DumpIndex, after: DumpIndex, changes: Changes) -> dict[str, Any]:

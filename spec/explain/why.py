@@ -4,10 +4,16 @@ Where a step made a choice, the panel shows what it chose from:
 
 * **match walk** (match, insert): the edges the walk went through, how many
   blocks of each it used, and why it stopped (R-MATCH-1, R-SPLIT-1);
-* **eviction candidates** (an evicting insert, evict): the unpinned leaf tails in
-  the order of the tree's eviction policy, each with its key before the step (its
-  stamp under LRU), the order actually taken, and why the first goes first
-  (R-EVICT-1..3, R-POL-*, R-PIN-3);
+* **eviction** (an evicting insert, evict): every block the spec's order takes, one
+  after the other -- the unpinned leaf tail with the smallest key under the tree's
+  policy (its stamp under LRU), a block becoming a leaf tail once the block below it
+  went -- each with its key and its turn, then the next ones it would take
+  (R-EVICT-1..3, R-POL-*, R-PIN-3); a target's panel lists what *it* evicted, in its
+  order, beside the spec's;
+* **refused** (an error): why the call was refused, with the numbers (an insert out of
+  blocks: the blocks it needed, the free ones, the evictable ones) and that nothing
+  changed (R-ERR-2);
+* **dump** (the dump step): the canonical dump itself (R-DUMP-1);
 * **free list** (allocation, frees): the allocator's ids before and what was
   taken or returned (R-ALLOC-2, R-INS-4);
 * **pins** (pinning, release): which blocks a lease took or gave back (R-PIN-*);
@@ -19,15 +25,19 @@ Each section is a title and lines of text; the page and the text mode print them
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from kachedb_radix.reference.policies import POLICIES
 from kachedb_radix.reference.render import id_ranges
 
-from .model import CachedBlock, Changes, DumpIndex, KeySpace, eviction_order, walk
+from .model import CachedBlock, Changes, DumpIndex, KeySpace, evictable, eviction_sequence, walk
 
-#: Eviction candidates listed before "... and n more".
-SHOWN_CANDIDATES = 8
+#: Blocks the spec's order would take next, listed after those it took.
+SHOWN_NEXT = 3
+
+#: Lines of a dump shown in the panel before "…".
+SHOWN_DUMP_LINES = 400
 
 Section = tuple[str, list[str]]
 
@@ -40,21 +50,37 @@ def explain_step(
     changes: Changes,
     keys: KeySpace,
     stats: dict[str, Any] | None,
+    *,
+    name: str = "",
 ) -> list[Section]:
-    """The panel's sections for one step of one implementation. O(state)."""
+    """The panel's sections for one step of one implementation: the spec's when ``name``
+    is empty, else the target called ``name``. O(state)."""
     op = step["op"]
     answer = outcome.get("ok") if isinstance(outcome.get("ok"), dict) else {}
     sections: list[Section] = []
+    if "error" in outcome:
+        sections.append(("why it was refused", refusal_lines(step, outcome, before, keys, stats)))
     if op in ("match", "insert") and "ok" in outcome:
         sections.append(("match walk", _walk_lines(step, before, keys)))
     evicted = (answer or {}).get("evicted") or (answer or {}).get("freed") or []
     if evicted:
-        title = (
-            "eviction candidates, LRU first"
-            if before.policy == "lru"
-            else f"eviction candidates, smallest {before.policy} key first"
+        protected = (
+            frozenset(walk(before, keys, step.get("namespace"), step.get("tokens")))
+            if op == "insert"
+            else frozenset()
         )
-        sections.append((title, _candidates(before, evicted)))
+        order = "least recently used" if before.policy == "lru" else f"smallest {before.policy} key"
+        if name:
+            title = f"eviction: what {name} took, in its order"
+            sections.append((title, _taken(before, evicted, protected)))
+        else:
+            title = f"eviction, in the spec's order ({order} leaf tail first)"
+            sections.append((title, _candidates(before, evicted, protected)))
+    if op == "dump" and isinstance(answer, dict) and "namespaces" in answer:
+        text = json.dumps(answer, indent=1).splitlines()
+        if len(text) > SHOWN_DUMP_LINES:
+            text = [*text[:SHOWN_DUMP_LINES], f"… ({len(text) - SHOWN_DUMP_LINES} more lines)"]
+        sections.append(("the canonical dump (R-DUMP-1)", text))
     if changes.allocated or changes.freed:
         sections.append(("free list", _free_lines(before, changes)))
     if changes.pinned or changes.unpinned:
@@ -88,22 +114,137 @@ def _walk_lines(step: dict[str, Any], before: DumpIndex, keys: KeySpace) -> list
     return lines
 
 
-def _candidates(before: DumpIndex, evicted: list[int]) -> list[str]:
+def _candidates(before: DumpIndex, evicted: list[int], protected: frozenset[int]) -> list[str]:
+    """The spec's order, block by block: those taken, then the next few it would take."""
     order = {block: index for index, block in enumerate(evicted, 1)}
     lines = []
-    for shown, block in enumerate(eviction_order(before)):
-        if shown == SHOWN_CANDIDATES:
-            lines.append("…")
-            break
-        taken = f"  ← evicted {_ordinal(order[block.block])}" if block.block in order else ""
-        lines.append(f"#{block.block}  {key_text(before, block)}{taken}")
+    gone: set[int] = set()
+    extra = 0
+    for block in eviction_sequence(before, protected):
+        turn = order.get(block.block)
+        if turn is None:
+            if len(gone) < len(evicted):
+                # Not what this side took (an adopted or a buggy choice): say so, go on.
+                lines.append(f"#{block.block}  {key_text(before, block)}  (not taken)")
+                continue
+            if extra == SHOWN_NEXT:
+                lines.append("…")
+                break
+            extra += 1
+            lines.append(f"next: #{block.block}  {key_text(before, block)}")
+            continue
+        gone.add(block.block)
+        parent = before.blocks.get(block.parent)
+        became = (
+            f"; then #{parent.block} is a leaf tail"
+            if parent is not None
+            and all(before.blocks[kid].block in gone for kid in before.children[parent.key])
+            else ""
+        )
+        lines.append(
+            f"{turn}. #{block.block}  {key_text(before, block)}  ← evicted {_ordinal(turn)}{became}"
+        )
     pinned = sum(1 for block in before.blocks.values() if block.pin)
     if pinned:
-        lines.append(f"{pinned} pinned blocks are never candidates")
+        lines.append(f"{pinned} pinned blocks (and the blocks above them) are never candidates")
+    if protected:
+        lines.append("the insert's own cached path is never its victim (R-INS-5)")
     if before.policy != "lru":
         lines.append(f"{before.policy}: {POLICY_ORDER[before.policy]}")
     lines.append(f"evicted, in order: {', '.join(str(block) for block in evicted)}")
-    lines.append("(each eviction makes the block above a leaf tail: deeper blocks go first)")
+    return lines
+
+
+def _taken(before: DumpIndex, evicted: list[int], protected: frozenset[int]) -> list[str]:
+    """A target's eviction as it did it, beside the spec's order from the same state."""
+    lines = []
+    gone: set[int] = set()
+    for turn, block in enumerate(evicted, 1):
+        key = before.by_id.get(block)
+        if key is None:
+            lines.append(f"{turn}. #{block}  (was not cached)")
+            continue
+        cached = before.blocks[key]
+        below = [
+            kid for kid in before.children.get(key, []) if before.blocks[kid].block not in gone
+        ]
+        shape = (
+            f"  (its child #{before.blocks[below[0]].block} still cached)"
+            if below
+            else "  (a leaf tail)"
+        )
+        lines.append(f"{turn}. #{block}  {key_text(before, cached)}{shape}")
+        gone.add(block)
+    spec = [
+        block.block for _, block in zip(evicted, eviction_sequence(before, protected), strict=False)
+    ]
+    lines.append(f"the spec's order from the same state: {', '.join(map(str, spec))}")
+    return lines
+
+
+def refusal_lines(
+    step: dict[str, Any],
+    outcome: dict[str, Any],
+    before: DumpIndex,
+    keys: KeySpace,
+    stats: dict[str, Any] | None,
+) -> list[str]:
+    """Why a call was refused, with the numbers; nothing changed (R-ERR-2). O(state)."""
+    kind = outcome["error"]
+    lines = []
+    tokens = step.get("tokens")
+    if kind == "out_of_blocks" and isinstance(tokens, list):
+        size = before.block_size
+        path = walk(before, keys, step.get("namespace"), tokens)
+        wanted = len(tokens) // size
+        needed = wanted - len(path)
+        free = len(before.free)
+        readers = (stats or {}).get("readers") or 0
+        can = 0 if readers else evictable(before, frozenset(path))
+        lines.append(f"needed {needed}, free {free}, evictable {can}")
+        lines.append(
+            f"  {wanted} whole blocks, {len(path)} of them cached: {needed} new ones needed"
+        )
+        if readers:
+            lines.append(
+                f"  a reader is inside: freed blocks would wait in quarantine, so the insert "
+                f"may not evict (R-EPOCH-3); quarantine: {id_ranges(before.quarantine) or 'empty'}"
+            )
+        else:
+            pinned = sum(1 for block in before.blocks.values() if block.pin)
+            lines.append(
+                f"  evictable: unpinned blocks with no pinned block below and off the insert's "
+                f"own path ({pinned} pinned)"
+            )
+        lines.append(f"{needed} > {free} + {can}: refused with out_of_blocks (R-INS-6)")
+    elif kind in ("token_type", "token_range") and isinstance(tokens, list):
+        bad = next(
+            (
+                (index, token)
+                for index, token in enumerate(tokens)
+                if not (
+                    isinstance(token, int) and not isinstance(token, bool) and 0 <= token < 2**32
+                )
+            ),
+            None,
+        )
+        if bad is not None:
+            lines.append(f"token {bad[0]} is {bad[1]!r}: not an unsigned 32-bit int")
+        lines.append(f"refused with {kind} (R-TOK-2, R-TOK-3: every token is checked first)")
+    elif kind == "lease_released":
+        lines.append(f"lease {step.get('lease')} was released already (R-PIN-4)")
+    elif kind == "foreign_lease":
+        lines.append(f"lease {step.get('lease')} was never issued by this tree (R-PIN-5)")
+    elif kind == "reader_left":
+        lines.append(f"reader {step.get('snapshot')} has left already (R-EPOCH-4)")
+    elif kind == "invalid_argument":
+        shown = {
+            k: v for k, v in step.items() if k not in ("op", "note", "expect", "actual", "trace")
+        }
+        lines.append(f"an argument is not valid: {json.dumps(shown)[:200]} (R-ERR-1)")
+    else:
+        lines.append(f"refused with {kind}")
+    lines.append("nothing changed: a call that raises leaves the tree as it was (R-ERR-2)")
     return lines
 
 
@@ -112,8 +253,7 @@ POLICY_ORDER: dict[str, str] = {
     "lru": "the least recently used goes first (R-POL-2)",
     "lfu": "the fewest hits go first, then the least recently used (R-POL-3)",
     "fifo": "the earliest cached goes first, however recently used (R-POL-4)",
-    "priority": "the lowest retention priority goes first, then the least recently used "
-    "(R-POL-5)",
+    "priority": "the lowest retention priority goes first, then the least recently used (R-POL-5)",
     "slru": "probation (0) before protected (1), least recently used first in each (R-POL-6)",
 }
 

@@ -6,7 +6,12 @@ is checked node for node against the Python side: the same nodes (``data-node``)
 kinds, blocks and change flags, at the same places (the page's layout is the twin
 of :mod:`kachedb_radix.spec.explain.layout`), and the same pool cells. Folded nodes open on a
 click, pan and zoom move the view, rule links open the rule's text, and the console
-stays free of errors. A wrong page fails these tests.
+stays free of errors. Each scenario's page also answers a student's questions where they
+arise (an empty canvas explained, a refusal's numbers, the reader's version drawn, the
+full eviction order, stable namespace order, every change styled, a legend in view), a
+reviewer's page shows a peer's declared differences with both outcomes, play, sub-steps,
+permalinks and refit on resize work, and the playground answers over a real socket
+(``tests/explain/test_playground.py``). A wrong page fails these tests.
 
 Without Chromium or Playwright the tests skip and say so -- unless
 ``KACHEDB_RADIX_REQUIRE_BROWSER=1`` (set by ``.ci/run``, which installs both), where a
@@ -18,8 +23,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -34,16 +37,9 @@ from kachedb_radix.spec.explain.view import View, all_nodes
 from kachedb_radix.spec.mutants.eviction import LruReversed
 from tests.support.paths import ROOT
 
-CHROMIUM_ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
+#: The viewport of a laptop: the legend and the tree must be in view at this size.
+VIEWPORT = {"width": 1440, "height": 900}
+
 NODES = """svg => Array.from(svg.querySelectorAll('g.node')).map(g => [g.dataset.node,
     g.dataset.kind, g.dataset.blocks, g.dataset.flags, +g.dataset.x, +g.dataset.y,
     g.querySelectorAll('tspan').length])"""
@@ -51,39 +47,17 @@ CELLS = """svg => Array.from(svg.querySelectorAll('rect.cell')).map(c =>
     [c.dataset.state, c.dataset.change])"""
 
 
-def _missing(reason: str) -> None:
-    if os.environ.get("KACHEDB_RADIX_REQUIRE_BROWSER") == "1":
-        pytest.fail(f"{reason} (KACHEDB_RADIX_REQUIRE_BROWSER=1: .ci/run installs it)")
-    pytest.skip(reason)
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Any]:
-    """One headless Chromium for the module."""
-    try:
-        from playwright.sync_api import sync_playwright
-    except ImportError:
-        _missing("Playwright for Python is not installed (pip install -e '.[test]')")
-    executable = shutil.which("chromium") or shutil.which("chromium-browser")
-    if executable is None:
-        _missing("Chromium is not installed (apt-get install chromium)")
-    with sync_playwright() as playwright:
-        launched = playwright.chromium.launch(executable_path=executable, args=CHROMIUM_ARGS)
-        yield launched
-        launched.close()
-
-
 class Page:
     """A page of the recording opened in the browser, with its console watched."""
 
-    def __init__(self, browser: Any, path: Path, views: list[list[View]]) -> None:
+    def __init__(self, browser: Any, path: Path, views: list[list[View]], hash: str = "") -> None:
         self.views = views
         self.problems: list[str] = []
-        self.page = browser.new_page(viewport={"width": 1400, "height": 1000})
+        self.page = browser.new_page(viewport=VIEWPORT)
         self.page.set_default_timeout(5000)
         self.page.on("console", self._console)
         self.page.on("pageerror", lambda error: self.problems.append(f"pageerror: {error}"))
-        self.page.goto(path.as_uri())
+        self.page.goto(path.as_uri() + hash)
 
     def _console(self, message: Any) -> None:
         if message.type in ("error", "warning"):
@@ -95,14 +69,19 @@ class Page:
     def step(self) -> int:
         return int(self.page.eval_on_selector("body", "body => body.dataset.step"))
 
+    def text(self, selector: str) -> str:
+        return str(self.page.locator(selector).inner_text())
+
     def check(self, step: int, expanded: set[str] | frozenset[str] = frozenset()) -> None:
-        """Every side's SVG and pool at ``step`` are what the Python side computes."""
+        """Every side's SVG and pool at ``step`` are what the Python side computes (with
+        the folding the page chose: ``data-focus`` when it follows a spread change)."""
         assert self.step() == step
         for view in self.views[step]:
             svg = self.svg(view["name"])
             assert svg.get_attribute("data-step") == str(step)
             drawn = svg.evaluate(NODES)
-            placed, _, _ = layout(visible(view["tree"], expanded))
+            focus = svg.get_attribute("data-focus") == "1"
+            placed, _, _ = layout(visible(view["tree"], expanded, focus=focus))
             want = [
                 [
                     item.shown.node["id"],
@@ -127,6 +106,7 @@ class Page:
     def shot(self, name: str) -> None:
         folder = os.environ.get("KACHEDB_RADIX_SCREENSHOTS")
         if folder:
+            self.page.wait_for_timeout(900)  # the step's animation, finished
             self.page.screenshot(path=str(Path(folder) / name))
 
     def close(self) -> None:
@@ -134,17 +114,89 @@ class Page:
         assert self.problems == []
 
 
-def _page(browser: Any, tmp_path: Path, name: str, target: Any = None) -> Page:
+def _page(
+    browser: Any, tmp_path: Path, name: str, target: Any = None, hash: str = "", profile: Any = None
+) -> Page:
     if name.endswith(".jsonl"):
         steps = [json.loads(line) for line in (ROOT / name).read_text().splitlines()]
-        recording = record(steps, target, title=Path(name).name, source=name)
+        recording = record(steps, target, title=Path(name).name, source=name, profile=profile)
     else:
         chosen = scenario(name)
-        recording = record(chosen.steps, title=chosen.title, source=name, lesson=chosen.lesson)
+        recording = record(
+            chosen.steps, target, title=chosen.title, source=name, lesson=chosen.lesson,
+            profile=profile,
+        )  # fmt: skip
     views = frame_views(recording)
     path = tmp_path / f"{Path(name).stem}.html"
     path.write_text(build_page(recording, views), encoding="utf-8")
-    return Page(browser, path, views)
+    return Page(browser, path, views, hash)
+
+
+def _step_of(name: str, note: str) -> int:
+    steps = scenario(name).steps
+    return next(i for i, step in enumerate(steps) if step.get("note", "").startswith(note))
+
+
+def _in_view(page: Page, selector: str) -> bool:
+    """Whether the element is inside the window (at the page's viewport size)."""
+    box = page.page.locator(selector).first.bounding_box()
+    return box is not None and box["y"] >= 0 and box["y"] + box["height"] <= VIEWPORT["height"]
+
+
+def _student(page: Page, name: str, step: int) -> None:
+    """The student's questions, asked where each scenario raises them (one page load)."""
+    view = page.views[step][0]
+    side = 'section.side[data-side="reference"]'
+    why = page.text(f"{side} .why") if view["why"] else ""
+    if name == "demo" and step == 0:
+        # A reset is not a blank canvas: it says what there is; the legend is in view.
+        assert page.text(f"{side} .blank").startswith("a fresh tree: nothing cached yet, all 14")
+        assert _in_view(page, "#legend .legend-row") and _in_view(page, f"{side} .tree-frame")
+        legend = page.text("#legend")
+        for shorthand in ("#0-3,7", "t=12..11", "pins 1..0", "#6 p0 t17", "quarantined", "≠"):
+            assert shorthand in legend, shorthand
+        assert (
+            page.text(f"{side} .counts") == "14 blocks: 0 cached (0 pinned, 0 evictable), 14 free"
+        )
+        assert page.page.locator(f"{side} svg.pool text.cell-id").count() == 14  # numbered cells
+    if name == "demo" and step == 1:
+        assert "nothing is cached in the default namespace" in page.text(f"{side} .blank")
+    if name == "pinning" and step == _step_of("pinning", "four blocks needed"):
+        assert "needed 4, free 0, evictable 2" in why
+        assert page.text(f"{side} .blank").startswith("refused with out_of_blocks")
+    if name == "pinning" and step == _step_of("pinning", "the first request finishes"):
+        released = page.page.locator(f'{side} g.node[data-flags~="pin-"]')
+        assert released.count() == 1 and "\u2212pin" in released.text_content()  # a minus sign
+        dash = released.locator("rect").evaluate("r => getComputedStyle(r).strokeDasharray")
+        assert dash not in ("none", "")  # a released pin is drawn, not plain
+    if name == "pinning" and step == _step_of("pinning", "two new blocks"):
+        trimmed = page.page.locator(f'{side} g.node[data-flags~="trimmed"]')
+        assert "trimmed" in trimmed.text_content()
+        color = trimmed.locator("rect").evaluate("r => getComputedStyle(r).stroke")
+        assert color == "rgb(192, 57, 43)"
+    if name == "eviction" and step == _step_of("eviction", "evict one more"):
+        merged = page.page.locator(f'{side} g.node[data-flags~="merged"]')
+        assert "merged" in merged.text_content()
+    if name == "eviction" and step == _step_of("eviction", "a new prompt"):
+        # Block by block: #3 goes second, once #4 went (not #5, the next leaf before).
+        assert "1. #4  t=2  ← evicted 1st; then #3 is a leaf tail\n2. #3  t=2  ← evicted 2nd" in why
+    if name == "split" and step == _step_of("split", "the canonical dump"):
+        assert '"namespaces": [' in why and '"stamps": [' in why  # the dump itself
+    if name == "snapshots" and view["step"].startswith("snapshot_match"):
+        # The version the reader sees is drawn beside the live tree, its walk marked.
+        version = page.page.locator(f'{side} g.node[data-kind="version"]')
+        assert version.count() == 1 and "reader 1: version 1" in version.text_content()
+        seen = page.page.locator(f'{side} g.node[data-node^="s1:"][data-kind="edge"]')
+        assert seen.get_attribute("data-blocks") == "0 1 2" and "walk" in (
+            seen.get_attribute("data-flags") or ""
+        )
+    if name == "namespaces":
+        roots = page.page.locator(f'{side} svg.tree g.node[data-kind="root"] tspan:first-child')
+        labels = roots.all_text_contents()
+        named = [label for label in labels if label != "namespace (default)"]
+        assert labels[: len(labels) - len(named)] == ["namespace (default)"] * (
+            len(labels) - len(named)
+        ) and named == sorted(named)  # the default first, then by name, at every step
 
 
 @pytest.mark.parametrize(
@@ -155,11 +207,13 @@ def test_every_step_of_every_scenario(browser: Any, tmp_path: Path, name: str) -
     page = _page(browser, tmp_path, name)
     last = len(page.views) - 1
     page.check(0)
+    _student(page, name, 0)
     for step in range(1, last + 1):
         page.page.keyboard.press("ArrowRight")
         page.check(step)
-        if name == "demo" and step in (3, 11, 17):
-            page.shot(f"explain-demo-step-{step + 1}.png")
+        _student(page, name, step)
+        if name == "demo" and step in (11, 17):
+            page.shot(f"demo-step-{step + 1}-{'split' if step == 11 else 'eviction'}.png")
     page.page.keyboard.press("ArrowRight")  # past the end: stays on the last step
     page.check(last)
     page.page.keyboard.press("ArrowLeft")
@@ -169,8 +223,35 @@ def test_every_step_of_every_scenario(browser: Any, tmp_path: Path, name: str) -
     page.close()
 
 
-def test_slider_ticks_and_buttons_move_between_steps(browser: Any, tmp_path: Path) -> None:
-    page = _page(browser, tmp_path, "split")
+def test_stepping_playing_sub_steps_permalinks_and_resize(browser: Any, tmp_path: Path) -> None:
+    """One page, every way to move: a #step= link opens its step and sub-step; the slider,
+    ticks, buttons and keys; sub-steps walk the tree node by node on the state before the
+    step, then split on the state after it, each with its rule; stepping animates; play
+    and pause at a speed; the view refits when the window changes; rule links open the
+    rule's text."""
+    split = _step_of("split", "diverges after two blocks")
+    page = _page(browser, tmp_path, "split", hash=f"#step={split + 1}&sub=2")
+    assert page.step() == split and page.page.evaluate("document.body.dataset.sub") == "1"
+    side = 'section.side[data-side="reference"]'
+    svg = page.svg("reference")
+    subs = page.views[split][0]["sub"]
+    assert page.text(f"{side} .sub-count") == f"sub-step 2 of {len(subs)}:"
+    assert page.text(f"{side} .sub-text").startswith("edge #0-1: 2 of its 3 blocks match")
+    assert svg.get_attribute("data-tree") == "before"  # the walk is on the state before
+    assert svg.locator("g.node.focus").get_attribute("data-node") == subs[1]["n"][0]
+    page.page.keyboard.press(".")
+    page.page.keyboard.press(".")
+    assert svg.get_attribute("data-tree") == "step"
+    assert "splits at the block boundary" in page.text(f"{side} .sub-text")
+    assert page.page.locator(f'{side} .sub-text a.rule[data-rule="R-SPLIT-1"]').count() == 1
+    focused = svg.locator("g.node.focus").evaluate_all("gs => gs.map(g => g.dataset.node)")
+    assert sorted(focused) == sorted(subs[3]["n"]) and len(focused) == 2  # both halves
+    assert "#step=" + str(split + 1) + "&sub=4" in page.page.url
+    page.page.keyboard.press("s")  # sub-steps off: whole steps
+    page.page.keyboard.press("ArrowRight")
+    page.check(split + 1)
+    assert page.page.evaluate("document.getAnimations().length") > 0  # nodes move
+    assert page.page.url.endswith(f"#step={split + 2}")
     slider = page.page.locator("#slider")
     slider.evaluate("(s, v) => { s.value = v; s.dispatchEvent(new Event('input')); }", "4")
     page.check(4)
@@ -180,14 +261,36 @@ def test_slider_ticks_and_buttons_move_between_steps(browser: Any, tmp_path: Pat
     page.check(4)
     page.page.locator("#ticks .tick").nth(2).click()
     page.check(2)
-    page.page.keyboard.press("End")
-    page.check(len(page.views) - 1)
     assert page.page.locator("#jump-diff").is_hidden()
+    # Play at 4x until the last step, then it stops by itself.
+    page.page.select_option("#speed", "4")
+    page.page.click("#play")
+    page.page.wait_for_function(f"document.body.dataset.step === '{len(page.views) - 1}'")
+    page.page.wait_for_function("document.getElementById('play').textContent.includes('play')")
+    page.check(len(page.views) - 1)
+    # A narrower window: the view refits by itself.
+    before = svg.get_attribute("viewBox")
+    page.page.set_viewport_size({"width": 900, "height": 700})
+    page.page.wait_for_function(
+        "b => document.querySelector('svg.tree').getAttribute('viewBox') !== b", arg=before
+    )
+    page.page.set_viewport_size(VIEWPORT)
+    page.page.keyboard.press("Home")
+    page.page.keyboard.press("ArrowRight")
+    page.page.keyboard.press("ArrowRight")
+    page.page.locator(f'{side} .rules a.rule[data-rule="R-SPLIT-1"]').click()
+    view = page.page.locator("#rule-view")
+    assert view.is_visible() and view.get_attribute("data-rule") == "R-SPLIT-1"
+    assert "R-SPLIT-1 — Divergence inside an edge splits it" in view.inner_text()
+    page.page.keyboard.press("Escape")
+    assert view.is_hidden()
     page.close()
 
 
 def test_side_by_side_marks_the_first_difference(browser: Any, tmp_path: Path) -> None:
-    """The committed shrunk disagreement against the LruReversed mutant, both trees drawn."""
+    """The committed shrunk disagreement against the LruReversed mutant, both trees drawn:
+    the banner names the rule first, the differing nodes are marked in both trees, and the
+    mutant's panel says it departs from R-EVICT-2."""
     target = TreeAdapter(LruReversed, "lru_reversed")
     page = _page(browser, tmp_path, "docs/explain/lru-reversed.jsonl", target)
     banner = page.page.locator("#step-diff")
@@ -195,78 +298,106 @@ def test_side_by_side_marks_the_first_difference(browser: Any, tmp_path: Path) -
     page.page.keyboard.press("d")
     page.check(3)
     assert banner.inner_text().startswith(
-        "≠ first difference: lru_reversed parts ways with the reference at outcome.ok.blocks[0]"
-        " — differs: R-EVICT-2"
-    )  # the rule the kit names, and its likely cause after it
+        "≠ first difference: R-EVICT-2, R-EVICT-1: lru_reversed evicted other blocks"
+    )  # the rules the kit names, then its likely cause; the path last
+    assert banner.inner_text().endswith("(at outcome.ok.blocks[0])")
     assert page.page.locator("#ticks .tick.first").get_attribute("data-step") == "3"
     assert page.page.evaluate("document.body.classList.contains('differs')")
-    page.shot("explain-side-by-side.png")
+    for name in ("reference", "lru_reversed"):
+        assert page.svg(name).locator("g.node.differs").count() >= 1
+    departs = page.page.locator(
+        'section.side[data-side="lru_reversed"] li.departs[data-rule="R-EVICT-2"]'
+    )
+    assert departs.inner_text().startswith("✗ departs from R-EVICT-2 took #1; the spec's order")
+    page.shot("lru-reversed-side-by-side.png")
     page.page.keyboard.press("Home")
     page.page.click("#jump-diff")
     page.check(3)
     page.close()
 
 
-def test_big_tree_folds_opens_pans_and_zooms(browser: Any, tmp_path: Path) -> None:
-    """200+ edges: folded nodes open on a click, edges show their blocks, pan and zoom."""
-    page = _page(browser, tmp_path, "scale")
-    last = len(page.views) - 2  # the last user's edit: nothing evicted yet
-    page.page.locator("#slider").evaluate(
-        "(s, v) => { s.value = v; s.dispatchEvent(new Event('input')); }", str(last)
-    )
+def test_big_tree_follows_the_change_folds_opens_pans_and_zooms(
+    browser: Any, tmp_path: Path
+) -> None:
+    """200+ edges. At the last step (23 blocks evicted from all over the tree, a 60-block
+    edge added) "follow" folds what did not change and every removed block and the new
+    edge are inside the view at a legible scale; a minimap shows the whole when it does
+    not fit; "+n more" opens a page at a time; an opened edge lists its tokens; folded
+    nodes open on a click; pan and zoom move the view."""
+    page = _page(browser, tmp_path, "scale", hash="#step=133")
+    last = len(page.views) - 1
     page.check(last)
-    page.page.keyboard.press("0")  # fit: the whole tree in view
     svg = page.svg("reference")
-    assert float(svg.get_attribute("data-scale")) < 1
+    assert svg.get_attribute("data-focus") == "1" and float(svg.get_attribute("data-scale")) >= 0.8
+    frame = page.page.locator('section.side[data-side="reference"] .tree-frame').bounding_box()
+    changed = svg.locator('g.node[data-kind="ghost"], g.node[data-flags~="new"]')
+    assert changed.count() == 4  # three ghosts (one a whole removed subtree) and the new edge
+    removed = 0
+    for index in range(changed.count()):
+        box = changed.nth(index).bounding_box()
+        assert frame["x"] <= box["x"] and box["x"] + box["width"] <= frame["x"] + frame["width"]
+        assert frame["y"] <= box["y"] and box["y"] + box["height"] <= frame["y"] + frame["height"]
+        if changed.nth(index).get_attribute("data-kind") == "ghost":
+            removed += len(changed.nth(index).get_attribute("data-blocks").split())
+    assert removed == 23
+    page.page.keyboard.press("ArrowLeft")  # the last user's edit: nothing evicted yet
+    page.check(last - 1)
+    page.page.keyboard.press("f")  # follow off: the tree folded as usual
+    page.check(last - 1)
+    assert svg.get_attribute("data-focus") == "0"
+    page.page.keyboard.press("0")  # fit: as much of the tree as stays legible
+    assert 0.5 <= float(svg.get_attribute("data-scale")) < 1
+    page.page.keyboard.press("+")
+    page.page.keyboard.press("+")
+    minimap = page.page.locator('section.side[data-side="reference"] svg.minimap')
+    assert minimap.is_visible() and minimap.locator("rect.mini-node").count() > 20
+    page.page.keyboard.press("0")
     more = svg.locator('g.node[data-kind="more"]')
     more_id = more.get_attribute("data-node")
-    more.click()
-    page.check(last, {more_id})
-    page.page.keyboard.press("0")
+    hidden = int(more.locator("tspan").first.text_content().split()[0].lstrip("+"))
+    more.dispatch_event("click")  # (it may lie outside the view: the minimap shows where)
+    page.check(last - 1, {more_id})
+    # One page opened: FANOUT more are shown, the rest fold again.
+    again = svg.locator('g.node[data-kind="more"]')
+    assert again.locator("tspan").first.text_content() == f"+{hidden - 8} more"
+    page.page.keyboard.press("0")  # fit stops where labels can still be read; the minimap shows all
+    assert float(svg.get_attribute("data-scale")) >= 0.5 and minimap.is_visible()
+    opened = {more_id}
+    while again.count():  # page after page, to the last child: the agent's chain
+        opened.add(again.get_attribute("data-node"))
+        again.dispatch_event("click")
+    page.check(last - 1, opened)
     chain = svg.locator('g.node[data-kind="chain"]')
     chain_id = chain.get_attribute("data-node")
-    chain.click()
-    page.check(last, {more_id, chain_id})
-    assert svg.locator("g.node").count() == len(all_nodes(page.views[last][0]["tree"]))
-    page.page.keyboard.press("ArrowLeft")  # opened folds stay open while stepping
-    page.check(last - 1, {more_id, chain_id})
+    chain.dispatch_event("click")
+    page.check(last - 1, {*opened, chain_id})
     page.page.keyboard.press("c")
     page.check(last - 1)
     page.page.keyboard.press("0")
     edge = svg.locator('g.node[data-node="k2"]')
     lines = edge.locator("tspan").count()
     edge.click()
-    assert edge.locator("tspan").count() == lines + 1  # its two blocks, one line
+    opened = edge.locator("tspan").all_text_contents()
+    assert len(opened) == lines + 2  # its two blocks, a line each, with their tokens
+    assert opened[-2:] == ["#0 p0 t131 [1 2 3 4]", "#1 p0 t131 [5 6 7 8]"]
     edge.click()
     assert edge.locator("tspan").count() == lines
-    frame = page.page.locator('section.side[data-side="reference"] .tree-frame')
+    box = page.page.locator('section.side[data-side="reference"] .tree-frame')
     before, scale = svg.get_attribute("viewBox"), float(svg.get_attribute("data-scale"))
-    frame.hover()
+    box.hover()
     page.page.mouse.wheel(0, -300)
     zoomed = svg.get_attribute("viewBox")
     assert zoomed != before and float(svg.get_attribute("data-scale")) > scale
-    box = frame.bounding_box()
-    page.page.mouse.move(box["x"] + 50, box["y"] + 300)
+    area = box.bounding_box()
+    page.page.mouse.move(area["x"] + 300, area["y"] + 300)
     page.page.mouse.down()
-    page.page.mouse.move(box["x"] + 250, box["y"] + 350)
+    page.page.mouse.move(area["x"] + 500, area["y"] + 350)
     page.page.mouse.up()
     assert float(svg.get_attribute("viewBox").split()[0]) < float(zoomed.split()[0])
+    page.page.keyboard.press("f")
     page.page.keyboard.press("End")
-    page.check(len(page.views) - 1)
-    page.shot("explain-scale-eviction.png")
-    page.close()
-
-
-def test_rule_links_open_the_rule_text(browser: Any, tmp_path: Path) -> None:
-    page = _page(browser, tmp_path, "split")
-    page.page.keyboard.press("ArrowRight")
-    page.page.keyboard.press("ArrowRight")
-    page.page.locator('section.side a.rule[data-rule="R-SPLIT-1"]').click()
-    view = page.page.locator("#rule-view")
-    assert view.is_visible() and view.get_attribute("data-rule") == "R-SPLIT-1"
-    assert "R-SPLIT-1 — Divergence inside an edge splits it" in view.inner_text()
-    page.page.keyboard.press("Escape")
-    assert view.is_hidden()
+    page.check(last)
+    page.shot("after-scale-step-133.png")
     page.close()
 
 
@@ -300,4 +431,76 @@ def test_an_open_leaf_shows_its_eviction_key(browser: Any, tmp_path: Path) -> No
     edge = svg.locator(f'g.node[data-node="{inner[0]["id"]}"]')
     edge.click()
     assert not any("eviction key" in line for line in edge.locator("tspan").all_text_contents())
+    page.close()
+
+
+def test_a_reviewer_sees_sglangs_declared_differences(browser: Any, tmp_path: Path) -> None:
+    """R-EVICT-1, R-ALLOC-2: the demo beside SGLang 0.5.23's own RadixCache. Under its
+    shipped profile step 18 is a declared difference: the banner names R-EVICT-1 with the
+    reason and both outcomes (the spec evicts #7, #6, #9; SGLang the whole nodes #6-9),
+    the spec's side draws the spec's own tree with the adopted state a click away, the
+    differing nodes are marked in both trees, and SGLang's panel departs from R-ALLOC-2 in
+    its own words. At the strict spec the banner names the rule, not a JSON path, and the
+    stamp-only steps fold behind step 18."""
+    from tests.explain.test_profile import sglang_target
+
+    target = sglang_target()
+    candidate = target.open()
+    try:
+        page = _page(browser, tmp_path, "demo", candidate, profile=target.profile, hash="#step=18")
+    finally:
+        candidate.close()
+    declared = page.text("#step-declared")
+    assert declared.startswith("declared: R-EVICT-1 (evicts whole leaf nodes")
+    assert "reference reused 2, allocated 6-7,9,12-13, evicted 7,6,9" in declared
+    assert "sglang-0.5.23 reused 2, allocated 8-9,6-7,12, evicted 6-9" in declared
+    assert page.page.locator("#step-diff").is_hidden()
+    spec = 'section.side[data-side="reference"]'
+    ghosts = page.svg("reference").locator('g.node[data-kind="ghost"]')
+    assert sorted(ghosts.evaluate_all("gs => gs.map(g => g.dataset.blocks)")) == ["6 7", "9"]
+    for name in ("reference", "sglang-0.5.23"):
+        assert page.svg(name).locator("g.node.differs").count() >= 2
+    assert "the kit then adopts sglang-0.5.23's choice" in page.text(f"{spec} .adopted").lower()
+    page.page.click(f"{spec} .show-adopted")
+    assert page.svg("reference").get_attribute("data-tree") == "adopted"
+    adopted = page.svg("reference").locator('g.node[data-kind="ghost"]')
+    assert sorted(adopted.evaluate_all("gs => gs.map(g => g.dataset.blocks)")) == ["6 7", "8 9"]
+    page.page.click(f"{spec} .show-adopted")
+    theirs = 'section.side[data-side="sglang-0.5.23"]'
+    alloc = page.text(f'{theirs} li[data-rule="R-ALLOC-2"]')
+    assert alloc.startswith("✗ departs from R-ALLOC-2 took #8-9,6-7,12 in that order")
+    assert "the smallest free ids are taken" not in page.text(f"{theirs} .rules")
+    page.shot("sglang-demo-step-18-declared.png")
+    page.page.keyboard.press("ArrowRight")
+    assert page.text(f"{spec} .origin").startswith(
+        "starts from the state the kit adopted at step 18"
+    )
+    page.close()
+    strict = sglang_target("strict")
+    candidate = strict.open()
+    try:
+        page = _page(browser, tmp_path, "demo", candidate, profile=strict.profile)
+    finally:
+        candidate.close()
+    ticks = page.page.locator("#ticks .tick.diff")
+    assert ticks.count() == 2  # steps 18 and 19; the stamp-only ones are folded
+    assert page.page.locator("#ticks .tick.minor").count() >= 8
+    page.page.keyboard.press("d")
+    assert page.step() == 17
+    banner = page.text("#step-diff")
+    assert banner.startswith("≠ first difference: R-EVICT-1: sglang-0.5.23 evicted a block")
+    for name in ("reference", "sglang-0.5.23"):
+        assert page.svg(name).locator("g.node.differs").count() >= 1
+    page.page.keyboard.press("Home")
+    page.page.keyboard.press("ArrowRight")
+    page.page.keyboard.press("ArrowRight")
+    page.page.keyboard.press("ArrowRight")
+    page.page.keyboard.press("ArrowRight")  # step 5: a stamp-only difference, folded
+    assert page.page.locator("#step-diff").is_hidden()
+    assert page.text("#step-minor").startswith("≈ stamps only: R-LRU-1")
+    page.page.keyboard.press("m")  # shown on demand, with the stamp marked in both trees
+    assert page.page.locator("#step-diff").is_visible()
+    for name in ("reference", "sglang-0.5.23"):
+        assert page.svg(name).locator("g.node.differs-stamp").count() >= 1
+    page.shot("sglang-strict-step-5-stamps.png")
     page.close()

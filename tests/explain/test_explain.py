@@ -45,7 +45,7 @@ from kachedb_radix.spec.explain.model import (
     index_dump,
     walk,
 )
-from kachedb_radix.spec.explain.page import page_data, rule_html
+from kachedb_radix.spec.explain.page import page_data, rule_html, rules_html
 from kachedb_radix.spec.explain.svg import pool_cells, pool_svg, tree_svg
 from kachedb_radix.spec.explain.text import _complete
 from kachedb_radix.spec.explain.view import Node, View, describe_outcome, describe_step
@@ -55,6 +55,9 @@ from kachedb_radix.spec.mutants.eviction import LruReversed
 from tests.support.paths import ROOT
 
 LRU_TRACE = ROOT / "docs" / "explain" / "lru-reversed.jsonl"
+
+#: The "why" panel's eviction section on the spec's side, under lru.
+SPEC_ORDER = "eviction, in the spec's order (least recently used leaf tail first)"
 
 
 def run(name: str) -> tuple[Recording, list[list[View]]]:
@@ -140,8 +143,13 @@ def test_eviction_scenario_shows_candidates_ghosts_and_merges() -> None:
     ghosts = [node for node in nodes(short["tree"]) if node["kind"] == "ghost"]
     assert [ghost["blocks"] for ghost in ghosts] == [[3, 4]]
     assert flagged(short, "trimmed") == []  # the whole edge went
-    candidates = dict(short["why"])["eviction candidates, LRU first"]
-    assert candidates[0] == "#4  t=2  ← evicted 1st"
+    candidates = dict(short["why"])[SPEC_ORDER]
+    # The order block by block: #3 becomes a leaf tail once #4 went, and goes second.
+    assert candidates[:2] == [
+        "1. #4  t=2  ← evicted 1st; then #3 is a leaf tail",
+        "2. #3  t=2  ← evicted 2nd",
+    ]
+    assert candidates[2] == "next: #5  t=3"
     assert short["pool"]["evicted"] == [3, 4] and short["pool"]["allocated"] == [3, 4, 6, 7]
     merged = views[step_of("eviction", "evict one more")][0]
     assert "R-DUMP-2" in rules(merged) and flagged(merged, "merged") == [[0, 1, 2]]
@@ -211,15 +219,34 @@ def test_scale_scenario_folds_wide_fanouts_and_long_chains() -> None:
     folded = _shown(visible(roots))
     assert [shown.node["kind"] for shown in folded].count("more") == 1 and len(folded) < 50
     more = next(shown.node for shown in folded if shown.node["kind"] == "more")
-    assert more["lines"][0] == f"+{41 - (FANOUT - 1) - 1} more"  # 41 kids, 1 changed
-    opened = _shown(visible(roots, {more["id"]}))
-    chain = next(shown.node for shown in opened if shown.node["kind"] == "chain")
+    hidden = 41 - (FANOUT - 1) - 1  # 41 kids, 1 changed
+    assert more["lines"][0] == f"+{hidden} more"
+    # A fan-out opens a page of FANOUT at a time: never one row too wide to read.
+    opened = set()
+    for page in range(1, hidden // FANOUT + 1):
+        opened.add(more["id"])
+        shown = _shown(visible(roots, opened))
+        mores = [item.node for item in shown if item.node["kind"] == "more"]
+        left = hidden - page * FANOUT
+        if left >= 2:
+            assert [node["lines"][0] for node in mores] == [f"+{left} more"]
+            more = mores[0]
+        else:
+            assert mores == []
+    chain = next(item.node for item in shown if item.node["kind"] == "chain")
     assert chain["lines"][:2] == ["⋯ 9 levels", "18 nodes, 18 blocks"] and CHAIN <= 9
-    everything_shown = _shown(visible(roots, {more["id"], chain["id"]}))
+    everything_shown = _shown(visible(roots, {*opened, chain["id"]}))
     assert len(everything_shown) == len(everything)
     last = views[-1][0]
-    hot = [shown.node for shown in _shown(visible(last["tree"])) if shown.node["kind"] == "ghost"]
-    assert len(hot) >= 10  # changed subtrees are never folded away
+    ghosts = [
+        shown.node for shown in _shown(visible(last["tree"])) if shown.node["kind"] == "ghost"
+    ]
+    # Changed subtrees are never folded away; a removed subtree is one ghost.
+    assert sorted(len(node["blocks"]) for node in ghosts) == [1, 1, 21]
+    assert sum(len(node["blocks"]) for node in ghosts) == 23
+    # Focus (the page's follow): the unchanged subtrees beside the changes fold.
+    focused = _shown(visible(last["tree"], focus=True))
+    assert len(focused) < 12 and {"ghost", "more"} <= {item.node["kind"] for item in focused}
     assert recording.frames[-1].sides[0].outcome is not None
 
 
@@ -291,8 +318,18 @@ def test_side_by_side_marks_where_a_mutant_parts_ways() -> None:
     assert recording.frames[3].difference == "outcome.ok.blocks[0]"
     views = frame_views(recording)
     ours, theirs = views[3]
-    assert dict(ours["why"])["eviction candidates, LRU first"][0] == "#0  t=1  ← evicted 1st"
-    assert dict(theirs["why"])["eviction candidates, LRU first"][1] == "#1  t=2  ← evicted 1st"
+    assert dict(ours["why"])[SPEC_ORDER][0] == "1. #0  t=1  ← evicted 1st"
+    # The mutant's panel says what it took, beside the spec's order from the same state.
+    taken = dict(theirs["why"])["eviction: what lru_reversed took, in its order"]
+    assert taken == ["1. #1  t=2  (a leaf tail)", "the spec's order from the same state: 0"]
+    verdicts = dict(zip(rules(theirs), theirs["verdicts"], strict=True))
+    assert verdicts["R-EVICT-2"] == "departs" and verdicts["R-EVICT-1"] == "follows"
+    # The same path is the same node on both sides: the differing one is marked in both.
+    # (a block evicted on one side is a ghost there, g<key>, and an edge on the other, k<key>)
+    marked = [
+        {n["id"][1:] for n in nodes(view["tree"]) if "differs" in n["flags"]} for view in views[3]
+    ]
+    assert marked[0] == marked[1] != set()
     report = text_report(recording, views)
     assert "≠ lru_reversed parts ways with the reference at outcome.ok.blocks[0]" in report
     assert report.endswith("lru_reversed against the reference: first difference at step 4")
@@ -455,7 +492,11 @@ def test_a_reset_that_the_tree_refuses_is_explained() -> None:
     recording = record([{"op": "reset", "num_blocks": 0, "block_size": 1}], title="t", source="s")
     (view,) = frame_views(recording)[0]
     assert view["outcome"] == "error: invalid_argument" and view["tree"] == []
-    assert build_page(recording, frame_views(recording)).count("<article") == len(load_rules())
+    # The page embeds the rules it cites (the playground, every rule).
+    page = build_page(recording, frame_views(recording))
+    assert 'id="rule-R-ERR-1"' in page and page.count("<article") < len(load_rules())
+    live = build_page(recording, frame_views(recording), all_rules=True)
+    assert live.count("<article") == len(load_rules())
 
 
 # ---------------------------------------------------------------------- drawings
@@ -498,8 +539,12 @@ def test_page_is_self_contained_and_interns_nodes() -> None:
         and "</script>" not in page.split('id="explain-data">')[1].split("</script>")[0]
     )
     assert (
-        rule_html("a `b`\n\n**Why.** c") == "<p>a <code>b</code></p><p><strong>Why.</strong> c</p>"
+        rule_html("a `b`\n\n**Why.** c")
+        == "<p>a <code>b</code></p>\n<p><strong>Why.</strong> c</p>\n"
     )
+    # R-TOK-1, R-TOK-3: 2**32 in a code span is not bold; raw HTML is escaped.
+    assert rule_html("in `[0, 2**32)`, <b>") == "<p>in <code>[0, 2**32)</code>, &lt;b&gt;</p>\n"
+    assert "<code>[0, 2**32)</code>" in rules_html(["R-TOK-3"])
 
 
 def test_text_report_prints_trees_only_when_something_changed() -> None:
@@ -669,7 +714,7 @@ def test_the_eviction_key_of_each_policy_is_shown(
     html = tmp_path / "p.html"
     assert main(["explain", str(trace), "--text", "--html", str(html)]) == 0
     out = capsys.readouterr().out
-    assert "eviction candidates, smallest lfu key first" in out
-    assert "#1  hits=0 t=3  ← evicted 1st" in out and "#0  hits=1 t=2" in out
+    assert "eviction, in the spec's order (smallest lfu key leaf tail first)" in out
+    assert "1. #1  hits=0 t=3  ← evicted 1st" in out and "next: #0  hits=1 t=2" in out
     assert "lfu: the fewest hits go first, then the least recently used (R-POL-3)" in out
     assert '"y":"hits=1 t=2"' in html.read_text()

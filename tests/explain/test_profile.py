@@ -5,6 +5,7 @@ what follows them still compared; an inadmissible choice still marked."""
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +17,7 @@ from kachedb_radix.spec.conform.profile import parse
 from kachedb_radix.spec.explain import record
 from kachedb_radix.spec.mutants.recency import ClockFrozenOnMatch
 from tests.kit.test_profile import WHOLE_NODES, WholeLeafEviction
+from tests.support.paths import ROOT
 
 #: A two-block leaf in a two-block pool; the next insert needs one block. The
 #: reference evicts the leaf's tail only (R-EVICT-1); a whole-leaf evictor frees both.
@@ -46,16 +48,28 @@ def test_strict_marks_the_policy_difference() -> None:
 
 
 def test_under_its_profile_the_reference_follows_and_compares_the_rest() -> None:
-    """R-EVICT-1, R-INS-5: under a profile declaring whole-node eviction the reference
-    adopts the target's choice, so no step differs -- the later match and insert, run
-    on the trees the adoption kept in step, included."""
+    """R-EVICT-1, R-INS-5: under a profile declaring whole-node eviction the step is
+    declared, not marked: the reference's side shows the spec's own eviction (the tail
+    block only) beside the target's, and keeps the state the kit adopted -- the target's
+    choice -- which the later match and insert run on, still compared."""
     recording = record(
         STEPS, TreeAdapter(WholeLeafEviction, "whole"), title="t", source="s", profile=WHOLE_NODES
     )
     assert recording.first_difference is None, [f.difference for f in recording.frames]
-    adopted = recording.frames[2].sides[0]
-    assert adopted.note == "adopted whole's choice"
-    assert adopted.outcome is not None and adopted.outcome["ok"]["evicted"] == [1, 0]
+    frame = recording.frames[2]
+    assert dict(frame.declared)["R-INS-5"].startswith("declared: frees whole nodes covering")
+    spec, theirs = frame.sides
+    assert spec.outcome is not None and spec.outcome["ok"]["evicted"] == [1]
+    assert theirs.outcome is not None and theirs.outcome["ok"]["evicted"] == [1, 0]
+    assert spec.adopted is not None and spec.adopted.outcome is not None
+    assert spec.adopted.outcome["ok"]["evicted"] == [1, 0]
+    assert spec.note == "the spec's own outcome; the kit adopts whole's choice after it"
+    # The views: the next step starts from the adopted state, and says so.
+    from kachedb_radix.spec.explain import frame_views
+
+    views = frame_views(recording)
+    assert views[2][0]["adopted"]["outcome"].endswith("evicted 1,0")
+    assert views[3][0]["origin"].startswith("starts from the state the kit adopted at step 3")
     # The match after it sees the same (emptied) tree on both sides.
     match = recording.frames[3].sides
     assert (
@@ -255,3 +269,84 @@ def test_an_inadmissible_choice_after_a_waived_difference_is_still_marked() -> N
     assert recording.first_difference == 4, [(f.difference, f.waived) for f in recording.frames]
     finding = recording.frames[4].finding
     assert finding is not None and finding.kind == "safety" and finding.rule == "R-PIN-3"
+
+
+# ---------------------------------------------------------------------- SGLang's own code
+
+SGLANG_REQUIRED = os.environ.get("KACHEDB_RADIX_REQUIRE_SGLANG") == "1"
+
+
+def sglang_target(profile: str | None = None) -> Any:
+    """SGLang 0.5.23 as the kit resolves it (its shipped profile, or ``profile``); skips
+    without the wheel unless ``KACHEDB_RADIX_REQUIRE_SGLANG=1``, where that fails."""
+    from kachedb_radix.spec.conform.targets import TargetError, resolve
+
+    try:
+        return resolve("sglang", profile=profile)
+    except TargetError as exc:
+        if SGLANG_REQUIRED:
+            pytest.fail(f"{exc} (KACHEDB_RADIX_REQUIRE_SGLANG=1: .ci/run installs it)")
+        pytest.skip(str(exc))
+
+
+def test_sglang_beside_the_spec_each_side_does_what_it_does() -> None:
+    """R-EVICT-1, R-ALLOC-2: the demo beside SGLang under its shipped profile. At step 18
+    SGLang evicts whole nodes (4 blocks, #6-9) where the spec evicts 3 (#7, #6, #9): a
+    declared difference, both outcomes kept, the adopted state beside the spec's; SGLang's
+    panel says what SGLang did, citing rules only as followed or departed from. At the
+    strict spec the same step is the one difference that matters: the stamp-only ones
+    before it are minor."""
+    from kachedb_radix.spec.explain import frame_views, scenario
+
+    steps = scenario("demo").steps
+    target = sglang_target()
+    candidate = target.open()
+    try:
+        recording = record(steps, candidate, title="t", source="s", profile=target.profile)
+    finally:
+        candidate.close()
+    declared = [frame.number for frame in recording.frames if frame.declared]
+    assert declared == [18] and recording.first_difference is None
+    frame = recording.frames[17]
+    assert "R-EVICT-1" in dict(frame.declared)
+    spec, theirs = frame.sides
+    assert spec.outcome is not None and theirs.outcome is not None and spec.adopted is not None
+    assert spec.outcome["ok"]["evicted"] == [7, 6, 9]
+    assert theirs.outcome["ok"]["evicted"] == [6, 7, 8, 9]
+    assert spec.adopted.outcome == theirs.outcome
+    views = frame_views(recording)
+    panel = dict(
+        zip((rule for rule, _ in views[17][1]["rules"]), views[17][1]["verdicts"], strict=True)
+    )
+    assert panel["R-EVICT-1"] == "departs" and panel["R-ALLOC-2"] == "departs"
+    reasons = " ".join(reason for _, reason in views[17][1]["rules"])
+    assert "the smallest free ids are taken" not in reasons and "took #8-9,6-7,12" in reasons
+    strict = sglang_target("strict")
+    candidate = strict.open()
+    try:
+        marked = record(steps, candidate, title="t", source="s", profile=strict.profile)
+    finally:
+        candidate.close()
+    assert marked.first_major == 17 and marked.first_difference is not None
+    minor = [frame.number for frame in marked.frames if frame.minor]
+    assert len(minor) >= 8 and 18 not in minor  # stamps only, folded behind step 18
+    # R-SPLIT-2, on the trace SGLang's profile ships for it: its panel says it departs,
+    # with the stamps (t=1 kept by the spec, t=2 by SGLang), not the spec's reasoning.
+    trace = ROOT / "spec" / "peers" / "traces" / "sglang-0-5-23-R-SPLIT-2.jsonl"
+    candidate = strict.open()
+    try:
+        shipped = record(
+            [json.loads(line) for line in trace.read_text().splitlines()],
+            candidate, title="t", source="s", profile=strict.profile,
+        )  # fmt: skip
+    finally:
+        candidate.close()
+    view = frame_views(shipped)[2][1]
+    said = {
+        rule: (text, verdict)
+        for (rule, text), verdict in zip(view["rules"], view["verdicts"], strict=True)
+    }
+    assert said["R-SPLIT-2"] == (
+        "#2 (not used by this step) went from t=1 to t=2 in the split",
+        "departs",
+    )

@@ -233,7 +233,7 @@ RUNS = [
         fill=(("TRACE", "tests/data/mooncake_head.jsonl"),), small=("--executor", "serial"),
         prints="300 requests (mooncake", writes=("DIR/results.json", "DIR/results.csv")),
     Run("README.md", "kachedb-radix conform reference accel", small=("--examples", "5")),
-    Run("README.md", "kachedb-radix explain --scenario split --html split.html",
+    Run("docs/explain.md", "kachedb-radix explain --scenario split --html split.html",
         writes=("split.html",)),
     Run("README.md", "kachedb-radix gate accel --baseline benchmarks/baseline-accel.json --quick",
         small=("--only", "memory/one_edge"), prints="GATE PASSED"),

@@ -1,0 +1,232 @@
+"""``kachedb-radix explain --serve``: the playground, over a real socket.
+
+The form's fields become trace steps (bad ones refused with a message, the session
+unchanged); the session records again after each step, undoes, loads a trace and saves
+itself as one. In real headless Chromium the page answers an insert typed into it, a
+pinned match, a refusal with its rule, and the rule's text; the command prints its
+address, refuses a port already taken with a clear message, and stops on Ctrl-C without
+a traceback.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import threading
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from kachedb_radix.spec.explain.serve import (
+    PlayError,
+    PlayServer,
+    Session,
+    form_step,
+    tokenize,
+)
+
+
+@pytest.fixture
+def server() -> Iterator[PlayServer]:
+    """A playground on a free loopback port, served from a thread; stopped after."""
+    running = PlayServer(Session(), 0)
+    thread = threading.Thread(target=running.serve_forever, daemon=True)
+    thread.start()
+    yield running
+    running.shutdown()
+    running.server_close()
+    thread.join(5)
+
+
+def test_the_form_becomes_steps_and_bad_fields_say_why() -> None:
+    """The byte tokenizer, token ids, each operation; a malformed field is a PlayError
+    naming it, and the session is unchanged by a refused change."""
+    assert tokenize("hé", "text") == [104, 195, 169]  # UTF-8 bytes
+    assert tokenize("1, 2 3", "ids") == [1, 2, 3]
+    with pytest.raises(PlayError, match="'x' is not a token id"):
+        tokenize("1 x", "ids")
+    insert = form_step({"op": "insert", "tokens": "abcd", "input": "text", "pin": True})
+    assert insert == {"op": "insert", "tokens": [97, 98, 99, 100], "namespace": None, "pin": True}
+    assert form_step({"op": "evict", "number": "2"}) == {"op": "evict", "count": 2}
+    assert form_step({"op": "release", "number": 1}) == {"op": "release", "lease": 1}
+    for fields, message in (
+        ({"op": "drop"}, "unknown operation"),
+        ({"op": "match", "tokens": ""}, "type a prompt"),
+        ({"op": "evict", "number": "two"}, "evict needs a whole number"),
+        ({"op": "reset", "number": 0, "block_size": 4}, "a pool of 1 to"),
+    ):
+        with pytest.raises(PlayError, match=message):
+            form_step(fields)
+    session = Session()
+    before = session.trace()
+    data = session.apply(form_step({"op": "insert", "tokens": "abcdefgh", "input": "text"}))
+    assert len(data["frames"]) == 2 and data["live"] is True
+    with pytest.raises(PlayError):
+        session.load([{"op": "insert", "tokens": [1], "namespace": None, "pin": False}])
+    assert len(session.steps) == 2
+    session.undo()
+    assert session.trace() == before
+
+
+def test_the_playground_answers_in_the_browser(browser: Any, server: PlayServer) -> None:
+    """An insert typed into the page is drawn as the tree's answer; a pinned match marks
+    the walk and the pin; token ids out of range are refused by the tree (R-TOK-3, its
+    text rendered); a malformed field is refused by the form; the session saves as a trace
+    that opens again."""
+    page = browser.new_page(viewport={"width": 1440, "height": 900})
+    problems: list[str] = []
+    page.on("pageerror", lambda error: problems.append(str(error)))
+    page.on("console", lambda m: problems.append(m.text) if m.type == "error" else None)
+    page.set_default_timeout(5000)
+    page.goto(server.url)
+    page.fill("#play-tokens", "hello world, hello!")
+    page.click("#play-go")
+    page.wait_for_function("document.body.dataset.live === '2'")
+    tree = page.locator("svg.tree")
+    edge = tree.locator('g.node[data-kind="edge"]')
+    assert edge.count() == 1 and edge.get_attribute("data-blocks") == "0 1 2 3"
+    assert "new" in (edge.get_attribute("data-flags") or "")
+    assert page.locator(".counts").inner_text().startswith("24 blocks: 4 cached")
+    page.select_option("#play-op", "match")
+    page.fill("#play-tokens", "hello world")
+    page.check("#play-pin")
+    page.click("#play-go")
+    page.wait_for_function("document.body.dataset.live === '3'")
+    assert "matched 8 tokens: #0-1, lease 1" in page.locator(".outcome").inner_text()
+    assert "walk" in (tree.locator('g.node[data-node="k2"]').get_attribute("data-flags") or "")
+    page.select_option("#play-input", "ids")
+    page.fill("#play-tokens", "1 2 x")
+    page.click("#play-go")
+    page.locator("#play-error").wait_for(state="visible")
+    assert page.locator("#play-error").inner_text() == "'x' is not a token id (an integer)"
+    page.uncheck("#play-pin")
+    page.select_option("#play-op", "insert")
+    page.fill("#play-tokens", "1 2 3 4294967296")
+    page.click("#play-go")
+    page.wait_for_function("document.body.dataset.live === '4'")
+    assert page.locator("#play-error").is_hidden()
+    assert "error: token_range" in page.locator(".outcome").inner_text()
+    page.locator('.rules a.rule[data-rule="R-TOK-3"]').click()
+    popup = page.locator("#rule-body")
+    assert popup.locator("code").first.inner_text() == "[0, 2**32)"  # not bold garbage
+    trace = page.evaluate("fetch('/trace.jsonl').then(r => r.text())")
+    steps = [json.loads(line) for line in trace.splitlines()]
+    assert [step["op"] for step in steps] == ["reset", "insert", "match", "insert"]
+    page.click("#play-undo")
+    page.wait_for_function("document.body.dataset.live === '3'")
+    page.close()
+    # Chromium logs the refused form (HTTP 400) itself; nothing else went wrong.
+    assert [p for p in problems if "status of 400" not in p] == []
+    assert len(problems) == 1
+    Session(steps)  # the saved trace opens again
+
+
+def test_the_command_serves_refuses_a_taken_port_and_stops_on_ctrl_c() -> None:
+    """``explain --serve``: its address on stdout, the page over HTTP; a second one on the
+    same port exits 2 saying the port is taken; Ctrl-C (SIGINT) ends it with status 0 and
+    no traceback."""
+    command = [sys.executable, "-m", "kachedb_radix.spec", "explain", "--serve", "--port", "0"]
+    first = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert first.stdout is not None
+        line = first.stdout.readline()
+        assert line.startswith("playground: http://127.0.0.1:"), line
+        url = line.split()[1]
+        with urllib.request.urlopen(url, timeout=10) as answer:
+            assert b'id="play-form"' in answer.read()
+        port = url.rstrip("/").rsplit(":", 1)[1]
+        taken = subprocess.run(
+            [*command[:-1], port], capture_output=True, text=True, timeout=60, check=False
+        )
+        assert taken.returncode == 2
+        assert f"port {port} on 127.0.0.1 is taken" in taken.stderr
+        assert "Traceback" not in taken.stderr
+        first.send_signal(signal.SIGINT)
+        out, err = first.communicate(timeout=30)
+    finally:
+        if first.poll() is None:
+            first.kill()
+            first.wait()
+    assert first.returncode == 0, err
+    assert "playground stopped" in out and "Traceback" not in err
+
+
+def _post(url: str, body: str) -> tuple[int, Any]:
+    request = urllib.request.Request(url, data=body.encode(), method="POST")
+    try:
+        with urllib.request.urlopen(request, timeout=10) as answer:
+            return answer.status, json.loads(answer.read())
+    except urllib.error.HTTPError as error:
+        with error:
+            return error.code, json.loads(error.read())
+
+
+def test_the_server_refuses_what_it_cannot_take(
+    server: PlayServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every refusal is a status and a message, the session unchanged: an unknown route, a
+    body that is not a form, a trace that is not one, a full session; the other operations
+    of the form, a trace loaded, undo back to the first reset."""
+    url = server.url
+    with urllib.request.urlopen(url + "api/data", timeout=10) as answer:
+        assert json.loads(answer.read())["live"] is True
+    with pytest.raises(urllib.error.HTTPError) as missing:
+        urllib.request.urlopen(url + "nowhere", timeout=10)
+    assert missing.value.code == 404
+    missing.value.close()
+    assert _post(url + "api/nowhere", "{}")[0] == 404
+    assert _post(url + "api/step", "[1]") == (
+        400,
+        {"error": "send the form's fields as a JSON object"},
+    )
+    assert _post(url + "api/step", "{")[0] == 400
+    status, answer = _post(url + "api/load", '{"op": "match", "tokens": [1]}\n')
+    assert status == 400 and answer["error"] == "a trace starts with a reset step"
+    assert _post(url + "api/load", "not json\n")[0] == 400
+    for fields in (
+        {"op": "reader"},
+        {"op": "leave", "number": 1},
+        {"op": "reset", "number": 6, "block_size": 2},
+        {"op": "insert", "tokens": "abcd", "input": "text"},
+    ):
+        status, data = _post(url + "api/step", json.dumps(fields))
+        assert status == 200, data
+    assert [step["op"] for step in server.session.steps][-4:] == [
+        "reader",
+        "leave",
+        "reset",
+        "insert",
+    ]
+    monkeypatch.setattr("kachedb_radix.spec.explain.serve.MAX_STEPS", len(server.session.steps))
+    status, answer = _post(url + "api/step", json.dumps({"op": "evict", "number": 1}))
+    assert status == 400 and "save it and reset" in answer["error"]
+    trace = '{"op": "reset", "num_blocks": 4, "block_size": 1}\n{"op": "evict", "count": 1}\n'
+    status, data = _post(url + "api/load", trace)
+    assert status == 200 and len(data["frames"]) == 2
+    _post(url + "api/undo", "{}")
+    status, data = _post(url + "api/undo", "{}")
+    assert status == 200 and len(data["frames"]) == 1  # never past the first reset
+    with pytest.raises(PlayError, match="unknown input mode"):
+        tokenize("1", "words")
+    with pytest.raises(PlayError, match="at most"):
+        tokenize("x" * 5000, "text")
+    with pytest.raises(PlayError, match="0 or more"):
+        form_step({"op": "evict", "number": -1})
+
+
+def test_the_command_refuses_what_it_cannot_serve(capsys: pytest.CaptureFixture[str]) -> None:
+    """``explain --serve`` with a target, a bad port or an unreadable trace: exit 2, a
+    message, no traceback (nothing is served)."""
+    from kachedb_radix.spec.cli.main import main
+
+    assert main(["explain", "--serve", "--target", "accel"]) == 2
+    assert "--serve runs the reference alone" in capsys.readouterr().err
+    assert main(["explain", "--serve", "--port", "70000"]) == 2
+    assert "a port from 0 to 65535" in capsys.readouterr().err
+    assert main(["explain", "--serve", "missing.jsonl"]) == 2
+    assert "cannot read the trace" in capsys.readouterr().err

@@ -435,7 +435,11 @@ def _settings(args: argparse.Namespace, trace: Trace) -> Settings:
     timed = mode == "timed"
     model = _model(args, timed or args.gpu is not None)
     deployment = _deployment(args, model, timed)
-    sizing = Sizing(trace.tokens_per_block, model, deployment)
+    # Sizes in GiB and GPUs only for what the user named (the timed mode's default
+    # deployment prices steps, it is not theirs to size).
+    named_model = model if args.model is not None or args.gpu is not None else None
+    named = deployment if args.gpu is not None else None
+    sizing = Sizing(trace.tokens_per_block, named_model, named)
     try:
         service = ServiceModel(args.max_running, args.token_budget, args.on_full)
     except ValueError as error:
@@ -472,8 +476,8 @@ def _settings(args: argparse.Namespace, trace: Trace) -> Settings:
         timeline_capacity=args.timeline_capacity,
         knee_fractions=parse_fractions(args.knee),
         knee_rounds=args.knee_rounds,
-        deployment=deployment,
-        model=model if args.model is not None or deployment is not None else None,
+        deployment=named,
+        model=named_model,
         slo=slo,
     )
 
@@ -615,11 +619,12 @@ def _prefill_cost(args: argparse.Namespace, console: Console) -> int:
         found = cost.solo_prefill(tokens, 0, args.token_budget)
         flops = found["linear_flops"] + found["attention_flops"]
         share = found["attention_flops"] / flops
+        plural = "s" if found["steps"] > 1 else ""
         console.print(
             f"{tokens:,}-token prefill: {flops / 1e15:,.3g} PFLOP ({100 * share:.0f}% attention): "
             f"{duration(found['compute_ms'])} of compute at mfu {cost.mfu:g}, "
-            f"{duration(found['ms'])} in {found['steps']:.0f} steps of {args.token_budget:,} "
-            f"tokens (TTFT on an idle worker)",
+            f"{duration(found['ms'])} in {found['steps']:.0f} step{plural} of "
+            f"{args.token_budget:,} tokens (TTFT on an idle worker)",
             highlight=False,
         )
     return EXIT_OK

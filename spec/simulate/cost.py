@@ -79,6 +79,8 @@ class CostModel:
     overhead_ms: float = 2.0
     prefill_tokens_per_s: float | None = None
     decode_ms: float | None = None
+    #: What it prices: ``llama-3-8b on 1 x H100 SXM5 80 GB``.
+    label: str = ""
 
     def __post_init__(self) -> None:
         for name in ("peak_flops", "hbm_bytes_per_s", "host_bytes_per_s"):
@@ -126,6 +128,7 @@ class CostModel:
             peak_flops=count * (peak_flops or gpu.peak_flops(model.compute_dtype)),
             hbm_bytes_per_s=count * (hbm_bytes_per_s or gpu.hbm_bytes_per_s),
             host_bytes_per_s=count * (host_bytes_per_s or gpu.host_bytes_per_s),
+            label=f"{model.name} on {count} x {gpu.part}",
             **knobs,  # type: ignore[arg-type]
         )
 

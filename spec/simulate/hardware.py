@@ -187,12 +187,13 @@ class Sizing:
             return None
         return blocks * size / self.deployment.kv_bytes_per_gpu
 
-    def worker_blocks(self) -> int | None:
-        """Tree blocks one worker's KV budget holds, or None without a deployment. O(1)."""
+    def worker_blocks(self, workers: int = 1) -> int | None:
+        """Tree blocks the KV budget of ``workers`` workers holds, or None without a
+        deployment. O(1)."""
         size = self.block_bytes
         if size is None or self.deployment is None:
             return None
-        return int(self.deployment.kv_bytes_per_worker // size)
+        return int(workers * self.deployment.kv_bytes_per_worker // size)
 
     def describe(self, blocks: float) -> str:
         """``31,800 blocks = 2.43 TiB = 40.1 GPUs`` with what is known. O(1)."""
@@ -213,7 +214,7 @@ class Sizing:
             SimulateError: not a size, a unit the model or GPU is needed for but not
                 given, or less than one block.
         """
-        word = text.strip().replace("_", "")
+        word = text.strip().replace("_", "").replace(" ", "")
         match = _SIZE.fullmatch(word)
         if match is None:
             raise SimulateError(

@@ -134,9 +134,8 @@ def _against_capacity(results: Results) -> bytes:
             color="#1f77b4",
         )
     sizing = results.sizing or Sizing(results.trace.tokens_per_block)
-    worker = sizing.worker_blocks()
-    if worker is not None:
-        hbm = worker * max(config.cluster.workers for config in results.configs)
+    hbm = sizing.worker_blocks(max(config.cluster.workers for config in results.configs))
+    if hbm is not None:
         axes.axvline(hbm, color="#d62728", linestyle="-.", linewidth=1, label="the GPUs' HBM")
     _capacity_axis(axes, results)
     axes.set_ylabel("token hit ratio")

@@ -142,8 +142,9 @@ class Service:
     Attributes:
         ttft_ms: TTFT p50, p90, p99 of the served requests.
         tpot_ms: time per output token p50, p99.
-        offered_prefill_s: the prefill compute the served requests needed, in seconds
-            (:meth:`CostModel.prefill_compute_ms`, uncached tokens after their hits).
+        offered_prefill_s: the prefill compute the trace's requests need, in seconds
+            (:meth:`CostModel.prefill_compute_ms` of the tokens their hits leave; a
+            refused request is offered in full).
         trace_span_s: first to last arrival.
         busy: the workers' step time over the run's span (1.0: never idle).
         attainment: share of requests meeting the SLO (None without one).
@@ -256,16 +257,21 @@ def _replay(
     return done, name
 
 
+def no_cache_cluster(cluster: ClusterSpec) -> ClusterSpec:
+    """The cluster of ``cluster``'s no-cache baseline: the same workers, routed by load
+    when its routing needs an index (there is no cache to route by). O(1)."""
+    routing = "least-loaded" if cluster.uses_index else cluster.routing
+    return ClusterSpec(workers=cluster.workers, routing=routing, seed=cluster.seed)
+
+
 def _no_cache(job: Job, config: Config, speed: float = 1.0) -> Replay:
-    """The no-cache baseline: the same workers, nothing reused (routing by load when
-    the configuration's routing needs an index: there is no cache to route by)."""
+    """The no-cache baseline: the same workers, nothing reused (see
+    :func:`no_cache_cluster`)."""
     assert job.cost is not None
-    cluster = config.cluster
+    cluster = no_cache_cluster(config.cluster)
     router = None
     if cluster.workers > 1:
-        routing = "least-loaded" if cluster.uses_index else cluster.routing
-        spec = ClusterSpec(workers=cluster.workers, routing=routing, seed=cluster.seed)
-        router = Router(spec, job.trace, [], None, job.service.max_running)
+        router = Router(cluster, job.trace, [], None, job.service.max_running)
     return replay_timed(
         job.trace,
         [None] * cluster.workers,
@@ -312,10 +318,7 @@ def _service(job: Job, config: Config, task: Task, done: Replay) -> Service:
     trace = job.trace
     offered = 0.0
     for index, request in enumerate(trace.requests):
-        length = done.lengths[index]
-        if length < 0:
-            continue
-        cached = trace.saved_tokens(request, length)
+        cached = trace.saved_tokens(request, max(done.lengths[index], 0))
         offered += cost.prefill_compute_ms(cached, max(request.prompt_tokens - cached, 1))
     stamps = [request.timestamp or 0.0 for request in trace.requests]
     busy = sum(done.busy_ms) / (done.span_ms * len(done.busy_ms)) if done.span_ms else 0.0

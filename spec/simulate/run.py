@@ -36,7 +36,19 @@ from .hardware import Deployment, Sizing
 from .knee import DEFAULT_FRACTIONS, Knee, find_knee, refinements
 from .metrics import HitStats, hit_stats, timeline
 from .models import ModelShape
-from .point import BELADY, MODES, NO_CACHE, RUN, Config, Job, Point, Run, Task, TaskResult
+from .point import (
+    BELADY,
+    MODES,
+    NO_CACHE,
+    RUN,
+    Config,
+    Job,
+    Point,
+    Run,
+    Task,
+    TaskResult,
+    no_cache_cluster,
+)
 from .prefix import prefix_paths
 from .results import Results
 from .service import ServiceModel
@@ -159,11 +171,9 @@ def plan(trace: Trace, settings: Settings) -> Plan:
     notes: list[str] = []
     capacities = list(settings.capacities or auto_capacities(working_set, settings.sweep_points))
     if settings.capacities is None:
-        worker = sizing.worker_blocks()
-        if worker is not None and settings.deployment is not None:
-            hbm = worker * widest
-            if hbm < working_set * widest:
-                capacities.append(hbm)
+        hbm = sizing.worker_blocks(widest)
+        if hbm is not None and hbm < working_set * widest:
+            capacities.append(hbm)
     capacities = _clamp(capacities, limit * widest, notes)
     timeline_capacity = settings.timeline_capacity or capacities[(len(capacities) - 1) // 2]
     if timeline_capacity not in capacities:
@@ -229,7 +239,7 @@ def execute(
         if job.mode == "timed" and settings.no_cache:
             clusters: dict[ClusterSpec, int] = {}
             for number, config in enumerate(job.configs):
-                clusters.setdefault(config.cluster, number)
+                clusters.setdefault(no_cache_cluster(config.cluster), number)
             tasks += [Task(NO_CACHE, 0, number) for number in clusters.values()]
         found += session.run(tasks, advance)
         for _ in range(settings.knee_rounds if prepared.infinite is not None else 0):
@@ -244,7 +254,7 @@ def execute(
     sweep_seconds = time.perf_counter() - started
     points = _points(job, found, prepared)
     no_cache = {
-        job.configs[result.task.config].cluster.label or "1 worker": result.run
+        no_cache_cluster(job.configs[result.task.config].cluster).label or "1 worker": result.run
         for result in found
         if result.task.kind == NO_CACHE and result.run is not None
     }

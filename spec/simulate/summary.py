@@ -192,14 +192,15 @@ def cluster_table(results: Results) -> Table:
         columns += ["TTFT p50", "p90", "p99"]
     for name in columns:
         table.add_column(name, justify="right" if name != "configuration" else "left")
-    for label in results.labels:
-        run = point.runs[label]
+    rows = [(label, point.runs[label]) for label in results.labels]
+    rows += [(f"no cache, {label}", run) for label, run in results.no_cache.items()]
+    for label, run in rows:
         balance = run.balance
         spread = "—"
         if balance is not None:
             spread = f"{min(balance.requests):,} to {max(balance.requests):,}"
         row = [
-            label,
+            "lru (1 worker)" if label == "lru" else label,
             percent(run.stats.token_hit_ratio),
             spread,
             "—" if balance is None else f"{balance.imbalance:.2f}",
@@ -227,10 +228,7 @@ def title(results: Results) -> str:
 
 def _hbm_blocks(results: Results) -> int | None:
     """The capacity the deployment's HBM holds, over every worker of the widest cluster."""
-    worker = _sizing(results).worker_blocks()
-    if worker is None:
-        return None
-    return worker * max(config.cluster.workers for config in results.configs)
+    return _sizing(results).worker_blocks(max(c.cluster.workers for c in results.configs))
 
 
 def knee_lines(results: Results) -> list[str]:
@@ -353,10 +351,12 @@ def notes(results: Results) -> list[str]:
             if cost.decode_ms is not None
             else f"mbu {cost.mbu:g} of {cost.hbm_bytes_per_s / 1e12:,.2f} TB/s"
         )
+        priced = f"{cost.label}, " if cost.label else ""
         lines.append(
-            f"service model (a worker): {rates}, {decode}, {cost.overhead_ms:g} ms a step, "
-            f"{service.token_budget:,} tokens a step, {service.max_running} running at most, "
-            f"on a full pool: {service.on_full}; bounds in arrival order"
+            f"service model ({priced}per worker): {rates}, {decode}, "
+            f"{cost.overhead_ms:g} ms a step, {service.token_budget:,} tokens a step, "
+            f"{service.max_running} running at most, on a full pool: {service.on_full}; "
+            "bounds in arrival order"
         )
         if results.slo is not None:
             slo = results.slo

@@ -87,7 +87,10 @@ def test_timed_mode_reports_ttft(tmp_path: Path, capsys: pytest.CaptureFixture[s
     assert status == 0
     out = capsys.readouterr().out
     assert "timed mode" in out and "TTFT p50" in out and "waited" in out
-    assert "service model (a worker): prefill 200,000 tokens/s" in out
+    assert (
+        "service model (llama-3-8b on 1 x H100 SXM5 80 GB, per worker): prefill 200,000 tokens/s"
+        in out
+    )
     document = json.loads((tmp_path / "results.json").read_text())
     _validate(document)
     small = document["points"][0]["lru"]

@@ -383,7 +383,9 @@ def run_simulate(args: argparse.Namespace) -> int:
         settings = _settings(args, trace)
         prepared = plan(trace, settings)
         runs = len(prepared.job.configs)
-        total = len(trace.requests) * len(prepared.capacities) * runs
+        refined = settings.knee_rounds * settings.knee_points * 2 * len(settings.knee_fractions)
+        capacities = len(prepared.capacities) + (refined if settings.bounds else 0)
+        total = len(trace.requests) * capacities * runs  # the refinements: at most
         with progress_bar(total, "replaying", console, quiet=args.quiet) as advance:
             results = execute(prepared, settings, advance)
     except (SimulateError, ImportError) as error:

@@ -329,6 +329,13 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help="when every block is pinned: wait for one to finish, or refuse (default wait)",
     )
     timed.add_argument(
+        "--speedup",
+        type=float,
+        default=None,
+        metavar="F",
+        help="replay the arrivals F times faster (2: twice the traffic; default 1)",
+    )
+    timed.add_argument(
         "--ttft-slo",
         default=None,
         metavar="TIME",
@@ -454,8 +461,9 @@ def _settings(args: argparse.Namespace, trace: Trace) -> Settings:
         if args.ttft_slo is not None:
             slo = Slo(parse_duration(args.ttft_slo), args.slo_attainment, args.slo_runs)
     else:
-        for flag, value in (("--ttft-slo", args.ttft_slo), ("--prefill-tps", args.prefill_tps),
-                            ("--decode-ms", args.decode_ms)):  # fmt: skip
+        timed_only = (("--ttft-slo", args.ttft_slo), ("--prefill-tps", args.prefill_tps),
+                      ("--decode-ms", args.decode_ms), ("--speedup", args.speedup))  # fmt: skip
+        for flag, value in timed_only:
             if value is not None:
                 raise SimulateError(
                     f"{flag} applies to the timed mode "
@@ -481,6 +489,7 @@ def _settings(args: argparse.Namespace, trace: Trace) -> Settings:
         deployment=named,
         model=named_model,
         slo=slo,
+        speed=1.0 if args.speedup is None else args.speedup,
     )
 
 

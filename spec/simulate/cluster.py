@@ -123,7 +123,8 @@ class ClusterSpec:
         if self.uses_index and self.index == "gateway":
             text += f"@gw{self.gateways}"
         if self.uses_index and self.delay_ms is not None:
-            text += f"+{self.delay_ms:g}ms"
+            whole = self.delay_ms >= 1000 and self.delay_ms % 1000 == 0
+            text += f"+{self.delay_ms / 1000:g}s" if whole else f"+{self.delay_ms:g}ms"
         elif self.uses_index and self.delay_requests:
             text += f"+{self.delay_requests}req"
         return text

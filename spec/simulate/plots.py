@@ -99,7 +99,17 @@ def _capacity_axis(axes: Any, results: Results) -> None:
         per_gib = size / 1024**3
         top = axes.secondary_xaxis("top", functions=(lambda b: b * per_gib, lambda g: g / per_gib))
         top.set_xlabel(f"GiB of KV ({sizing.model.name if sizing.model else ''})", fontsize=9)
-        top.xaxis.set_major_formatter(FuncFormatter(lambda value, _: f"{value:,.3g}"))
+        top.xaxis.set_major_formatter(
+            FuncFormatter(lambda value, _: f"{value:,.0f}" if value >= 1 else f"{value:.2g}")
+        )
+
+
+def _hbm_line(axes: Any, results: Results) -> None:
+    """The capacity the deployment's HBM holds (every worker of the widest cluster)."""
+    sizing = results.sizing or Sizing(results.trace.tokens_per_block)
+    hbm = sizing.worker_blocks(max(config.cluster.workers for config in results.configs))
+    if hbm is not None:
+        axes.axvline(hbm, color="#d62728", linestyle="-.", linewidth=1, label="the GPUs' HBM")
 
 
 def _against_capacity(results: Results) -> bytes:
@@ -133,10 +143,7 @@ def _against_capacity(results: Results) -> bytes:
             fontsize=8,
             color="#1f77b4",
         )
-    sizing = results.sizing or Sizing(results.trace.tokens_per_block)
-    hbm = sizing.worker_blocks(max(config.cluster.workers for config in results.configs))
-    if hbm is not None:
-        axes.axvline(hbm, color="#d62728", linestyle="-.", linewidth=1, label="the GPUs' HBM")
+    _hbm_line(axes, results)
     _capacity_axis(axes, results)
     axes.set_ylabel("token hit ratio")
     axes.set_ylim(0, 1)
@@ -191,6 +198,7 @@ def _ttft(results: Results) -> bytes:
     if results.slo is not None:
         axes.axhline(results.slo.ttft_ms / 1000.0, color="#2ca02c", linestyle="-.",
                      label=f"SLO {results.slo.ttft_ms:g} ms")  # fmt: skip
+    _hbm_line(axes, results)
     _capacity_axis(axes, results)
     axes.set_yscale("log")
     axes.set_ylabel("time to first token (s)")

@@ -101,6 +101,7 @@ class Job:
         hashes: the prompts' block hashes (None when no configuration routes by index).
         windows: timeline windows.
         slo: the TTFT SLO (timed mode), or None.
+        speed: the timed mode replays arrivals this many times faster (``--speedup``).
     """
 
     trace: Trace
@@ -117,6 +118,7 @@ class Job:
     hashes: list[list[Any]] | None = None
     windows: int = 100
     slo: Slo | None = None
+    speed: float = 1.0
 
     @property
     def trace_rate(self) -> float:
@@ -248,7 +250,13 @@ def _replay(
     if job.mode == "timed":
         assert job.cost is not None, "the timed mode has a cost model"
         done = replay_timed(
-            job.trace, trees, job.service, job.cost, router=router, progress=progress, speed=speed
+            job.trace,
+            trees,
+            job.service,
+            job.cost,
+            router=router,
+            progress=progress,
+            speed=speed * job.speed,
         )
     elif router is None:
         done = replay_sequential(job.trace, trees[0], progress)
@@ -278,7 +286,7 @@ def _no_cache(job: Job, config: Config, speed: float = 1.0) -> Replay:
         job.service,
         job.cost,
         router=router,
-        speed=speed,
+        speed=speed * job.speed,
         reuse=False,
     )
 
@@ -333,12 +341,12 @@ def _service(job: Job, config: Config, task: Task, done: Replay) -> Service:
                 return _no_cache(job, config, speed).ttft
             return _replay(job, config, task.capacity, None, speed)[0].ttft
 
-        throughput = search(at_speed, slo, job.trace_rate)
+        throughput = search(at_speed, slo, job.trace_rate * job.speed)
     return Service(
         ttft_ms=percentiles(done.ttft_ms),
         tpot_ms=percentiles(tpot, (50, 99)),
         offered_prefill_s=offered / 1000.0,
-        trace_span_s=(max(stamps) - min(stamps)) / 1000.0,
+        trace_span_s=(max(stamps) - min(stamps)) / 1000.0 / job.speed,
         busy=min(1.0, busy),
         attainment=reached,
         throughput=throughput,

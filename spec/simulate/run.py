@@ -86,6 +86,7 @@ class Settings:
         deployment: the model and GPUs (sizes in GiB and GPUs; None: blocks only).
         slo: the TTFT SLO (timed mode).
         no_cache: run the timed mode's no-cache baseline.
+        speed: replay the arrivals this many times faster (timed mode).
     """
 
     mode: str = "sequential"
@@ -109,6 +110,7 @@ class Settings:
     model: ModelShape | None = None
     slo: Slo | None = None
     no_cache: bool = True
+    speed: float = 1.0
 
 
 @dataclass(frozen=True)
@@ -151,6 +153,8 @@ def plan(trace: Trace, settings: Settings) -> Plan:
         raise SimulateError(f"unknown mode {settings.mode!r}; choose from {', '.join(MODES)}")
     if settings.mode == "timed" and settings.cost is None:
         raise SimulateError("the timed mode needs a cost model (a model and a GPU)")
+    if not settings.speed > 0:
+        raise SimulateError(f"--speedup must be > 0, got {settings.speed}")
     order = arrival_order(trace) if settings.mode == "timed" else list(range(len(trace.requests)))
     paths = upcoming = infinite = None
     working_set = 0
@@ -199,6 +203,7 @@ def plan(trace: Trace, settings: Settings) -> Plan:
         hashes=hashes,
         windows=settings.windows,
         slo=settings.slo if settings.mode == "timed" else None,
+        speed=settings.speed,
     )
     return Plan(
         job=job,

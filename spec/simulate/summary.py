@@ -140,7 +140,7 @@ def service_table(results: Results) -> Table:
         caption="TTFT: arrival to first token; TPOT: per output token after it; "
         "busy: share of the span the GPUs computed; offered: prefill compute needed"
     )
-    columns = ["blocks", "TTFT p50", "p90", "p99", "TPOT p50", "busy", "offered prefill"]
+    columns = ["blocks", "TTFT p50", "p90", "p99", "TPOT p50", "p99", "busy", "offered prefill"]
     if slo is not None:
         columns.append(f"TTFT ≤ {duration(slo.ttft_ms)}")
         if slo.runs:
@@ -157,6 +157,7 @@ def service_table(results: Results) -> Table:
             name,
             *(duration(service.ttft_ms.get(p)) for p in ("p50", "p90", "p99")),
             duration(service.tpot_ms.get("p50")),
+            duration(service.tpot_ms.get("p99")),
             percent(service.busy),
             f"{service.offered_prefill_s:,.0f} s",
         ]

@@ -23,7 +23,9 @@ Dynamo's, by far the fastest of the schemes in Python: measured in docs/simulate
 its batches are taken after every operation, numbered per worker and applied in
 order. ``--router-delay N`` holds each batch back until N more requests have been
 routed; ``--router-delay 50ms`` until 50 ms of trace time have passed (the router's
-view lags the workers, as it does over a network).
+view lags the workers, as it does over a network). Never before the trace's clock
+reaches the operation that emitted it: in the timed mode a step that ends after an
+arrival has not happened yet for the router that routes it.
 
 **A shared index or one per gateway.** With ``--index shared`` (default) every
 request is routed by the one index above. With ``--index gateway --gateways G``
@@ -48,7 +50,6 @@ events O(blocks stored or evicted).
 
 from __future__ import annotations
 
-import heapq
 import importlib
 import random
 from collections import deque
@@ -192,8 +193,11 @@ class Router:
             count = spec.gateways if spec.index == "gateway" else 1
             self.indexes = [factory(self.hasher, trace.block_size) for _ in range(count)]
         self.sequence = [[0] * spec.workers for _ in self.indexes]  # next batch number
-        self.pending: list[tuple[float, int, int, KVEventBatch]] = []  # (release, order, w, b)
-        self.order = 0
+        # Per worker, in the order emitted: (released at this time, at this many requests
+        # routed, the batch). A worker's batches reach the index in order, none early.
+        self.pending: list[deque[tuple[float, int, KVEventBatch]]] = [
+            deque() for _ in range(spec.workers)
+        ]
         # The sequential mode's stand-in for load: requests routed recently.
         self.window: deque[tuple[int, int]] = deque(maxlen=window)
         self.recent = [0] * spec.workers
@@ -203,32 +207,28 @@ class Router:
     # ------------------------------------------------------------------ events
 
     def observe(self, worker: int, time: float) -> None:
-        """Take ``worker``'s tree's new batches; they reach the index after the delay. O(1)
-        per batch."""
+        """Take ``worker``'s tree's new batches, emitted at ``time``; they reach the index
+        once the trace's clock has passed ``time`` plus the delay in ms, and once the
+        delay in requests have been routed since. O(1) per batch."""
         if not self.spec.uses_events:
             return
         spec = self.spec
-        release = (
-            time + spec.delay_ms
-            if spec.delay_ms is not None
-            else (self.routed + spec.delay_requests)
-        )
+        at = time + (spec.delay_ms or 0.0)
+        after = self.routed + spec.delay_requests
+        queue = self.pending[worker]
         for batch in self.trees[worker].take_events():
-            heapq.heappush(self.pending, (release, self.order, worker, batch))
-            self.order += 1
+            queue.append((at, after, batch))
 
     def deliver(self, now: float) -> None:
-        """Apply every batch released by ``now`` (a time, or a count of requests routed).
-        O(their events)."""
-        pending = self.pending
-        if not pending:
-            return
+        """Apply every batch released at time ``now`` (see :meth:`observe`). O(their
+        events + workers)."""
         index, numbers = self.indexes[0], self.sequence[0]
-        while pending and pending[0][0] <= now:
-            _, _, worker, batch = heapq.heappop(pending)
-            index.apply(worker, numbers[worker], batch)
-            numbers[worker] += 1
-            self.events_applied += 1
+        routed = self.routed
+        for worker, queue in enumerate(self.pending):
+            while queue and queue[0][0] <= now and queue[0][1] <= routed:
+                index.apply(worker, numbers[worker], queue.popleft()[2])
+                numbers[worker] += 1
+                self.events_applied += 1
 
     # ------------------------------------------------------------------ routing
 
@@ -237,7 +237,7 @@ class Router:
         spec = self.spec
         count = spec.workers
         if spec.uses_events:
-            self.deliver(time if spec.delay_ms is not None else self.routed)
+            self.deliver(time)
         routing = spec.routing
         if routing == "random":
             chosen = self.rng.randrange(count)

@@ -65,8 +65,9 @@ def _sizing(results: Results) -> Sizing:
     return results.sizing or Sizing(results.trace.tokens_per_block)
 
 
-def _column_name(label: str) -> str:
-    return f"hit {label.upper()}" if "x" not in label else f"hit {label}"
+def _column_name(results: Results, label: str) -> str:
+    """``hit LFU`` for a policy on one worker, ``hit 4xprefix`` for a cluster."""
+    return f"hit {label}" if results.config(label).cluster.workers > 1 else f"hit {label.upper()}"
 
 
 def shown(results: Results) -> list[Point]:
@@ -88,7 +89,7 @@ def summary_table(results: Results) -> Table:
         columns.append("GPUs")
     columns += [
         "hit LRU",
-        *(_column_name(label) for label in results.labels[1:]),
+        *(_column_name(results, label) for label in results.labels[1:]),
         "Belady",
         "infinite",
         "LRU/Belady",
@@ -287,16 +288,19 @@ def overload_lines(results: Results) -> list[str]:
         service = point.runs["lru"].service
         if service is not None and service.overload(1) > OVERLOAD:
             found.append((f"{point.capacity:,} blocks", service))
+    runs = len(shown(results))
     baseline = results.no_cache.get("1 worker")
     service = None if baseline is None else baseline.service
-    if service is not None and service.overload(1) > OVERLOAD:
-        found.append(("no cache", service))
+    if service is not None:
+        runs += 1
+        if service.overload(1) > OVERLOAD:
+            found.append(("no cache", service))
     if not found:
         return []
     worst_name, worst = max(found, key=lambda item: item[1].overload(1))
     best_name, best = min(found, key=lambda item: item[1].overload(1))
     line = (
-        f"OVERLOAD at {len(found)} of {len(shown(results)) + len(results.no_cache)} runs: the "
+        f"OVERLOAD at {len(found)} of {runs} runs (LRU on one worker): the "
         f"trace offers more prefill than one worker computes in its {worst.trace_span_s:,.0f} s "
         f"({worst.offered_prefill_s:,.0f} s of it, {worst.overload(1):.2f}x, at {worst_name}"
     )

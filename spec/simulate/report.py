@@ -1,12 +1,12 @@
 """The planner's report: one self-contained HTML page to send to someone.
 
-``--out DIR`` writes ``report.html`` beside results.json: the trace and its units,
-the model, GPUs and service-model assumptions (every constant, with the datasheets
-the GPU figures come from), the tables the command prints, the knees, the warnings,
-and the plots. It needs nothing else: the plots are embedded as ``data:`` URIs
-(PNG, base64), the style is inline, there is no script and no link to fetch
-anything -- it opens the same from an e-mail attachment, offline. Without
-matplotlib the page says the plots were skipped. Every text is HTML-escaped.
+``--out DIR`` writes ``report.html`` beside results.json: the knees first (and the
+overload warning), then the trace and its units, the model, GPUs and service-model
+assumptions (every constant, with the datasheets the GPU figures come from), the
+tables the command prints, the notes, and the plots. It needs nothing else: the plots
+are embedded as ``data:`` URIs (PNG, base64), the style is inline, there is no script
+and no link to fetch anything -- it opens the same from an e-mail attachment, offline.
+Without matplotlib the page says the plots were skipped. Every text is HTML-escaped.
 Cost: O(points * configurations) plus the plots.
 """
 
@@ -21,7 +21,15 @@ from rich.table import Table
 
 from .hardware import Sizing
 from .results import Results
-from .summary import cluster_table, notes, service_table, summary_table, title
+from .summary import (
+    cluster_table,
+    knee_lines,
+    notes,
+    overload_lines,
+    service_table,
+    summary_table,
+    title,
+)
 
 STYLE = """
 body { font: 15px/1.45 system-ui, sans-serif; margin: 2em auto; max-width: 72em; color: #222; }
@@ -33,6 +41,7 @@ caption { caption-side: bottom; font-size: 0.85em; color: #555; padding-top: 0.3
 .warning { color: #a00; font-weight: 600; } .note { color: #333; }
 img { max-width: 100%; border: 1px solid #ddd; margin: 0.5em 0; }
 code { background: #f5f5f5; padding: 0 0.2em; }
+#assumptions td { text-align: left; } #knees li { font-weight: 600; }
 """
 
 
@@ -122,6 +131,14 @@ def render(results: Results, plots: dict[str, bytes] | None) -> str:
         f"<style>{STYLE}</style></head><body>",
         f"<h1>Capacity plan: {_cell(results.trace.name)}</h1>",
         f'<p id="title">{_cell(title(results))}</p>',
+    ]
+    knees = knee_lines(results)
+    warnings = overload_lines(results)
+    parts.append('<h2>The knee</h2><ul id="knees">')
+    parts += [f"<li>{_cell(line)}</li>" for line in knees] or ["<li>no bounds: no knee</li>"]
+    parts.append("</ul>")
+    parts += [f'<p class="warning">{_cell(line)}</p>' for line in warnings]
+    parts += [
         "<h2>Assumptions</h2>",
         _pairs(assumptions(results), "assumptions"),
         "<h2>Hit ratio against capacity</h2>",
@@ -131,10 +148,10 @@ def render(results: Results, plots: dict[str, bytes] | None) -> str:
         parts += ["<h2>Service under load</h2>", html_table(service_table(results), "service")]
     if results.clusters:
         parts += ["<h2>Workers and routing</h2>", html_table(cluster_table(results), "cluster")]
-    parts.append('<h2>Knees and notes</h2><ul id="notes">')
+    parts.append('<h2>Notes</h2><ul id="notes">')
     for line in notes(results):
-        kind = "warning" if line.startswith("OVERLOAD") else "note"
-        parts.append(f'<li class="{kind}">{_cell(line)}</li>')
+        if line not in knees and line not in warnings:
+            parts.append(f'<li class="note">{_cell(line)}</li>')
     parts.append("</ul><h2>Plots</h2>")
     if plots is None:
         parts.append("<p>Plots skipped: matplotlib is not installed "

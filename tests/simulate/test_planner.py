@@ -274,6 +274,7 @@ def test_the_report_is_one_self_contained_page(
     page = (out / "report.html").read_text()
     parts = _page_parts(page)
     assert parts["table"] == ["assumptions", "capacities", "service", "cluster"]
+    assert page.index('<ul id="knees">') < page.index('id="assumptions"')
     text = " ".join(parts["text"])
     assert "H100 SXM5 80 GB" in text and "NVIDIA H100 Tensor Core GPU datasheet" in text
     assert "knee (LRU): 90% of the achievable hit ratio" in text and "2xprefix" in text

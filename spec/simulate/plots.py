@@ -11,15 +11,14 @@
 * ``ttft_vs_capacity.png`` (timed mode): TTFT p50, p90 and p99 of LRU on one worker
   against pool size, the no-cache baseline and the SLO as horizontal lines.
 
-:func:`figures` draws them into PNG bytes (the HTML report embeds the same bytes);
-:func:`write_plots` writes them.
+:func:`figures` draws them into PNG bytes: the command writes them as files, and the
+HTML report (:mod:`~kachedb_radix.spec.simulate.report`) embeds the same bytes.
 """
 
 from __future__ import annotations
 
 import io
 import math
-from pathlib import Path
 from typing import Any
 
 from .hardware import Sizing
@@ -61,20 +60,6 @@ def figures(results: Results) -> dict[str, bytes]:
     if results.mode == "timed":
         drawn["ttft_vs_capacity.png"] = _ttft(results)
     return drawn
-
-
-def write_plots(results: Results, out: Path) -> list[Path]:
-    """Draw every plot into ``out``; returns their paths.
-
-    Raises:
-        ImportError: matplotlib is not installed.
-    """
-    written = []
-    for name, data in figures(results).items():
-        path = out / name
-        path.write_bytes(data)
-        written.append(path)
-    return written
 
 
 def _png(figure: Any) -> bytes:

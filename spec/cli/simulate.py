@@ -381,10 +381,12 @@ def run_simulate(args: argparse.Namespace) -> int:
     console = Console()
     if not console.is_terminal and "COLUMNS" not in os.environ:
         console.width = PLAIN_WIDTH
+    made = None  # an --out folder made by the check, removed again if nothing is written
     try:
         if args.prefill_cost is not None:
             return _prefill_cost(args, console)
         if args.out is not None:
+            made = _missing_root(args.out)
             _check_out(args.out)
         trace = _trace(args)
         settings = _settings(args, trace)
@@ -397,11 +399,33 @@ def run_simulate(args: argparse.Namespace) -> int:
             results = execute(prepared, settings, advance)
     except (SimulateError, ImportError) as error:
         print(f"simulate: {error}", file=sys.stderr)
+        if made is not None:
+            _remove_empty(args.out, made)
         return EXIT_USAGE
     print_report(results, console)
     if args.out is not None:
         return _write(results, args.out, console)
     return EXIT_OK
+
+
+def _missing_root(path: Path) -> Path | None:
+    """The outermost folder of ``path`` that does not exist yet (None: it exists)."""
+    root = None
+    for candidate in (path, *path.parents):
+        if candidate.exists():
+            break
+        root = candidate
+    return root
+
+
+def _remove_empty(path: Path, root: Path) -> None:
+    """Remove ``path`` and its parents up to ``root`` while they are empty folders."""
+    for candidate in (path, *path.parents):
+        if not candidate.is_dir() or any(candidate.iterdir()):
+            return
+        candidate.rmdir()
+        if candidate == root:
+            return
 
 
 def _check_out(out: Path) -> None:

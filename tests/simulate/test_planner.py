@@ -352,6 +352,9 @@ def test_an_unwritable_out_is_refused_before_the_run(
     captured = capsys.readouterr()
     assert status == 2 and captured.out == ""  # nothing ran, nothing printed
     assert captured.err.startswith(f"simulate: cannot write results to {blocker / 'results'}")
+    fresh = tmp_path / "new" / "out"  # checked by making it; a run that fails leaves nothing
+    assert main(["simulate", str(tmp_path / "missing.jsonl"), "--out", str(fresh)]) == 2
+    assert not (tmp_path / "new").exists() and "cannot read trace" in capsys.readouterr().err
 
 
 def test_64_bit_hash_ids_and_a_bom_through_the_command(tmp_path: Path) -> None:

@@ -17,6 +17,8 @@ Exit status: 0 done, 2 a usage error or bad input (a message, never a traceback)
 from __future__ import annotations
 
 import argparse
+import contextlib
+import itertools
 import json
 import os
 import sys
@@ -410,22 +412,16 @@ def run_simulate(args: argparse.Namespace) -> int:
 
 def _missing_root(path: Path) -> Path | None:
     """The outermost folder of ``path`` that does not exist yet (None: it exists)."""
-    root = None
-    for candidate in (path, *path.parents):
-        if candidate.exists():
-            break
-        root = candidate
-    return root
+    missing = list(itertools.takewhile(lambda folder: not folder.exists(), (path, *path.parents)))
+    return missing[-1] if missing else None
 
 
 def _remove_empty(path: Path, root: Path) -> None:
-    """Remove ``path`` and its parents up to ``root`` while they are empty folders."""
-    for candidate in (path, *path.parents):
-        if not candidate.is_dir() or any(candidate.iterdir()):
-            return
-        candidate.rmdir()
-        if candidate == root:
-            return
+    """Remove ``path`` and its parents up to ``root``, stopping at one not empty."""
+    chain = (path, *path.parents)
+    with contextlib.suppress(OSError):
+        for folder in chain[: chain.index(root) + 1]:
+            folder.rmdir()
 
 
 def _check_out(out: Path) -> None:
@@ -448,9 +444,8 @@ def _deployment(
     name = args.gpu or (DEFAULT_GPU if needed else None)
     if name is None:
         return None
-    if model is None:
-        model = MODELS[DEFAULT_MODEL]
-    return Deployment(model, get_gpu(name), args.gpus, args.gpu_mem_util, args.gpu_reserve)
+    chosen = model or MODELS[DEFAULT_MODEL]
+    return Deployment(chosen, get_gpu(name), args.gpus, args.gpu_mem_util, args.gpu_reserve)
 
 
 def _mode(args: argparse.Namespace, trace: Trace) -> str:

@@ -359,9 +359,7 @@ def _balance(job: Job, done: Replay, workers: int) -> Balance:
     prompt = [0] * workers
     saved = [0] * workers
     trace = job.trace
-    for index, worker in enumerate(done.worker_of):
-        if worker < 0:
-            continue
+    for index, worker in enumerate(done.worker_of):  # every request is routed
         request = trace.requests[index]
         requests[worker] += 1
         prompt[worker] += request.prompt_tokens

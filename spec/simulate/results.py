@@ -134,8 +134,8 @@ class Results:
         curve = []
         for point in self.points:
             stats = self.stats(point, series)
-            if stats is not None:
-                curve.append((point.capacity, stats.token_hit_ratio))
+            assert stats is not None, "with bounds, every point has Belady's counts"
+            curve.append((point.capacity, stats.token_hit_ratio))
         return find_knee(series, share, self.infinite.token_hit_ratio, curve)
 
     def knees(self) -> list[Knee]:

@@ -342,8 +342,8 @@ def _knees(points: list[Point], prepared: Plan, fractions: tuple[float, ...]) ->
         curve = []
         for point in points:
             stats = point.belady if label == "belady" else point.runs[label].stats
-            if stats is not None:
-                curve.append((point.capacity, stats.token_hit_ratio))
+            assert stats is not None, "refinement runs with bounds only"
+            curve.append((point.capacity, stats.token_hit_ratio))
         knees += [find_knee(label, fraction, ceiling, curve) for fraction in fractions]
     return knees
 

@@ -152,8 +152,14 @@ def test_bad_clusters_are_refused() -> None:
     assert ClusterSpec(workers=2).pools(1000, 300) == [300, 300]  # never beyond the trace's
     labels = [ClusterSpec(workers=4, routing="cost", index="gateway", gateways=4).label,
               ClusterSpec(workers=4, routing="prefix", delay_ms=50.0).label,
-              ClusterSpec(workers=4, routing="round-robin", delay_requests=3).label]  # fmt: skip
-    assert labels == ["4xcost@gw4", "4xprefix+50ms", "4xround-robin"]
+              ClusterSpec(workers=4, routing="round-robin", delay_requests=3).label,
+              ClusterSpec(workers=4, routing="prefix", delay_requests=3).label]  # fmt: skip
+    assert labels == ["4xcost@gw4", "4xprefix+50ms", "4xround-robin", "4xprefix+3req"]
+    untimed = Trace([r.__class__(r.tokens, r.sequence, 1, 0, None, None, 1)
+                     for r in block_trace([A]).requests], "mooncake", 1, 1, "u")  # fmt: skip
+    trees, router = _cluster(untimed, ClusterSpec(workers=2, routing="prefix", delay_ms=5.0))
+    with pytest.raises(SimulateError, match="--router-delay in ms needs a timestamp"):
+        replay_cluster_sequential(untimed, trees, router)
 
 
 def test_the_timed_mode_routes_by_what_workers_hold_now() -> None:

@@ -313,3 +313,27 @@ def test_the_mooncake_sample_runs_in_both_modes_on_both_trees() -> None:
         assert documents[0] == documents[1]
         lru = [point["lru"]["token_hit_ratio"] for point in documents[0]["points"]]
         assert 0 < lru[0] <= lru[1] <= documents[0]["infinite"]["token_hit_ratio"]
+
+
+def test_a_restored_request_goes_first_once_ready() -> None:
+    """Budget 4 tokens a step. r1 hits r0's 4 tokens but must restore them (4 ms); r2 is
+    admitted beside it and takes the step's budget. Once ready, r1 (admitted first) takes
+    the whole next budget, and r2 waits its turn."""
+    trace = token_trace([[1, 2, 3, 4], list(range(1, 11)), list(range(20, 30))],
+                        timestamps=[0.0, 100.0, 100.0], block_size=1)  # fmt: skip
+    link = dataclasses.replace(FLAT, kv_bytes_per_token=1, host_bytes_per_s=1000.0,
+                               hbm_bytes_per_s=1e15)  # fmt: skip
+    tree = tree_class("reference")(64, 1)
+    done = replay_timed(trace, [tree], ServiceModel(max_running=4, token_budget=4), link,
+                        restore=lambda worker, index, length: length)  # fmt: skip
+    # [100, 104): r2 4; [104, 108): r1 4; [108, 112): r1 2 + r2 2; [112, 116): r2 4
+    assert done.ttft[1:] == [pytest.approx(12.0), pytest.approx(16.0)]
+    assert done.restored == 4
+    # A slower link (8 ms): r1 is still restoring at 104, so r2 goes on without it.
+    slower = dataclasses.replace(link, host_bytes_per_s=500.0)
+    done = replay_timed(trace, [tree_class("reference")(64, 1)],
+                        ServiceModel(max_running=4, token_budget=4), slower,
+                        restore=lambda worker, index, length: length)  # fmt: skip
+    # [100, 104): r2 4; [104, 108): r2 4 (r1 not ready); [108, 112): r1 4 (r2 waits);
+    # [112, 116): r1 2 + r2 2: both first tokens at 116
+    assert done.ttft[1:] == [pytest.approx(16.0), pytest.approx(16.0)]

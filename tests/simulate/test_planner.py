@@ -11,6 +11,7 @@ import subprocess
 import sys
 from html.parser import HTMLParser
 from pathlib import Path
+from typing import Any
 
 import jsonschema
 import pytest
@@ -113,6 +114,7 @@ def test_the_knee_is_interpolated_in_log_capacity() -> None:
     # non-monotone: the first crossing counts
     assert find_knee("x", 0.5, 1.0, [(10, 0.6), (20, 0.4), (40, 0.7)]).bracket == (None, 10)
     assert refinements([knee], [1000, 4000]) == [1590, 2520]
+    assert refinements([knee], [1000, 1590, 4000]) == [2520]  # what ran is not run again
     narrow = find_knee("lru", 0.5, 1.0, [(1000, 0.4), (1040, 0.6)])
     assert refinements([narrow], [1000, 1040]) == []  # within 5%: done
     assert parse_fractions("0.9, 80%,0.95,0.9") == (0.8, 0.9, 0.95)
@@ -199,6 +201,16 @@ def test_the_slo_search_brackets_the_rate() -> None:
     assert found.requests_per_s == pytest.approx(2 * found.speed)
     never = search(lambda speed: [math.nan], Slo(1.0, runs=10), rate=1.0)
     assert never.speed == 0.0 and never.requests_per_s == 0.0
+    from kachedb_radix.spec.simulate.point import Run, Service
+    from kachedb_radix.spec.simulate.summary import _throughput
+
+    def shown(found: Any) -> str:
+        service = Service({}, {}, 1.0, 1.0, 1.0, None, found)
+        return _throughput(Run(None, None, 0.0, "accel", service))  # type: ignore[arg-type]
+
+    assert (shown(never), shown(found)) == ("< 1/64 of trace", f"{found.requests_per_s:,.3g}")
+    assert shown(search(lambda speed: [0.0], Slo(1.0, runs=9), rate=1.0)) == "≥ 64"
+    assert shown(None) == "—"  # no search asked for
     assert attainment([1.0, 2.0, math.nan, 5.0], 2.0) == 0.5 and attainment([], 1.0) == 0.0
     assert parse_duration("500ms") == 500.0 and parse_duration("1.5 s") == 1500.0
     for bad in (
@@ -391,3 +403,73 @@ def test_a_trace_is_the_same_whatever_its_ids() -> None:
     one, two = simulate(original, settings), simulate(shifted, settings)
     assert [p.lru for p in one.points] == [p.lru for p in two.points]
     assert [p.belady for p in one.points] == [p.belady for p in two.points]
+
+
+def test_the_edges_of_the_planner(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What the bigger tests leave out: bad deployments, a sizes-only model, the search at
+    its limit, a sweep without a no-cache baseline, the seed-table workload and a delay in
+    seconds from the command line, a report that cannot be written."""
+    from kachedb_radix.spec.simulate import report
+    from kachedb_radix.spec.simulate.executors import Session
+    from kachedb_radix.spec.simulate.hardware import get_gpu
+    from kachedb_radix.spec.simulate.plots import figures
+    from kachedb_radix.spec.simulate.point import Job, Service
+    from kachedb_radix.spec.simulate.service import ServiceModel
+    from kachedb_radix.spec.simulate.summary import service_table
+
+    with pytest.raises(SimulateError, match="unknown GPU 'b200'"):
+        get_gpu("b200")
+    for bad, message in (({"gpus": 0}, "--gpus must be"), ({"reserve_gib": -1.0}, "--gpu-reserve")):
+        with pytest.raises(SimulateError, match=message):
+            Deployment(MODELS["llama-3-8b"], GPUS["h100"], **bad)
+    sizes_only = parse_model("layers=4,kv_heads=2,head_dim=8,dtype=bf16")
+    with pytest.raises(SimulateError, match="the timed mode needs the model's hidden="):
+        CostModel.of(Deployment(sizes_only, GPUS["h100"]))
+    with pytest.raises(SimulateError, match="weights must be one of"):
+        parse_model("layers=4,kv_heads=2,head_dim=8,weights=int4")
+    assert Sizing(16, sizes_only).describe(1_000_000) == "1,000,000 blocks = 3.8 GiB"
+    assert Sizing(1).describe(5) == "5 blocks (5 tokens)"
+    always = search(lambda speed: [0.0], Slo(1.0, runs=20), rate=1.0)
+    assert always.speed == 64.0 and always.failed_at is None and always.runs == 7
+    quiet = Service({}, {}, 0.0, 0.0, 0.0)
+    assert quiet.overload(1) == 0.0
+    assert Session(Job(trace=read_trace(_head(2, tmp_path)), mode="sequential",
+                       implementation="reference", service=ServiceModel(),
+                       order=[0, 1])).run([], print) == []  # fmt: skip
+    trace = read_trace(_head(30, tmp_path))
+    with pytest.raises(SimulateError, match="the timed mode needs a cost model"):
+        simulate(trace, Settings(mode="timed", capacities=(50,)))
+    with pytest.raises(SimulateError, match="--speedup must be > 0"):
+        simulate(trace, Settings(capacities=(50,), speed=0.0))
+    cost = CostModel.of(Deployment(MODELS["llama-3-8b"], GPUS["h100"]))
+    results = simulate(trace, Settings(mode="timed", cost=cost, capacities=(100,), knee_rounds=0,
+                                       no_cache=False, slo=Slo(1.0, runs=0), executor="serial",
+                                       model=sizes_only))  # fmt: skip
+    table = service_table(results)
+    assert [column.header for column in table.columns][-1] == "TTFT ≤ 1 ms" and not (
+        results.no_cache
+    )
+    assert set(figures(results)) == {"hit_ratio_vs_capacity.png", "hit_ratio_over_time.png",
+                                     "ttft_vs_capacity.png"}  # fmt: skip
+    assert "model (service)" not in report.render(results, None)
+    with pytest.raises(KeyError):
+        results.config("nope")
+    # the command line: the seed-table workload, a delay in seconds, a bad scheduler
+    assert main(["simulate", "--workload", "seed-table", "--requests", "40", "--capacity", "900",
+                 "--workers", "2", "--routing", "prefix", "--router-delay", "1s", "--no-bounds",
+                 "--executor", "serial"]) == 0  # fmt: skip
+    out = capsys.readouterr().out
+    assert "seed-table workload (seed 0): 40 requests" in out and "2xprefix+1s" in out
+    assert main(["simulate", "--requests", "20", "--mode", "timed", "--max-running", "0"]) == 2
+    assert "max running requests must be >= 1" in capsys.readouterr().err
+
+    def refuse(*args: object) -> None:
+        raise OSError("disk full")
+
+    monkeypatch.setattr(report, "write_report", refuse)
+    assert main(["simulate", "--requests", "20", "--capacity", "100", "--executor", "serial",
+                 "--out", str(tmp_path / "o")]) == 2  # fmt: skip
+    error = capsys.readouterr().err
+    assert "cannot write results to" in error and "disk full" in error

@@ -15,24 +15,41 @@ a quarter of the working set, so it evicts all along): exactly what
 Targets (issue 12, on the 2-core project machine): accel <= 0.5 s, reference <= 5 s,
 reading and parsing included. Unit tests never assert timings; the figures go to
 docs/simulate.md ("Speed"). Beside them: the parse alone with msgspec against the standard
-library's json (why msgspec: it pays), and the Belady bound at the same capacity.
+library's json (why msgspec: it pays), the Belady bound at the same capacity, the timed
+mode's step engine (Llama-3-8B on one H100) and four workers behind a router
+(round-robin, and prefix routing fed by the trees' events).
 """
 
 from __future__ import annotations
 
 import json
 from array import array
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from benchmarks import shapes
+from kachedb_radix.reference.events import BlockHasher
 from kachedb_radix.spec.simulate.bounds import belady_lengths, next_uses
+from kachedb_radix.spec.simulate.cluster import (
+    HASH_SCHEME,
+    ClusterSpec,
+    Router,
+    prompt_hashes,
+    replay_cluster_sequential,
+)
+from kachedb_radix.spec.simulate.cost import CostModel
 from kachedb_radix.spec.simulate.export import mooncake_lines, write_lines
 from kachedb_radix.spec.simulate.formats import read_trace
+from kachedb_radix.spec.simulate.hardware import GPUS, Deployment
+from kachedb_radix.spec.simulate.models import MODELS
+from kachedb_radix.spec.simulate.point import Config, Job, make_trees
 from kachedb_radix.spec.simulate.prefix import prefix_paths
 from kachedb_radix.spec.simulate.sequential import replay_sequential
+from kachedb_radix.spec.simulate.service import ServiceModel
+from kachedb_radix.spec.simulate.timed import replay_timed
 from kachedb_radix.spec.simulate.workload import WorkloadSpec, generate
 
 REQUESTS = 12_000
@@ -111,3 +128,53 @@ def test_belady_bound(benchmark: Any, trace_file: Path) -> None:
     )
     assert len(lengths) == REQUESTS
     benchmark.extra_info["working_set_blocks"] = paths.count
+
+
+def _timed_trace(trace_file: Path) -> Any:
+    """The trace with timestamps compressed 10x (the generator's sessions arrive 1.5 a
+    second; this keeps an H100 busy without overloading it)."""
+    trace = read_trace(trace_file, tokens_per_block=HASH_BLOCK_TOKENS)
+    requests = [
+        replace(request, timestamp=(request.timestamp or 0.0) / 10) for request in trace.requests
+    ]
+    return replace(trace, requests=requests)
+
+
+@pytest.mark.parametrize("name", [_tree_param("accel"), _tree_param("reference")])
+def test_timed_replay(benchmark: Any, trace_file: Path, name: str) -> None:
+    """The timed mode at the same capacity: the step engine (chunked prefill, batched
+    decode, the roofline cost of Llama-3-8B on one H100) around the same tree."""
+    factory = IMPLEMENTATIONS.factories[name]
+    trace = _timed_trace(trace_file)
+    cost = CostModel.of(Deployment(MODELS["llama-3-8b"], GPUS["h100"]))
+
+    def replay() -> Any:
+        tree = shapes.make_tree(factory, name, CAPACITY, 1)
+        return replay_timed(trace, [tree], ServiceModel(), cost)
+
+    done = benchmark.pedantic(replay, rounds=3, iterations=1)
+    assert len(done.lengths) == REQUESTS and done.evictions > 0
+    benchmark.extra_info["steps_ms_busy"] = round(sum(done.busy_ms), 1)
+
+
+@pytest.mark.parametrize("routing", ["round-robin", "prefix"])
+def test_routed_replay(benchmark: Any, trace_file: Path, routing: str) -> None:
+    """Four workers sharing the capacity, sequential mode: round-robin (no index) against
+    prefix routing (the reference trees emitting xxh3_64 events into the reference
+    router index, queried per request)."""
+    trace = read_trace(trace_file, tokens_per_block=HASH_BLOCK_TOKENS)
+    spec = ClusterSpec(workers=4, routing=routing)
+    hashes = prompt_hashes(trace, BlockHasher(HASH_SCHEME)) if spec.uses_index else None
+    job = Job(trace=trace, mode="sequential", implementation="accel", service=ServiceModel(),
+              order=list(range(len(trace.requests))), configs=(Config(cluster=spec),),
+              hashes=hashes)  # fmt: skip
+    if "accel" in IMPLEMENTATIONS.missing:
+        job = replace(job, implementation="reference")
+
+    def replay() -> Any:
+        trees, _ = make_trees(job, job.configs[0], CAPACITY)
+        router = Router(spec, trace, trees, hashes)
+        return replay_cluster_sequential(trace, trees, router)
+
+    done = benchmark.pedantic(replay, rounds=3, iterations=1)
+    assert len(done.lengths) == REQUESTS

@@ -9,9 +9,10 @@ fields neither format names (real traces carry extra metadata).
 
 ``hash_ids`` (required): one id per ``tokens_per_block``-token block of the prompt
 (512 in Mooncake), chained over the prefix, so equal ids at equal positions mean an
-equal prefix; each id in [0, 2**32). ``input_length`` (required) must need exactly
-that many blocks: ``len(hash_ids) == ceil(input_length / tokens_per_block)`` (this
-catches a wrong ``--hash-block-tokens``). ``output_length`` (default 0),
+equal prefix; each id any JSON integer -- small counters as in Mooncake, or the 64-bit
+block hashes vLLM, Dynamo and llm-d emit, signed or unsigned. ``input_length``
+(required) must need exactly that many blocks: ``len(hash_ids) == ceil(input_length
+/ tokens_per_block)`` (this catches a wrong ``--hash-block-tokens``). ``output_length`` (default 0),
 ``timestamp`` (milliseconds, >= 0, optional) and ``namespace`` (a string, optional).
 
 **tokens** (prompt token ids)::
@@ -28,6 +29,17 @@ Both formats may also carry ``priority`` (an int 0..100) and ``retain_for`` (clo
 ticks >= 1, only with a priority): the retention the request's client asks for its
 inserts (R-POL-5), which the ``priority`` policy honours and the others ignore.
 
+**Hash ids to tree keys.** The tree's tokens are 32-bit, so a block-hash trace whose
+ids all lie in [0, 2**32) uses them as they are; otherwise every distinct id of the
+trace is given a dense key in the order first seen (0, 1, 2, ...) through one dict,
+over the whole trace. The map is exact -- two ids share a key only when they are
+equal -- for any trace with fewer than 2**32 distinct ids (any trace that fits in
+memory), and since only equality of ids matters, every figure is the same as if the
+tree held the ids themselves.
+
+A UTF-8 byte-order mark at the start of the file is skipped (editors on Windows write
+one); a UTF-16 file is refused, saying so.
+
 The format is taken from ``--format`` or detected from the first non-blank line (a
 ``hash_ids`` field means mooncake, a ``tokens`` field means tokens). A bad line
 raises :class:`~kachedb_radix.spec.simulate.errors.TraceLineError` naming the line and the field;
@@ -42,6 +54,7 @@ from __future__ import annotations
 import math
 import re
 from array import array
+from dataclasses import replace
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -53,6 +66,11 @@ from .trace import Request, SkippedLine, Trace
 
 FORMATS = ("mooncake", "tokens")
 
+UTF8_BOM = b"\xef\xbb\xbf"
+UTF16_BOMS = (b"\xff\xfe", b"\xfe\xff")
+#: The placeholder tokens of a request whose hash ids need dense keys.
+_WIDE = array("I")
+
 TokenId = Annotated[int, Meta(ge=0, lt=2**32)]
 Count = Annotated[int, Meta(ge=0)]
 Millis = Annotated[float, Meta(ge=0)]
@@ -63,7 +81,7 @@ Ticks = Annotated[int, Meta(ge=1)]
 class MooncakeLine(msgspec.Struct, kw_only=True):
     """One line of a block-hash trace."""
 
-    hash_ids: list[TokenId]
+    hash_ids: list[int]
     input_length: Count
     output_length: Count = 0
     timestamp: Millis | None = None
@@ -139,6 +157,12 @@ def parse_trace(
     for name, value in (("block size", block_size), ("tokens per block", tokens_per_block)):
         if value < 1:
             raise SimulateError(f"{name} must be >= 1, got {value}")
+    if data.startswith(UTF16_BOMS):
+        raise SimulateError(
+            f"{source}: the trace is UTF-16 (it starts with a UTF-16 byte-order mark); "
+            "save it as UTF-8"
+        )
+    data = data.removeprefix(UTF8_BOM)
     lines = [(number, raw) for number, raw in enumerate(data.splitlines(), 1) if raw.strip()]
     if format == "auto":
         format = detect_format(lines, source)
@@ -146,9 +170,10 @@ def parse_trace(
     skipped: list[SkippedLine] = []
     decode = _mooncake_request if format == "mooncake" else _tokens_request
     decoder = msgspec.json.Decoder(MooncakeLine if format == "mooncake" else TokensLine)
+    wide: dict[int, list[int]] = {}  # the ids of lines with one beyond 32 bits, by line
     for number, raw in lines:
         try:
-            requests.append(decode(decoder, raw, number, source, tokens_per_block))
+            requests.append(decode(decoder, raw, number, source, tokens_per_block, wide))
         except TraceLineError as error:
             if not skip_bad:
                 raise
@@ -157,8 +182,29 @@ def parse_trace(
         why = f" ({len(skipped)} bad lines skipped)" if skipped else ""
         raise SimulateError(f"{source}: no requests in the trace{why}")
     if format == "mooncake":
+        if wide:
+            requests = dense_keys(requests, wide)
         return Trace(requests, format, 1, tokens_per_block, source, skipped)
     return Trace(requests, format, block_size, 1, source, skipped)
+
+
+def dense_keys(requests: list[Request], wide: dict[int, list[int]]) -> list[Request]:
+    """``requests`` with every hash id replaced by its dense key (see the module
+    docstring); ``wide`` holds the ids of the lines that did not fit 32 bits, by line
+    number. O(total ids).
+
+    Raises:
+        SimulateError: 2**32 distinct ids or more (no 32-bit key is left).
+    """
+    keys: dict[int, int] = {}
+    remapped = []
+    for request in requests:
+        ids = wide[request.line] if request.tokens is _WIDE else request.tokens.tolist()
+        mapped = array("I", [keys.setdefault(value, len(keys)) for value in ids])
+        if len(keys) > 1 << 32:  # pragma: no cover - it takes a trace of hundreds of GiB
+            raise SimulateError("the trace has 2**32 distinct hash ids or more")
+        remapped.append(replace(request, tokens=mapped, sequence=mapped))
+    return remapped
 
 
 def detect_format(lines: list[tuple[int, bytes]], source: str) -> str:
@@ -210,7 +256,12 @@ def _validation_error(message: str, number: int, source: str) -> TraceLineError:
 
 
 def _mooncake_request(
-    decoder: msgspec.json.Decoder[Any], raw: bytes, number: int, source: str, per_block: int
+    decoder: msgspec.json.Decoder[Any],
+    raw: bytes,
+    number: int,
+    source: str,
+    per_block: int,
+    wide: dict[int, list[int]],
 ) -> Request:
     line: MooncakeLine = _decode(decoder, raw, number, source)
     needed = math.ceil(line.input_length / per_block)
@@ -222,8 +273,12 @@ def _mooncake_request(
             f"has {len(line.hash_ids)} ids, but input_length {line.input_length} needs "
             f"{needed} blocks of {per_block} tokens (is --hash-block-tokens right?)",
         )
-    ids = array("I", line.hash_ids)
     _check_retention(line.priority, line.retain_for, number, source)
+    try:
+        ids = array("I", line.hash_ids)
+    except OverflowError:  # an id beyond 32 bits: the whole trace gets dense keys
+        ids = _WIDE
+        wide[number] = line.hash_ids
     return Request(
         ids,
         ids,
@@ -246,7 +301,12 @@ def _check_retention(
 
 
 def _tokens_request(
-    decoder: msgspec.json.Decoder[Any], raw: bytes, number: int, source: str, _per_block: int
+    decoder: msgspec.json.Decoder[Any],
+    raw: bytes,
+    number: int,
+    source: str,
+    _per_block: int,
+    _wide: dict[int, list[int]],
 ) -> Request:
     line: TokensLine = _decode(decoder, raw, number, source)
     prompt = array("I", line.tokens)

@@ -4,9 +4,13 @@ Every engine and bound returns, per request (by trace index), the tree length it
 match found -- or :data:`REFUSED` for a request the timed mode turned away. From
 that and the trace's mapping (:mod:`kachedb_radix.spec.simulate.trace`) come:
 
-* **token hit ratio**: prompt tokens whose KV was reused / prompt tokens, over the
-  requests served;
-* **block hit ratio**: prompt blocks matched / whole prompt blocks (tree blocks);
+* **token hit ratio**: prompt tokens whose KV was reused / prompt tokens, over every
+  request of the trace -- a request the timed mode refused reuses nothing but still
+  counts, so every policy and both bounds share one denominator (leaving refused
+  requests out would let LRU "beat" the infinite pool at capacities too small for the
+  longest prompts, and fall as the pool grows);
+* **block hit ratio**: prompt blocks matched / whole prompt blocks (tree blocks),
+  likewise over every request;
 * **prefill tokens saved**: the numerator of the token hit ratio;
 * a **timeline**: the token hit ratio in consecutive windows of requests, in the
   order they were served, for the hit-ratio-over-time plot.
@@ -29,7 +33,7 @@ REFUSED = -1
 
 @dataclass(frozen=True)
 class HitStats:
-    """Hit counts of one policy over the requests it served."""
+    """Hit counts of one policy: ``requests`` it served; the rest over every request."""
 
     requests: int
     prompt_tokens: int
@@ -72,15 +76,16 @@ def _saved(trace: Trace, lengths: np.ndarray, prompt_tokens: np.ndarray) -> np.n
 
 
 def hit_stats(trace: Trace, lengths: Sequence[int]) -> HitStats:
-    """Hit counts from per-request matched lengths (REFUSED ones left out). O(n)."""
+    """Hit counts from per-request matched lengths (a REFUSED one served nothing and
+    saved nothing, but its prompt counts). O(n)."""
     matched = np.asarray(lengths, dtype=np.int64)
     prompt_tokens, prompt_blocks = _columns(trace)
     served = matched >= 0
     return HitStats(
         requests=int(served.sum()),
-        prompt_tokens=int(prompt_tokens[served].sum()),
+        prompt_tokens=int(prompt_tokens.sum()),
         saved_tokens=int(_saved(trace, matched, prompt_tokens)[served].sum()),
-        prompt_blocks=int(prompt_blocks[served].sum()),
+        prompt_blocks=int(prompt_blocks.sum()),
         hit_blocks=int((matched[served] // trace.block_size).sum()),
     )
 
@@ -96,8 +101,8 @@ def timeline(
     Windows split ``order`` (the serving order) into near-equal runs of requests.
     Each window reports its last request's position (``requests``), its arrival
     time in seconds (``time_s``, None without timestamps) and, per series, the
-    window's token hit ratio over its served requests (None if none was served).
-    O(n).
+    window's token hit ratio over its requests (refused ones saving nothing; None
+    when none was served). O(n).
     """
     positions = np.asarray(order, dtype=np.int64)
     prompt_tokens, _ = _columns(trace)
@@ -116,16 +121,20 @@ def timeline(
             "requests": int(high),
             "time_s": None if last.timestamp is None else round(last.timestamp / 1000.0, 3),
         }
+        total = int(ordered_prompts[low:high].sum())
         for name in series:
-            mask = served[name][low:high]
-            total = int(ordered_prompts[low:high][mask].sum())
-            row[name] = round(int(saved[name][low:high][mask].sum()) / total, 6) if total else None
+            if not total or not served[name][low:high].any():
+                row[name] = None
+                continue
+            saved_here = int(saved[name][low:high][served[name][low:high]].sum())
+            row[name] = round(saved_here / total, 6)
         rows.append(row)
     return rows
 
 
 def percentiles(values: Sequence[float], points: Sequence[int] = (50, 90, 99)) -> dict[str, float]:
-    """``{"p50": ..., ...}`` by linear interpolation (NumPy's default); {} for no values."""
+    """``{"p50": ..., ...}`` by linear interpolation (NumPy's default); {} for no values.
+    O(n log n)."""
     if not values:
         return {}
     found = np.percentile(np.asarray(values, dtype=np.float64), list(points))

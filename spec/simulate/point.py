@@ -1,32 +1,87 @@
-"""One point of a sweep: the tree's LRU at one capacity, every other policy asked for
-(R-POL-*) at the same capacity, and Belady beside them.
+"""The tasks of a sweep: one configuration at one capacity, Belady at one capacity.
 
-A :class:`Job` is everything a worker needs, built once and shipped to every
-worker (a process, or a Ray task): the trace, the mode and its service model, the
-tree implementation's name, the policies to compare, and -- computed once by the
-caller -- the prefix ids, their next uses and the infinite-capacity lengths the bounds
-and timelines need. :func:`run_point` is what a worker runs: for LRU and for each other
-policy a fresh tree of ``capacity`` blocks with the mode's engine over it, Belady at the
-same capacity, and the figures.
+A *configuration* (:class:`Config`) is an eviction policy (R-POL-*) on a cluster of
+workers behind a routing rule (:class:`~kachedb_radix.spec.simulate.cluster.ClusterSpec`;
+one worker by default). The configurations of a run are every policy asked for on
+every cluster asked for, LRU on one worker always first (the baseline). A *point* is
+every configuration and Belady at one capacity; each is a separate task
+(:class:`Task`), so a sweep over capacities, policies, workers and routings runs as
+independent tasks wherever the executor puts them (worker processes, Ray).
+
+A :class:`Job` is everything a task needs, built once and shipped to every worker:
+the trace, the mode, the service and cost models, the configurations, and --
+computed once by the caller -- the prefix ids, their next uses and the infinite
+capacity lengths the bounds need, and the prompts' block hashes the router index
+needs. :func:`run_task` is what a worker runs.
+
+The tiers plug in here: a ``tiers`` field of :class:`Config` (host and disk capacities
+and bandwidths) becomes one more dimension of the configurations, a part of their
+label, and the engine's ``restore`` hook (:data:`~kachedb_radix.spec.simulate.engine.Restore`)
+charges the restore of the blocks a hit finds in a slower tier.
 """
 
 from __future__ import annotations
 
+import math
 import time
 from array import array
 from dataclasses import dataclass, field
 from typing import Any
 
+from kachedb_radix.reference.events import BlockHasher
+
 from ..conform.targets import tree_class
 from .bounds import belady_lengths
-from .metrics import HitStats, hit_stats, percentiles, timeline
+from .cluster import HASH_SCHEME, ClusterSpec, Router, replay_cluster_sequential
+from .cost import CostModel
+from .metrics import HitStats, hit_stats, percentiles
 from .prefix import PrefixPaths
 from .sequential import Progress, Replay, replay_sequential
 from .service import ServiceModel
+from .slo import Slo, Throughput, attainment, search
 from .timed import replay_timed
 from .trace import Trace
 
 MODES = ("sequential", "timed")
+#: Task kinds: a configuration's run, Belady's bound, the no-cache baseline.
+RUN, BELADY, NO_CACHE = "run", "belady", "nocache"
+
+
+@dataclass(frozen=True)
+class Config:
+    """One configuration (see the module docstring)."""
+
+    policy: str = "lru"
+    options: dict[str, object] | None = None
+    cluster: ClusterSpec = field(default_factory=ClusterSpec)
+
+    @property
+    def label(self) -> str:
+        """``lru``, ``lfu``, ``4xprefix``, ``4xprefix/lfu``: its name in tables. O(1)."""
+        base = self.cluster.label
+        if not base:
+            return self.policy
+        return base if self.policy == "lru" else f"{base}/{self.policy}"
+
+    def to_json(self, options: dict[str, object]) -> dict[str, Any]:
+        """Plain data for results.json, with the policy's options in full. O(1)."""
+        cluster = self.cluster
+        return {
+            "label": self.label,
+            "policy": self.policy,
+            "policy_options": options,
+            "workers": cluster.workers,
+            "routing": None if cluster.workers == 1 else cluster.routing,
+            "index": cluster.index if cluster.uses_index else None,
+            "gateways": cluster.gateways if cluster.uses_index else None,
+            "router_delay": (
+                None
+                if not cluster.uses_index
+                else f"{cluster.delay_ms:g}ms"
+                if cluster.delay_ms is not None
+                else cluster.delay_requests
+            ),
+        }
 
 
 @dataclass(frozen=True)
@@ -37,14 +92,16 @@ class Job:
         trace: the requests.
         mode: ``sequential`` or ``timed``.
         implementation: ``reference`` or ``accel``.
-        service: the timed mode's service model.
+        service: the timed mode's scheduler; cost: its cost model (None: sequential).
         order: trace indices in serving order (trace order, or arrival order).
-        paths: the trace's prefix ids (None without bounds).
-        upcoming: next uses of ``paths`` in ``order`` (None without bounds).
-        infinite: the infinite-capacity matched lengths (None without bounds).
-        windows: requests windows of the timeline.
-        policies: the policies run beside LRU, each with its options (None: its
-            defaults), in the order asked.
+        configs: the configurations, LRU on one worker first.
+        limit: the most blocks a tree of the trace can use (its working set, or an
+            upper bound of it): no tree is built larger.
+        paths, upcoming, infinite: the bounds' inputs (None without bounds).
+        hashes: the prompts' block hashes (None when no configuration routes by index).
+        windows: timeline windows.
+        slo: the TTFT SLO (timed mode), or None.
+        speed: the timed mode replays arrivals this many times faster (``--speedup``).
     """
 
     trace: Trace
@@ -52,102 +109,301 @@ class Job:
     implementation: str
     service: ServiceModel
     order: list[int]
+    configs: tuple[Config, ...] = (Config(),)
+    limit: int = 1 << 31
+    cost: CostModel | None = None
     paths: PrefixPaths | None = None
     upcoming: array[int] | None = None
     infinite: list[int] | None = None
+    hashes: list[list[Any]] | None = None
     windows: int = 100
-    policies: tuple[tuple[str, dict[str, object] | None], ...] = ()
+    slo: Slo | None = None
+    speed: float = 1.0
+
+    @property
+    def trace_rate(self) -> float:
+        """The trace's requests per second (first to last arrival; 0 without time). O(n)."""
+        stamps = [r.timestamp for r in self.trace.requests if r.timestamp is not None]
+        span = (max(stamps) - min(stamps)) / 1000.0 if stamps else 0.0
+        return len(stamps) / span if span > 0 else 0.0
 
 
 @dataclass(frozen=True)
-class PolicyRun:
-    """One policy's run at a point: its hit counts, the replay's counters, its TTFT
-    percentiles (timed mode) and the replay's wall time."""
+class Task:
+    """One unit of work: ``kind`` at ``capacity`` for configuration ``config``."""
+
+    kind: str
+    capacity: int
+    config: int = 0
+
+
+@dataclass(frozen=True)
+class Service:
+    """A timed run's service figures.
+
+    Attributes:
+        ttft_ms: TTFT p50, p90, p99 of the served requests.
+        tpot_ms: time per output token p50, p99.
+        offered_prefill_s: the prefill compute the trace's requests need, in seconds
+            (:meth:`CostModel.prefill_compute_ms` of the tokens their hits leave; a
+            refused request is offered in full).
+        trace_span_s: first to last arrival.
+        busy: the workers' step time over the run's span (1.0: never idle).
+        attainment: share of requests meeting the SLO (None without one).
+        throughput: the throughput at the SLO (None without a search).
+    """
+
+    ttft_ms: dict[str, float]
+    tpot_ms: dict[str, float]
+    offered_prefill_s: float
+    trace_span_s: float
+    busy: float
+    attainment: float | None = None
+    throughput: Throughput | None = None
+
+    def overload(self, workers: int) -> float:
+        """Offered prefill over what ``workers`` can compute in the trace's span. O(1)."""
+        if self.trace_span_s <= 0:
+            return 0.0
+        return self.offered_prefill_s / (self.trace_span_s * workers)
+
+
+@dataclass(frozen=True)
+class Balance:
+    """How a cluster's requests spread over its workers (per worker, in order)."""
+
+    requests: list[int]
+    prompt_tokens: list[int]
+    saved_tokens: list[int]
+
+    @property
+    def imbalance(self) -> float:
+        """The busiest worker's prompt tokens over the mean (1.0: perfectly even). O(w)."""
+        mean = sum(self.prompt_tokens) / len(self.prompt_tokens)
+        return max(self.prompt_tokens) / mean if mean else 1.0
+
+
+@dataclass(frozen=True)
+class Run:
+    """One configuration's run at one capacity (or the no-cache baseline).
+
+    Attributes:
+        stats: hit counts; replay: the engine's counters; seconds: its wall time.
+        trees: the tree implementation the workers ran on.
+        service: the timed mode's figures (None in the sequential mode).
+        balance: how requests spread (None on one worker).
+    """
 
     stats: HitStats
     replay: Replay
-    ttft_ms: dict[str, float]
     seconds: float
+    trees: str
+    service: Service | None = None
+    balance: Balance | None = None
+
+    @property
+    def ttft_ms(self) -> dict[str, float]:
+        """TTFT percentiles ({} in the sequential mode). O(1)."""
+        return {} if self.service is None else self.service.ttft_ms
+
+
+@dataclass(frozen=True)
+class TaskResult:
+    """What a task found: a run, or Belady's lengths and wall time."""
+
+    task: Task
+    run: Run | None = None
+    belady: list[int] | None = None
+    seconds: float = 0.0
+
+
+def make_trees(job: Job, config: Config, capacity: int) -> tuple[list[Any], str]:
+    """Fresh trees for ``config``'s workers at a total of ``capacity`` blocks, and the
+    implementation they are. A tree that must emit events is the reference's when the
+    chosen implementation cannot (the C twin emits none yet). O(workers)."""
+    pools = config.cluster.pools(capacity, job.limit)
+    keywords: dict[str, Any] = {}
+    if config.policy != "lru" or config.options is not None:
+        keywords.update(policy=config.policy, policy_options=config.options)
+    name = job.implementation
+    if config.cluster.uses_events:
+        keywords["events"] = BlockHasher(HASH_SCHEME)
+        try:
+            tree_class(name)(1, job.trace.block_size, **keywords)
+        except TypeError:  # this implementation does not emit events
+            name = "reference"
+    factory = tree_class(name)
+    return [factory(pool, job.trace.block_size, **keywords) for pool in pools], name
+
+
+def _router(job: Job, config: Config, trees: list[Any]) -> Router | None:
+    if config.cluster.workers == 1:
+        return None
+    return Router(config.cluster, job.trace, trees, job.hashes, job.service.max_running)
+
+
+def _replay(
+    job: Job, config: Config, capacity: int, progress: Progress | None, speed: float = 1.0
+) -> tuple[Replay, str]:
+    trees, name = make_trees(job, config, capacity)
+    router = _router(job, config, trees)
+    if job.mode == "timed":
+        assert job.cost is not None, "the timed mode has a cost model"
+        done = replay_timed(
+            job.trace,
+            trees,
+            job.service,
+            job.cost,
+            router=router,
+            progress=progress,
+            speed=speed * job.speed,
+        )
+    elif router is None:
+        done = replay_sequential(job.trace, trees[0], progress)
+    else:
+        done = replay_cluster_sequential(job.trace, trees, router, progress)
+    return done, name
+
+
+def no_cache_cluster(cluster: ClusterSpec) -> ClusterSpec:
+    """The cluster of ``cluster``'s no-cache baseline: the same workers, routed by load
+    when its routing needs an index (there is no cache to route by). O(1)."""
+    routing = "least-loaded" if cluster.uses_index else cluster.routing
+    return ClusterSpec(workers=cluster.workers, routing=routing, seed=cluster.seed)
+
+
+def _no_cache(job: Job, config: Config, speed: float = 1.0) -> Replay:
+    """The no-cache baseline: the same workers, nothing reused (see
+    :func:`no_cache_cluster`)."""
+    assert job.cost is not None
+    cluster = no_cache_cluster(config.cluster)
+    router = None
+    if cluster.workers > 1:
+        router = Router(cluster, job.trace, [], None, job.service.max_running)
+    return replay_timed(
+        job.trace,
+        [None] * cluster.workers,
+        job.service,
+        job.cost,
+        router=router,
+        speed=speed * job.speed,
+        reuse=False,
+    )
+
+
+def run_task(job: Job, task: Task, progress: Progress | None = None) -> TaskResult:
+    """Run one task (see the module docstring). O(its replays)."""
+    started = time.perf_counter()
+    if task.kind == BELADY:
+        assert job.paths is not None
+        lengths = belady_lengths(
+            job.paths, job.order, task.capacity, job.trace.block_size, job.upcoming
+        )
+        return TaskResult(task, belady=lengths, seconds=time.perf_counter() - started)
+    config = job.configs[task.config]
+    if task.kind == NO_CACHE:
+        done, name = _no_cache(job, config), "none"
+    else:
+        done, name = _replay(job, config, task.capacity, progress)
+    service = None
+    if job.mode == "timed":
+        service = _service(job, config, task, done)
+    balance = None if done.worker_of is None else _balance(job, done, config.cluster.workers)
+    run = Run(
+        stats=hit_stats(job.trace, done.lengths),
+        replay=done,
+        seconds=time.perf_counter() - started,
+        trees=name,
+        service=service,
+        balance=balance,
+    )
+    return TaskResult(task, run=run, seconds=run.seconds)
+
+
+def _service(job: Job, config: Config, task: Task, done: Replay) -> Service:
+    cost = job.cost
+    assert cost is not None
+    trace = job.trace
+    offered = 0.0
+    for index, request in enumerate(trace.requests):
+        cached = trace.saved_tokens(request, max(done.lengths[index], 0))
+        offered += cost.prefill_compute_ms(cached, max(request.prompt_tokens - cached, 1))
+    stamps = [request.timestamp or 0.0 for request in trace.requests]
+    busy = sum(done.busy_ms) / (done.span_ms * len(done.busy_ms)) if done.span_ms else 0.0
+    tpot = [value for value in done.tpot if not math.isnan(value)]
+    slo = job.slo
+    reached = None if slo is None else attainment(done.ttft, slo.ttft_ms)
+    throughput = None
+    if slo is not None and slo.runs:
+
+        def at_speed(speed: float) -> list[float]:
+            if task.kind == NO_CACHE:
+                return _no_cache(job, config, speed).ttft
+            return _replay(job, config, task.capacity, None, speed)[0].ttft
+
+        throughput = search(at_speed, slo, job.trace_rate * job.speed)
+    return Service(
+        ttft_ms=percentiles(done.ttft_ms),
+        tpot_ms=percentiles(tpot, (50, 99)),
+        offered_prefill_s=offered / 1000.0,
+        trace_span_s=(max(stamps) - min(stamps)) / 1000.0 / job.speed,
+        busy=min(1.0, busy),
+        attainment=reached,
+        throughput=throughput,
+    )
+
+
+def _balance(job: Job, done: Replay, workers: int) -> Balance:
+    assert done.worker_of is not None
+    requests = [0] * workers
+    prompt = [0] * workers
+    saved = [0] * workers
+    trace = job.trace
+    for index, worker in enumerate(done.worker_of):  # every request is routed
+        request = trace.requests[index]
+        requests[worker] += 1
+        prompt[worker] += request.prompt_tokens
+        length = done.lengths[index]
+        if length > 0:
+            saved[worker] += trace.saved_tokens(request, length)
+    return Balance(requests, prompt, saved)
 
 
 @dataclass(frozen=True)
 class Point:
-    """The figures at one capacity.
+    """Every figure at one capacity.
 
     Attributes:
-        capacity: the pool, in blocks.
-        lru: the tree's hit counts.
-        belady: Belady's, or None without bounds.
-        replay: the tree run's counters (evictions, peak pinned, waits, ...).
-        ttft_ms: TTFT percentiles (timed mode; {} in sequential mode).
-        timeline: the hit ratio per window of requests, per policy.
-        seconds: wall time of the tree replay; belady_seconds: of the bound.
-        policies: the other policies' runs, by name, in the order asked.
+        capacity: the pool, in blocks (a cluster's total).
+        runs: each configuration's run, by label, in the configurations' order (the
+            first is LRU on one worker).
+        belady: Belady's hit counts (None without bounds).
+        timeline: the hit ratio per window of requests, per series.
+        belady_seconds: the bound's wall time.
     """
 
     capacity: int
-    lru: HitStats
-    belady: HitStats | None
-    replay: Replay
-    ttft_ms: dict[str, float]
+    runs: dict[str, Run]
+    belady: HitStats | None = None
     timeline: list[dict[str, Any]] = field(default_factory=list)
-    seconds: float = 0.0
     belady_seconds: float = 0.0
-    policies: dict[str, PolicyRun] = field(default_factory=dict)
 
+    @property
+    def lru(self) -> HitStats:
+        """LRU's hit counts on one worker: the baseline. O(1)."""
+        return self.runs["lru"].stats
 
-def replay(
-    job: Job,
-    capacity: int,
-    progress: Progress | None = None,
-    policy: str = "lru",
-    options: dict[str, object] | None = None,
-) -> Replay:
-    """Run the job's mode through a fresh tree of ``capacity`` blocks evicting by
-    ``policy``. O(trace)."""
-    factory = tree_class(job.implementation)
-    if policy == "lru" and options is None:
-        tree = factory(capacity, job.trace.block_size)
-    else:
-        tree = factory(capacity, job.trace.block_size, policy=policy, policy_options=options)
-    if job.mode == "timed":
-        return replay_timed(job.trace, tree, job.service, progress)
-    return replay_sequential(job.trace, tree, progress)
+    @property
+    def replay(self) -> Replay:
+        """The baseline's replay counters. O(1)."""
+        return self.runs["lru"].replay
 
+    @property
+    def ttft_ms(self) -> dict[str, float]:
+        """The baseline's TTFT percentiles ({} in the sequential mode). O(1)."""
+        return self.runs["lru"].ttft_ms
 
-def run_point(job: Job, capacity: int, progress: Progress | None = None) -> Point:
-    """The tree and Belady at ``capacity`` blocks, with their figures."""
-    started = time.perf_counter()
-    done = replay(job, capacity, progress)
-    seconds = time.perf_counter() - started
-    series: dict[str, list[int]] = {"lru": done.lengths}
-    others: dict[str, PolicyRun] = {}
-    for name, options in job.policies:
-        started = time.perf_counter()
-        run = replay(job, capacity, progress, name, options)
-        others[name] = PolicyRun(
-            hit_stats(job.trace, run.lengths),
-            run,
-            percentiles(run.ttft_ms),
-            time.perf_counter() - started,
-        )
-        series[name] = run.lengths
-    belady = None
-    belady_seconds = 0.0
-    if job.paths is not None and job.infinite is not None:
-        started = time.perf_counter()
-        lengths = belady_lengths(job.paths, job.order, capacity, job.trace.block_size, job.upcoming)
-        belady_seconds = time.perf_counter() - started
-        belady = hit_stats(job.trace, lengths)
-        series.update(belady=lengths, infinite=job.infinite)
-    return Point(
-        capacity=capacity,
-        lru=hit_stats(job.trace, done.lengths),
-        belady=belady,
-        replay=done,
-        ttft_ms=percentiles(done.ttft_ms),
-        timeline=timeline(job.trace, job.order, series, job.windows),
-        seconds=seconds,
-        belady_seconds=belady_seconds,
-        policies=others,
-    )
+    @property
+    def seconds(self) -> float:
+        """The baseline's wall time. O(1)."""
+        return self.runs["lru"].seconds

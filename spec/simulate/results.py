@@ -2,12 +2,13 @@
 
 ``results.json`` follows the published JSON Schema ``results.schema.json`` beside
 this module (format version :data:`RESULTS_VERSION`); ``results.csv`` has one row
-per capacity, with two columns more per policy compared beside LRU; the plots are
-drawn by :mod:`kachedb_radix.spec.simulate.plots`.
+per capacity, with two columns more per configuration beside LRU; the plots are
+drawn by :mod:`kachedb_radix.spec.simulate.plots` and the self-contained page by
+:mod:`kachedb_radix.spec.simulate.report`.
 
-The knee: the smallest simulated capacity at which a policy reaches
-:data:`KNEE_FRACTION` of the infinite-capacity token hit ratio -- past it, more
-blocks buy little. It is only as fine as the sweep.
+The knees (:mod:`kachedb_radix.spec.simulate.knee`): for every configuration and
+Belady, at every fraction asked for, the capacity interpolated where the curve
+reaches that fraction of the infinite-capacity token hit ratio.
 """
 
 from __future__ import annotations
@@ -18,18 +19,21 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .cost import CostModel
+from .hardware import Sizing
+from .knee import DEFAULT_FRACTIONS, Knee, find_knee
 from .metrics import HitStats
-from .point import Point
-from .sequential import Replay
+from .point import Config, Point, Run
 from .service import ServiceModel
+from .slo import Slo
 from .trace import Trace
 
-RESULTS_VERSION = 2
+RESULTS_VERSION = 3
 SCHEMA_PATH = Path(__file__).with_name("results.schema.json")
-KNEE_FRACTION = 0.9
 
 CSV_COLUMNS = (
     "capacity_blocks",
+    "capacity_gib",
     "lru_token_hit_ratio",
     "lru_block_hit_ratio",
     "belady_token_hit_ratio",
@@ -45,6 +49,7 @@ CSV_COLUMNS = (
     "ttft_p50_ms",
     "ttft_p90_ms",
     "ttft_p99_ms",
+    "slo_attainment",
     "seconds",
 )
 
@@ -63,30 +68,51 @@ class Results:
     points: list[Point]
     timeline_capacity: int
     seconds: dict[str, float]
-    #: The policies compared beside LRU, in the order asked, with the options they ran
-    #: with (defaults filled in).
-    compared: dict[str, dict[str, object]] = field(default_factory=dict)
+    cost: CostModel | None = None
+    configs: tuple[Config, ...] = (Config(),)
+    #: Each policy's options in force (defaults filled in), by name.
+    policy_options: dict[str, dict[str, object]] = field(default_factory=dict)
+    sizing: Sizing | None = None
+    knee_fractions: tuple[float, ...] = DEFAULT_FRACTIONS
+    #: Capacities the knee's refinement rounds added.
+    refined: list[int] = field(default_factory=list)
+    #: The timed mode's no-cache baselines, by cluster ("1 worker", "4xprefix", ...).
+    no_cache: dict[str, Run] = field(default_factory=dict)
+    slo: Slo | None = None
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def labels(self) -> list[str]:
+        """Every configuration's label, LRU first. O(configurations)."""
+        return [config.label for config in self.configs]
 
     @property
     def policies(self) -> list[str]:
-        """The policies compared beside LRU, in the order asked. O(1)."""
-        return list(self.compared)
+        """The policies compared beside LRU on one worker, in the order asked. O(configs)."""
+        return [c.label for c in self.configs if c.cluster.workers == 1 and c.label != "lru"]
 
-    def stats(self, point: Point, policy: str) -> HitStats | None:
-        """``policy``'s hit counts at ``point``: ``lru``, ``belady`` or a compared policy
+    @property
+    def clusters(self) -> list[str]:
+        """The configurations on several workers, in order. O(configurations)."""
+        return [c.label for c in self.configs if c.cluster.workers > 1]
+
+    def config(self, label: str) -> Config:
+        """The configuration named ``label``. O(configurations).
+
+        Raises:
+            KeyError: no such configuration.
+        """
+        for config in self.configs:
+            if config.label == label:
+                return config
+        raise KeyError(label)
+
+    def stats(self, point: Point, series: str) -> HitStats | None:
+        """``series``'s hit counts at ``point``: a configuration's label or ``belady``
         (None: Belady without bounds). O(1)."""
-        if policy == "lru":
-            return point.lru
-        if policy == "belady":
+        if series == "belady":
             return point.belady
-        return point.policies[policy].stats
-
-    def csv_columns(self) -> tuple[str, ...]:
-        """:data:`CSV_COLUMNS`, then each compared policy's two ratios. O(policies)."""
-        extra = [
-            f"{name}_{kind}_hit_ratio" for name in self.policies for kind in ("token", "block")
-        ]
-        return (*CSV_COLUMNS, *extra)
+        return point.runs[series].stats
 
     def point(self, capacity: int) -> Point:
         """The point simulated at ``capacity``. O(points).
@@ -99,21 +125,44 @@ class Results:
                 return found
         raise KeyError(capacity)
 
-    def knee(self, policy: str) -> int | None:
-        """The knee of ``policy`` (``lru``, ``belady`` or a compared policy), see the module
-        docstring. O(points)."""
+    def knee(self, series: str, fraction: float | None = None) -> Knee | None:
+        """``series``'s knee at ``fraction`` (default: the first asked), or None without
+        bounds. O(points)."""
         if self.infinite is None:
             return None
-        target = KNEE_FRACTION * self.infinite.token_hit_ratio
+        share = self.knee_fractions[0] if fraction is None else fraction
+        curve = []
         for point in self.points:
-            stats = self.stats(point, policy)
-            if stats is not None and stats.token_hit_ratio >= target:
-                return point.capacity
-        return None
+            stats = self.stats(point, series)
+            assert stats is not None, "with bounds, every point has Belady's counts"
+            curve.append((point.capacity, stats.token_hit_ratio))
+        return find_knee(series, share, self.infinite.token_hit_ratio, curve)
+
+    def knees(self) -> list[Knee]:
+        """Every configuration's and Belady's knee at every fraction. O(points * configs)."""
+        if self.infinite is None:
+            return []
+        found = []
+        for series in (*self.labels, "belady"):
+            for fraction in self.knee_fractions:
+                knee = self.knee(series, fraction)
+                assert knee is not None
+                found.append(knee)
+        return found
+
+    def csv_columns(self) -> tuple[str, ...]:
+        """:data:`CSV_COLUMNS`, then each other configuration's two ratios. O(configs)."""
+        extra = [
+            f"{name}_{kind}_hit_ratio" for name in self.labels[1:] for kind in ("token", "block")
+        ]
+        return (*CSV_COLUMNS, *extra)
 
     def to_json(self) -> dict[str, Any]:
         """The ``results.json`` document. O(points * windows)."""
         trace = self.trace
+        sizing = self.sizing or Sizing(trace.tokens_per_block)
+        lru = self.knee("lru")
+        belady = self.knee("belady")
         return {
             "format": "kachedb-radix simulate results",
             "version": RESULTS_VERSION,
@@ -133,27 +182,62 @@ class Results:
                 "executor": self.executor,
                 "bounds": self.infinite is not None,
                 "service": None if self.service is None else asdict(self.service),
-                "policies": {"lru": {}, **self.compared},
+                "cost": None if self.cost is None else asdict(self.cost),
+                "policies": {
+                    "lru": {},
+                    **{name: o for name, o in self.policy_options.items() if name != "lru"},
+                },
+                "configurations": [
+                    c.to_json(self.policy_options.get(c.policy, {})) for c in self.configs
+                ],
+                "model": None if sizing.model is None else asdict(sizing.model),
+                "deployment": _deployment_json(sizing),
+                "slo": None if self.slo is None else asdict(self.slo),
             },
             "infinite": None if self.infinite is None else self.infinite.to_json(),
             "knee": {
-                "fraction_of_infinite": KNEE_FRACTION,
-                "lru_capacity": self.knee("lru"),
-                "belady_capacity": self.knee("belady"),
-                "policy_capacities": {name: self.knee(name) for name in self.policies},
+                "fraction_of_infinite": self.knee_fractions[0],
+                "fractions": list(self.knee_fractions),
+                "lru_capacity": _rounded(lru),
+                "belady_capacity": _rounded(belady),
+                "refined_capacities": self.refined,
+                "curves": [knee.to_json() for knee in self.knees()],
             },
             "timeline_capacity": self.timeline_capacity,
-            "points": [_point_json(point) for point in self.points],
+            "points": [self._point_json(point, sizing) for point in self.points],
+            "no_cache": {label: _run_json(run) for label, run in self.no_cache.items()},
+            "notes": self.notes,
             "seconds": self.seconds,
         }
 
+    def _point_json(self, point: Point, sizing: Sizing) -> dict[str, Any]:
+        gib = sizing.gib(point.capacity)
+        gpus = sizing.gpus(point.capacity)
+        return {
+            "capacity": point.capacity,
+            "capacity_tokens": int(sizing.tokens(point.capacity)),
+            "capacity_gib": None if gib is None else round(gib, 3),
+            "capacity_gpus": None if gpus is None else round(gpus, 3),
+            "lru": _run_json(point.runs["lru"]),
+            "policies": {name: _run_json(point.runs[name]) for name in self.policies},
+            "clusters": {name: _run_json(point.runs[name]) for name in self.clusters},
+            "belady": None if point.belady is None else point.belady.to_json(),
+            "belady_seconds": round(point.belady_seconds, 4),
+            "timeline": point.timeline,
+        }
+
     def csv_rows(self) -> list[dict[str, Any]]:
-        """One row per capacity, keyed by :data:`CSV_COLUMNS`. O(points)."""
+        """One row per capacity, keyed by :meth:`csv_columns`. O(points)."""
+        sizing = self.sizing or Sizing(self.trace.tokens_per_block)
         rows = []
         for point in self.points:
             done = point.replay
+            gib = sizing.gib(point.capacity)
+            baseline = point.runs["lru"]
+            reached = None if baseline.service is None else baseline.service.attainment
             row: dict[str, Any] = {
                 "capacity_blocks": point.capacity,
+                "capacity_gib": "" if gib is None else round(gib, 3),
                 "lru_token_hit_ratio": round(point.lru.token_hit_ratio, 6),
                 "lru_block_hit_ratio": round(point.lru.block_hit_ratio, 6),
                 "prefill_tokens_saved": point.lru.saved_tokens,
@@ -162,6 +246,7 @@ class Results:
                 "truncated": done.truncated,
                 "waited": done.waited,
                 "refused": done.refused,
+                "slo_attainment": "" if reached is None else round(reached, 6),
                 "seconds": round(point.seconds, 4),
             }
             for name, stats in (("belady", point.belady), ("infinite", self.infinite)):
@@ -173,31 +258,39 @@ class Results:
                 )
             for percentile in ("p50", "p90", "p99"):
                 row[f"ttft_{percentile}_ms"] = point.ttft_ms.get(percentile, "")
-            for name, run in point.policies.items():
+            for name in self.labels[1:]:
+                run = point.runs[name]
                 row[f"{name}_token_hit_ratio"] = round(run.stats.token_hit_ratio, 6)
                 row[f"{name}_block_hit_ratio"] = round(run.stats.block_hit_ratio, 6)
             rows.append(row)
         return rows
 
 
-def _point_json(point: Point) -> dict[str, Any]:
+def _rounded(knee: Knee | None) -> int | None:
+    if knee is None or knee.capacity is None:
+        return None
+    return max(1, round(knee.capacity))
+
+
+def _deployment_json(sizing: Sizing) -> dict[str, Any] | None:
+    deployment = sizing.deployment
+    if deployment is None:
+        return None
     return {
-        "capacity": point.capacity,
-        "lru": _run_json(point.lru, point.replay, point.ttft_ms, point.seconds),
-        "policies": {
-            name: _run_json(run.stats, run.replay, run.ttft_ms, run.seconds)
-            for name, run in point.policies.items()
-        },
-        "belady": None if point.belady is None else point.belady.to_json(),
-        "belady_seconds": round(point.belady_seconds, 4),
-        "timeline": point.timeline,
+        "gpu": deployment.gpu.name,
+        "part": deployment.gpu.part,
+        "gpus_per_worker": deployment.gpus,
+        "mem_util": deployment.mem_util,
+        "reserve_gib": deployment.reserve_gib,
+        "kv_gib_per_gpu": round(deployment.kv_bytes_per_gpu / 1024**3, 3),
+        "worker_blocks": sizing.worker_blocks(),
+        "source": deployment.gpu.source,
     }
 
 
-def _run_json(
-    stats: HitStats, done: Replay, ttft_ms: dict[str, float], seconds: float
-) -> dict[str, Any]:
-    found = stats.to_json()
+def _run_json(run: Run) -> dict[str, Any]:
+    found = run.stats.to_json()
+    done = run.replay
     found.update(
         evictions=done.evictions,
         peak_pinned_blocks=done.peak_pinned,
@@ -205,10 +298,51 @@ def _run_json(
         waited=done.waited,
         refused=done.refused,
         uncached_outputs=done.uncached_outputs,
-        ttft_ms=ttft_ms or None,
-        seconds=round(seconds, 4),
+        ttft_ms=run.ttft_ms or None,
+        seconds=round(run.seconds, 4),
+        trees=run.trees,
     )
+    service = run.service
+    if service is not None:
+        throughput = service.throughput
+        found["service"] = {
+            "tpot_ms": service.tpot_ms or None,
+            "offered_prefill_s": round(service.offered_prefill_s, 3),
+            "trace_span_s": round(service.trace_span_s, 3),
+            "busy": round(service.busy, 6),
+            "slo_attainment": None if service.attainment is None else round(service.attainment, 6),
+            "throughput_at_slo": None
+            if throughput is None
+            else {
+                "speedup": round(throughput.speed, 6),
+                "requests_per_s": round(throughput.requests_per_s, 4),
+                "failed_at_speedup": None
+                if throughput.failed_at is None
+                else round(throughput.failed_at, 6),
+                "runs": throughput.runs,
+            },
+        }
+    balance = run.balance
+    if balance is not None:
+        found["balance"] = {
+            "requests": balance.requests,
+            "prompt_tokens": balance.prompt_tokens,
+            "saved_tokens": balance.saved_tokens,
+            "imbalance": round(balance.imbalance, 6),
+        }
     return found
+
+
+def check_out_dir(out: Path) -> None:
+    """Make ``out`` and check a file can be written in it, before a run. O(1).
+
+    Raises:
+        OSError: it cannot be created or written.
+    """
+    out.mkdir(parents=True, exist_ok=True)
+    probe = out / ".kachedb-radix-write-check"
+    probe.write_bytes(b"")
+    probe.unlink()
 
 
 def write_results(results: Results, out: Path) -> list[Path]:

@@ -20,6 +20,7 @@ Cost: O(total tokens) tree work plus three calls per request.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -47,7 +48,14 @@ class Replay:
         waited: requests that waited for a full pool (timed mode).
         refused: requests refused (timed mode).
         uncached_outputs: outputs left uncached for want of room (timed mode).
-        ttft_ms: time to first token of each served request (timed mode).
+        ttft: time to first token of each request, by trace index, in ms (timed
+            mode; NaN for a refused one; empty in the sequential mode).
+        tpot: time per output token after the first, likewise (NaN with fewer than
+            two output tokens).
+        worker_of: the worker each request went to, by trace index (None: one worker).
+        busy_ms: per worker, the time its steps took (timed mode).
+        span_ms: first arrival to last completion (timed mode).
+        restored: tokens restored from slower tiers (timed mode, with tiers).
     """
 
     lengths: list[int]
@@ -58,7 +66,17 @@ class Replay:
     waited: int = 0
     refused: int = 0
     uncached_outputs: int = 0
-    ttft_ms: list[float] = field(default_factory=list)
+    ttft: list[float] = field(default_factory=list)
+    tpot: list[float] = field(default_factory=list)
+    worker_of: list[int] | None = None
+    busy_ms: list[float] = field(default_factory=list)
+    span_ms: float = 0.0
+    restored: int = 0
+
+    @property
+    def ttft_ms(self) -> list[float]:
+        """TTFT of each served request, by trace index (refused ones left out). O(n)."""
+        return [value for value in self.ttft if not math.isnan(value)]
 
 
 def replay_sequential(trace: Trace, tree: Any, progress: Progress | None = None) -> Replay:

@@ -1,32 +1,32 @@
-"""The timed mode's service model: how long a request takes, given what it reused.
+"""The timed mode's scheduler: how many requests run, how many tokens a step takes.
 
-A deliberately small model of one serving engine, enough to turn hit ratios into
-time-to-first-token (TTFT) and to make pinning real (a running request holds its
-blocks):
+The timed mode (:mod:`~kachedb_radix.spec.simulate.timed`) runs each worker as an
+engine of *steps* (:mod:`~kachedb_radix.spec.simulate.engine`), the way vLLM's
+scheduler with chunked prefill does:
 
-* **Admission.** Requests are admitted first come, first served, while fewer than
-  ``max_running`` are running. Admitting one matches its prompt with ``pin=True``
-  (its cached prefix is pinned) and inserts the prompt with ``pin=True`` (the
-  blocks its prefill will fill are allocated and pinned, evicting LRU leaves).
-* **Full pool.** When every block it could evict is pinned and the insert finds no
-  room (``OutOfBlocksError``), the request -- and, first come first served, every
-  request behind it -- waits for a running request to finish (``on_full="wait"``),
-  or it is refused (``on_full="refuse"``). Either is counted: ``waited`` counts
-  every request that sat in the queue while the pool was full. A prompt with more
-  whole blocks than the pool can never run and is always refused.
-* **Prefill.** One prefill stream, first come first served, at
-  ``prefill_tokens_per_s``: a request's prefill starts when it is admitted and the
-  previous prefill is done, and lasts ``uncached prompt tokens / throughput``.
-  Cached tokens cost nothing, which is the point of the cache.
-  TTFT = end of prefill - arrival (queueing included).
-* **Decode.** Then ``output tokens * decode_ms_per_token`` (requests decode
-  side by side in one batch, so decode does not queue).
-* **Completion.** The request's leases are released; if the trace gave its output
-  token ids, prompt + output is inserted unpinned (the next turn can reuse the
-  reply); when even that finds no room the output is simply not cached (counted).
+* **Token budget.** A step carries at most ``token_budget`` tokens (vLLM's
+  ``max_num_batched_tokens``; default 8,192). Running requests past their prefill go
+  first, one decode token each; the budget left goes to prompts still prefilling, in
+  the order they were admitted, a chunk each; what is still left admits waiting
+  requests, first come first served, each with a first chunk.
+* **Concurrency.** At most ``max_running`` requests are admitted at once (vLLM's
+  ``max_num_seqs``; default 256). ``token_budget`` must be at least that, so every
+  running decode fits in a step.
+* **Admission and the pool.** Admitting a request matches its prompt with
+  ``pin=True`` and inserts it with ``pin=True`` (its prefill will fill those blocks,
+  evicting by the tree's policy); they stay pinned until it completes. When every
+  block is pinned and the insert finds no room (``OutOfBlocksError``), the request --
+  and, first come first served, everyone behind it -- waits for a running request to
+  finish (``on_full="wait"``), or is refused (``on_full="refuse"``); both are
+  counted. A prompt with more whole blocks than the pool is always refused.
+* **Completion.** Its leases are released; if the trace gave its output token ids,
+  prompt + output is inserted unpinned (the next turn reuses the reply); when even
+  that finds no room the output is simply not cached (counted).
 
-Not modelled: decode-time KV growth in the pool (only prompts and, at the end,
-outputs take blocks), chunked prefill, preemption, batching effects on speed.
+What a step costs is :mod:`~kachedb_radix.spec.simulate.cost`'s business. Not
+modelled: decode-time growth of the KV in the pool (only prompts and, at the end,
+outputs take blocks), preemption, speculative decoding, prefill/decode
+disaggregation.
 """
 
 from __future__ import annotations
@@ -40,31 +40,23 @@ ON_FULL: tuple[OnFull, ...] = ("wait", "refuse")
 
 @dataclass(frozen=True)
 class ServiceModel:
-    """The timed mode's parameters (defaults: a mid-size model on one GPU node).
+    """The scheduler's parameters (see the module docstring).
 
     Raises:
-        ValueError: a throughput, time or cap out of range, or an unknown ``on_full``.
+        ValueError: a cap or budget out of range, or an unknown ``on_full``.
     """
 
-    prefill_tokens_per_s: float = 20_000.0
-    decode_ms_per_token: float = 20.0
-    max_running: int = 64
+    max_running: int = 256
+    token_budget: int = 8192
     on_full: OnFull = "wait"
 
     def __post_init__(self) -> None:
-        if not self.prefill_tokens_per_s > 0:
-            raise ValueError(f"prefill throughput must be > 0, got {self.prefill_tokens_per_s}")
-        if not self.decode_ms_per_token >= 0:
-            raise ValueError(f"decode time must be >= 0, got {self.decode_ms_per_token}")
         if self.max_running < 1:
             raise ValueError(f"max running requests must be >= 1, got {self.max_running}")
+        if self.token_budget < self.max_running:
+            raise ValueError(
+                f"the token budget ({self.token_budget}) must be >= max running requests "
+                f"({self.max_running}): every running decode takes a token of each step"
+            )
         if self.on_full not in ON_FULL:
             raise ValueError(f"on_full must be one of {ON_FULL}, got {self.on_full!r}")
-
-    def prefill_ms(self, uncached_tokens: int) -> float:
-        """Milliseconds to prefill ``uncached_tokens``. O(1)."""
-        return uncached_tokens * 1000.0 / self.prefill_tokens_per_s
-
-    def decode_ms(self, output_tokens: int) -> float:
-        """Milliseconds to decode ``output_tokens``. O(1)."""
-        return output_tokens * self.decode_ms_per_token

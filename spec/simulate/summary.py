@@ -1,11 +1,16 @@
 """The summary a run prints: one table row per capacity, and what it means.
 
-Columns: the pool in blocks; the token hit ratio of the tree's LRU, of Belady and
-of an infinite pool, and LRU as a share of Belady (how close LRU comes to the best
-achievable); LRU's block hit ratio; the prefill tokens it saved; evictions; the
-peak of pinned blocks; in the timed mode, requests that waited for or were refused
-by a full pool and TTFT p50/p90/p99 under the service model. Under the table:
-the knee and where the figures came from.
+Columns of the main table: the pool in blocks (and, with ``--model``, in GiB, and with
+``--gpu``, in GPUs of that class); the token hit ratio of the tree's LRU, of each
+other configuration (policies, clusters), of Belady and of an infinite pool, and
+LRU as a share of Belady (how close LRU comes to the best achievable); in the
+sequential mode LRU's block hit ratio, the prefill tokens it saved, evictions and the
+peak of pinned blocks; in the timed mode evictions and the requests that waited for
+or were refused by a full pool. The timed mode adds a service table (TTFT, TPOT,
+how busy the workers were, the offered prefill, the SLO), and several workers a
+cluster table at one capacity (hit ratio, balance, TTFT per configuration). Under
+the tables: the knees, the model and GPUs, warnings (overload), where the figures
+came from.
 """
 
 from __future__ import annotations
@@ -13,8 +18,10 @@ from __future__ import annotations
 from rich.console import Console
 from rich.table import Table
 
+from .hardware import Sizing, format_gib
 from .metrics import HitStats
-from .results import KNEE_FRACTION, Results
+from .point import Point, Run
+from .results import Results
 
 
 def percent(ratio: float | None) -> str:
@@ -46,53 +53,163 @@ def duration(milliseconds: float | None) -> str:
 #: What the columns mean, under the table.
 CAPTION = "hit: prompt tokens reused / prompt tokens; LRU/Belady: LRU's share of the bound"
 
+#: Overload: offered prefill over what the workers can compute, from which it is said.
+OVERLOAD = 1.0
+
 
 def _ratio(stats: HitStats | None) -> float | None:
     return None if stats is None else stats.token_hit_ratio
 
 
+def _sizing(results: Results) -> Sizing:
+    return results.sizing or Sizing(results.trace.tokens_per_block)
+
+
+def _column_name(results: Results, label: str) -> str:
+    """``hit LFU`` for a policy on one worker, ``hit 4xprefix`` for a cluster."""
+    return f"hit {label}" if results.config(label).cluster.workers > 1 else f"hit {label.upper()}"
+
+
+def shown(results: Results) -> list[Point]:
+    """The points the tables show: the sweep's, not the knee's refinements (those are
+    in results.json, the CSV and the plots). O(points)."""
+    added = set(results.refined)
+    return [point for point in results.points if point.capacity not in added]
+
+
 def summary_table(results: Results) -> Table:
-    """The table, one row per capacity. O(points)."""
+    """The main table, one row per capacity. O(points)."""
     timed = results.mode == "timed"
+    sizing = _sizing(results)
     table = Table(caption=CAPTION)
-    columns = [
-        "blocks",
+    columns = ["blocks"]
+    if sizing.model is not None:
+        columns.append("GiB")
+    if sizing.deployment is not None:
+        columns.append("GPUs")
+    columns += [
         "hit LRU",
-        *(f"hit {name.upper()}" for name in results.policies),
+        *(_column_name(results, label) for label in results.labels[1:]),
         "Belady",
         "infinite",
         "LRU/Belady",
-        "block hit",
-        "tokens saved",
-        "evictions",
-        "peak pinned",
     ]
     if timed:
-        columns += ["waited", "refused", "TTFT p50", "p90", "p99"]
+        columns += ["evictions", "waited", "refused"]
+    else:
+        columns += ["block hit", "tokens saved", "evictions", "peak pinned"]
     for name in columns:
         table.add_column(name, justify="right")
-    for point in results.points:
+    hbm = _hbm_blocks(results)
+    for point in shown(results):
         done = point.replay
         belady = _ratio(point.belady)
         share = None if not belady else point.lru.token_hit_ratio / belady
-        row = [
-            f"{point.capacity:,}",
+        mark = " (HBM)" if point.capacity == hbm else ""
+        row = [f"{point.capacity:,}{mark}"]
+        gib = sizing.gib(point.capacity)
+        if gib is not None:
+            row.append(f"{gib:,.0f}" if gib >= 100 else f"{gib:.1f}" if gib >= 1 else f"{gib:.2f}")
+        gpus = sizing.gpus(point.capacity)
+        if gpus is not None:
+            row.append(f"{gpus:,.1f}")
+        row += [
             percent(point.lru.token_hit_ratio),
-            *(percent(point.policies[name].stats.token_hit_ratio) for name in results.policies),
+            *(percent(point.runs[label].stats.token_hit_ratio) for label in results.labels[1:]),
             percent(belady),
             percent(_ratio(results.infinite)),
             percent(share),
-            percent(point.lru.block_hit_ratio),
-            count(point.lru.saved_tokens),
-            count(done.evictions),
-            f"{done.peak_pinned:,}",
         ]
         if timed:
+            row += [count(done.evictions), f"{done.waited:,}", f"{done.refused:,}"]
+        else:
             row += [
-                f"{done.waited:,}",
-                f"{done.refused:,}",
-                *(duration(point.ttft_ms.get(name)) for name in ("p50", "p90", "p99")),
+                percent(point.lru.block_hit_ratio),
+                count(point.lru.saved_tokens),
+                count(done.evictions),
+                f"{done.peak_pinned:,}",
             ]
+        table.add_row(*row)
+    return table
+
+
+def service_table(results: Results) -> Table:
+    """The timed mode's service figures of LRU on one worker, one row per capacity and
+    one for no cache. O(points)."""
+    slo = results.slo
+    table = Table(
+        caption="TTFT: arrival to first token; TPOT: per output token after it; "
+        "busy: share of the span the GPUs computed; offered: prefill compute needed"
+    )
+    columns = ["blocks", "TTFT p50", "p90", "p99", "TPOT p50", "p99", "busy", "offered prefill"]
+    if slo is not None:
+        columns.append(f"TTFT ≤ {duration(slo.ttft_ms)}")
+        if slo.runs:
+            columns.append("req/s at SLO")
+    for name in columns:
+        table.add_column(name, justify="right")
+    rows: list[tuple[str, Run]] = [(f"{p.capacity:,}", p.runs["lru"]) for p in shown(results)]
+    if "1 worker" in results.no_cache:
+        rows.append(("no cache", results.no_cache["1 worker"]))
+    for name, run in rows:
+        service = run.service
+        assert service is not None
+        row = [
+            name,
+            *(duration(service.ttft_ms.get(p)) for p in ("p50", "p90", "p99")),
+            duration(service.tpot_ms.get("p50")),
+            duration(service.tpot_ms.get("p99")),
+            percent(service.busy),
+            f"{service.offered_prefill_s:,.0f} s",
+        ]
+        if slo is not None:
+            row.append(percent(service.attainment))
+            if slo.runs:
+                row.append(_throughput(run))
+        table.add_row(*row)
+    return table
+
+
+def _throughput(run: Run) -> str:
+    service = run.service
+    if service is None or service.throughput is None:
+        return "—"
+    found = service.throughput
+    if found.speed == 0:
+        return "< 1/64 of trace"
+    text = f"{found.requests_per_s:,.3g}"
+    return text if found.failed_at is not None else f"≥ {text}"
+
+
+def cluster_table(results: Results) -> Table:
+    """Each configuration at the timeline capacity: hit ratio, balance, TTFT. O(configs)."""
+    point = results.point(results.timeline_capacity)
+    timed = results.mode == "timed"
+    table = Table(
+        caption=f"at {point.capacity:,} blocks in all (split evenly over the workers); "
+        "imbalance: busiest worker's prompt tokens / mean"
+    )
+    columns = ["configuration", "hit", "requests per worker", "imbalance", "trees"]
+    if timed:
+        columns += ["TTFT p50", "p90", "p99"]
+    for name in columns:
+        table.add_column(name, justify="right" if name != "configuration" else "left")
+    rows = [(label, point.runs[label]) for label in results.labels]
+    rows += [(f"no cache, {label}", run) for label, run in results.no_cache.items()]
+    for label, run in rows:
+        balance = run.balance
+        spread = "—"
+        if balance is not None:
+            spread = f"{min(balance.requests):,} to {max(balance.requests):,}"
+        row = [
+            "lru (1 worker)" if label == "lru" else label,
+            percent(run.stats.token_hit_ratio),
+            spread,
+            "—" if balance is None else f"{balance.imbalance:.2f}",
+            run.trees,
+        ]
+        if timed:
+            row += [duration(run.ttft_ms.get(p)) for p in ("p50", "p90", "p99")]
         table.add_row(*row)
     return table
 
@@ -111,42 +228,161 @@ def title(results: Results) -> str:
     )
 
 
+def _hbm_blocks(results: Results) -> int | None:
+    """The capacity the deployment's HBM holds, over every worker of the widest cluster."""
+    return _sizing(results).worker_blocks(max(c.cluster.workers for c in results.configs))
+
+
+def knee_lines(results: Results) -> list[str]:
+    """The knees: LRU's and Belady's in full, the others one line each. O(knees)."""
+    if results.infinite is None:
+        return []
+    sizing = _sizing(results)
+    ceiling = results.infinite.token_hit_ratio
+    lines = []
+    names = {"lru": "LRU", "belady": "Belady"}
+    for series in ("lru", "belady"):
+        for fraction in results.knee_fractions:
+            knee = results.knee(series, fraction)
+            assert knee is not None
+            head = (
+                f"knee ({names[series]}): {100 * fraction:g}% of the achievable hit ratio "
+                f"({percent(fraction * ceiling)} of {percent(ceiling)})"
+            )
+            if knee.capacity is None:
+                lines.append(f"{head} is not reached at any capacity simulated")
+            elif knee.bounded_above_only:
+                lines.append(f"{head} needs at most {sizing.describe(knee.capacity)}")
+            else:
+                assert knee.bracket is not None
+                low, high = knee.bracket
+                lines.append(
+                    f"{head} needs {sizing.describe(knee.capacity)} "
+                    f"(interpolated between {low:,} and {high:,})"
+                )
+    others = results.labels[1:]
+    for fraction in results.knee_fractions if others else ():
+        parts = []
+        for label in others:
+            knee = results.knee(label, fraction)
+            assert knee is not None
+            if knee.capacity is None:
+                parts.append(f"{label} not reached")
+            else:
+                prefix = "≤ " if knee.bounded_above_only else ""
+                parts.append(f"{label} {prefix}{knee.capacity:,.0f}")
+        lines.append(f"knee {100 * fraction:g}% (blocks): " + ", ".join(parts))
+    if results.refined:
+        added = ", ".join(f"{capacity:,}" for capacity in results.refined)
+        lines.append(
+            f"knee refinement ran {len(results.refined)} more capacities ({added}; in the "
+            "files and plots, not in the table)"
+        )
+    return lines
+
+
+def overload_lines(results: Results) -> list[str]:
+    """Where the offered prefill exceeds what the workers can compute. O(points)."""
+    found = []
+    for point in shown(results):
+        service = point.runs["lru"].service
+        if service is not None and service.overload(1) > OVERLOAD:
+            found.append((f"{point.capacity:,} blocks", service))
+    runs = len(shown(results))
+    baseline = results.no_cache.get("1 worker")
+    service = None if baseline is None else baseline.service
+    if service is not None:
+        runs += 1
+        if service.overload(1) > OVERLOAD:
+            found.append(("no cache", service))
+    if not found:
+        return []
+    worst_name, worst = max(found, key=lambda item: item[1].overload(1))
+    best_name, best = min(found, key=lambda item: item[1].overload(1))
+    line = (
+        f"OVERLOAD at {len(found)} of {runs} runs (LRU on one worker): the "
+        f"trace offers more prefill than one worker computes in its {worst.trace_span_s:,.0f} s "
+        f"({worst.offered_prefill_s:,.0f} s of it, {worst.overload(1):.2f}x, at {worst_name}"
+    )
+    if best_name != worst_name:
+        line += f"; {best.overload(1):.2f}x at {best_name}"
+    return [line + "): requests queue and TTFT grows with the trace, not with the model"]
+
+
 def notes(results: Results) -> list[str]:
-    """The lines printed under the table. O(points)."""
+    """The lines printed under the tables. O(points)."""
     lines = []
     trace = results.trace
+    sizing = _sizing(results)
     if trace.skipped:
         first = trace.skipped[0]
         lines.append(
             f"skipped {len(trace.skipped)} bad lines (--skip-bad); first: line {first.line}: "
             f"{first.reason}"
         )
+    lines += results.notes
     if results.working_set:
-        lines.append(f"working set: {results.working_set:,} distinct blocks")
-    if results.infinite is not None:
-        share = f"{100 * KNEE_FRACTION:.0f}% of the infinite-capacity hit ratio"
-        named = [(policy, policy.upper()) for policy in results.policies]
-        for policy, name in (("lru", "LRU"), *named, ("belady", "Belady")):
-            knee = results.knee(policy)
-            where = f"at {knee:,} blocks" if knee else "at none of these capacities"
-            lines.append(f"knee: {name} reaches {share} {where}")
-    if results.mode == "timed" and results.service is not None:
-        service = results.service
-        lines.append(
-            f"service model: prefill {service.prefill_tokens_per_s:,.0f} tokens/s, decode "
-            f"{service.decode_ms_per_token:g} ms/token, {service.max_running} running at most, "
-            f"on a full pool: {service.on_full}; bounds in arrival order"
+        gib = sizing.gib(results.working_set)
+        size = "" if gib is None else f" = {format_gib(gib)}"
+        lines.append(f"working set: {results.working_set:,} distinct blocks{size}")
+    if sizing.model is not None:
+        assert sizing.block_bytes is not None
+        line = (
+            f"model: {sizing.model.describe()}; a block of {sizing.tokens_per_block:,} tokens "
+            f"takes {format_gib(sizing.block_bytes / 1024**3)}"
         )
+        lines.append(line)
+    deployment = sizing.deployment
+    if deployment is not None:
+        worker = sizing.worker_blocks()
+        lines.append(f"GPUs: {deployment.describe()}: {worker:,} blocks a worker (HBM)")
+        hbm = _hbm_blocks(results)
+        if hbm is not None and any(point.capacity > hbm for point in results.points):
+            lines.append(
+                f"capacities above {hbm:,} blocks exceed the GPUs' HBM: that KV would live in "
+                "host memory or on disk, and its hits would pay a restore (--tiers will "
+                "charge it); here they count at HBM speed"
+            )
+    lines += knee_lines(results)
+    if results.mode == "timed" and results.cost is not None and results.service is not None:
+        cost, service = results.cost, results.service
+        rates = (
+            f"prefill {cost.prefill_tokens_per_s:,.0f} tokens/s"
+            if cost.prefill_tokens_per_s is not None
+            else f"mfu {cost.mfu:g} of {cost.peak_flops / 1e12:,.0f} TFLOP/s"
+        )
+        decode = (
+            f"decode {cost.decode_ms:g} ms a step"
+            if cost.decode_ms is not None
+            else f"mbu {cost.mbu:g} of {cost.hbm_bytes_per_s / 1e12:,.2f} TB/s"
+        )
+        priced = f"{cost.label}, " if cost.label else ""
+        lines.append(
+            f"service model ({priced}per worker): {rates}, {decode}, "
+            f"{cost.overhead_ms:g} ms a step, {service.token_budget:,} tokens a step, "
+            f"{service.max_running} running at most, on a full pool: {service.on_full}; "
+            "bounds in arrival order"
+        )
+        if results.slo is not None:
+            slo = results.slo
+            lines.append(
+                f"SLO: TTFT ≤ {duration(slo.ttft_ms)} for {percent(slo.attainment)} of requests"
+            )
+        lines += overload_lines(results)
     lines.append(
-        f"{len(results.points)} capacities in {results.seconds['total']:.2f} s "
+        f"{len(shown(results))} capacities in {results.seconds['total']:.2f} s "
         f"({results.executor} executor)"
     )
     return lines
 
 
 def print_report(results: Results, console: Console) -> None:
-    """Print the title, the table and its notes."""
+    """Print the title, the tables and their notes."""
     console.print(title(results), highlight=False, soft_wrap=True)
     console.print(summary_table(results))
+    if results.mode == "timed":
+        console.print(service_table(results))
+    if results.clusters:
+        console.print(cluster_table(results))
     for line in notes(results):
         console.print(line, highlight=False, soft_wrap=True)

@@ -1,12 +1,14 @@
 """Which capacities to simulate: a list given by the user, or log-spaced automatically.
 
 ``--capacity 1000,5000,20000`` names pool sizes in blocks (``k`` and ``M`` suffixes
-allowed: ``20k``). ``--sweep auto`` (8 points) or ``--sweep N`` spaces N capacities
-logarithmically from 1/128 of the trace's working set up to the working set itself
--- the distinct blocks the trace ever inserts, which an infinite pool ends up
-holding -- so the last point is where LRU meets the infinite-capacity ceiling and
-the knee, if any, lies in between. Capacities are rounded to two significant digits
-(except the working set itself), sorted and deduplicated.
+allowed: ``20k``), or in tokens, bytes or GPUs (``2Mtok``, ``64GiB``, ``8gpu``: see
+:mod:`~kachedb_radix.spec.simulate.hardware`). ``--sweep auto`` (8 points) or
+``--sweep N`` spaces N capacities logarithmically from 1/128 of the trace's working
+set up to the working set itself -- the distinct blocks the trace ever inserts,
+which an infinite pool ends up holding -- so the last point is where LRU meets the
+infinite-capacity ceiling and the knee, if any, lies in between. Capacities are
+rounded to two significant digits (except the working set itself), sorted and
+deduplicated.
 """
 
 from __future__ import annotations
@@ -14,36 +16,24 @@ from __future__ import annotations
 import math
 
 from .errors import SimulateError
+from .hardware import Sizing
 
 #: Points of ``--sweep auto``.
 AUTO_POINTS = 8
 #: The smallest automatic capacity, as a fraction of the working set.
 AUTO_SPAN = 128
-_SUFFIXES = {"k": 1_000, "m": 1_000_000}
 
 
-def parse_capacities(text: str) -> list[int]:
-    """``"1000,5k,2M"`` -> ``[1000, 5000, 2000000]``, sorted, without repeats. O(len(text)).
+def parse_capacities(text: str, sizing: Sizing | None = None) -> list[int]:
+    """``"1000,5k,2M"`` -> ``[1000, 5000, 2000000]``, sorted, without repeats; with a
+    ``sizing``, items may be tokens, bytes or GPUs too (:meth:`Sizing.parse`).
+    O(len(text)).
 
     Raises:
-        SimulateError: an item that is not a positive whole number of blocks.
+        SimulateError: an item that is not a size of at least one block.
     """
-    capacities = set()
-    for item in text.split(","):
-        word = item.strip().lower().replace("_", "")
-        scale = _SUFFIXES.get(word[-1:], 1)
-        number = word[:-1] if scale > 1 else word
-        try:
-            value = float(number) * scale
-        except ValueError:
-            value = math.nan
-        if not (value >= 1 and value == int(value)):
-            raise SimulateError(
-                f"--capacity: {item.strip()!r} is not a whole number of blocks >= 1 "
-                "(expected a list like 1000,5000,20k)"
-            )
-        capacities.add(int(value))
-    return sorted(capacities)
+    sizing = sizing or Sizing(1)
+    return sorted({sizing.parse(item) for item in text.split(",")})
 
 
 def parse_sweep(text: str) -> int:

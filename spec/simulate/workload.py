@@ -84,6 +84,11 @@ class WorkloadSpec:
     oneoff_priority: int = 10
     #: A tenant's tier: its default priority under the ``priority`` policy.
     tiers: tuple[tuple[str, int], ...] = (("tenant-1", 60),)
+    #: The spread of text lengths (the log-normal's sigma; 0: every length its median).
+    length_sigma: float = 0.6
+    #: Keep starting sessions until the last request kept, so arrivals do not thin out
+    #: at the end (False: stop once enough requests are drawn, as the embedded one does).
+    stationary: bool = False
 
     def priority_options(self) -> dict[str, object]:
         """The ``priority`` policy's options for this workload: its tenants' tiers."""
@@ -123,8 +128,13 @@ class _Generator:
         ]
 
     def text(self, median: float) -> Tokens:
-        """Fresh random tokens, a log-normal length around ``median`` (at least 1)."""
-        length = max(1, int(self.rng.lognormal(np.log(median), 0.6)))
+        """Fresh random tokens, a log-normal length around ``median`` (at least 1;
+        exactly ``median`` when the spec's ``length_sigma`` is 0)."""
+        sigma = self.spec.length_sigma
+        if sigma:
+            length = max(1, int(self.rng.lognormal(np.log(median), sigma)))
+        else:
+            length = max(1, round(median))
         return self.rng.integers(0, self.spec.vocab, size=length, dtype=np.uint32)
 
     def zipf_pick(self, count: int) -> int:
@@ -189,6 +199,12 @@ class _Generator:
         return made
 
 
+def _nth_time(pending: list[_Pending], count: int) -> float:
+    """The arrival time of the ``count``-th earliest request. O(n)."""
+    times = np.fromiter((made.time for made in pending), np.float64, len(pending))
+    return float(np.partition(times, count - 1)[count - 1])
+
+
 def generate_requests(spec: WorkloadSpec) -> list[Request]:
     """The spec's requests in arrival order (ties: session, then turn). O(total tokens).
 
@@ -202,6 +218,11 @@ def generate_requests(spec: WorkloadSpec) -> list[Request]:
     start = 0.0
     session = 0
     while len(pending) < spec.requests:
+        start += generator.rng.exponential(1.0 / spec.session_rate)
+        pending.extend(generator.session(session, start))
+        session += 1
+    while spec.stationary and start < _nth_time(pending, spec.requests):
+        # Sessions keep starting until the last request kept: no lull at the end.
         start += generator.rng.exponential(1.0 / spec.session_rate)
         pending.extend(generator.session(session, start))
         session += 1
@@ -229,3 +250,34 @@ def generate(spec: WorkloadSpec | None = None) -> Trace:
     spec = spec or WorkloadSpec()
     source = f"embedded workload (seed {spec.seed})"
     return Trace(generate_requests(spec), "tokens", spec.block_size, 1, source)
+
+
+#: The seed article's benchmark workload ("average prompt size: 6,144 tokens, average
+#: response size: 256 tokens, block size: 16 tokens", a simulated multi-turn chat): one
+#: tenant, four shared 3,260-token system prompts, chats of geometric length (mean 8
+#: turns, at most 24), each turn a 256-token user message and a 256-token reply, no
+#: forks, no agents, no one-off prompts, every length exact. A turn's prompt is the
+#: system prompt and the history so far. A load generator's users answer within about
+#: a second, and sessions keep starting (2.5 a second) until the last request: the
+#: default 2,000 requests arrive at about 17 a second over about 2 minutes, their mean
+#: prompt 6,123 tokens (the system prompt's length was chosen to give that mean).
+SEED_TABLE = WorkloadSpec(
+    tenants=1,
+    system_prompts_per_tenant=4,
+    chat_share=1.0,
+    agent_share=0.0,
+    fork_probability=0.0,
+    system_tokens=3260.0,
+    user_tokens=256.0,
+    reply_tokens=256.0,
+    chat_turns=8.0,
+    session_rate=2.5,
+    think_seconds=1.0,
+    decode_seconds_per_token=0.004,
+    length_sigma=0.0,
+    stationary=True,
+    tiers=(),
+)
+
+#: The embedded workloads ``--workload`` names.
+WORKLOADS = {"chat-agent": WorkloadSpec(), "seed-table": SEED_TABLE}

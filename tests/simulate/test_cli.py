@@ -16,14 +16,15 @@ from rich.progress import Progress
 
 from kachedb_radix.spec.cli.main import main
 from kachedb_radix.spec.simulate.errors import SimulateError
-from kachedb_radix.spec.simulate.executors import run_points
+from kachedb_radix.spec.simulate.executors import Session, run_tasks
+from kachedb_radix.spec.simulate.point import RUN, Task
 from kachedb_radix.spec.simulate.progress import RateColumn, progress_bar
 from kachedb_radix.spec.simulate.results import CSV_COLUMNS, SCHEMA_PATH
 from kachedb_radix.spec.simulate.run import Settings, execute, plan, simulate
 from kachedb_radix.spec.simulate.summary import count, duration, percent
 from kachedb_radix.spec.simulate.sweep import auto_capacities, parse_capacities, parse_sweep
 from kachedb_radix.spec.simulate.workload import WorkloadSpec, generate
-from tests.support.simulate import MOONCAKE_SAMPLE, assert_same_points
+from tests.support.simulate import MOONCAKE_SAMPLE
 
 SCHEMA = json.loads(SCHEMA_PATH.read_text())
 SMALL = ["--requests", "120", "--executor", "serial"]
@@ -41,8 +42,9 @@ def test_no_arguments_runs_the_embedded_workload(capsys: pytest.CaptureFixture[s
     out = capsys.readouterr().out
     assert "embedded workload (seed 0): 2,000 requests" in out
     assert "hit LRU" in out and "Belady" in out and "infinite" in out
-    assert out.count("%") > 30 and "knee: LRU reaches 90%" in out
+    assert out.count("%") > 30 and "knee (LRU): 90% of the achievable hit ratio" in out
     assert "8 capacities in" in out and "(process executor)" in out
+    assert "knee refinement ran" in out
 
 
 def test_out_writes_schema_valid_json_csv_and_plots(
@@ -57,16 +59,19 @@ def test_out_writes_schema_valid_json_csv_and_plots(
     printed = capsys.readouterr().out
     assert "300 requests (mooncake, 512 tokens per hash block)" in printed
     assert "wrote results.json, results.csv, hit_ratio_vs_capacity.png" in printed
+    assert printed.rstrip().endswith(f"report.html to {out}")
     document = json.loads((out / "results.json").read_text())
     _validate(document)
-    assert [point["capacity"] for point in document["points"]] == [100, 1000, 8000]
+    capacities = [point["capacity"] for point in document["points"]]
+    assert sorted({100, 1000, 7352, *document["knee"]["refined_capacities"]}) == capacities
+    assert "capacity 8,000 is more than the 7,352 blocks this trace can ever use" in printed
     assert document["trace"]["working_set_blocks"] == 7352
     assert document["timeline_capacity"] == 1000
     top = document["points"][-1]
     assert top["lru"]["token_hit_ratio"] == document["infinite"]["token_hit_ratio"] > 0
     with (out / "results.csv").open() as stream:
         rows = list(csv.DictReader(stream))
-    assert list(rows[0]) == list(CSV_COLUMNS) and len(rows) == 3
+    assert list(rows[0]) == list(CSV_COLUMNS) and len(rows) == len(capacities)
     assert rows[0]["ttft_p50_ms"] == "" and float(rows[2]["belady_token_hit_ratio"]) > 0
     for name in ("hit_ratio_vs_capacity.png", "hit_ratio_over_time.png"):
         data = (out / name).read_bytes()
@@ -77,12 +82,15 @@ def test_timed_mode_reports_ttft(tmp_path: Path, capsys: pytest.CaptureFixture[s
     status = main(
         ["simulate", str(MOONCAKE_SAMPLE), "--mode", "timed", "--capacity", "300,3000",
          "--prefill-tps", "200000", "--max-running", "16", "--executor", "serial",
-         "--out", str(tmp_path)]
+         "--knee-rounds", "0", "--out", str(tmp_path)]
     )  # fmt: skip
     assert status == 0
     out = capsys.readouterr().out
     assert "timed mode" in out and "TTFT p50" in out and "waited" in out
-    assert "service model: prefill 200,000 tokens/s" in out
+    assert (
+        "service model (llama-3-8b on 1 x H100 SXM5 80 GB, per worker): prefill 200,000 tokens/s"
+        in out
+    )
     document = json.loads((tmp_path / "results.json").read_text())
     _validate(document)
     small = document["points"][0]["lru"]
@@ -106,7 +114,9 @@ def test_no_bounds_and_the_knee_when_unreached(
     assert "knee:" not in capsys.readouterr().out
     results = simulate(generate(WorkloadSpec(requests=60)), Settings(executor="serial",
                        capacities=(2,)))  # fmt: skip
-    assert results.knee("lru") is None and results.knee("belady") is None
+    lru, belady = results.knee("lru"), results.knee("belady")
+    assert lru is not None and belady is not None  # with bounds: a knee, not reached at 2
+    assert lru.capacity is None and lru.bracket is None and belady.capacity is None
     with pytest.raises(KeyError):
         results.point(3)
 
@@ -149,7 +159,30 @@ def test_bad_input_never_shows_a_traceback(tmp_path: Path) -> None:
         (["--jobs", "0"], "--jobs must be >= 1"),
         (["--requests", "0"], "--requests must be >= 1"),
         (["--block-size", "0"], "--block-size and --hash-block-tokens must be >= 1"),
-        (["--prefill-tps", "0"], "prefill throughput must be > 0"),
+        (["--mode", "timed", "--prefill-tps", "0"], "prefill throughput must be > 0"),
+        (["--prefill-tps", "9"], "--prefill-tps applies to the timed mode"),
+        (["--ttft-slo", "1s"], "--ttft-slo applies to the timed mode"),
+        (["--mode", "timed", "--ttft-slo", "fast"], "expected a duration like 500ms"),
+        (["--knee", "0.9,1.2"], "--knee: '1.2' is not a fraction"),
+        (["--knee-rounds", "-1"], "--knee-rounds must be >= 0"),
+        (["--capacity", "64GiB"], "a size in bytes needs --model"),
+        (["--model", "llama-3-8b", "--capacity", "2gpu"], "GPUs need --model and --gpu"),
+        (["--model", "gpt-9"], "--model: unknown model 'gpt-9'"),
+        (["--model", "layers=2,kv_heads=x,head_dim=4"], "kv_heads='x' is not a number"),
+        (["--model", "layers=2,head_dim=4"], "kv_heads is missing"),
+        (["--model", "layers=2,kv_heads=1,head_dim=4,color=red"], "'color=red' is not key=value"),
+        (["--model", "llama-3-70b", "--gpu", "l40s"], "leave no room for KV on 1 x L40S"),
+        (["--gpu", "h100", "--gpu-mem-util", "1.5"], "--gpu-mem-util must be in (0, 1]"),
+        (["--workers", "0"], "--workers: '0' is not a number of workers"),
+        (["--workers", "2", "--routing", "magic"], "--routing: unknown routing 'magic'"),
+        (["--workers", "2", "--routing", "prefix", "--index", "x"], "--index: choose from"),
+        (["--router-delay", "soon"], "--router-delay: expected a number of requests or a time"),
+        (
+            ["--workers", "2", "--routing", "prefix", "--router-index", "nowhere:Index"],
+            "--router-index 'nowhere:Index'",
+        ),
+        (["--prefill-cost", "0"], "--prefill-cost: '0' is not a number of tokens"),
+        (["--out", "/dev/null/x"], "cannot write results to /dev/null/x"),
         (["--capacity", "100", "--timeline-capacity", "5"], "--timeline-capacity 5 is not one"),
         ([str(MOONCAKE_SAMPLE), "--save-workload", "x"], "--save-workload writes the embedded"),
         (["missing.jsonl"], "cannot read trace missing.jsonl"),
@@ -183,7 +216,8 @@ def test_unwritable_out_and_missing_matplotlib(
     assert main(["simulate", *SMALL, "--capacity", "500", "--out", str(tmp_path / "o")]) == 0
     out = capsys.readouterr().out
     assert "plots skipped: matplotlib is not installed" in out
-    assert "wrote results.json, results.csv to" in out
+    assert "wrote results.json, results.csv, report.html to" in out
+    assert "Plots skipped" in (tmp_path / "o" / "report.html").read_text()
 
 
 def test_a_saved_workload_replays_to_the_same_figures(
@@ -209,19 +243,23 @@ def test_a_saved_workload_replays_to_the_same_figures(
 
 def test_process_and_serial_executors_agree() -> None:
     trace = generate(WorkloadSpec(requests=80, seed=9))
-    settings = Settings(executor="serial", capacities=(200, 900, 3000))
+    settings = Settings(executor="serial", capacities=(200, 900, 3000), knee_rounds=0)
     prepared = plan(trace, settings)
     serial = execute(prepared, settings)
     seen: list[int] = []
-    parallel = run_points(
-        prepared.job, prepared.capacities, seen.append, executor="process", jobs=2
-    )
-    assert sum(seen) == 3 * 80
-    assert_same_points(serial.points, parallel)
-    one = run_points(prepared.job, [200], seen.append, executor="process")
-    assert one[0].lru == serial.points[0].lru
+    tasks = [Task(RUN, capacity) for capacity in prepared.capacities]
+    with Session(prepared.job, "process", jobs=2) as session:
+        parallel = session.run(tasks, seen.append)
+        again = session.run(tasks[:1], seen.append)  # the pool is kept between calls
+    assert sum(seen) == 4 * 80
+    for point, found in zip(serial.points, parallel, strict=True):
+        assert found.run is not None and found.run.stats == point.lru
+        assert found.run.replay.lengths == point.replay.lengths
+    assert again[0].run is not None and again[0].run.stats == serial.points[0].lru
+    one = run_tasks(prepared.job, tasks[:1], seen.append, executor="process")
+    assert one[0].run is not None and one[0].run.stats == serial.points[0].lru
     with pytest.raises(SimulateError, match="unknown executor 'mpi'"):
-        run_points(prepared.job, [200], seen.append, executor="mpi")
+        run_tasks(prepared.job, tasks, seen.append, executor="mpi")
     with pytest.raises(SimulateError, match="unknown mode 'batch'"):
         plan(trace, Settings(mode="batch"))
 
@@ -271,7 +309,7 @@ def test_ray_executor_without_ray(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "ray", None)  # as if the cluster extra were not installed
     prepared = plan(generate(WorkloadSpec(requests=20)), Settings(capacities=(50,)))
     with pytest.raises(SimulateError, match=r"--executor ray needs Ray: pip install"):
-        run_points(prepared.job, [50], lambda done: None, executor="ray")
+        run_tasks(prepared.job, [Task(RUN, 50)], lambda done: None, executor="ray")
 
 
 def test_worker_entry_points_in_process() -> None:
@@ -285,8 +323,9 @@ def test_worker_entry_points_in_process() -> None:
     counter = multiprocessing.get_context("spawn").Value("q", 0)
     executors._start_worker(prepared.job, counter)
     try:
-        point = executors._worker_point(100)
+        found = executors._worker_task(Task(RUN, 100))
     finally:
-        executors._start_worker(None, None)  # type: ignore[arg-type]
-    assert counter.value == 30
-    assert executors._ray_point(prepared.job, 100).lru == point.lru
+        executors._start_worker(None, None)
+    assert counter.value == 30 and found.run is not None
+    again = executors._ray_task(prepared.job, Task(RUN, 100)).run
+    assert again is not None and again.stats == found.run.stats

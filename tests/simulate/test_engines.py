@@ -1,22 +1,28 @@
 """The two modes, by hand and across implementations.
 
-The timed mode's service model (spec/simulate/service.py) is checked on scenarios
-small enough to work out on paper: waiting for and refusal by a full pool, the
-concurrency cap, oversized prompts, outputs cached at completion, TTFT to the
-millisecond. Both tree implementations must give identical results in both modes.
+The timed mode's engine (spec/simulate/engine.py) is checked on scenarios small
+enough to work out on paper, under a flat cost model: waiting for and refusal by a
+full pool, the concurrency cap, oversized prompts, chunked prefill beside decodes, a
+restore from a slower tier, outputs cached at completion, TTFT to the millisecond.
+Both tree implementations must give identical results in both modes.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import math
 from array import array
 from typing import Any
 
 import pytest
 
 from kachedb_radix.spec.conform.targets import tree_class
+from kachedb_radix.spec.simulate.cost import CostModel
 from kachedb_radix.spec.simulate.errors import SimulateError
 from kachedb_radix.spec.simulate.formats import read_trace
+from kachedb_radix.spec.simulate.hardware import GPUS, Deployment
 from kachedb_radix.spec.simulate.metrics import REFUSED, hit_stats, percentiles, timeline
+from kachedb_radix.spec.simulate.models import MODELS
 from kachedb_radix.spec.simulate.run import Settings, simulate
 from kachedb_radix.spec.simulate.sequential import replay_sequential
 from kachedb_radix.spec.simulate.service import ServiceModel
@@ -26,8 +32,23 @@ from kachedb_radix.spec.simulate.workload import WorkloadSpec, generate
 from tests.conftest import IMPLEMENTATIONS
 from tests.support.simulate import MOONCAKE_SAMPLE, block_trace, token_trace
 
-#: 1,000 tokens/s: a prefill of n tokens takes n ms; 1 ms per output token.
-SERVICE = ServiceModel(prefill_tokens_per_s=1000.0, decode_ms_per_token=1.0)
+#: The flat cost model: a prefill of n tokens takes n ms, a step with decodes at least
+#: 1 ms; no weights, no KV traffic, no overhead: every time below is worked out by hand.
+FLAT = CostModel(
+    layer_params=0.0,
+    layers=0,
+    attention_width=0,
+    logits_flops=0.0,
+    weight_bytes=0.0,
+    kv_bytes_per_token=0,
+    peak_flops=1.0,
+    hbm_bytes_per_s=1.0,
+    host_bytes_per_s=1.0,
+    overhead_ms=0.0,
+    prefill_tokens_per_s=1000.0,
+    decode_ms=1.0,
+)
+SERVICE = ServiceModel()
 
 
 def _timed_trace(*requests: tuple[float, list[int], int]) -> Trace:
@@ -39,9 +60,16 @@ def _timed_trace(*requests: tuple[float, list[int], int]) -> Trace:
     return Trace(made, "mooncake", 1, 10, "hand")
 
 
-def _replay(trace: Trace, capacity: int, impl: str, service: ServiceModel = SERVICE) -> Any:
+def _replay(
+    trace: Trace,
+    capacity: int,
+    impl: str,
+    service: ServiceModel = SERVICE,
+    cost: CostModel = FLAT,
+    **options: Any,
+) -> Any:
     tree = tree_class(impl)(capacity, trace.block_size)
-    done = replay_timed(trace, tree, service)
+    done = replay_timed(trace, [tree], service, cost, **options)
     tree.check_invariants()
     assert tree.stats().pinned == 0  # every lease released at the end
     return done
@@ -51,28 +79,30 @@ HEAD_OF_LINE = _timed_trace((0, [1, 2, 3], 100), (10, [4, 5], 0), (20, [1, 2], 0
 
 
 def test_a_full_pool_makes_requests_wait(impl_name: str) -> None:
-    """r1 pins 3 of 4 blocks until 130 ms; r2 needs 2 and waits, r3 queues behind it.
-
-    r2 starts at 130 (evicting r1's leaf block 3): TTFT 130 + 20 - 10 = 140 ms.
-    r3 hits blocks 1-2, prefills nothing, but the prefill stream is busy until 150.
+    """r1 prefills 30 tokens in step 0 (TTFT 30) and pins 3 of 4 blocks while it decodes
+    its 99 more tokens, a 1 ms step each, until 129. r2 needs 2 blocks and waits; r3
+    queues behind it. At 129 one step admits both: r2 evicts r1's leaf block 3 and
+    prefills 20 tokens, r3 hits blocks 1-2 and computes its last token only: 21 ms.
     """
     done = _replay(HEAD_OF_LINE, 4, impl_name)
     assert done.lengths == [0, 0, 2]
     assert done.waited == 2 and done.refused == 0
-    assert done.ttft_ms == [30.0, 140.0, 130.0]
+    assert done.ttft == [30.0, 140.0, 130.0]
     assert done.evictions == 1 and done.peak_pinned == 4
-    assert done.order == [0, 1, 2]
+    assert done.order == [0, 1, 2] and done.span_ms == 150.0
+    assert done.tpot[0] == 1.0 and math.isnan(done.tpot[1])
+    assert done.busy_ms == [150.0]
 
 
 def test_a_full_pool_refuses_requests(impl_name: str) -> None:
-    """With on_full=refuse r2 is turned away; r3 runs at once on r1's cached prefix."""
-    refuse = ServiceModel(prefill_tokens_per_s=1000.0, decode_ms_per_token=1.0, on_full="refuse")
+    """With on_full=refuse r2 is turned away at 30; r3 joins r1's decode step there."""
+    refuse = ServiceModel(on_full="refuse")
     done = _replay(HEAD_OF_LINE, 4, impl_name, refuse)
     assert done.lengths == [0, REFUSED, 2]
     assert (done.waited, done.refused) == (0, 1)
-    assert done.ttft_ms == [30.0, 10.0]
+    assert done.ttft_ms == [30.0, 11.0]
     stats = hit_stats(HEAD_OF_LINE, done.lengths)
-    assert (stats.requests, stats.prompt_tokens, stats.saved_tokens) == (2, 50, 20)
+    assert (stats.requests, stats.prompt_tokens, stats.saved_tokens) == (2, 70, 20)
 
 
 def test_a_prompt_larger_than_the_pool_is_refused(impl_name: str) -> None:
@@ -82,10 +112,40 @@ def test_a_prompt_larger_than_the_pool_is_refused(impl_name: str) -> None:
 
 
 def test_the_concurrency_cap_queues_without_counting_a_full_pool(impl_name: str) -> None:
-    one = ServiceModel(prefill_tokens_per_s=1000.0, decode_ms_per_token=1.0, max_running=1)
+    one = ServiceModel(max_running=1)
     trace = _timed_trace((0, [1, 2, 3], 100), (10, [4], 0))
     done = _replay(trace, 100, impl_name, one)
-    assert done.ttft_ms == [30.0, 130.0] and done.waited == 0
+    assert done.ttft == [30.0, 129.0] and done.waited == 0
+
+
+def test_chunked_prefill_shares_steps_with_decodes() -> None:
+    """A 16-token budget: r1's 30 tokens take two steps (16 + 14); r2, arriving during
+    the first, gets the 2 tokens left beside r1's chunk in the second, then prefills
+    in steps beside r1's decodes."""
+    trace = _timed_trace((0, [1, 2, 3], 3), (5, [4, 5], 1))
+    small = ServiceModel(max_running=4, token_budget=16)
+    done = _replay(trace, 100, "reference", small)
+    # step 0 [0, 16): r1 16 tokens; step 1 [16, 32): r1 14 + r2 2 -> r1's first token at 32
+    # step 2 [32, 47): r1 decodes, r2 15 tokens; step 3 [47, 50): r1 decodes (last), r2 3
+    assert done.ttft == [32.0, 45.0]
+    assert done.tpot[0] == (50.0 - 32.0) / 2
+
+
+def test_a_restore_from_a_slower_tier_delays_the_prefill() -> None:
+    """The tiers' hook: r2's hit of 2 blocks (20 tokens) comes over a 1,000 B/s link at 1
+    byte a token: 20 ms before its 10 uncached tokens can start."""
+    trace = _timed_trace((0, [1, 2], 0), (100, [1, 2, 3], 0))
+    slow_link = dataclasses.replace(FLAT, kv_bytes_per_token=1, host_bytes_per_s=1000.0,
+                                    hbm_bytes_per_s=1e15)  # fmt: skip
+    asked: list[tuple[int, int, int]] = []
+
+    def restore(worker: int, index: int, length: int) -> int:
+        asked.append((worker, index, length))
+        return length
+
+    done = _replay(trace, 10, "reference", cost=slow_link, restore=restore)
+    assert asked == [(0, 1, 2)] and done.restored == 2
+    assert done.ttft[1] == pytest.approx(30.0)
 
 
 def test_outputs_are_cached_at_completion_when_they_fit(impl_name: str) -> None:
@@ -99,9 +159,9 @@ def test_outputs_are_cached_at_completion_when_they_fit(impl_name: str) -> None:
     crowded = token_trace(
         [[1, 2], [7, 8]], outputs=[[3, 4], [9, 9]], timestamps=[0.0, 1.0], block_size=2
     )
-    slow = ServiceModel(prefill_tokens_per_s=1000.0, decode_ms_per_token=100.0)
-    done = _replay(crowded, 2, impl_name, slow)
-    assert done.uncached_outputs == 1  # r1 ends at 202 ms while r2 (until 204) pins the rest
+    slow = dataclasses.replace(FLAT, decode_ms=100.0)
+    done = _replay(crowded, 2, impl_name, cost=slow)
+    assert done.uncached_outputs == 1  # r1 ends at 102 ms while r2 (until 202) pins the rest
     assert done.evictions == 1  # r2's output then evicts r1's block
 
 
@@ -125,7 +185,9 @@ def test_engines_check_the_block_size() -> None:
     with pytest.raises(ValueError, match="block size"):
         replay_sequential(trace, tree)
     with pytest.raises(ValueError, match="block size"):
-        replay_timed(trace, tree, SERVICE)
+        replay_timed(trace, [tree], SERVICE, FLAT)
+    with pytest.raises(ValueError, match="several workers need a router"):
+        replay_timed(trace, [tree_class("reference")(4, 2)] * 2, SERVICE, FLAT)
 
 
 def test_a_sequence_longer_than_the_pool_caches_its_head(impl_name: str) -> None:
@@ -138,15 +200,30 @@ def test_a_sequence_longer_than_the_pool_caches_its_head(impl_name: str) -> None
 @pytest.mark.parametrize(
     ("field", "value", "message"),
     [
-        ("prefill_tokens_per_s", 0, "prefill throughput must be > 0"),
-        ("decode_ms_per_token", -1, "decode time must be >= 0"),
         ("max_running", 0, "max running requests must be >= 1"),
+        ("token_budget", 100, "the token budget \\(100\\) must be >= max running"),
         ("on_full", "drop", "on_full must be one of"),
     ],
 )
 def test_bad_service_models_are_refused(field: str, value: object, message: str) -> None:
     with pytest.raises(ValueError, match=message):
         ServiceModel(**{field: value})  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "message"),
+    [
+        ("prefill_tokens_per_s", 0.0, "prefill throughput must be > 0"),
+        ("decode_ms", -1.0, "decode time must be >= 0"),
+        ("mfu", 0.0, "--mfu must be in"),
+        ("mbu", 1.5, "--mbu must be in"),
+        ("overhead_ms", -1.0, "--step-overhead-ms must be >= 0"),
+        ("peak_flops", 0.0, "peak flops must be > 0"),
+    ],
+)
+def test_bad_cost_models_are_refused(field: str, value: float, message: str) -> None:
+    with pytest.raises(SimulateError, match=message):
+        dataclasses.replace(FLAT, **{field: value})  # type: ignore[arg-type]
 
 
 def test_metrics_edge_cases() -> None:
@@ -167,11 +244,17 @@ def test_metrics_edge_cases() -> None:
 # ---------------------------------------------------------------------- twins agree
 
 
+#: A real deployment's costs: Llama-3-8B on one H100.
+COST = CostModel.of(Deployment(MODELS["llama-3-8b"], GPUS["h100"]))
+
+
 def _comparable(results: Any) -> dict[str, Any]:
     document: dict[str, Any] = results.to_json()
     del document["seconds"], document["settings"]["implementation"]
     for point in document["points"]:
-        del point["lru"]["seconds"], point["belady_seconds"]
+        del point["lru"]["seconds"], point["belady_seconds"], point["lru"]["trees"]
+    for run in document["no_cache"].values():
+        del run["seconds"]
     return document
 
 
@@ -186,7 +269,7 @@ def test_reference_and_accel_give_identical_results(mode: str) -> None:
     """Every figure of a sweep -- hits, evictions, pins, waits, TTFT, timelines --
     is the same whichever implementation runs the tree (the twins' contract)."""
     trace = generate(WorkloadSpec(requests=150, seed=4))
-    tight = ServiceModel(max_running=8)
+    tight = ServiceModel(max_running=8, token_budget=512)
     found = [
         _comparable(
             simulate(
@@ -197,6 +280,7 @@ def test_reference_and_accel_give_identical_results(mode: str) -> None:
                     executor="serial",
                     capacities=(300, 1000, 5000),
                     service=tight,
+                    cost=COST,
                 ),
             )
         )
@@ -215,7 +299,12 @@ def test_the_mooncake_sample_runs_in_both_modes_on_both_trees() -> None:
                 simulate(
                     trace,
                     Settings(
-                        mode=mode, implementation=name, executor="serial", capacities=(200, 2000)
+                        mode=mode,
+                        implementation=name,
+                        executor="serial",
+                        capacities=(200, 2000),
+                        cost=COST,
+                        knee_rounds=0,
                     ),
                 )
             )
@@ -224,3 +313,27 @@ def test_the_mooncake_sample_runs_in_both_modes_on_both_trees() -> None:
         assert documents[0] == documents[1]
         lru = [point["lru"]["token_hit_ratio"] for point in documents[0]["points"]]
         assert 0 < lru[0] <= lru[1] <= documents[0]["infinite"]["token_hit_ratio"]
+
+
+def test_a_restored_request_goes_first_once_ready() -> None:
+    """Budget 4 tokens a step. r1 hits r0's 4 tokens but must restore them (4 ms); r2 is
+    admitted beside it and takes the step's budget. Once ready, r1 (admitted first) takes
+    the whole next budget, and r2 waits its turn."""
+    trace = token_trace([[1, 2, 3, 4], list(range(1, 11)), list(range(20, 30))],
+                        timestamps=[0.0, 100.0, 100.0], block_size=1)  # fmt: skip
+    link = dataclasses.replace(FLAT, kv_bytes_per_token=1, host_bytes_per_s=1000.0,
+                               hbm_bytes_per_s=1e15)  # fmt: skip
+    tree = tree_class("reference")(64, 1)
+    done = replay_timed(trace, [tree], ServiceModel(max_running=4, token_budget=4), link,
+                        restore=lambda worker, index, length: length)  # fmt: skip
+    # [100, 104): r2 4; [104, 108): r1 4; [108, 112): r1 2 + r2 2; [112, 116): r2 4
+    assert done.ttft[1:] == [pytest.approx(12.0), pytest.approx(16.0)]
+    assert done.restored == 4
+    # A slower link (8 ms): r1 is still restoring at 104, so r2 goes on without it.
+    slower = dataclasses.replace(link, host_bytes_per_s=500.0)
+    done = replay_timed(trace, [tree_class("reference")(64, 1)],
+                        ServiceModel(max_running=4, token_budget=4), slower,
+                        restore=lambda worker, index, length: length)  # fmt: skip
+    # [100, 104): r2 4; [104, 108): r2 4 (r1 not ready); [108, 112): r1 4 (r2 waits);
+    # [112, 116): r1 2 + r2 2: both first tokens at 116
+    assert done.ttft[1:] == [pytest.approx(16.0), pytest.approx(16.0)]

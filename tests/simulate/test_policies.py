@@ -36,17 +36,18 @@ def test_policies_are_compared_in_every_output(
     printed = capsys.readouterr().out
     for column in ("hit LRU", "hit LFU", "hit PRIORITY", "hit SLRU"):
         assert column in printed
-    assert "knee: SLRU reaches" in printed
+    assert "knee 90% (blocks): lfu" in printed and ", slru " in printed
     document = json.loads((out / "results.json").read_text())
     jsonschema.Draft202012Validator(SCHEMA).validate(document)
-    assert document["version"] == 2
+    assert document["version"] == 3
     assert list(document["settings"]["policies"]) == ["lru", "lfu", "priority", "slru"]
     assert document["settings"]["policies"]["priority"]["namespaces"] == {"tenant-1": 60}
     for point in document["points"]:
         assert list(point["policies"]) == ["lfu", "priority", "slru"]
         assert 0 <= point["policies"]["lfu"]["token_hit_ratio"] <= 1
         assert "slru" in point["timeline"][0]
-    assert set(document["knee"]["policy_capacities"]) == {"lfu", "priority", "slru"}
+    curves = {curve["series"] for curve in document["knee"]["curves"]}
+    assert curves == {"lru", "lfu", "priority", "slru", "belady"}
     with (out / "results.csv").open() as stream:
         row = next(csv.DictReader(stream))
     assert {"lfu_token_hit_ratio", "slru_block_hit_ratio"} <= set(row)
@@ -61,8 +62,8 @@ def test_a_policy_run_is_the_tree_under_that_policy() -> None:
                                        policies=(("fifo", None),)))  # fmt: skip
     point = results.points[0]
     assert point.lru.hit_blocks == 2  # [1, 1] kept by its reuse: hits at 3 and 5
-    assert point.policies["fifo"].stats.hit_blocks == 1  # born first, evicted at [3, 3]
-    assert results.compared == {"fifo": {}}
+    assert point.runs["fifo"].stats.hit_blocks == 1  # born first, evicted at [3, 3]
+    assert results.policies == ["fifo"] and results.policy_options["fifo"] == {}
 
 
 def test_the_workload_asks_what_its_clients_would() -> None:

@@ -15,6 +15,7 @@ ray = pytest.importorskip(
 )
 
 from kachedb_radix.spec.cli.main import main  # noqa: E402
+from kachedb_radix.spec.simulate.cluster import ClusterSpec  # noqa: E402
 from kachedb_radix.spec.simulate.run import Settings, simulate  # noqa: E402
 from kachedb_radix.spec.simulate.workload import WorkloadSpec, generate  # noqa: E402
 from tests.support.simulate import assert_same_points  # noqa: E402
@@ -28,13 +29,26 @@ def local_ray() -> Iterator[None]:
 
 
 def test_ray_tasks_give_the_serial_results(local_ray: None) -> None:
+    """A sweep over capacities, a policy, workers and routings -- and the knee's refinement
+    rounds, which reuse the session -- as Ray tasks, with the serial figures."""
     trace = generate(WorkloadSpec(requests=80, seed=6))
+    clusters = (ClusterSpec(workers=2, routing="round-robin"), ClusterSpec(workers=2,
+                routing="cost"))  # fmt: skip
     found = {
-        executor: simulate(trace, Settings(executor=executor, capacities=(150, 600, 2400)))
+        executor: simulate(trace, Settings(executor=executor, capacities=(150, 600, 2400),
+                                           policies=(("lfu", None),), clusters=clusters))
         for executor in ("serial", "ray")
-    }
+    }  # fmt: skip
     assert_same_points(found["serial"].points, found["ray"].points)
-    assert found["ray"].executor == "ray"
+    assert found["ray"].executor == "ray" and found["ray"].refined == found["serial"].refined
+    for one, two in zip(found["serial"].points, found["ray"].points, strict=True):
+        assert (
+            list(one.runs)
+            == list(two.runs)
+            == ["lru", "lfu", "2xround-robin", "2xround-robin/lfu", "2xcost", "2xcost/lfu"]
+        )
+        for label, run in one.runs.items():
+            assert run.stats == two.runs[label].stats and run.balance == two.runs[label].balance
 
 
 def test_the_command_line_starts_and_stops_ray_when_none_runs(

@@ -10,6 +10,8 @@ import pytest
 
 from kachedb_radix.spec.simulate.prefix import prefix_paths
 from kachedb_radix.spec.simulate.workload import (
+    SEED_TABLE,
+    WORKLOADS,
     WorkloadSpec,
     _Generator,
     generate,
@@ -84,3 +86,18 @@ def test_forks_branch_a_conversation() -> None:
                 assert after.turn >= 2
                 assert after.prompt.tobytes().startswith(turns[0].prompt.tobytes())
     assert forks > 5
+
+
+def test_the_seed_table_workload_has_the_articles_shape() -> None:
+    """--workload seed-table: one tenant, exact 256-token messages and replies, prompts of
+    6,144 tokens on average (6,123 measured), about 17 requests a second to the end."""
+    requests = generate_requests(SEED_TABLE)
+    assert len(requests) == 2000 and {r.namespace for r in requests} == {None}
+    assert {r.output_tokens for r in requests} == {256}
+    assert 6000 < np.mean([r.prompt_tokens for r in requests]) < 6300
+    first = [r for r in requests if r.prompt_tokens == 3260 + 256]  # a chat's first turn
+    assert first and all(r.priority is None for r in requests)
+    stamps = np.array([r.timestamp or 0.0 for r in requests]) / 1000
+    halves = np.histogram(stamps, bins=2)[0]
+    assert 14 < len(stamps) / stamps[-1] < 20 and halves[1] >= halves[0]  # no lull at the end
+    assert WORKLOADS["seed-table"] is SEED_TABLE and WORKLOADS["chat-agent"] == WorkloadSpec()

@@ -1,0 +1,220 @@
+"""What one engine step costs on a worker: a roofline from the model and the GPUs.
+
+A worker (one model replica on ``G`` GPUs, tensor parallel) runs *steps*: each step
+carries a batch of tokens -- one decode token for every running request past its
+prefill, and chunks of prompts still being prefilled (chunked prefill, see
+:mod:`~kachedb_radix.spec.simulate.engine`). A step costs the longer of its compute
+and its memory traffic, plus a fixed overhead::
+
+    step_ms = overhead_ms + max(compute_ms, memory_ms)
+
+**Compute** (FLOP arithmetic; ``P`` the layers' parameters, ``L`` layers, ``d`` the
+attention width = query heads x head dim, ``V`` vocabulary, ``h`` hidden size):
+
+* a prefill chunk of ``k`` tokens at positions ``s+1 .. s+k`` (``s`` tokens before it
+  cached or prefilled already)::
+
+      linear    = 2 P k                                 (every matmul, mul + add)
+      attention = 4 L d (k s + k (k + 1) / 2)           (QK^T and AV, causal)
+      logits    = 2 V h, on the chunk that ends the prompt
+
+  so a whole prompt of ``u`` uncached tokens after ``c`` cached ones costs
+  ``2 P u + 4 L d (u c + u (u + 1) / 2)``: cached tokens are skipped by the linear
+  term but still attended to -- the quadratic term is why long prompts hurt;
+* ``b`` decode tokens whose contexts (each including its new token) add up to ``S``::
+
+      2 (P + V h) b + 4 L d S
+
+  ``compute_ms = FLOPs / (G * peak * mfu)``, ``peak`` the GPU's dense tensor rate at
+  the model's compute dtype, ``mfu`` the share of it kernels reach (default 0.5).
+
+**Memory**: the step reads every weight once, and the KV of every context its tokens
+attend to, and writes the new tokens' KV::
+
+      bytes = W + kv_bytes_per_token * (S + sum over chunks of (s + k))
+      memory_ms = bytes / (G * HBM bandwidth * mbu)          (mbu default 0.7)
+
+Decode is memory-bound (a batch of decodes reads the weights once: batching is
+what makes it cheap); long prefill chunks are compute-bound.
+
+**Restore** from a slower tier (host memory over the host link): ``tokens *
+kv_bytes_per_token / (G * host link bandwidth)``; the request's prefill waits for it.
+
+**Overrides**: ``prefill_tokens_per_s`` replaces the prefill compute term by
+``tokens / rate`` (no attention term: the old flat model); ``decode_ms`` makes a
+step with any decode token last at least that long, its decode tokens adding no
+compute: ``step_ms = overhead + max(compute, memory, decode_ms)``. Every constant
+(peak, bandwidths, efficiencies, overhead) can be overridden on the command line.
+Cost of the arithmetic: O(1) per chunk.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .errors import SimulateError
+from .hardware import Deployment
+
+
+@dataclass(frozen=True)
+class CostModel:
+    """One worker's step costs (see the module docstring). Rates are the worker's
+    totals (every GPU of the replica).
+
+    Raises:
+        SimulateError: a rate or efficiency out of range.
+    """
+
+    layer_params: float
+    layers: int
+    attention_width: int
+    logits_flops: float
+    weight_bytes: float
+    kv_bytes_per_token: int
+    peak_flops: float
+    hbm_bytes_per_s: float
+    host_bytes_per_s: float
+    mfu: float = 0.5
+    mbu: float = 0.7
+    overhead_ms: float = 2.0
+    prefill_tokens_per_s: float | None = None
+    decode_ms: float | None = None
+    #: What it prices: ``llama-3-8b on 1 x H100 SXM5 80 GB``.
+    label: str = ""
+
+    def __post_init__(self) -> None:
+        for name in ("peak_flops", "hbm_bytes_per_s", "host_bytes_per_s"):
+            if not getattr(self, name) > 0:
+                raise SimulateError(f"{name.replace('_', ' ')} must be > 0")
+        for name in ("mfu", "mbu"):
+            if not 0 < getattr(self, name) <= 1:
+                raise SimulateError(f"--{name} must be in (0, 1], got {getattr(self, name)}")
+        if not self.overhead_ms >= 0:
+            raise SimulateError(f"--step-overhead-ms must be >= 0, got {self.overhead_ms}")
+        if self.prefill_tokens_per_s is not None and not self.prefill_tokens_per_s > 0:
+            raise SimulateError(f"prefill throughput must be > 0, got {self.prefill_tokens_per_s}")
+        if self.decode_ms is not None and not self.decode_ms >= 0:
+            raise SimulateError(f"decode time must be >= 0, got {self.decode_ms}")
+
+    @classmethod
+    def of(
+        cls,
+        deployment: Deployment,
+        *,
+        peak_flops: float | None = None,
+        hbm_bytes_per_s: float | None = None,
+        host_bytes_per_s: float | None = None,
+        **knobs: float | None,
+    ) -> CostModel:
+        """The cost model of one worker of ``deployment``; GPU figures may be overridden
+        (per GPU). O(1).
+
+        Raises:
+            SimulateError: the model lacks the service model's dimensions.
+        """
+        model, gpu, count = deployment.model, deployment.gpu, deployment.gpus
+        if not model.can_serve:
+            raise SimulateError(
+                "the timed mode needs the model's hidden=, heads=, vocab= and params= "
+                "(give a preset, or add them to --model)"
+            )
+        return cls(
+            layer_params=model.layer_params,
+            layers=model.layers,
+            attention_width=model.attention_width,
+            logits_flops=2.0 * model.vocab * model.hidden,
+            weight_bytes=model.weight_bytes,
+            kv_bytes_per_token=model.kv_bytes_per_token,
+            peak_flops=count * (peak_flops or gpu.peak_flops(model.compute_dtype)),
+            hbm_bytes_per_s=count * (hbm_bytes_per_s or gpu.hbm_bytes_per_s),
+            host_bytes_per_s=count * (host_bytes_per_s or gpu.host_bytes_per_s),
+            label=f"{model.name} on {count} x {gpu.part}",
+            **knobs,  # type: ignore[arg-type]
+        )
+
+    # ------------------------------------------------------------------ FLOPs
+
+    def chunk_flops(self, start: int, tokens: int, last: bool) -> float:
+        """FLOPs of a prefill chunk of ``tokens`` after ``start`` tokens. O(1)."""
+        attention = 4.0 * self.layers * self.attention_width
+        quadratic = tokens * start + tokens * (tokens + 1) / 2
+        return (
+            2.0 * self.layer_params * tokens
+            + attention * quadratic
+            + (self.logits_flops if last else 0.0)
+        )
+
+    def decode_flops(self, batch: int, contexts: int) -> float:
+        """FLOPs of ``batch`` decode tokens over ``contexts`` tokens of context. O(1)."""
+        attention = 4.0 * self.layers * self.attention_width
+        return (2.0 * self.layer_params + self.logits_flops) * batch + attention * contexts
+
+    # ------------------------------------------------------------------ times
+
+    def compute_ms(self, flops: float) -> float:
+        """Milliseconds ``flops`` take at the worker's efficient rate. O(1)."""
+        return flops * 1000.0 / (self.peak_flops * self.mfu)
+
+    def memory_ms(self, kv_tokens: int) -> float:
+        """Milliseconds to read the weights and ``kv_tokens`` tokens of KV. O(1)."""
+        moved = self.weight_bytes + self.kv_bytes_per_token * kv_tokens
+        return moved * 1000.0 / (self.hbm_bytes_per_s * self.mbu)
+
+    def step_ms(
+        self,
+        prefill_flops: float,
+        prefill_tokens: int,
+        decode_batch: int,
+        decode_contexts: int,
+        kv_tokens: int,
+    ) -> float:
+        """One step (see the module docstring); ``kv_tokens`` the KV it touches. O(1)."""
+        if self.prefill_tokens_per_s is not None:
+            compute = prefill_tokens * 1000.0 / self.prefill_tokens_per_s
+        else:
+            compute = self.compute_ms(prefill_flops)
+        floor = 0.0
+        if self.decode_ms is not None:
+            floor = self.decode_ms if decode_batch else 0.0
+        elif decode_batch:
+            compute += self.compute_ms(self.decode_flops(decode_batch, decode_contexts))
+        return self.overhead_ms + max(compute, self.memory_ms(kv_tokens), floor)
+
+    def prefill_compute_ms(self, cached: int, uncached: int) -> float:
+        """The compute a prompt's prefill needs (every chunk together; no overhead, no
+        memory term): what the overload check adds up. O(1)."""
+        if self.prefill_tokens_per_s is not None:
+            return uncached * 1000.0 / self.prefill_tokens_per_s
+        return self.compute_ms(self.chunk_flops(cached, uncached, True))
+
+    def restore_ms(self, tokens: int) -> float:
+        """Milliseconds to bring ``tokens`` tokens of KV over the host link. O(1)."""
+        return tokens * self.kv_bytes_per_token * 1000.0 / self.host_bytes_per_s
+
+    def solo_prefill(self, prompt: int, cached: int, budget: int) -> dict[str, float]:
+        """A prompt's prefill alone on an idle worker, chunked by ``budget`` tokens a
+        step: its FLOPs and time, split into the linear and attention terms. O(prompt /
+        budget).
+        """
+        uncached = max(prompt - cached, 1)
+        start = prompt - uncached
+        linear = 2.0 * self.layer_params * uncached
+        attention = 4.0 * self.layers * self.attention_width
+        quadratic = attention * (uncached * start + uncached * (uncached + 1) / 2)
+        total_ms = 0.0
+        steps = 0
+        done = 0
+        while done < uncached:
+            tokens = min(budget, uncached - done)
+            flops = self.chunk_flops(start + done, tokens, done + tokens == uncached)
+            kv = start + done + tokens
+            total_ms += self.step_ms(flops, tokens, 0, 0, kv)
+            done += tokens
+            steps += 1
+        return {
+            "linear_flops": linear,
+            "attention_flops": quadratic,
+            "compute_ms": self.compute_ms(linear + quadratic + self.logits_flops),
+            "steps": float(steps),
+            "ms": total_ms,
+        }

@@ -151,7 +151,9 @@ def refuse_if_open_elsewhere(path: str) -> None:
     except OSError as error:
         raise io_error(error, path, "cannot open the file to replace") from None
     try:
-        lock(fd, path, shared=False)
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        raise StoreLockedError(f"{path}: cannot replace a store that is open elsewhere") from None
     finally:
         os.close(fd)
 

@@ -142,7 +142,7 @@ class DiskBlockStore:
         self._closer = weakref.finalize(self, os.close, fd)
         self._index: dict[int, Record] = {}
         self._next_seq = 1
-        self._dropped_slots: list[int] = []
+        self._dropped: list[tuple[int, str]] = []  # (slot, why), in the order found
         self._unrepaired: set[int] = set()  # dropped by a read-only handle, header left as is
         self._dropped_at_open = 0
         self._dropped_at_read = 0
@@ -282,11 +282,11 @@ class DiskBlockStore:
     def _scan(self, verify_payloads: bool) -> None:
         """Rebuild the index from the slots' headers (see :meth:`open`). O(capacity)."""
         geometry = self._geometry
+        payload = np.empty(geometry.block_bytes if verify_payloads else 0, dtype=np.uint8)
         for slot in range(geometry.slots):
             raw = self._pread(geometry.head_bytes, geometry.slot_offset(slot), "read a header")
             found = decode_record(geometry, slot, raw)
             if isinstance(found, Record) and verify_payloads:
-                payload = np.empty(geometry.block_bytes, dtype=np.uint8)
                 self._read_payload(slot, array_view(payload))
                 if checksum(array_view(payload)) != found.payload_sum:
                     found = "payload checksum mismatch"
@@ -294,7 +294,7 @@ class DiskBlockStore:
                 self._index[slot] = found
                 self._next_seq = max(self._next_seq, found.seq + 1)
             elif found is not None:
-                self._drop(slot, at_open=True)
+                self._drop(slot, found, at_open=True)
         if self._unsynced:
             self.sync()
 
@@ -327,7 +327,7 @@ class DiskBlockStore:
                 "delete it before putting another there"
             )
         meta = self._check_meta(meta)
-        view = byte_view(payload, "payload", self._geometry.block_bytes, writable=False)
+        view = byte_view(payload, f"{self._path}: payload", self.block_bytes, writable=False)
         record = Record(slot, self._next_seq, meta, checksum(view))
         start = self._geometry.slot_offset(slot)
         self._pwrite(view, start + self._geometry.payload_offset, "write a payload")
@@ -421,7 +421,7 @@ class DiskBlockStore:
         """
         self._check_open()
         slot = self._check_slot(slot)
-        view = byte_view(out, "out", self._geometry.block_bytes, writable=True)
+        view = byte_view(out, f"{self._path}: out", self.block_bytes, writable=True)
         if slot not in self._index:
             return None
         return self._read_verified(slot, view)
@@ -433,7 +433,7 @@ class DiskBlockStore:
         self._counts["reads"] += 1
         self._bytes_read += view.nbytes
         if checksum(view) != record.payload_sum:
-            self._drop(slot, at_open=False)
+            self._drop(slot, "payload checksum mismatch", at_open=False)
             raise CorruptBlockError(
                 f"{self._path}: slot {slot} (seq {record.seq}) failed its payload checksum "
                 "(torn or corrupted); it was dropped",
@@ -517,7 +517,7 @@ class DiskBlockStore:
             dropped_corrupt=self._dropped_at_open + self._dropped_at_read,
             dropped_at_open=self._dropped_at_open,
             dropped_at_read=self._dropped_at_read,
-            dropped_slots=tuple(self._dropped_slots),
+            dropped=tuple(self._dropped),
             bytes_written=self._bytes_written,
             bytes_read=self._bytes_read,
             unsynced=self._unsynced,
@@ -601,11 +601,11 @@ class DiskBlockStore:
             )
         return data
 
-    def _drop(self, slot: int, *, at_open: bool) -> None:
+    def _drop(self, slot: int, why: str, *, at_open: bool) -> None:
         """Forget a torn or corrupted record and count it; a writable handle also zeroes
         its header, so that the file agrees with the index."""
         self._index.pop(slot, None)
-        self._dropped_slots.append(slot)
+        self._dropped.append((slot, why))
         if at_open:
             self._dropped_at_open += 1
         else:

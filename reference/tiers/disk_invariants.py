@@ -12,7 +12,7 @@ what broke:
    repair them), whose headers are still there.
 3. The index's sequence numbers are distinct and below ``next_seq``.
 4. ``occupied + free == capacity``; ``dropped_at_open + dropped_at_read`` equals the number
-   of dropped slots recorded; the unrepaired slots are among them.
+   of drops recorded; the unrepaired slots are among them.
 5. With ``deep``: every indexed payload matches its checksum.
 """
 
@@ -62,8 +62,9 @@ def check_store(store: DiskBlockStore, *, deep: bool = False) -> None:
     _expect(all(seq < store._next_seq for seq in seqs), "a sequence number is not below next_seq")
     stats = store.stats()
     _expect(stats.occupied + stats.free == stats.capacity, "occupied + free != capacity")
-    _expect(stats.dropped_corrupt == len(stats.dropped_slots), "the drop counters do not add up")
-    _expect(store._unrepaired <= set(stats.dropped_slots), "an unrepaired slot was not dropped")
+    _expect(stats.dropped_corrupt == len(stats.dropped), "the drop counters do not add up")
+    dropped_slots = {slot for slot, _ in stats.dropped}
+    _expect(store._unrepaired <= dropped_slots, "an unrepaired slot was not dropped")
     if deep:
         payload = np.empty(geometry.block_bytes, dtype=np.uint8)
         for slot, record in store._index.items():

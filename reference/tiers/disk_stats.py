@@ -3,7 +3,7 @@
 Counters run from the moment the handle was opened (they are not persisted); the geometry
 and the occupancy describe the file. Invariants (``check_invariants`` asserts them):
 ``occupied + free == capacity`` and ``dropped_corrupt == dropped_at_open + dropped_at_read
-== len(dropped_slots)``.
+== len(dropped)``.
 """
 
 from __future__ import annotations
@@ -26,7 +26,8 @@ class DiskStoreStats:
             (never served): ``dropped_at_open`` found by the reopen scan (a bad header,
             or a bad payload with ``verify_payloads=True``), ``dropped_at_read`` by a
             read whose payload failed its checksum.
-        dropped_slots: the slots of those drops, in the order they were found.
+        dropped: ``(slot, why)`` of each of those drops, in the order they were found
+            (``why`` says what failed, e.g. ``"payload checksum mismatch"``).
         puts, deletes, reads, syncs: calls that succeeded (``reads`` counts ``get`` and
             ``read_into`` calls that found a block, intact or not).
         bytes_written, bytes_read: payload bytes moved by those calls.
@@ -47,7 +48,7 @@ class DiskStoreStats:
     dropped_corrupt: int
     dropped_at_open: int
     dropped_at_read: int
-    dropped_slots: tuple[int, ...]
+    dropped: tuple[tuple[int, str], ...]
     puts: int
     deletes: int
     reads: int

@@ -21,7 +21,7 @@ META = re.compile(rb"slot=(\d+) gen=(\d+) ")
 def payload(gen: int, size: int) -> npt.NDArray[np.uint8]:
     """The payload of generation ``gen``: ``size`` bytes. O(size)."""
     pattern = np.frombuffer(hashlib.blake2b(gen.to_bytes(8, "little")).digest(), np.uint8)
-    return np.resize(pattern, size)
+    return np.tile(pattern, -(-size // len(pattern)))[:size]
 
 
 def meta(slot: int, gen: int, limit: int) -> bytes:

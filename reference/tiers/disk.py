@@ -66,7 +66,7 @@ import contextlib
 import os
 import secrets
 import weakref
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from types import TracebackType
 from typing import Self
@@ -425,6 +425,29 @@ class DiskBlockStore:
         if slot not in self._index:
             return None
         return self._read_verified(slot, view)
+
+    def prefetch(self, slots: Iterable[int]) -> int:
+        """Ask the kernel to start reading these slots' payloads now, in the background
+        (``posix_fadvise(WILLNEED)``), so that the reads that follow find them in the page
+        cache; return how many occupied slots were advised (empty ones are skipped).
+
+        For a restore of scattered blocks: a lone ``read_into`` waits for one block at a
+        time, while the kernel reads advised blocks side by side (``bench_disk.py``
+        measures the gain). Nothing is waited for and nothing is verified here; the read
+        verifies. Cost: O(len(slots)) system calls, none of which waits for the disk.
+
+        Raises (nothing advised): StoreClosedError, SlotRangeError.
+        """
+        self._check_open()
+        wanted = [self._check_slot(slot) for slot in slots]
+        advised = 0
+        for slot in wanted:
+            if slot in self._index:
+                offset = self._geometry.slot_offset(slot) + self._geometry.payload_offset
+                with contextlib.suppress(OSError):  # advice the kernel cannot take is no error
+                    os.posix_fadvise(self._fd, offset, self.block_bytes, os.POSIX_FADV_WILLNEED)
+                advised += 1
+        return advised
 
     def _read_verified(self, slot: int, view: memoryview) -> bytes:
         """Read ``slot``'s payload into ``view``, verify it, return the metadata. O(block)."""

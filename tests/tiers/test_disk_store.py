@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import errno
 import os
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -32,6 +33,7 @@ from kachedb_radix.reference.tiers import (
     ReadOnlyStoreError,
     SlotEmptyError,
     SlotOccupiedError,
+    SlotRangeError,
     StoreClosedError,
     StoreConfigError,
     StoreError,
@@ -427,3 +429,34 @@ def test_store_against_a_dict(tmp_path: Path) -> None:
             suppress_health_check=[HealthCheck.too_slow],
         ),
     )
+
+
+def test_prefetch_reads_ahead_into_the_page_cache(tmp_path: Path) -> None:
+    """prefetch advises occupied slots only, refuses bad ids before advising any, and
+    brings a payload into the page cache (seen with an RWF_NOWAIT read, which fails
+    rather than wait for the disk)."""
+    with make(tmp_path / "s") as store:
+        for slot in (1, 3):
+            store.put(slot, b"", blocks.payload(slot, BLOCK))
+        with pytest.raises(SlotRangeError):
+            store.prefetch([1, 6])
+        assert store.prefetch(range(6)) == 2
+        store.sync()
+        offset = store._geometry.slot_offset(3) + store._geometry.payload_offset
+        out = bytearray(BLOCK)
+
+        def cached() -> bool:
+            try:
+                return os.preadv(store._fd, [out], offset, os.RWF_NOWAIT) == BLOCK
+            except BlockingIOError:
+                return False
+
+        os.posix_fadvise(store._fd, 0, 0, os.POSIX_FADV_DONTNEED)
+        if cached():
+            pytest.skip("this file system keeps the pages (tmpfs?): nothing to observe")
+        store.prefetch([3])
+        deadline = time.monotonic() + 10
+        while not cached() and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert cached(), "the advised payload never reached the page cache"
+        assert store.read_into(3, out) == b"" and bytes(out) == blocks.payload(3, BLOCK).tobytes()

@@ -46,8 +46,8 @@ served. ``open`` checks headers only (one small read per slot); ``verify_payload
 also reads and checks every payload, so that ``items()`` lists only intact blocks.
 
 **I/O.** ``pread``/``pwrite`` (``os.preadv`` straight into the caller's buffer: the
-kernel's copy out of the page cache is the only copy), not ``mmap``: see
-:mod:`kachedb_radix.reference.tiers.disk_io` for why.
+kernel's copy out of the page cache is the only copy), not ``mmap`` (a file that shrinks
+under a mapping is a SIGBUS, a crash): see :mod:`kachedb_radix.reference.tiers.disk_io`.
 
 **Concurrency.** A writable handle holds an exclusive ``flock`` on the file and a read-only
 one a shared lock, so two writers (or a writer and a reader) never share a store; the kernel

@@ -460,3 +460,41 @@ def test_prefetch_reads_ahead_into_the_page_cache(tmp_path: Path) -> None:
             time.sleep(0.01)
         assert cached(), "the advised payload never reached the page cache"
         assert store.read_into(3, out) == b"" and bytes(out) == blocks.payload(3, BLOCK).tobytes()
+
+
+def test_create_never_clobbers_a_file_that_appears_meanwhile(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Another process creates the path between the check and the link: create refuses,
+    the other file is untouched, no temporary file is left."""
+    path = tmp_path / "s"
+    real_link = os.link
+
+    def racing_link(source: Any, target: Any) -> None:
+        Path(target).write_bytes(b"theirs")
+        real_link(source, target)
+
+    monkeypatch.setattr(os, "link", racing_link)
+    with pytest.raises(StoreExistsError, match="appeared there while creating"):
+        make(path)
+    assert path.read_bytes() == b"theirs" and [p.name for p in tmp_path.iterdir()] == ["s"]
+
+
+def test_a_failing_reopen_releases_the_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "s"
+    with make(path) as store:
+        assert (store.capacity, store.block_bytes, store.meta_bytes) == (6, BLOCK, META)
+    real_pread = os.pread
+
+    def header_ok_then_fail(fd: int, size: int, offset: int) -> bytes:
+        if offset:
+            raise OSError(errno.EIO, "Input/output error")
+        return real_pread(fd, size, offset)
+
+    with monkeypatch.context() as patch:
+        patch.setattr(os, "pread", header_ok_then_fail)
+        with pytest.raises(StoreIOError, match="read a header: Input/output error"):
+            DiskBlockStore.open(path)
+    DiskBlockStore.open(path).close()  # the failed open left no lock behind

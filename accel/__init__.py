@@ -8,6 +8,9 @@ call (same results, block ids, clock, eviction order, ``dump()``, error classes 
 ``kachedb_radix.accel.Reader`` are the compiled twins of :mod:`kachedb_radix.reference.snapshot`'s
 classes. ``kachedb_radix.accel.RouterIndex`` is the twin of
 :class:`kachedb_radix.reference.router.RouterIndex` (``accel/router.c``).
+``kachedb_radix.accel.TieredTree`` is the tier layer of
+:class:`kachedb_radix.reference.tiers.TieredTree` over the C tree (the layer is composition:
+its twin is the trees it composes).
 ``kachedb_radix.accel.BlockPool`` is the CuPy twin of
 :class:`kachedb_radix.reference.BlockPool` (the KV block pool,
 :mod:`kachedb_radix.accel.blockpool`); CuPy is imported only when a pool is built, so this package
@@ -45,6 +48,7 @@ except ImportError as error:  # pragma: no cover - exercised only on a broken in
     ) from error
 
 from .blockpool import BlockPool
+from .tiers import TieredTree
 
 Sequence.register(Blocks)
 
@@ -60,4 +64,5 @@ __all__ = [
     "Reader",
     "RouterIndex",
     "Snapshot",
+    "TieredTree",
 ]

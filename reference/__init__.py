@@ -8,7 +8,8 @@ blocks with ``cbor2`` and ``xxhash`` and encode them with ``msgspec``; the route
 is NumPy.
 
 Every class here has a fast twin of the same name in :mod:`kachedb_radix.accel`: ``RadixTree`` (C),
-``BlockPool`` (CuPy on a GPU), with the same API and behaviour.
+``BlockPool`` (CuPy on a GPU), ``RouterIndex`` (C), ``TieredTree`` (the tier layer over
+the C tree), with the same API and behaviour.
 """
 
 from ._version import __version__
@@ -38,6 +39,7 @@ from .render import render_dump
 from .results import InsertResult, MatchResult, TreeStats
 from .router import RouterIndex
 from .snapshot import Reader, Snapshot
+from .tiers import TieredTree
 from .tokens import TOKEN_LIMIT, TokenInput, as_token_list
 from .tree import RadixTree
 
@@ -66,6 +68,7 @@ __all__ = [
     "ReaderLeftError",
     "RouterIndex",
     "Snapshot",
+    "TieredTree",
     "TokenInput",
     "TokenLayoutError",
     "TokenRangeError",

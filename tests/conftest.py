@@ -48,6 +48,21 @@ def router_implementations() -> dict[str, TreeFactory]:
 ROUTER_IMPLEMENTATIONS = router_implementations()
 
 
+def tier_implementations() -> dict[str, TreeFactory]:
+    """The tiered trees under test (R-TIER-*): the tier layer over each tree twin."""
+    from kachedb_radix.reference.tiers import TieredTree
+
+    found: dict[str, TreeFactory] = {"reference": TieredTree}
+    if "accel" in IMPLEMENTATIONS:
+        from kachedb_radix import accel
+
+        found["accel"] = accel.TieredTree
+    return found
+
+
+TIER_IMPLEMENTATIONS = tier_implementations()
+
+
 @pytest.fixture(params=sorted(IMPLEMENTATIONS))
 def impl_name(request: pytest.FixtureRequest) -> str:
     """The name of the implementation under test."""
@@ -79,6 +94,21 @@ def make_index(impl_name: str) -> TreeFactory:
         index = factory(*args, **options)
         assert index.implementation == impl_name  # no silent fallback to another twin
         return index
+
+    return build
+
+
+@pytest.fixture
+def make_tiers(impl_name: str) -> TreeFactory:
+    """A factory ``make_tiers(device_blocks, host_blocks=0, disk_blocks=0, block_size=16,
+    **options)`` of tiered trees over the implementation under test."""
+    factory = TIER_IMPLEMENTATIONS[impl_name]
+
+    def build(*args: Any, **options: Any) -> Any:
+        tiers = factory(*args, **options)
+        assert tiers.implementation == impl_name  # no silent fallback to another twin
+        assert tiers.tree("device").implementation == impl_name
+        return tiers
 
     return build
 

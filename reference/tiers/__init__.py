@@ -1,8 +1,11 @@
-"""Tiers: one KV cache over device, host and disk memory.
+"""Tiers: one KV cache over device, host and disk memory (R-TIER-*).
 
-So far this package holds the disk tier's storage: :class:`DiskBlockStore`
-(:mod:`kachedb_radix.reference.tiers.disk`), a preallocated slab file of fixed-size block
-slots, each with its metadata and checksums, that a restarted process reopens warm.
+* :mod:`kachedb_radix.reference.tiers.tree` -- :class:`TieredTree`, the prefix index over
+  the tiers: one radix tree per tier, demotion, lookup with a restore plan, restore.
+* :mod:`kachedb_radix.reference.tiers.results` -- its records: moves, plans, leases.
+* :mod:`kachedb_radix.reference.tiers.levels` -- the tiers' names, order and media.
+* :mod:`kachedb_radix.reference.tiers.registry` -- what each block of a tier holds.
+* :mod:`kachedb_radix.reference.tiers.invariants` -- the tier layer's invariants.
 
 * :mod:`kachedb_radix.reference.tiers.disk` -- the store: create, open, put, get,
   read_into, delete, sync, the durability promise, the invariants.
@@ -33,15 +36,36 @@ from kachedb_radix.reference.tiers.disk_errors import (
 )
 from kachedb_radix.reference.tiers.disk_format import Record
 from kachedb_radix.reference.tiers.disk_stats import DiskStoreStats
+from kachedb_radix.reference.tiers.levels import DEVICE, DISK, HOST, MEDIA, TIERS
+from kachedb_radix.reference.tiers.results import (
+    Move,
+    RestorePlan,
+    RestoreResult,
+    TieredStats,
+    TierEvictResult,
+    TierInsertResult,
+    TierLease,
+    TierMatch,
+)
+from kachedb_radix.reference.tiers.tree import TIERED_DUMP_FORMAT, TieredTree
 
 __all__ = [
+    "DEVICE",
+    "DISK",
+    "HOST",
+    "MEDIA",
+    "TIERED_DUMP_FORMAT",
+    "TIERS",
     "CorruptBlockError",
     "DiskBlockStore",
     "DiskStoreStats",
     "MetaError",
+    "Move",
     "PayloadError",
     "ReadOnlyStoreError",
     "Record",
+    "RestorePlan",
+    "RestoreResult",
     "SlotEmptyError",
     "SlotOccupiedError",
     "SlotRangeError",
@@ -55,4 +79,10 @@ __all__ = [
     "StoreLockedError",
     "StoreNotFoundError",
     "StoreVersionError",
+    "TierEvictResult",
+    "TierInsertResult",
+    "TierLease",
+    "TierMatch",
+    "TieredStats",
+    "TieredTree",
 ]

@@ -1,0 +1,589 @@
+"""The tiered tree: one prefix index over device, host and disk (R-TIER-*).
+
+Which blocks of a prompt are cached, in which memory, and what bringing them back
+involves -- this module answers that without touching a byte. It composes one
+:class:`~kachedb_radix.reference.RadixTree` per present tier::
+
+    tiers = TieredTree(device_blocks=4096, host_blocks=32768, disk_blocks=262144)
+    found = tiers.lookup(prompt)          # each block's tier, and the restore plan
+    done = tiers.restore(prompt, pin=True)  # bring the cached prefix to the device
+    kv_cache.run(done.moves + done.restored)  # the bytes layer copies (KVCache)
+    stored = tiers.insert(prompt + output)    # cache the finished sequence on the device
+    tiers.release(done.lease)
+
+Decisions (each a rule of ``spec/SPEC.md``, cited where it is enforced):
+
+* Each tier is a radix tree of its own, with its own capacity, block ids, clock and
+  eviction policy (the tree's, R-TIER-1): **each tier is prefix-closed** -- a tier holding
+  a block holds every block before it on its path -- so a tier's copy of a prefix is
+  usable on its own, and a match is a device run, then a host run, then a disk run.
+* A block may be in several tiers at once (a host copy of a device block is kept, so
+  evicting the device copy later costs nothing, R-TIER-3).
+* Device eviction demotes (R-TIER-3): each victim's path is inserted into the next present
+  tier, which makes room by its own eviction (demoting further, or dropping at the
+  last tier); blocks the next tier already holds are not copied again. A chain the next
+  tier cannot take (everything there pinned) is dropped. A pinned block is never evicted,
+  so never demoted, from the tier it is pinned in (R-TIER-7).
+* Write-back by default: a block reaches the host only when the device evicts it.
+  ``write_through=True`` inserts every stored path into the host too (R-TIER-4); its
+  copies run once the caller has written the new blocks.
+* ``lookup`` is a query (R-TIER-5): it reads a snapshot of each tier and changes
+  nothing unless asked to pin. ``restore`` (R-TIER-6) inserts the cached prefix into the
+  device tree -- its new ids and its evictions are exactly those of an insert -- and so
+  fails with ``OutOfBlocksError`` before any change when the device has no room.
+* Every call that moves blocks returns the copies, ordered so that each source is read
+  before anything overwrites it (R-TIER-8): moves into slower tiers first, restores last.
+* KV events: each tier's tree records its own; one batch per call joins them in the
+  order they happened, each event's ``medium`` naming its tier (R-TIER-9).
+
+State besides the trees: a :class:`~kachedb_radix.reference.tiers.registry.Registry` per
+tier (block id -> namespace, parent, tokens: what a victim was, for its demotion), the
+live leases, the counters. Invariants: :mod:`kachedb_radix.reference.tiers.invariants`.
+
+Twins: the tier layer is composition, so its twins are the trees it composes --
+this class over :class:`kachedb_radix.reference.RadixTree`,
+:class:`kachedb_radix.accel.TieredTree` over the C tree; one suite runs both.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+import msgspec
+
+from ..errors import (
+    ForeignLeaseError,
+    InvalidArgumentError,
+    LeaseReleasedError,
+    OutOfBlocksError,
+)
+from ..events.hashing import BlockHasher, event_hasher
+from ..events.schema import AllBlocksCleared, KVEvent, KVEventBatch
+from ..namespaces import check_namespace
+from ..numbering import Numbering
+from ..policies import DEFAULT_POLICY
+from ..tokens import as_token_list
+from ..tree import RadixTree
+from .invariants import check_tiers
+from .levels import DEVICE, HOST, MEDIA, RANK, TIERS
+from .registry import Registry
+from .results import (
+    Move,
+    RestoreResult,
+    TieredStats,
+    TierEvictResult,
+    TierInsertResult,
+    TierLease,
+    TierMatch,
+)
+
+#: The ``format`` of :meth:`TieredTree.dump`.
+TIERED_DUMP_FORMAT = "kachedb-radix/tiers/1"
+
+
+@dataclass
+class _Work:
+    """What one call has done so far, besides the trees' own state."""
+
+    moves: list[Move] = field(default_factory=list)
+    dropped: list[tuple[str, int]] = field(default_factory=list)
+    pins: list[tuple[str, Any]] = field(default_factory=list)  # released when the call ends
+
+
+class TieredTree:
+    """One prefix index over up to three tiers of KV block ids.
+
+    Args:
+        device_blocks: the device tier's capacity, an int >= 1.
+        host_blocks: the host tier's capacity, an int >= 0 (0: no host tier).
+        disk_blocks: the disk tier's capacity, an int >= 0 (0: no disk tier).
+        block_size: tokens per block, an int >= 1.
+        policy, policy_options: every tier's eviction policy (R-POL-*).
+        write_through: copy every stored path to the host at insert (R-TIER-4).
+        events: as for :class:`~kachedb_radix.reference.RadixTree` (R-EVENT-*).
+
+    Raises:
+        InvalidArgumentError: a capacity is not an int in range, ``write_through`` is not
+            a bool or is asked without a host tier, or the trees refuse an argument.
+
+    Cost: O(total capacity) to build. One thread at a time.
+    """
+
+    implementation: ClassVar[str] = "reference"
+    #: Builds each tier's tree; the C twin's subclass names the C tree.
+    tree_type: ClassVar[Callable[..., Any]] = RadixTree
+
+    def __init__(
+        self,
+        device_blocks: int,
+        host_blocks: int = 0,
+        disk_blocks: int = 0,
+        block_size: int = 16,
+        *,
+        policy: str = DEFAULT_POLICY,
+        policy_options: dict[str, object] | None = None,
+        write_through: bool = False,
+        events: BlockHasher | bool | None = None,
+    ) -> None:
+        sizes = {DEVICE: device_blocks, HOST: host_blocks, "disk": disk_blocks}
+        for tier, size in sizes.items():
+            least = 1 if tier == DEVICE else 0
+            if isinstance(size, bool) or not isinstance(size, int) or size < least:
+                raise InvalidArgumentError(f"{tier}_blocks must be an int >= {least}, got {size!r}")
+        if not isinstance(write_through, bool):
+            raise InvalidArgumentError(f"write_through must be a bool, got {write_through!r}")
+        if write_through and not host_blocks:
+            raise InvalidArgumentError("write_through needs a host tier (host_blocks >= 1)")
+        hasher = event_hasher(events)
+        self._trees: dict[str, Any] = {}
+        for tier in TIERS:
+            if sizes[tier]:
+                self._trees[tier] = self.tree_type(
+                    sizes[tier],
+                    block_size,
+                    policy=policy,
+                    policy_options=policy_options,
+                    events=hasher,
+                )
+        self._order: tuple[str, ...] = tuple(self._trees)
+        self._next: dict[str, str] = dict(zip(self._order, self._order[1:], strict=False))
+        self._registry: dict[str, Registry] = {tier: Registry() for tier in self._order}
+        self._block_size = block_size
+        self._write_through = write_through
+        self._leases: dict[int, TierLease] = {}
+        self._lease_ids = Numbering(1)
+        self._hasher = hasher
+        self._pending: list[KVEvent] = []
+        self._batches: list[KVEventBatch] = []
+        self._demoted: Counter[str] = Counter()
+        self._restored: Counter[str] = Counter()
+        self._dropped: Counter[str] = Counter()
+
+    # ------------------------------------------------------------------ properties
+
+    @property
+    def block_size(self) -> int:
+        """Tokens per block. O(1)."""
+        return self._block_size
+
+    @property
+    def tiers(self) -> tuple[str, ...]:
+        """The present tiers, fastest first. O(1)."""
+        return self._order
+
+    @property
+    def write_through(self) -> bool:
+        """Whether stored paths are copied to the host at insert (R-TIER-4). O(1)."""
+        return self._write_through
+
+    @property
+    def policy(self) -> str:
+        """Every tier's eviction policy. O(1)."""
+        return str(self._trees[DEVICE].policy)
+
+    def capacity(self, tier: str) -> int:
+        """Tier ``tier``'s capacity in blocks (0 when absent). O(1).
+
+        Raises:
+            InvalidArgumentError: ``tier`` is not a tier name.
+        """
+        self._check_tier_name(tier)
+        tree = self._trees.get(tier)
+        return 0 if tree is None else int(tree.num_blocks)
+
+    def tree(self, tier: str) -> Any:
+        """Tier ``tier``'s radix tree, to read (its ``dump``, ``stats``, ``snapshot``);
+        changing it behind the tiered tree's back breaks R-TIER-2. O(1).
+
+        Raises:
+            InvalidArgumentError: ``tier`` is not a present tier.
+        """
+        self._check_tier(tier)
+        return self._trees[tier]
+
+    # ------------------------------------------------------------------ queries
+
+    def lookup(
+        self, tokens: object, namespace: str | None = None, *, pin: bool = False
+    ) -> TierMatch:
+        """The longest cached prefix of ``tokens`` across tiers, each block in the fastest
+        tier holding it, and the restore plan (``.plan``) (R-TIER-5).
+
+        Without ``pin`` a query: it reads a snapshot of each tier and changes nothing (no
+        clock moves, no stamp). With ``pin=True`` each tier that holds the fastest copy of
+        some block is matched over its own prefix and pinned there (R-TIER-7), so that a
+        later ``restore`` finds every source still in place; that is a use (stamps).
+
+        Cost: O(n * t) for n tokens and t tiers.
+
+        Raises:
+            InvalidTokensError: ``tokens`` is malformed (R-TOK-*).
+            InvalidArgumentError: ``namespace`` is not None or a str.
+        """
+        token_list = self._validate(tokens, namespace)
+        tiers, blocks, counts = self._locate(token_list, namespace)
+        length = len(blocks) * self._block_size
+        if not pin:
+            return TierMatch(length, tiers, blocks)
+        leases: dict[str, Any] = {}
+        covered = 0
+        for tier in self._order:
+            count = counts[tier]
+            if count > covered:  # this tier holds the fastest copy of some block
+                found = self._trees[tier].match(
+                    token_list[: count * self._block_size], namespace, pin=True
+                )
+                leases[tier] = found.lease
+                covered = count
+        lease = self._issue(namespace, token_list[:length], leases)
+        return TierMatch(length, tiers, blocks, lease)
+
+    def match(
+        self, tokens: object, namespace: str | None = None, *, pin: bool = False
+    ) -> TierMatch:
+        """The device tier's match (R-MATCH-1): the prefix usable with no restore, stamped
+        as used, pinned on the device with ``pin=True``.
+
+        Cost: O(n) for n tokens.
+
+        Raises:
+            InvalidTokensError: ``tokens`` is malformed (R-TOK-*).
+            InvalidArgumentError: ``namespace`` is not None or a str.
+        """
+        found = self._trees[DEVICE].match(tokens, namespace, pin=pin)
+        blocks = tuple(found.blocks)
+        lease = None
+        if pin:
+            lease = self._issue(namespace, tuple(found.lease.tokens), {DEVICE: found.lease})
+        return TierMatch(found.length, (DEVICE,) * len(blocks), blocks, lease)
+
+    # ------------------------------------------------------------------ mutations
+
+    def insert(
+        self,
+        tokens: object,
+        namespace: str | None = None,
+        *,
+        pin: bool = False,
+        priority: int | None = None,
+        retain_for: int | None = None,
+    ) -> TierInsertResult:
+        """Cache every whole block of ``tokens`` on the device (R-TIER-2): the device tree's
+        insert, then the demotion of what it evicted (R-TIER-3) and, under write-through,
+        the host copy of the path (R-TIER-4).
+
+        The caller writes the KV data of ``allocated`` after running ``moves`` and before
+        running ``after``.
+
+        Cost: the device insert's, plus O(d * depth) per demoted chain of depth d in each
+        slower tier.
+
+        Raises:
+            InvalidTokensError, InvalidArgumentError: as the tree's ``insert``.
+            OutOfBlocksError: the device cannot make room (R-INS-6). Nothing changes.
+        """
+        token_list = self._validate(tokens, namespace)
+        result = self._trees[DEVICE].insert(
+            token_list, namespace, pin=pin, priority=priority, retain_for=retain_for
+        )
+        work = _Work()
+        self._drain(DEVICE)
+        self._demote(DEVICE, list(result.evicted), work)
+        path = token_list[: result.length]
+        self._registry[DEVICE].add_path(
+            namespace, result.blocks, path, result.reused, self._block_size
+        )
+        after: list[Move] = []
+        if self._write_through:
+            after = self._write_host_copy(namespace, path, tuple(result.blocks), work)
+        lease = None
+        if pin:
+            lease = self._issue(namespace, path, {DEVICE: result.lease})
+        moves = self._finish(work)
+        return TierInsertResult(
+            length=result.length,
+            blocks=tuple(result.blocks),
+            reused=result.reused,
+            allocated=tuple(result.allocated),
+            evicted=tuple(result.evicted),
+            moves=moves,
+            after=tuple(after),
+            dropped=tuple(work.dropped),
+            lease=lease,
+        )
+
+    def restore(
+        self, tokens: object, namespace: str | None = None, *, pin: bool = False
+    ) -> RestoreResult:
+        """Bring the whole cached prefix of ``tokens`` to the device (R-TIER-6).
+
+        The cached prefix is inserted into the device tree: its blocks already there are
+        reused, the others get the ids and cause the evictions an insert of that prefix
+        would; then the sources are pinned in their tiers for the call, the device's
+        victims are demoted, and one move per restored block is returned. The host and
+        disk copies stay (a later device eviction of them costs nothing). A prefix wholly
+        on the device is a match. Stamps the path as used in every tier it reads from.
+
+        Cost: O(n * t) to locate, plus the device insert's and the demotions' costs.
+
+        Raises:
+            InvalidTokensError: ``tokens`` is malformed (R-TOK-*).
+            InvalidArgumentError: ``namespace`` is not None or a str.
+            OutOfBlocksError: the device cannot make room for the blocks to restore.
+                Nothing changes (R-TIER-6).
+        """
+        token_list = self._validate(tokens, namespace)
+        tiers, blocks, counts = self._locate(token_list, namespace)
+        size = self._block_size
+        path = token_list[: len(blocks) * size]
+        device = self._trees[DEVICE]
+        on_device = counts[DEVICE]
+        work = _Work()
+        if len(blocks) == on_device:
+            found = device.match(path, namespace, pin=pin)
+            lease = self._issue(namespace, path, {DEVICE: found.lease}) if pin else None
+            self._finish(work)
+            return RestoreResult(found.length, tuple(found.blocks), (), (), (), (), lease)
+        result = device.insert(path, namespace, pin=pin)  # the only step that may fail
+        self._drain(DEVICE)
+        covered = on_device
+        for tier in self._order[1:]:  # pin the sources before a demotion can displace them
+            count = counts[tier]
+            if count > covered:
+                found = self._trees[tier].match(path[: count * size], namespace, pin=True)
+                work.pins.append((tier, found.lease))
+                covered = count
+        self._demote(DEVICE, list(result.evicted), work)
+        self._registry[DEVICE].add_path(namespace, result.blocks, path, on_device, size)
+        restored = tuple(
+            Move(tiers[position], blocks[position], DEVICE, result.blocks[position])
+            for position in range(on_device, len(blocks))
+        )
+        self._restored.update(move.source_tier for move in restored)
+        lease = self._issue(namespace, path, {DEVICE: result.lease}) if pin else None
+        moves = self._finish(work)
+        return RestoreResult(
+            length=result.length,
+            blocks=tuple(result.blocks),
+            restored=restored,
+            moves=moves,
+            evicted=tuple(result.evicted),
+            dropped=tuple(work.dropped),
+            lease=lease,
+        )
+
+    def evict(self, count: int, tier: str = DEVICE) -> TierEvictResult:
+        """Evict up to ``count`` blocks from ``tier`` by its policy, demoting them to the
+        next tier (R-TIER-3).
+
+        Cost: the tier's ``evict`` plus the demotions'.
+
+        Raises:
+            InvalidArgumentError: ``count`` is not an int >= 0, or ``tier`` is not a present
+                tier. Nothing changes.
+        """
+        self._check_tier(tier)
+        freed = self._trees[tier].evict(count)
+        work = _Work()
+        self._drain(tier)
+        self._demote(tier, list(freed), work)
+        moves = self._finish(work)
+        return TierEvictResult(tier, tuple(freed), moves, tuple(work.dropped))
+
+    def release(self, lease: TierLease) -> None:
+        """Release ``lease`` in every tier it pins (R-PIN-4; R-TIER-7).
+
+        Cost: O(length of the lease * tiers).
+
+        Raises:
+            ForeignLeaseError: ``lease`` was not issued by this tree.
+            LeaseReleasedError: ``lease`` was already released.
+        """
+        if not isinstance(lease, TierLease) or lease._tree is not self:
+            raise ForeignLeaseError(f"{lease!r} was not issued by this tiered tree")
+        if lease.released:
+            raise LeaseReleasedError(f"lease {lease.id} was already released")
+        for tier, tier_lease in lease.leases.items():
+            self._trees[tier].release(tier_lease)
+        lease._released = True
+        del self._leases[lease.id]
+
+    # ------------------------------------------------------------------ events
+
+    def take_events(self) -> list[KVEventBatch]:
+        """The KV event batches since the last call, oldest first: one per call that
+        cached or evicted blocks in any tier, each event's ``medium`` its tier's
+        (R-TIER-9). O(1).
+
+        Raises:
+            InvalidArgumentError: the tree was built without ``events``.
+        """
+        if self._hasher is None:
+            raise InvalidArgumentError("this tree emits no events: build it with events=True")
+        batches, self._batches = self._batches, []
+        return batches
+
+    @property
+    def events(self) -> BlockHasher | None:
+        """How the tiers name blocks in their events, or None when they emit none."""
+        return self._hasher
+
+    # ------------------------------------------------------------------ inspection
+
+    def stats(self) -> TieredStats:
+        """Each tier's counters and the moves so far. O(tiers)."""
+        return TieredStats(
+            {tier: self._trees[tier].stats() for tier in self._order},
+            Counter(self._demoted),
+            Counter(self._restored),
+            Counter(self._dropped),
+        )
+
+    def dump(self) -> dict[str, Any]:
+        """Every tier's canonical dump (R-DUMP-*), fastest first. O(cached tokens)."""
+        return {
+            "format": TIERED_DUMP_FORMAT,
+            "block_size": self._block_size,
+            "write_through": self._write_through,
+            "tiers": {tier: self._trees[tier].dump() for tier in self._order},
+        }
+
+    def check_invariants(self) -> None:
+        """Assert every invariant of each tier's tree and of the tier layer. O(size).
+
+        Raises:
+            InvariantViolation: one does not hold (a bug, never bad input).
+        """
+        check_tiers(self._trees, self._registry, self._leases)
+
+    # ------------------------------------------------------------------ the work
+
+    def _validate(self, tokens: object, namespace: object) -> list[int]:
+        token_list = as_token_list(tokens)
+        check_namespace(namespace)
+        return token_list
+
+    def _check_tier_name(self, tier: object) -> None:
+        if tier not in RANK:
+            raise InvalidArgumentError(f"tier must be one of {', '.join(TIERS)}, got {tier!r}")
+
+    def _check_tier(self, tier: object) -> None:
+        self._check_tier_name(tier)
+        if tier not in self._trees:
+            raise InvalidArgumentError(f"this tiered tree has no {tier} tier")
+
+    def _locate(
+        self, token_list: list[int], namespace: str | None
+    ) -> tuple[tuple[str, ...], tuple[int, ...], dict[str, int]]:
+        """Each block of the cached prefix in its fastest tier, and each tier's own
+        matched block count, read from snapshots (nothing changes). O(n * t)."""
+        tiers: list[str] = []
+        blocks: list[int] = []
+        counts: dict[str, int] = {}
+        for tier in self._order:
+            found = self._trees[tier].snapshot().match(token_list, namespace).blocks
+            counts[tier] = len(found)
+            if len(found) > len(blocks):
+                tiers.extend([tier] * (len(found) - len(blocks)))
+                blocks.extend(found[len(blocks) :])
+        return tuple(tiers), tuple(blocks), counts
+
+    def _demote(self, tier: str, victims: list[int], work: _Work) -> None:
+        """Move the paths of ``victims`` (just evicted from ``tier``, in eviction order)
+        into the next tier, or drop them (R-TIER-3).
+
+        Each victim's whole path goes down in one insert, pinned until the call ends so
+        that the next victim's chain cannot displace it; what that insert evicts goes on
+        down first (its sources are read before this chain overwrites them, R-TIER-8). A
+        victim on a chain already taken down is done. O(victims * depth * B).
+        """
+        if not victims:
+            return
+        registry = self._registry[tier]
+        paths = [registry.path(victim) for victim in victims]  # before any id is reused
+        registry.remove(victims)
+        target = self._next.get(tier)
+        moved: set[int] = set()
+        if target is not None:
+            tree = self._trees[target]
+            covered: set[int] = set()
+            for victim, (namespace, ids, token_list) in zip(victims, paths, strict=True):
+                if victim in covered:
+                    continue
+                covered.update(ids)
+                try:
+                    result = tree.insert(token_list, namespace, pin=True)
+                except OutOfBlocksError:
+                    continue  # everything there is pinned: the chain is dropped
+                self._drain(target)
+                work.pins.append((target, result.lease))
+                self._demote(target, list(result.evicted), work)
+                self._registry[target].add_path(
+                    namespace, result.blocks, token_list, result.reused, self._block_size
+                )
+                for position in range(result.reused, len(ids)):
+                    work.moves.append(Move(tier, ids[position], target, result.blocks[position]))
+                self._demoted[target] += len(ids) - result.reused
+                moved.update(ids)
+        for victim in victims:
+            if victim not in moved:
+                work.dropped.append((tier, victim))
+                self._dropped[tier] += 1
+
+    def _write_host_copy(
+        self, namespace: str | None, path: list[int], device_blocks: Sequence[int], work: _Work
+    ) -> list[Move]:
+        """Write-through (R-TIER-4): insert the stored path into the host tier; the copies
+        of its new host blocks, to run after the caller's writes. A host with no room
+        (everything pinned) keeps no copy."""
+        host = self._trees[HOST]
+        try:
+            result = host.insert(path, namespace, pin=True)
+        except OutOfBlocksError:
+            return []
+        self._drain(HOST)
+        work.pins.append((HOST, result.lease))
+        self._demote(HOST, list(result.evicted), work)
+        self._registry[HOST].add_path(
+            namespace, result.blocks, path, result.reused, self._block_size
+        )
+        copies = [
+            Move(DEVICE, device_blocks[position], HOST, result.blocks[position])
+            for position in range(result.reused, len(result.blocks))
+        ]
+        self._demoted[HOST] += len(copies)
+        return copies
+
+    def _issue(
+        self, namespace: str | None, tokens: Sequence[int], leases: dict[str, Any]
+    ) -> TierLease:
+        lease = TierLease(self, next(self._lease_ids), namespace, tuple(tokens), leases)
+        self._leases[lease.id] = lease
+        return lease
+
+    def _drain(self, tier: str) -> None:
+        """Take ``tier``'s event batches into the call's events, each event marked with
+        the tier's medium (R-TIER-9). O(events)."""
+        if self._hasher is None:
+            return
+        medium = MEDIA[tier]
+        for batch in self._trees[tier].take_events():
+            for event in batch.events:
+                if isinstance(event, AllBlocksCleared):
+                    self._pending.append(event)
+                else:
+                    self._pending.append(msgspec.structs.replace(event, medium=medium))
+
+    def _finish(self, work: _Work) -> tuple[Move, ...]:
+        """End a call: release its temporary pins, close its event batch, and order its
+        moves slowest target first (R-TIER-8). O(moves log moves)."""
+        for tier, lease in reversed(work.pins):
+            self._trees[tier].release(lease)
+        if self._pending:
+            clock = self._trees[DEVICE].clock
+            self._batches.append(KVEventBatch(float(clock), self._pending))
+            self._pending = []
+        return tuple(sorted(work.moves, key=lambda move: -RANK[move.target_tier]))

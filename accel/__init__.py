@@ -48,7 +48,7 @@ except ImportError as error:  # pragma: no cover - exercised only on a broken in
     ) from error
 
 from .blockpool import BlockPool
-from .tiers import TieredTree
+from .tiers import KVCache, TieredTree
 
 Sequence.register(Blocks)
 
@@ -58,6 +58,7 @@ __all__ = [
     "BlockPool",
     "Blocks",
     "InsertResult",
+    "KVCache",
     "Lease",
     "MatchResult",
     "RadixTree",

@@ -5,6 +5,9 @@ once in :mod:`kachedb_radix.reference.tiers.tree` -- so its fast twin is the sam
 over :class:`kachedb_radix.accel.RadixTree`: every walk, split, eviction and event of
 every tier runs in C, and only the per-call bookkeeping (the registries, the moves) is
 Python. One suite runs both (``tests/tiers``, selected by parameter).
+
+:class:`KVCache` is the GPU twin of :class:`kachedb_radix.reference.tiers.KVCache`: CuPy
+device blocks, pinned host blocks, C trees.
 """
 
 from __future__ import annotations
@@ -12,9 +15,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, ClassVar
 
+from kachedb_radix.reference.tiers.cache import KVCache as _ReferenceKVCache
 from kachedb_radix.reference.tiers.tree import TieredTree as _ReferenceTieredTree
 
 from ._radix import RadixTree
+from .blockpool import BlockPool
 
 
 class TieredTree(_ReferenceTieredTree):
@@ -23,3 +28,18 @@ class TieredTree(_ReferenceTieredTree):
 
     implementation: ClassVar[str] = "accel"
     tree_type: ClassVar[Callable[..., Any]] = RadixTree
+
+
+class KVCache(_ReferenceKVCache):
+    """The KV cache on a GPU: the device tier a CuPy :class:`~kachedb_radix.accel.BlockPool`,
+    the host tier pinned memory (so host-to-device restores are asynchronous DMA, their
+    ``handle`` completing on the pool's transfer stream), the tiers C trees. The API,
+    behaviour and cost notes are :class:`kachedb_radix.reference.tiers.KVCache`'s.
+
+    Raises:
+        BackendUnavailableError: CuPy or a CUDA device is missing (the reason says which).
+    """
+
+    implementation: ClassVar[str] = "accel"
+    pool_type: ClassVar[Any] = BlockPool
+    tiers_type: ClassVar[Any] = TieredTree

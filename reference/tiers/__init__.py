@@ -6,14 +6,18 @@
 * :mod:`kachedb_radix.reference.tiers.levels` -- the tiers' names, order and media.
 * :mod:`kachedb_radix.reference.tiers.registry` -- what each block of a tier holds.
 * :mod:`kachedb_radix.reference.tiers.invariants` -- the tier layer's invariants.
-
-* :mod:`kachedb_radix.reference.tiers.disk` -- the store: create, open, put, get,
+* :mod:`kachedb_radix.reference.tiers.cache` -- :class:`KVCache`, the tiered tree joined to
+  the bytes: a block pool, host memory and the disk store.
+* :mod:`kachedb_radix.reference.tiers.persist` -- the disk tier's persisted index.
+* :mod:`kachedb_radix.reference.tiers.disk` -- :class:`DiskBlockStore`, the disk tier's
+  storage, a preallocated slab file of checksummed slots: create, open, put, get,
   read_into, delete, sync, the durability promise, the invariants.
 * :mod:`kachedb_radix.reference.tiers.disk_format` -- the on-disk format, field by field.
 * :mod:`kachedb_radix.reference.tiers.disk_stats` -- :class:`DiskStoreStats`.
 * :mod:`kachedb_radix.reference.tiers.disk_errors` -- the :class:`StoreError` hierarchy.
 """
 
+from kachedb_radix.reference.tiers.cache import CacheStats, KVCache, Restored
 from kachedb_radix.reference.tiers.disk import DiskBlockStore
 from kachedb_radix.reference.tiers.disk_errors import (
     CorruptBlockError,
@@ -56,9 +60,11 @@ __all__ = [
     "MEDIA",
     "TIERED_DUMP_FORMAT",
     "TIERS",
+    "CacheStats",
     "CorruptBlockError",
     "DiskBlockStore",
     "DiskStoreStats",
+    "KVCache",
     "MetaError",
     "Move",
     "PayloadError",
@@ -66,6 +72,7 @@ __all__ = [
     "Record",
     "RestorePlan",
     "RestoreResult",
+    "Restored",
     "SlotEmptyError",
     "SlotOccupiedError",
     "SlotRangeError",

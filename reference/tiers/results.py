@@ -1,8 +1,8 @@
 """Plain records returned by the tiered tree's calls, and its lease.
 
 Every call that moves blocks between tiers returns the copies the bytes layer must make
-as :class:`Move` records, in the order they must run (R-TIER-8): each move reads its
-source before any later move writes it. The tree never touches bytes; the
+as :class:`Move` records, in the order they must run (R-TIER-8): run one after the
+other, each move reads its source before any later move writes it. The tree never touches bytes; the
 :class:`~kachedb_radix.reference.tiers.cache.KVCache` carries moves out.
 """
 

@@ -31,8 +31,9 @@ Decisions (each a rule of ``spec/SPEC.md``, cited where it is enforced):
   nothing unless asked to pin. ``restore`` (R-TIER-6) inserts the cached prefix into the
   device tree -- its new ids and its evictions are exactly those of an insert -- and so
   fails with ``OutOfBlocksError`` before any change when the device has no room.
-* Every call that moves blocks returns the copies, ordered so that each source is read
-  before anything overwrites it (R-TIER-8): moves into slower tiers first, restores last.
+* Every call that moves blocks returns the copies as a program to run in order (R-TIER-8):
+  each demotion's displaced blocks move on down before the demotion fills their slots,
+  and a restore's copies up come last, from sources pinned for the call.
 * KV events: each tier's tree records its own; one batch per call joins them in the
   order they happened, each event's ``medium`` naming its tier (R-TIER-9).
 
@@ -69,7 +70,7 @@ from ..tokens import as_token_list
 from ..tree import RadixTree
 from .invariants import check_tiers
 from .levels import DEVICE, HOST, MEDIA, RANK, TIERS
-from .registry import Registry
+from .registry import BlockKey, Registry
 from .results import (
     Move,
     RestoreResult,
@@ -393,6 +394,40 @@ class TieredTree:
         moves = self._finish(work)
         return TierEvictResult(tier, tuple(freed), moves, tuple(work.dropped))
 
+    def adopt(
+        self, tier: str, tokens: object, namespace: str | None = None
+    ) -> tuple[tuple[int, ...], int]:
+        """Cache a path in a slower tier directly, with no device copy: how a restarted
+        process puts back what its disk tier persisted (R-TIER-10). Returns the path's
+        ids in that tier and how many leading blocks it already held. Evicts nothing.
+
+        Cost: O(n) for n tokens, plus the tier's insert.
+
+        Raises:
+            InvalidTokensError: ``tokens`` is malformed (R-TOK-*).
+            InvalidArgumentError: ``namespace`` is not None or a str, or ``tier`` is the
+                device (its blocks come from ``insert``) or absent.
+            OutOfBlocksError: the tier has too few free ids for the new blocks. Nothing
+                changes.
+        """
+        self._check_tier(tier)
+        if tier == DEVICE:
+            raise InvalidArgumentError("the device tier's blocks come from insert, not adopt")
+        token_list = self._validate(tokens, namespace)
+        tree = self._trees[tier]
+        held = len(tree.snapshot().match(token_list, namespace).blocks)
+        needed = len(token_list) // self._block_size - held
+        free = tree.stats().free
+        if needed > free:
+            raise OutOfBlocksError(f"the {tier} tier has {free} free blocks, {needed} needed")
+        result = tree.insert(token_list, namespace)
+        self._drain(tier)
+        self._registry[tier].add_path(
+            namespace, result.blocks, token_list, result.reused, self._block_size
+        )
+        self._finish(_Work())
+        return tuple(result.blocks), result.reused
+
     def release(self, lease: TierLease) -> None:
         """Release ``lease`` in every tier it pins (R-PIN-4; R-TIER-7).
 
@@ -441,6 +476,20 @@ class TieredTree:
             Counter(self._restored),
             Counter(self._dropped),
         )
+
+    def block_key(self, tier: str, block: int) -> BlockKey:
+        """What block ``block`` of tier ``tier`` holds: its namespace, the block before it
+        and its tokens. O(1).
+
+        Raises:
+            InvalidArgumentError: ``tier`` is not a present tier, or it caches no block
+                ``block``.
+        """
+        self._check_tier(tier)
+        registry = self._registry[tier]
+        if isinstance(block, bool) or not isinstance(block, int) or block not in registry:
+            raise InvalidArgumentError(f"the {tier} tier caches no block {block!r}")
+        return registry.key(block)
 
     def dump(self) -> dict[str, Any]:
         """Every tier's canonical dump (R-DUMP-*), fastest first. O(cached tokens)."""
@@ -495,10 +544,11 @@ class TieredTree:
         """Move the paths of ``victims`` (just evicted from ``tier``, in eviction order)
         into the next tier, or drop them (R-TIER-3).
 
-        Each victim's whole path goes down in one insert, pinned until the call ends so
-        that the next victim's chain cannot displace it; what that insert evicts goes on
-        down first (its sources are read before this chain overwrites them, R-TIER-8). A
-        victim on a chain already taken down is done. O(victims * depth * B).
+        Each victim's whole path goes down in one insert; what that insert evicts goes on
+        down first, so its moves come before the moves filling this chain (each slot is
+        read before it is overwritten, R-TIER-8) -- even the blocks an earlier chain of the
+        same call just filled may be displaced further down this way. A victim on a chain
+        already taken down is done. O(victims * depth * B).
         """
         if not victims:
             return
@@ -515,12 +565,11 @@ class TieredTree:
                     continue
                 covered.update(ids)
                 try:
-                    result = tree.insert(token_list, namespace, pin=True)
+                    result = tree.insert(token_list, namespace)
                 except OutOfBlocksError:
                     continue  # everything there is pinned: the chain is dropped
                 self._drain(target)
-                work.pins.append((target, result.lease))
-                self._demote(target, list(result.evicted), work)
+                self._demote(target, list(result.evicted), work)  # their moves come first
                 self._registry[target].add_path(
                     namespace, result.blocks, token_list, result.reused, self._block_size
                 )
@@ -541,11 +590,10 @@ class TieredTree:
         (everything pinned) keeps no copy."""
         host = self._trees[HOST]
         try:
-            result = host.insert(path, namespace, pin=True)
+            result = host.insert(path, namespace)
         except OutOfBlocksError:
             return []
         self._drain(HOST)
-        work.pins.append((HOST, result.lease))
         self._demote(HOST, list(result.evicted), work)
         self._registry[HOST].add_path(
             namespace, result.blocks, path, result.reused, self._block_size
@@ -578,12 +626,12 @@ class TieredTree:
                     self._pending.append(msgspec.structs.replace(event, medium=medium))
 
     def _finish(self, work: _Work) -> tuple[Move, ...]:
-        """End a call: release its temporary pins, close its event batch, and order its
-        moves slowest target first (R-TIER-8). O(moves log moves)."""
+        """End a call: release its temporary pins (a restore's sources), close its event
+        batch, and return its moves in the order they were made (R-TIER-8). O(moves)."""
         for tier, lease in reversed(work.pins):
             self._trees[tier].release(lease)
         if self._pending:
             clock = self._trees[DEVICE].clock
             self._batches.append(KVEventBatch(float(clock), self._pending))
             self._pending = []
-        return tuple(sorted(work.moves, key=lambda move: -RANK[move.target_tier]))
+        return tuple(work.moves)

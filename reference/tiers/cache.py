@@ -1,0 +1,546 @@
+"""One KV cache over device, host and disk: the tiered tree and the bytes it indexes.
+
+:class:`KVCache` joins a :class:`~kachedb_radix.reference.tiers.tree.TieredTree` (which
+blocks, in which tier) to the memory that holds them:
+
+* the **device** tier is a :class:`~kachedb_radix.reference.blockpool.BlockPool` (NumPy
+  here; the GPU twin, :class:`kachedb_radix.accel.KVCache`, a CuPy pool);
+* the **host** tier is one array of ``host_blocks`` blocks from the pool's
+  ``alloc_host_buffer`` (pinned memory on the GPU twin);
+* the **disk** tier is a :class:`~kachedb_radix.reference.tiers.disk.DiskBlockStore`, each
+  record's metadata naming its block (:mod:`kachedb_radix.reference.tiers.persist`), so
+  that a restarted process reopens the cache warm (R-TIER-10).
+
+Every call of the tree that moves blocks returns its moves in a safe order (R-TIER-8);
+this class carries them out in that order, deleting first the disk records of blocks the
+disk tier dropped. The data path of a serving step::
+
+    cache = KVCache(spec, host_blocks=..., disk_path="kv.slab", disk_blocks=...)
+    found = cache.lookup(prompt)                  # which tier, what a restore reads
+    brought = cache.restore(prompt, pin=True)     # bytes up; .handle completes it
+    ... compute the rest of the prompt's KV ...
+    cache.store(prompt_and_output, kv)            # new blocks written, demotions made
+    cache.release(brought.result.lease)
+
+Guarantees:
+
+* a block restored holds exactly the bytes stored for its prefix (the end-to-end test
+  writes known bytes, forces them down to the host and the disk, brings them back and
+  compares every byte, on both twins);
+* a disk block whose payload fails its checksum is never served: a restore stops before
+  it, the block is counted lost and kept out of every later lookup until the disk tier
+  evicts it (R-TIER-10);
+* bad arguments raise before anything changes (the tree's errors, the pool's buffer
+  errors, :class:`~kachedb_radix.reference.errors.InvalidArgumentError`).
+
+Invariants (:meth:`check_invariants`): the tree's; the store's; the disk tier's ids and
+the store's slots are a bijection under which the cached disk blocks are exactly the
+occupied slots (lost ones excepted), each record's metadata naming its block.
+"""
+
+from __future__ import annotations
+
+import os
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
+from itertools import groupby
+from types import TracebackType
+from typing import Any, ClassVar, Self
+
+import numpy as np
+
+from ..blockpool import BlockPool, PoolSpec
+from ..blockpool.errors import BufferDTypeError, BufferShapeError
+from ..blockpool.handles import CompletedTransfer, TransferHandle
+from ..errors import InvalidArgumentError, InvariantViolation
+from ..events.schema import KVEventBatch
+from ..policies import DEFAULT_POLICY
+from ..tokens import as_token_list
+from .disk import DiskBlockStore
+from .disk_errors import CorruptBlockError, StoreConfigError
+from .levels import DEVICE, DISK, HOST
+from .persist import ROOT, chained_hash, decode_meta, encode_meta, meta_size, rebuild
+from .results import (
+    Move,
+    RestoreResult,
+    TieredStats,
+    TierEvictResult,
+    TierInsertResult,
+    TierLease,
+    TierMatch,
+)
+from .tree import TieredTree
+
+#: The longest namespace (UTF-8 bytes) a disk tier records by default.
+NAMESPACE_BYTES = 256
+
+
+@dataclass(frozen=True, slots=True)
+class Restored:
+    """What :meth:`KVCache.restore` did: the tree's ``result``, and the ``handle`` that
+    completes when the restored bytes are on the device (already complete here)."""
+
+    result: RestoreResult
+    handle: TransferHandle[None]
+
+
+@dataclass(frozen=True, slots=True)
+class CacheStats:
+    """The tree's counters, and the bytes layer's: ``bytes_moved`` into each tier,
+    ``lost`` disk blocks (failed their checksum, never served), ``unusable`` records
+    left out at reopen and ``reopened`` paths put back."""
+
+    tree: TieredStats
+    bytes_moved: Counter[str]
+    lost: int
+    unusable: int
+    reopened: int
+
+
+class KVCache:
+    """A KV cache over device, host and disk memory (see the module docstring).
+
+    Args:
+        spec: the device pool's geometry (its ``num_blocks`` is the device tier's size).
+        host_blocks: the host tier's size in blocks (0: none).
+        disk_path: the disk tier's slab file; created when absent, reopened warm when
+            present (its geometry must match). None: no disk tier.
+        disk_blocks: the disk tier's size when the file is created (ignored on reopen).
+        write_through, policy, policy_options, events: the tiered tree's.
+        namespace_bytes: the longest namespace (UTF-8 bytes) the disk tier can record.
+
+    Raises:
+        InvalidArgumentError: a size or option is wrong, or a reopened file's geometry
+            does not match ``spec``.
+        StoreError subclasses: the disk file cannot be created or opened.
+
+    Cost: O(device + host bytes) to allocate; a reopen reads every record's header and
+    rebuilds the disk tier, O(records * depth * B).
+    """
+
+    implementation: ClassVar[str] = "reference"
+    pool_type: ClassVar[Any] = BlockPool
+    tiers_type: ClassVar[Any] = TieredTree
+
+    def __init__(
+        self,
+        spec: PoolSpec,
+        *,
+        host_blocks: int = 0,
+        disk_path: str | os.PathLike[str] | None = None,
+        disk_blocks: int = 0,
+        write_through: bool = False,
+        policy: str = DEFAULT_POLICY,
+        policy_options: dict[str, object] | None = None,
+        events: object = None,
+        namespace_bytes: int = NAMESPACE_BYTES,
+    ) -> None:
+        if not isinstance(spec, PoolSpec):
+            raise InvalidArgumentError(f"spec must be a PoolSpec, got {type(spec).__name__}")
+        if isinstance(namespace_bytes, bool) or not isinstance(namespace_bytes, int):
+            raise InvalidArgumentError(f"namespace_bytes must be an int, got {namespace_bytes!r}")
+        if not 0 <= namespace_bytes <= 65535:
+            raise InvalidArgumentError(
+                f"namespace_bytes must be in 0 .. 65535, not {namespace_bytes}"
+            )
+        self._spec = spec
+        self._namespace_bytes = namespace_bytes
+        store = None
+        if disk_path is not None:
+            store = self._open_store(disk_path, disk_blocks)
+            disk_blocks = store.capacity
+        elif disk_blocks:
+            raise InvalidArgumentError("disk_blocks needs a disk_path")
+        try:
+            self._tiers = self.tiers_type(
+                spec.num_blocks,
+                host_blocks,
+                disk_blocks,
+                spec.block_size,
+                policy=policy,
+                policy_options=policy_options,
+                write_through=write_through,
+                events=events,
+            )
+            self._pool = self.pool_type(spec)
+            self._host = self._pool.alloc_host_buffer(host_blocks) if host_blocks else None
+        except BaseException:
+            if store is not None:
+                store.close()
+            raise
+        self._store = store
+        self._slot_of: list[int] = list(range(disk_blocks))  # disk id -> slot
+        self._hash_of: dict[int, bytes] = {}  # disk id -> chained hash
+        self._lost: set[int] = set()  # disk ids whose payload failed its checksum
+        self._moved: Counter[str] = Counter()
+        self._unusable = 0
+        self._reopened = 0
+        if store is not None and len(store):
+            self._reopen(store)
+
+    # ------------------------------------------------------------------ properties
+
+    @property
+    def tiers(self) -> TieredTree:
+        """The tiered tree (read it; change the cache only through this class). O(1)."""
+        return self._tiers  # type: ignore[no-any-return]
+
+    @property
+    def pool(self) -> Any:
+        """The device tier's block pool. O(1)."""
+        return self._pool
+
+    @property
+    def spec(self) -> PoolSpec:
+        """The device pool's geometry. O(1)."""
+        return self._spec
+
+    # ------------------------------------------------------------------ the data path
+
+    def lookup(
+        self, tokens: object, namespace: str | None = None, *, pin: bool = False
+    ) -> TierMatch:
+        """The tiered tree's ``lookup`` (R-TIER-5), cut before the first lost disk block.
+
+        Cost: O(n * t). Raises as :meth:`TieredTree.lookup`.
+        """
+        found: TierMatch = self._tiers.lookup(tokens, namespace, pin=pin)
+        return self._cut(found)
+
+    def restore(
+        self, tokens: object, namespace: str | None = None, *, pin: bool = False
+    ) -> Restored:
+        """Bring the cached prefix of ``tokens`` to the device (R-TIER-6): the disk blocks
+        it needs are read and verified first (a restore stops before a block that fails
+        its checksum), then the tree restores, demotions run, and the host and disk
+        sources are copied into their new device blocks.
+
+        Cost: O(bytes moved) plus the tree's. Raises as :meth:`TieredTree.restore`;
+        ``OutOfBlocksError`` with nothing changed.
+        """
+        token_list = as_token_list(tokens)
+        found = self._cut(self._tiers.lookup(token_list, namespace))
+        sources = found.plan.sources
+        staging = None
+        if sources:
+            staging = self._pool.alloc_host_buffer(len(sources))
+            for row, (tier, block) in enumerate(sources):
+                if tier == DISK and not self._read_disk(block, staging[row]):
+                    found = TierMatch(
+                        (found.plan.start + row) * self._spec.block_size,
+                        found.tiers[: found.plan.start + row],
+                        found.blocks[: found.plan.start + row],
+                    )
+                    break
+        result: RestoreResult = self._tiers.restore(
+            token_list[: found.length], namespace, pin=pin
+        )
+        self._run(result.moves, result.dropped)
+        handle: TransferHandle[None] = CompletedTransfer(None)
+        if result.restored:
+            assert staging is not None
+            rows = staging[: len(result.restored)]
+            for row, move in enumerate(result.restored):
+                if move.source_tier == HOST:
+                    rows[row] = self._host_array[move.source]
+            handle = self._pool.restore([move.target for move in result.restored], rows)
+            self._moved[DEVICE] += len(result.restored) * self._spec.bytes_per_block
+        return Restored(result, handle)
+
+    def store(
+        self,
+        tokens: object,
+        kv: Any,
+        namespace: str | None = None,
+        *,
+        pin: bool = False,
+        priority: int | None = None,
+        retain_for: int | None = None,
+    ) -> TierInsertResult:
+        """Cache every whole block of ``tokens`` with its KV data (R-TIER-2): ``kv`` holds
+        one block per whole block of ``tokens`` (``spec.buffer_shape(n)``, the storage
+        dtype; a host array, or a device array on the GPU twin); the blocks the tree
+        allocates are written from it, after the demotions their ids need and before
+        the write-through copies.
+
+        Cost: O(bytes written and moved) plus the tree's insert.
+
+        Raises:
+            InvalidTokensError, InvalidArgumentError, OutOfBlocksError: as the tree's
+                ``insert`` (also a namespace too long for the disk tier's records).
+            BufferShapeError, BufferDTypeError: ``kv`` does not fit. Nothing changes.
+        """
+        token_list = as_token_list(tokens)
+        count = len(token_list) // self._spec.block_size
+        self._check_kv(kv, count)
+        self._check_namespace_fits(namespace)
+        result: TierInsertResult = self._tiers.insert(
+            token_list, namespace, pin=pin, priority=priority, retain_for=retain_for
+        )
+        self._run(result.moves, result.dropped)
+        if result.allocated:
+            fresh = kv[result.reused :]
+            if isinstance(fresh, np.ndarray):
+                self._pool.restore(list(result.allocated), np.ascontiguousarray(fresh)).wait()
+            else:
+                self._pool.scatter(list(result.allocated), fresh)
+        self._run(result.after, ())
+        return result
+
+    def read(self, tokens: object, namespace: str | None = None) -> Any:
+        """The KV data of the device-resident prefix of ``tokens``, as a host array of
+        ``spec.buffer_shape(n)`` (a query: nothing changes). O(bytes read)."""
+        found = self._tiers.lookup(tokens, namespace)
+        ids = list(found.blocks[: found.on_device])
+        return self._pool.offload(ids).wait()
+
+    def evict(self, count: int, tier: str = DEVICE) -> TierEvictResult:
+        """Evict ``count`` blocks of ``tier``, demoting them (R-TIER-3). Raises as the
+        tree's ``evict``. Cost: the tree's plus O(bytes moved)."""
+        result: TierEvictResult = self._tiers.evict(count, tier)
+        self._run(result.moves, result.dropped)
+        return result
+
+    def release(self, lease: TierLease) -> None:
+        """Release ``lease`` (the tree's ``release``). O(length * tiers)."""
+        self._tiers.release(lease)
+
+    def take_events(self) -> list[KVEventBatch]:
+        """The tree's KV event batches since the last call (R-TIER-9). O(1)."""
+        batches: list[KVEventBatch] = self._tiers.take_events()
+        return batches
+
+    # ------------------------------------------------------------------ durability
+
+    def sync(self) -> None:
+        """Make every disk write so far survive a power loss (the store's ``sync``).
+        Cost: the device's flush."""
+        if self._store is not None:
+            self._store.sync()
+
+    def close(self) -> None:
+        """Sync and close the disk tier's file; the cache is unusable afterwards. O(1)."""
+        if self._store is not None and not self._store.closed:
+            self._store.close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    # ------------------------------------------------------------------ inspection
+
+    def stats(self) -> CacheStats:
+        """Counters of the tree and of the bytes layer. O(tiers)."""
+        return CacheStats(
+            self._tiers.stats(),
+            Counter(self._moved),
+            len(self._lost),
+            self._unusable,
+            self._reopened,
+        )
+
+    def check_invariants(self) -> None:
+        """The tree's invariants, the store's, and the disk mapping's (module docstring).
+        O(size of the tiers + records * B).
+
+        Raises:
+            InvariantViolation: one does not hold (a bug, never bad input).
+        """
+        self._tiers.check_invariants()
+        store = self._store
+        if store is None:
+            return
+        store.check_invariants()
+        slots = self._slot_of
+        if sorted(slots) != list(range(store.capacity)):
+            raise InvariantViolation("the disk ids do not map one to one onto the slots")
+        cached = {block for block, _ in _cached_blocks(self._tiers.tree(DISK).dump())}
+        occupied = {block for block in cached if slots[block] in store}
+        if occupied != cached - self._lost or not self._lost <= cached:
+            raise InvariantViolation("the disk tier's blocks and the store's records disagree")
+        if len(store) != len(occupied):
+            raise InvariantViolation(
+                f"the store holds {len(store)} records, the tier {len(occupied)}"
+            )
+        if set(self._hash_of) != cached:
+            raise InvariantViolation("the chained hashes are not exactly the disk tier's blocks")
+        for block in occupied:
+            key = self._tiers.block_key(DISK, block)
+            record = store.record(slots[block])
+            assert record is not None
+            decoded = decode_meta(record.meta, self._spec.block_size)
+            parent = ROOT if key.parent is None else self._hash_of[key.parent]
+            named = None if isinstance(decoded, str) else decoded
+            if named is None or (named.namespace, named.parent, named.tokens) != (
+                key.namespace,
+                parent,
+                key.tokens,
+            ):
+                raise InvariantViolation(f"disk block {block}'s record does not name it")
+
+    # ------------------------------------------------------------------ the work
+
+    @property
+    def _host_array(self) -> Any:
+        assert self._host is not None, "a move names the host tier of a cache without one"
+        return self._host
+
+    def _run(self, moves: Sequence[Move], dropped: Sequence[tuple[str, int]]) -> None:
+        """Carry out a call's moves in their order, after deleting the records of the
+        disk blocks it dropped (their slots may be reused by these moves). O(bytes)."""
+        for tier, block in dropped:
+            if tier == DISK:
+                self._forget_disk(block)
+        for (source_tier, target_tier), group in groupby(
+            moves, key=lambda move: (move.source_tier, move.target_tier)
+        ):
+            batch = list(group)
+            sources = [move.source for move in batch]
+            if source_tier == DEVICE:
+                data = self._pool.offload(sources).wait()
+            elif source_tier == HOST:
+                data = self._host_array[sources]
+            else:
+                raise AssertionError(f"the tree moved blocks out of the {source_tier} tier")
+            if target_tier == HOST:
+                self._host_array[[move.target for move in batch]] = data
+            elif target_tier == DISK:
+                for row, move in enumerate(batch):
+                    self._put_disk(move.target, data[row])
+            else:
+                raise AssertionError(f"a demotion into the {target_tier} tier")
+            self._moved[target_tier] += len(batch) * self._spec.bytes_per_block
+
+    def _put_disk(self, block: int, payload: Any) -> None:
+        key = self._tiers.block_key(DISK, block)
+        parent = ROOT if key.parent is None else self._hash_of[key.parent]
+        store = self._store
+        assert store is not None
+        store.put(self._slot_of[block], encode_meta(key.namespace, parent, key.tokens), payload)
+        self._hash_of[block] = chained_hash(parent, key.namespace, key.tokens)
+
+    def _forget_disk(self, block: int) -> None:
+        store = self._store
+        assert store is not None
+        slot = self._slot_of[block]
+        if block in self._lost:
+            self._lost.discard(block)  # its record was dropped when it failed
+        elif slot in store:
+            store.delete(slot)
+        del self._hash_of[block]
+
+    def _read_disk(self, block: int, out: Any) -> bool:
+        """Read disk block ``block`` into ``out``; False (and the block lost) when its
+        payload fails its checksum."""
+        store = self._store
+        assert store is not None
+        try:
+            meta = store.read_into(self._slot_of[block], out)
+        except CorruptBlockError:
+            meta = None
+        if meta is None:
+            self._lost.add(block)
+            return False
+        self._moved["read"] += self._spec.bytes_per_block
+        return True
+
+    def _cut(self, found: TierMatch) -> TierMatch:
+        """``found`` cut before its first lost disk block. O(n)."""
+        if not self._lost:
+            return found
+        for position, (tier, block) in enumerate(zip(found.tiers, found.blocks, strict=True)):
+            if tier == DISK and block in self._lost:
+                return TierMatch(
+                    position * self._spec.block_size,
+                    found.tiers[:position],
+                    found.blocks[:position],
+                    found.lease,
+                )
+        return found
+
+    def _check_kv(self, kv: Any, count: int) -> None:
+        wanted = self._spec.buffer_shape(count)
+        shape = tuple(getattr(kv, "shape", ()))
+        if shape != wanted:
+            raise BufferShapeError(f"kv has shape {shape}, expected {wanted} for {count} blocks")
+        dtype = getattr(kv, "dtype", None)
+        if dtype is None or np.dtype(dtype) != np.dtype(self._spec.storage_dtype):
+            raise BufferDTypeError(f"kv has dtype {dtype}, expected {self._spec.storage_dtype}")
+
+    def _check_namespace_fits(self, namespace: object) -> None:
+        if self._store is None or not isinstance(namespace, str):
+            return
+        size = len(namespace.encode("utf-8", "surrogatepass"))
+        if size > self._namespace_bytes:
+            raise InvalidArgumentError(
+                f"namespace of {size} UTF-8 bytes is longer than the disk tier records "
+                f"({self._namespace_bytes}; see namespace_bytes)"
+            )
+
+    def _open_store(self, path: str | os.PathLike[str], slots: int) -> DiskBlockStore:
+        spec = self._spec
+        meta = meta_size(spec.block_size, self._namespace_bytes)
+        if not os.path.exists(path):
+            if isinstance(slots, bool) or not isinstance(slots, int) or slots < 1:
+                raise InvalidArgumentError(f"disk_blocks must be an int >= 1, got {slots!r}")
+            return DiskBlockStore.create(path, slots, spec.bytes_per_block, meta)
+        store = DiskBlockStore.open(path)
+        problems = []
+        if store.block_bytes != spec.bytes_per_block:
+            problems.append(f"blocks of {store.block_bytes} bytes, not {spec.bytes_per_block}")
+        if store.meta_bytes < meta_size(spec.block_size, 0):
+            problems.append(
+                f"metadata of {store.meta_bytes} bytes, too few for {spec.block_size} tokens"
+            )
+        if problems:
+            store.close()
+            raise StoreConfigError(
+                f"{os.fspath(path)}: not this cache's disk tier: {'; '.join(problems)}"
+            )
+        self._namespace_bytes = store.meta_bytes - meta_size(spec.block_size, 0)
+        return store
+
+    def _reopen(self, store: DiskBlockStore) -> None:
+        """Put back what the disk tier persisted (R-TIER-10): link the records, adopt
+        each path into the disk tier oldest leaf first, map ids to slots, delete the
+        records that cannot be used. O(records * depth * B)."""
+        size = self._spec.block_size
+        found = rebuild(((r.slot, r.seq, r.meta) for r in store.records()), size)
+        for slot, _ in found.unusable:
+            store.delete(slot)
+        self._unusable = len(found.unusable)
+        slot_of: dict[int, int] = {}
+        for namespace, tokens, slots in found.paths:
+            blocks, held = self._tiers.adopt(DISK, tokens, namespace)
+            for position in range(held, len(blocks)):
+                slot_of[blocks[position]] = slots[position]
+            parent = ROOT
+            for position, block in enumerate(blocks):
+                chunk = tokens[position * size : (position + 1) * size]
+                parent = chained_hash(parent, namespace, chunk)
+                self._hash_of[block] = parent
+        self._reopened = len(found.paths)
+        spare_slots = iter(sorted(set(range(store.capacity)) - set(slot_of.values())))
+        self._slot_of = [
+            slot_of[block] if block in slot_of else next(spare_slots)
+            for block in range(store.capacity)
+        ]
+
+
+def _cached_blocks(dump: dict[str, Any]) -> list[tuple[int, str | None]]:
+    found: list[tuple[int, str | None]] = []
+    for space in dump["namespaces"]:
+        stack = list(space["children"])
+        while stack:
+            node = stack.pop()
+            found.extend((block, space["namespace"]) for block in node["blocks"])
+            stack.extend(node["children"])
+    return found

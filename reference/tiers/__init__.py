@@ -51,14 +51,13 @@ from kachedb_radix.reference.tiers.results import (
     TierLease,
     TierMatch,
 )
-from kachedb_radix.reference.tiers.tree import TIERED_DUMP_FORMAT, TieredTree
+from kachedb_radix.reference.tiers.tree import TieredTree
 
 __all__ = [
     "DEVICE",
     "DISK",
     "HOST",
     "MEDIA",
-    "TIERED_DUMP_FORMAT",
     "TIERS",
     "CacheStats",
     "CorruptBlockError",

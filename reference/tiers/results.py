@@ -202,3 +202,8 @@ class TieredStats:
     demoted: Counter[str] = field(default_factory=Counter)
     restored: Counter[str] = field(default_factory=Counter)
     dropped: Counter[str] = field(default_factory=Counter)
+
+    @property
+    def cached(self) -> int:
+        """Blocks cached over all tiers (a block in two tiers counts twice). O(tiers)."""
+        return sum(stats.cached for stats in self.tiers.values())

@@ -63,7 +63,7 @@ from ..errors import (
 )
 from ..events.hashing import BlockHasher, event_hasher
 from ..events.schema import AllBlocksCleared, KVEvent, KVEventBatch
-from ..namespaces import check_namespace
+from ..namespaces import check_namespace, namespace_order
 from ..numbering import Numbering
 from ..policies import DEFAULT_POLICY
 from ..tokens import as_token_list
@@ -80,9 +80,6 @@ from .results import (
     TierLease,
     TierMatch,
 )
-
-#: The ``format`` of :meth:`TieredTree.dump`.
-TIERED_DUMP_FORMAT = "kachedb-radix/tiers/1"
 
 
 @dataclass
@@ -174,6 +171,11 @@ class TieredTree:
     def tiers(self) -> tuple[str, ...]:
         """The present tiers, fastest first. O(1)."""
         return self._order
+
+    @property
+    def clock(self) -> int:
+        """The device tree's logical clock (R-LRU-3). O(1)."""
+        return int(self._trees[DEVICE].clock)
 
     @property
     def write_through(self) -> bool:
@@ -491,14 +493,20 @@ class TieredTree:
             raise InvalidArgumentError(f"the {tier} tier caches no block {block!r}")
         return registry.key(block)
 
+    def namespaces(self) -> list[str | None]:
+        """Namespaces holding a block in any tier, None first then by name. O(r log r)."""
+        found = {name for tree in self._trees.values() for name in tree.namespaces()}
+        return sorted(found, key=namespace_order)
+
     def dump(self) -> dict[str, Any]:
-        """Every tier's canonical dump (R-DUMP-*), fastest first. O(cached tokens)."""
-        return {
-            "format": TIERED_DUMP_FORMAT,
-            "block_size": self._block_size,
-            "write_through": self._write_through,
-            "tiers": {tier: self._trees[tier].dump() for tier in self._order},
-        }
+        """The device tree's canonical dump (R-DUMP-*), with ``tiers``: each slower present
+        tier's own dump, fastest first, and ``write_through`` (R-TIER-1). Two tiered trees
+        in the same state give equal dumps. O(cached tokens).
+        """
+        dump: dict[str, Any] = self._trees[DEVICE].dump()
+        dump["write_through"] = self._write_through
+        dump["tiers"] = {tier: self._trees[tier].dump() for tier in self._order[1:]}
+        return dump
 
     def check_invariants(self) -> None:
         """Assert every invariant of each tier's tree and of the tier layer. O(size).

@@ -32,6 +32,7 @@ from ..conform.levels import (
     GROUP_LEVEL,
     LEVELS,
     OPT_IN_LEVELS,
+    TIERS_EXCLUDE,
     LevelError,
     ordered,
     parse_levels,
@@ -100,6 +101,14 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "the batches against the reference's, an index fed them against the target's blocks, "
         "recovery from dropped batches, late subscribers and restarts; SCHEME names the block "
         "hashes (default: the profile's [events], else sha256_cbor)",
+    )
+    conform.add_argument(
+        "--tiers",
+        action="store_true",
+        help="also check the cache over device, host and disk (the opt-in tiers level, "
+        "R-TIER-*): demotion, lookup across tiers, restore, write-through, pins per tier, "
+        "and every move followed byte-free to what each slot holds; leaves out snapshots "
+        "and events",
     )
     conform.add_argument(
         "--no-shrink",
@@ -393,6 +402,9 @@ def _check(
     if args.events is not None:
         chosen = levels if levels is not None else frozenset(candidate.levels) - OPT_IN_LEVELS
         levels = chosen | {"events"}
+    if args.tiers:
+        chosen = levels if levels is not None else frozenset(candidate.levels) - OPT_IN_LEVELS
+        levels = (chosen | {"tiers"}) - TIERS_EXCLUDE
     try:
         report = run_kit(candidate, levels, kit, profile=target.profile, reopen=target.open)
     except LevelError as exc:

@@ -14,6 +14,12 @@ A class whose constructor takes ``events=`` (a
 ``take_events()`` declares the ``events`` level: its batches are handed to the kit
 as the msgpack payloads a publisher would send.
 
+Given a ``tier_factory`` too -- a class built as ``Tiered(device_blocks, host_blocks,
+disk_blocks, block_size, write_through=...)`` with the API of
+:class:`kachedb_radix.reference.tiers.TieredTree` -- the adapter declares the ``tiers``
+level: a ``reset`` that names tiers builds one, ``lookup``, ``restore`` and
+``tier_evict`` call it, and ``insert`` and ``evict`` answer its moves as well.
+
 Errors: a :class:`kachedb_radix.reference.errors.RadixError` becomes a :class:`CandidateError`
 with its ``kind``; any other exception becomes kind ``"unexpected:<Class>"`` so a
 crash inside the tree shows up as a disagreement rather than stopping the kit.
@@ -33,13 +39,16 @@ from .candidate import (
     EventsAnswer,
     EvictAnswer,
     InsertAnswer,
+    LookupAnswer,
     MatchAnswer,
     NamespacesAnswer,
     ReaderAnswer,
     ReclaimAnswer,
+    RestoreAnswer,
     SnapshotAnswer,
     SnapshotMatchAnswer,
     StatsAnswer,
+    TierEvictAnswer,
 )
 from .events import encode_payloads, hasher_of
 from .levels import KIT_LEVELS
@@ -54,11 +63,14 @@ _STATS_FIELDS = ("num_blocks", "free", "cached", "pinned", "evictable", "leases"
 SNAPSHOT_METHODS = ("snapshot", "reader", "reclaim")
 
 
-def supported_levels(factory: TreeFactory) -> frozenset[str]:
+def supported_levels(factory: TreeFactory, tier_factory: Any = None) -> frozenset[str]:
     """The levels a tree class offers: all, less ``snapshots`` without its methods (a
     name set to None is no method), less ``policies`` without a ``policy`` attribute
-    (R-POL-1), less ``events`` without ``take_events`` (R-EVENT-1). O(1)."""
+    (R-POL-1), less ``events`` without ``take_events`` (R-EVENT-1), less ``tiers``
+    without a tiered class (R-TIER-1). O(1)."""
     levels = set(KIT_LEVELS)
+    if tier_factory is None:
+        levels.discard("tiers")
     if not all(callable(getattr(factory, name, None)) for name in SNAPSHOT_METHODS):
         levels.discard("snapshots")
     if getattr(factory, "policy", None) is None:
@@ -76,6 +88,8 @@ class TreeAdapter:
         name: the name shown in reports.
         levels: the levels to declare (default: :func:`supported_levels`).
         block_sizes: supported block sizes, None for any.
+        tier_factory: builds a tiered tree for a ``reset`` that names tiers (None: the
+            candidate keeps no tiers).
 
     Lease ids are numbered 1, 2, ... per ``reset`` by the adapter; the tree's own
     lease objects stay inside. Cost: the tree's own per call, plus a JSON round
@@ -88,10 +102,13 @@ class TreeAdapter:
         name: str,
         levels: frozenset[str] | None = None,
         block_sizes: tuple[int, ...] | None = None,
+        tier_factory: Any = None,
     ) -> None:
         self._factory = factory
+        self._tier_factory = tier_factory
+        self._tiered = False
         self._name = name
-        self._levels = supported_levels(factory) if levels is None else levels
+        self._levels = supported_levels(factory, tier_factory) if levels is None else levels
         self._block_sizes = block_sizes
         self._tree: Any = None
         self._block_size = 1
@@ -131,15 +148,17 @@ class TreeAdapter:
         policy: object = "lru",
         policy_options: object = None,
         events: object = None,
+        tiers: object = None,
     ) -> None:
         """Build a fresh tree; forget every lease. O(num_blocks). The policy is passed
         only when it is not the default ``lru`` without options, and ``events`` (the
         hasher it names) only when given, so a tree class below the ``policies`` or
-        ``events`` level is built as before.
+        ``events`` level is built as before; ``tiers`` builds the tiered class.
 
         Raises:
             CandidateError: the factory rejected the arguments (or ``events`` names no
-                scheme).
+                scheme, or ``tiers`` is not a table of ``host``, ``disk`` and
+                ``write_through``, or names tiers a candidate without them).
         """
         options: dict[str, object] = {}
         if not (policy == "lru" and policy_options is None):
@@ -148,7 +167,13 @@ class TreeAdapter:
             if not isinstance(events, dict):
                 raise CandidateError("invalid_argument", f"events must be a table, got {events!r}")
             options["events"] = _call(hasher_of, events)
-        self._tree = _call(self._factory, num_blocks, block_size, **options)
+        if tiers is not None:
+            host, disk, write_through = _tier_sizes(tiers, self._tier_factory)
+            options["write_through"] = write_through
+            self._tree = _call(self._tier_factory, num_blocks, host, disk, block_size, **options)
+        else:
+            self._tree = _call(self._factory, num_blocks, block_size, **options)
+        self._tiered = tiers is not None
         self._block_size = block_size
         self._leases = {}
         self._snapshots = {}
@@ -181,8 +206,9 @@ class TreeAdapter:
         return self._insert_answer(result)
 
     def _insert_answer(self, result: Any) -> InsertAnswer:
-        """An insert result as plain data, its lease filed under a new id."""
-        return {
+        """An insert result as plain data, its lease filed under a new id (with tiers,
+        its moves too)."""
+        answer: InsertAnswer = {
             "length": int(result.length),
             "blocks": [int(block) for block in result.blocks],
             "reused": int(result.reused),
@@ -190,6 +216,11 @@ class TreeAdapter:
             "evicted": [int(block) for block in result.evicted],
             "lease": self._file(result.lease),
         }
+        if self._tiered:
+            answer["moves"] = _moves(result.moves)
+            answer["after"] = _moves(result.after)
+            answer["dropped"] = _dropped(result.dropped)
+        return answer
 
     def release(self, lease: int) -> None:
         """``tree.release`` of the lease filed under ``lease``; an unknown id sends
@@ -200,13 +231,32 @@ class TreeAdapter:
         _call(self._tree.release, handle)
 
     def evict(self, count: object) -> EvictAnswer:
-        """``tree.evict``."""
+        """``tree.evict`` (with tiers, the device's, and its moves)."""
+        if self._tiered:
+            result = _call(self._tree.evict, count)
+            return {
+                "freed": [int(block) for block in result.freed],
+                "moves": _moves(result.moves),
+                "dropped": _dropped(result.dropped),
+            }
         freed = _call(self._tree.evict, count)
         return {"freed": [int(block) for block in freed]}
 
     def stats(self) -> StatsAnswer:
-        """``tree.stats()`` as a dict; the snapshot fields when the tree has them."""
+        """``tree.stats()`` as a dict; the snapshot fields when the tree has them; with
+        tiers, the device's counters and each slower tier's under ``tiers``."""
         stats = _call(self._tree.stats)
+        if self._tiered:
+            answer = self._stats_answer(stats.tiers["device"])
+            answer["tiers"] = {
+                tier: dict(self._stats_answer(found))
+                for tier, found in stats.tiers.items()
+                if tier != "device"
+            }
+            return answer
+        return self._stats_answer(stats)
+
+    def _stats_answer(self, stats: Any) -> StatsAnswer:
         values = {field: int(getattr(stats, field)) for field in _STATS_FIELDS}
         answer: StatsAnswer = {
             "num_blocks": values["num_blocks"],
@@ -292,6 +342,43 @@ class TreeAdapter:
         }
         return answer
 
+    def lookup(self, tokens: object, namespace: object, pin: bool) -> LookupAnswer:
+        """``tiers.lookup`` (R-TIER-5)."""
+        result = _call(self._tiers().lookup, tokens, namespace, pin=pin)
+        return {
+            "length": int(result.length),
+            "tiers": [str(tier) for tier in result.tiers],
+            "blocks": [int(block) for block in result.blocks],
+            "lease": self._file(result.lease),
+        }
+
+    def restore(self, tokens: object, namespace: object, pin: bool) -> RestoreAnswer:
+        """``tiers.restore`` (R-TIER-6)."""
+        result = _call(self._tiers().restore, tokens, namespace, pin=pin)
+        return {
+            "length": int(result.length),
+            "blocks": [int(block) for block in result.blocks],
+            "restored": _moves(result.restored),
+            "evicted": [int(block) for block in result.evicted],
+            "moves": _moves(result.moves),
+            "dropped": _dropped(result.dropped),
+            "lease": self._file(result.lease),
+        }
+
+    def tier_evict(self, count: object, tier: object) -> TierEvictAnswer:
+        """``tiers.evict(count, tier)`` (R-TIER-3)."""
+        result = _call(self._tiers().evict, count, tier)
+        return {
+            "freed": [int(block) for block in result.freed],
+            "moves": _moves(result.moves),
+            "dropped": _dropped(result.dropped),
+        }
+
+    def _tiers(self) -> Any:
+        if not self._tiered:
+            raise CandidateError("invalid_argument", "the last reset named no tiers")
+        return self._tree
+
     def close(self) -> None:
         """Drop the tree."""
         self._tree = None
@@ -318,11 +405,44 @@ class TreeAdapter:
 
     def _foreign_lease(self) -> Any:
         if self._foreign is None:
-            other = _call(self._factory, 1, self._block_size)
+            if self._tiered:
+                other = _call(self._tier_factory, 1, 0, 0, self._block_size)
+            else:
+                other = _call(self._factory, 1, self._block_size)
             self._foreign = _call(other.match, [], None, pin=True).lease
             if self._foreign is None:
                 self._foreign = object()
         return self._foreign
+
+
+def _tier_sizes(tiers: object, tier_factory: Any) -> tuple[object, object, object]:
+    """``(host, disk, write_through)`` from a reset's ``tiers`` table (their values are
+    the tiered class's to check).
+
+    Raises:
+        CandidateError: ``invalid_argument`` for a malformed table, or tiers asked of a
+            candidate that keeps none.
+    """
+    if tier_factory is None:
+        raise CandidateError("invalid_argument", "this candidate keeps no slower tiers")
+    if not isinstance(tiers, dict) or not set(tiers) <= {"host", "disk", "write_through"}:
+        raise CandidateError(
+            "invalid_argument",
+            f"tiers must be a table of host, disk and write_through, got {tiers!r}",
+        )
+    return tiers.get("host", 0), tiers.get("disk", 0), tiers.get("write_through", False)
+
+
+def _moves(moves: Any) -> list[list[Any]]:
+    """Moves as ``[source_tier, source, target_tier, target]`` rows (R-TIER-8)."""
+    return [
+        [str(move.source_tier), int(move.source), str(move.target_tier), int(move.target)]
+        for move in moves
+    ]
+
+
+def _dropped(dropped: Any) -> list[list[Any]]:
+    return [[str(tier), int(block)] for tier, block in dropped]
 
 
 def _call(function: Callable[..., Any], *args: object, **kwargs: object) -> Any:

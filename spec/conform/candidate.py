@@ -45,12 +45,18 @@ class InsertAnswer(TypedDict):
     allocated: list[int]
     evicted: list[int]
     lease: int | None
+    moves: NotRequired[list[list[Any]]]
+    after: NotRequired[list[list[Any]]]
+    dropped: NotRequired[list[list[Any]]]
 
 
 class EvictAnswer(TypedDict):
-    """``evict``'s answer (R-EVICT-4): the freed ids in eviction order."""
+    """``evict``'s answer (R-EVICT-4): the freed ids in eviction order (with tiers, the
+    demotions and the blocks dropped, R-TIER-3)."""
 
     freed: list[int]
+    moves: NotRequired[list[list[Any]]]
+    dropped: NotRequired[list[list[Any]]]
 
 
 class StatsAnswer(TypedDict):
@@ -70,6 +76,7 @@ class StatsAnswer(TypedDict):
     readers: NotRequired[int]
     oldest_reader: NotRequired[int | None]
     version: NotRequired[int]
+    tiers: NotRequired[dict[str, Any]]
 
 
 class SnapshotAnswer(TypedDict):
@@ -105,6 +112,43 @@ class EventsAnswer(TypedDict):
     oldest first, each the msgpack payload a publisher sends, in base64."""
 
     batches: list[str]
+
+
+#: One move between tiers: ``[source_tier, source, target_tier, target]`` (R-TIER-8).
+MoveRow = list[Any]
+
+
+class LookupAnswer(TypedDict):
+    """``lookup``'s answer (R-TIER-5): the cached prefix across tiers, each block's
+    fastest tier and its id there, and the lease pinning them (or None)."""
+
+    length: int
+    tiers: list[str]
+    blocks: list[int]
+    lease: int | None
+
+
+class RestoreAnswer(TypedDict):
+    """``restore``'s answer (R-TIER-6): the path's device ids, one move per block brought
+    up (``restored``, run last), the device ids evicted for them, the demotions that
+    eviction caused (``moves``, run first), the blocks dropped, the lease or None."""
+
+    length: int
+    blocks: list[int]
+    restored: list[MoveRow]
+    evicted: list[int]
+    moves: list[MoveRow]
+    dropped: list[list[Any]]
+    lease: int | None
+
+
+class TierEvictAnswer(TypedDict):
+    """``tier_evict``'s answer (R-TIER-3): the tier's freed ids, the demotions, the
+    blocks dropped."""
+
+    freed: list[int]
+    moves: list[MoveRow]
+    dropped: list[list[Any]]
 
 
 class NamespacesAnswer(TypedDict):
@@ -182,11 +226,16 @@ class Candidate(Protocol):
         policy: object = "lru",
         policy_options: object = None,
         events: object = None,
+        tiers: object = None,
     ) -> None:
         """Forget everything and start an empty tree over a fresh pool, evicting by
-        ``policy`` with ``policy_options`` (R-POL-1; the ``policies`` level) and, at the
-        ``events`` level, emitting KV events with the block hashes ``events`` names
-        (``{"scheme": ..., "seed": ...}``, R-EVENT-2; None: no events)."""
+        ``policy`` with ``policy_options`` (R-POL-1; the ``policies`` level), at the
+        ``events`` level emitting KV events with the block hashes ``events`` names
+        (``{"scheme": ..., "seed": ...}``, R-EVENT-2; None: no events) and, at the
+        ``tiers`` level, keeping the slower tiers ``tiers`` names (``{"host": n,
+        "disk": n, "write_through": bool}``, R-TIER-1; None: the device alone). With
+        tiers, ``insert`` answers also ``moves``, ``after`` and ``dropped``, ``evict``
+        also ``moves`` and ``dropped``, and ``dump`` and ``stats`` also ``tiers``."""
         ...
 
     def match(self, tokens: object, namespace: object, pin: bool) -> MatchAnswer:
@@ -262,6 +311,20 @@ class Candidate(Protocol):
 
     def events(self) -> EventsAnswer:
         """The KV event batches emitted since the last call (R-EVENT-1..6)."""
+        ...
+
+    # The tiers level (only called when the candidate declares it).
+
+    def lookup(self, tokens: object, namespace: object, pin: bool) -> LookupAnswer:
+        """The cached prefix across tiers and each block's tier (R-TIER-5)."""
+        ...
+
+    def restore(self, tokens: object, namespace: object, pin: bool) -> RestoreAnswer:
+        """Bring the cached prefix to the device (R-TIER-6)."""
+        ...
+
+    def tier_evict(self, count: object, tier: object) -> TierEvictAnswer:
+        """Evict ``count`` blocks of ``tier``, demoting them (R-TIER-3)."""
         ...
 
     def close(self) -> None:

@@ -19,11 +19,20 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 #: A slot's content: the namespace and the token prefix of the block it holds.
-Label = tuple[str | None, tuple[int, ...]]
+Label = tuple[object, tuple[int, ...]]
 
 
 class ContentError(AssertionError):
-    """A slot does not hold what the path says it should; the message names it."""
+    """A slot does not hold what the path says it should; the message names it.
+
+    Attributes:
+        crossed: the slot holds a block of another namespace (else another prefix, or
+            nothing).
+    """
+
+    def __init__(self, message: str, crossed: bool = False) -> None:
+        super().__init__(message)
+        self.crossed = crossed
 
 
 class TierContents:
@@ -37,7 +46,7 @@ class TierContents:
         self,
         tier: str,
         blocks: Sequence[int],
-        namespace: str | None,
+        namespace: object,
         tokens: Sequence[int],
         start: int = 0,
     ) -> None:
@@ -65,7 +74,7 @@ class TierContents:
         self,
         tiers: Sequence[str],
         blocks: Sequence[int],
-        namespace: str | None,
+        namespace: object,
         tokens: Sequence[int],
     ) -> None:
         """Every block of a matched path holds that path's prefix (block ``i`` in tier
@@ -81,7 +90,8 @@ class TierContents:
             if found != wanted:
                 raise ContentError(
                     f"block {position} of the path ({tier} block {block}) holds "
-                    f"{_describe(found, size)}, not {_describe(wanted, size)}"
+                    f"{_describe(found, size)}, not {_describe(wanted, size)}",
+                    crossed=found is not None and found[0] != namespace,
                 )
 
     def check_tier(self, tier: str, dump: Mapping[str, Any]) -> None:

@@ -296,7 +296,12 @@ KINDS: dict[str, tuple[str, ...]] = {
     "namespaces": ("bad_namespace",),
     "snapshots": ("snapshot_match",) * 2 + ("snapshot", "reader") + ("leave",) * 2 + ("reclaim",),
     "policies": ("bad_retention",),
+    "tiers": ("lookup",) * 2 + ("restore",) * 3 + ("tier_evict",) * 2,
 }
+
+#: The tiers a ``tier_evict`` names besides the present ones, now and then: an absent
+#: tier and a value that is no tier name (-> invalid_argument, R-TIER-3, R-ERR-1).
+BAD_TIERS: tuple[Any, ...] = ("disk", "host", "gpu", 0, None)
 
 #: Most readers inside at once: more would keep inserts from evicting most of the time
 #: (R-EPOCH-3), two are enough for "entered before" to matter (R-EPOCH-2).
@@ -341,9 +346,24 @@ class Run(Protocol):
         """The operations the candidate supports (none other is drawn)."""
         ...
 
+    @property
+    def tier_names(self) -> tuple[str, ...]:
+        """The tiers the last reset named, fastest first (the device alone without)."""
+        ...
+
     def would_evict(self, step: dict[str, Any]) -> bool:
         """Whether this insert would evict."""
         ...
+
+
+def tiers_fields(chooser: Chooser, num_blocks: int) -> dict[str, Any]:
+    """The ``tiers`` of a reset at the ``tiers`` level: a host tier mostly, a disk tier
+    often, sizes from a few blocks to a few times the device's (so that demotions cascade
+    and the last tier drops), write-through now and then (R-TIER-1, R-TIER-4). O(1)."""
+    host = 0 if chooser.integer(0, 5) == 0 else chooser.integer(1, 2 * num_blocks + 2)
+    disk = 0 if chooser.integer(0, 2) == 0 else chooser.integer(1, 4 * num_blocks + 4)
+    write_through = host > 0 and chooser.integer(0, 3) == 0
+    return {"tiers": {"host": host, "disk": disk, "write_through": write_through}}
 
 
 def kinds_for(levels: frozenset[str]) -> tuple[str, ...]:
@@ -399,6 +419,12 @@ def draw_step(
         return None if handle is None else {"op": "release", "lease": handle}
     if kind == "evict":
         return {"op": "evict", "count": Inputs.count(chooser, num_blocks)}
+    if kind in ("lookup", "restore"):
+        return {"op": kind, "tokens": inputs.tokens(chooser), "namespace": namespace, "pin": pin}
+    if kind == "tier_evict":
+        tiers = run.tier_names
+        tier = chooser.choice(BAD_TIERS) if chooser.integer(0, 7) == 7 else chooser.choice(tiers)
+        return {"op": "tier_evict", "count": Inputs.count(chooser, num_blocks), "tier": tier}
     if kind in SNAPSHOT_KINDS:
         return _snapshot_step(kind, chooser, inputs, levels, run, avoid)
     if kind == "bad_count":

@@ -4,9 +4,11 @@ An implementation always supports ``core``; it may add any of the others. The
 ``events`` level (KV events and the router index, :mod:`kachedb_radix.spec.conform.events`)
 is checked only when asked for (``conform --events``): it hashes every cached block on
 both sides, so a default run leaves it out. An implementation that does not declare a
-level is still checked at the others. The kit
-generates only operations whose outcome the declared levels fully determine, and
-compares only what those levels specify (see ``SPEC.md``, "Conformance levels").
+level is still checked at the others. The ``tiers`` level (a cache over device, host
+and disk, R-TIER-*) is opt-in too (``conform --tiers``); such a run leaves ``snapshots``
+and ``events`` out. The kit generates only operations whose outcome the declared
+levels fully determine, and compares only what those levels specify (see ``SPEC.md``,
+"Conformance levels").
 """
 
 from __future__ import annotations
@@ -22,13 +24,18 @@ LEVELS: tuple[str, ...] = (
     "snapshots",
     "policies",
     "events",
+    "tiers",
 )
 
 #: The levels the kit drives (a candidate may declare): all of them.
 KIT_LEVELS: tuple[str, ...] = LEVELS
 
 #: The levels a run checks only when asked for (``--events``, ``--levels``).
-OPT_IN_LEVELS: frozenset[str] = frozenset({"events"})
+OPT_IN_LEVELS: frozenset[str] = frozenset({"events", "tiers"})
+
+#: Levels a run at the ``tiers`` level leaves out: a tiered tree keeps no snapshots, and
+#: its events (one stream over several media) are the suite's to check (R-TIER-9).
+TIERS_EXCLUDE: frozenset[str] = frozenset({"snapshots", "events"})
 
 #: The rule groups (the middle part of a rule id ``R-GROUP-n``) of each level.
 LEVEL_GROUPS: dict[str, tuple[str, ...]] = {
@@ -39,6 +46,7 @@ LEVEL_GROUPS: dict[str, tuple[str, ...]] = {
     "snapshots": ("SNAP", "EPOCH"),
     "policies": ("POL",),
     "events": ("EVENT", "ROUTE"),
+    "tiers": ("TIER",),
 }
 
 #: The level each rule group belongs to.

@@ -241,6 +241,8 @@ def adopting_outcome(
     op, answer = step["op"], actual.get("ok")
     if not isinstance(oracle, OracleAdapter) or not isinstance(answer, dict):
         return None
+    if not isinstance(oracle.tree, FollowingTree):
+        return None  # a tiered oracle follows no choice: the tiers level is strict
     capped = profile.match_cap != "none"
     if op == "insert" and (profile.adopts_eviction or profile.adopts_allocation or capped):
         evicted = _ids(answer.get("evicted")) if profile.adopts_eviction else None
@@ -321,6 +323,7 @@ class Lockstep:
         self.left: list[int] = []
         self.dropped: list[int] = []
         self._events: kit_events.EventStream | None = None  # the events level, once reset
+        self.tier_names: tuple[str, ...] = ("device",)  # the tiers the last reset named
 
     @property
     def issued(self) -> int:
@@ -371,6 +374,7 @@ class Lockstep:
             self.live, self.inside, self.left, self.dropped = [], [], [], []
             self._view, self._steps = None, 0
             self._reset_events(step, "ok" in expected)
+            self.tier_names = _tier_names(step)
         elif "ok" in expected:
             self._follow(step, expected["ok"])
         self._steps += 1
@@ -459,9 +463,16 @@ class Lockstep:
 
     # ------------------------------------------------------------------ internals
 
-    def _facts(self, step: Step) -> dict[str, Any]:
+    def _following(self) -> FollowingTree | None:
+        """The oracle's tree that states facts: the tree, or a tiered oracle's device tree."""
         tree = self.oracle.tree
-        if step["op"] == "reset" or not isinstance(tree, FollowingTree):
+        if isinstance(getattr(tree, "tiers", None), tuple):
+            tree = tree.tree("device")
+        return tree if isinstance(tree, FollowingTree) else None
+
+    def _facts(self, step: Step) -> dict[str, Any]:
+        tree = self._following()
+        if step["op"] == "reset" or tree is None:
             return {"block_size": step.get("block_size", 1)}
         tree.split_seen = False
         return tree.facts()
@@ -511,9 +522,10 @@ class Lockstep:
             self._outcomes = (expected, actual)
         expected, compared = self._normalised(op, expected), self._normalised(op, actual)
         path = first_difference(expected, compared, "")
-        if "split" not in facts and isinstance(self.oracle.tree, FollowingTree):
+        following = self._following()
+        if "split" not in facts and following is not None:
             # Any split since the dump was last compared: a sampled dump shows them all.
-            self._split_pending = self._split_pending or self.oracle.tree.split_seen
+            self._split_pending = self._split_pending or following.split_seen
             facts["split"] = self._split_pending
         if op == "dump":
             self._split_pending = False
@@ -618,9 +630,9 @@ class Lockstep:
     def _follow(self, step: Step, answer: Any) -> None:
         """Track live leases and readers (the generator draws from them), evictions."""
         op = step["op"]
-        if op in ("insert", "evict"):
-            self.evicted += len(answer["evicted" if op == "insert" else "freed"])
-        if op in ("match", "insert") and answer.get("lease") is not None:
+        if op in ("insert", "evict", "restore"):
+            self.evicted += len(answer["freed" if op == "evict" else "evicted"])
+        if op in ("match", "insert", "lookup", "restore") and answer.get("lease") is not None:
             self.live.append(answer["lease"])
         if op == "release" and step["lease"] in self.live:
             self.live.remove(step["lease"])
@@ -675,6 +687,8 @@ class Lockstep:
             prop = violation.prop
             if step["op"] == "insert" and step["expect"].get("error") == "out_of_blocks":
                 prop = "failed_insert_reader" if facts.get("readers") else "failed_insert"
+            if step["op"] == "restore" and step["expect"].get("error") == "out_of_blocks":
+                prop = "failed_restore"
             found = safety_attribution(prop, violation.detail)
             read = "dump" if "dump" in after else "stats"
             raise self._finding(
@@ -721,6 +735,15 @@ def _strict(tolerance: str) -> str:
     from .profile import MODES
 
     return MODES[tolerance][0]
+
+
+def _tier_names(reset: Step) -> tuple[str, ...]:
+    """The tiers a reset step names, fastest first (the device alone without tiers)."""
+    tiers = reset.get("tiers")
+    if not isinstance(tiers, dict):
+        return ("device",)
+    present = [name for name in ("host", "disk") if tiers.get(name)]
+    return ("device", *present)
 
 
 def _ids(value: Any) -> list[int] | None:

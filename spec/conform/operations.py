@@ -64,7 +64,8 @@ class Operation:
     Attributes:
         name: the Candidate method, the request's ``op`` and the step's ``op``.
         arguments: in the method's order.
-        level: the level it belongs to (``core``, ``snapshots`` or ``events``): a
+        level: the level it belongs to (``core``, ``snapshots``, ``events`` or
+            ``tiers``): a
             candidate that declares the level offers it, unless it is ``optional``.
         answer: the fields its answer must have; None when it answers null.
         issues: ``"lease"`` or ``"snapshot"``: the answer field of that name is a new
@@ -101,11 +102,17 @@ _RETENTION = (
 #: The hash scheme a candidate at the ``events`` level names its blocks by (R-EVENT-2):
 #: ``{"scheme": ..., "seed": ...}``, or None for no events.
 _EVENTS = Argument("events", "any", None, since=5)
+#: The slower tiers a candidate at the ``tiers`` level keeps (R-TIER-1):
+#: ``{"host": n, "disk": n, "write_through": bool}``, or None for the device alone.
+_TIERS = Argument("tiers", "any", None, since=6)
+#: The answer of a call that moves blocks between tiers: its moves (each
+#: ``[source_tier, source, target_tier, target]``, in order) and the blocks dropped.
+_MOVES = ("moves", "dropped")
 
 #: Every operation, in the order the spec introduces them.
 OPERATIONS: tuple[Operation, ...] = (
     Operation("reset", (Argument("num_blocks", "int1"), Argument("block_size", "int1"), *_POLICY,
-                        _EVENTS)),
+                        _EVENTS, _TIERS)),
     Operation("match", (_TOKENS, _NAMESPACE, _PIN), answer=("length", "blocks", "lease"),
               issues="lease"),
     Operation("insert", (_TOKENS, _NAMESPACE, _PIN, *_RETENTION),
@@ -130,6 +137,13 @@ OPERATIONS: tuple[Operation, ...] = (
     Operation("reclaim", level="snapshots", answer=("reclaimed",), since=2),
     Operation("drop", (_SNAPSHOT,), level="snapshots", since=3, optional=True),
     Operation("events", level="events", answer=("batches",), since=5),
+    Operation("lookup", (_TOKENS, _NAMESPACE, _PIN), level="tiers",
+              answer=("length", "tiers", "blocks", "lease"), issues="lease", since=6),
+    Operation("restore", (_TOKENS, _NAMESPACE, _PIN), level="tiers",
+              answer=("length", "blocks", "restored", "evicted", *_MOVES, "lease"),
+              issues="lease", since=6),
+    Operation("tier_evict", (Argument("count", "any"), Argument("tier", "any")), level="tiers",
+              answer=("freed", *_MOVES), since=6),
 )  # fmt: skip
 
 #: The operations by name.
@@ -197,9 +211,10 @@ class Forwarding:
         policy: object = "lru",
         policy_options: object = None,
         events: object = None,
+        tiers: object = None,
     ) -> None:
         """See :class:`kachedb_radix.spec.conform.candidate.Candidate`."""
-        self.forward("reset", num_blocks, block_size, policy, policy_options, events)
+        self.forward("reset", num_blocks, block_size, policy, policy_options, events, tiers)
 
     def match(self, tokens: object, namespace: object, pin: bool) -> Any:
         """See :class:`kachedb_radix.spec.conform.candidate.Candidate`."""
@@ -267,3 +282,15 @@ class Forwarding:
     def events(self) -> Any:
         """See :class:`kachedb_radix.spec.conform.candidate.Candidate`."""
         return self.forward("events")
+
+    def lookup(self, tokens: object, namespace: object, pin: bool) -> Any:
+        """See :class:`kachedb_radix.spec.conform.candidate.Candidate`."""
+        return self.forward("lookup", tokens, namespace, pin)
+
+    def restore(self, tokens: object, namespace: object, pin: bool) -> Any:
+        """See :class:`kachedb_radix.spec.conform.candidate.Candidate`."""
+        return self.forward("restore", tokens, namespace, pin)
+
+    def tier_evict(self, count: object, tier: object) -> Any:
+        """See :class:`kachedb_radix.spec.conform.candidate.Candidate`."""
+        return self.forward("tier_evict", count, tier)

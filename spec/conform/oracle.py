@@ -46,6 +46,7 @@ from kachedb_radix.reference.errors import AllocatorError, OutOfBlocksError, Rad
 from kachedb_radix.reference.events import BlockHasher
 from kachedb_radix.reference.namespaces import check_namespace
 from kachedb_radix.reference.node import Node
+from kachedb_radix.reference.tiers import TieredTree
 from kachedb_radix.reference.tokens import as_token_list
 from kachedb_radix.reference.walk import Path
 
@@ -411,16 +412,23 @@ def _in_freeing_order(freed: list[int], edges: _Edges, granularity: str) -> Iter
         yield chosen
 
 
+class TieredOracle(TieredTree):
+    """The tiered reference whose tiers are each a :class:`FollowingTree`: it adopts nothing
+    (the tiers level is strict), but its device tree states the facts the rule map uses."""
+
+    tree_type = FollowingTree
+
+
 class OracleAdapter(TreeAdapter):
     """The oracle as a plain-data candidate, with the adopting calls beside the usual ones."""
 
     def __init__(self) -> None:
-        super().__init__(FollowingTree, "reference")
+        super().__init__(FollowingTree, "reference", tier_factory=TieredOracle)
 
     def dump(self) -> dict[str, Any]:
         """The reference's dump as it is: it is plain JSON data by construction, so the
         round trip that checks a candidate's is skipped."""
-        dump: dict[str, Any] = self.following.dump()
+        dump: dict[str, Any] = self.tree.dump()
         return dump
 
     @property

@@ -351,8 +351,9 @@ Predicate = Callable[[Observation], bool]
 
 def _predicate(name: str) -> Predicate:
     """The predicate called ``name`` (``after:OP``, ``level:L``, ``expected:KIND``,
-    ``actual:KIND``, ``policy:NAME`` and ``path:FIELD`` -- the first differing path goes
-    through FIELD -- take an argument; ``!name`` is the negation).
+    ``actual:KIND``, ``policy:NAME``, ``path:FIELD`` -- the first differing path goes
+    through FIELD -- and ``has:FIELD`` -- the expected answer's FIELD is not empty -- take
+    an argument; ``!name`` is the negation).
 
     Raises:
         RuleMapError: no such predicate.
@@ -701,6 +702,7 @@ _PARAMETRISED: dict[str, Callable[[str], Predicate]] = {
     "actual": lambda kind: lambda o: _kind(o.actual) == kind,
     "policy": lambda name: lambda o: o.facts.get("policy", "lru") == name,
     "path": lambda name: lambda o: f".{name}" in o.path,
+    "has": lambda name: lambda o: bool(_ok_field(o, name)),
 }
 
 

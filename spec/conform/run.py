@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .candidate import Candidate
-from .levels import GROUP_LEVEL, OPT_IN_LEVELS, LevelError, ordered
+from .levels import GROUP_LEVEL, OPT_IN_LEVELS, TIERS_EXCLUDE, LevelError, ordered
 from .lockstep import Difference
 from .operations import LATEST, offered, operations_of
 from .profile import STRICT, Profile
@@ -249,7 +249,8 @@ def _level_of(rule: str) -> str:
 
 def choose_levels(candidate: Candidate, requested: frozenset[str] | None) -> frozenset[str]:
     """The levels to check: ``requested`` (default: all the candidate declares, but the
-    opt-in ``events``).
+    opt-in ``events`` and ``tiers``). With ``tiers``, ``snapshots`` and ``events`` are
+    left out (:data:`~kachedb_radix.spec.conform.levels.TIERS_EXCLUDE`).
 
     Raises:
         LevelError: a requested level is not declared by the candidate.
@@ -263,7 +264,8 @@ def choose_levels(candidate: Candidate, requested: frozenset[str] | None) -> fro
             f"{candidate.name} does not declare level(s) {', '.join(ordered(missing))} "
             f"(it declares {', '.join(ordered(declared))})"
         )
-    return frozenset(requested | {"core"})
+    chosen = frozenset(requested | {"core"})
+    return chosen - TIERS_EXCLUDE if "tiers" in chosen else chosen
 
 
 def choose_block_sizes(

@@ -21,6 +21,16 @@ every step:
   ones, each namespace once (R-INV-1, R-DUMP-1). A dump that is not one cannot be
   compared at all, so no waiver of the rule it happens to differ on can absorb it.
 
+At the ``tiers`` level (a reset that names tiers) the monitor also follows what every
+slot of every tier holds (:class:`~kachedb_radix.spec.conform.contents.TierContents`:
+writes label slots, the candidate's moves copy labels, in the order given):
+
+* every block a lookup, match or restore names, and every block of every tier a dump
+  shows, holds exactly its own prefix in its own namespace -- so a move read after it
+  was overwritten, a restore from the wrong slot, a demotion that copied the wrong
+  block, a lookup that crossed namespaces, all show (R-TIER-8);
+* a block a live lease pinned in a tier is still cached there (R-TIER-7).
+
 Namespaces are compared as the candidate's profile declares it folds them
 (``[namespaces]``): an engine that takes the empty salt for the default namespace may
 match across those two, and across nothing else.
@@ -36,6 +46,9 @@ from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
+from kachedb_radix.reference.tiers import Move
+
+from .contents import ContentError, TierContents
 from .steps import Outcome, Step
 
 #: What a block holds: its namespace and a hash of the token prefix up to its end.
@@ -65,6 +78,8 @@ class SafetyMonitor:
         self._content: dict[int, Content] = {}
         self._leases: dict[int, list[int]] = {}
         self._pins: Counter[int] = Counter()
+        self._tiers: TierContents | None = None  # at the tiers level, every slot's label
+        self._tier_leases: dict[int, list[tuple[str, int]]] = {}
 
     def check(self, step: Step, outcome: Outcome) -> None:
         """Check the candidate's ``outcome`` of ``step`` and update the model. O(answer).
@@ -78,10 +93,14 @@ class SafetyMonitor:
         if op == "reset":
             self._block_size = step["block_size"]
             self._content, self._leases, self._pins = {}, {}, Counter()
+            tiered = "ok" in outcome and step.get("tiers") is not None
+            self._tiers = TierContents(self._block_size) if tiered else None
+            self._tier_leases = {}
             return
         if op == "release" and "ok" in outcome:
             for block in self._leases.pop(step["lease"], []):
                 self._pins[block] -= 1
+            self._tier_leases.pop(step["lease"], None)
             return
         answer = outcome.get("ok")
         if not isinstance(answer, dict):
@@ -91,15 +110,26 @@ class SafetyMonitor:
                 self._insert(step, answer)
             elif op == "match":
                 self._match(step, answer)
-            elif op == "evict":
+            elif op == "evict" or (op == "tier_evict" and step.get("tier") == "device"):
                 self._free(answer["freed"], "evicted")
+            elif op == "restore":
+                restored = len(answer["restored"])
+                self._insert(step, {**answer, "reused": len(answer["blocks"]) - restored})
+            elif op == "lookup":
+                on_device = [b for t, b in zip(answer["tiers"], answer["blocks"], strict=True)
+                             if t == "device"]  # fmt: skip
+                self._match(step, {"blocks": on_device, "lease": answer.get("lease")})
             elif op == "stats":
                 self._accounting(answer)
             elif op == "dump":
-                problem = dump_problem(answer, self._block_size)
-                if problem is not None:
-                    raise SafetyViolation("dump_structure", problem)
-        except (KeyError, TypeError, IndexError):
+                for name, tier_dump in [("", answer), *_tier_dumps(answer)]:
+                    problem = dump_problem(tier_dump, self._block_size)
+                    if problem is not None:
+                        where = f"its {name} tier: " if name else ""
+                        raise SafetyViolation("dump_structure", where + problem)
+            if self._tiers is not None:
+                self._follow_tiers(op, step, answer)
+        except (KeyError, TypeError, IndexError, ValueError):
             return  # a malformed answer: the comparison with the oracle reports it
 
     def check_unchanged(self, before: dict[str, Any], after: dict[str, Any], op: str) -> None:
@@ -111,6 +141,53 @@ class SafetyMonitor:
         for name in sorted(before):
             if policy_free(before[name]) != policy_free(after.get(name)):
                 raise SafetyViolation("failed_call", f"the failed {op} changed its {name}")
+
+    # ------------------------------------------------------------------ the tiers level
+
+    def _follow_tiers(self, op: str, step: Step, answer: dict[str, Any]) -> None:
+        """Follow one answer through every slot's label (R-TIER-7, R-TIER-8)."""
+        contents = self._tiers
+        assert contents is not None
+        namespace = self._fold(step.get("namespace"))
+        tokens: list[int] = step.get("tokens") or []
+        try:
+            if op in ("insert", "restore", "evict", "tier_evict"):
+                contents.run(_moves(answer["moves"]))
+            if op == "insert":
+                contents.write("device", answer["blocks"], namespace, tokens, answer["reused"])
+                contents.run(_moves(answer["after"]))
+            if op == "restore":
+                contents.run(_moves(answer["restored"]))
+            if op in ("insert", "restore", "match"):
+                blocks = answer["blocks"]
+                contents.check(("device",) * len(blocks), blocks, namespace, tokens)
+                self._tier_lease(answer.get("lease"), ["device"] * len(blocks), blocks)
+            if op == "lookup":
+                contents.check(answer["tiers"], answer["blocks"], namespace, tokens)
+                self._tier_lease(answer.get("lease"), answer["tiers"], answer["blocks"])
+            if op == "dump":
+                self._check_tier_dumps(contents, answer)
+        except ContentError as error:
+            prop = "tier_namespace" if error.crossed else "tier_content"
+            raise SafetyViolation(prop, str(error)) from None
+
+    def _check_tier_dumps(self, contents: TierContents, dump: dict[str, Any]) -> None:
+        """Every block of every tier holds its prefix; every pinned block is still there."""
+        held: dict[str, set[int]] = {}
+        for name, tier_dump in [("device", dump), *_tier_dumps(dump)]:
+            contents.check_tier(name, _folded(tier_dump, self._fold))
+            held[name] = _cached(tier_dump)
+        for lease, pinned in self._tier_leases.items():
+            for tier, block in pinned:
+                if block not in held.get(tier, set()):
+                    raise SafetyViolation(
+                        "tier_pinned",
+                        f"{tier} block {block}, pinned by lease {lease}, left the {tier} tier",
+                    )
+
+    def _tier_lease(self, lease: object, tiers: list[str], blocks: list[int]) -> None:
+        if isinstance(lease, int) and not isinstance(lease, bool):
+            self._tier_leases[lease] = list(zip(tiers, blocks, strict=True))
 
     # ------------------------------------------------------------------ internals
 
@@ -187,6 +264,43 @@ class SafetyMonitor:
                 f"pinned {stats['pinned']} + evictable {stats['evictable']} "
                 f"!= cached {stats['cached']}",
             )
+
+
+def _moves(rows: Any) -> list[Move]:
+    """Answer rows ``[source_tier, source, target_tier, target]`` as moves.
+
+    Raises:
+        ValueError: a row is not four fields.
+    """
+    moves = []
+    for row in rows:
+        if not isinstance(row, list) or len(row) != 4:
+            raise ValueError(f"a move is not [source_tier, source, target_tier, target]: {row!r}")
+        moves.append(Move(*row))
+    return moves
+
+
+def _tier_dumps(dump: dict[str, Any]) -> list[tuple[str, Any]]:
+    """A tiered dump's slower tiers' own dumps, ``(tier, dump)``; none without tiers."""
+    tiers = dump.get("tiers")
+    return list(tiers.items()) if isinstance(tiers, dict) else []
+
+
+def _cached(dump: dict[str, Any]) -> set[int]:
+    found: set[int] = set()
+    for space in dump["namespaces"]:
+        pending = list(space["children"])
+        while pending:
+            edge = pending.pop()
+            found.update(edge["blocks"])
+            pending.extend(edge["children"])
+    return found
+
+
+def _folded(dump: dict[str, Any], fold: Callable[[object], object]) -> dict[str, Any]:
+    """``dump`` with its namespaces as the profile folds them (labels are folded too)."""
+    spaces = [{**space, "namespace": fold(space["namespace"])} for space in dump["namespaces"]]
+    return {**dump, "namespaces": spaces}
 
 
 def dump_problem(dump: Any, block_size: int) -> str | None:

@@ -40,6 +40,7 @@ from .generate import (
     Inputs,
     RandomChooser,
     draw_step,
+    tiers_fields,
 )
 from .lockstep import Difference, Disagreement, Lockstep
 from .profile import STRICT, Profile
@@ -256,6 +257,11 @@ def run_example(session: Session, chooser: Chooser) -> None:
                 "block_size": swarm.block_size,
                 **session.profile.reset_fields(),
                 **(session.profile.events_fields() if "events" in session.levels else {}),
+                **(
+                    tiers_fields(RandomChooser(base + 1), swarm.num_blocks)
+                    if "tiers" in session.levels
+                    else {}
+                ),
             }
         )
         for index, draw in enumerate(_step_draws(chooser, swarm.length)):
@@ -305,7 +311,7 @@ def _steps(
     """The step(s) of one draw: one operation, the inserts of a fill, or a churn burst
     (lazily, so each sees the state the previous one left)."""
     if kind == "churn":
-        yield from _churn(details, inputs, lockstep)
+        yield from _churn(details, inputs, lockstep, "tiers" in levels)
         return
     if kind != "fill":
         step = draw_step(
@@ -335,19 +341,21 @@ def _steps(
 
 
 def _churn(
-    details: RandomChooser, inputs: Inputs, lockstep: Lockstep
+    details: RandomChooser, inputs: Inputs, lockstep: Lockstep, tiers: bool = False
 ) -> Iterator[dict[str, Any]]:
     """A burst of the traffic a busy cache sees over what it holds: pinned matches of
     sequences filled earlier (leases held a while, so shared heads collect many pins),
-    releases, small evictions and re-inserts of sequences evicted meanwhile. Each step
-    is compared as it runs. Cost: 20-120 steps."""
+    releases, small evictions and re-inserts of sequences evicted meanwhile; with
+    ``tiers``, half the matches are restores or lookups of what went down. Each step is
+    compared as it runs. Cost: 20-120 steps."""
     if not inputs.cached:
         return
     for _ in range(details.integer(*CHURN)):
         tokens, namespace = details.choice(inputs.cached)
         roll = details.integer(0, 19)
         if roll < 8:
-            yield {"op": "match", "tokens": tokens, "namespace": namespace, "pin": True}
+            op = details.choice(("restore", "restore", "lookup", "match")) if tiers else "match"
+            yield {"op": op, "tokens": tokens, "namespace": namespace, "pin": True}
         elif roll < 12 and lockstep.live:
             yield {"op": "release", "lease": details.choice(lockstep.live)}
         elif roll < 15:
@@ -415,4 +423,8 @@ def _steer(lockstep: Lockstep) -> None:
     target(float(fan_out), label="children of one node")
     target(float(lockstep.evicted), label="blocks evicted")
     target(float(tree.clock), label="clock")
+    if isinstance(getattr(tree, "tiers", None), tuple):  # a tiered oracle (R-TIER-3)
+        moved = tree.stats()
+        target(float(sum(moved.demoted.values())), label="blocks demoted")
+        target(float(sum(moved.restored.values())), label="blocks restored")
     target(float(evictable), label="eviction queue entries")

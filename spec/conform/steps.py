@@ -161,11 +161,24 @@ def normalise(
         for name in SNAPSHOT_STATS:
             answer.pop(name, None)
     if "eviction" not in levels or not recency:
-        if op in ("dump", "stats", "snapshot_dump"):
-            answer.pop("clock", None)
-        if op == "dump" and isinstance(answer.get("namespaces"), list):
-            answer["namespaces"] = [_without_stamps(space) for space in answer["namespaces"]]
+        answer = _without_recency(op, answer)
+        if op in ("dump", "stats") and isinstance(answer.get("tiers"), dict):
+            # each slower tier's dump or counters, as the device's (R-TIER-1)
+            answer["tiers"] = {
+                tier: _without_recency(op, part) if isinstance(part, dict) else part
+                for tier, part in answer["tiers"].items()
+            }
     return {"ok": answer}
+
+
+def _without_recency(op: str, answer: dict[str, Any]) -> dict[str, Any]:
+    """``answer`` without the clock and the stamps. O(size)."""
+    answer = dict(answer)
+    if op in ("dump", "stats", "snapshot_dump"):
+        answer.pop("clock", None)
+    if op == "dump" and isinstance(answer.get("namespaces"), list):
+        answer["namespaces"] = [_without_stamps(space) for space in answer["namespaces"]]
+    return answer
 
 
 def _without_stamps(node: Any) -> Any:

@@ -143,7 +143,8 @@ def _opener(name: str) -> tuple[Callable[[], Candidate], Profile]:
     if name == "reference":
         from kachedb_radix import reference
 
-        return (lambda: TreeAdapter(reference.RadixTree, "reference")), STRICT
+        tiered = reference.TieredTree
+        return (lambda: TreeAdapter(reference.RadixTree, "reference", tier_factory=tiered)), STRICT
     if name == "accel":
         try:
             from kachedb_radix import accel
@@ -152,7 +153,9 @@ def _opener(name: str) -> tuple[Callable[[], Candidate], Profile]:
                 f"target accel: the C twin cannot be imported ({exc}); build it with "
                 "`pip install -e .` (needs a C compiler), or check another target"
             ) from None
-        return (lambda: TreeAdapter(accel.RadixTree, "accel")), STRICT
+        return (
+            lambda: TreeAdapter(accel.RadixTree, "accel", tier_factory=accel.TieredTree)
+        ), STRICT
     if name in peers.PEERS:
         peer = peers.PEERS[name]
         try:

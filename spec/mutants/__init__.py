@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from typing import cast
 
 from ..conform.adapter import TreeAdapter
+from ..conform.levels import TIERS_EXCLUDE
 from ..conform.profile import STRICT, parse
 from ..conform.run import KitSettings, run_kit
 from . import (
@@ -37,6 +38,7 @@ from . import (
     snapshots,
     state,
     structure,
+    tiers,
     tokens,
     views,
 )
@@ -59,6 +61,7 @@ MODULES = (
     snapshots,
     state,
     events,
+    tiers,
 )
 
 #: The profile event mutants run under: the spec's, but Dynamo's XXH3 hashes (fast) for
@@ -99,8 +102,12 @@ class MutantResult:
 def check_mutant(mutant: Mutant, kit: KitSettings = MUTANT_SETTINGS) -> MutantResult:
     """Run the kit against one mutant. Cost: up to ``kit.examples`` examples."""
     start = time.perf_counter()
-    adapter = TreeAdapter(mutant.tree, f"mutant:{mutant.name}")
-    if mutant.events:
+    adapter = TreeAdapter(mutant.tree, f"mutant:{mutant.name}", tier_factory=mutant.tiers)
+    if mutant.tiers is not None:
+        # A bug of the tier layer: the opt-in tiers level, without the policies' probes.
+        levels = frozenset(adapter.levels) - TIERS_EXCLUDE - {"policies"}
+        report = run_kit(adapter, levels, kit)
+    elif mutant.events:
         # A bug of the event stream: the opt-in events level, with the fastest hashes.
         levels = frozenset(adapter.levels) - {"policies"}
         report = run_kit(adapter, levels, kit, profile=EVENT_MUTANT_PROFILE)

@@ -28,7 +28,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from kachedb_radix.reference.events import BlockHasher
 from kachedb_radix.reference.lease import Lease
@@ -36,6 +36,7 @@ from kachedb_radix.reference.results import InsertResult, MatchResult
 from kachedb_radix.reference.tree import RadixTree
 
 TreeT = TypeVar("TreeT", bound=type[RadixTree])
+TierT = TypeVar("TierT", bound=type[Any])
 
 
 @dataclass(frozen=True)
@@ -58,6 +59,12 @@ class Mutant:
     policy: str = "lru"
     policy_options: dict[str, object] | None = None
     events: bool = False
+    tiers: type[Any] | None = None
+
+    @property
+    def target(self) -> type[Any]:
+        """The class with the bug: the tiered class of a tier mutant, else the tree."""
+        return self.tiers if self.tiers is not None else self.tree
 
 
 #: Every mutant, by name, in registration order.
@@ -90,6 +97,26 @@ def mutant(
             name, tuple(rules), description, tree, policy, policy_options, events
         )
         return tree
+
+    return register
+
+
+def tier_mutant(name: str, *rules: str) -> Callable[[TierT], TierT]:
+    """Register the decorated tiered class (a :class:`~kachedb_radix.reference.tiers.
+    TieredTree` subclass) as mutant ``name`` violating ``rules``, run at the opt-in
+    ``tiers`` level over the unmutated tree (R-TIER-*).
+
+    Raises:
+        ValueError: a duplicate name, or no rule given.
+    """
+
+    def register(tiers: TierT) -> TierT:
+        if name in REGISTRY or not rules:
+            raise ValueError(f"mutant {name!r}: duplicate name or no rules")
+        description = (tiers.__doc__ or name).strip().splitlines()[0]
+        tiers.implementation = f"mutant:{name}"
+        REGISTRY[name] = Mutant(name, tuple(rules), description, MutantTree, tiers=tiers)
+        return tiers
 
     return register
 

@@ -71,9 +71,12 @@ from ..conform.candidate import (
     EventsAnswer,
     EvictAnswer,
     InsertAnswer,
+    LookupAnswer,
     MatchAnswer,
     NamespacesAnswer,
+    RestoreAnswer,
     StatsAnswer,
+    TierEvictAnswer,
 )
 from ..conform.events import encode_payloads
 from . import sglang_standins
@@ -254,6 +257,7 @@ class SGLangCandidate:
         policy: object = "lru",
         policy_options: object = None,
         events: object = None,
+        tiers: object = None,
     ) -> None:
         """A new ``RadixCache`` over a fresh pool of ``num_blocks`` pages, evicting by
         SGLang's policy of the name ``policy`` (its own options: see the module docstring);
@@ -261,9 +265,12 @@ class SGLangCandidate:
         in Dynamo's format when the scheme is ``sglang_dynamo``).
 
         Raises:
-            CandidateError: a policy SGLang has no counterpart for, or ``events`` naming a
-                scheme other than SGLang's own (``sglang``, ``sglang_dynamo``).
+            CandidateError: a policy SGLang has no counterpart for, ``events`` naming a
+                scheme other than SGLang's own (``sglang``, ``sglang_dynamo``), or tiers
+                (``RadixCache`` has none).
         """
+        if tiers is not None:
+            raise CandidateError("invalid_argument", "RadixCache keeps no slower tiers")
         try:
             self._policy = check_policy(policy, policy_options)
         except InvalidArgumentError as exc:
@@ -478,6 +485,18 @@ class SGLangCandidate:
     def drop(self, snapshot: int) -> None:
         """Not offered (see :meth:`snapshot`)."""
         self.snapshot()
+
+    def lookup(self, tokens: object, namespace: object, pin: bool) -> LookupAnswer:
+        """Not offered: ``RadixCache`` has no tiers (it does not declare the level)."""
+        raise CandidateError("invalid_argument", "RadixCache keeps no slower tiers")
+
+    def restore(self, tokens: object, namespace: object, pin: bool) -> RestoreAnswer:
+        """Not offered: ``RadixCache`` has no tiers (it does not declare the level)."""
+        raise CandidateError("invalid_argument", "RadixCache keeps no slower tiers")
+
+    def tier_evict(self, count: object, tier: object) -> TierEvictAnswer:
+        """Not offered: ``RadixCache`` has no tiers (it does not declare the level)."""
+        raise CandidateError("invalid_argument", "RadixCache keeps no slower tiers")
 
     def close(self) -> None:
         """Drop the tree."""

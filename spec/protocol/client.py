@@ -240,6 +240,8 @@ class StdioCandidate(Forwarding):
             self._fail("hello: the policies level needs protocol 4")
         if version < 5 and "events" in self._levels:
             self._fail("hello: the events level needs protocol 5")
+        if version < 6 and "tiers" in self._levels:
+            self._fail("hello: the tiers level needs protocol 6")
         self._operations = operations_of(self._levels, version)
         if version >= 3:
             listed = hello.get("operations")

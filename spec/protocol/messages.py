@@ -20,7 +20,10 @@ Versions (a change to the protocol bumps it; the kit drives every version below)
   (unsupported)"; one its levels cannot be judged without is a failed handshake;
 * 4 -- the ``policies`` level: a policy at ``reset``, a retention at ``insert``;
 * 5 -- the ``events`` level: the block hashes at ``reset`` (``events``), and
-  ``events``, the KV event batches since the last one, as base64 msgpack payloads.
+  ``events``, the KV event batches since the last one, as base64 msgpack payloads;
+* 6 -- the ``tiers`` level: the slower tiers at ``reset`` (``tiers``), ``lookup``,
+  ``restore`` and ``tier_evict``, and with tiers the moves in the answers of
+  ``insert`` and ``evict`` and each tier in ``dump`` and ``stats``.
 
 A program speaking version 1 or 2 is driven at the levels it declares with the
 operations of its version (:func:`kachedb_radix.spec.conform.operations.operations_of`);
@@ -36,10 +39,10 @@ from typing import Any
 from ..conform.operations import OPERATIONS
 
 #: The protocol version this kit speaks.
-PROTOCOL_VERSION = 5
+PROTOCOL_VERSION = 6
 
 #: Versions a candidate may answer ``hello`` with.
-SUPPORTED_PROTOCOLS: tuple[int, ...] = (1, 2, 3, 4, 5)
+SUPPORTED_PROTOCOLS: tuple[int, ...] = (1, 2, 3, 4, 5, 6)
 
 #: Error kinds of the protocol itself, besides the rules' (R-ERR-3): a malformed
 #: request, an unknown operation, and a server that failed to carry out a valid
@@ -76,9 +79,9 @@ REQUEST_FIELDS: dict[str, dict[str, str]] = {
 }
 
 #: Request fields a request may leave out, meaning their default: the arguments
-#: protocol 4 added (the policy at ``reset``, the retention at ``insert``, R-POL-*) and
-#: protocol 5 (the block hashes at ``reset``, R-EVENT-2), so a client of version 3
-#: still speaks to a server of version 5.
+#: protocol 4 added (the policy at ``reset``, the retention at ``insert``, R-POL-*),
+#: protocol 5 (the block hashes at ``reset``, R-EVENT-2) and protocol 6 (the tiers at
+#: ``reset``, R-TIER-1), so a client of version 3 still speaks to a server of version 6.
 OPTIONAL_FIELDS: dict[str, dict[str, Any]] = {
     op.name: {argument.name: argument.default for argument in op.arguments if argument.since > 3}
     for op in OPERATIONS

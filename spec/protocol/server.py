@@ -134,6 +134,7 @@ def build(impl: str, levels: frozenset[str] | None = None) -> Candidate:
             ``levels`` names a level the implementation does not offer.
     """
     factory: Any
+    tiered: Any
     if impl == "accel":
         try:
             from kachedb_radix import accel
@@ -141,16 +142,16 @@ def build(impl: str, levels: frozenset[str] | None = None) -> Candidate:
             raise SystemExit(
                 f"kachedb-radix serve: --impl accel: the C twin is not available ({exc})"
             ) from None
-        factory = accel.RadixTree
+        factory, tiered = accel.RadixTree, accel.TieredTree
     else:
         from kachedb_radix import reference
 
-        factory = reference.RadixTree
-    offered = supported_levels(factory)
+        factory, tiered = reference.RadixTree, reference.TieredTree
+    offered = supported_levels(factory, tiered)
     if levels is not None and not levels <= offered:
         missing = ", ".join(ordered(levels - offered))
         raise SystemExit(f"kachedb-radix serve: {impl} does not offer level(s) {missing}")
-    return TreeAdapter(factory, impl, offered if levels is None else levels)
+    return TreeAdapter(factory, impl, offered if levels is None else levels, tier_factory=tiered)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -192,7 +193,7 @@ def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
 
 
 #: The protocol version that introduced each level newer than the first.
-LEVEL_SINCE: dict[str, int] = {"snapshots": 2, "policies": 4, "events": 5}
+LEVEL_SINCE: dict[str, int] = {"snapshots": 2, "policies": 4, "events": 5, "tiers": 6}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -88,7 +88,7 @@ def test_the_server_refuses_what_it_cannot_do(
     with pytest.raises(SystemExit, match="the C twin is not available"):
         build("accel")
     monkeypatch.setattr(
-        "kachedb_radix.spec.protocol.server.supported_levels", lambda factory: frozenset({"core"})
+        "kachedb_radix.spec.protocol.server.supported_levels", lambda *_: frozenset({"core"})
     )
     with pytest.raises(SystemExit, match="does not offer level"):
         build("reference", frozenset({"core", "snapshots"}))

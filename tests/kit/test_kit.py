@@ -50,7 +50,8 @@ def test_snapshots_level_is_declared_by_trees_that_offer_it() -> None:
     class Unpublished(reference.RadixTree):
         snapshot = None  # type: ignore[assignment]
 
-    assert supported_levels(reference.RadixTree) == frozenset(KIT_LEVELS)
+    assert supported_levels(reference.RadixTree) == frozenset(KIT_LEVELS) - {"tiers"}
+    assert supported_levels(reference.RadixTree, reference.TieredTree) == frozenset(KIT_LEVELS)
     assert "snapshots" not in supported_levels(type("Plain", (), {"reader": 1}))
     adapter = TreeAdapter(Unpublished, "plain", levels=supported_levels(reference.RadixTree))
     assert "snapshots" in adapter.levels

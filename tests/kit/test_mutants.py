@@ -26,7 +26,7 @@ def test_catalogue_is_large_and_covers_every_rule_group() -> None:
     assert every <= groups, every - groups
     for mutant in MUTANTS.values():
         assert set(mutant.rules) <= set(RULES), mutant.name
-        assert mutant.description and mutant.tree.implementation == f"mutant:{mutant.name}"
+        assert mutant.description and mutant.target.implementation == f"mutant:{mutant.name}"
 
 
 @pytest.mark.slow

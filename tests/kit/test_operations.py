@@ -63,14 +63,19 @@ def test_levels_versions_and_handles() -> None:
     assert set(READ_OPS) == {op.name for op in OPERATIONS if op.reads and op.level == "core"}
     core = frozenset({"core", "pinning", "eviction", "namespaces"})
     everything = core | {"snapshots"}
-    no_events = set(OPS) - {"events"}
+    tier_ops = {op.name for op in OPERATIONS if op.level == "tiers"}
+    assert tier_ops == {"lookup", "restore", "tier_evict"}
+    no_events = set(OPS) - {"events"} - tier_ops
     assert operations_of(core, 3) == operations_of(core, 1) == no_events - SNAPSHOT_OPS
     assert operations_of(everything, 2) == no_events - {"drop"}
     assert operations_of(everything, 3) == no_events
     assert required_of(everything) == no_events - {"drop"}
     assert operations_of(everything | {"events"}, 4) == no_events  # events: protocol 5
-    assert operations_of(everything | {"events"}, 5) == set(OPS)
-    assert {op.name for op in OPERATIONS if op.issues} == {"match", "insert", "snapshot", "reader"}
+    assert operations_of(everything | {"events"}, 5) == set(OPS) - tier_ops
+    assert operations_of(everything | {"events", "tiers"}, 5) == set(OPS) - tier_ops
+    assert operations_of(everything | {"events", "tiers"}, 6) == set(OPS)  # tiers: protocol 6
+    issuing = {op.name for op in OPERATIONS if op.issues}
+    assert issuing == {"match", "insert", "snapshot", "reader", "lookup", "restore"}
     handles = {a.name: a.handle for op in OPERATIONS for a in op.arguments if a.handle}
     assert handles == {"lease": "lease", "snapshot": "snapshot"}
     with pytest.raises(ValueError, match="unknown operation 'fly'"):
@@ -103,6 +108,7 @@ def test_a_step_is_applied_by_its_row() -> None:
         ("policy", "lru"),
         ("policy_options", None),
         ("events", None),
+        ("tiers", None),
     ]
 
 
@@ -123,7 +129,7 @@ def test_wrappers_forward_every_operation_and_the_capabilities() -> None:
                 return recorded
             return found
 
-    inner = Recorder(reference.RadixTree, "r")
+    inner = Recorder(reference.RadixTree, "r", tier_factory=reference.TieredTree)
     timed = TimedCandidate(inner, 5.0)
     assert offered(timed) == offered(inner) == set(OPS)
     book = LeaseBook()
@@ -145,11 +151,17 @@ def test_wrappers_forward_every_operation_and_the_capabilities() -> None:
         {"op": "reader"},
         {"op": "drop", "snapshot": 3},
         {"op": "events"},
+        {"op": "reset", "num_blocks": 4, "block_size": 1, "tiers": {"host": 2}},
+        {"op": "insert", "tokens": [1], "namespace": "t"},
+        {"op": "lookup", "tokens": [1], "namespace": "t"},
+        {"op": "tier_evict", "count": 1, "tier": "device"},
+        {"op": "restore", "tokens": [1], "namespace": "t"},
     ):
         apply_step(timed, step, book)
-    assert {name for name, _ in calls} == set(OPS) and len(calls) == len(OPS) + 1
+    assert {name for name, _ in calls} == set(OPS) and len(calls) == len(OPS) + 3
     assert calls[2] == ("match", ([1], "t", True))
     core = TreeAdapter(reference.RadixTree, "core", frozenset({"core"}))
-    assert offered(core) == set(OPS) - SNAPSHOT_OPS - {"events"}
+    tier_ops = {op.name for op in OPERATIONS if op.level == "tiers"}
+    assert offered(core) == set(OPS) - SNAPSHOT_OPS - {"events"} - tier_ops
     plain = type("Plain", (), {"levels": frozenset({"core", "snapshots"})})()
-    assert offered(plain) == set(OPS) - {"events"}  # says nothing: every operation of its levels
+    assert offered(plain) == set(OPS) - {"events"} - tier_ops  # every operation of its levels

@@ -105,7 +105,7 @@ def test_a_trace_carries_its_policy_in_the_reset() -> None:
 def test_protocol_4_fields_may_be_left_out() -> None:
     """R-POL-1, R-POL-8: a request may leave out what protocol 4 added (its default); the
     older fields stay required."""
-    assert set(OPTIONAL_FIELDS["reset"]) == {"policy", "policy_options", "events"}
+    assert set(OPTIONAL_FIELDS["reset"]) == {"policy", "policy_options", "events", "tiers"}
     assert set(OPTIONAL_FIELDS["insert"]) == {"priority", "retain_for"}
     assert request_problem({"id": 1, "op": "reset", "num_blocks": 2, "block_size": 1}) is None
     assert (

@@ -42,10 +42,10 @@ def test_whole_kit_through_the_stdio_server() -> None:
     try:
         assert candidate.name == "reference"
         assert candidate.levels == parse_levels(
-            ["core,pinning,eviction,namespaces,snapshots,policies,events"]
+            ["core,pinning,eviction,namespaces,snapshots,policies,events,tiers"]
         )
-        assert candidate.protocol == 5 and "drop" in candidate.operations
-        assert "events" in candidate.operations
+        assert candidate.protocol == 6 and "drop" in candidate.operations
+        assert {"events", "lookup", "restore", "tier_evict"} <= candidate.operations
         report = run_kit(candidate, kit=KitSettings(examples=40, budget=4_000))
     finally:
         candidate.close()
@@ -89,6 +89,19 @@ def test_a_program_that_lists_too_few_operations_fails_its_handshake(tmp_path: P
         )
         with pytest.raises(CandidateFailure, match=message):
             StdioCandidate(_fake_hello(tmp_path, body))
+
+
+def test_tiers_travel_over_the_stdio_protocol() -> None:
+    """Protocol 6: the tiers at reset, lookup, restore and tier_evict, the moves in the
+    answers, each tier in the dump (R-TIER-*), checked through the kit's own client."""
+    candidate = StdioCandidate(SERVE)
+    try:
+        levels = frozenset({"core", "pinning", "eviction", "namespaces", "tiers"})
+        report = run_kit(candidate, levels, KitSettings(examples=12, budget=1_500))
+    finally:
+        candidate.close()
+    assert report.passed, report.explain()
+    assert {"R-TIER-3", "R-TIER-5", "R-TIER-6", "R-TIER-8"} <= report.exercised
 
 
 def test_declared_levels_limit_the_run() -> None:

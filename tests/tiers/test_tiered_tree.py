@@ -43,6 +43,28 @@ def path(*blocks: int) -> list[int]:
 # ---------------------------------------------------------------------- rules by example
 
 
+def test_each_tier_is_a_tree_and_the_dump_shows_each(make_tiers: TreeFactory) -> None:
+    """R-TIER-1: the device tree's dump, with each slower tier's under ``tiers``; R-TIER-2:
+    insert is the device tree's insert, ids and all."""
+    tiers = make_tiers(2, 3, 4, B)
+    plain = make_tiers(2, 0, 0, B)
+    assert tiers.tiers == ("device", "host", "disk") and plain.tiers == ("device",)
+    for tree in (tiers, plain):
+        done = tree.insert(path(1, 2))
+        assert (done.blocks, done.allocated, done.moves) == ((0, 1), (0, 1), ())
+    tiers.evict(2)
+    dump = tiers.dump()
+    assert set(dump["tiers"]) == {"host", "disk"} and dump["write_through"] is False
+    assert dump["tiers"]["host"] == tiers.tree("host").dump()
+    assert dump["namespaces"] == [] and dump["num_blocks"] == 2
+    assert tiers.capacity("disk") == 4 and plain.capacity("disk") == 0
+    assert tiers.namespaces() == [None]
+    assert tiers.block_key("host", 1).parent == 0
+    with pytest.raises(InvalidArgumentError):
+        tiers.block_key("host", 7)
+    assert plain.dump()["tiers"] == {}
+
+
 def test_device_eviction_demotes_the_whole_path_to_the_host(make_tiers: TreeFactory) -> None:
     """R-TIER-3: the victim's path goes down in one insert; the host keeps it usable."""
     tiers = make_tiers(3, 4, 0, B)
@@ -362,7 +384,8 @@ class TieredMachine(RuleBasedStateMachine):
             return
         self.tiers.check_invariants()
         dump = self.tiers.dump()
-        for tier, tier_dump in dump["tiers"].items():  # R-TIER-8: every block holds its prefix
+        self.contents.check_tier("device", dump)  # R-TIER-8: every block holds its prefix
+        for tier, tier_dump in dump["tiers"].items():
             self.contents.check_tier(tier, tier_dump)
         for lease, _ in self.leases:  # R-TIER-7: every pinned block is where it was pinned
             for tier, tier_lease in lease.leases.items():

@@ -3,7 +3,7 @@ beside what the hardware does with the same bytes, measured in the same run.
 
 Run::
 
-    python -m benchmarks.bench_tiers                 # the CPU figures (~3 min here)
+    python -m benchmarks.bench_tiers                 # the CPU figures (~2 min here)
     python -m benchmarks.bench_tiers --quick         # small, one round: a smoke run (~10 s)
     python -m benchmarks.bench_tiers --gpu           # the GPU figures (gpu_check.sh runs it)
 
@@ -284,14 +284,14 @@ def prefix_rounds(
 
 def extrapolate(points: list[tuple[int, float]], full_bytes: int) -> tuple[float, float, float]:
     """(fixed seconds, bytes per second, seconds at ``full_bytes``): the straight line
-    through the smallest and largest measured points (a proportional line when noise
-    gives it a slope of zero or less)."""
+    through the smallest and largest measured points -- or, when noise gives that line a
+    negative fixed part or no slope, the proportional line through the largest point
+    (fixed part 0: the more cautious figure for a part that cannot be negative)."""
     (x0, y0), (x1, y1) = min(points), max(points)
     slope = (y1 - y0) / (x1 - x0) if x1 > x0 else 0.0
-    if slope <= 0:
+    fixed = y0 - slope * x0
+    if slope <= 0 or fixed < 0:
         slope, fixed = y1 / x1, 0.0
-    else:
-        fixed = y0 - slope * x0
     return fixed, 1 / slope, fixed + slope * full_bytes
 
 
@@ -630,7 +630,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=5, help="rounds of the plan figures")
     parser.add_argument("--plan-blocks", type=int, default=128)
     parser.add_argument("--prefix-tokens", type=int, default=PREFIX_TOKENS)
-    parser.add_argument("--prefix-rounds", type=int, default=3)
+    parser.add_argument("--prefix-rounds", type=int, default=5)
     parser.add_argument("--layer-divisors", type=int, nargs=2, default=(16, 8),
                         help="CPU: the two scaled-down layer counts, as divisors")  # fmt: skip
     parser.add_argument("--budget", type=float, default=1.0, help="seconds per planning case")

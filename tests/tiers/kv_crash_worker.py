@@ -47,6 +47,7 @@ import xxhash
 
 from kachedb_radix.reference.blockpool import PoolSpec
 from kachedb_radix.reference.tiers import KVCache, TieredTree
+from kachedb_radix.reference.tiers.persist import ROOT, chained_hash
 from tests.tiers.test_kv_cache import kv_of
 
 #: Tokens per block.
@@ -180,6 +181,15 @@ def disk_prefixes(cache: KVCache) -> set[Prefix]:
                 found.add((space["namespace"], tokens[:end]))
             stack.extend((tokens, child) for child in node["children"])
     return found
+
+
+def chain_hash(namespace: str | None, tokens: tuple[int, ...]) -> bytes:
+    """The chained hash the disk tier names the block ending ``tokens`` by (R-TIER-10).
+    O(len(tokens))."""
+    parent = ROOT
+    for start in range(0, len(tokens), B):
+        parent = chained_hash(parent, namespace, tokens[start : start + B])
+    return parent
 
 
 def say(line: str) -> None:

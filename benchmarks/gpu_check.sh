@@ -104,7 +104,7 @@ BENCH_RC=${PIPESTATUS[0]}
 note "benchmarks exit code: ${BENCH_RC}; elapsed $(( $(date +%s) - START )) s"
 
 # 4b. The tiered cache's restore (benchmarks/bench_tiers.py --gpu): a plan from pinned host
-#     memory through accel.KVCache against one pinned cudaMemcpyAsync of the same bytes, and
+#     memory through kachedb_radix.accel.KVCache against one pinned cudaMemcpyAsync of the same bytes, and
 #     a 32K-token prefix of Llama-3-8B fp16 and Llama-3-70B FP8 at full size (4 and 5 GiB).
 #     Without a GPU it prints why the figures are unmeasured and exits 0.
 timeout 240 "$PY" -m benchmarks.bench_tiers --gpu --json "$OUT/tiers-gpu.json" \

@@ -5,8 +5,8 @@ Kept as a failing test (``xfail(strict=True)``), a known bug left to the owner o
 victim (``Registry.path``, O(depth * B) each) before it skips the victims an earlier
 chain already covered, so evicting one path of n blocks spells it n times: O(n^2 * B)
 where O(n * B) does. ``benchmarks/bench_tiers.py`` measured it: evicting a 2,048-block
-(32K-token) path from the device costs ~0.9 s (reference) and ~1.0 s (accel, the same
-Python bookkeeping), 16x more per block than a 128-block path. The fix: spell a victim's
+(32K-token) path from the device costs 0.4-1.0 s on either twin (the same Python
+bookkeeping), 11-15x more per block than a 128-block path. The fix: spell a victim's
 path only when no earlier victim's path covered it (still before ``registry.remove``).
 When it is fixed this test passes, strict xfail fails, and the marker goes.
 """

@@ -15,7 +15,10 @@
 * **block pool host side** -- for ``reference`` and ``accel``, the CPU side of a GPU pool
   call (:mod:`kachedb_radix.spec.gate.blockpool`);
 * **router index** -- for ``reference`` and ``accel``, applying an event stream and a
-  64-block query over 16 workers (:mod:`kachedb_radix.spec.gate.router`).
+  64-block query over 16 workers (:mod:`kachedb_radix.spec.gate.router`);
+* **tiers** -- for ``reference`` and ``accel``, the CPU cost of planning a restore per
+  block brought up: ``lookup`` and ``restore`` of a path spread over device, host and
+  disk, no bytes (:mod:`kachedb_radix.spec.gate.tiers`).
 
 Each timed case names the calibration loop that normalises it
 (:mod:`kachedb_radix.spec.gate.timing`): ``cpu`` for matches and the pool's host side, ``memory``
@@ -37,6 +40,7 @@ from . import memory, shapes
 from .blockpool import host_side_cases
 from .router import router_cases
 from .shapes import Workload
+from .tiers import tier_cases
 from .timing import CPU, MEMORY
 from .trees import GateTarget
 
@@ -160,6 +164,8 @@ def build_plan(
             cases.append(Case(name, host_side, CPU))
         for name, (workload, calibration) in router_cases(target.pool).items():
             cases.append(Case(name, workload, calibration))
+        for name, restore_plan in tier_cases(target.pool, quick).items():
+            cases.append(Case(name, restore_plan, MEMORY))
 
     memory_cases: list[MemoryCase] = []
     if memory.reports_memory(factory(1, 1)):

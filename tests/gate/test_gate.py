@@ -26,6 +26,7 @@ from kachedb_radix.spec.cli.main import main as cli_main
 from kachedb_radix.spec.conform.adapter import TreeAdapter
 from kachedb_radix.spec.conform.targets import TargetError
 from kachedb_radix.spec.gate import blockpool, cases, memory, router, run, shapes, timing, verdicts
+from kachedb_radix.spec.gate import tiers as gate_tiers
 from kachedb_radix.spec.gate.cases import (
     GROWTH_POLICIES,
     Case,
@@ -210,6 +211,48 @@ def test_router_cases_run_on_their_twin(twin: str) -> None:
     assert len(payloads) == 2 and blocks > 0 and removals > 0
 
 
+# ---------------------------------------------------------------- tiers
+
+
+@pytest.mark.parametrize("twin", ["reference", "accel"])
+def test_restore_plan_cases_run_on_their_twin(twin: str) -> None:
+    """R-TIER-5, R-TIER-6: the gate times the twin's own tiered tree planning a restore of
+    a path spread over the three tiers, per block brought up, and nothing else."""
+    found = gate_tiers.tier_cases(twin, quick=True)
+    assert set(found) == {"tiers/restore-plan/128"}
+    full = gate_tiers.tier_cases(twin, quick=False)
+    assert set(full) == {"tiers/restore-plan/128", "tiers/restore-plan/2048"}
+    work = found["tiers/restore-plan/128"]()
+    assert (work.unit, work.units, work.rounds) == ("block", 96, None)
+    assert work.setup is not None
+    for _ in range(2):  # each round's setup builds the same state again
+        work.setup()
+        made: Any = work.run()
+        plan, done = made
+        assert (plan.start, plan.count("host"), plan.count("disk")) == (32, 32, 64)
+        assert len(done.restored) == 96 and not done.evicted and not done.moves
+        assert {move.source_tier for move in done.restored} == {"host", "disk"}
+    tree = gate_tiers.spread_path(gate_tiers.tiered_tree_class(twin), gate_tiers.plan_tokens(8))
+    assert tree.implementation == twin
+    tree.check_invariants()
+
+
+def test_a_broken_restore_plan_case_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A case that would time something else fails when it is made, not silently."""
+    monkeypatch.setattr(gate_tiers, "tiered_tree_class", lambda twin: accel.TieredTree)
+    with pytest.raises(RuntimeError, match="asked for the reference tiered tree"):
+        gate_tiers.restore_plan_workload("reference", 8)
+    monkeypatch.setattr(gate_tiers, "spread_path", lambda make, tokens: _all_on_device(tokens))
+    with pytest.raises(AssertionError, match="the path is spread"):
+        gate_tiers.restore_plan_workload("accel", 8)
+
+
+def _all_on_device(tokens: list[int]) -> Any:
+    tree = accel.TieredTree(8, 8, 8, 16)
+    tree.insert(tokens)
+    return tree
+
+
 # ---------------------------------------------------------------- targets
 
 
@@ -298,6 +341,8 @@ def test_quick_and_full_plans() -> None:
     }
     assert any(name.startswith("gpu-host/gather") for name in names)
     assert {"router/apply/8", "router/lookup/64x16"} <= set(names)
+    assert "tiers/restore-plan/128" in names and "tiers/restore-plan/2048" not in names
+    assert {c.calibration for c in quick.cases if c.name.startswith("tiers/")} == {"memory"}
     assert [m.name for m in quick.memory][-1] == "memory/grouped/100000"
     full = build_plan(target, quick=False)
     assert len(full.cases) > len(quick.cases) and full.mode == "full"

@@ -174,6 +174,8 @@ class KVCache:
         self._hash_of: dict[int, bytes] = {}  # disk id -> chained hash
         self._lost: set[int] = set()  # disk ids whose payload failed its checksum
         self._moved: Counter[str] = Counter()
+        self._staging_rows: Any = None  # host rows a restore stages through
+        self._inflight: TransferHandle[None] | None = None  # the last restore's copy
         self._unusable = 0
         self._reopened = 0
         if store is not None and len(store):
@@ -222,30 +224,28 @@ class KVCache:
         token_list = as_token_list(tokens)
         found = self._cut(self._tiers.lookup(token_list, namespace))
         sources = found.plan.sources
-        staging = None
-        if sources:
-            staging = self._pool.alloc_host_buffer(len(sources))
-            for row, (tier, block) in enumerate(sources):
-                if tier == DISK and not self._read_disk(block, staging[row]):
-                    found = TierMatch(
-                        (found.plan.start + row) * self._spec.block_size,
-                        found.tiers[: found.plan.start + row],
-                        found.blocks[: found.plan.start + row],
-                    )
-                    break
+        rows = self._staging(len(sources))
+        # The plan's host run comes before its disk run (R-TIER-5): disk rows are last.
+        for row, (tier, block) in enumerate(sources):
+            if tier == DISK and not self._read_disk(block, rows[row]):
+                cut = found.plan.start + row
+                length = cut * self._spec.block_size
+                found = TierMatch(length, found.tiers[:cut], found.blocks[:cut])
+                break
         result: RestoreResult = self._tiers.restore(
             token_list[: found.length], namespace, pin=pin
         )
         self._run(result.moves, result.dropped)
         handle: TransferHandle[None] = CompletedTransfer(None)
-        if result.restored:
-            assert staging is not None
-            rows = staging[: len(result.restored)]
-            for row, move in enumerate(result.restored):
-                if move.source_tier == HOST:
-                    rows[row] = self._host_array[move.source]
-            handle = self._pool.restore([move.target for move in result.restored], rows)
-            self._moved[DEVICE] += len(result.restored) * self._spec.bytes_per_block
+        restored = result.restored
+        if restored:
+            rows = rows[: len(restored)]
+            for row, move in enumerate(restored):
+                if move.source_tier == HOST:  # a block's copy is one memcpy (np.take is slower)
+                    np.copyto(rows[row], self._host_array[move.source])
+            handle = self._pool.restore([move.target for move in restored], rows)
+            self._inflight = handle
+            self._moved[DEVICE] += len(restored) * self._spec.bytes_per_block
         return Restored(result, handle)
 
     def store(
@@ -393,6 +393,17 @@ class KVCache:
         assert self._host is not None, "a move names the host tier of a cache without one"
         return self._host
 
+    def _staging(self, count: int) -> Any:
+        """``count`` rows of the cache's staging buffer (pinned on the GPU twin), grown by
+        doubling; the last restore's copy out of it is waited for first. O(1) amortised."""
+        if self._inflight is not None:
+            self._inflight.wait()
+            self._inflight = None
+        if self._staging_rows is None or len(self._staging_rows) < count:
+            size = max(count, 2 * (0 if self._staging_rows is None else len(self._staging_rows)))
+            self._staging_rows = self._pool.alloc_host_buffer(size)
+        return self._staging_rows[:count]
+
     def _run(self, moves: Sequence[Move], dropped: Sequence[tuple[str, int]]) -> None:
         """Carry out a call's moves in their order, after deleting the records of the
         disk blocks it dropped (their slots may be reused by these moves). O(bytes)."""
@@ -403,20 +414,19 @@ class KVCache:
             moves, key=lambda move: (move.source_tier, move.target_tier)
         ):
             batch = list(group)
-            sources = [move.source for move in batch]
-            if source_tier == DEVICE:
-                data = self._pool.offload(sources).wait()
-            elif source_tier == HOST:
-                data = self._host_array[sources]
+            if source_tier == DEVICE:  # one transfer off the device for the run
+                data = self._pool.offload([move.source for move in batch]).wait()
+            elif source_tier == HOST:  # read in place: host rows are whole blocks
+                data = [self._host_array[move.source] for move in batch]
             else:
                 raise AssertionError(f"the tree moved blocks out of the {source_tier} tier")
-            if target_tier == HOST:
-                self._host_array[[move.target for move in batch]] = data
-            elif target_tier == DISK:
-                for row, move in enumerate(batch):
+            for row, move in enumerate(batch):
+                if target_tier == HOST:
+                    np.copyto(self._host_array[move.target], data[row])
+                elif target_tier == DISK:
                     self._put_disk(move.target, data[row])
-            else:
-                raise AssertionError(f"a demotion into the {target_tier} tier")
+                else:
+                    raise AssertionError(f"a demotion into the {target_tier} tier")
             self._moved[target_tier] += len(batch) * self._spec.bytes_per_block
 
     def _put_disk(self, block: int, payload: Any) -> None:

@@ -556,22 +556,28 @@ class TieredTree:
         down first, so its moves come before the moves filling this chain (each slot is
         read before it is overwritten, R-TIER-8) -- even the blocks an earlier chain of the
         same call just filled may be displaced further down this way. A victim on a chain
-        already taken down is done. O(victims * depth * B).
+        already taken down is done. O(chains * depth * B): a path of n blocks evicted
+        whole is spelled once.
         """
         if not victims:
             return
         registry = self._registry[tier]
-        paths = [registry.path(victim) for victim in victims]  # before any id is reused
+        # Spell each chain once, deepest victim first, before any id is reused: a victim
+        # on a chain already spelled is covered by it (eviction frees a tail before the
+        # block above it), so demoting one path of n blocks spells it once, O(n * B).
+        chains: list[tuple[str | None, list[int], list[int]]] = []
+        covered: set[int] = set()
+        for victim in victims:
+            if victim not in covered:
+                namespace, ids, token_list = registry.path(victim)
+                covered.update(ids)
+                chains.append((namespace, ids, token_list))
         registry.remove(victims)
         target = self._next.get(tier)
         moved: set[int] = set()
         if target is not None:
             tree = self._trees[target]
-            covered: set[int] = set()
-            for victim, (namespace, ids, token_list) in zip(victims, paths, strict=True):
-                if victim in covered:
-                    continue
-                covered.update(ids)
+            for namespace, ids, token_list in chains:
                 try:
                     result = tree.insert(token_list, namespace)
                 except OutOfBlocksError:

@@ -22,7 +22,7 @@ MAX_BYTES = 12 * 1024
 #: Where the tests live now: one folder per capability, and shared helpers.
 TEST_FOLDERS = {
     "tree", "snapshots", "accel", "kit", "protocol", "blockpool", "simulate", "explain",
-    "gate", "project", "support", "events",
+    "gate", "project", "support", "events", "tiers",
 }  # fmt: skip
 
 

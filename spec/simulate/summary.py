@@ -223,8 +223,8 @@ def cluster_table(results: Results) -> Table:
 TIERS_CAPTION = (
     "device / host / disk: prompt tokens each tier supplied; miss: prefilled (the four add "
     "to 100%); restored: blocks brought up from host + disk; restore wait: the restoring "
-    "requests' prefill waiting for it (queue on the link included); TTFT without: the same "
-    "configuration with the device pool alone"
+    "requests' prefill waiting for it (queue on the link included); offered: the prefill "
+    "compute its misses need; TTFT without: the same configuration with the device pool alone"
 )
 
 
@@ -235,7 +235,8 @@ def tiers_table(results: Results) -> Table:
     table = Table(caption=TIERS_CAPTION)
     columns = ["blocks", "configuration", "device", "host", "disk", "miss", "restored"]
     if timed:
-        columns += ["restore wait p50", "p99", "TTFT p50", "p99", "TTFT p50 without", "p99 "]
+        columns += ["restore wait p50", "p99", "offered prefill", "TTFT p50", "p99",
+                    "TTFT p50 without", "p99 "]  # fmt: skip
     for name in columns:
         table.add_column(name, justify="left" if name == "configuration" else "right")
     for point in shown(results):
@@ -251,9 +252,12 @@ def tiers_table(results: Results) -> Table:
             ]
             if timed:
                 plain = point.runs[results.config(label).untiered]
+                service = run.service
+                assert service is not None, "a timed run has service figures"
                 row += [
                     duration(tiers.restore_ms.get("p50")),
                     duration(tiers.restore_ms.get("p99")),
+                    f"{service.offered_prefill_s:,.0f} s",
                     duration(run.ttft_ms.get("p50")),
                     duration(run.ttft_ms.get("p99")),
                     duration(plain.ttft_ms.get("p50")),

@@ -285,10 +285,13 @@ def tier_lines(results: Results) -> list[str]:
             if blocks:
                 gib = sizing.gib(blocks)
                 size = "" if gib is None else f" = {format_gib(gib)}"
+                if 0 < results.working_set < blocks:
+                    size += f", a worker's share at most the {results.working_set:,}-block "
+                    size += "working set"
                 parts.append(f"{name} {blocks:,} blocks{size}")
         write = "write-through" if spec.write_through else "write-back"
-        lines.append(f"tiers {spec.label}: {'; '.join(parts)} (in all, split over the "
-                     f"workers; {write})")  # fmt: skip
+        lines.append(f"tiers {spec.label} ({write}; in all, split over the workers): "
+                     f"{'; '.join(parts)}")  # fmt: skip
     cost = results.cost
     if cost is not None:
         host, disk = (cost.restore_bytes_per_s(tier) / 1e9 for tier in ("host", "disk"))

@@ -199,7 +199,7 @@ def test_tiers_compose_with_policies_workers_and_routings(
         row = next(csv.DictReader(stream))
     assert float(row["lru+host600_host_hit_ratio"]) > 0.15
     page = (tmp_path / "report.html").read_text()
-    assert '<table id="tiers">' in page and "tiers host600: host 600 blocks" in page
+    assert '<table id="tiers">' in page and "over the workers): host 600 blocks" in page
     assert (tmp_path / "tiers_vs_capacity.png").read_bytes()[:4] == b"\x89PNG"
 
 
@@ -215,8 +215,8 @@ def test_the_timed_mode_reports_ttft_with_and_without_tiers(
     assert status == 0
     out = capsys.readouterr().out
     assert "TTFT p50 without" in out and "restore wait p50" in out
-    assert "tiers host4000+disk9000+wt: host 4,000 blocks; disk 9,000 blocks" in out
-    assert "write-through" in out and "from disk 6.5 GB/s + 0.1 ms" in out
+    assert "tiers host4000+disk9000+wt (write-through; in all, split over the workers): " in out
+    assert "host 4,000 blocks; disk 9,000 blocks" in out and "from disk 6.5 GB/s + 0.1 ms" in out
 
 
 def test_routed_tiered_workers_run_on_the_c_twins_alike() -> None:

@@ -16,8 +16,9 @@ Targets (issue 12, on the 2-core project machine): accel <= 0.5 s, reference <= 
 reading and parsing included. Unit tests never assert timings; the figures go to
 docs/simulate.md ("Speed"). Beside them: the parse alone with msgspec against the standard
 library's json (why msgspec: it pays), the Belady bound at the same capacity, the timed
-mode's step engine (Llama-3-8B on one H100) and four workers behind a router
-(round-robin, and prefix routing fed by the trees' events).
+mode's step engine (Llama-3-8B on one H100), four workers behind a router
+(round-robin, and prefix routing fed by the trees' events, on each pair of twins) and
+one worker with a host tier.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from kachedb_radix.reference.events import BlockHasher
 from kachedb_radix.spec.simulate.bounds import belady_lengths, next_uses
 from kachedb_radix.spec.simulate.cluster import (
     HASH_SCHEME,
+    INDEX_OF,
     ClusterSpec,
     Router,
     prompt_hashes,
@@ -49,6 +51,7 @@ from kachedb_radix.spec.simulate.point import Config, Job, make_trees
 from kachedb_radix.spec.simulate.prefix import prefix_paths
 from kachedb_radix.spec.simulate.sequential import replay_sequential
 from kachedb_radix.spec.simulate.service import ServiceModel
+from kachedb_radix.spec.simulate.tiers import TierSpec, replay_tiered
 from kachedb_radix.spec.simulate.timed import replay_timed
 from kachedb_radix.spec.simulate.workload import WorkloadSpec, generate
 
@@ -157,24 +160,63 @@ def test_timed_replay(benchmark: Any, trace_file: Path, name: str) -> None:
     benchmark.extra_info["steps_ms_busy"] = round(sum(done.busy_ms), 1)
 
 
-@pytest.mark.parametrize("routing", ["round-robin", "prefix"])
-def test_routed_replay(benchmark: Any, trace_file: Path, routing: str) -> None:
+#: Routed replays: (routing, tree twin, router index twin). Round-robin reads no index;
+#: prefix routing's workers emit xxh3_64 events into the index, queried per request.
+ROUTED = [
+    ("round-robin", "accel", None),
+    ("prefix", "reference", "reference"),  # what the planner ran before the C twin's events
+    ("prefix", "accel", "reference"),  # C trees emitting events, the reference index
+    ("prefix", "accel", "accel"),  # both twins in C: what simulate runs now with accel
+]
+
+
+@pytest.mark.parametrize(
+    ("routing", "trees", "index"),
+    [
+        pytest.param(*case, id=f"{case[0]}-{case[1]}-trees-{case[2] or 'no'}-index",
+                     marks=[pytest.mark.skip(reason="accel missing")]
+                     if "accel" in IMPLEMENTATIONS.missing and "accel" in case else [])
+        for case in ROUTED
+    ],
+)  # fmt: skip
+def test_routed_replay(
+    benchmark: Any, trace_file: Path, routing: str, trees: str, index: str | None
+) -> None:
     """Four workers sharing the capacity, sequential mode: round-robin (no index) against
-    prefix routing (the reference trees emitting xxh3_64 events into the reference
-    router index, queried per request)."""
+    prefix routing on each pair of twins (trees, router index)."""
     trace = read_trace(trace_file, tokens_per_block=HASH_BLOCK_TOKENS)
-    spec = ClusterSpec(workers=4, routing=routing)
+    spec = ClusterSpec(workers=4, routing=routing,
+                       router_index=None if index is None else INDEX_OF[index])  # fmt: skip
     hashes = prompt_hashes(trace, BlockHasher(HASH_SCHEME)) if spec.uses_index else None
-    job = Job(trace=trace, mode="sequential", implementation="accel", service=ServiceModel(),
+    job = Job(trace=trace, mode="sequential", implementation=trees, service=ServiceModel(),
               order=list(range(len(trace.requests))), configs=(Config(cluster=spec),),
               hashes=hashes)  # fmt: skip
-    if "accel" in IMPLEMENTATIONS.missing:
-        job = replace(job, implementation="reference")
 
     def replay() -> Any:
-        trees, _ = make_trees(job, job.configs[0], CAPACITY)
-        router = Router(spec, trace, trees, hashes)
-        return replay_cluster_sequential(trace, trees, router)
+        made, name = make_trees(job, job.configs[0], CAPACITY)
+        assert name == trees
+        router = Router(spec, trace, made, hashes, implementation=name)
+        return replay_cluster_sequential(trace, made, router)
+
+    done = benchmark.pedantic(replay, rounds=5, iterations=1)
+    assert len(done.lengths) == REQUESTS
+
+
+@pytest.mark.parametrize("name", [_tree_param("accel"), _tree_param("reference")])
+def test_tiered_replay(benchmark: Any, trace_file: Path, name: str) -> None:
+    """One worker with a host tier (``--tiers``), sequential mode: a device pool of a
+    tenth of the capacity (where LRU alone misses: at the full capacity it already
+    reaches the infinite pool's ratio, and nothing is ever restored) over a host tier
+    of the capacity; every request restores its cached prefix across the tiers, then
+    inserts (the tiered tree over either twin)."""
+    trace = read_trace(trace_file, tokens_per_block=HASH_BLOCK_TOKENS)
+    config = Config(tiers=TierSpec(host_blocks=CAPACITY))
+    job = Job(trace=trace, mode="sequential", implementation=name, service=ServiceModel(),
+              order=list(range(len(trace.requests))), configs=(config,))  # fmt: skip
+
+    def replay() -> Any:
+        made, _ = make_trees(job, config, CAPACITY // 10)
+        return replay_tiered(trace, made[0])
 
     done = benchmark.pedantic(replay, rounds=3, iterations=1)
-    assert len(done.lengths) == REQUESTS
+    assert len(done.lengths) == REQUESTS and done.tiers is not None and sum(done.tiers.host) > 0

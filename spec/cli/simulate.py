@@ -7,8 +7,10 @@ infinite pool, and the knee. Give a trace file (Mooncake or token JSON lines) to
 replay yours; ``--model`` and ``--gpu`` turn blocks into GiB and GPUs and, on a trace
 with timestamps, run the timed mode (TTFT under load, the service model of
 :mod:`kachedb_radix.spec.simulate.cost`); ``--workers`` and ``--routing`` spread it
-over workers behind a router; ``--out DIR`` writes results.json (published schema),
-results.csv, the plots and a self-contained report.html.
+over workers behind a router; ``--tiers`` puts host and disk tiers under each
+worker's pool (:mod:`kachedb_radix.spec.simulate.tiers`); ``--out DIR`` writes
+results.json (published schema), results.csv, the plots and a self-contained
+report.html.
 
 Exit status: 0 done, 2 a usage error or bad input (a message, never a traceback).
 :mod:`kachedb_radix.spec.cli` calls :func:`register`.
@@ -31,8 +33,8 @@ from kachedb_radix.reference.errors import InvalidArgumentError
 from kachedb_radix.reference.policies import check_policy
 
 from ..conform.targets import IMPLEMENTATION_NAMES, PURE_SWITCH, default_implementation
-from ..simulate.cluster import DEFAULT_INDEX, INDEXES, ROUTINGS, ClusterSpec
-from ..simulate.cost import CostModel
+from ..simulate.cluster import INDEXES, ROUTINGS, ClusterSpec
+from ..simulate.cost import DISK_BYTES_PER_S, DISK_LATENCY_MS, HOST_LATENCY_MS, CostModel
 from ..simulate.errors import SimulateError
 from ..simulate.executors import EXECUTORS
 from ..simulate.export import token_lines, write_lines
@@ -47,6 +49,7 @@ from ..simulate.service import ON_FULL, ServiceModel
 from ..simulate.slo import Slo, parse_duration
 from ..simulate.summary import duration, print_report
 from ..simulate.sweep import parse_capacities, parse_sweep
+from ..simulate.tiers import TierSpec, parse_tiers
 from ..simulate.trace import Trace
 from ..simulate.workload import WORKLOADS, WorkloadSpec, generate
 
@@ -226,9 +229,47 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     )
     cluster.add_argument(
         "--router-index",
-        default=DEFAULT_INDEX,
+        default=None,
         metavar="MODULE:CLASS",
-        help="the router index class (default: the reference RouterIndex)",
+        help="the router index class (default: the RouterIndex of --impl: the C twin's "
+        "with accel, the reference's with reference)",
+    )
+    tiers = parser.add_argument_group("tiers (host and disk under each worker's pool)")
+    tiers.add_argument(
+        "--tiers",
+        action="append",
+        default=None,
+        metavar="host=SIZE[,disk=SIZE]",
+        help="host and/or disk tiers under the device pool (the swept capacity), sizes as "
+        "--capacity takes them (a cluster's totals); repeat for several, each run beside "
+        "the same configuration without tiers; a word write-through or write-back per spec",
+    )
+    tiers.add_argument(
+        "--write-through",
+        action="store_true",
+        help="copy every stored path to the host at once (default: write-back, on eviction)",
+    )
+    tiers.add_argument(
+        "--disk-gbps",
+        type=float,
+        default=None,
+        metavar="GB",
+        help=f"disk read bandwidth per GPU of a worker, GB/s ({DISK_BYTES_PER_S / 1e9:g}: one "
+        "PCIe Gen4 NVMe drive per GPU); the host link is --gpu's (--host-gbps)",
+    )
+    tiers.add_argument(
+        "--host-latency-ms",
+        type=float,
+        default=None,
+        metavar="MS",
+        help=f"fixed cost of a restore from the host ({HOST_LATENCY_MS:g})",
+    )
+    tiers.add_argument(
+        "--disk-latency-ms",
+        type=float,
+        default=None,
+        metavar="MS",
+        help=f"fixed cost of a restore from disk ({DISK_LATENCY_MS:g})",
     )
     hardware = parser.add_argument_group("model and GPUs")
     hardware.add_argument(
@@ -481,7 +522,10 @@ def _settings(args: argparse.Namespace, trace: Trace) -> Settings:
             slo = Slo(parse_duration(args.ttft_slo), args.slo_attainment, args.slo_runs)
     else:
         timed_only = (("--ttft-slo", args.ttft_slo), ("--prefill-tps", args.prefill_tps),
-                      ("--decode-ms", args.decode_ms), ("--speedup", args.speedup))  # fmt: skip
+                      ("--decode-ms", args.decode_ms), ("--speedup", args.speedup),
+                      ("--disk-gbps", args.disk_gbps),
+                      ("--host-latency-ms", args.host_latency_ms),
+                      ("--disk-latency-ms", args.disk_latency_ms))  # fmt: skip
         for flag, value in timed_only:
             if value is not None:
                 raise SimulateError(
@@ -492,6 +536,7 @@ def _settings(args: argparse.Namespace, trace: Trace) -> Settings:
     return Settings(
         policies=_policies(args),
         clusters=_clusters(args),
+        tiers=_tiers(args, sizing),
         mode=mode,
         implementation=args.impl or default_implementation(),
         service=service,
@@ -513,17 +558,45 @@ def _settings(args: argparse.Namespace, trace: Trace) -> Settings:
 
 
 def _cost(args: argparse.Namespace, deployment: Deployment) -> CostModel:
+    latencies = {}
+    if args.host_latency_ms is not None:
+        latencies["host_latency_ms"] = args.host_latency_ms
+    if args.disk_latency_ms is not None:
+        latencies["disk_latency_ms"] = args.disk_latency_ms
+    for name, value in (("--host-gbps", args.host_gbps), ("--disk-gbps", args.disk_gbps)):
+        if value is not None and not value > 0:
+            raise SimulateError(f"{name} must be > 0, got {value}")
     return CostModel.of(
         deployment,
         peak_flops=None if args.gpu_tflops is None else args.gpu_tflops * 1e12,
         hbm_bytes_per_s=None if args.hbm_tbps is None else args.hbm_tbps * 1e12,
         host_bytes_per_s=None if args.host_gbps is None else args.host_gbps * 1e9,
+        disk_bytes_per_s=None if args.disk_gbps is None else args.disk_gbps * 1e9,
         mfu=args.mfu,
         mbu=args.mbu,
         overhead_ms=args.step_overhead_ms,
         prefill_tokens_per_s=args.prefill_tps,
         decode_ms=args.decode_ms,
+        **latencies,
     )
+
+
+def _tiers(args: argparse.Namespace, sizing: Sizing) -> tuple[TierSpec, ...]:
+    """Every tier configuration asked for (``--tiers``), in order, without repeats.
+
+    Raises:
+        SimulateError: a bad spec, or a tier option without ``--tiers``.
+    """
+    if not args.tiers:
+        given = (("--write-through", args.write_through or None),
+                 ("--disk-gbps", args.disk_gbps), ("--host-latency-ms", args.host_latency_ms),
+                 ("--disk-latency-ms", args.disk_latency_ms))  # fmt: skip
+        for flag, value in given:
+            if value is not None:
+                raise SimulateError(f"{flag} applies to tiers: give --tiers host=SIZE[,disk=SIZE]")
+        return ()
+    found = [parse_tiers(text, sizing, args.write_through) for text in args.tiers]
+    return tuple(dict.fromkeys(found))
 
 
 def _words(text: str) -> list[str]:

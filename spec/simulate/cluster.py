@@ -15,15 +15,19 @@ first ``capacity % N``) and sends each request to one of them:
   prefill cost in blocks against its decode load in blocks, so a warm but busy
   worker loses to a cold idle one when the prefix saved is smaller than the queue.
 
-**The index.** ``prefix`` and ``cost`` read a router index
-(:class:`kachedb_radix.reference.router.RouterIndex`, or any class with its API:
-``--router-index module:Class``), fed by the workers' own trees: each worker's tree
-is built with a :class:`~kachedb_radix.reference.events.BlockHasher` (``xxh3_64``,
-Dynamo's, by far the fastest of the schemes in Python: measured in docs/simulate.md),
-its batches are taken after every operation, numbered per worker and applied in
-order. ``--router-delay N`` holds each batch back until N more requests have been
-routed; ``--router-delay 50ms`` until 50 ms of trace time have passed (the router's
-view lags the workers, as it does over a network). Never before the trace's clock
+**The index.** ``prefix`` and ``cost`` read a router index -- the ``RouterIndex`` of
+the trees' implementation (:class:`kachedb_radix.accel.RouterIndex`, the C twin, with
+accel trees; :class:`kachedb_radix.reference.router.RouterIndex` with the reference's),
+or any class with its API (``--router-index module:Class``) -- fed by the workers' own
+trees: each worker's tree is built with a
+:class:`~kachedb_radix.reference.events.BlockHasher` (``xxh3_64``, Dynamo's, by far the
+fastest of the schemes in Python: measured in docs/simulate.md), its batches are taken
+after every operation, numbered per worker and applied in order. A tiered worker's
+events name each block's tier (``medium``); the index counts a block held in any tier
+as held, so ``prefix`` and ``cost`` route to a worker's host and disk copies too.
+``--router-delay N`` holds each batch back until N more requests have been routed;
+``--router-delay 50ms`` until 50 ms of trace time have passed (the router's view lags
+the workers, as it does over a network). Never before the trace's clock
 reaches the operation that emitted it: in the timed mode a step that ends after an
 arrival has not happened yet for the router that routes it.
 
@@ -61,12 +65,17 @@ from kachedb_radix.reference.events import BlockHasher, BlockStored, KVEventBatc
 
 from .errors import SimulateError
 from .sequential import PROGRESS_EVERY, Progress, Replay
+from .tiers import TierRecord, is_tiered, tier_moves
 from .trace import Trace
 
 ROUTINGS = ("random", "round-robin", "least-loaded", "prefix", "cost")
 INDEXES = ("shared", "gateway")
-#: The router index used unless ``--router-index`` names another.
-DEFAULT_INDEX = "kachedb_radix.reference.router:RouterIndex"
+#: The router index of each tree implementation, used unless ``--router-index`` names
+#: another: the twin of the trees that feed it.
+INDEX_OF = {
+    "reference": "kachedb_radix.reference.router:RouterIndex",
+    "accel": "kachedb_radix.accel:RouterIndex",
+}
 #: The block hash the workers' events and the router's queries use.
 HASH_SCHEME = "xxh3_64"
 
@@ -87,7 +96,8 @@ class ClusterSpec:
     delay_ms: float | None = None
     overlap_weight: float = 1.0
     seed: int = 0
-    router_index: str = DEFAULT_INDEX
+    #: ``module:Class`` of the router index; None: the trees' implementation's.
+    router_index: str | None = None
 
     def __post_init__(self) -> None:
         if self.workers < 1:
@@ -169,6 +179,8 @@ class Router:
         trees: the workers' trees (built with events when ``spec.uses_events``).
         hashes: :func:`prompt_hashes` of the trace (when ``spec.uses_index``).
         window: the sequential mode's in-flight window (requests).
+        implementation: the trees' implementation, whose router index is used unless
+            ``spec.router_index`` names one.
     """
 
     def __init__(
@@ -178,6 +190,7 @@ class Router:
         trees: Sequence[Any],
         hashes: list[list[Any]] | None,
         window: int = 256,
+        implementation: str = "reference",
     ) -> None:
         self.spec = spec
         self.trace = trace
@@ -189,7 +202,7 @@ class Router:
         self.indexes: list[Any] = []
         if spec.uses_index:
             assert hashes is not None, "an index needs the prompts' hashes"
-            factory = load_index_class(spec.router_index)
+            factory = load_index_class(spec.router_index or INDEX_OF[implementation])
             count = spec.gateways if spec.index == "gateway" else 1
             self.indexes = [factory(self.hasher, trace.block_size) for _ in range(count)]
         self.sequence = [[0] * spec.workers for _ in self.indexes]  # next batch number
@@ -315,6 +328,9 @@ def replay_cluster_sequential(
     size = trace.block_size
     lengths: list[int] = []
     workers: list[int] = []
+    tiered = is_tiered(trees)
+    host: list[int] = []
+    disk: list[int] = []
     evictions = truncated = 0
     for index, request in enumerate(trace.requests):
         time = request.timestamp or 0.0
@@ -333,10 +349,18 @@ def replay_cluster_sequential(
         router.observe(worker, time)
         lengths.append(hit.length)
         workers.append(worker)
+        if tiered:
+            host.append(hit.host)
+            disk.append(hit.disk)
         if progress is not None and len(lengths) % PROGRESS_EVERY == 0:
             progress(PROGRESS_EVERY)
     if progress is not None:
         progress(len(lengths) % PROGRESS_EVERY)
+    tiers = None
+    if tiered:
+        demoted, dropped = tier_moves(trees)
+        tiers = TierRecord(host, disk, demoted=demoted, dropped=dropped)
+        evictions += sum(tree.restore_evictions for tree in trees)
     return Replay(
         lengths=lengths,
         order=list(range(len(lengths))),
@@ -344,4 +368,6 @@ def replay_cluster_sequential(
         peak_pinned=max(lengths, default=0) // size,
         truncated=truncated,
         worker_of=workers,
+        restored=sum(host) + sum(disk),
+        tiers=tiers,
     )

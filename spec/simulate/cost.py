@@ -37,8 +37,19 @@ attend to, and writes the new tokens' KV::
 Decode is memory-bound (a batch of decodes reads the weights once: batching is
 what makes it cheap); long prefill chunks are compute-bound.
 
-**Restore** from a slower tier (host memory over the host link): ``tokens *
-kv_bytes_per_token / (G * host link bandwidth)``; the request's prefill waits for it.
+**Restore** from a slower tier (``--tiers``, :mod:`~kachedb_radix.spec.simulate.tiers`):
+the KV of ``t`` tokens restored from tier ``x`` takes::
+
+      restore_ms(t, x) = latency_ms[x] + t * kv_bytes_per_token / bandwidth[x]
+
+      bandwidth[host] = G * host link            (one direction of PCIe, per GPU)
+      bandwidth[disk] = min(G * disk read, G * host link)   (disk -> host -> GPU)
+
+with ``latency_ms`` a fixed cost per restore (default 0.02 ms from host: a DMA's
+launch and completion; 0.1 ms from disk: an NVMe read's latency) and the disk read
+bandwidth 6.5 GB/s per GPU by default (one PCIe Gen4 x4 NVMe drive per GPU, the DGX
+H100's layout: a Gen4 x4 link carries 7.9 GB/s, datacenter Gen4 drives read 6.5-7
+GB/s sequentially). The request's prefill waits for its restore.
 
 **Overrides**: ``prefill_tokens_per_s`` replaces the prefill compute term by
 ``tokens / rate`` (no attention term: the old flat model); ``decode_ms`` makes a
@@ -54,6 +65,12 @@ from dataclasses import dataclass
 
 from .errors import SimulateError
 from .hardware import Deployment
+
+#: Disk read bandwidth per GPU of a worker, bytes/s (see the module docstring).
+DISK_BYTES_PER_S = 6.5e9
+#: A restore's fixed cost from each slower tier, ms (see the module docstring).
+HOST_LATENCY_MS = 0.02
+DISK_LATENCY_MS = 0.1
 
 
 @dataclass(frozen=True)
@@ -79,13 +96,20 @@ class CostModel:
     overhead_ms: float = 2.0
     prefill_tokens_per_s: float | None = None
     decode_ms: float | None = None
+    disk_bytes_per_s: float = DISK_BYTES_PER_S
+    host_latency_ms: float = HOST_LATENCY_MS
+    disk_latency_ms: float = DISK_LATENCY_MS
     #: What it prices: ``llama-3-8b on 1 x H100 SXM5 80 GB``.
     label: str = ""
 
     def __post_init__(self) -> None:
-        for name in ("peak_flops", "hbm_bytes_per_s", "host_bytes_per_s"):
+        for name in ("peak_flops", "hbm_bytes_per_s", "host_bytes_per_s", "disk_bytes_per_s"):
             if not getattr(self, name) > 0:
                 raise SimulateError(f"{name.replace('_', ' ')} must be > 0")
+        for name in ("host_latency_ms", "disk_latency_ms"):
+            if not getattr(self, name) >= 0:
+                flag = name.replace("_", "-")
+                raise SimulateError(f"--{flag} must be >= 0, got {getattr(self, name)}")
         for name in ("mfu", "mbu"):
             if not 0 < getattr(self, name) <= 1:
                 raise SimulateError(f"--{name} must be in (0, 1], got {getattr(self, name)}")
@@ -104,10 +128,11 @@ class CostModel:
         peak_flops: float | None = None,
         hbm_bytes_per_s: float | None = None,
         host_bytes_per_s: float | None = None,
+        disk_bytes_per_s: float | None = None,
         **knobs: float | None,
     ) -> CostModel:
-        """The cost model of one worker of ``deployment``; GPU figures may be overridden
-        (per GPU). O(1).
+        """The cost model of one worker of ``deployment``; GPU figures and the disk read
+        bandwidth may be overridden (per GPU). O(1).
 
         Raises:
             SimulateError: the model lacks the service model's dimensions.
@@ -128,6 +153,7 @@ class CostModel:
             peak_flops=count * (peak_flops or gpu.peak_flops(model.compute_dtype)),
             hbm_bytes_per_s=count * (hbm_bytes_per_s or gpu.hbm_bytes_per_s),
             host_bytes_per_s=count * (host_bytes_per_s or gpu.host_bytes_per_s),
+            disk_bytes_per_s=count * (disk_bytes_per_s or DISK_BYTES_PER_S),
             label=f"{model.name} on {count} x {gpu.part}",
             **knobs,  # type: ignore[arg-type]
         )
@@ -187,9 +213,32 @@ class CostModel:
             return uncached * 1000.0 / self.prefill_tokens_per_s
         return self.compute_ms(self.chunk_flops(cached, uncached, True))
 
-    def restore_ms(self, tokens: int) -> float:
-        """Milliseconds to bring ``tokens`` tokens of KV over the host link. O(1)."""
-        return tokens * self.kv_bytes_per_token * 1000.0 / self.host_bytes_per_s
+    def restore_bytes_per_s(self, tier: str) -> float:
+        """The rate a restore from ``tier`` (``host`` or ``disk``) gets: the host link,
+        or the slower of the disk and the host link (a disk block crosses both). O(1).
+
+        Raises:
+            SimulateError: not a slower tier.
+        """
+        if tier == "host":
+            return self.host_bytes_per_s
+        if tier == "disk":
+            return min(self.disk_bytes_per_s, self.host_bytes_per_s)
+        raise SimulateError(f"no restore from tier {tier!r}: host or disk")
+
+    def restore_ms(self, tokens: int, tier: str = "host") -> float:
+        """Milliseconds to bring ``tokens`` tokens of KV to the device from ``tier``
+        (``host`` or ``disk``): its latency, then the bytes at its rate; 0 for none
+        (see the module docstring). O(1).
+
+        Raises:
+            SimulateError: not a slower tier.
+        """
+        rate = self.restore_bytes_per_s(tier)
+        if tokens <= 0:
+            return 0.0
+        latency = self.host_latency_ms if tier == "host" else self.disk_latency_ms
+        return latency + tokens * self.kv_bytes_per_token * 1000.0 / rate
 
     def solo_prefill(self, prompt: int, cached: int, budget: int) -> dict[str, float]:
         """A prompt's prefill alone on an idle worker, chunked by ``budget`` tokens a

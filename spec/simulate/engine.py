@@ -13,8 +13,13 @@ takes, and advances the worker's clock by that:
 * a decoding request produces one token per step; one with ``n`` output tokens
   completes at the end of the ``n - 1``-th step after its first token (its **TPOT**:
   the time between its first and last token over ``n - 1``);
-* a request admitted with blocks to restore from a slower tier (``restore``, for the
-  tiers) starts its prefill when the restore is done.
+* a request admitted with blocks to restore from a slower tier (``restore``: the
+  tiers, :mod:`~kachedb_radix.spec.simulate.tiers`) starts its prefill when its restore
+  is done: priced by :meth:`CostModel.restore_ms` per tier, run one after another on
+  the worker's link (restores share it: one waits for those before it), while the
+  worker computes other requests' steps. A tiered tree's ``match`` restores, so it
+  may find the device full (pinned): the request then waits or is refused as for
+  its insert.
 
 Decoding requests are kept as a heap of the step numbers they finish at, and as two
 sums -- how many, and how many tokens of context they hold -- so a step costs O(1)
@@ -26,7 +31,7 @@ from __future__ import annotations
 
 import heapq
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -36,9 +41,10 @@ from .cost import CostModel
 from .service import ServiceModel
 from .trace import Trace
 
-#: ``restore(worker, index, matched_length)`` -> tokens of the hit to bring from a
-#: slower tier (the tiers plug in here); None: every hit is in the GPU's HBM.
-Restore = Callable[[int, int, int], int]
+#: ``restore(worker, index, matched_length)`` -> the tree tokens of the hit brought from
+#: each slower tier (``{"host": ..., "disk": ...}``; the tiers plug in here); None:
+#: every hit is in the GPU's HBM.
+Restore = Callable[[int, int, int], Mapping[str, int]]
 #: ``observe(worker, time)``: called after each tree operation (the router takes the
 #: tree's events there).
 Observe = Callable[[int, float], None]
@@ -55,7 +61,10 @@ class Record:
         tpot: time per output token after the first (ms; NaN with fewer than two).
         finish: completion time (ms; NaN when refused).
         worker: the worker it ran on (-1 before routing).
-        restored: tokens of its hit restored from a slower tier.
+        restored: tree tokens of its hit restored from a slower tier.
+        host, disk: of those, the tree tokens restored from the host, from disk.
+        restore_ms: how long its prefill waited for its restore (queueing on the link
+            included; 0 without one).
     """
 
     arrival: list[float]
@@ -65,6 +74,9 @@ class Record:
     finish: list[float] = field(default_factory=list)
     worker: list[int] = field(default_factory=list)
     restored: list[int] = field(default_factory=list)
+    host: list[int] = field(default_factory=list)
+    disk: list[int] = field(default_factory=list)
+    restore_ms: list[float] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         count = len(self.arrival)
@@ -75,6 +87,9 @@ class Record:
         self.finish = [nan] * count
         self.worker = [-1] * count
         self.restored = [0] * count
+        self.host = [0] * count
+        self.disk = [0] * count
+        self.restore_ms = [0.0] * count
 
 
 @dataclass
@@ -129,6 +144,8 @@ class WorkerEngine:
         self.blocked = False  # the head of the queue found the pool full
         self.active_blocks = 0  # prompt blocks of every request here (the router's load)
         self.busy_ms = 0.0
+        self.link_free = 0.0  # when the restores queued on the link are done
+        self.link_busy_ms = 0.0
         self.waited: set[int] = set()
         self.served = self.refused = self.evictions = self.peak_pinned = 0
         self.uncached_outputs = 0
@@ -271,13 +288,16 @@ class WorkerEngine:
                     self.waiting.popleft()
                     self._refuse(index)
                     continue
-                hit = tree.match(request.tokens, request.namespace, pin=True)
+                hit = None
                 try:
+                    # A tiered tree's match restores to the device: it may not fit either.
+                    hit = tree.match(request.tokens, request.namespace, pin=True)
                     done = tree.insert(
                         request.tokens, request.namespace, pin=True, **request.retention()
                     )
                 except OutOfBlocksError:
-                    hit.lease.release()
+                    if hit is not None:
+                        hit.lease.release()
                     if self.service.on_full == "refuse":
                         self.waiting.popleft()
                         self._refuse(index)
@@ -297,9 +317,7 @@ class WorkerEngine:
             uncached = max(request.prompt_tokens - cached, 1)  # the last token makes logits
             ready = now
             if self.restore is not None and length:
-                restored = self.restore(self.number, index, length)
-                record.restored[index] = restored
-                ready = now + self.cost.restore_ms(restored * trace.token_scale)
+                ready = self._restore(index, length, now)
             prefill = _Prefill(index, request.prompt_tokens - uncached, uncached, ready, leases)
             self.prefilling.append(prefill)
             if ready <= now:
@@ -307,6 +325,24 @@ class WorkerEngine:
                 chunks.append((prefill, take))
                 budget -= take
         return budget
+
+    def _restore(self, index: int, length: int, now: float) -> float:
+        """Record what request ``index``'s hit brings from slower tiers, queue its restore
+        on the link, and return when it is done. O(1)."""
+        record, cost, scale = self.record, self.cost, self.trace.token_scale
+        assert self.restore is not None
+        found = self.restore(self.number, index, length)
+        host, disk = found.get("host", 0), found.get("disk", 0)
+        record.host[index], record.disk[index] = host, disk
+        record.restored[index] = host + disk
+        took = cost.restore_ms(host * scale, "host") + cost.restore_ms(disk * scale, "disk")
+        if took <= 0:
+            return now
+        ready = max(now, self.link_free) + took
+        self.link_free = ready
+        self.link_busy_ms += took
+        record.restore_ms[index] = ready - now
+        return ready
 
     def _refuse(self, index: int) -> None:
         self.refused += 1

@@ -207,8 +207,9 @@ class Sizing:
             text += f" = {gpus:,.1f} GPUs of this class ({self.deployment.gpu.part})"
         return text
 
-    def parse(self, text: str) -> int:
-        """One ``--capacity`` item in blocks (see the module docstring). O(len(text)).
+    def parse(self, text: str, flag: str = "--capacity") -> int:
+        """One ``--capacity`` item in blocks (see the module docstring); ``flag`` names
+        the option in messages. O(len(text)).
 
         Raises:
             SimulateError: not a size, a unit the model or GPU is needed for but not
@@ -218,7 +219,7 @@ class Sizing:
         match = _SIZE.fullmatch(word)
         if match is None:
             raise SimulateError(
-                f"--capacity: {text.strip()!r} is not a whole number of blocks or a size "
+                f"{flag}: {text.strip()!r} is not a whole number of blocks or a size "
                 "(expected blocks like 1000 or 20k, tokens like 2Mtok, bytes like 64GiB or "
                 "2TB, or GPUs like 8gpu)"
             )
@@ -229,7 +230,7 @@ class Sizing:
         if unit in ("", "blocks", "block"):
             if amount != int(amount):
                 raise SimulateError(
-                    f"--capacity: {text.strip()!r} is not a whole number of blocks >= 1 "
+                    f"{flag}: {text.strip()!r} is not a whole number of blocks >= 1 "
                     "(expected a list like 1000,5000,20k)"
                 )
             blocks = amount
@@ -238,16 +239,16 @@ class Sizing:
         elif unit in _BYTES:
             size = self.block_bytes
             if size is None or scale != 1:
-                raise SimulateError(f"--capacity {text.strip()}: a size in bytes needs --model")
+                raise SimulateError(f"{flag} {text.strip()}: a size in bytes needs --model")
             blocks = amount * _BYTES[unit] / size
         else:  # gpus
             size = self.block_bytes
             if size is None or self.deployment is None or scale != 1:
-                raise SimulateError(f"--capacity {text.strip()}: GPUs need --model and --gpu")
+                raise SimulateError(f"{flag} {text.strip()}: GPUs need --model and --gpu")
             blocks = amount * self.deployment.kv_bytes_per_gpu / size
         if not blocks >= 1 or math.isinf(blocks):
             raise SimulateError(
-                f"--capacity: {text.strip()!r} is not a whole number of blocks >= 1 "
+                f"{flag}: {text.strip()!r} is not a whole number of blocks >= 1 "
                 "(less than one block, or not a size)"
             )
         return int(blocks)

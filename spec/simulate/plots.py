@@ -10,6 +10,10 @@
   timestamps, else over requests -- warm-up, and how steady the benefit is.
 * ``ttft_vs_capacity.png`` (timed mode): TTFT p50, p90 and p99 of LRU on one worker
   against pool size, the no-cache baseline and the SLO as horizontal lines.
+* ``tiers_vs_capacity.png`` (with ``--tiers``): against the device pool, where the
+  first tiered configuration's hits come from (device, host, disk, stacked), every
+  tiered configuration's hit ratio beside the same without tiers, and in the timed
+  mode a second panel of TTFT p50 and p99 with the tiers and without.
 
 :func:`figures` draws them into PNG bytes: the command writes them as files, and the
 HTML report (:mod:`~kachedb_radix.spec.simulate.report`) embeds the same bytes.
@@ -59,6 +63,8 @@ def figures(results: Results) -> dict[str, bytes]:
     }
     if results.mode == "timed":
         drawn["ttft_vs_capacity.png"] = _ttft(results)
+    if results.tiered:
+        drawn["tiers_vs_capacity.png"] = _tiers(results)
     return drawn
 
 
@@ -190,6 +196,83 @@ def _ttft(results: Results) -> bytes:
     axes.set_title(f"TTFT against capacity: {_name(results)}", fontsize=11)
     axes.grid(True, which="both", alpha=0.3)
     axes.legend(loc="upper right", fontsize=8)
+    figure.tight_layout()
+    return _png(figure)
+
+
+#: The tiers' colours in the stacked plot.
+TIER_COLOURS = {"device": "#1f77b4", "host": "#ff7f0e", "disk": "#8c564b"}
+
+
+def _tier_share(results: Results, label: str, tier: str) -> list[float]:
+    """The share of prompt tokens ``tier`` supplied to ``label`` at each point."""
+    shares = []
+    for point in results.points:
+        tiers = point.runs[label].tiers
+        assert tiers is not None, "a tiered configuration's run has tier figures"
+        shares.append(tiers.ratio(tier))
+    return shares
+
+
+def _tier_series(results: Results) -> list[tuple[str, str, str]]:
+    """(label, colour, line style) of every tiered configuration (solid) and of each
+    configuration they extend, without tiers (dashed, once each)."""
+    series = []
+    plain: dict[str, None] = {}
+    for position, label in enumerate(results.tiered):
+        series.append((label, MORE_COLOURS[position % len(MORE_COLOURS)], "-"))
+        plain.setdefault(results.config(label).untiered, None)
+    for position, label in enumerate(plain):
+        colour = STYLE["lru"][0] if label == "lru" else MORE_COLOURS[-1 - position]
+        series.append((label, colour, "--"))
+    return series
+
+
+def _tiers(results: Results) -> bytes:
+    import matplotlib.pyplot as plt
+
+    points = results.points
+    capacities = [point.capacity for point in points]
+    timed = results.mode == "timed"
+    figure, panels = plt.subplots(1, 2 if timed else 1, figsize=(12.5 if timed else 7.5, 4.8),
+                                  dpi=110, squeeze=False)  # fmt: skip
+    axes = panels[0][0]
+    first = results.tiered[0]
+    axes.stackplot(capacities, *(_tier_share(results, first, tier) for tier in TIER_COLOURS),
+                   colors=list(TIER_COLOURS.values()), alpha=0.3,
+                   labels=[f"{first}: from {tier}" for tier in TIER_COLOURS])  # fmt: skip
+    series = _tier_series(results)
+    for label, colour, style in series:
+        name = f"{label}: hit" if style == "-" else f"{label}: hit, device alone"
+        hits = [point.runs[label].stats.token_hit_ratio for point in points]
+        axes.plot(capacities, hits, marker="o", markersize=3.5, color=colour, linestyle=style,
+                  label=name)  # fmt: skip
+    if results.infinite is not None:
+        colour, label = STYLE["infinite"]
+        axes.axhline(results.infinite.token_hit_ratio, color=colour, linestyle=":", label=label)
+    _hbm_line(axes, results)
+    _capacity_axis(axes, results)
+    axes.set_xlabel(f"device pool (blocks of {results.trace.tokens_per_block} tokens)")
+    axes.set_ylabel("token hit ratio")
+    axes.set_ylim(0, 1)
+    axes.set_title(f"Hits by tier against the device pool: {_name(results)}", fontsize=11)
+    axes.grid(True, which="both", alpha=0.3)
+    axes.legend(loc="upper left", fontsize=7)
+    if timed:
+        axes = panels[0][1]
+        for label, colour, style in series:
+            for percentile, marker in (("p50", "o"), ("p99", "^")):
+                values = [p.runs[label].ttft_ms.get(percentile, math.nan) / 1000.0 for p in points]
+                axes.plot(capacities, values, linestyle=style, marker=marker, markersize=3.5,
+                          color=colour, label=f"{label}: TTFT {percentile}")  # fmt: skip
+        _hbm_line(axes, results)
+        _capacity_axis(axes, results)
+        axes.set_xlabel(f"device pool (blocks of {results.trace.tokens_per_block} tokens)")
+        axes.set_yscale("log")
+        axes.set_ylabel("time to first token (s)")
+        axes.set_title("TTFT with the tiers (solid) and without (dashed)", fontsize=11)
+        axes.grid(True, which="both", alpha=0.3)
+        axes.legend(loc="upper right", fontsize=7)
     figure.tight_layout()
     return _png(figure)
 

@@ -2,22 +2,20 @@
 
 A *configuration* (:class:`Config`) is an eviction policy (R-POL-*) on a cluster of
 workers behind a routing rule (:class:`~kachedb_radix.spec.simulate.cluster.ClusterSpec`;
-one worker by default). The configurations of a run are every policy asked for on
-every cluster asked for, LRU on one worker always first (the baseline). A *point* is
-every configuration and Belady at one capacity; each is a separate task
-(:class:`Task`), so a sweep over capacities, policies, workers and routings runs as
-independent tasks wherever the executor puts them (worker processes, Ray).
+one worker by default), each worker with or without host and disk tiers under its
+device pool (:class:`~kachedb_radix.spec.simulate.tiers.TierSpec`). The
+configurations of a run are every policy asked for on every cluster asked for, each
+without tiers and with every tier configuration asked for, LRU on one worker without
+tiers always first (the baseline). A *point* is every configuration and Belady at one
+capacity (the device pool); each is a separate task (:class:`Task`), so a sweep over
+capacities, policies, workers, routings and tiers runs as independent tasks wherever
+the executor puts them (worker processes, Ray).
 
 A :class:`Job` is everything a task needs, built once and shipped to every worker:
 the trace, the mode, the service and cost models, the configurations, and --
 computed once by the caller -- the prefix ids, their next uses and the infinite
 capacity lengths the bounds need, and the prompts' block hashes the router index
 needs. :func:`run_task` is what a worker runs.
-
-The tiers plug in here: a ``tiers`` field of :class:`Config` (host and disk capacities
-and bandwidths) becomes one more dimension of the configurations, a part of their
-label, and the engine's ``restore`` hook (:data:`~kachedb_radix.spec.simulate.engine.Restore`)
-charges the restore of the blocks a hit finds in a slower tier.
 """
 
 from __future__ import annotations
@@ -34,11 +32,13 @@ from ..conform.targets import tree_class
 from .bounds import belady_lengths
 from .cluster import HASH_SCHEME, ClusterSpec, Router, replay_cluster_sequential
 from .cost import CostModel
+from .hardware import Sizing
 from .metrics import HitStats, hit_stats, percentiles
 from .prefix import PrefixPaths
 from .sequential import Progress, Replay, replay_sequential
 from .service import ServiceModel
 from .slo import Slo, Throughput, attainment, search
+from .tiers import TieredWorkerTree, TierHits, TierSpec, make_tiered_trees, replay_tiered, tier_hits
 from .timed import replay_timed
 from .trace import Trace
 
@@ -54,18 +54,30 @@ class Config:
     policy: str = "lru"
     options: dict[str, object] | None = None
     cluster: ClusterSpec = field(default_factory=ClusterSpec)
+    tiers: TierSpec | None = None
 
     @property
     def label(self) -> str:
-        """``lru``, ``lfu``, ``4xprefix``, ``4xprefix/lfu``: its name in tables. O(1)."""
+        """``lru``, ``lfu``, ``4xprefix``, ``4xprefix/lfu``, ``lru+host8000``,
+        ``4xprefix/lfu+host8000+disk80000``: its name in tables. O(1)."""
         base = self.cluster.label
         if not base:
-            return self.policy
-        return base if self.policy == "lru" else f"{base}/{self.policy}"
+            name = self.policy
+        else:
+            name = base if self.policy == "lru" else f"{base}/{self.policy}"
+        return name if self.tiers is None else f"{name}+{self.tiers.label}"
 
-    def to_json(self, options: dict[str, object]) -> dict[str, Any]:
+    @property
+    def untiered(self) -> str:
+        """The label of the same configuration without tiers. O(1)."""
+        return Config(self.policy, self.options, self.cluster).label
+
+    def to_json(self, options: dict[str, object], sizing: Sizing | None = None) -> dict[str, Any]:
         """Plain data for results.json, with the policy's options in full. O(1)."""
         cluster = self.cluster
+        tiers = None
+        if self.tiers is not None:
+            tiers = self.tiers.to_json(sizing or Sizing(1))
         return {
             "label": self.label,
             "policy": self.policy,
@@ -81,6 +93,7 @@ class Config:
                 if cluster.delay_ms is not None
                 else cluster.delay_requests
             ),
+            "tiers": tiers,
         }
 
 
@@ -192,6 +205,7 @@ class Run:
         trees: the tree implementation the workers ran on.
         service: the timed mode's figures (None in the sequential mode).
         balance: how requests spread (None on one worker).
+        tiers: the hit ratio per tier and the restores (None without tiers).
     """
 
     stats: HitStats
@@ -200,6 +214,7 @@ class Run:
     trees: str
     service: Service | None = None
     balance: Balance | None = None
+    tiers: TierHits | None = None
 
     @property
     def ttft_ms(self) -> dict[str, float]:
@@ -218,9 +233,14 @@ class TaskResult:
 
 
 def make_trees(job: Job, config: Config, capacity: int) -> tuple[list[Any], str]:
-    """Fresh trees for ``config``'s workers at a total of ``capacity`` blocks, and the
-    implementation they are. A tree that must emit events is the reference's when the
-    chosen implementation cannot (the C twin emits none yet). O(workers)."""
+    """Fresh trees for ``config``'s workers at a total of ``capacity`` device blocks
+    (tiered ones with ``config.tiers``), and the implementation they are. A tree that
+    must emit events is the reference's when the chosen implementation cannot (both
+    twins emit them; a third-party twin may not). O(workers + tier capacities).
+
+    Raises:
+        SimulateError: the tiered tree refuses its tiers.
+    """
     pools = config.cluster.pools(capacity, job.limit)
     keywords: dict[str, Any] = {}
     if config.policy != "lru" or config.options is not None:
@@ -232,21 +252,25 @@ def make_trees(job: Job, config: Config, capacity: int) -> tuple[list[Any], str]
             tree_class(name)(1, job.trace.block_size, **keywords)
         except TypeError:  # this implementation does not emit events
             name = "reference"
+    if config.tiers is not None:
+        size = job.trace.block_size
+        return make_tiered_trees(name, config.tiers, pools, job.limit, size, keywords), name
     factory = tree_class(name)
     return [factory(pool, job.trace.block_size, **keywords) for pool in pools], name
 
 
-def _router(job: Job, config: Config, trees: list[Any]) -> Router | None:
+def _router(job: Job, config: Config, trees: list[Any], name: str) -> Router | None:
     if config.cluster.workers == 1:
         return None
-    return Router(config.cluster, job.trace, trees, job.hashes, job.service.max_running)
+    service = job.service
+    return Router(config.cluster, job.trace, trees, job.hashes, service.max_running, name)
 
 
 def _replay(
     job: Job, config: Config, capacity: int, progress: Progress | None, speed: float = 1.0
 ) -> tuple[Replay, str]:
     trees, name = make_trees(job, config, capacity)
-    router = _router(job, config, trees)
+    router = _router(job, config, trees, name)
     if job.mode == "timed":
         assert job.cost is not None, "the timed mode has a cost model"
         done = replay_timed(
@@ -258,6 +282,8 @@ def _replay(
             progress=progress,
             speed=speed * job.speed,
         )
+    elif router is None and isinstance(trees[0], TieredWorkerTree):
+        done = replay_tiered(job.trace, trees[0], progress)
     elif router is None:
         done = replay_sequential(job.trace, trees[0], progress)
     else:
@@ -316,6 +342,7 @@ def run_task(job: Job, task: Task, progress: Progress | None = None) -> TaskResu
         trees=name,
         service=service,
         balance=balance,
+        tiers=None if done.tiers is None else tier_hits(job.trace, done.lengths, done.tiers),
     )
     return TaskResult(task, run=run, seconds=run.seconds)
 

@@ -2,10 +2,11 @@
 
 ``--out DIR`` writes ``report.html`` beside results.json: the knees first (and the
 overload warning), then the trace and its units, the model, GPUs and service-model
-assumptions (every constant, with the datasheets the GPU figures come from), the
-tables the command prints, the notes, and the plots. It needs nothing else: the plots
-are embedded as ``data:`` URIs (PNG, base64), the style is inline, there is no script
-and no link to fetch anything -- it opens the same from an e-mail attachment, offline.
+assumptions (every constant, with the datasheets the GPU figures come from; the tiers'
+sizes and rates), the tables the command prints, the notes, and the plots. It needs
+nothing else: the plots are embedded as ``data:`` URIs (PNG, base64), the style is
+inline, there is no script and no link to fetch anything -- it opens the same from an
+e-mail attachment, offline.
 Without matplotlib the page says the plots were skipped. Every text is HTML-escaped.
 Cost: O(points * configurations) plus the plots.
 """
@@ -28,6 +29,8 @@ from .summary import (
     overload_lines,
     service_table,
     summary_table,
+    tier_lines,
+    tiers_table,
     title,
 )
 
@@ -116,8 +119,9 @@ def assumptions(results: Results) -> list[tuple[str, str]]:
                             f"{100 * results.slo.attainment:g}% of requests"))  # fmt: skip
     for config in results.configs:
         cluster = config.cluster
-        if cluster.workers > 1:
-            rows.append((f"configuration {config.label}", str(config.to_json({}))))
+        if cluster.workers > 1 or config.tiers is not None:
+            rows.append((f"configuration {config.label}", str(config.to_json({}, sizing))))
+    rows += [("tiers", line) for line in tier_lines(results)]
     return rows
 
 
@@ -148,9 +152,12 @@ def render(results: Results, plots: dict[str, bytes] | None) -> str:
         parts += ["<h2>Service under load</h2>", html_table(service_table(results), "service")]
     if results.clusters:
         parts += ["<h2>Workers and routing</h2>", html_table(cluster_table(results), "cluster")]
+    if results.tiered:
+        parts += ["<h2>Tiers: device, host, disk</h2>", html_table(tiers_table(results), "tiers")]
     parts.append('<h2>Notes</h2><ul id="notes">')
+    tiered = tier_lines(results)
     for line in notes(results):
-        if line not in knees and line not in warnings:
+        if line not in knees and line not in warnings and line not in tiered:
             parts.append(f'<li class="note">{_cell(line)}</li>')
     parts.append("</ul><h2>Plots</h2>")
     if plots is None:

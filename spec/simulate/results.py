@@ -9,6 +9,16 @@ drawn by :mod:`kachedb_radix.spec.simulate.plots` and the self-contained page by
 The knees (:mod:`kachedb_radix.spec.simulate.knee`): for every configuration and
 Belady, at every fraction asked for, the capacity interpolated where the curve
 reaches that fraction of the infinite-capacity token hit ratio.
+
+**Versions.** Each version only adds to the one before, so a reader of an older
+version that ignores keys it does not know reads a newer document unchanged:
+2 added the policies beside LRU; 3 the model and GPUs, the knees at several
+fractions, the timed mode's service figures, the clusters and the no-cache baseline;
+4 the tiers -- ``settings.configurations[].tiers`` (null without), each point's
+``tiered`` runs (every configuration with tiers, by label; never under ``policies`` or
+``clusters``, so a version-3 reader's sums over those are what they were) and a tiered
+run's ``tiers`` figures (the hit ratio per tier, the restores), and in the cost model
+the disk bandwidth and the restore latencies.
 """
 
 from __future__ import annotations
@@ -28,7 +38,9 @@ from .service import ServiceModel
 from .slo import Slo
 from .trace import Trace
 
-RESULTS_VERSION = 3
+RESULTS_VERSION = 4
+#: A tiered configuration's CSV columns: its token hit ratio from each tier.
+TIER_COLUMNS = ("device", "host", "disk")
 SCHEMA_PATH = Path(__file__).with_name("results.schema.json")
 
 CSV_COLUMNS = (
@@ -88,13 +100,23 @@ class Results:
 
     @property
     def policies(self) -> list[str]:
-        """The policies compared beside LRU on one worker, in the order asked. O(configs)."""
-        return [c.label for c in self.configs if c.cluster.workers == 1 and c.label != "lru"]
+        """The policies compared beside LRU on one worker without tiers, in the order
+        asked. O(configs)."""
+        return [
+            c.label
+            for c in self.configs
+            if c.cluster.workers == 1 and c.label != "lru" and c.tiers is None
+        ]
 
     @property
     def clusters(self) -> list[str]:
-        """The configurations on several workers, in order. O(configurations)."""
-        return [c.label for c in self.configs if c.cluster.workers > 1]
+        """The configurations on several workers without tiers, in order. O(configs)."""
+        return [c.label for c in self.configs if c.cluster.workers > 1 and c.tiers is None]
+
+    @property
+    def tiered(self) -> list[str]:
+        """The configurations with host or disk tiers, in order. O(configurations)."""
+        return [c.label for c in self.configs if c.tiers is not None]
 
     def config(self, label: str) -> Config:
         """The configuration named ``label``. O(configurations).
@@ -155,6 +177,9 @@ class Results:
         extra = [
             f"{name}_{kind}_hit_ratio" for name in self.labels[1:] for kind in ("token", "block")
         ]
+        extra += [f"{name}_{tier}_hit_ratio" for name in self.tiered for tier in TIER_COLUMNS]
+        extra += [f"{name}_ttft_{p}_ms" for name in self.tiered if self.mode == "timed"
+                  for p in ("p50", "p99")]  # fmt: skip
         return (*CSV_COLUMNS, *extra)
 
     def to_json(self) -> dict[str, Any]:
@@ -188,7 +213,7 @@ class Results:
                     **{name: o for name, o in self.policy_options.items() if name != "lru"},
                 },
                 "configurations": [
-                    c.to_json(self.policy_options.get(c.policy, {})) for c in self.configs
+                    c.to_json(self.policy_options.get(c.policy, {}), sizing) for c in self.configs
                 ],
                 "model": None if sizing.model is None else asdict(sizing.model),
                 "deployment": _deployment_json(sizing),
@@ -221,6 +246,7 @@ class Results:
             "lru": _run_json(point.runs["lru"]),
             "policies": {name: _run_json(point.runs[name]) for name in self.policies},
             "clusters": {name: _run_json(point.runs[name]) for name in self.clusters},
+            "tiered": {name: _run_json(point.runs[name]) for name in self.tiered},
             "belady": None if point.belady is None else point.belady.to_json(),
             "belady_seconds": round(point.belady_seconds, 4),
             "timeline": point.timeline,
@@ -262,6 +288,14 @@ class Results:
                 run = point.runs[name]
                 row[f"{name}_token_hit_ratio"] = round(run.stats.token_hit_ratio, 6)
                 row[f"{name}_block_hit_ratio"] = round(run.stats.block_hit_ratio, 6)
+            for name in self.tiered:
+                run = point.runs[name]
+                assert run.tiers is not None, "a tiered configuration's run has tier figures"
+                for tier in TIER_COLUMNS:
+                    row[f"{name}_{tier}_hit_ratio"] = round(run.tiers.ratio(tier), 6)
+                if self.mode == "timed":
+                    for percentile in ("p50", "p99"):
+                        row[f"{name}_ttft_{percentile}_ms"] = run.ttft_ms.get(percentile, "")
             rows.append(row)
         return rows
 
@@ -322,6 +356,8 @@ def _run_json(run: Run) -> dict[str, Any]:
                 "runs": throughput.runs,
             },
         }
+    if run.tiers is not None:
+        found["tiers"] = run.tiers.to_json()
     balance = run.balance
     if balance is not None:
         found["balance"] = {

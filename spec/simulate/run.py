@@ -54,6 +54,7 @@ from .results import Results
 from .service import ServiceModel
 from .slo import Slo
 from .sweep import AUTO_POINTS, auto_capacities
+from .tiers import TierSpec
 from .timed import arrival_order
 from .trace import Trace
 
@@ -81,6 +82,8 @@ class Settings:
         policies: the eviction policies run beside LRU (R-POL-*), each with its
             options (None: its defaults).
         clusters: the clusters each policy runs on besides one worker.
+        tiers: the tier configurations each policy on each cluster runs with, besides
+            none (``--tiers``).
         knee_fractions, knee_rounds, knee_points: the knees asked for, and how many
             refinement rounds of how many capacities per bracket.
         deployment: the model and GPUs (sizes in GiB and GPUs; None: blocks only).
@@ -103,6 +106,7 @@ class Settings:
     timeline_capacity: int | None = None
     policies: tuple[tuple[str, dict[str, object] | None], ...] = ()
     clusters: tuple[ClusterSpec, ...] = ()
+    tiers: tuple[TierSpec, ...] = ()
     knee_fractions: tuple[float, ...] = DEFAULT_FRACTIONS
     knee_rounds: int = 2
     knee_points: int = 2
@@ -129,14 +133,17 @@ class Plan:
 
 def configurations(settings: Settings) -> tuple[Config, ...]:
     """LRU on one worker, then every other policy on one worker, then every policy on
-    each cluster asked for. O(policies * clusters)."""
+    each cluster asked for; each without tiers, then with each tier configuration.
+    O(policies * clusters * tiers)."""
     policies: list[tuple[str, dict[str, object] | None]] = [("lru", None), *settings.policies]
     clusters = [ClusterSpec()] + [c for c in settings.clusters if c.workers > 1]
+    tiers: list[TierSpec | None] = [None, *settings.tiers]
     found: dict[str, Config] = {}
     for cluster in clusters:
         for name, options in policies:
-            config = Config(name, options, cluster)
-            found.setdefault(config.label, config)
+            for spec in tiers:
+                config = Config(name, options, cluster, spec)
+                found.setdefault(config.label, config)
     return tuple(found.values())
 
 

@@ -23,9 +23,12 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .trace import Trace
+
+if TYPE_CHECKING:
+    from .tiers import TierRecord
 
 #: Progress is reported every this many requests.
 PROGRESS_EVERY = 256
@@ -55,7 +58,8 @@ class Replay:
         worker_of: the worker each request went to, by trace index (None: one worker).
         busy_ms: per worker, the time its steps took (timed mode).
         span_ms: first arrival to last completion (timed mode).
-        restored: tokens restored from slower tiers (timed mode, with tiers).
+        restored: tree tokens restored from slower tiers (with tiers).
+        tiers: per request, what its hit restored from each tier (None without tiers).
     """
 
     lengths: list[int]
@@ -72,6 +76,7 @@ class Replay:
     busy_ms: list[float] = field(default_factory=list)
     span_ms: float = 0.0
     restored: int = 0
+    tiers: TierRecord | None = None
 
     @property
     def ttft_ms(self) -> list[float]:

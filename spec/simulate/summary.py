@@ -7,10 +7,12 @@ LRU as a share of Belady (how close LRU comes to the best achievable); in the
 sequential mode LRU's block hit ratio, the prefill tokens it saved, evictions and the
 peak of pinned blocks; in the timed mode evictions and the requests that waited for
 or were refused by a full pool. The timed mode adds a service table (TTFT, TPOT,
-how busy the workers were, the offered prefill, the SLO), and several workers a
-cluster table at one capacity (hit ratio, balance, TTFT per configuration). Under
-the tables: the knees, the model and GPUs, warnings (overload), where the figures
-came from.
+how busy the workers were, the offered prefill, the SLO), several workers a
+cluster table at one capacity (hit ratio, balance, TTFT per configuration), and tiers
+a tiers table (the hit ratio per tier, the restores, and in the timed mode TTFT with
+the tiers beside the same configuration without them). Under the tables: the knees,
+the model and GPUs, the tiers' rates, warnings (overload), where the figures came
+from.
 """
 
 from __future__ import annotations
@@ -66,8 +68,11 @@ def _sizing(results: Results) -> Sizing:
 
 
 def _column_name(results: Results, label: str) -> str:
-    """``hit LFU`` for a policy on one worker, ``hit 4xprefix`` for a cluster."""
-    return f"hit {label}" if results.config(label).cluster.workers > 1 else f"hit {label.upper()}"
+    """``hit LFU`` for a policy on one worker, ``hit 4xprefix`` for a cluster,
+    ``hit lru+host8000`` with tiers."""
+    config = results.config(label)
+    plain = config.cluster.workers == 1 and config.tiers is None
+    return f"hit {label.upper()}" if plain else f"hit {label}"
 
 
 def shown(results: Results) -> list[Point]:
@@ -214,6 +219,93 @@ def cluster_table(results: Results) -> Table:
     return table
 
 
+#: What the tiers table's columns mean.
+TIERS_CAPTION = (
+    "device / host / disk: prompt tokens each tier supplied; miss: prefilled (the four add "
+    "to 100%); restored: blocks brought up from host + disk; restore wait: the restoring "
+    "requests' prefill waiting for it (queue on the link included); offered: the prefill "
+    "compute its misses need; TTFT without: the same configuration with the device pool alone"
+)
+
+
+def tiers_table(results: Results) -> Table:
+    """Each tiered configuration at each capacity: the hit ratio per tier, the restores,
+    and in the timed mode TTFT with the tiers and without. O(points * configs)."""
+    timed = results.mode == "timed"
+    table = Table(caption=TIERS_CAPTION)
+    columns = ["blocks", "configuration", "device", "host", "disk", "miss", "restored"]
+    if timed:
+        columns += ["restore wait p50", "p99", "offered prefill", "TTFT p50", "p99",
+                    "TTFT p50 without", "p99 "]  # fmt: skip
+    for name in columns:
+        table.add_column(name, justify="left" if name == "configuration" else "right")
+    for point in shown(results):
+        for label in results.tiered:
+            run = point.runs[label]
+            tiers = run.tiers
+            assert tiers is not None, "a tiered configuration's run has tier figures"
+            row = [
+                f"{point.capacity:,}",
+                label,
+                *(percent(tiers.ratio(tier)) for tier in ("device", "host", "disk", "miss")),
+                f"{count(tiers.host_blocks)} + {count(tiers.disk_blocks)}",
+            ]
+            if timed:
+                plain = point.runs[results.config(label).untiered]
+                service = run.service
+                assert service is not None, "a timed run has service figures"
+                row += [
+                    duration(tiers.restore_ms.get("p50")),
+                    duration(tiers.restore_ms.get("p99")),
+                    f"{service.offered_prefill_s:,.0f} s",
+                    duration(run.ttft_ms.get("p50")),
+                    duration(run.ttft_ms.get("p99")),
+                    duration(plain.ttft_ms.get("p50")),
+                    duration(plain.ttft_ms.get("p99")),
+                ]
+            table.add_row(*row)
+    return table
+
+
+def tier_lines(results: Results) -> list[str]:
+    """What each tier configuration is, in blocks and GiB, and what a restore costs. O(configs)."""
+    if not results.tiered:
+        return []
+    sizing = _sizing(results)
+    lines = []
+    seen = set()
+    for label in results.tiered:
+        spec = results.config(label).tiers
+        assert spec is not None
+        if spec.label in seen:
+            continue
+        seen.add(spec.label)
+        parts = []
+        for name, blocks in (("host", spec.host_blocks), ("disk", spec.disk_blocks)):
+            if blocks:
+                gib = sizing.gib(blocks)
+                size = "" if gib is None else f" = {format_gib(gib)}"
+                if 0 < results.working_set < blocks:
+                    size += f", a worker's share at most the {results.working_set:,}-block "
+                    size += "working set"
+                parts.append(f"{name} {blocks:,} blocks{size}")
+        write = "write-through" if spec.write_through else "write-back"
+        lines.append(f"tiers {spec.label} ({write}; in all, split over the workers): "
+                     f"{'; '.join(parts)}")  # fmt: skip
+    cost = results.cost
+    if cost is not None:
+        host, disk = (cost.restore_bytes_per_s(tier) / 1e9 for tier in ("host", "disk"))
+        lines.append(
+            f"restores (per worker): from host {host:,.4g} GB/s + {cost.host_latency_ms:g} ms, "
+            f"from disk {disk:,.4g} GB/s + {cost.disk_latency_ms:g} ms; one at a time on a "
+            "worker's link, the request's prefill waiting for its own"
+        )
+    else:
+        lines.append("the sequential mode has no time: restores are counted, not timed "
+                     "(--gpu on a trace with timestamps, or --mode timed, times them)")  # fmt: skip
+    return lines
+
+
 def title(results: Results) -> str:
     """The line above the table: the trace, its units, the mode, the tree. O(1)."""
     trace = results.trace
@@ -340,10 +432,11 @@ def notes(results: Results) -> list[str]:
         if hbm is not None and any(point.capacity > hbm for point in results.points):
             lines.append(
                 f"capacities above {hbm:,} blocks exceed the GPUs' HBM: that KV would live in "
-                "host memory or on disk, and its hits would pay a restore (--tiers will "
-                "charge it); here they count at HBM speed"
+                "host memory or on disk, and its hits would pay a restore (--tiers charges "
+                "it); here the device pool counts at HBM speed"
             )
     lines += knee_lines(results)
+    lines += tier_lines(results)
     if results.mode == "timed" and results.cost is not None and results.service is not None:
         cost, service = results.cost, results.service
         rates = (
@@ -384,5 +477,7 @@ def print_report(results: Results, console: Console) -> None:
         console.print(service_table(results))
     if results.clusters:
         console.print(cluster_table(results))
+    if results.tiered:
+        console.print(tiers_table(results))
     for line in notes(results):
         console.print(line, highlight=False, soft_wrap=True)

@@ -10,6 +10,10 @@ queue. After the last arrival every worker runs until it is empty. Workers inter
 only through routing, at arrivals, so this order is exact. Nothing depends on the
 wall clock: two runs agree to the bit.
 
+Tiered workers (:class:`~kachedb_radix.spec.simulate.tiers.TieredWorkerTree`) restore
+their hits from slower tiers: unless a ``restore`` hook is given, each engine asks its
+tree what its last match restored, and prices it (:mod:`.engine`).
+
 ``speed`` divides every timestamp (2.0: the same requests arriving twice as fast):
 how the throughput at an SLO is searched for
 (:mod:`~kachedb_radix.spec.simulate.slo`).
@@ -19,7 +23,7 @@ Cost: O(total tokens) tree work, O(steps + chunks) step work, plus the routing.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from .cluster import Router
@@ -28,6 +32,7 @@ from .engine import Record, Restore, WorkerEngine
 from .errors import SimulateError
 from .sequential import PROGRESS_EVERY, Progress, Replay
 from .service import ServiceModel
+from .tiers import TierRecord, is_tiered, tier_moves
 from .trace import Trace
 
 
@@ -74,6 +79,14 @@ def replay_timed(
     if len(trees) > 1 and router is None:
         raise ValueError("several workers need a router")
     order = arrival_order(trace)
+    tiered = reuse and is_tiered(trees)
+    if tiered and restore is None:
+
+        def last_restored(worker: int, index: int, length: int) -> Mapping[str, int]:
+            restored: Mapping[str, int] = trees[worker].restored
+            return restored
+
+        restore = last_restored
     record = Record([(request.timestamp or 0.0) / speed for request in trace.requests])
     observe = router.observe if router is not None else None
     engines = [
@@ -105,10 +118,17 @@ def replay_timed(
         waited |= engine.waited
     finished = [value for value in record.finish if value == value]
     first = record.arrival[order[0]] if order else 0.0
+    tiers = None
+    evictions = sum(engine.evictions for engine in engines)
+    if tiered:
+        demoted, dropped = tier_moves(trees)
+        link_busy = sum(engine.link_busy_ms for engine in engines)
+        tiers = TierRecord(record.host, record.disk, record.restore_ms, link_busy, demoted, dropped)
+        evictions += sum(tree.restore_evictions for tree in trees)
     return Replay(
         lengths=record.lengths,
         order=order,
-        evictions=sum(engine.evictions for engine in engines),
+        evictions=evictions,
         peak_pinned=max(engine.peak_pinned for engine in engines),
         waited=len(waited),
         refused=sum(engine.refused for engine in engines),
@@ -119,4 +139,5 @@ def replay_timed(
         busy_ms=[engine.busy_ms for engine in engines],
         span_ms=max(finished, default=first) - first,
         restored=sum(record.restored),
+        tiers=tiers,
     )

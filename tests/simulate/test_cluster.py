@@ -118,8 +118,8 @@ def test_cost_routing_trades_overlap_against_load() -> None:
 
 
 def test_the_router_index_class_can_be_swapped() -> None:
-    """``--router-index module:Class``: any class with RouterIndex's API (the C twin's,
-    when it lands) is used in its place."""
+    """``--router-index module:Class``: any class with RouterIndex's API is used in place
+    of the trees' twin's."""
     assert load_index_class("kachedb_radix.reference.router:RouterIndex") is RouterIndex
     assert load_index_class("tests.simulate.test_cluster:CountingIndex") is CountingIndex
     counting = "tests.simulate.test_cluster:CountingIndex"
@@ -185,9 +185,9 @@ def test_the_timed_mode_routes_by_what_workers_hold_now() -> None:
     assert found["least-loaded"][0] == [0, 0, 1]
 
 
-def test_events_come_from_the_reference_when_the_c_twin_emits_none() -> None:
-    """A worker that must feed an index needs a tree that emits events: the C twin's when
-    it can, else the reference's (and the results say which ran)."""
+def test_workers_feeding_an_index_run_on_the_c_twin() -> None:
+    """A worker that must feed an index needs a tree that emits events: the C twin emits
+    them, so routed workers run on it (and the results say which ran)."""
     trace = block_trace([A, A2])
     job = Job(trace=trace, mode="sequential", implementation="accel",
               service=ServiceModel(), order=[0, 1])  # fmt: skip
@@ -195,8 +195,7 @@ def test_events_come_from_the_reference_when_the_c_twin_emits_none() -> None:
     trees, name = make_trees(job, Config(cluster=ClusterSpec(workers=2, routing="prefix")), 8)
     assert len(trees) == 2 and hasattr(trees[0], "take_events")
     trees, plain = make_trees(job, Config(cluster=ClusterSpec(workers=2)), 8)
-    assert plain == "accel"
-    assert name in ("accel", "reference")
+    assert plain == name == "accel"
 
 
 def test_policies_workers_and_routings_in_one_sweep(

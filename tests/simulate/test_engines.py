@@ -136,12 +136,12 @@ def test_a_restore_from_a_slower_tier_delays_the_prefill() -> None:
     byte a token: 20 ms before its 10 uncached tokens can start."""
     trace = _timed_trace((0, [1, 2], 0), (100, [1, 2, 3], 0))
     slow_link = dataclasses.replace(FLAT, kv_bytes_per_token=1, host_bytes_per_s=1000.0,
-                                    hbm_bytes_per_s=1e15)  # fmt: skip
+                                    hbm_bytes_per_s=1e15, host_latency_ms=0.0)  # fmt: skip
     asked: list[tuple[int, int, int]] = []
 
-    def restore(worker: int, index: int, length: int) -> int:
+    def restore(worker: int, index: int, length: int) -> dict[str, int]:
         asked.append((worker, index, length))
-        return length
+        return {"host": length}
 
     done = _replay(trace, 10, "reference", cost=slow_link, restore=restore)
     assert asked == [(0, 1, 2)] and done.restored == 2
@@ -322,10 +322,10 @@ def test_a_restored_request_goes_first_once_ready() -> None:
     trace = token_trace([[1, 2, 3, 4], list(range(1, 11)), list(range(20, 30))],
                         timestamps=[0.0, 100.0, 100.0], block_size=1)  # fmt: skip
     link = dataclasses.replace(FLAT, kv_bytes_per_token=1, host_bytes_per_s=1000.0,
-                               hbm_bytes_per_s=1e15)  # fmt: skip
+                               hbm_bytes_per_s=1e15, host_latency_ms=0.0)  # fmt: skip
     tree = tree_class("reference")(64, 1)
     done = replay_timed(trace, [tree], ServiceModel(max_running=4, token_budget=4), link,
-                        restore=lambda worker, index, length: length)  # fmt: skip
+                        restore=lambda worker, index, length: {"host": length})  # fmt: skip
     # [100, 104): r2 4; [104, 108): r1 4; [108, 112): r1 2 + r2 2; [112, 116): r2 4
     assert done.ttft[1:] == [pytest.approx(12.0), pytest.approx(16.0)]
     assert done.restored == 4
@@ -333,7 +333,7 @@ def test_a_restored_request_goes_first_once_ready() -> None:
     slower = dataclasses.replace(link, host_bytes_per_s=500.0)
     done = replay_timed(trace, [tree_class("reference")(64, 1)],
                         ServiceModel(max_running=4, token_budget=4), slower,
-                        restore=lambda worker, index, length: length)  # fmt: skip
+                        restore=lambda worker, index, length: {"host": length})  # fmt: skip
     # [100, 104): r2 4; [104, 108): r2 4 (r1 not ready); [108, 112): r1 4 (r2 waits);
     # [112, 116): r1 2 + r2 2: both first tokens at 116
     assert done.ttft[1:] == [pytest.approx(16.0), pytest.approx(16.0)]

@@ -175,7 +175,12 @@ def test_decode_is_memory_bound_and_batching_amortises_the_weights() -> None:
     assert one == pytest.approx(weights_ms + 1000 * 163_840 * 1000 / (8 * 3.35e12 * 0.7))
     batch = cost.step_ms(0.0, 0, 64, 64_000, 64_000)
     assert batch < 2 * one  # 64 tokens for the price of about one and a half
-    assert cost.restore_ms(1000) == pytest.approx(1000 * 163_840 * 1000 / (8 * 64e9))
+    # a restore: its latency, then the bytes over the host link (from disk: the slower
+    # of the disk and the host link)
+    host = 0.02 + 1000 * 163_840 * 1000 / (8 * 64e9)
+    assert cost.restore_ms(1000) == cost.restore_ms(1000, "host") == pytest.approx(host)
+    assert cost.restore_ms(1000, "disk") == pytest.approx(0.1 + 1000 * 163_840 * 1000 / (8 * 6.5e9))
+    assert cost.restore_ms(0, "disk") == 0.0
 
 
 def test_prefill_cost_prints_and_exits(capsys: pytest.CaptureFixture[str]) -> None:

@@ -39,7 +39,7 @@ def test_policies_are_compared_in_every_output(
     assert "knee 90% (blocks): lfu" in printed and ", slru " in printed
     document = json.loads((out / "results.json").read_text())
     jsonschema.Draft202012Validator(SCHEMA).validate(document)
-    assert document["version"] == 3
+    assert document["version"] == 4
     assert list(document["settings"]["policies"]) == ["lru", "lfu", "priority", "slru"]
     assert document["settings"]["policies"]["priority"]["namespaces"] == {"tenant-1": 60}
     for point in document["points"]:

@@ -17,6 +17,7 @@ ray = pytest.importorskip(
 from kachedb_radix.spec.cli.main import main  # noqa: E402
 from kachedb_radix.spec.simulate.cluster import ClusterSpec  # noqa: E402
 from kachedb_radix.spec.simulate.run import Settings, simulate  # noqa: E402
+from kachedb_radix.spec.simulate.tiers import TierSpec  # noqa: E402
 from kachedb_radix.spec.simulate.workload import WorkloadSpec, generate  # noqa: E402
 from tests.support.simulate import assert_same_points  # noqa: E402
 
@@ -49,6 +50,28 @@ def test_ray_tasks_give_the_serial_results(local_ray: None) -> None:
         )
         for label, run in one.runs.items():
             assert run.stats == two.runs[label].stats and run.balance == two.runs[label].balance
+
+
+def test_tiered_configurations_are_ray_tasks_too(local_ray: None) -> None:
+    """Tiers (``--tiers``) with a policy and a cluster, in one sweep of Ray tasks: the
+    serial figures, the tiers' too."""
+    trace = generate(WorkloadSpec(requests=40, seed=6))
+    found = {
+        executor: simulate(trace, Settings(executor=executor, capacities=(150, 600),
+                                           knee_rounds=0, policies=(("lfu", None),),
+                                           clusters=(ClusterSpec(workers=2, routing="cost"),),
+                                           tiers=(TierSpec(host_blocks=900),)))
+        for executor in ("serial", "ray")
+    }  # fmt: skip
+    assert_same_points(found["serial"].points, found["ray"].points)
+    for one, two in zip(found["serial"].points, found["ray"].points, strict=True):
+        assert list(one.runs) == list(two.runs) == [
+            "lru", "lru+host900", "lfu", "lfu+host900",
+            "2xcost", "2xcost+host900", "2xcost/lfu", "2xcost/lfu+host900",
+        ]  # fmt: skip
+        for label, run in one.runs.items():
+            assert run.stats == two.runs[label].stats and run.tiers == two.runs[label].tiers
+    assert found["ray"].points[0].runs["lru+host900"].tiers.host_tokens > 0  # type: ignore[union-attr]
 
 
 def test_the_command_line_starts_and_stops_ray_when_none_runs(

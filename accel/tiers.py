@@ -43,3 +43,11 @@ class KVCache(_ReferenceKVCache):
     implementation: ClassVar[str] = "accel"
     pool_type: ClassVar[Any] = BlockPool
     tiers_type: ClassVar[Any] = TieredTree
+
+    def _write_blocks(self, ids: list[int], data: Any) -> None:
+        """Device rows (a CuPy array, anything with ``__cuda_array_interface__``) are
+        scattered on the device; host rows go through the pool's restore."""
+        if hasattr(data, "__cuda_array_interface__"):
+            self._pool.scatter(ids, data)
+        else:
+            super()._write_blocks(ids, data)

@@ -35,7 +35,8 @@ Guarantees:
 
 Invariants (:meth:`check_invariants`): the tree's; the store's; the disk tier's ids and
 the store's slots are a bijection under which the cached disk blocks are exactly the
-occupied slots (lost ones excepted), each record's metadata naming its block.
+occupied slots (lost ones excepted), each record's metadata naming its block, each
+block's chained hash its own.
 """
 
 from __future__ import annotations
@@ -280,11 +281,7 @@ class KVCache:
         )
         self._run(result.moves, result.dropped)
         if result.allocated:
-            fresh = kv[result.reused :]
-            if isinstance(fresh, np.ndarray):
-                self._pool.restore(list(result.allocated), np.ascontiguousarray(fresh)).wait()
-            else:
-                self._pool.scatter(list(result.allocated), fresh)
+            self._write_blocks(list(result.allocated), kv[result.reused :])
         self._run(result.after, ())
         return result
 
@@ -385,6 +382,8 @@ class KVCache:
                 key.tokens,
             ):
                 raise InvariantViolation(f"disk block {block}'s record does not name it")
+            if self._hash_of[block] != chained_hash(parent, key.namespace, key.tokens):
+                raise InvariantViolation(f"disk block {block}'s chained hash is stale")
 
     # ------------------------------------------------------------------ the work
 
@@ -392,6 +391,11 @@ class KVCache:
     def _host_array(self) -> Any:
         assert self._host is not None, "a move names the host tier of a cache without one"
         return self._host
+
+    def _write_blocks(self, ids: list[int], data: Any) -> None:
+        """Write ``data`` (host rows) into device blocks ``ids``; the GPU twin also takes
+        device rows. O(bytes)."""
+        self._pool.restore(ids, np.ascontiguousarray(data)).wait()
 
     def _staging(self, count: int) -> Any:
         """``count`` rows of the cache's staging buffer (pinned on the GPU twin), grown by
@@ -414,19 +418,18 @@ class KVCache:
             moves, key=lambda move: (move.source_tier, move.target_tier)
         ):
             batch = list(group)
+            # Demotions read the device or the host and write the host or the disk
+            # (R-TIER-3): a restore's moves up are the caller's (restore), not these.
+            assert source_tier in (DEVICE, HOST) and target_tier in (HOST, DISK), batch[0]
             if source_tier == DEVICE:  # one transfer off the device for the run
                 data = self._pool.offload([move.source for move in batch]).wait()
-            elif source_tier == HOST:  # read in place: host rows are whole blocks
+            else:  # read in place: host rows are whole blocks
                 data = [self._host_array[move.source] for move in batch]
-            else:
-                raise AssertionError(f"the tree moved blocks out of the {source_tier} tier")
             for row, move in enumerate(batch):
                 if target_tier == HOST:
                     np.copyto(self._host_array[move.target], data[row])
-                elif target_tier == DISK:
-                    self._put_disk(move.target, data[row])
                 else:
-                    raise AssertionError(f"a demotion into the {target_tier} tier")
+                    self._put_disk(move.target, data[row])
             self._moved[target_tier] += len(batch) * self._spec.bytes_per_block
 
     def _put_disk(self, block: int, payload: Any) -> None:
@@ -440,11 +443,10 @@ class KVCache:
     def _forget_disk(self, block: int) -> None:
         store = self._store
         assert store is not None
-        slot = self._slot_of[block]
         if block in self._lost:
             self._lost.discard(block)  # its record was dropped when it failed
-        elif slot in store:
-            store.delete(slot)
+        else:
+            store.delete(self._slot_of[block])
         del self._hash_of[block]
 
     def _read_disk(self, block: int, out: Any) -> bool:

@@ -43,7 +43,7 @@ def check_tiers(
         _require(
             actual == expected,
             f"the {tier} registry disagrees with its tree on blocks "
-            f"{sorted(set(actual.items()) ^ set(expected.items()))[:4]}",
+            f"{sorted(set(actual.items()) ^ set(expected.items()), key=lambda kv: kv[0])[:4]}",
         )
         live = tree.stats().leases
         _require(

@@ -40,9 +40,6 @@ class Registry:
     def __init__(self) -> None:
         self._keys: dict[int, BlockKey] = {}
 
-    def __len__(self) -> int:
-        return len(self._keys)
-
     def __contains__(self, block: int) -> bool:
         return block in self._keys
 
@@ -99,7 +96,3 @@ class Registry:
         """
         for block in blocks:
             del self._keys[block]
-
-    def clear(self) -> None:
-        """Forget every block. O(n)."""
-        self._keys.clear()

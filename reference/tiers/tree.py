@@ -63,7 +63,7 @@ from ..errors import (
     OutOfBlocksError,
 )
 from ..events.hashing import BlockHasher, event_hasher
-from ..events.schema import AllBlocksCleared, KVEvent, KVEventBatch
+from ..events.schema import KVEvent, KVEventBatch
 from ..namespaces import check_namespace, namespace_order
 from ..numbering import Numbering
 from ..policies import DEFAULT_POLICY
@@ -634,11 +634,10 @@ class TieredTree:
             return
         medium = MEDIA[tier]
         for batch in self._trees[tier].take_events():
-            for event in batch.events:
-                if isinstance(event, AllBlocksCleared):
-                    self._pending.append(event)
-                else:
-                    self._pending.append(msgspec.structs.replace(event, medium=medium))
+            # A tree emits stores and removals only (R-EVENT-1): each carries a medium.
+            self._pending.extend(
+                msgspec.structs.replace(event, medium=medium) for event in batch.events
+            )
 
     def _finish(self, work: _Work) -> tuple[Move, ...]:
         """End a call: release its temporary pins (a restore's sources), close its event

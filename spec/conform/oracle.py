@@ -556,9 +556,8 @@ class TieredOracle(TieredTree):
         if adopt is None or freed is None or tier not in self.tiers:
             return super().evict(count, tier)
         answer, profile = adopt
-        if not profile.adopts_eviction:
-            return super().evict(count, tier)
-        choice = _Choice(freed, None, profile, ("R-TIER-3", "R-EVICT-4"), f"{tier} evict")
+        victims = freed if profile.adopts_eviction else None
+        choice = _Choice(victims, None, profile, ("R-TIER-3", "R-EVICT-4"), f"{tier} evict")
         return self._following(
             choice, answer, _rows(answer.get("moves")), profile,
             lambda: TieredTree.evict(self, count, tier), tier,

@@ -472,6 +472,8 @@ class HiCacheCandidate:
             "leases": sum(1 for lease in live if lease.device),
             "clock": self._clock,
         }
+        if self._tiered:
+            answer["tiers"] = {}
         if self._tiered and self._host is not None:
             held = [node for node in self._nodes() if self._data(node).host_value is not None]
             cached = sum(len(self._data(node).host_value) // size for node in held)
@@ -671,9 +673,11 @@ class HiCacheCandidate:
         return blocks
 
     def _backed(self) -> set[int]:
-        """Device blocks with a host copy now."""
+        """Device blocks with a host copy now (none without a host). O(nodes)."""
         size = self._block_size
         backed: set[int] = set()
+        if self._host is None:
+            return backed
         for node in self._nodes():
             data = self._data(node)
             if data.value is not None and data.host_value is not None:

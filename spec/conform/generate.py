@@ -356,12 +356,18 @@ class Run(Protocol):
         ...
 
 
-def tiers_fields(chooser: Chooser, num_blocks: int) -> dict[str, Any]:
+def tiers_fields(
+    chooser: Chooser, num_blocks: int, kept: tuple[str, ...] | None = None
+) -> dict[str, Any]:
     """The ``tiers`` of a reset at the ``tiers`` level: a host tier mostly, a disk tier
     often, sizes from a few blocks to a few times the device's (so that demotions cascade
-    and the last tier drops), write-through now and then (R-TIER-1, R-TIER-4). O(1)."""
+    and the last tier drops), write-through now and then (R-TIER-1, R-TIER-4). With
+    ``kept`` (a profile's ``tiers``) exactly those tiers are present. O(1)."""
     host = 0 if chooser.integer(0, 5) == 0 else chooser.integer(1, 2 * num_blocks + 2)
     disk = 0 if chooser.integer(0, 2) == 0 else chooser.integer(1, 4 * num_blocks + 4)
+    if kept is not None:
+        host = chooser.integer(1, 2 * num_blocks + 2) if "host" in kept else 0
+        disk = chooser.integer(1, 4 * num_blocks + 4) if "disk" in kept else 0
     write_through = host > 0 and chooser.integer(0, 3) == 0
     return {"tiers": {"host": host, "disk": disk, "write_through": write_through}}
 

@@ -43,7 +43,7 @@ from . import events as kit_events
 from .adapter import TreeAdapter
 from .candidate import Candidate, CandidateError, CandidateFailure
 from .operations import offered
-from .oracle import FollowingTree, Inadmissible, OracleAdapter
+from .oracle import FollowingTree, Inadmissible, OracleAdapter, TieredOracle
 from .profile import STRICT, Profile
 from .rulemap import Attribution, Observation, attribute, exercised, safety_attribution
 from .safety import SafetyMonitor, SafetyViolation
@@ -241,8 +241,10 @@ def adopting_outcome(
     op, answer = step["op"], actual.get("ok")
     if not isinstance(oracle, OracleAdapter) or not isinstance(answer, dict):
         return None
+    if isinstance(oracle.tree, TieredOracle):
+        return _tiered_adopting(oracle, book, step, answer, profile)
     if not isinstance(oracle.tree, FollowingTree):
-        return None  # a tiered oracle follows no choice: the tiers level is strict
+        return None
     capped = profile.match_cap != "none"
     if op == "insert" and (profile.adopts_eviction or profile.adopts_allocation or capped):
         evicted = _ids(answer.get("evicted")) if profile.adopts_eviction else None
@@ -272,6 +274,39 @@ def adopting_outcome(
             except CandidateError as exc:
                 return {"error": exc.kind}
     return None
+
+
+def _tiered_adopting(
+    oracle: OracleAdapter, book: LeaseBook, step: Step, answer: dict[str, Any], profile: Profile
+) -> Outcome | None:
+    """:func:`adopting_outcome` at the tiers level: the tiered oracle adopts the
+    candidate's choices in every tier (:class:`~kachedb_radix.spec.conform.oracle.TieredOracle`).
+
+    Raises:
+        spec.oracle.Inadmissible: the candidate's device choice is one no mode allows.
+    """
+    op = step["op"]
+    if op not in ("insert", "restore", "evict", "tier_evict"):
+        return None
+    if not (profile.adopts_eviction or profile.adopts_allocation):
+        return None
+    tree: TieredOracle = oracle.tree
+    tree.adopting(op, answer, profile)
+    try:
+        outcome = apply_step(oracle, step, book)
+    finally:
+        refused = tree.refused
+        tree.adopting(None)
+    if refused is not None:
+        raise refused
+    adopted = outcome.get("ok")
+    if profile.adopts_eviction and isinstance(adopted, dict):
+        # The blocks freed are the candidate's (checked): shown in its order, as at the
+        # other levels (a whole node's blocks go in any order).
+        field = "freed" if op in ("evict", "tier_evict") else "evicted"
+        if field in adopted and sorted(adopted[field]) == sorted(answer.get(field) or []):
+            outcome = {"ok": {**adopted, field: list(answer[field])}}
+    return outcome
 
 
 class Lockstep:

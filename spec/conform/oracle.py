@@ -92,6 +92,29 @@ class _Choice:
     protected: frozenset[int] = field(default=frozenset())
 
 
+@dataclass
+class Standing:
+    """A slower tier's choices in one call of a tiered candidate, read off its answer
+    (:meth:`TieredOracle.adopting`): the ids its moves put blocks at, and the blocks
+    it dropped or moved on down, each in the candidate's order. The tier's tree takes
+    them as its own inserts and evictions ask, as long as they fit (free ids, evictable
+    tails); what does not fit is left to the spec, so the answers differ and the
+    comparison names the rule."""
+
+    allocated: list[int]
+    evicted: list[int]
+    whole_nodes: bool = False
+
+    def take_ids(self, count: int, free: Any) -> list[int] | None:
+        """The next ``count`` ids when they are distinct and free (``free()``: the
+        tier's free ids), else None (the spec's choice). O(count), plus ``free()``."""
+        ids = self.allocated[:count]
+        if len(ids) < count or len(set(ids)) < count or not set(ids) <= free():
+            return None
+        del self.allocated[:count]
+        return ids
+
+
 class _Edges:
     """The published shape as edges of blocks, for checking a chosen eviction.
 
@@ -161,6 +184,7 @@ class FollowingTree(reference.RadixTree):
             num_blocks, block_size, policy=policy, policy_options=policy_options, events=events
         )
         self._choice: _Choice | None = None
+        self.standing: Standing | None = None  # a slower tier's choices (TieredOracle)
         self.split_seen = False  # an edge split since the lockstep last cleared it
         self.recomputed: tuple[int, ...] = ()  # evicted for a recomputed block (match_cap)
 
@@ -288,6 +312,9 @@ class FollowingTree(reference.RadixTree):
         """The candidate's evicted blocks, checked, in an order the tree can free them;
         the reference's own choice when nothing is being followed."""
         choice = self._choice
+        if choice is None and self.standing is not None and self.standing.evicted:
+            yield from self._standing_victims(count, protected, self.standing)
+            return
         if choice is not None and choice.evicted is None and choice.protected:
             yield from self._least_recent_off(count, choice.protected)
             return
@@ -315,10 +342,52 @@ class FollowingTree(reference.RadixTree):
         """The candidate's allocated ids (the tree's allocator checks them: R-ALLOC-1);
         None to let the spec choose."""
         choice = self._choice
+        if choice is None and self.standing is not None:
+            return self.standing.take_ids(count, lambda: set(self.dump()["free"]))
         if choice is None or choice.allocated is None or len(choice.allocated) != count:
             return None
         choice.allocating = True
         return choice.allocated
+
+    def _standing_victims(self, count: int, protected: Path, standing: Standing) -> Iterator[int]:
+        """A slower tier's victims from the candidate's answer, in its order: ``count``
+        of them, then the rest of the last one's edge (a whole node overshoots), each an
+        unpinned leaf tail off ``protected`` when taken; from the first that is not, the
+        spec's own choice (the answers then differ, and the comparison says so).
+        O(count * edges)."""
+        edges = _Edges(self.dump())
+        on_path = {block for node, used in protected for block in node.blocks[:used]}
+        whole = self._standing_profile_whole()
+        taken, last_edge = 0, None
+        while standing.evicted:
+            head = standing.evicted[0]
+            edge = edges.edge_of.get(head)
+            if edge is None or (taken >= count and edge != last_edge):
+                break
+            # A whole node's blocks may come in any order: its next tail among them.
+            run = [head]
+            if whole:
+                for block in standing.evicted[1:]:
+                    if edges.edge_of.get(block) != edge:
+                        break
+                    run.append(block)
+            ready = [
+                block for block in run
+                if edges.is_tail(block) and edges.pins[block] == 0 and block not in on_path
+            ]  # fmt: skip
+            if not ready:
+                break
+            block = ready[0]
+            standing.evicted.remove(block)
+            edges.free(block)
+            last_edge = edge
+            taken += 1
+            yield block
+        if taken < count:
+            yield from super().choose_victims(count - taken, protected)
+
+    def _standing_profile_whole(self) -> bool:
+        return self.standing is not None and self.standing.whole_nodes
 
     # ------------------------------------------------------------------ checks
 
@@ -413,10 +482,136 @@ def _in_freeing_order(freed: list[int], edges: _Edges, granularity: str) -> Iter
 
 
 class TieredOracle(TieredTree):
-    """The tiered reference whose tiers are each a :class:`FollowingTree`: it adopts nothing
-    (the tiers level is strict), but its device tree states the facts the rule map uses."""
+    """The tiered reference whose tiers are each a :class:`FollowingTree`; its device tree
+    states the facts the rule map uses.
+
+    Strict by default. Under a profile that tolerates another eviction or allocation
+    (:attr:`Profile.adopts_eviction`, :attr:`Profile.adopts_allocation`),
+    :meth:`adopting` makes the next ``insert``, ``restore`` or ``evict`` adopt the
+    candidate's admissible choices from its answer, in every tier: the device's as the
+    plain oracle does (``evicted``/``freed``, ``allocated``, a restore's ``restored``
+    targets), checked the same way (:class:`Inadmissible`); each slower tier's from the
+    moves (the ids the moves into it fill, in order) and the blocks it dropped or moved
+    on down (its victims, in order), as a :class:`Standing` its tree follows where they
+    fit. The semantics -- what is demoted, copied, restored, refused -- stay the spec's,
+    so where the candidate's differ the answers differ and the comparison names the rule.
+    """
 
     tree_type = FollowingTree
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._adopt: tuple[str, dict[str, Any], Profile] | None = None
+        self.refused: Inadmissible | None = None
+
+    @property
+    def device(self) -> FollowingTree:
+        """The device tier's tree."""
+        tree: FollowingTree = self.tree("device")
+        return tree
+
+    def adopting(self, op: str | None, answer: dict[str, Any] | None = None,
+                 profile: Profile = STRICT) -> None:  # fmt: skip
+        """Adopt the choices of ``answer`` (the candidate's to ``op``) in the next call
+        of that operation; None: stop adopting. O(1)."""
+        self._adopt = None if op is None or answer is None else (op, answer, profile)
+        self.refused = None
+
+    def insert(self, tokens: object, namespace: str | None = None, **kwargs: Any) -> Any:
+        """:meth:`TieredTree.insert`, adopting (see the class docstring)."""
+        adopt = self._take("insert")
+        if adopt is None:
+            return super().insert(tokens, namespace, **kwargs)
+        answer, profile = adopt
+        evicted = _ids_of(answer.get("evicted")) if profile.adopts_eviction else None
+        allocated = _ids_of(answer.get("allocated")) if profile.adopts_allocation else None
+        choice = _Choice(evicted, allocated, profile, ("R-INS-5",), "insert")
+        rows = _rows(answer.get("moves")) + _rows(answer.get("after"))
+        return self._following(
+            choice, answer, rows, profile,
+            lambda: TieredTree.insert(self, tokens, namespace, **kwargs),
+        )  # fmt: skip
+
+    def restore(self, tokens: object, namespace: str | None = None, **kwargs: Any) -> Any:
+        """:meth:`TieredTree.restore`, adopting (see the class docstring); a candidate that
+        restored nothing has no choice to adopt."""
+        adopt = self._take("restore")
+        if adopt is None or not _rows(adopt[0].get("restored")):
+            return super().restore(tokens, namespace, **kwargs)
+        answer, profile = adopt
+        evicted = _ids_of(answer.get("evicted")) if profile.adopts_eviction else None
+        allocated = None
+        if profile.adopts_allocation:
+            allocated = [row[3] for row in _rows(answer.get("restored"))]
+        choice = _Choice(evicted, allocated, profile, ("R-TIER-6", "R-INS-5"), "restore")
+        return self._following(
+            choice, answer, _rows(answer.get("moves")), profile,
+            lambda: TieredTree.restore(self, tokens, namespace, **kwargs),
+        )  # fmt: skip
+
+    def evict(self, count: int, tier: str = "device") -> Any:
+        """:meth:`TieredTree.evict`, adopting (see the class docstring)."""
+        adopt = self._take("evict", "tier_evict")
+        freed = None if adopt is None else _ids_of(adopt[0].get("freed"))
+        if adopt is None or freed is None or tier not in self.tiers:
+            return super().evict(count, tier)
+        answer, profile = adopt
+        victims = freed if profile.adopts_eviction else None
+        choice = _Choice(victims, None, profile, ("R-TIER-3", "R-EVICT-4"), f"{tier} evict")
+        return self._following(
+            choice, answer, _rows(answer.get("moves")), profile,
+            lambda: TieredTree.evict(self, count, tier), tier,
+        )  # fmt: skip
+
+    def _take(self, *ops: str) -> tuple[dict[str, Any], Profile] | None:
+        adopt, self._adopt = self._adopt, None
+        if adopt is None or adopt[0] not in ops:
+            return None
+        if not (adopt[2].adopts_eviction or adopt[2].adopts_allocation):
+            return None
+        return adopt[1], adopt[2]
+
+    def _following(self, choice: _Choice, answer: dict[str, Any], rows: list[list[Any]],
+                   profile: Profile, call: Any, tier: str = "device") -> Any:  # fmt: skip
+        """Run ``call`` with ``tier``'s tree following ``choice`` and every other slower
+        tier its :class:`Standing`; an inadmissible choice is kept in :attr:`refused`."""
+        dropped = _rows(answer.get("dropped"))
+        for name in self.tiers[1:]:
+            if name == tier:
+                continue
+            allocated = [row[3] for row in rows if len(row) == 4 and row[2] == name]
+            victims = [row[1] for row in dropped if len(row) == 2 and row[0] == name]
+            victims += [row[1] for row in rows if len(row) == 4 and row[0] == name
+                        and row[2] != "device"]  # fmt: skip
+            self.tree(name).standing = Standing(
+                allocated if profile.adopts_allocation else [],
+                [block for block in victims if isinstance(block, int)]
+                if profile.adopts_eviction else [],
+                profile.mode("eviction_granularity") == "whole_leaf_node",
+            )  # fmt: skip
+        try:
+            return self.tree(tier)._follow(choice, call)
+        except Inadmissible as exc:
+            self.refused = exc
+            raise
+        finally:
+            for name in self.tiers[1:]:
+                self.tree(name).standing = None
+
+
+def _rows(value: Any) -> list[list[Any]]:
+    """``value`` as a list of answer rows (moves or dropped), [] when it is not one."""
+    if isinstance(value, list) and all(isinstance(row, list) for row in value):
+        return value
+    return []
+
+
+def _ids_of(value: Any) -> list[int] | None:
+    if isinstance(value, list) and all(
+        isinstance(item, int) and not isinstance(item, bool) for item in value
+    ):
+        return list(value)
+    return None
 
 
 class OracleAdapter(TreeAdapter):
@@ -491,4 +686,3 @@ def _call_adopting(function: Any, *args: object) -> Any:
         return function(*args)
     except RadixError as exc:
         raise CandidateError(exc.kind, str(exc)) from exc
-

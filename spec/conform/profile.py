@@ -13,6 +13,7 @@ verdict reads "conforms with declared deviations: R-...". A profile::
     token_limit = 2147483648       # token ids it accepts are below this (default 2**32)
     match_cap = "last_token"       # none | last_token: a match leaves the last token
     policy = "lfu"                 # the eviction policy it runs (R-POL-*; default lru)
+    tiers = ["host"]               # the slower tiers it keeps (the tiers level; default any)
 
     [policy_options]               # that policy's options (default: its defaults)
 
@@ -43,6 +44,20 @@ verdict reads "conforms with declared deviations: R-...". A profile::
 
 ``[events]`` is not a deviation either: it names the block hashes the candidate's events
 carry, and the kit's oracle names its blocks the same way.
+
+``tiers`` is not a deviation either: it names the slower tiers the candidate keeps
+(``"host"``, ``"disk"``), and at the ``tiers`` level the kit then draws every reset with
+exactly those -- each listed tier present, with a size drawn as usual, every other
+absent -- so a cache that has no disk tier (SGLang's HiCache: its storage tier is an
+external service) is checked on what it keeps instead of refusing most resets. Without
+it the kit draws hosts and disks freely (a host now and then absent).
+
+At the ``tiers`` level the eviction and allocation tolerances apply in every tier: the
+kit's tiered oracle adopts the candidate's choices from its answers -- the device's as
+at the other levels, each slower tier's from the moves into it (its new ids) and the
+blocks it dropped or moved on down (its victims) -- where they fit
+(:class:`~kachedb_radix.spec.conform.oracle.TieredOracle`). What is demoted, copied,
+restored or refused stays the spec's: a difference there is a finding.
 
 ``policy`` and ``[policy_options]`` are not deviations: they say which of the spec's
 policies the candidate runs (the ``policies`` level), and the kit builds its oracle
@@ -160,7 +175,11 @@ _TOP_KEYS = {
     "policy",
     "policy_options",
     "events",
+    "tiers",
 }
+
+#: The slower tiers a profile's ``tiers`` may name (the device is always there).
+SLOWER_TIERS = ("host", "disk")
 
 #: The token limit of the spec (R-TOK-1): ids are unsigned 32-bit integers.
 TOKEN_LIMIT = 2**32
@@ -206,6 +225,7 @@ class Profile:
     events: Mapping[str, str] = field(
         default_factory=lambda: MappingProxyType({"scheme": DEFAULT_SCHEME, "seed": DEFAULT_SEED})
     )
+    tiers: tuple[str, ...] | None = None
 
     def with_policy(self, policy: str, options: Mapping[str, Any] | None = None) -> Profile:
         """The same profile, the candidate running ``policy`` with ``options``. O(1).
@@ -331,6 +351,7 @@ class Profile:
             "policy": self.policy,
             "policy_options": None if self.policy_options is None else dict(self.policy_options),
             "events": dict(self.events),
+            "tiers": None if self.tiers is None else list(self.tiers),
         }
 
 
@@ -402,7 +423,24 @@ def parse(data: Mapping[str, Any], source: str = "<profile>") -> Profile:
         policy=policy,
         policy_options=None if options is None else dict(options),
         events=MappingProxyType(_events(_table(data, "events", where), where)),
+        tiers=_tiers(data.get("tiers"), where),
     )
+
+
+def _tiers(value: Any, where: str) -> tuple[str, ...] | None:
+    """``tiers``: a list of distinct slower tier names, fastest first."""
+    if value is None:
+        return None
+    if (
+        not isinstance(value, list)
+        or not all(name in SLOWER_TIERS for name in value)
+        or len(set(value)) != len(value)
+    ):
+        raise ProfileError(
+            f"{where}: tiers = {value!r}: a list of the slower tiers it keeps, from "
+            f"{', '.join(SLOWER_TIERS)}"
+        )
+    return tuple(name for name in SLOWER_TIERS if name in value)
 
 
 def _policy(name: Any, options: Any, where: str) -> tuple[str, dict[str, object]]:

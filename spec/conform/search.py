@@ -258,7 +258,7 @@ def run_example(session: Session, chooser: Chooser) -> None:
                 **session.profile.reset_fields(),
                 **(session.profile.events_fields() if "events" in session.levels else {}),
                 **(
-                    tiers_fields(RandomChooser(base + 1), swarm.num_blocks)
+                    tiers_fields(RandomChooser(base + 1), swarm.num_blocks, session.profile.tiers)
                     if "tiers" in session.levels
                     else {}
                 ),

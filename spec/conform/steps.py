@@ -160,6 +160,13 @@ def normalise(
     if op == "stats" and "snapshots" not in levels:
         for name in SNAPSHOT_STATS:
             answer.pop(name, None)
+        if isinstance(answer.get("tiers"), dict):
+            # each slower tier's counters, as the device's (R-TIER-1)
+            answer["tiers"] = {
+                tier: {key: value for key, value in part.items() if key not in SNAPSHOT_STATS}
+                if isinstance(part, dict) else part
+                for tier, part in answer["tiers"].items()
+            }  # fmt: skip
     if "eviction" not in levels or not recency:
         answer = _without_recency(op, answer)
         if op in ("dump", "stats") and isinstance(answer.get("tiers"), dict):

@@ -48,6 +48,19 @@ def _sglang() -> Callable[[], Candidate]:
     return SGLangCandidate
 
 
+def _sglang_hicache() -> Callable[[], Candidate]:
+    """The SGLang HiCache adapter's constructor, once the pinned wheel is known to load.
+
+    Raises:
+        ImportError: the pinned sglang wheel is not installed, or its HiCache files do
+            not load.
+    """
+    from .sglang_hicache import HiCacheCandidate, load
+
+    load()
+    return HiCacheCandidate
+
+
 #: The peers by target name.
 PEERS: dict[str, Peer] = {
     "sglang": Peer(
@@ -55,5 +68,11 @@ PEERS: dict[str, Peer] = {
         "SGLang 0.5.23's RadixCache (sglang/srt/mem_cache/radix_cache.py)",
         Path(__file__).with_name("sglang.toml"),
         _sglang,
+    ),
+    "sglang-hicache": Peer(
+        "sglang-hicache",
+        "SGLang 0.5.23's HiCache tree (UnifiedRadixCache with init_hicache, its host tier)",
+        Path(__file__).with_name("sglang_hicache.toml"),
+        _sglang_hicache,
     ),
 }

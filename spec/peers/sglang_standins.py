@@ -58,6 +58,24 @@ class Tensor:
         """A copy."""
         return Tensor(self._items)
 
+    def numel(self) -> int:
+        """How many items (the unified tree asks, :mod:`.sglang_hicache_standins`)."""
+        return len(self._items)
+
+    def item(self) -> int:
+        """The only item.
+
+        Raises:
+            ValueError: the tensor does not hold exactly one item.
+        """
+        if len(self._items) != 1:
+            raise ValueError(f"item() of a tensor of {len(self._items)} items")
+        return self._items[0]
+
+    def cpu(self) -> Tensor:
+        """Itself (one device)."""
+        return self
+
     def tolist(self) -> list[int]:
         """The items as ints."""
         return list(self._items)
@@ -72,6 +90,11 @@ class Tensor:
 
 class device(str):  # torch's own spelling
     """``torch.device``: a name (``radix_cache.py`` builds one and tests isinstance)."""
+
+    @property
+    def type(self) -> str:
+        """The device's kind, its name here."""
+        return str(self)
 
 
 def _torch() -> ModuleType:

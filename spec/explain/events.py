@@ -110,6 +110,12 @@ class Tap:
         self._read = read
         self._held: list[str] = []
         self.answers: list[Outcome] = []
+        self.delivered = 0  # held payloads the lockstep got during the current step
+
+    @property
+    def holding(self) -> bool:
+        """Whether payloads wait for the lockstep's next read."""
+        return bool(self._held)
 
     def call(self) -> Any:
         """The ``events`` call the lockstep makes: the side's answer, the held payloads
@@ -122,6 +128,7 @@ class Tap:
         self.answers.append({"ok": answer})
         if self._held and isinstance(answer, dict) and isinstance(answer.get("batches"), list):
             answer = {**answer, "batches": [*self._held, *answer["batches"]]}
+            self.delivered += len(self._held)
         self._held = []
         return answer
 
@@ -137,6 +144,7 @@ class Tap:
     def start(self, *, reset: bool = False) -> None:
         """A new step (a reset also forgets held payloads: the stream starts again)."""
         self.answers = []
+        self.delivered = 0
         if reset:
             self._held = []
 

@@ -708,6 +708,7 @@
         head.append(rule === "?" ? "?" : ruleLink(rule));
       });
       head.append(linked(": " + (frame.cause || "its events differ") + " "));
+      if (frame.eventsLate) head.append("(the kit compared step " + frame.eventsLate + "'s batches only here: it stopped at that step's finding first) ");
     } else if (differs) {
       head.append("≠ " + (view.index > 0 ? "differs from " + DATA.names[0] + "'s " : DATA.names[1] + "'s differ "));
     }

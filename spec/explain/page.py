@@ -153,6 +153,7 @@ def frame_data(frame: Any, row: list[View], table: _NodeTable) -> dict[str, Any]
         "minor": frame.minor,
         "events": None if frame.events is None else _scheme_text(frame.events),
         "eventsDiffer": frame.events_differ,
+        "eventsLate": frame.events_late,
         "eventsFinding": finding is not None and finding.trace[finding.index].get("op") == "events",
         "sides": sides,
     }

@@ -112,6 +112,9 @@ class Frame:
             events are off.
         events_differ: where the target's events of the step first differ from the
             reference's, as the kit compares them (None when they agree).
+        events_late: the earlier step whose batches the kit read only at this step (it
+            stopped at that step's finding before its reads): a finding on events here
+            may be about them. None when it read none late.
     """
 
     number: int
@@ -126,6 +129,7 @@ class Frame:
     minor: bool = False
     events: dict[str, Any] | None = None
     events_differ: str | None = None
+    events_late: int | None = None
 
 
 @dataclass
@@ -239,6 +243,7 @@ def record(
     absent: str | None = None  # why the target does not run this trace
     parted: str | None = None  # the waived step the trees may differ since
     scheme: dict[str, Any] | None = None  # the trace's events scheme (None: events off)
+    held: int | None = None  # the first step whose batches wait for the lockstep's read
     sides = [reference] if target is None else [reference, target]
     with tapped(*sides) as taps:
         for number, step in enumerate(steps, 1):
@@ -273,9 +278,15 @@ def record(
                 raise RecordError(
                     f"step {number} ({step.get('op')}): malformed ({exc!r})"
                 ) from None
+            if step["op"] == "reset":
+                held = None
             if scheme is not None:
                 holds = lockstep is not None and frame.difference != "failure"
+                if any(tap.delivered for tap in taps):
+                    frame.events_late, held = held, None
                 _read_events(frame, taps, scheme, profile, hold=holds)
+                if held is None and any(tap.holding for tap in taps):
+                    held = number
             if frame.difference == "failure" and lockstep is not None:
                 # The target is gone: the reference goes on alone, with the handles it has.
                 absent = "stopped: " + (frame.sides[1].note or "").removeprefix("failed: ")

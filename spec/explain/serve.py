@@ -171,7 +171,7 @@ class Session:
         with self.lock:
             if self.events is not None:
                 steps = with_events(steps, self.events)
-            self._data = self._recorded(steps)
+            self._data = self._recorded(steps, self.events)
             self.steps = list(steps)
             return self._data
 
@@ -190,7 +190,7 @@ class Session:
             steps = without_events(self.steps)
             if events is not None:
                 steps = with_events(steps, events)
-            self._data = self._recorded(steps)
+            self._data = self._recorded(steps, events)
             self.steps, self.events = steps, events
             return self._data
 
@@ -206,7 +206,7 @@ class Session:
             if self.events is not None:
                 (step,) = with_events([step], self.events)
             steps = [*self.steps, step]
-            self._data = self._recorded(steps)
+            self._data = self._recorded(steps, self.events)
             self.steps = steps
             return self._data
 
@@ -215,7 +215,7 @@ class Session:
         with self.lock:
             if len(self.steps) > 1:
                 steps = self.steps[:-1]
-                self._data = self._recorded(steps)
+                self._data = self._recorded(steps, self.events)
                 self.steps = steps
             return self._data
 
@@ -233,14 +233,15 @@ class Session:
         source = "kachedb-radix explain --serve"
         return page_html(self.data, self.title, "", source, live=FORM, all_rules=True)
 
-    def _recorded(self, steps: list[Step]) -> dict[str, Any]:
+    def _recorded(self, steps: list[Step], events: dict[str, str] | None) -> dict[str, Any]:
+        """The page's data for ``steps``; ``events`` the session's events scheme."""
         try:
             recording = record(steps, title=self.title, source="kachedb-radix explain --serve")
         except RecordError as exc:
             raise PlayError(str(exc)) from None
         data = page_data(recording, frame_views(recording))
         data["live"] = True
-        data["eventsScheme"] = None if self.events is None else self.events["scheme"]
+        data["eventsScheme"] = None if events is None else events["scheme"]
         return data
 
 

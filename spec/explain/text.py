@@ -36,6 +36,11 @@ def text_report(recording: Recording, views: list[list[View]]) -> str:
             )
             if frame.finding is not None:
                 lines.append(f"  {finding_line(frame.finding)}")
+            if frame.events_late is not None and frame.difference.startswith("events"):
+                lines.append(
+                    f"  (the kit compared step {frame.events_late}'s KV events only here: "
+                    "it stopped at that step's finding first)"
+                )
         if frame.declared:
             said = "; ".join(
                 f"{rule} ({reason.removeprefix('declared: ')})" for rule, reason in frame.declared

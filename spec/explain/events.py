@@ -483,7 +483,8 @@ def _block_text(
         return f"#{block} {short(value)}"
     cached = found.blocks[found.by_id[block]]
     start = _depth(found, cached.key) * found.block_size
-    span = f"tokens {start}-{start + found.block_size - 1}"
+    size = found.block_size
+    span = f"token {start}" if size == 1 else f"tokens {start}-{start + size - 1}"
     if tokens:
         span += ": " + " ".join(map(str, tokens[:8])) + (" …" if len(tokens) > 8 else "")
     return f"#{block} {short(value)} ({span})"

@@ -693,6 +693,9 @@
     const box = section.querySelector(".events-box");
     box.hidden = !frame.events || !side.events;
     if (box.hidden) return;
+    // A declared step draws the spec's own state, or the adopted one: the events with it.
+    const adopted = state.adopted.has(view.index) && side.adopted && side.adopted.events;
+    if (adopted) side = { ...side, events: side.adopted.events };
     section.querySelector(".events-scheme").textContent = "(" + frame.events + ")";
     const head = section.querySelector(".events-head");
     head.replaceChildren();

@@ -137,6 +137,8 @@ def frame_data(frame: Any, row: list[View], table: _NodeTable) -> dict[str, Any]
                 "tree": [table.add(root) for root in adopted["tree"]],
                 "pool": _pool_data(adopted["pool"]),
             }
+            if adopted.get("events") is not None:
+                side["adopted"]["events"] = adopted["events"]
         sides.append(side)
     finding = frame.finding
     return {

@@ -268,7 +268,7 @@ def record(
                     frame = Frame(number, step, trace, levels, sides_run)
                 else:
                     assert target is not None
-                    own = _spec_own(lockstep, step, profile)
+                    own = _spec_own(lockstep, step, profile, events=scheme is not None)
                     frame = _observed(number, step, trace, levels, lockstep, target)
                     if own is not None:
                         _declare(frame, own, profile, levels)
@@ -319,7 +319,11 @@ def _read_events(
             except CandidateFailure as exc:
                 side.note = f"its events could not be read: {exc.message}"
                 continue
-        side.events = batches_of(payloads(tap.answers))
+        emitted = batches_of(payloads(tap.answers))
+        if side.adopted is not None and side.events is not None:
+            side.adopted.events = emitted  # at a declared step: the spec's own are shown
+        else:
+            side.events = emitted
     if len(frame.sides) == 2 and all(side.events is not None for side in frame.sides):
         found = compare(
             payloads(taps[0].answers),
@@ -330,6 +334,9 @@ def _read_events(
         )
         frame.events_differ = found.path
         frame.sides[0].event_marks, frame.sides[1].event_marks = found.marks
+        if frame.sides[0].adopted is not None:
+            frame.sides[0].event_marks = set()  # the marks are the adopted batches'
+
 
 
 def _absent(reset: Step, levels: frozenset[str], target: Candidate) -> str | None:
@@ -434,13 +441,16 @@ class _Own:
     dump: dict[str, Any] | None
     stats: dict[str, Any] | None
     facts: dict[str, Any]
+    events: Outcome | None = None
 
 
 #: Steps whose choices (victims, new ids) a profile may let the kit adopt.
 _ADOPTABLE = frozenset({"insert", "evict"})
 
 
-def _spec_own(lockstep: Lockstep, step: Step, profile: Profile) -> _Own | None:
+def _spec_own(
+    lockstep: Lockstep, step: Step, profile: Profile, *, events: bool = False
+) -> _Own | None:
     """What the spec itself answers to ``step`` (the engine's inputs, as the kit takes
     them), worked out on a copy of the reference before the kit runs the step: only for
     a step whose choice the profile lets the kit adopt. Cost: the copy,
@@ -460,7 +470,10 @@ def _spec_own(lockstep: Lockstep, step: Step, profile: Profile) -> _Own | None:
     outcome = apply_step(trial, taken, book)
     dump = _ok_dict(apply_step(trial, {"op": "dump"}, book))
     stats = _ok_dict(apply_step(trial, {"op": "stats"}, book))
-    return _Own(outcome, dump, stats, facts)
+    # The copy's event recorder is the reference's, drained at the last read: what it
+    # emits now is the spec's own batch for the step.
+    emitted = apply_step(trial, {"op": "events"}, book) if events else None
+    return _Own(outcome, dump, stats, facts, emitted)
 
 
 def _declare(frame: Frame, own: _Own, profile: Profile, levels: frozenset[str]) -> None:
@@ -487,6 +500,9 @@ def _declare(frame: Frame, own: _Own, profile: Profile, levels: frozenset[str]) 
         reference.name, reference.outcome, reference.dump, reference.stats, reference.note
     )
     reference.outcome, reference.dump, reference.stats = mine, own.dump, own.stats
+    if own.events is not None:
+        # The spec's own batches; the kit's reference emits the adopted ones (read later).
+        reference.events = batches_of(own.events)
     reference.note = f"the spec's own outcome; the kit adopts {theirs.name}'s choice after it"
     frame.declared = declared_rules(
         frame.step, mine, theirs.outcome or {}, profile, levels, own.facts

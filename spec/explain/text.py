@@ -71,6 +71,8 @@ def _side(view: View, dump: dict[str, Any] | None) -> list[str]:
         lines.append(f"  {view['note']}")
     if view.get("adopted"):
         lines.append(f"  the kit then adopts: {view['adopted']['outcome']}")
+        if view["adopted"].get("events") is not None:
+            lines += ["  " + line for line in _events(view["adopted"] | {"step": view["step"]})]
     if view.get("origin"):
         lines.append(f"  {view['origin']}")
     if view["rules"]:

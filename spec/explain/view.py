@@ -109,7 +109,9 @@ def frame_views(recording: Recording) -> list[list[View]]:
                 column.origin = None
             column.before = after if after is not None else column.before
             if side.adopted is not None and side.adopted.dump is not None and after is not None:
-                view["adopted"] = _adopted_view(frame, side.adopted, before or after, keys)
+                view["adopted"] = _adopted_view(
+                    frame, side.adopted, before or after, keys, column.names
+                )
                 column.before = index_dump(side.adopted.dump, keys)
                 column.origin = (
                     f"starts from the state the kit adopted at step {frame.number} "
@@ -123,16 +125,23 @@ def frame_views(recording: Recording) -> list[list[View]]:
     return views
 
 
-def _adopted_view(frame: Frame, adopted: Side, before: DumpIndex, keys: KeySpace) -> View:
-    """The adopted state at a declared step: its outcome, tree and pool."""
+def _adopted_view(
+    frame: Frame, adopted: Side, before: DumpIndex, keys: KeySpace, names: Names | None
+) -> View:
+    """The adopted state at a declared step: its outcome, tree and pool (and the event
+    batches the kit's reference emitted, adopting the choice)."""
     assert adopted.dump is not None and adopted.outcome is not None
     after = index_dump(adopted.dump, keys)
     changes = diff(before, after)
-    return {
+    tree = build_tree(frame.step, adopted.outcome, before, after, changes)
+    found: View = {
         "outcome": describe_outcome(frame.step["op"], adopted.outcome),
-        "tree": build_tree(frame.step, adopted.outcome, before, after, changes),
+        "tree": tree,
         "pool": build_pool(before, after, changes),
     }
+    if adopted.events is not None and names is not None:
+        found["events"] = _events(frame.step, adopted, before, after, tree, names)
+    return found
 
 
 def _track(step: dict[str, Any], side: Side, column: _Column, after: DumpIndex | None) -> None:

@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import json
 import threading
+import urllib.error
+import urllib.request
 from pathlib import Path
 from typing import Any
 
@@ -22,18 +24,24 @@ import pytest
 
 from kachedb_radix import accel
 from kachedb_radix.reference import RadixTree
+from kachedb_radix.reference.errors import InvalidArgumentError
 from kachedb_radix.reference.events import dump_hashes
 from kachedb_radix.spec.cli.main import main
 from kachedb_radix.spec.conform.adapter import TreeAdapter
 from kachedb_radix.spec.conform.events import hasher_of
 from kachedb_radix.spec.explain import build_page, frame_views, record, scenario, text_report
 from kachedb_radix.spec.explain.events import (
+    Names,
+    Place,
     Tap,
     batches_of,
+    event_lines,
     short,
     with_events,
     without_events,
 )
+from kachedb_radix.spec.explain.model import KeySpace, index_dump
+from kachedb_radix.spec.explain.page import page_data
 from kachedb_radix.spec.explain.record import Recording
 from kachedb_radix.spec.explain.serve import PlayError, PlayServer, Session, form_step
 from kachedb_radix.spec.explain.view import View
@@ -167,6 +175,37 @@ def test_a_step_whose_outcome_differs_still_shows_its_own_batches() -> None:
     assert f"compared step {step + 1}'s KV events only here" in text_report(recording, views)
 
 
+def test_a_declared_step_shows_the_specs_own_batches_and_the_adopted_ones() -> None:
+    """Under a profile the kit adopts a whole-leaf evictor's choice: the spec's side shows
+    the batch the spec itself emits (one block removed, R-EVENT-4), the adopted state the
+    batch the kit's reference emitted following the choice (both blocks), as the target's;
+    nothing differs."""
+    from tests.explain.test_profile import STEPS
+    from tests.kit.test_profile import WHOLE_NODES, WholeLeafEviction
+
+    steps = with_events(STEPS, SCHEME)
+    target = TreeAdapter(WholeLeafEviction, "whole")
+    recording = record(steps, target, title="t", source="s", profile=WHOLE_NODES)
+    frame = recording.frames[2]
+    spec, theirs = frame.sides
+    assert frame.declared and frame.events_differ is None and spec.adopted is not None
+
+    def removed(batches: list[dict[str, Any]] | None) -> list[Any]:
+        return [event["removed"]["hashes"] for batch in batches or [] for event in batch["events"]
+                if "removed" in event]  # fmt: skip
+
+    assert len(removed(spec.events)[0]) == 1
+    assert len(removed(spec.adopted.events)[0]) == 2 == len(removed(theirs.events)[0])
+    view = frame_views(recording)[2][0]
+    assert view["events"][0]["lines"][0]["b"] == [1]
+    assert view["adopted"]["events"][0]["lines"][0]["b"] == [1, 0]
+    data = page_data(recording, frame_views(recording))
+    assert data["frames"][2]["sides"][0]["adopted"]["events"] == view["adopted"]["events"]
+    text = text_report(recording, frame_views(recording))
+    assert "  the kit then adopts: cached 1 tokens: reused 0, allocated 0, evicted 1,0\n" in text
+    assert "      - removed, in this order: #1 da296709 (token 1), #0 7ec42673 (token 0)" in text
+
+
 def test_events_answers_that_are_not_batches_are_said_so() -> None:
     """A refused call, a malformed answer, a payload that is no KVEventBatch: a note each,
     never a crash; a tap hands held payloads to the next read, once."""
@@ -191,6 +230,67 @@ def test_events_answers_that_are_not_batches_are_said_so() -> None:
         "op": "reset", "levels": ["core", "events"], "events": SCHEME
     }  # fmt: skip
     assert without_events(steps)[0] == {"op": "reset", "levels": ["core"]}
+
+
+class Refusing(RadixTree):
+    """Refuses every events call (R-EVENT-1: a tree built without events does)."""
+
+    def take_events(self) -> Any:
+        raise InvalidArgumentError("this tree emits no events")
+
+
+class Garbled(RadixTree):
+    """Answers the events call with something that is not a list of batches."""
+
+
+class GarbledAdapter(TreeAdapter):
+    def events(self) -> Any:
+        return {"batches": "not a list"}
+
+
+def test_a_refused_or_garbled_events_answer_is_shown_as_such() -> None:
+    """A target whose events call is refused, or answers garbage: its panel says so (a
+    note, no crash), the kit's finding is on the first step, and the reference's batches
+    are shown as usual."""
+    for target, note in (
+        (TreeAdapter(Refusing, "refusing"), "the events call was refused: invalid_argument"),
+        (GarbledAdapter(Garbled, "garbled"), "not an events answer: {'batches': 'not a list'}"),
+    ):
+        recording = beside(target)
+        views = frame_views(recording)
+        frame = recording.frames[1]
+        assert frame.sides[1].events == [{"events": [], "note": note}], target.name
+        assert frame.events_differ is not None and recording.first_difference == 0
+        assert views[1][1]["events"] == [{"ts": None, "lines": [], "x": False, "note": note}]
+        assert kinds(views[1][0]) == [["stored"]]
+        assert f"events, batch 1 of 1: -- {note}" in text_report(recording, views)
+
+
+def test_every_kind_of_event_is_one_line() -> None:
+    """A clear, LoRA fields, a digest sent as bytes (hex), a hash no block carries, a
+    block the dumps no longer hold: each said in its line."""
+    recording = beside(None, scenario("events").steps[:3])
+    frame = recording.frames[2]
+    keys = KeySpace()
+    before = index_dump(recording.frames[1].sides[0].dump or {}, keys)
+    after = index_dump(frame.sides[0].dump or {}, keys)
+    names = Names(SCHEME)
+    place = Place(names.of(after), names.of(before), after, before, {}, {}, [9])
+    stored = {"hashes": ["ab" * 16], "parent": 5, "medium": "CPU", "tokens": [1, 2],
+              "block_size": 2, "extra_keys": None, "lora_id": 3, "lora_name": "ada"}  # fmt: skip
+    removed = {"hashes": [next(iter(names.of(after)))], "medium": "GPU"}
+    batches = [{"events": [{"cleared": {}}, {"stored": stored}, {"removed": removed}],
+                "ts": 4.0, "note": "read as a router reads it"}]  # fmt: skip
+    (row,) = event_lines(batches, place, {(0, -1)})
+    assert row["x"] and row["note"] == "read as a router reads it"
+    cleared, store, removal = row["lines"]
+    assert cleared == {"t": "all blocks cleared (AllBlocksCleared)", "k": "cleared", "b": [],
+                       "n": [], "x": False}  # fmt: skip
+    assert store["t"] == (
+        "stored #? abababab (no cached block has this hash) · parent ? (no block of this "
+        "tree) 00000000 · CPU · lora_id 3 · lora_name 'ada'"
+    )
+    assert removal["k"] == "removed" and removal["b"] and removal["t"].startswith("removed, in")
 
 
 # ---------------------------------------------------------------------- the command line
@@ -258,6 +358,8 @@ def test_the_playground_turns_events_on_and_off() -> None:
     data = session.set_events("")
     assert data["eventsScheme"] is None and data["frames"][1]["events"] is None
     assert '"events"' not in session.trace()
+    opened = Session(scenario("split").steps[:2], events=SCHEME)  # --serve --events TRACE
+    assert opened.data["frames"][1]["sides"][0]["events"][0]["lines"][0]["k"] == "stored"
 
 
 # ---------------------------------------------------------------------- the page
@@ -335,6 +437,10 @@ def test_the_playground_page_turns_events_on(browser: Any) -> None:
         assert page.locator("li.event.stored").inner_text().startswith("+ stored #0 ")
         assert page.locator("#legend .events-legend").is_visible()
         page.close()
+        bad = urllib.request.Request(server.url + "api/events", data=b'{"scheme": 1}')
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            urllib.request.urlopen(bad, timeout=5)
+        assert json.loads(refused.value.read())["error"].startswith('send {"scheme": NAME}')
     finally:
         server.shutdown()
         server.server_close()

@@ -2,14 +2,17 @@
 beside it another implementation.
 
 ``explain [TRACE | --scenario NAME] [--html OUT.html] [--svg DIR] [--text] [--target T | --cmd
-'PROGRAM ARGS'] [--profile FILE]``. Without an output option the steps are printed (``--text``).
+'PROGRAM ARGS'] [--profile FILE] [--events [SCHEME]]``. Without an output option the steps are
+printed (``--text``).
 ``explain --serve [TRACE | --scenario NAME] [--port N]`` starts the playground instead
 (:mod:`kachedb_radix.spec.explain.serve`): a local web server on the reference, until Ctrl-C.
 ``--target``/``--cmd`` name another implementation the way ``conform`` does
 (:mod:`kachedb_radix.spec.conform.targets`); it runs beside the reference and every step where it
 parts ways is marked. ``--profile`` compares it under a deviation profile, as ``conform --profile``
 does (a peer such as ``sglang`` brings its own; ``--profile strict`` for none): its declared policy
-differences are followed rather than marked.
+differences are followed rather than marked. ``--events`` shows each step's KV event batches
+(every reset names the hash scheme, the target's own by default, as ``conform --events`` does; a
+trace whose reset names one shows them without it).
 
 Exit status: 0 done (and the target agrees), 1 the target differs or failed,
 2 a usage error (unknown scenario, unreadable trace, bad target, unwritable
@@ -25,6 +28,7 @@ from pathlib import Path
 
 from ..conform.candidate import Candidate, CandidateFailure
 from ..conform.profile import Profile, ProfileError
+from ..conform.profile import parse as parse_profile
 from ..conform.replay import TraceError, read_trace
 from ..conform.steps import Step
 from ..conform.targets import TargetError, command, resolve
@@ -39,6 +43,7 @@ from ..explain import (
     slide,
     text_report,
 )
+from ..explain.events import with_events
 from ..protocol.client import DEFAULT_TIMEOUT
 
 EXIT_OK = 0
@@ -78,6 +83,16 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "'strict' for none; default: the target's own, e.g. sglang's)",
     )
     parser.add_argument(
+        "--events",
+        nargs="?",
+        const="",
+        default=None,
+        metavar="SCHEME",
+        help="show the KV event batches each side emits per step (R-EVENT-*): every reset "
+        "names the hash scheme SCHEME (default: the target's profile's [events], else "
+        "sha256_cbor), as conform --events does",
+    )
+    parser.add_argument(
         "--serve",
         action="store_true",
         help="start the playground: a local web server on the reference (Ctrl-C stops it)",
@@ -105,6 +120,13 @@ def run_explain(args: argparse.Namespace) -> int:
         steps, title, source, lesson = _steps(args)
         target, profile = open_target(args.target, args.cmd, args.timeout, args.profile)
         try:
+            if args.events is not None:
+                steps = with_events(steps, events_scheme(args.events, profile), replace=True)
+                if target is not None and "events" not in target.levels:
+                    raise UsageError(
+                        f"--events: {target.name} does not declare the events level "
+                        "(it emits no KV events the kit can read)"
+                    )
             recording = record(
                 steps,
                 target,
@@ -142,7 +164,8 @@ def _serve(args: argparse.Namespace) -> int:
         title = "playground"
         if args.trace is not None or args.scenario is not None:
             steps, title, _, _ = _steps(args)
-        session = Session(steps, title)
+        events = None if args.events is None else events_scheme(args.events, Profile())
+        session = Session(steps, title, events=events)
     except (UsageError, PlayError) as exc:
         print(f"explain: {exc}", file=sys.stderr)
         return EXIT_USAGE
@@ -187,6 +210,23 @@ def _steps(args: argparse.Namespace) -> tuple[list[Step], str, str, str]:
     except (OSError, UnicodeDecodeError, TraceError) as exc:
         raise UsageError(f"cannot read the trace: {exc}") from None
     return steps, args.trace.name, str(args.trace), ""
+
+
+def events_scheme(scheme: str, profile: Profile) -> dict[str, str]:
+    """The events scheme ``--events [SCHEME]`` names: ``scheme`` ("" for the profile's
+    own, else sha256_cbor) with the profile's seed, checked as a profile's ``[events]``
+    is. O(1).
+
+    Raises:
+        UsageError: a scheme the hasher does not know.
+    """
+    spec = dict(profile.events)
+    if scheme:
+        spec["scheme"] = scheme
+    try:
+        return dict(parse_profile({"events": spec}, "--events").events)
+    except ProfileError as exc:
+        raise UsageError(str(exc)) from None
 
 
 def open_target(

@@ -529,6 +529,8 @@
       '<p class="origin" hidden></p><div class="adopted" hidden><p class="adopted-text"></p>' +
       '<button class="show-adopted">show the adopted state</button></div>' +
       '<ul class="diffs" hidden></ul></div>' +
+      '<div class="events-box" hidden><h3>KV events <span class="events-scheme"></span></h3>' +
+      '<p class="events-head"></p><div class="events"></div></div>' +
       '<div class="picture"><p class="sub-note" hidden><span class="sub-count"></span> <span class="sub-text"></span></p>' +
       '<p class="counts"></p><div class="pool-frame"></div>' +
       '<div class="tree-frame"><p class="blank" hidden></p><svg class="minimap" hidden></svg>' +
@@ -678,6 +680,86 @@
     }));
     drawMinimap(view);
     if (!view.touched) focusView(view, highlight); else applyView(view);
+    fillEvents(view, side, frame);
+  }
+
+  // ---------------------------------------------------------------- KV events
+  // The batches the side emitted during the step (spec/explain/events.py): each event a
+  // line; pointing at it (or focusing it) lights up the blocks it names, in the tree and
+  // the pool.
+  const EVENT_SIGNS = { stored: "+ ", removed: "− ", cleared: "∅ " };
+  function fillEvents(view, side, frame) {
+    const section = view.section;
+    const box = section.querySelector(".events-box");
+    box.hidden = !frame.events || !side.events;
+    if (box.hidden) return;
+    // A declared step draws the spec's own state, or the adopted one: the events with it.
+    const adopted = state.adopted.has(view.index) && side.adopted && side.adopted.events;
+    if (adopted) side = { ...side, events: side.adopted.events };
+    section.querySelector(".events-scheme").textContent = "(" + frame.events + ")";
+    const head = section.querySelector(".events-head");
+    head.replaceChildren();
+    const count = side.events.reduce((sum, batch) => sum + batch.lines.length, 0);
+    const differs = frame.eventsDiffer !== null && frame.eventsDiffer !== undefined;
+    const found = view.index > 0 && frame.eventsFinding && frame.differs !== null && frame.differs !== undefined;
+    head.classList.toggle("differs", differs || found);
+    if (found) {
+      // The kit's finding at its events read: its rules and cause, as the banner names them.
+      head.append("≠ ");
+      (frame.rules.length ? frame.rules : ["?"]).forEach((rule, i) => {
+        if (i) head.append(", ");
+        head.append(rule === "?" ? "?" : ruleLink(rule));
+      });
+      head.append(linked(": " + (frame.cause || "its events differ") + " "));
+      if (frame.eventsLate) head.append("(the kit compared step " + frame.eventsLate + "'s batches only here: it stopped at that step's finding first) ");
+    } else if (differs) {
+      head.append("≠ " + (view.index > 0 ? "differs from " + DATA.names[0] + "'s " : DATA.names[1] + "'s differ "));
+    }
+    if (differs) {
+      const where = document.createElement("span");
+      where.className = "where";
+      where.textContent = "(marked ≠; compared as the kit compares them, first at " + frame.eventsDiffer + ")";
+      head.append(where);
+    } else if (!count && !found) {
+      head.append(linked(side.step.startsWith("reset") ? "none: a fresh cache has nothing to report" :
+        "none: no block became cached or stopped being cached (R-EVENT-1)"));
+    }
+    const list = section.querySelector(".events");
+    list.replaceChildren();
+    side.events.forEach((batch, number) => {
+      const part = document.createElement("div");
+      part.className = "batch" + (batch.x ? " differs" : "");
+      const title = document.createElement("p");
+      title.className = "batch-head";
+      title.textContent = (batch.x ? "≠ " : "") + "batch " + (number + 1) + " of " + side.events.length +
+        (batch.ts !== undefined && batch.ts !== null ? " · ts " + batch.ts : "") + (batch.note ? " · " + batch.note : "");
+      const items = document.createElement("ul");
+      batch.lines.forEach((line) => {
+        const item = document.createElement("li");
+        item.className = "event " + line.k + (line.x ? " differs" : "");
+        item.tabIndex = 0;
+        item.dataset.blocks = line.b.join(" ");
+        item.dataset.nodes = line.n.join(" ");
+        item.append((line.x ? "≠ " : "") + EVENT_SIGNS[line.k]);
+        item.append(linked(line.t));
+        const on = () => lightEvent(view, line, true), off = () => lightEvent(view, line, false);
+        item.addEventListener("mouseenter", on);
+        item.addEventListener("mouseleave", off);
+        item.addEventListener("focus", on);
+        item.addEventListener("blur", off);
+        items.appendChild(item);
+      });
+      part.append(title, items);
+      list.appendChild(part);
+    });
+  }
+  function lightEvent(view, line, on) {
+    for (const id of line.n) {
+      view.svg.querySelectorAll('g.node[data-node="' + id + '"]').forEach((g) => g.classList.toggle("event-hover", on));
+    }
+    for (const block of line.b) {
+      view.pool.querySelectorAll('rect.cell[data-block="' + block + '"]').forEach((cell) => cell.classList.toggle("event-hover", on));
+    }
   }
   function collectDiffs(roots) {
     const found = [];
@@ -817,6 +899,8 @@
     });
     const jump = document.getElementById("jump-diff");
     jump.hidden = nextDifference(-1) === null;
+    const eventsLegend = document.querySelector("#legend .events-legend");
+    if (eventsLegend) eventsLegend.hidden = !frames.some((frame) => frame.events);
     document.body.classList.toggle("show-minor", state.minor);
   }
   const first = () => {

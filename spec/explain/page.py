@@ -16,6 +16,10 @@ rarely change, are interned in a table of their own. The pool is one character
 per block id (``f`` free, ``c`` cached, ``p`` pinned, ``q`` quarantined) plus the
 ids the step changed.
 
+When the trace's reset names an events scheme, each side's panel lists the KV event
+batches it emitted during the step (:mod:`kachedb_radix.spec.explain.events`), each
+event one line; pointing at one lights up the blocks it names in the tree and the pool.
+
 The page embeds the text of the rules it cites (every rule for the playground,
 :mod:`kachedb_radix.spec.explain.serve`), rendered from SPEC.md's Markdown. A step is
 addressed by ``#step=N`` (1-based; ``&sub=K`` for a sub-step), so a link opens it.
@@ -115,7 +119,7 @@ def _pool_data(pool: dict[str, Any] | None) -> dict[str, Any] | None:
 #: A side's view fields the page takes as they are.
 _SIDE_FIELDS = (
     "name", "note", "step", "outcome", "ok", "rules", "verdicts", "why", "sub", "counts",
-    "blank", "origin",
+    "blank", "origin", "events",
 )  # fmt: skip
 
 
@@ -133,6 +137,8 @@ def frame_data(frame: Any, row: list[View], table: _NodeTable) -> dict[str, Any]
                 "tree": [table.add(root) for root in adopted["tree"]],
                 "pool": _pool_data(adopted["pool"]),
             }
+            if adopted.get("events") is not None:
+                side["adopted"]["events"] = adopted["events"]
         sides.append(side)
     finding = frame.finding
     return {
@@ -147,8 +153,18 @@ def frame_data(frame: Any, row: list[View], table: _NodeTable) -> dict[str, Any]
         "waived": frame.waived,
         "declared": [list(pair) for pair in frame.declared],
         "minor": frame.minor,
+        "events": None if frame.events is None else _scheme_text(frame.events),
+        "eventsDiffer": frame.events_differ,
+        "eventsLate": frame.events_late,
+        "eventsFinding": finding is not None and finding.trace[finding.index].get("op") == "events",
         "sides": sides,
     }
+
+
+def _scheme_text(spec: dict[str, Any]) -> str:
+    """``sha256_cbor, seed 'vllm-none-hash'``: the hash scheme events name blocks by."""
+    scheme = spec.get("scheme", "sha256_cbor")
+    return f"{scheme}, seed {spec['seed']!r}" if "seed" in spec else str(scheme)
 
 
 def cited_rules(data: dict[str, Any]) -> list[str]:

@@ -29,6 +29,7 @@
     error.hidden = true;
     window.kachedbExplain.load(answer);
     document.body.dataset.live = String(answer.frames.length);
+    $("play-events").value = answer.eventsScheme || "";
   }
   form.addEventListener("submit", (event) => {
     event.preventDefault();
@@ -43,9 +44,11 @@
     const file = event.target.files[0];
     if (file) send("/api/load", await file.text());
   });
+  $("play-events").addEventListener("change", () => send("/api/events", JSON.stringify({ scheme: $("play-events").value })));
   $("play-op").addEventListener("change", fields);
   fields();
   const initial = JSON.parse(document.getElementById("explain-data").textContent);
   window.kachedbExplain.load(initial);
   document.body.dataset.live = String(initial.frames.length);
+  $("play-events").value = initial.eventsScheme || "";
 })();

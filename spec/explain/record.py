@@ -24,6 +24,10 @@ at a waived finding. A safety finding or an inadmissible choice is never waived.
 target that fails (hangs, crashes, breaks the protocol) stops there; the reference goes
 on alone. A trace that needs levels or a block size the target does not declare is
 skipped for the target, as ``replay`` does.
+
+When a reset names an events scheme (and the ``events`` level is compared), each side
+also carries the KV event batches it emitted during each step, and the frame how the two
+sides' batches compare (:mod:`kachedb_radix.spec.explain.events`).
 """
 
 from __future__ import annotations
@@ -33,7 +37,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..conform.adapter import TreeAdapter
-from ..conform.candidate import Candidate, CandidateFailure
+from ..conform.candidate import Candidate, CandidateError, CandidateFailure
 from ..conform.levels import parse_levels
 from ..conform.lockstep import (
     Difference,
@@ -47,6 +51,7 @@ from ..conform.oracle import FollowingTree
 from ..conform.profile import STRICT, Profile
 from ..conform.rulemap import Observation, attribute
 from ..conform.steps import READ_OPS, LeaseBook, Outcome, Step, apply_step, normalise
+from .events import Batch, Tap, batches_of, compare, payloads, scheme_of, tapped
 
 
 class RecordError(ValueError):
@@ -66,6 +71,11 @@ class Side:
         adopted: the reference's side only, at a declared step: the state the kit goes on
             from after adopting the target's choice (outcome, dump, stats), while
             ``outcome``/``dump``/``stats`` are the spec's own.
+        events: the KV event batches it emitted during the step, decoded
+            (:func:`kachedb_radix.spec.explain.events.batches_of`); None when events are
+            off for the trace or it did not run the step.
+        event_marks: the (batch, event) positions of its events the other side's do not
+            match (event -1: the batch's timestamp), as the kit compares them.
     """
 
     name: str
@@ -74,6 +84,8 @@ class Side:
     stats: dict[str, Any] | None = None
     note: str | None = None
     adopted: Side | None = None
+    events: list[Batch] | None = None
+    event_marks: set[tuple[int, int]] = field(default_factory=set)
 
 
 @dataclass
@@ -96,6 +108,13 @@ class Frame:
         declared: a difference the target's profile declares: each rule the kit names
             for it, with the profile's reason (empty when none).
         minor: the only difference is in recency (stamps, the clock): shown folded.
+        events: the events scheme of the trace (its reset's ``"events"``), None when
+            events are off.
+        events_differ: where the target's events of the step first differ from the
+            reference's, as the kit compares them (None when they agree).
+        events_late: the earlier step whose batches the kit read only at this step (it
+            stopped at that step's finding before its reads): a finding on events here
+            may be about them. None when it read none late.
     """
 
     number: int
@@ -108,6 +127,9 @@ class Frame:
     finding: Difference | None = None
     declared: list[tuple[str, str]] = field(default_factory=list)
     minor: bool = False
+    events: dict[str, Any] | None = None
+    events_differ: str | None = None
+    events_late: int | None = None
 
 
 @dataclass
@@ -220,41 +242,101 @@ def record(
     alone = _Runner(reference)  # the reference without the target
     absent: str | None = None  # why the target does not run this trace
     parted: str | None = None  # the waived step the trees may differ since
-    for number, step in enumerate(steps, 1):
-        if step["op"] == "reset":
-            trace, parted = step.get("trace"), None
-            declared = reference.levels & (target.levels if target else levels)
-            levels = parse_levels(step["levels"]) if "levels" in step else declared
-            absent = None if target is None else _absent(step, levels, target)
-            lockstep = None
-            if target is not None and absent is None:
-                lockstep = Lockstep(target, levels, profile=profile, oracle=reference)
-            else:
-                alone = _Runner(reference)
-        try:
-            if lockstep is None:
-                sides = [alone.run(step)]
-                if target is not None:
-                    sides.append(Side(target.name, note=absent))
-                frame = Frame(number, step, trace, levels, sides)
-            else:
-                assert target is not None
-                own = _spec_own(lockstep, step, profile)
-                frame = _observed(number, step, trace, levels, lockstep, target)
-                if own is not None:
-                    _declare(frame, own, profile, levels)
-                elif frame.finding is not None and frame.finding.kind == "disagreement":
-                    frame.minor = _recency_only(frame, levels)
-        except (KeyError, ValueError, TypeError) as exc:
-            raise RecordError(f"step {number} ({step.get('op')}): malformed ({exc!r})") from None
-        if frame.difference == "failure" and lockstep is not None:
-            # The target is gone: the reference goes on alone, with the handles it has.
-            absent = "stopped: " + (frame.sides[1].note or "").removeprefix("failed: ")
-            alone, lockstep = _Runner(reference, lockstep.reference_only), None
-        elif frame.finding is not None or (frame.difference is not None and parted is not None):
-            parted = _judge(frame, profile, parted)
-        recording.frames.append(frame)
+    scheme: dict[str, Any] | None = None  # the trace's events scheme (None: events off)
+    held: int | None = None  # the first step whose batches wait for the lockstep's read
+    sides = [reference] if target is None else [reference, target]
+    with tapped(*sides) as taps:
+        for number, step in enumerate(steps, 1):
+            if step["op"] == "reset":
+                trace, parted = step.get("trace"), None
+                declared = reference.levels & (target.levels if target else levels)
+                levels = parse_levels(step["levels"]) if "levels" in step else declared
+                absent = None if target is None else _absent(step, levels, target)
+                scheme = scheme_of(step, levels)
+                lockstep = None
+                if target is not None and absent is None:
+                    lockstep = Lockstep(target, levels, profile=profile, oracle=reference)
+                else:
+                    alone = _Runner(reference)
+            for tap in taps:
+                tap.start(reset=step["op"] == "reset")
+            try:
+                if lockstep is None:
+                    sides_run = [alone.run(step)]
+                    if target is not None:
+                        sides_run.append(Side(target.name, note=absent))
+                    frame = Frame(number, step, trace, levels, sides_run)
+                else:
+                    assert target is not None
+                    own = _spec_own(lockstep, step, profile, events=scheme is not None)
+                    frame = _observed(number, step, trace, levels, lockstep, target)
+                    if own is not None:
+                        _declare(frame, own, profile, levels)
+                    elif frame.finding is not None and frame.finding.kind == "disagreement":
+                        frame.minor = _recency_only(frame, levels)
+            except (KeyError, ValueError, TypeError) as exc:
+                raise RecordError(
+                    f"step {number} ({step.get('op')}): malformed ({exc!r})"
+                ) from None
+            if step["op"] == "reset":
+                held = None
+            if scheme is not None:
+                holds = lockstep is not None and frame.difference != "failure"
+                if any(tap.delivered for tap in taps):
+                    frame.events_late, held = held, None
+                _read_events(frame, taps, scheme, profile, hold=holds)
+                if held is None and any(tap.holding for tap in taps):
+                    held = number
+            if frame.difference == "failure" and lockstep is not None:
+                # The target is gone: the reference goes on alone, with the handles it has.
+                absent = "stopped: " + (frame.sides[1].note or "").removeprefix("failed: ")
+                alone, lockstep = _Runner(reference, lockstep.reference_only), None
+            elif frame.finding is not None or (
+                frame.difference is not None and parted is not None
+            ):
+                parted = _judge(frame, profile, parted)
+            recording.frames.append(frame)
     return recording
+
+
+def _read_events(
+    frame: Frame, taps: list[Tap], scheme: dict[str, Any], profile: Profile, *, hold: bool
+) -> None:
+    """Give each side that ran the step the event batches it emitted during it, and the
+    frame how they compare. A side the lockstep did not read (no lockstep, or it stopped
+    at a finding before its reads) is read here, the payloads held for the lockstep's
+    next read when ``hold`` (:class:`~kachedb_radix.spec.explain.events.Tap`). O(batches).
+    """
+    frame.events = scheme
+    for side, tap in zip(frame.sides, taps, strict=False):
+        if side.outcome is None:
+            continue  # the side did not run the step (skipped, stopped, failed)
+        if not tap.answers:
+            try:
+                tap.read_now(hold)
+            except CandidateError as exc:
+                tap.answers.append({"error": exc.kind})
+            except CandidateFailure as exc:
+                side.note = f"its events could not be read: {exc.message}"
+                continue
+        emitted = batches_of(payloads(tap.answers))
+        if side.adopted is not None and side.events is not None:
+            side.adopted.events = emitted  # at a declared step: the spec's own are shown
+        else:
+            side.events = emitted
+    if len(frame.sides) == 2 and all(side.events is not None for side in frame.sides):
+        found = compare(
+            payloads(taps[0].answers),
+            payloads(taps[1].answers),
+            profile,
+            frame.levels,
+            after_reset=frame.step["op"] == "reset",
+        )
+        frame.events_differ = found.path
+        frame.sides[0].event_marks, frame.sides[1].event_marks = found.marks
+        if frame.sides[0].adopted is not None:
+            frame.sides[0].event_marks = set()  # the marks are the adopted batches'
+
 
 
 def _absent(reset: Step, levels: frozenset[str], target: Candidate) -> str | None:
@@ -324,7 +406,7 @@ def _where(step: Step, finding: Difference) -> str:
     """The finding as a path into the frame's views: ``outcome...`` for the step's own
     answer, ``dump...``/``stats...`` for a read after it that differed."""
     read = finding.trace[finding.index].get("op", "")
-    view = read if read in READ_OPS and read != step["op"] else "outcome"
+    view = read if read in (*READ_OPS, "events") and read != step["op"] else "outcome"
     path = first_difference(finding.expected, finding.actual, view)
     return path if path is not None else view
 
@@ -359,13 +441,16 @@ class _Own:
     dump: dict[str, Any] | None
     stats: dict[str, Any] | None
     facts: dict[str, Any]
+    events: Outcome | None = None
 
 
 #: Steps whose choices (victims, new ids) a profile may let the kit adopt.
 _ADOPTABLE = frozenset({"insert", "evict"})
 
 
-def _spec_own(lockstep: Lockstep, step: Step, profile: Profile) -> _Own | None:
+def _spec_own(
+    lockstep: Lockstep, step: Step, profile: Profile, *, events: bool = False
+) -> _Own | None:
     """What the spec itself answers to ``step`` (the engine's inputs, as the kit takes
     them), worked out on a copy of the reference before the kit runs the step: only for
     a step whose choice the profile lets the kit adopt. Cost: the copy,
@@ -385,7 +470,10 @@ def _spec_own(lockstep: Lockstep, step: Step, profile: Profile) -> _Own | None:
     outcome = apply_step(trial, taken, book)
     dump = _ok_dict(apply_step(trial, {"op": "dump"}, book))
     stats = _ok_dict(apply_step(trial, {"op": "stats"}, book))
-    return _Own(outcome, dump, stats, facts)
+    # The copy's event recorder is the reference's, drained at the last read: what it
+    # emits now is the spec's own batch for the step.
+    emitted = apply_step(trial, {"op": "events"}, book) if events else None
+    return _Own(outcome, dump, stats, facts, emitted)
 
 
 def _declare(frame: Frame, own: _Own, profile: Profile, levels: frozenset[str]) -> None:
@@ -412,6 +500,9 @@ def _declare(frame: Frame, own: _Own, profile: Profile, levels: frozenset[str]) 
         reference.name, reference.outcome, reference.dump, reference.stats, reference.note
     )
     reference.outcome, reference.dump, reference.stats = mine, own.dump, own.stats
+    if own.events is not None:
+        # The spec's own batches; the kit's reference emits the adopted ones (read later).
+        reference.events = batches_of(own.events)
     reference.note = f"the spec's own outcome; the kit adopts {theirs.name}'s choice after it"
     frame.declared = declared_rules(
         frame.step, mine, theirs.outcome or {}, profile, levels, own.facts
@@ -465,8 +556,11 @@ def declared_rules(
 
 def _recency_only(frame: Frame, levels: frozenset[str]) -> bool:
     """Whether the two sides differ in recency alone (stamps, the clock): outcome,
-    dump and stats equal once those are left out. O(state)."""
+    dump and stats equal once those are left out; a finding in the events, only in a
+    batch's timestamp. O(state)."""
     reference, theirs = frame.sides[0], frame.sides[1]
+    if frame.difference is not None and frame.difference.startswith("events"):
+        return frame.difference.endswith(".ts")
     if None in (reference.outcome, theirs.outcome, reference.dump, theirs.dump):
         return False
     op = frame.step["op"]

@@ -21,6 +21,9 @@ snapshots  a reader keeps what it can see: evicted blocks wait in quarantine
            until it leaves and they are reclaimed
 scale      220 edges: a long chain of edits and a wide fan-out fold, then one long
            prompt evicts dozens of leaves (the page's legibility at scale)
+events     what a router sees: the KV events each step emits -- a store, a split
+           (only the new blocks), a match (nothing), a namespace (its salt), an
+           evicting insert (removal first), a removal under a reader
 ========== ======================================================================
 """
 
@@ -29,6 +32,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
+
+from kachedb_radix.reference.events import DEFAULT_SCHEME, DEFAULT_SEED
 
 from ..cli import demo
 
@@ -306,6 +311,55 @@ def _scale() -> Scenario:
     return script.scenario
 
 
+def _events() -> Scenario:
+    size = 2
+    system = _tokens(1, 2, size)
+    script = _Script(
+        "events",
+        "What a router sees",
+        "A router learns what a worker caches from its KV events alone: a BlockStored for "
+        "each run of new blocks, chained by hash to its parent; a BlockRemoved for blocks "
+        "that can no longer be matched; nothing for a split or a match.",
+        8,
+        size,
+    )
+    script.scenario.steps[0]["events"] = {"scheme": DEFAULT_SCHEME, "seed": DEFAULT_SEED}
+    script.call(
+        "insert",
+        system + _tokens(10, 1, size),
+        "three new blocks: one BlockStored, their hashes chained from the root",
+    )
+    script.call(
+        "insert",
+        system + _tokens(20, 2, size),
+        "shares two blocks, then diverges: the edge splits, yet only the two new blocks "
+        "are stored, their parent the last shared block",
+    )
+    script.call("match", system + _tokens(10, 1, size), "a match caches nothing new: no event")
+    script.call(
+        "insert",
+        system,
+        "the same tokens for tenant alice: other hashes, the namespace is the cache salt "
+        "(an extra key of the first block), so no router shares them across tenants",
+        namespace="alice",
+    )
+    script.call(
+        "insert",
+        _tokens(40, 3, size),
+        "three new blocks, one free: one batch, the BlockRemoved of the two evicted "
+        "(deeper first) before the BlockStored",
+    )
+    reader = script.step("reader", "a reader enters: it may read every block it sees")
+    script.step(
+        "evict",
+        "evict(1) under the reader: the block waits in quarantine, yet it is removed for "
+        "routing now, as no new match can find it",
+        count=1,
+    )
+    script.step("leave", "the reader leaves: the quarantine changes no event", snapshot=reader)
+    return script.scenario
+
+
 #: Every scenario by name, in the order they are best read.
 SCENARIOS: dict[str, Callable[[], Scenario]] = {
     "demo": _demo,
@@ -315,6 +369,7 @@ SCENARIOS: dict[str, Callable[[], Scenario]] = {
     "namespaces": _namespaces,
     "snapshots": _snapshots,
     "scale": _scale,
+    "events": _events,
 }
 
 

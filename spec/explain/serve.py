@@ -20,8 +20,15 @@ sizes a person types); a lock serialises changes. Routes:
                           ``{"error": ...}`` (400) naming what was wrong, session unchanged
 ``POST /api/undo``        drop the last step
 ``POST /api/load``        replace the session with a trace (JSON lines in the body)
+``POST /api/events``      KV events on (``{"scheme": "sha256_cbor"}``, any of the hash
+                          schemes) or off (``{"scheme": ""}``): every reset of the session
+                          names the scheme and each step shows the batches it emitted
 ``GET /trace.jsonl``      the session as a trace file
 ========================  ==========================================================
+
+With events on (the form's "KV events" choice, or ``explain --serve --events``), each step
+lists the KV event batches the reference emitted (R-EVENT-*): what a router fed by this
+cache would be told. The saved trace keeps the scheme in its resets.
 """
 
 from __future__ import annotations
@@ -32,9 +39,12 @@ from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from kachedb_radix.reference.events import DEFAULT_SEED, SCHEMES
+
 from ..conform.replay import TraceError, parse_trace
 from ..conform.steps import Step
-from .page import build_page, page_data
+from .events import with_events, without_events
+from .page import page_data, page_html
 from .record import RecordError, record
 from .view import frame_views
 
@@ -131,27 +141,57 @@ class Session:
         steps: the trace to start from (it starts with a reset); None for an empty pool
             of :data:`DEFAULT_BLOCKS` blocks of :data:`DEFAULT_BLOCK_SIZE` tokens.
         title: the page's heading.
+        events: the KV events scheme every reset names (``{"scheme": ..., "seed": ...}``);
+            None: events off, unless a loaded trace's reset names a scheme itself.
 
     Raises:
         PlayError: ``steps`` cannot be recorded.
     """
 
-    def __init__(self, steps: list[Step] | None = None, title: str = "playground") -> None:
+    def __init__(
+        self,
+        steps: list[Step] | None = None,
+        title: str = "playground",
+        events: dict[str, str] | None = None,
+    ) -> None:
         self.title = title
         self.lock = threading.Lock()
         self.steps: list[Step] = []
+        self.events = events
         self._data: dict[str, Any] = {}
         self.load(steps or [_fresh()])
 
     def load(self, steps: list[Step]) -> dict[str, Any]:
-        """Replace the session by ``steps``; its data. O(recording).
+        """Replace the session by ``steps`` (each reset naming the session's events scheme,
+        when events are on); its data. O(recording).
 
         Raises:
             PlayError: the steps cannot be recorded (the session is unchanged).
         """
         with self.lock:
-            self._data = self._recorded(steps)
+            if self.events is not None:
+                steps = with_events(steps, self.events)
+            self._data = self._recorded(steps, self.events)
             self.steps = list(steps)
+            return self._data
+
+    def set_events(self, scheme: str) -> dict[str, Any]:
+        """KV events on with the hash scheme ``scheme`` (one of the hasher's schemes, the
+        default seed), or off (``""``): the whole session is recorded again with every
+        reset naming it, or none. The new data. O(recording).
+
+        Raises:
+            PlayError: an unknown scheme (the session is unchanged).
+        """
+        if scheme and scheme not in SCHEMES:
+            raise PlayError(f"unknown events scheme {scheme!r}: one of {', '.join(SCHEMES)}")
+        events = {"scheme": scheme, "seed": DEFAULT_SEED} if scheme else None
+        with self.lock:
+            steps = without_events(self.steps)
+            if events is not None:
+                steps = with_events(steps, events)
+            self._data = self._recorded(steps, events)
+            self.steps, self.events = steps, events
             return self._data
 
     def apply(self, step: Step) -> dict[str, Any]:
@@ -163,8 +203,10 @@ class Session:
         with self.lock:
             if len(self.steps) >= MAX_STEPS:
                 raise PlayError(f"the session holds {MAX_STEPS} steps: save it and reset")
+            if self.events is not None:
+                (step,) = with_events([step], self.events)
             steps = [*self.steps, step]
-            self._data = self._recorded(steps)
+            self._data = self._recorded(steps, self.events)
             self.steps = steps
             return self._data
 
@@ -173,7 +215,7 @@ class Session:
         with self.lock:
             if len(self.steps) > 1:
                 steps = self.steps[:-1]
-                self._data = self._recorded(steps)
+                self._data = self._recorded(steps, self.events)
                 self.steps = steps
             return self._data
 
@@ -188,16 +230,18 @@ class Session:
 
     def page(self) -> str:
         """The whole page, the form above it."""
-        recording = record(self.steps, title=self.title, source="kachedb-radix explain --serve")
-        return build_page(recording, frame_views(recording), live=FORM)
+        source = "kachedb-radix explain --serve"
+        return page_html(self.data, self.title, "", source, live=FORM, all_rules=True)
 
-    def _recorded(self, steps: list[Step]) -> dict[str, Any]:
+    def _recorded(self, steps: list[Step], events: dict[str, str] | None) -> dict[str, Any]:
+        """The page's data for ``steps``; ``events`` the session's events scheme."""
         try:
             recording = record(steps, title=self.title, source="kachedb-radix explain --serve")
         except RecordError as exc:
             raise PlayError(str(exc)) from None
         data = page_data(recording, frame_views(recording))
         data["live"] = True
+        data["eventsScheme"] = None if events is None else events["scheme"]
         return data
 
 
@@ -211,7 +255,7 @@ def _fresh() -> Step:
 
 
 #: The form above the page (``play.js`` drives it).
-FORM = """<section id="playground" aria-label="playground"><form id="play-form">
+_FORM = """<section id="playground" aria-label="playground"><form id="play-form">
 <b>try it:</b>
 <select id="play-op" aria-label="operation">
 <option value="insert">insert</option><option value="match">match</option>
@@ -228,11 +272,17 @@ FORM = """<section id="playground" aria-label="playground"><form id="play-form">
  style="width: 5em"></label>
 <label id="play-block-label">tokens per block <input id="play-block" type="number" min="1"
  value="4" style="width: 4em"></label>
+<label title="what a router fed by this cache is told, step by step (R-EVENT-*)">KV events
+<select id="play-events" aria-label="KV events"><option value="">off</option>
+$schemes</select></label>
 <button type="submit" id="play-go">apply</button>
 <button type="button" id="play-undo">undo</button>
 <a id="play-trace" href="/trace.jsonl" download="playground.jsonl">save the session</a>
 <label>open a trace <input type="file" id="play-load" accept=".jsonl,.json,.txt"></label>
 </form><p id="play-error" role="alert" hidden></p></section>"""
+FORM = _FORM.replace(
+    "$schemes", "".join(f'<option value="{name}">{name}</option>' for name in SCHEMES)
+)
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -272,6 +322,11 @@ class _Handler(BaseHTTPRequestHandler):
                 data = session.undo()
             elif self.path == "/api/load":
                 data = session.load(_trace(body))
+            elif self.path == "/api/events":
+                fields = json.loads(body or "{}")
+                if not isinstance(fields, dict) or not isinstance(fields.get("scheme"), str):
+                    raise PlayError('send {"scheme": NAME} (or "" for off)')
+                data = session.set_events(fields["scheme"])
             else:
                 self._json(HTTPStatus.NOT_FOUND, {"error": f"no such action: {self.path}"})
                 return

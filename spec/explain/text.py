@@ -2,8 +2,10 @@
 
 Per step: the note, each implementation's operation and outcome, the rules that
 decided it, what changed (new and evicted blocks, split points, pins), the "why"
-panel, and the tree drawn by :func:`kachedb_radix.reference.render.render_dump` whenever the
-state changed. Steps where a target parts ways with the reference are marked
+panel, the KV event batches it emitted (when the trace's reset names an events scheme:
+each event one line, ``+`` stored, ``-`` removed, ``∅`` cleared, ``≠`` where the other
+side's differ), and the tree drawn by :func:`kachedb_radix.reference.render.render_dump`
+whenever the state changed. Steps where a target parts ways with the reference are marked
 ``≠``; the first one also in the summary line at the end.
 """
 
@@ -34,6 +36,11 @@ def text_report(recording: Recording, views: list[list[View]]) -> str:
             )
             if frame.finding is not None:
                 lines.append(f"  {finding_line(frame.finding)}")
+            if frame.events_late is not None and frame.difference.startswith("events"):
+                lines.append(
+                    f"  (the kit compared step {frame.events_late}'s KV events only here: "
+                    "it stopped at that step's finding first)"
+                )
         if frame.declared:
             said = "; ".join(
                 f"{rule} ({reason.removeprefix('declared: ')})" for rule, reason in frame.declared
@@ -41,6 +48,8 @@ def text_report(recording: Recording, views: list[list[View]]) -> str:
             lines.append(f"declared: {said}")
         if frame.waived is not None:
             lines.append(f"≈ not marked: {frame.waived}")
+        if frame.events_differ is not None and not (frame.difference or "").startswith("events"):
+            lines.append(f"≠ their KV events differ (first at {frame.events_differ})")
         for view, side in zip(row, frame.sides, strict=True):
             lines += _side(view, side.dump)
     first = recording.first_difference
@@ -62,6 +71,8 @@ def _side(view: View, dump: dict[str, Any] | None) -> list[str]:
         lines.append(f"  {view['note']}")
     if view.get("adopted"):
         lines.append(f"  the kit then adopts: {view['adopted']['outcome']}")
+        if view["adopted"].get("events") is not None:
+            lines += ["  " + line for line in _events(view["adopted"] | {"step": view["step"]})]
     if view.get("origin"):
         lines.append(f"  {view['origin']}")
     if view["rules"]:
@@ -79,8 +90,36 @@ def _side(view: View, dump: dict[str, Any] | None) -> list[str]:
         lines.append("  changed: " + " · ".join(changed))
     for title, body in view["why"]:
         lines.append(f"  {title}: " + " | ".join(body))
+    lines += _events(view)
     if dump is not None and changed:
         lines += ["    " + line for line in render_dump(_complete(dump)).splitlines()]
+    return lines
+
+
+#: How an event's line starts, by its kind.
+EVENT_SIGNS = {"stored": "+", "removed": "-", "cleared": "∅"}
+
+
+def _events(view: View) -> list[str]:
+    """The side's KV event batches of the step, an event a line ([] when events are off)."""
+    batches = view.get("events")
+    if batches is None:
+        return []
+    if not any(batch["lines"] or batch.get("note") for batch in batches):
+        why = (
+            "a fresh cache has nothing to report"
+            if view["step"].startswith("reset")
+            else "no block became cached or stopped being cached (R-EVENT-1)"
+        )
+        return [f"  events: none: {why}"]
+    lines = []
+    for number, batch in enumerate(batches, 1):
+        ts = "" if batch.get("ts") is None else f", ts {batch['ts']:g}"
+        note = f" -- {batch['note']}" if batch.get("note") else ""
+        mark = "≠ " if batch.get("x") else ""
+        lines.append(f"  {mark}events, batch {number} of {len(batches)}{ts}:{note}")
+        for line in batch["lines"]:
+            lines.append(f"    {'≠ ' if line['x'] else ''}{EVENT_SIGNS[line['k']]} {line['t']}")
     return lines
 
 

@@ -22,7 +22,11 @@ For each frame of a :class:`~kachedb_radix.spec.explain.record.Recording` and ea
 * ``counts`` -- the pool in words; ``blank`` -- a sentence for a canvas that would
   otherwise say nothing (an empty tree, a refused call);
 * ``adopted`` -- on the reference's side of a declared step, the state the kit goes on
-  from (its outcome, tree and pool); ``origin`` -- on the step after, that it starts there.
+  from (its outcome, tree and pool); ``origin`` -- on the step after, that it starts there;
+* ``events`` -- when the trace's reset names an events scheme, the KV event batches the
+  side emitted during the step, each event one line naming the blocks of this side's
+  tree its hashes belong to, and the drawn nodes holding them
+  (:func:`kachedb_radix.spec.explain.events.event_lines`); None when events are off.
 
 Node ids are stable across steps (``k`` + the key of the edge's first block), so
 a node expanded on the page stays expanded while stepping, and the same on every side
@@ -45,6 +49,7 @@ from kachedb_radix.reference.render import describe_edge, id_ranges
 
 from .compare import compare
 from .decide import ERROR_RULES, StepFacts, decide
+from .events import Names, Place, event_lines
 from .model import Changes, DumpIndex, KeySpace, diff, empty_dump, index_dump
 from .record import Frame, Recording, Side
 from .substeps import substeps
@@ -73,6 +78,7 @@ class _Column:
     versions: dict[int, tuple[DumpIndex, Any, bool]] = field(default_factory=dict)
     inside: list[int] = field(default_factory=list)
     origin: str | None = None
+    names: Names | None = None
 
 
 def frame_views(recording: Recording) -> list[list[View]]:
@@ -91,6 +97,7 @@ def frame_views(recording: Recording) -> list[list[View]]:
                 column.before = _fresh(frame.step, keys)
                 column.leases, column.versions, column.inside = {}, {}, []
                 column.origin = None
+                column.names = None if frame.events is None else Names(frame.events)
             before = column.before
             view, after = side_view(frame, side, before, keys, column, recording)
             changes = None
@@ -102,7 +109,9 @@ def frame_views(recording: Recording) -> list[list[View]]:
                 column.origin = None
             column.before = after if after is not None else column.before
             if side.adopted is not None and side.adopted.dump is not None and after is not None:
-                view["adopted"] = _adopted_view(frame, side.adopted, before or after, keys)
+                view["adopted"] = _adopted_view(
+                    frame, side.adopted, before or after, keys, column.names
+                )
                 column.before = index_dump(side.adopted.dump, keys)
                 column.origin = (
                     f"starts from the state the kit adopted at step {frame.number} "
@@ -116,16 +125,23 @@ def frame_views(recording: Recording) -> list[list[View]]:
     return views
 
 
-def _adopted_view(frame: Frame, adopted: Side, before: DumpIndex, keys: KeySpace) -> View:
-    """The adopted state at a declared step: its outcome, tree and pool."""
+def _adopted_view(
+    frame: Frame, adopted: Side, before: DumpIndex, keys: KeySpace, names: Names | None
+) -> View:
+    """The adopted state at a declared step: its outcome, tree and pool (and the event
+    batches the kit's reference emitted, adopting the choice)."""
     assert adopted.dump is not None and adopted.outcome is not None
     after = index_dump(adopted.dump, keys)
     changes = diff(before, after)
-    return {
+    tree = build_tree(frame.step, adopted.outcome, before, after, changes)
+    found: View = {
         "outcome": describe_outcome(frame.step["op"], adopted.outcome),
-        "tree": build_tree(frame.step, adopted.outcome, before, after, changes),
+        "tree": tree,
         "pool": build_pool(before, after, changes),
     }
+    if adopted.events is not None and names is not None:
+        found["events"] = _events(frame.step, adopted, before, after, tree, names)
+    return found
 
 
 def _track(step: dict[str, Any], side: Side, column: _Column, after: DumpIndex | None) -> None:
@@ -223,6 +239,7 @@ def side_view(
         "sub": [],
         "counts": None,
         "blank": None,
+        "events": None,
     }
     if side.outcome is not None and "error" in side.outcome and side.dump is None:
         # Refused before a tree was built (a reset with a bad pool): nothing to draw.
@@ -280,10 +297,40 @@ def side_view(
     view["clock"] = after.dump.get("clock")
     view["counts"] = _counts(after, side.stats)
     view["blank"] = _blank(frame.step, side.outcome, after, changes)
+    if side.events is not None and frame.events is not None:
+        if column.names is None:
+            column.names = Names(frame.events)
+        view["events"] = _events(frame.step, side, before, after, tree, column.names)
     shown = _version(frame.step, side.outcome, after, column)
     if shown is not None:
         tree.append(shown)
     return view, after
+
+
+def _events(
+    step: dict[str, Any],
+    side: Side,
+    before: DumpIndex,
+    after: DumpIndex,
+    tree: list[Node],
+    names: Names,
+) -> list[dict[str, Any]]:
+    """The side's event batches of the step, each event named by this side's blocks and
+    drawn nodes (see :func:`kachedb_radix.spec.explain.events.event_lines`). O(cached
+    blocks + events)."""
+    edges: dict[int, str] = {}
+    ghosts: dict[int, str] = {}
+    for node in all_nodes(tree):
+        if node["kind"] == "edge":
+            edges.update(dict.fromkeys(node["blocks"], node["id"]))
+        elif node["kind"] == "ghost":
+            ghosts.update(dict.fromkeys(node["blocks"], node["id"]))
+    answer = (side.outcome or {}).get("ok")
+    run = answer.get("blocks") if step["op"] == "insert" and isinstance(answer, dict) else None
+    place = Place(names.of(after), names.of(before), after, before, edges, ghosts)
+    if isinstance(run, list):
+        place.run = [block for block in run if isinstance(block, int)]
+    return event_lines(side.events or [], place, side.event_marks)
 
 
 def _resolve(

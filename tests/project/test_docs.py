@@ -248,6 +248,13 @@ RUNS = [
         fill=(("TRACE", "spec/vectors/full.jsonl"),)),
     Run("docs/conformance.md", "kachedb-radix serve --impl reference"),
     Run("docs/explain.md", "kachedb-radix explain --scenario eviction", prints="evict"),
+    Run("docs/explain.md", "kachedb-radix explain spec/vectors/full.jsonl --events xxh3_64",
+        prints="+ stored #0 "),
+    # The page says it: the planted event bug differs first at the evicting insert.
+    Run("docs/explain.md",
+        "kachedb-radix explain --scenario events"
+        " --target kachedb_radix.spec.mutants.events:EventsNoRemoval",
+        status=1, prints="≠ - removed, in this order: #4"),
     Run("docs/explain.md", "kachedb-radix explain --scenario split --svg slides/",
         writes=("slides",)),
     Run("docs/explain.md", "kachedb-radix explain spec/vectors/full.jsonl --html full.html",

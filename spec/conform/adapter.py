@@ -181,7 +181,7 @@ class TreeAdapter:
 
     def match(self, tokens: object, namespace: object, pin: bool) -> MatchAnswer:
         """``tree.match``; see :class:`kachedb_radix.spec.conform.candidate.Candidate`."""
-        result = _call(self._tree.match, tokens, namespace, pin=pin)
+        result = _call(self._live().match, tokens, namespace, pin=pin)
         return {
             "length": int(result.length),
             "blocks": [int(block) for block in result.blocks],
@@ -199,9 +199,10 @@ class TreeAdapter:
         """``tree.insert``; see :class:`kachedb_radix.spec.conform.candidate.Candidate`.
         ``priority`` and ``retain_for`` are passed only when given (R-POL-5)."""
         if priority is None and retain_for is None:
-            return self._insert_answer(_call(self._tree.insert, tokens, namespace, pin=pin))
+            return self._insert_answer(_call(self._live().insert, tokens, namespace, pin=pin))
+        tree = self._live()
         result = _call(
-            self._tree.insert, tokens, namespace, pin=pin, priority=priority, retain_for=retain_for
+            tree.insert, tokens, namespace, pin=pin, priority=priority, retain_for=retain_for
         )
         return self._insert_answer(result)
 
@@ -228,24 +229,24 @@ class TreeAdapter:
         handle = self._leases.get(lease) if _plain_int(lease) else None
         if handle is None:
             handle = self._foreign_lease()
-        _call(self._tree.release, handle)
+        _call(self._live().release, handle)
 
     def evict(self, count: object) -> EvictAnswer:
         """``tree.evict`` (with tiers, the device's, and its moves)."""
         if self._tiered:
-            result = _call(self._tree.evict, count)
+            result = _call(self._live().evict, count)
             return {
                 "freed": [int(block) for block in result.freed],
                 "moves": _moves(result.moves),
                 "dropped": _dropped(result.dropped),
             }
-        freed = _call(self._tree.evict, count)
+        freed = _call(self._live().evict, count)
         return {"freed": [int(block) for block in freed]}
 
     def stats(self) -> StatsAnswer:
         """``tree.stats()`` as a dict; the snapshot fields when the tree has them; with
         tiers, the device's counters and each slower tier's under ``tiers``."""
-        stats = _call(self._tree.stats)
+        stats = _call(self._live().stats)
         if self._tiered:
             answer = self._stats_answer(stats.tiers["device"])
             answer["tiers"] = {
@@ -277,20 +278,20 @@ class TreeAdapter:
 
     def namespaces(self) -> NamespacesAnswer:
         """``tree.namespaces()``."""
-        return {"namespaces": list(_call(self._tree.namespaces))}
+        return {"namespaces": list(_call(self._live().namespaces))}
 
     def dump(self) -> dict[str, Any]:
         """``tree.dump()``, round-tripped through JSON."""
-        return _plain(_call(self._tree.dump))
+        return _plain(_call(self._live().dump))
 
     def snapshot(self) -> SnapshotAnswer:
         """``tree.snapshot()``, filed under a new id."""
-        snap = _call(self._tree.snapshot)
+        snap = _call(self._live().snapshot)
         return {"snapshot": self._file_snapshot(snap), "version": int(snap.version)}
 
     def reader(self) -> ReaderAnswer:
         """``tree.reader()``, filed under a new id."""
-        reader = _call(self._tree.reader)
+        reader = _call(self._live().reader)
         return {
             "snapshot": self._file_snapshot(reader),
             "epoch": int(reader.epoch),
@@ -326,7 +327,7 @@ class TreeAdapter:
 
     def reclaim(self) -> ReclaimAnswer:
         """``tree.reclaim()``."""
-        return {"reclaimed": [int(block) for block in _call(self._tree.reclaim)]}
+        return {"reclaimed": [int(block) for block in _call(self._live().reclaim)]}
 
     def drop(self, snapshot: int) -> None:
         """Drop the adapter's only reference to the reader filed under ``snapshot``,
@@ -336,7 +337,7 @@ class TreeAdapter:
 
     def events(self) -> EventsAnswer:
         """``tree.take_events()``, each batch as the msgpack payload a publisher sends."""
-        batches = _call(self._tree.take_events)
+        batches = _call(self._live().take_events)
         answer: EventsAnswer = {
             "batches": encode_payloads([encode_batch(b) for b in batches])["batches"]
         }
@@ -377,6 +378,12 @@ class TreeAdapter:
     def _tiers(self) -> Any:
         if not self._tiered:
             raise CandidateError("invalid_argument", "the last reset named no tiers")
+        return self._live()
+
+    def _live(self) -> Any:
+        """The tree, or a refusal when no reset built one (the first was refused)."""
+        if self._tree is None:
+            raise CandidateError("invalid_argument", "no tree: no reset has built one")
         return self._tree
 
     def close(self) -> None:

@@ -311,6 +311,7 @@ class SGLangCandidate:
 
     def match(self, tokens: object, namespace: object, pin: bool) -> MatchAnswer:
         """``match_prefix``, locked with ``inc_lock_ref`` when pinned."""
+        self._require_cache()
         key = self._key(tokens, namespace)
         start = self._time.last
         found = _sglang(self._cache.match_prefix, self._params.MatchPrefixParams(key=key))
@@ -331,6 +332,7 @@ class SGLangCandidate:
         """The scheduler's insert: match, lock, admit, evict the shortfall, allocate,
         ``insert`` (with ``priority``; ``retain_for`` has no counterpart), unlock (see
         the module docstring)."""
+        self._require_cache()
         try:
             return self._insert(tokens, namespace, pin, priority)
         finally:
@@ -374,6 +376,7 @@ class SGLangCandidate:
     def release(self, lease: int) -> None:
         """``dec_lock_ref`` on the lease's node; for an id never issued, on a node
         locked in another tree (as a foreign lease would be)."""
+        self._require_cache()
         node = self._leases.get(lease) if isinstance(lease, int) else None
         start = self._time.last
         if node is None:
@@ -385,6 +388,7 @@ class SGLangCandidate:
 
     def evict(self, count: object) -> EvictAnswer:
         """``evict(count * page_size tokens)``; the pages it freed, as block ids."""
+        self._require_cache()
         try:
             return {"freed": self._evict(count)}
         finally:
@@ -392,6 +396,7 @@ class SGLangCandidate:
 
     def stats(self) -> StatsAnswer:
         """The counters, from SGLang's ``evictable_size_`` and ``protected_size_``."""
+        self._require_cache()
         size = self._block_size
         evictable = self._cache.evictable_size() // size
         pinned = self._cache.protected_size() // size
@@ -411,6 +416,7 @@ class SGLangCandidate:
         Raises:
             CandidateError: the cache was reset without events.
         """
+        self._require_cache()
         if not self._events_on:
             raise CandidateError("invalid_argument", "this cache records no events")
         batches, self._published = self._published, []
@@ -432,11 +438,13 @@ class SGLangCandidate:
 
     def namespaces(self) -> NamespacesAnswer:
         """The ``extra_key`` of every top-level node."""
+        self._require_cache()
         names = {child.key.extra_key for child in self._cache.root_node.children.values()}
         return {"namespaces": sorted(names, key=namespace_order)}
 
     def dump(self) -> dict[str, Any]:
         """The canonical dump of SGLang's tree (see the module docstring)."""
+        self._require_cache()
         size = self._block_size
         roots: dict[Any, list[Any]] = {}
         for child in self._cache.root_node.children.values():
@@ -501,6 +509,11 @@ class SGLangCandidate:
     def close(self) -> None:
         """Drop the tree."""
         self._cache = None
+
+    def _require_cache(self) -> None:
+        """Refuse a call when no reset built a cache (the first was refused, or closed)."""
+        if self._cache is None:
+            raise CandidateError("invalid_argument", "no cache: no reset has built one")
 
     # ------------------------------------------------------------------ internals
 

@@ -259,6 +259,7 @@ class HiCacheCandidate:
 
     def match(self, tokens: object, namespace: object, pin: bool) -> MatchAnswer:
         """``match_prefix`` (its device part), locked with ``lock`` when pinned."""
+        self._require_cache()
         with self._call():
             found = self._match(self._key(tokens, namespace))
             node = found.last_device_node
@@ -276,6 +277,7 @@ class HiCacheCandidate:
         retain_for: object = None,
     ) -> InsertAnswer:
         """The scheduler's insert (module docstring)."""
+        self._require_cache()
         with self._call():
             return self._insert(self._key(tokens, namespace), pin)
 
@@ -335,6 +337,7 @@ class HiCacheCandidate:
     def release(self, lease: int) -> None:
         """``unlock`` the lease's device lock, ``dec_host_lock_ref`` its host lock; for
         an id never issued, a lock taken in another cache (as a foreign lease would be)."""
+        self._require_cache()
         with self._call():
             held = self._leases.get(lease) if _count(lease) else None
             if held is None:
@@ -349,6 +352,7 @@ class HiCacheCandidate:
 
     def evict(self, count: object) -> EvictAnswer:
         """``evict(count * page_size tokens)`` (device)."""
+        self._require_cache()
         with self._call():
             found = self._evict_device(count)
         answer: EvictAnswer = {"freed": found["freed"]}
@@ -368,6 +372,7 @@ class HiCacheCandidate:
 
     def tier_evict(self, count: object, tier: object) -> TierEvictAnswer:
         """``evict`` on the device, ``evict_host`` on the host (in tokens)."""
+        self._require_cache()
         with self._call():
             self._tiers_on()
             if tier == "device":
@@ -385,6 +390,7 @@ class HiCacheCandidate:
 
     def lookup(self, tokens: object, namespace: object, pin: bool) -> LookupAnswer:
         """``match_prefix``'s device part and host hit (module docstring)."""
+        self._require_cache()
         with self._call():
             self._tiers_on()
             found = self._match(self._key(tokens, namespace))
@@ -411,6 +417,7 @@ class HiCacheCandidate:
     def restore(self, tokens: object, namespace: object, pin: bool) -> RestoreAnswer:
         """The scheduler's admission with a host hit: ``init_load_back`` then
         ``ready_to_load_host_cache`` (module docstring)."""
+        self._require_cache()
         with self._call():
             self._tiers_on()
             found = self._match(self._key(tokens, namespace))
@@ -459,6 +466,7 @@ class HiCacheCandidate:
     def stats(self) -> StatsAnswer:
         """The device's counters (SGLang's ``evictable_size`` and ``protected_size``, in
         pages); with tiers, the host's from its nodes."""
+        self._require_cache()
         size = self._block_size
         evictable = self._cache.evictable_size() // size
         pinned = self._cache.protected_size() // size
@@ -497,11 +505,13 @@ class HiCacheCandidate:
 
     def namespaces(self) -> NamespacesAnswer:
         """The ``extra_key`` of every top-level node."""
+        self._require_cache()
         names = {child.key.extra_key for child in self._cache.tree_core.root_node.children.values()}
         return {"namespaces": sorted(names, key=namespace_order)}
 
     def dump(self) -> dict[str, Any]:
         """The canonical dump built from SGLang's nodes (module docstring)."""
+        self._require_cache()
         size = self._block_size
         dump = self._tier_dump(
             "value", self._num_blocks, [page - 1 for page in self._device.free_pages]
@@ -601,6 +611,11 @@ class HiCacheCandidate:
     def drop(self, snapshot: int) -> None:
         """Not offered (see :meth:`snapshot`)."""
         self.snapshot()
+
+    def _require_cache(self) -> None:
+        """Refuse a call when no reset built a cache (the first was refused, or closed)."""
+        if self._cache is None:
+            raise CandidateError("invalid_argument", "no cache: no reset has built one")
 
     def close(self) -> None:
         """Drop the cache."""

@@ -377,3 +377,13 @@ def test_replay_json_names_the_difference_and_the_failure(
     # reading its answer, whichever comes first (a race), and says which.
     failure = json.loads(capsys.readouterr().out)["failure"]
     assert "closed its output" in failure or "could not write it, it exited" in failure
+
+
+def test_calls_before_any_reset_are_refused_not_crashed() -> None:
+    """A candidate whose first reset was refused (or never came) answers every call with
+    ``invalid_argument``: explain goes on past a refused reset and must not crash."""
+    adapter = TreeAdapter(reference.RadixTree, "r")
+    for call in (adapter.dump, adapter.stats, lambda: adapter.match([1], None, False)):
+        with pytest.raises(CandidateError) as raised:
+            call()
+        assert raised.value.kind == "invalid_argument"

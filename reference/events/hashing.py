@@ -48,6 +48,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import pickle
+import struct
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Literal, TypeAlias
@@ -166,7 +167,7 @@ class BlockHasher:
         seed = DYNAMO_SEED
         if salt is not None:  # Dynamo folds a LoRA name into the seed the same way
             seed = (DYNAMO_SEED + xxhash.xxh3_64_intdigest(salt.encode())) & _LOW_64
-        data = b"".join(token.to_bytes(4, "little") for token in tokens)
+        data = struct.pack(f"<{len(tokens)}I", *tokens)  # little-endian u32s, one call
         local = xxhash.xxh3_64_intdigest(data, seed=seed)
         if parent is None:
             return local

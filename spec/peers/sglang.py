@@ -80,6 +80,7 @@ from ..conform.candidate import (
 )
 from ..conform.events import encode_payloads
 from . import sglang_standins
+from .unoffered import WithoutSnapshots
 
 #: The release the adapter is written for.
 PINNED = "0.5.23"
@@ -212,7 +213,7 @@ class PagedFreeList:
         self.freed.extend(pages)
 
 
-class SGLangCandidate:
+class SGLangCandidate(WithoutSnapshots):
     """SGLang 0.5.23's ``RadixCache`` behind the plain-data candidate protocol."""
 
     def __init__(self) -> None:
@@ -465,34 +466,6 @@ class SGLangCandidate:
         if self._policy[0] != "lru":
             dump["policy"] = {"name": self._policy[0], "options": dict(self._policy[1])}
         return dump
-
-    def snapshot(self) -> Any:
-        """Not offered: SGLang has no reader snapshots (the level is not declared)."""
-        raise CandidateError("unsupported", "SGLang has no reader snapshots")
-
-    def reader(self) -> Any:
-        """Not offered (see :meth:`snapshot`)."""
-        return self.snapshot()
-
-    def reclaim(self) -> Any:
-        """Not offered (see :meth:`snapshot`)."""
-        return self.snapshot()
-
-    def leave(self, snapshot: int) -> None:
-        """Not offered (see :meth:`snapshot`)."""
-        self.snapshot()
-
-    def snapshot_match(self, snapshot: int, tokens: object, namespace: object) -> Any:
-        """Not offered (see :meth:`snapshot`)."""
-        return self.snapshot()
-
-    def snapshot_dump(self, snapshot: int) -> Any:
-        """Not offered (see :meth:`snapshot`)."""
-        return self.snapshot()
-
-    def drop(self, snapshot: int) -> None:
-        """Not offered (see :meth:`snapshot`)."""
-        self.snapshot()
 
     def lookup(self, tokens: object, namespace: object, pin: bool) -> LookupAnswer:
         """Not offered: ``RadixCache`` has no tiers (it does not declare the level)."""

@@ -82,6 +82,7 @@ from ..conform.candidate import (
 from . import sglang_hicache_standins as standins
 from .sglang import PINNED, SGLangUnavailable, installed_version
 from .sglang_hicache_pools import Controller, DeviceAllocator, HostPool, HostPoolGroup, Transfer
+from .unoffered import WithoutSnapshots
 
 #: The profile this adapter ships.
 PROFILE = Path(__file__).with_name("sglang_hicache.toml")
@@ -136,7 +137,7 @@ class _Lease:
         self.released = False
 
 
-class HiCacheCandidate:
+class HiCacheCandidate(WithoutSnapshots):
     """SGLang 0.5.23's ``UnifiedRadixCache`` with ``init_hicache`` behind the candidate
     protocol (module docstring)."""
 
@@ -583,34 +584,6 @@ class HiCacheCandidate:
     def events(self) -> EventsAnswer:
         """Not offered (the events level is not declared)."""
         raise CandidateError("unsupported", "the HiCache adapter records no KV events")
-
-    def snapshot(self) -> Any:
-        """Not offered: SGLang has no reader snapshots."""
-        raise CandidateError("unsupported", "SGLang has no reader snapshots")
-
-    def reader(self) -> Any:
-        """Not offered (see :meth:`snapshot`)."""
-        return self.snapshot()
-
-    def reclaim(self) -> Any:
-        """Not offered (see :meth:`snapshot`)."""
-        return self.snapshot()
-
-    def leave(self, snapshot: int) -> None:
-        """Not offered (see :meth:`snapshot`)."""
-        self.snapshot()
-
-    def snapshot_match(self, snapshot: int, tokens: object, namespace: object) -> Any:
-        """Not offered (see :meth:`snapshot`)."""
-        return self.snapshot()
-
-    def snapshot_dump(self, snapshot: int) -> Any:
-        """Not offered (see :meth:`snapshot`)."""
-        return self.snapshot()
-
-    def drop(self, snapshot: int) -> None:
-        """Not offered (see :meth:`snapshot`)."""
-        self.snapshot()
 
     def _require_cache(self) -> None:
         """Refuse a call when no reset built a cache (the first was refused, or closed)."""

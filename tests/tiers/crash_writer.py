@@ -33,16 +33,10 @@ from __future__ import annotations
 
 import os
 import random
-import sys
-import time
-import traceback
 
 from kachedb_radix.reference.tiers import DiskBlockStore
 from tests.tiers import blocks
-
-
-def say(line: str) -> None:
-    os.write(1, line.encode() + b"\n")
+from tests.tiers.zygote import say, serve
 
 
 def work(path: str, seed: int, first_gen: int, steps: int, sync_percent: int) -> None:
@@ -77,30 +71,8 @@ def work(path: str, seed: int, first_gen: int, steps: int, sync_percent: int) ->
     say("finished")
 
 
-def describe(status: int) -> str:
-    if os.WIFSIGNALED(status):
-        return f"signal {os.WTERMSIG(status)}"
-    return f"code {os.WEXITSTATUS(status)}"
-
-
 def main() -> None:
-    for line in sys.stdin:
-        words = line.split()
-        if not words or words[0] == "quit":
-            break
-        path, seed, first_gen, steps, sync_percent = words[1], *map(int, words[2:])
-        pid = os.fork()
-        if pid == 0:  # the worker
-            try:
-                work(path, seed, first_gen, steps, sync_percent)
-            except BaseException:
-                traceback.print_exc()
-                say("failed")
-            finally:
-                time.sleep(60)  # until the test kills it
-                os._exit(1)
-        _, status = os.waitpid(pid, 0)
-        say(f"exit {describe(status)}")
+    serve(lambda args: work(args[0], *map(int, args[1:])))
 
 
 if __name__ == "__main__":

@@ -35,9 +35,6 @@ from __future__ import annotations
 
 import os
 import random
-import sys
-import time
-import traceback
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -49,6 +46,7 @@ from kachedb_radix.reference.blockpool import PoolSpec
 from kachedb_radix.reference.tiers import KVCache, TieredTree
 from kachedb_radix.reference.tiers.persist import ROOT, chained_hash
 from tests.tiers.test_kv_cache import kv_of
+from tests.tiers.zygote import say, serve
 
 #: Tokens per block.
 B = 4
@@ -192,10 +190,6 @@ def chain_hash(namespace: str | None, tokens: tuple[int, ...]) -> bytes:
     return parent
 
 
-def say(line: str) -> None:
-    os.write(1, line.encode() + b"\n")
-
-
 def work(path: str, twin: str, seed: int, calls: int, planted: bool) -> None:
     """One worker's life: reopen, then the seeded calls, reporting each."""
     say(f"pid {os.getpid()}")
@@ -211,31 +205,8 @@ def work(path: str, twin: str, seed: int, calls: int, planted: bool) -> None:
     say("finished")
 
 
-def describe(status: int) -> str:
-    if os.WIFSIGNALED(status):
-        return f"signal {os.WTERMSIG(status)}"
-    return f"code {os.WEXITSTATUS(status)}"
-
-
 def main() -> None:
-    for line in sys.stdin:
-        words = line.split()
-        if not words or words[0] == "quit":
-            break
-        path, twin, seed, calls = words[1], words[2], int(words[3]), int(words[4])
-        planted = words[5:] == ["planted"]
-        pid = os.fork()
-        if pid == 0:  # the worker
-            try:
-                work(path, twin, seed, calls, planted)
-            except BaseException:
-                traceback.print_exc()
-                say("failed")
-            finally:
-                time.sleep(60)  # until the test kills it
-                os._exit(1)
-        _, status = os.waitpid(pid, 0)
-        say(f"exit {describe(status)}")
+    serve(lambda args: work(args[0], args[1], int(args[2]), int(args[3]), args[4:] == ["planted"]))
 
 
 if __name__ == "__main__":

@@ -46,6 +46,7 @@ from kachedb_radix.reference.tiers import CorruptBlockError, DiskBlockStore
 from kachedb_radix.reference.tiers.disk_format import PAGE, RECORD_HEADER_BYTES
 from tests.support.paths import ROOT
 from tests.tiers import blocks
+from tests.tiers.zygote import kill_after
 
 SLOTS = 8
 META = 200
@@ -116,7 +117,7 @@ class Campaign:
             if words[0] == "pid":
                 pid = int(words[1])
                 if kill_at == 0:
-                    killed = _kill(pid, delay)
+                    killed = kill_after(pid, delay)
             elif words[0] == "open":
                 opened = True
             elif words[0] == "begin":
@@ -125,14 +126,14 @@ class Campaign:
                 if words[1] == "put":
                     self.next_gen = max(self.next_gen, int(words[3]) + 1)
                 if begins == kill_at and not killed:
-                    killed = _kill(pid, delay)
+                    killed = kill_after(pid, delay)
             elif words[0] == "done":
                 self._returned(words[1:])
                 in_flight = []
             elif words[0] in ("finished", "failed"):
                 failed = words[0] == "failed"
                 if not killed:  # the worker sleeps: its pid is still its own
-                    finished = _kill(pid, 0.0)
+                    finished = kill_after(pid, 0.0)
             elif words[0] == "exit":
                 break
         assert not failed, self._worker_failed(words)
@@ -221,15 +222,6 @@ class Campaign:
         if new == 0:
             return "before its payload write"
         return "payload torn on disk (never served)"
-
-
-def _kill(pid: int, delay: float) -> bool:
-    """SIGKILL ``pid`` after ``delay`` seconds -- asleep, not spinning: on a machine with
-    two busy cores a spinning parent would starve the worker it waits for."""
-    if delay:
-        time.sleep(delay)
-    os.kill(pid, signal.SIGKILL)
-    return True
 
 
 def _campaign(folder: Path, runs: int, block_bytes: int, seed: int) -> Counter[str]:

@@ -62,6 +62,7 @@ from tests.conftest import TIER_IMPLEMENTATIONS
 from tests.support.paths import ROOT
 from tests.tiers import kv_crash_worker as worker
 from tests.tiers.test_kv_cache import kv_of
+from tests.tiers.zygote import kill_after
 
 #: Calls per worker.
 CALLS = 24
@@ -186,14 +187,14 @@ class Campaign:
             if words[0] == "pid":
                 pid = int(words[1])
                 if target == -1:
-                    killed = _kill(pid, delay)
+                    killed = kill_after(pid, delay)
             elif words[0] == "open":
                 opened = True
             elif words[0] == "begin":
                 begun = int(words[1])
                 kinds[begun] = words[2]
                 if begun == target and not killed:
-                    killed = _kill(pid, delay)
+                    killed = kill_after(pid, delay)
             elif words[0] == "done":
                 done = int(words[1])
                 assert words[2] == history.digests[done], (
@@ -203,7 +204,7 @@ class Campaign:
             elif words[0] in ("finished", "failed"):
                 assert words[0] == "finished", f"the worker failed: {self._errors()}"
                 if not killed:  # the worker sleeps: its pid is still its own
-                    finished = _kill(pid, 0.0)
+                    finished = kill_after(pid, 0.0)
             elif words[0] == "exit":
                 break
         assert words[1:] == ["signal", str(int(signal.SIGKILL))], self._errors()
@@ -282,15 +283,6 @@ class Campaign:
             verified.update((namespace, tokens[:end]) for end in ends)
         assert verified == found
         return len(verified)
-
-
-def _kill(pid: int, delay: float) -> bool:
-    """SIGKILL ``pid`` after ``delay`` seconds, asleep (a spinning parent would starve the
-    worker on two busy cores)."""
-    if delay:
-        time.sleep(delay)
-    os.kill(pid, signal.SIGKILL)
-    return True
 
 
 def _campaign(folder: Path, runs: int, seed: int, planted: bool = False) -> Counter[str]:

@@ -204,6 +204,35 @@ def _plain(value: Any) -> Any:
     return value
 
 
+#: Block hashes already computed: (parent hash, tokens, salt) -> the block's hash.
+HashMemo = dict[tuple[Any, tuple[int, ...], str | None], Hash]
+
+
+def dump_hashes(dump: Any, hasher: BlockHasher, memo: HashMemo) -> Iterator[tuple[Any, int, Hash]]:
+    """``(namespace, block id, internal chained hash)`` of every cached block of a
+    canonical dump, as ``hasher`` names it (the namespace salting a path's first block,
+    R-EVENT-2). Each new (parent, tokens, salt) is hashed once, through ``memo``.
+    O(cached blocks)."""
+    size = dump["block_size"]
+    for space in dump["namespaces"]:
+        namespace = space["namespace"]
+        stack: list[tuple[Any, Any, bool]] = [(child, None, True) for child in space["children"]]
+        while stack:
+            node, parent, at_root = stack.pop()
+            tokens = node["tokens"]
+            for index, block in enumerate(node["blocks"]):
+                chunk = tuple(tokens[index * size : (index + 1) * size])
+                salt = namespace if at_root and index == 0 else None
+                key = (parent, chunk, salt)
+                chained = memo.get(key)
+                if chained is None:
+                    chained = hasher.block_hash(parent, chunk, salt)
+                    memo[key] = chained
+                parent = chained
+                yield namespace, block, chained
+            stack.extend((child, parent, False) for child in node["children"])
+
+
 # ---------------------------------------------------------------------------- 2. itself
 
 
@@ -222,7 +251,7 @@ class EventStream:
     index: RouterIndex = field(init=False)
     seq: int = 0
     history: list[bytes] = field(default_factory=list)
-    _memo: dict[tuple[Any, tuple[int, ...], str | None], Hash] = field(default_factory=dict)
+    _memo: HashMemo = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.index = RouterIndex(self.hasher, self.block_size)
@@ -321,26 +350,7 @@ class EventStream:
 
     def _walk(self, dump: Any) -> Iterator[tuple[Any, int, Hash]]:
         """(namespace, block, internal hash) of every cached block of a dump."""
-        size = dump["block_size"]
-        for space in dump["namespaces"]:
-            namespace = space["namespace"]
-            stack: list[tuple[Any, Any, bool]] = [
-                (child, None, True) for child in space["children"]
-            ]
-            while stack:
-                node, parent, at_root = stack.pop()
-                tokens = node["tokens"]
-                for index, block in enumerate(node["blocks"]):
-                    chunk = tuple(tokens[index * size : (index + 1) * size])
-                    salt = namespace if at_root and index == 0 else None
-                    key = (parent, chunk, salt)
-                    chained = self._memo.get(key)
-                    if chained is None:
-                        chained = self.hasher.block_hash(parent, chunk, salt)
-                        self._memo[key] = chained
-                    parent = chained
-                    yield namespace, block, chained
-                stack.extend((child, parent, False) for child in node["children"])
+        return dump_hashes(dump, self.hasher, self._memo)
 
     # ------------------------------------------------------------------------ 3. recovery
 

@@ -39,7 +39,6 @@ from itertools import zip_longest
 from typing import Any
 
 from kachedb_radix.reference.events import BlockHasher
-from kachedb_radix.reference.events.hashing import Hash
 
 from ..conform import events as kit_events
 from ..conform.candidate import CandidateError
@@ -310,34 +309,16 @@ class Names:
 
     def __init__(self, spec: dict[str, Any]) -> None:
         self.hasher: BlockHasher = kit_events.hasher_of(spec)
-        self._memo: dict[tuple[Any, tuple[int, ...], str | None], Hash] = {}
+        self._memo: kit_events.HashMemo = {}
 
     def of(self, index: DumpIndex) -> dict[Any, int]:
         """Every cached block of ``index`` by its external hash as events carry it (an
         int, or the digest in hex). O(cached blocks), each new (parent, tokens) hashed
         once."""
-        size = index.block_size
         found: dict[Any, int] = {}
-        for space in index.dump["namespaces"]:
-            name = space["namespace"]
-            stack: list[tuple[dict[str, Any], Hash | None, bool]] = [
-                (child, None, True) for child in space["children"]
-            ]
-            while stack:
-                node, parent, at_root = stack.pop()
-                tokens = node["tokens"]
-                for position, block in enumerate(node["blocks"]):
-                    chunk = tuple(tokens[position * size : (position + 1) * size])
-                    salt = name if at_root and position == 0 else None
-                    key = (parent, chunk, salt)
-                    chained = self._memo.get(key)
-                    if chained is None:
-                        chained = self.hasher.block_hash(parent, chunk, salt)
-                        self._memo[key] = chained
-                    parent = chained
-                    external = self.hasher.external(chained)
-                    found[external.hex() if isinstance(external, bytes) else external] = block
-                stack.extend((child, parent, False) for child in node["children"])
+        for _, block, chained in kit_events.dump_hashes(index.dump, self.hasher, self._memo):
+            external = self.hasher.external(chained)
+            found[external.hex() if isinstance(external, bytes) else external] = block
         return found
 
 

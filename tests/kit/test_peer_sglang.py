@@ -265,3 +265,23 @@ def test_explain_shows_sglangs_waived_rules_as_waived(capsys: pytest.CaptureFixt
     assert "no difference (1 step not marked under the profile)" in out
     assert cli_main(["explain", trace, "--target", "sglang", "--profile", "strict"]) == 1
     assert "not marked" not in capsys.readouterr().out
+
+
+@needs_sglang
+def test_sglang_s_page_hash_is_built_from_its_own_source(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """R-EVENT-2: SGLang's hash_binding.cpp, built with pybind11 into an empty cache (as on
+    a fresh machine), then found there; a build that fails says why."""
+    pytest.importorskip("pybind11", reason="pybind11 builds SGLang's page hash (.ci/run has it)")
+    from kachedb_radix.spec.peers import sglang_events
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    root = Path(str(importlib.metadata.distribution("sglang").locate_file("")))
+    built = sglang_events.native_module(root)
+    assert list(tmp_path.glob("kachedb-radix/sglang-native-hash-*/*"))
+    assert sglang_events.native_module(root).__file__ == built.__file__  # cached
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "other"))
+    monkeypatch.setenv("CXX", "false")  # a compiler that always fails
+    with pytest.raises(peer.SGLangUnavailable, match="failed"):
+        sglang_events.native_module(root)

@@ -116,3 +116,21 @@ def test_conform_tiers_from_the_command_line(capsys: pytest.CaptureFixture[str])
     out = capsys.readouterr().out
     assert status == 0, out
     assert "tiers" in out and "PASS" in out
+
+
+def test_conform_events_and_saved_traces_from_the_command_line(
+    capsys: pytest.CaptureFixture[str], tmp_path: Any
+) -> None:
+    """``--events SCHEME`` adds the opt-in level; a bad scheme is a usage message; a
+    finding's shrunk trace is saved with ``--save-traces``."""
+    assert cli(["conform", "reference", "--events", "xxh3_64", "--budget", "300",
+                "--examples", "4"]) == 0  # fmt: skip
+    assert "events" in capsys.readouterr().out
+    assert cli(["conform", "reference", "--events", "no-such-scheme", "--budget", "50"]) == 2
+    assert "no-such-scheme" in capsys.readouterr().err
+    target = "kachedb_radix.spec.mutants.eviction:LruReversed"
+    status = cli(["conform", target, "--first", "--budget", "2000",
+                  "--save-traces", str(tmp_path)])  # fmt: skip
+    assert status == 1
+    assert "trace: " in capsys.readouterr().out
+    assert list(tmp_path.glob("*.jsonl"))

@@ -139,6 +139,12 @@ def test_tier_specs_parse_like_capacities() -> None:
             parse_tiers(bad, sizing)
     with pytest.raises(SimulateError, match="--tiers host 1GiB: a size in bytes needs --model"):
         parse_tiers("host=1GiB", Sizing(16))
+    with pytest.raises(SimulateError, match="capacity must be >= 0 blocks"):
+        TierSpec(-1, 5)
+    with pytest.raises(SimulateError, match=r"--tiers: .*policy"):  # the tiers refuse it
+        make_tiered_trees("reference", TierSpec(8, 0), [4], 100, 16, {"policy": "nope"})
+    with pytest.raises(ValueError, match="unknown implementation"):
+        tiered_tree_class("fortran")
 
 
 @pytest.mark.parametrize(

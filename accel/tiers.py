@@ -23,8 +23,24 @@ from .blockpool import BlockPool
 
 
 class TieredTree(_ReferenceTieredTree):
-    """The tiered tree whose tiers are C trees; the API, behaviour and cost notes are
-    :class:`kachedb_radix.reference.tiers.TieredTree`'s."""
+    """One prefix index over up to three tiers of KV block ids, each tier a C tree
+    (:class:`kachedb_radix.accel.RadixTree`).
+
+    Args:
+        device_blocks: the device tier's capacity, an int >= 1.
+        host_blocks: the host tier's capacity, an int >= 0 (0: no host tier).
+        disk_blocks: the disk tier's capacity, an int >= 0 (0: no disk tier).
+        block_size: tokens per block, an int >= 1.
+        policy, policy_options: every tier's eviction policy (R-POL-*).
+        write_through: copy every stored path to the host at insert (R-TIER-4).
+        events: as for :class:`~kachedb_radix.reference.RadixTree` (R-EVENT-*).
+
+    Raises:
+        InvalidArgumentError: a capacity is not an int in range, ``write_through`` is not
+            a bool or is asked without a host tier, or the trees refuse an argument.
+
+    Cost: O(total capacity) to build. One thread at a time.
+    """
 
     implementation: ClassVar[str] = "accel"
     tree_type: ClassVar[Callable[..., Any]] = RadixTree

@@ -135,6 +135,14 @@ WORKER_CAP = "the C masks hold up to 64 words of 64 workers (accel/router.c, R_M
 
 #: The allowed differences, by ``Class`` (its docstring) or ``Class.member``.
 ALLOWED: dict[str, tuple[Diff, ...]] = {
+    "TieredTree": (
+        Diff(
+            "One prefix index over up to three tiers of KV block ids.",
+            "One prefix index over up to three tiers of KV block ids, each tier a C tree "
+            "(:class:`kachedb_radix.accel.RadixTree`).",
+            "the tier layer is the reference's, composed over C trees (accel/tiers.py)",
+        ),
+    ),
     "RouterIndex": (
         Diff(
             "Cost: applying an event is O(its blocks); a query O(n * w) for n hashes and the "
@@ -468,7 +476,9 @@ def member_doc(cls: type, name: str) -> str:
     ``Attributes:`` entry."""
     raw: Any = inspect.getattr_static(cls, name)
     own = raw.__doc__ if callable(raw) or hasattr(raw, "__get__") else None
-    if isinstance(raw, (str, int)):  # a plain class attribute (``implementation``)
+    # A plain class attribute (``implementation``, or a class held as ``tree_type``): its
+    # value's docstring is not the member's.
+    if isinstance(raw, (str, int, type)):
         own = None
     return normalize(own) or normalize(attribute_entry(cls, name))
 

@@ -13,7 +13,8 @@ blocks, in which tier) to the memory that holds them:
 
 Every call of the tree that moves blocks returns its moves in a safe order (R-TIER-8);
 this class carries them out in that order, deleting first the disk records of blocks the
-disk tier dropped. The data path of a serving step::
+disk tier dropped, and writing a disk block only if the disk still holds it after the
+call (one call can write a disk block, drop it and write it again: the last write wins). The data path of a serving step::
 
     cache = KVCache(spec, host_blocks=..., disk_path="kv.slab", disk_blocks=...)
     found = cache.lookup(prompt)                  # which tier, what a restore reads
@@ -59,7 +60,7 @@ from ..events.schema import KVEventBatch
 from ..policies import DEFAULT_POLICY
 from ..tokens import as_token_list
 from .disk import DiskBlockStore
-from .disk_errors import CorruptBlockError, StoreConfigError
+from .disk_errors import CorruptBlockError, StoreClosedError, StoreConfigError
 from .levels import DEVICE, DISK, HOST
 from .persist import ROOT, chained_hash, decode_meta, encode_meta, meta_size, rebuild
 from .results import (
@@ -109,11 +110,13 @@ class KVCache:
             present (its geometry must match). None: no disk tier.
         disk_blocks: the disk tier's size when the file is created (ignored on reopen).
         write_through, policy, policy_options, events: the tiered tree's.
-        namespace_bytes: the longest namespace (UTF-8 bytes) the disk tier can record.
+        namespace_bytes: the longest namespace (UTF-8 bytes) the disk tier can record
+            when the file is created; a reopened file's own limit replaces it.
 
     Raises:
-        InvalidArgumentError: a size or option is wrong, or a reopened file's geometry
-            does not match ``spec``.
+        InvalidArgumentError: a size, path or option is wrong. The file is created only
+            once every argument was accepted.
+        StoreConfigError: a reopened file's geometry does not match ``spec``.
         StoreError subclasses: the disk file cannot be created or opened.
 
     Cost: O(device + host bytes) to allocate; a reopen reads every record's header and
@@ -149,8 +152,19 @@ class KVCache:
         self._namespace_bytes = namespace_bytes
         store = None
         if disk_path is not None:
-            store = self._open_store(disk_path, disk_blocks)
-            disk_blocks = store.capacity
+            if not isinstance(disk_path, (str, os.PathLike)):
+                raise InvalidArgumentError(
+                    f"disk_path must be a str or a path, got {type(disk_path).__name__}"
+                )
+            if os.path.exists(disk_path):
+                store = self._open_store(disk_path)
+                disk_blocks = store.capacity
+            elif (
+                isinstance(disk_blocks, bool)
+                or not isinstance(disk_blocks, int)
+                or (disk_blocks < 1)
+            ):
+                raise InvalidArgumentError(f"disk_blocks must be an int >= 1, got {disk_blocks!r}")
         elif disk_blocks:
             raise InvalidArgumentError("disk_blocks needs a disk_path")
         try:
@@ -166,6 +180,9 @@ class KVCache:
             )
             self._pool = self.pool_type(spec)
             self._host = self._pool.alloc_host_buffer(host_blocks) if host_blocks else None
+            if disk_path is not None and store is None:  # created last: nothing to undo
+                meta = meta_size(spec.block_size, namespace_bytes)
+                store = DiskBlockStore.create(disk_path, disk_blocks, spec.bytes_per_block, meta)
         except BaseException:
             if store is not None:
                 store.close()
@@ -179,6 +196,7 @@ class KVCache:
         self._inflight: TransferHandle[None] | None = None  # the last restore's copy
         self._unusable = 0
         self._reopened = 0
+        self._closed = False
         if store is not None and len(store):
             self._reopen(store)
 
@@ -204,12 +222,21 @@ class KVCache:
     def lookup(
         self, tokens: object, namespace: str | None = None, *, pin: bool = False
     ) -> TierMatch:
-        """The tiered tree's ``lookup`` (R-TIER-5), cut before the first lost disk block.
+        """The tiered tree's ``lookup`` (R-TIER-5), cut before the first lost disk block
+        (with ``pin``, the lease then pins only the prefix returned).
 
-        Cost: O(n * t). Raises as :meth:`TieredTree.lookup`.
+        Cost: O(n * t); twice that when a pinned lookup is cut. Raises as
+        :meth:`TieredTree.lookup`, and ``StoreClosedError`` after :meth:`close`.
         """
+        self._require_open()
         found: TierMatch = self._tiers.lookup(tokens, namespace, pin=pin)
-        return self._cut(found)
+        cut = self._cut(found)
+        if cut is not found and found.lease is not None:
+            # The lease pinned the lost block and what follows: pin the prefix served.
+            self._tiers.release(found.lease)
+            token_list = as_token_list(tokens)
+            cut = self._tiers.lookup(token_list[: cut.length], namespace, pin=True)
+        return cut
 
     def restore(
         self, tokens: object, namespace: str | None = None, *, pin: bool = False
@@ -220,8 +247,9 @@ class KVCache:
         sources are copied into their new device blocks.
 
         Cost: O(bytes moved) plus the tree's. Raises as :meth:`TieredTree.restore`;
-        ``OutOfBlocksError`` with nothing changed.
+        ``OutOfBlocksError`` with nothing changed; ``StoreClosedError`` after :meth:`close`.
         """
+        self._require_open()
         token_list = as_token_list(tokens)
         found = self._cut(self._tiers.lookup(token_list, namespace))
         sources = found.plan.sources
@@ -233,9 +261,7 @@ class KVCache:
                 length = cut * self._spec.block_size
                 found = TierMatch(length, found.tiers[:cut], found.blocks[:cut])
                 break
-        result: RestoreResult = self._tiers.restore(
-            token_list[: found.length], namespace, pin=pin
-        )
+        result: RestoreResult = self._tiers.restore(token_list[: found.length], namespace, pin=pin)
         self._run(result.moves, result.dropped)
         handle: TransferHandle[None] = CompletedTransfer(None)
         restored = result.restored
@@ -271,7 +297,9 @@ class KVCache:
             InvalidTokensError, InvalidArgumentError, OutOfBlocksError: as the tree's
                 ``insert`` (also a namespace too long for the disk tier's records).
             BufferShapeError, BufferDTypeError: ``kv`` does not fit. Nothing changes.
+            StoreClosedError: the cache was closed (:meth:`close`).
         """
+        self._require_open()
         token_list = as_token_list(tokens)
         count = len(token_list) // self._spec.block_size
         self._check_kv(kv, count)
@@ -287,20 +315,30 @@ class KVCache:
 
     def read(self, tokens: object, namespace: str | None = None) -> Any:
         """The KV data of the device-resident prefix of ``tokens``, as a host array of
-        ``spec.buffer_shape(n)`` (a query: nothing changes). O(bytes read)."""
+        ``spec.buffer_shape(n)`` (a query: nothing changes). O(bytes read).
+
+        Raises:
+            InvalidTokensError, InvalidArgumentError: as :meth:`TieredTree.lookup`.
+            StoreClosedError: the cache was closed (:meth:`close`).
+        """
+        self._require_open()
         found = self._tiers.lookup(tokens, namespace)
         ids = list(found.blocks[: found.on_device])
         return self._pool.offload(ids).wait()
 
     def evict(self, count: int, tier: str = DEVICE) -> TierEvictResult:
         """Evict ``count`` blocks of ``tier``, demoting them (R-TIER-3). Raises as the
-        tree's ``evict``. Cost: the tree's plus O(bytes moved)."""
+        tree's ``evict``, and ``StoreClosedError`` after :meth:`close`. Cost: the tree's
+        plus O(bytes moved)."""
+        self._require_open()
         result: TierEvictResult = self._tiers.evict(count, tier)
         self._run(result.moves, result.dropped)
         return result
 
     def release(self, lease: TierLease) -> None:
-        """Release ``lease`` (the tree's ``release``). O(length * tiers)."""
+        """Release ``lease`` (the tree's ``release``). O(length * tiers). Raises as the
+        tree's ``release``, and ``StoreClosedError`` after :meth:`close`."""
+        self._require_open()
         self._tiers.release(lease)
 
     def take_events(self) -> list[KVEventBatch]:
@@ -317,9 +355,17 @@ class KVCache:
             self._store.sync()
 
     def close(self) -> None:
-        """Sync and close the disk tier's file; the cache is unusable afterwards. O(1)."""
+        """Sync and close the disk tier's file. Every later call of the data path
+        (lookup, restore, store, read, evict, release) then raises ``StoreClosedError``
+        before it changes anything; closing twice is harmless. Cost: the device's flush.
+        """
         if self._store is not None and not self._store.closed:
             self._store.close()
+        self._closed = True
+
+    def _require_open(self) -> None:
+        if self._closed:
+            raise StoreClosedError("this KV cache was closed")
 
     def __enter__(self) -> Self:
         return self
@@ -359,7 +405,7 @@ class KVCache:
         slots = self._slot_of
         if sorted(slots) != list(range(store.capacity)):
             raise InvariantViolation("the disk ids do not map one to one onto the slots")
-        cached = {block for block, _ in _cached_blocks(self._tiers.tree(DISK).dump())}
+        cached = _cached_blocks(self._tiers.tree(DISK).dump())
         occupied = {block for block in cached if slots[block] in store}
         if occupied != cached - self._lost or not self._lost <= cached:
             raise InvariantViolation("the disk tier's blocks and the store's records disagree")
@@ -410,22 +456,40 @@ class KVCache:
 
     def _run(self, moves: Sequence[Move], dropped: Sequence[tuple[str, int]]) -> None:
         """Carry out a call's moves in their order, after deleting the records of the
-        disk blocks it dropped (their slots may be reused by these moves). O(bytes)."""
-        for tier, block in dropped:
-            if tier == DISK:
-                self._forget_disk(block)
+        disk blocks it dropped (their slots may be reused by these moves). O(bytes).
+
+        One call can write a disk block, drop it and write it again (a demotion that
+        pushes the disk tier's own blocks out): only the last write of a block the disk
+        tier still holds after the call is made. An earlier write's data left the
+        hierarchy within the call, and the keys known now are the call's final ones, so
+        writing it would name the wrong prefix on the disk, even for a moment.
+        """
+        for block in dict.fromkeys(block for tier, block in dropped if tier == DISK):
+            self._forget_disk(block)
+        last_write = {
+            move.target: index for index, move in enumerate(moves) if move.target_tier == DISK
+        }
+        kept = {block for block in last_write if self._tiers.holds(DISK, block)}
         for (source_tier, target_tier), group in groupby(
-            moves, key=lambda move: (move.source_tier, move.target_tier)
+            enumerate(moves), key=lambda item: (item[1].source_tier, item[1].target_tier)
         ):
             batch = list(group)
             # Demotions read the device or the host and write the host or the disk
             # (R-TIER-3): a restore's moves up are the caller's (restore), not these.
             assert source_tier in (DEVICE, HOST) and target_tier in (HOST, DISK), batch[0]
+            if target_tier == DISK:
+                batch = [
+                    (index, move)
+                    for index, move in batch
+                    if move.target in kept and last_write[move.target] == index
+                ]
+                if not batch:
+                    continue
             if source_tier == DEVICE:  # one transfer off the device for the run
-                data = self._pool.offload([move.source for move in batch]).wait()
+                data = self._pool.offload([move.source for _, move in batch]).wait()
             else:  # read in place: host rows are whole blocks
-                data = [self._host_array[move.source] for move in batch]
-            for row, move in enumerate(batch):
+                data = [self._host_array[move.source] for _, move in batch]
+            for row, (_, move) in enumerate(batch):
                 if target_tier == HOST:
                     np.copyto(self._host_array[move.target], data[row])
                 else:
@@ -441,13 +505,15 @@ class KVCache:
         self._hash_of[block] = chained_hash(parent, key.namespace, key.tokens)
 
     def _forget_disk(self, block: int) -> None:
+        """Delete disk block ``block``'s record, if it has one: a block written and
+        dropped within one call never got one, a lost block's was deleted when it failed."""
         store = self._store
         assert store is not None
-        if block in self._lost:
-            self._lost.discard(block)  # its record was dropped when it failed
-        else:
-            store.delete(self._slot_of[block])
-        del self._hash_of[block]
+        self._lost.discard(block)
+        slot = self._slot_of[block]
+        if slot in store:
+            store.delete(slot)
+        self._hash_of.pop(block, None)
 
     def _read_disk(self, block: int, out: Any) -> bool:
         """Read disk block ``block`` into ``out``; False (and the block lost) when its
@@ -474,7 +540,6 @@ class KVCache:
                     position * self._spec.block_size,
                     found.tiers[:position],
                     found.blocks[:position],
-                    found.lease,
                 )
         return found
 
@@ -490,20 +555,21 @@ class KVCache:
     def _check_namespace_fits(self, namespace: object) -> None:
         if self._store is None or not isinstance(namespace, str):
             return
-        size = len(namespace.encode("utf-8", "surrogatepass"))
+        try:
+            size = len(namespace.encode("utf-8"))
+        except UnicodeEncodeError:  # a lone surrogate: no UTF-8 record can name it
+            raise InvalidArgumentError(
+                f"namespace {namespace!r} is not valid UTF-8, which the disk tier records"
+            ) from None
         if size > self._namespace_bytes:
             raise InvalidArgumentError(
                 f"namespace of {size} UTF-8 bytes is longer than the disk tier records "
                 f"({self._namespace_bytes}; see namespace_bytes)"
             )
 
-    def _open_store(self, path: str | os.PathLike[str], slots: int) -> DiskBlockStore:
+    def _open_store(self, path: str | os.PathLike[str]) -> DiskBlockStore:
+        """Reopen the disk tier's file, refusing one of another geometry. O(1)."""
         spec = self._spec
-        meta = meta_size(spec.block_size, self._namespace_bytes)
-        if not os.path.exists(path):
-            if isinstance(slots, bool) or not isinstance(slots, int) or slots < 1:
-                raise InvalidArgumentError(f"disk_blocks must be an int >= 1, got {slots!r}")
-            return DiskBlockStore.create(path, slots, spec.bytes_per_block, meta)
         store = DiskBlockStore.open(path)
         problems = []
         if store.block_bytes != spec.bytes_per_block:
@@ -547,12 +613,13 @@ class KVCache:
         ]
 
 
-def _cached_blocks(dump: dict[str, Any]) -> list[tuple[int, str | None]]:
-    found: list[tuple[int, str | None]] = []
+def _cached_blocks(dump: dict[str, Any]) -> set[int]:
+    """The block ids a tree's dump caches. O(cached blocks)."""
+    found: set[int] = set()
     for space in dump["namespaces"]:
         stack = list(space["children"])
         while stack:
             node = stack.pop()
-            found.extend((block, space["namespace"]) for block in node["blocks"])
+            found.update(node["blocks"])
             stack.extend(node["children"])
     return found

@@ -70,7 +70,7 @@ from ..policies import DEFAULT_POLICY
 from ..tokens import as_token_list
 from ..tree import RadixTree
 from .invariants import check_tiers
-from .levels import DEVICE, HOST, MEDIA, RANK, TIERS
+from .levels import DEVICE, DISK, HOST, MEDIA, RANK, TIERS
 from .registry import BlockKey, Registry
 from .results import (
     Move,
@@ -127,7 +127,7 @@ class TieredTree:
         write_through: bool = False,
         events: BlockHasher | bool | None = None,
     ) -> None:
-        sizes = {DEVICE: device_blocks, HOST: host_blocks, "disk": disk_blocks}
+        sizes = {DEVICE: device_blocks, HOST: host_blocks, DISK: disk_blocks}
         for tier, size in sizes.items():
             least = 1 if tier == DEVICE else 0
             if isinstance(size, bool) or not isinstance(size, int) or size < least:
@@ -282,8 +282,8 @@ class TieredTree:
         The caller writes the KV data of ``allocated`` after running ``moves`` and before
         running ``after``.
 
-        Cost: the device insert's, plus O(d * depth) per demoted chain of depth d in each
-        slower tier.
+        Cost: the device insert's, plus, per demoted chain of d blocks, O(d * B) to spell
+        its tokens and the next tier's insert of them (B the block size).
 
         Raises:
             InvalidTokensError, InvalidArgumentError: as the tree's ``insert``.
@@ -466,7 +466,7 @@ class TieredTree:
 
     @property
     def events(self) -> BlockHasher | None:
-        """How the tiers name blocks in their events, or None when they emit none."""
+        """How the tiers name blocks in their events, or None when they emit none. O(1)."""
         return self._hasher
 
     # ------------------------------------------------------------------ inspection
@@ -493,6 +493,20 @@ class TieredTree:
         if isinstance(block, bool) or not isinstance(block, int) or block not in registry:
             raise InvalidArgumentError(f"the {tier} tier caches no block {block!r}")
         return registry.key(block)
+
+    def holds(self, tier: str, block: int) -> bool:
+        """Whether tier ``tier`` caches block ``block`` (an id the moves of the last call
+        wrote may since have been dropped again). O(1).
+
+        Raises:
+            InvalidArgumentError: ``tier`` is not a present tier.
+        """
+        self._check_tier(tier)
+        return (
+            not isinstance(block, bool)
+            and isinstance(block, int)
+            and (block in self._registry[tier])
+        )
 
     def namespaces(self) -> list[str | None]:
         """Namespaces holding a block in any tier, None first then by name. O(r log r)."""
@@ -525,7 +539,7 @@ class TieredTree:
         return token_list
 
     def _check_tier_name(self, tier: object) -> None:
-        if tier not in RANK:
+        if not isinstance(tier, str) or tier not in RANK:  # an unhashable tier is a bad name too
             raise InvalidArgumentError(f"tier must be one of {', '.join(TIERS)}, got {tier!r}")
 
     def _check_tier(self, tier: object) -> None:

@@ -25,6 +25,7 @@ from kachedb_radix.reference.errors import InvalidArgumentError, OutOfBlocksErro
 from kachedb_radix.reference.tiers import (
     DiskBlockStore,
     KVCache,
+    StoreClosedError,
     StoreConfigError,
     StoreFormatError,
     TieredTree,
@@ -109,9 +110,18 @@ def path(*blocks: int) -> list[int]:
     return [token for block in blocks for token in (block, block)]
 
 
-def test_every_byte_survives_the_trip_down_and_back(make_cache: Build) -> None:
-    """The end-to-end test: known bytes forced down to host and disk, restored, compared."""
-    cache = make_cache(host_blocks=5, disk_blocks=24)
+@pytest.mark.parametrize(
+    ("host_blocks", "disk_blocks"),
+    [(5, 24), (2, 1)],
+    ids=["roomy-disk", "one-call-refills-the-disk"],
+)
+def test_every_byte_survives_the_trip_down_and_back(
+    make_cache: Build, host_blocks: int, disk_blocks: int
+) -> None:
+    """The end-to-end test: known bytes forced down to host and disk, restored, compared.
+    With a disk of one block, one call often writes a disk block, drops it and writes
+    it again (R-TIER-3, R-TIER-8)."""
+    cache = make_cache(host_blocks=host_blocks, disk_blocks=disk_blocks)
     rng = random.Random(7)
     stored: list[tuple[list[int], str | None]] = []
     for _ in range(60):
@@ -134,6 +144,27 @@ def test_every_byte_survives_the_trip_down_and_back(make_cache: Build) -> None:
     for tokens, namespace in stored:
         assert_served_right(cache, tokens, namespace)
     cache.close()
+
+
+def test_a_disk_block_written_dropped_and_written_again_in_one_call(make_cache: Build) -> None:
+    """Three device blocks, one host and one disk block: a three-block store demotes all
+    three cached paths; the first reaches the disk and is pushed off it by the second in
+    the same call. The disk ends holding the second path's bytes under its name."""
+    spec = PoolSpec(num_blocks=3, block_size=B, num_layers=1, num_kv_heads=1, head_dim=2)
+    cache = make_cache(spec, host_blocks=1, disk_blocks=1)
+    for block in (1, 2, 3):
+        cache.store(path(block), kv_of(spec, path(block)))
+    result = cache.store(path(9, 8, 7), kv_of(spec, path(9, 8, 7)))
+    to_disk = [move.target for move in result.moves if move.target_tier == "disk"]
+    assert to_disk == [0, 0] and result.dropped == (("disk", 0),)
+    cache.check_invariants()
+    assert cache.tiers.lookup(path(2)).tiers == ("disk",)
+    assert cache.tiers.lookup(path(1)).length == 0
+    assert cache.stats().bytes_moved["disk"] == spec.bytes_per_block  # written once
+    cache.close()
+    reopened = make_cache(spec, host_blocks=1, disk_blocks=1)
+    reopened.check_invariants()
+    assert assert_served_right(reopened, path(2)) == B
 
 
 def test_write_through_and_bf16_layer_major(make_cache: Build) -> None:
@@ -203,8 +234,11 @@ def test_a_corrupted_disk_block_is_never_served(make_cache: Build, tmp_path: Pat
     fresh.evict(4)  # the device empties to the host, which keeps the first block
     found = fresh.lookup(tokens)
     assert found.length == B  # the lost block is cut from every lookup
+    pinned = fresh.lookup(tokens, pin=True)  # the lease pins only the prefix served
+    assert pinned.length == B and pinned.lease is not None
     fresh.evict(8, "disk")  # evicting the lost block forgets it without a record to delete
     assert fresh.stats().lost == 0
+    fresh.release(pinned.lease)
     fresh.check_invariants()
 
 
@@ -252,3 +286,48 @@ def test_bad_calls_change_nothing(make_cache: Build) -> None:
         make_cache(host_blocks=-1)
     assert cache.tiers.dump() == before
     cache.check_invariants()
+
+
+def test_bad_arguments_leave_no_file_behind(make_cache: Build, tmp_path: Path) -> None:
+    """The disk tier's file is created only once every argument was accepted."""
+    slab = tmp_path / "kv.slab"
+    for bad in ({"host_blocks": -1}, {"policy": "nonesuch"}, {"write_through": "yes"}):
+        with pytest.raises(InvalidArgumentError):
+            make_cache(disk_blocks=4, **bad)
+        assert not slab.exists(), bad
+    with pytest.raises(InvalidArgumentError, match="disk_path must be a str or a path"):
+        make_cache(disk_path=["kv.slab"], disk_blocks=4)
+    with pytest.raises(InvalidArgumentError, match="disk_blocks must be an int >= 1"):
+        make_cache(disk_blocks=0)
+    assert not slab.exists()
+
+
+def test_a_namespace_no_record_can_name_is_refused(make_cache: Build) -> None:
+    cache = make_cache(disk_blocks=4)
+    before = cache.tiers.dump()
+    with pytest.raises(InvalidArgumentError, match="not valid UTF-8"):
+        cache.store(path(1), kv_of(SPEC, path(1)), "lone \ud800 surrogate")
+    assert cache.tiers.dump() == before
+    cache.check_invariants()
+
+
+def test_a_closed_cache_refuses_every_call_and_changes_nothing(make_cache: Build) -> None:
+    cache = make_cache(SPEC.with_blocks(1), disk_blocks=4)
+    cache.store(path(1), kv_of(SPEC, path(1)))
+    lease = cache.lookup(path(1), pin=True).lease
+    assert lease is not None
+    before = cache.tiers.dump()
+    cache.close()
+    calls: list[Callable[[], object]] = [
+        lambda: cache.store(path(2), kv_of(SPEC, path(2))),  # would demote path(1) to disk
+        lambda: cache.lookup(path(1)),
+        lambda: cache.restore(path(1)),
+        lambda: cache.read(path(1)),
+        lambda: cache.evict(1),
+        lambda: cache.release(lease),
+    ]
+    for call in calls:
+        with pytest.raises(StoreClosedError):
+            call()
+    assert cache.tiers.dump() == before
+    cache.close()  # twice is harmless

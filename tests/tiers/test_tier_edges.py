@@ -103,6 +103,8 @@ def test_the_cache_refuses_bad_arguments(tmp_path: Path) -> None:
         KVCache(SPEC, disk_path=tmp_path / "a.slab")
     with pytest.raises(InvalidArgumentError, match="host_blocks"):
         KVCache(SPEC, host_blocks=-1, disk_path=tmp_path / "b.slab", disk_blocks=2)
+    assert not (tmp_path / "b.slab").exists()  # created only once every argument is right
+    KVCache(SPEC, disk_path=tmp_path / "b.slab", disk_blocks=2).close()
     with KVCache(SPEC, disk_path=tmp_path / "b.slab") as reopened:  # the file was closed
         assert reopened.tiers.capacity("disk") == 2
     with DiskBlockStore.create(tmp_path / "c.slab", 2, SPEC.bytes_per_block, 8):
@@ -192,3 +194,18 @@ def test_rebuild_links_records_and_leaves_out_what_it_cannot_use() -> None:
     reasons = dict(found.unusable)
     assert "same block as slot 0" in reasons[2] and "too short" in reasons[5]
     assert "orphan" in reasons[3] and "orphan" in reasons[4]
+
+
+def test_a_tier_name_that_is_no_string_is_refused(make_tiers: TreeFactory) -> None:
+    tiers = make_tiers(2, 2)
+    bad: Any
+    for bad in ([], {}, None, 3):
+        with pytest.raises(InvalidArgumentError, match="tier must be one of"):
+            tiers.capacity(bad)
+        with pytest.raises(InvalidArgumentError, match="tier must be one of"):
+            tiers.evict(1, bad)
+    assert not tiers.holds("host", 0) and not tiers.holds("host", True)
+    tiers.insert([1] * 16)
+    assert tiers.holds("device", 0)
+    with pytest.raises(InvalidArgumentError, match="no disk tier"):
+        tiers.holds("disk", 0)

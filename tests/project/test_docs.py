@@ -240,7 +240,7 @@ RUNS = [
     Run("README.md", "kachedb-radix route --demo",
         small=("--requests", "60", "--workers", "2", "--blocks", "300", "--plain"),
         prints="routed by prefix"),
-    Run("docs/events.md", "kachedb-radix route --demo --requests 200 --plain",
+    Run("docs/events.md", "kachedb-radix route --demo --plain", small=("--requests", "200"),
         prints="the index holds exactly each worker's blocks"),
     Run("docs/conformance.md", "kachedb-radix conform accel --json", small=("--examples", "5"),
         report_json=True),

@@ -503,6 +503,19 @@ BIG_STATES = {"big", "quarantine_full", "no_free_records"}
 COUNTED_CALLS = {"dump", "stats", "namespaces", "reclaim", "release", "memory_bytes"}
 
 
+#: Whether this CPython survives an allocation failing in plain Python code. 3.13.0 does
+#: not: it segfaults inside the reference's own ``EventRecorder.check`` (pure Python, no
+#: C code of ours loaded) when ``_testcapi.set_nomemory`` fails one of its allocations,
+#: and after a survived failure it can call a method with its ``self`` twice.
+SURVIVES_FAILING_PYTHON = sys.version_info < (3, 12)
+
+#: Calls whose window is mostly plain Python: render() is dump() (swept on every state)
+#: then the reference's render_dump; the events state's check_invariants() calls its
+#: recorder's check, and take_events() names the logged blocks with the recorder's
+#: Python. Swept only where CPython survives a failure there (render on one state).
+PYTHON_INSIDE = {("small", "render"), ("events", "check_invariants"), ("events", "take_events")}
+
+
 def case_ids() -> list[tuple[str, str]]:
     cases = [
         (state, call)
@@ -510,12 +523,11 @@ def case_ids() -> list[tuple[str, str]]:
         for call in WRITER_CALLS
         if (state not in BIG_STATES or call in GROWTH_CALLS)
         and (state != "counted" or call in COUNTED_CALLS)
-        # render() is dump() (swept on every state) then the reference's render_dump, which
-        # is Python: swept once, and only where CPython survives an allocation failing in
-        # plain Python code (3.13.0 can crash in its own interpreter then).
-        and (call != "render" or (state == "small" and sys.version_info < (3, 12)))
-    ]
-    return cases + [(state, call) for state, call, _ in SPECIAL_CALLS]
+        and (call != "render" or state == "small")
+    ] + [(state, call) for state, call, _ in SPECIAL_CALLS]
+    if SURVIVES_FAILING_PYTHON:
+        return cases
+    return [case for case in cases if case not in PYTHON_INSIDE]
 
 
 @pytest.mark.parametrize(("state_name", "call_name"), case_ids())

@@ -14,7 +14,8 @@ blocks, in which tier) to the memory that holds them:
 Every call of the tree that moves blocks returns its moves in a safe order (R-TIER-8);
 this class carries them out in that order, deleting first the disk records of blocks the
 disk tier dropped, and writing a disk block only if the disk still holds it after the
-call (one call can write a disk block, drop it and write it again: the last write wins). The data path of a serving step::
+call (one call can write a disk block, drop it and write it again: the last write wins).
+The data path of a serving step::
 
     cache = KVCache(spec, host_blocks=..., disk_path="kv.slab", disk_blocks=...)
     found = cache.lookup(prompt)                  # which tier, what a restore reads

@@ -24,7 +24,7 @@ Each timed case names the calibration loop that normalises it
 (:mod:`kachedb_radix.spec.gate.timing`): ``cpu`` for matches and the pool's host side, ``memory``
 for the cases that allocate and walk large trees -- but for the first eviction under a
 policy other than lru, whose *anchor* is lru's first eviction of the same size in the
-same run: its figure against the baseline is its cost relative to lru's, the same work
+same pass: its figure against the baseline is its cost relative to lru's, the same work
 on the same tree, which no state of a shared machine moves apart (the memory loop does:
 on one VM it ran 23-60 us from one minute to the next while these cases did not follow).
 """
@@ -86,7 +86,7 @@ class Case:
     name: str
     make: Callable[[], Workload] = field(compare=False, repr=False)
     calibration: str = CPU
-    #: Another case of the plan whose median, same run, divides this one's against the
+    #: Another case of the plan whose median, same pass, divides this one's against the
     #: baseline instead of the calibration loop (None: the loop).
     anchor: str | None = None
 

@@ -16,7 +16,7 @@ import json
 import os
 import platform
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -82,10 +82,11 @@ def run_gate(
     """
     say = progress or (lambda line: None)
     earlier = prior or {}
+    first = 1 + max((m.sweep for runs in earlier.values() for m in runs), default=-1)
     results: dict[str, list[Measurement]] = {}
     total = len(plan.cases) + len(plan.memory)
     for index, case in enumerate(plan.cases, 1):
-        m = measure(case)
+        m = replace(measure(case), sweep=first)
         results[case.name] = [*earlier.get(case.name, ()), m]
         say(f"[{index}/{total}] {case.name}: {m.median_ns:.4g} ns/{m.unit}")
     sizes: dict[str, float] = {}
@@ -97,7 +98,7 @@ def run_gate(
     remeasured: list[str] = []
     for case in plan.cases:
         if case.name in suspects:
-            results[case.name].append(measure(case))
+            results[case.name].append(replace(measure(case), sweep=first + 1))
             remeasured.append(case.name)
             say(f"re-measured {case.name}: {results[case.name][-1].median_ns:.4g} ns")
     if remeasured:

@@ -47,6 +47,7 @@ from kachedb_radix.spec.gate.verdicts import (
     Measurement,
     evaluate,
     load_baseline,
+    paired,
     save_baseline,
 )
 
@@ -403,6 +404,48 @@ def test_an_anchored_case_is_gated_by_its_ratio_to_the_anchor_in_the_same_run(
     ]
 
 
+def test_a_ratio_is_taken_within_one_pass() -> None:
+    """A lucky re-measure of the anchor alone (its own row failed) does not make its
+    anchored case fail: the case and its anchor are divided only within a pass (CI saw
+    lfu's 811 ns over lru's lucky 451 ns, where lfu had run at 1.2x lru in every pass)."""
+    plan = _anchored_plan()
+    baseline = Baseline(
+        "t", {"evict/first/lfu/1000": {"normalised": 2.0, "calibration": "anchor evict/first/1000"}}
+    )
+    lucky = {
+        "evict/first/1000": [_m(450, sweep=0), _m(200, sweep=1)],  # alone, a lucky minute
+        "evict/first/lfu/1000": [_m(900, sweep=0)],
+    }
+    assert paired(lucky, "evict/first/lfu/1000", "evict/first/1000") == (900, 450)
+    row = next(v for v in evaluate(lucky, {}, plan, baseline) if v.figure.endswith("lfu/1000"))
+    assert row.status == PASS and row.value == "1.00x baseline" and "same pass" in row.note
+    # Re-measured together, the better pass counts; a regression fails in every pass.
+    together = {
+        "evict/first/1000": [_m(450, sweep=0), _m(400, sweep=1)],
+        "evict/first/lfu/1000": [_m(1400, sweep=0), _m(1000, sweep=1)],
+    }
+    assert paired(together, "evict/first/lfu/1000", "evict/first/1000") == (1000, 400)
+    slow = {
+        "evict/first/1000": [_m(450, sweep=0), _m(400, sweep=1)],
+        "evict/first/lfu/1000": [_m(1400, sweep=0), _m(1300, sweep=1)],
+    }
+    row = next(v for v in evaluate(slow, {}, plan, baseline) if v.figure.endswith("lfu/1000"))
+    assert row.status == FAIL
+    # No pass measured both (a prior run's file of one, this run's of the other): the
+    # best of each.
+    apart = {"evict/first/1000": [_m(500, sweep=0)], "evict/first/lfu/1000": [_m(900, sweep=1)]}
+    assert paired(apart, "evict/first/lfu/1000", "evict/first/1000") == (900, 500)
+
+
+def test_a_run_numbers_its_passes_after_a_prior_runs() -> None:
+    plan = _anchored_plan()
+    baseline = Baseline("t")
+    prior = {"evict/first/1000": [_m(450, sweep=0), _m(460, sweep=1)]}
+    run = run_gate(plan, baseline, lambda case: _m(500), prior=prior)
+    assert [m.sweep for m in run.results["evict/first/1000"]] == [0, 1, 2]
+    assert [m.sweep for m in run.results["evict/first/lfu/1000"]] == [2]
+
+
 def test_plan_cases_build_their_workloads() -> None:
     target = gate_target("reference")
     plan = build_plan(target, quick=True, evict_sizes=(200, 400))
@@ -460,8 +503,10 @@ def test_trees_are_rebuilt_for_a_shared_candidate() -> None:
 # ---------------------------------------------------------------- verdicts
 
 
-def _m(ns: float, calib: float = 10_000.0, kind: str = "cpu", unit: str = "call") -> Measurement:
-    return Measurement(ns, calib, kind, 5, unit)
+def _m(
+    ns: float, calib: float = 10_000.0, kind: str = "cpu", unit: str = "call", sweep: int = 0
+) -> Measurement:
+    return Measurement(ns, calib, kind, 5, unit, sweep)
 
 
 def _never() -> Workload:

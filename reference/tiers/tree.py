@@ -282,8 +282,9 @@ class TieredTree:
         The caller writes the KV data of ``allocated`` after running ``moves`` and before
         running ``after``.
 
-        Cost: the device insert's, plus, per demoted chain of d blocks, O(d * B) to spell
-        its tokens and the next tier's insert of them (B the block size).
+        Cost: the device insert's, plus O(depth * B) per chain it demotes (the chain's
+        path spelled once from its root, B the block size) and the next tier's insert of
+        that path.
 
         Raises:
             InvalidTokensError, InvalidArgumentError: as the tree's ``insert``.

@@ -119,8 +119,8 @@ def test_every_byte_survives_the_trip_down_and_back(
     make_cache: Build, host_blocks: int, disk_blocks: int
 ) -> None:
     """The end-to-end test: known bytes forced down to host and disk, restored, compared.
-    With a disk of one block, one call often writes a disk block, drops it and writes
-    it again (R-TIER-3, R-TIER-8)."""
+    With two host blocks and one disk block, some calls write the disk block, drop it
+    and write it again (R-TIER-3, R-TIER-8; the old code failed this walk)."""
     cache = make_cache(host_blocks=host_blocks, disk_blocks=disk_blocks)
     rng = random.Random(7)
     stored: list[tuple[list[int], str | None]] = []

@@ -121,3 +121,16 @@ def _dump_edge(
         edge.update(block_fields(blocks))
     edge["children"] = []
     return edge, node
+
+
+def dump_blocks(dump: dict[str, Any]) -> set[int]:
+    """The ids of every block a dump's trie caches, in any namespace (a tree's dump or a
+    snapshot's: only the trie is read). O(cached blocks)."""
+    found: set[int] = set()
+    for space in dump["namespaces"]:
+        pending = list(space["children"])
+        while pending:
+            edge = pending.pop()
+            found.update(edge["blocks"])
+            pending.extend(edge["children"])
+    return found

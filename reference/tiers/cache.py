@@ -56,6 +56,7 @@ import numpy as np
 from ..blockpool import BlockPool, PoolSpec
 from ..blockpool.errors import BufferDTypeError, BufferShapeError
 from ..blockpool.handles import CompletedTransfer, TransferHandle
+from ..dump import dump_blocks
 from ..errors import InvalidArgumentError, InvariantViolation
 from ..events.schema import KVEventBatch
 from ..policies import DEFAULT_POLICY
@@ -406,7 +407,7 @@ class KVCache:
         slots = self._slot_of
         if sorted(slots) != list(range(store.capacity)):
             raise InvariantViolation("the disk ids do not map one to one onto the slots")
-        cached = _cached_blocks(self._tiers.tree(DISK).dump())
+        cached = dump_blocks(self._tiers.tree(DISK).dump())
         occupied = {block for block in cached if slots[block] in store}
         if occupied != cached - self._lost or not self._lost <= cached:
             raise InvariantViolation("the disk tier's blocks and the store's records disagree")
@@ -612,15 +613,3 @@ class KVCache:
             slot_of[block] if block in slot_of else next(spare_slots)
             for block in range(store.capacity)
         ]
-
-
-def _cached_blocks(dump: dict[str, Any]) -> set[int]:
-    """The block ids a tree's dump caches. O(cached blocks)."""
-    found: set[int] = set()
-    for space in dump["namespaces"]:
-        stack = list(space["children"])
-        while stack:
-            node = stack.pop()
-            found.update(node["blocks"])
-            stack.extend(node["children"])
-    return found

@@ -46,6 +46,7 @@ from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
+from kachedb_radix.reference.dump import dump_blocks
 from kachedb_radix.reference.tiers import Move
 
 from .contents import ContentError, TierContents
@@ -176,7 +177,7 @@ class SafetyMonitor:
         held: dict[str, set[int]] = {}
         for name, tier_dump in [("device", dump), *_tier_dumps(dump)]:
             contents.check_tier(name, _folded(tier_dump, self._fold))
-            held[name] = _cached(tier_dump)
+            held[name] = dump_blocks(tier_dump)
         for lease, pinned in self._tier_leases.items():
             for tier, block in pinned:
                 if block not in held.get(tier, set()):
@@ -284,17 +285,6 @@ def _tier_dumps(dump: dict[str, Any]) -> list[tuple[str, Any]]:
     """A tiered dump's slower tiers' own dumps, ``(tier, dump)``; none without tiers."""
     tiers = dump.get("tiers")
     return list(tiers.items()) if isinstance(tiers, dict) else []
-
-
-def _cached(dump: dict[str, Any]) -> set[int]:
-    found: set[int] = set()
-    for space in dump["namespaces"]:
-        pending = list(space["children"])
-        while pending:
-            edge = pending.pop()
-            found.update(edge["blocks"])
-            pending.extend(edge["children"])
-    return found
 
 
 def _folded(dump: dict[str, Any], fold: Callable[[object], object]) -> dict[str, Any]:

@@ -439,10 +439,11 @@ def test_a_ratio_is_taken_within_one_pass() -> None:
 
 def test_a_run_numbers_its_passes_after_a_prior_runs() -> None:
     plan = _anchored_plan()
-    baseline = Baseline("t")
+    baseline = Baseline("t", limits={"evict/first/1000": {"max_ns": 1}})  # fails: re-measured
     prior = {"evict/first/1000": [_m(450, sweep=0), _m(460, sweep=1)]}
     run = run_gate(plan, baseline, lambda case: _m(500), prior=prior)
-    assert [m.sweep for m in run.results["evict/first/1000"]] == [0, 1, 2]
+    assert run.remeasured == ["evict/first/1000"]
+    assert [m.sweep for m in run.results["evict/first/1000"]] == [0, 1, 2, 3]
     assert [m.sweep for m in run.results["evict/first/lfu/1000"]] == [2]
 
 

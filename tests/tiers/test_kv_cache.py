@@ -149,7 +149,8 @@ def test_every_byte_survives_the_trip_down_and_back(
 def test_a_disk_block_written_dropped_and_written_again_in_one_call(make_cache: Build) -> None:
     """Three device blocks, one host and one disk block: a three-block store demotes all
     three cached paths; the first reaches the disk and is pushed off it by the second in
-    the same call. The disk ends holding the second path's bytes under its name."""
+    the same call. The disk ends holding the second path's bytes under its name
+    (R-TIER-3, R-TIER-8, R-TIER-10)."""
     spec = PoolSpec(num_blocks=3, block_size=B, num_layers=1, num_kv_heads=1, head_dim=2)
     cache = make_cache(spec, host_blocks=1, disk_blocks=1)
     for block in (1, 2, 3):
@@ -234,7 +235,7 @@ def test_a_corrupted_disk_block_is_never_served(make_cache: Build, tmp_path: Pat
     fresh.evict(4)  # the device empties to the host, which keeps the first block
     found = fresh.lookup(tokens)
     assert found.length == B  # the lost block is cut from every lookup
-    pinned = fresh.lookup(tokens, pin=True)  # the lease pins only the prefix served
+    pinned = fresh.lookup(tokens, pin=True)  # the lease pins only what it serves (R-TIER-7)
     assert pinned.length == B and pinned.lease is not None
     fresh.evict(8, "disk")  # evicting the lost block forgets it without a record to delete
     assert fresh.stats().lost == 0
@@ -303,6 +304,7 @@ def test_bad_arguments_leave_no_file_behind(make_cache: Build, tmp_path: Path) -
 
 
 def test_a_namespace_no_record_can_name_is_refused(make_cache: Build) -> None:
+    """Refused before anything changes (R-ERR-2), not inside a later demotion."""
     cache = make_cache(disk_blocks=4)
     before = cache.tiers.dump()
     with pytest.raises(InvalidArgumentError, match="not valid UTF-8"):

@@ -466,12 +466,15 @@ class KVCache:
         hierarchy within the call, and the keys known now are the call's final ones, so
         writing it would name the wrong prefix on the disk, even for a moment.
         """
-        for block in dict.fromkeys(block for tier, block in dropped if tier == DISK):
-            self._forget_disk(block)
+        for tier, block in dropped:  # a block dropped twice: forgetting it again is a no-op
+            if tier == DISK:
+                self._forget_disk(block)
         last_write = {
             move.target: index for index, move in enumerate(moves) if move.target_tier == DISK
         }
-        kept = {block for block in last_write if self._tiers.holds(DISK, block)}
+        written = {  # disk block -> the move that writes it, for those the disk still holds
+            block: index for block, index in last_write.items() if self._tiers.holds(DISK, block)
+        }
         for (source_tier, target_tier), group in groupby(
             enumerate(moves), key=lambda item: (item[1].source_tier, item[1].target_tier)
         ):
@@ -480,11 +483,7 @@ class KVCache:
             # (R-TIER-3): a restore's moves up are the caller's (restore), not these.
             assert source_tier in (DEVICE, HOST) and target_tier in (HOST, DISK), batch[0]
             if target_tier == DISK:
-                batch = [
-                    (index, move)
-                    for index, move in batch
-                    if move.target in kept and last_write[move.target] == index
-                ]
+                batch = [(i, move) for i, move in batch if written.get(move.target) == i]
                 if not batch:
                     continue
             if source_tier == DEVICE:  # one transfer off the device for the run

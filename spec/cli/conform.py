@@ -27,6 +27,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from kachedb_radix.reference.events import ENGINES
+
 from ..conform.candidate import CandidateFailure
 from ..conform.levels import (
     GROUP_LEVEL,
@@ -100,7 +102,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help="also check the KV event stream (the opt-in events level, R-EVENT-*, R-ROUTE-*): "
         "the batches against the reference's, an index fed them against the target's blocks, "
         "recovery from dropped batches, late subscribers and restarts; SCHEME names the block "
-        "hashes (default: the profile's [events], else sha256_cbor)",
+        "hashes, or an engine's (vllm, sglang, dynamo, kachedb: its scheme and seed at its "
+        "defaults) (default: the profile's [events], else sha256_cbor)",
     )
     conform.add_argument(
         "--tiers",
@@ -386,7 +389,9 @@ def _check(
             return None
     if args.events:
         try:
-            events = {**target.profile.events, "scheme": args.events}
+            engine = ENGINES.get(args.events)  # an engine's name: its scheme and seed
+            named = {"scheme": engine.scheme, "seed": engine.seed} if engine else {}
+            events = {**target.profile.events, "scheme": args.events, **named}
             profile = parse_profile({"events": events}, "--events")
         except ProfileError as exc:
             print(f"conform: {exc}", file=sys.stderr)

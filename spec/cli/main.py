@@ -20,6 +20,7 @@ from ..conform.targets import (
     tree_class,
 )
 from . import conform, explain, gate, route, serve, simulate
+from . import hash as hash_command
 from .demo import run_demo
 
 
@@ -47,6 +48,7 @@ def build_parser() -> argparse.ArgumentParser:
     gate.register(commands)
     serve.register(commands)
     route.register(commands)
+    hash_command.register(commands)
     return parser
 
 

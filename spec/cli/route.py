@@ -4,7 +4,7 @@ which worker should take a request.
 ::
 
     kachedb-radix route --worker w0=tcp://10.0.0.5:5557,tcp://10.0.0.5:5558 ... \\
-        [--listen 127.0.0.1:8700] [--block-size 16] [--hash sha256_cbor] [--duration S]
+        [--listen 127.0.0.1:8700] [--engine vllm] [--block-size 16] [--hash sha256] [--duration S]
     kachedb-radix route --demo [--workers 4] [--requests 600] [--blocks 1500]
 
 Each ``--worker NAME=PUB[,REPLAY]`` is a publisher speaking vLLM's wire
@@ -40,7 +40,14 @@ from rich.table import Table
 
 from kachedb_radix.reference import OutOfBlocksError, RadixTree
 from kachedb_radix.reference.errors import InvalidArgumentError
-from kachedb_radix.reference.events import SCHEMES, BlockHasher, dump_hashes
+from kachedb_radix.reference.events import (
+    DEFAULT_ENGINE,
+    ENGINE_NAMES,
+    SCHEMES,
+    BlockHasher,
+    dump_hashes,
+    engine_preset,
+)
 from kachedb_radix.reference.router import RouterIndex
 
 from ..conform.targets import (
@@ -80,10 +87,17 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     )
     parser.add_argument("--listen", default="127.0.0.1:0", metavar="HOST:PORT",
                         help="where the HTTP/JSON API listens (port 0: any free port)")  # fmt: skip
-    parser.add_argument("--block-size", type=int, default=16, help="the workers' tokens per block")
     parser.add_argument(
-        "--hash", choices=SCHEMES, default="sha256_cbor", help="the workers' block hash"
+        "--engine",
+        choices=ENGINE_NAMES,
+        default=DEFAULT_ENGINE,
+        help="the workers' engine: its block hash, salt reading and block size at its defaults "
+        f"(default: {DEFAULT_ENGINE}; kachedb-radix hash --engine E prints its hashes)",
     )
+    parser.add_argument("--block-size", type=int, default=None,
+                        help="the workers' tokens per block (default: the engine's)")  # fmt: skip
+    parser.add_argument("--hash", choices=SCHEMES, default=None,
+                        help="the workers' block hash (default: the engine's)")  # fmt: skip
     parser.add_argument("--seed", default=None, help="the hash's root seed (vLLM's PYTHONHASHSEED)")
     parser.add_argument("--overlap-weight", type=float, default=1.0,
                         help="cost of a block to prefill against a block of load")  # fmt: skip
@@ -137,6 +151,9 @@ def run(args: argparse.Namespace) -> int:
     console = Console(no_color=args.plain, highlight=False, width=120 if args.plain else None)
     try:
         host, port = _listen(args.listen)
+        engine = engine_preset(args.engine)
+        if args.block_size is None:
+            args.block_size = engine.block_size
         if args.block_size < 1:
             raise UsageError(f"--block-size must be >= 1, got {args.block_size}")
         if args.demo:
@@ -147,7 +164,9 @@ def run(args: argparse.Namespace) -> int:
         elif not args.worker:
             raise UsageError("give --worker NAME=PUB[,REPLAY] (one per worker), or --demo")
         workers = _workers(args.worker)
-        hasher = BlockHasher(args.hash) if args.seed is None else BlockHasher(args.hash, args.seed)
+        hasher = BlockHasher(
+            args.hash or engine.scheme, args.seed or engine.seed, engine.wire, engine.empty_is_none
+        )
         twin = args.impl or default_implementation()
         index_class: Any = RouterIndex
         if twin == "accel":

@@ -47,6 +47,13 @@ _ROWS: Final = (
         "a 1M-token prompt spelled as JSON is about 8 MB",
     ),
     Limit(
+        "block_size",
+        1 << 24,
+        "tokens",
+        "a block of tokens (route --block-size, hash --block-size)",
+        "the C router index keeps a block size in 24 bits; engines use 1 to 256",
+    ),
+    Limit(
         "text_file_bytes",
         256 * 1024 * 1024,
         "bytes",

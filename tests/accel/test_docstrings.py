@@ -123,15 +123,15 @@ GIL_FREE = (
 MADE_BY = "the C type has no constructor (DESIGN.md, 'Known differences')"
 
 TABLE = (
-    "the C index is one open-addressing table of (hash, medium) -> a bitmask of workers "
-    "(accel/router.c): clearing or listing one worker scans the table's slots, where the "
-    "reference keeps a dict of entries per worker"
+    "the C index is one open-addressing table of (hash, medium) -> holders (accel/router.c): "
+    "clearing or listing one worker visits the home regions of the fingerprints it keeps, "
+    "where the reference keeps a dict of entries per worker"
 )
 MASKS = (
-    "a query ANDs 64-worker mask words per block (one probe per medium), where the "
-    "reference intersects Python sets of workers"
+    "a query ANDs 64-worker mask words per block (one probe per medium), the words of the "
+    "workers still matching, where the reference intersects Python sets of workers"
 )
-WORKER_CAP = "the C masks hold up to 64 words of 64 workers (accel/router.c, R_MAX_WORDS)"
+WORKER_CAP = "a C slot names a worker in 12 bits, a mask up to 64 words (accel/router.c)"
 
 #: The allowed differences, by ``Class`` (its docstring) or ``Class.member``.
 ALLOWED: dict[str, tuple[Diff, ...]] = {
@@ -148,8 +148,9 @@ ALLOWED: dict[str, tuple[Diff, ...]] = {
             "Cost: applying an event is O(its blocks); a query O(n * w) for n hashes and the "
             "w workers still matching.",
             "Cost: applying an event is O(its blocks) expected, one probe of an "
-            "open-addressing table a block; a query O(n * m) probes for n hashes on m media, "
-            "the holders' masks ANDed 64 workers a word. At most 4,096 workers.",
+            "open-addressing table a block; a query O(n * m) probes for n hashes on m media "
+            "plus their holder sets; clearing or removing a worker O(what it holds). At most "
+            "4,096 workers.",
             MASKS,
         ),
     ),
@@ -157,25 +158,32 @@ ALLOWED: dict[str, tuple[Diff, ...]] = {
         Diff("(nothing changes).", "(nothing changes). Also for a 4,097th worker.", WORKER_CAP),
     ),
     "RouterIndex.lost": (
-        Diff("starts stale. O(its entries).", "starts stale. O(slots of the table).", TABLE),
+        Diff(
+            "starts stale. O(its entries).",
+            "starts stale. O(its fingerprints * probe length).",
+            TABLE,
+        ),
         Diff("(nothing changes).", "(nothing changes). Also for a 4,097th worker.", WORKER_CAP),
     ),
-    "RouterIndex.remove_worker": (Diff("O(its entries).", "O(slots of the table).", TABLE),),
-    "RouterIndex.holdings": (Diff("O(its entries).", "O(slots of the table).", TABLE),),
-    "RouterIndex.dump": (
-        Diff("O(entries log entries).", "O(w * slots + entries log entries).", TABLE),
+    "RouterIndex.remove_worker": (
+        Diff("O(its entries).", "O(its fingerprints * probe length).", TABLE),
+    ),
+    "RouterIndex.holdings": (
+        Diff("O(its entries).", "O(its fingerprints * probe length).", TABLE),
     ),
     "RouterIndex.check_invariants": (
         Diff(
             "O(entries).",
-            "O(slots * (probe length + mask words * 64)).",
-            "the C check walks every slot's probe sequence (Robin Hood order) and mask bits",
+            "O(slots * probe length + fingerprints log fingerprints).",
+            "the C check walks every slot's probe sequence (Robin Hood order), its holder set "
+            "and the fingerprints that must name it",
         ),
     ),
     "RouterIndex.query_hashes": (
         Diff(
             "O(n * w).",
-            "O(n * m) probes for m media, the holders' masks ANDed 64 workers a word.",
+            "O(n * m) probes for m media, plus each hash's holder set; the workers still "
+            "matching ANDed 64 a word.",
             MASKS,
         ),
     ),

@@ -167,19 +167,29 @@ def test_more_workers_than_a_mask_word() -> None:
 
 def rich() -> Any:
     """An index with every structure a break or a failure needs: 70 workers (two mask
-    words), int, negative and bytes hashes, two media, a stale worker."""
+    words), int, negative and bytes hashes, two media, blocks held by one worker, by two
+    (array sets) and by many (bitmask sets), copies inline and of set members, stale
+    fingerprints and a stale worker."""
     index = accel.RouterIndex(BlockHasher(), 2)
     for worker in range(70):
+        medium = "GPU" if worker % 2 else "CPU"
         hashes: list[ExternalHash] = [worker % 5, -1 - worker % 3, bytes([worker % 4]) * 8]
-        stored = BlockStored(hashes, None, [0] * 6, 2, None, "GPU" if worker % 2 else "CPU", None)
-        index.apply(worker, 0, KVEventBatch(0.0, [stored]))
+        pair: list[ExternalHash] = [1000 + worker // 2, 5000 + worker]
+        batch: list[BlockStored | BlockRemoved | AllBlocksCleared] = [
+            BlockStored(hashes, None, [0] * 6, 2, None, medium, None),
+            BlockStored(pair, None, [0] * 4, 2, None, "GPU", None),
+            BlockStored([worker % 5], None, [0] * 2, 2, None, medium, None),  # a copy more
+            BlockStored(pair[::-1], None, [0] * 4, 2, None, "GPU", None),
+        ]
+        if worker == 9:  # a stale fingerprint
+            batch.append(BlockRemoved([5000 + worker, 5000 + worker], "GPU"))
+        index.apply(worker, 0, KVEventBatch(0.0, batch))
     index.lost(3, 5)
     return index
 
 
 KINDS = {
     "bad_tag": "has a bad tag",
-    "empty_mask": "is held by no worker",
     "free_worker": "which is free",
     "bytes_free": "names bytes id",
     "misplaced": "is not where probing puts it",
@@ -189,6 +199,13 @@ KINDS = {
     "bytes_unnamed": "is named by no slot",
     "bytes_rc": "is named by",
     "registry": "workers registered",
+    "copies": "copies",
+    "set_small": "member",
+    "set_twice": "twice",
+    "record": "which is not one",
+    "free_list": "records live",
+    "extra": "is not a set member's",
+    "fingerprint": "fingerprints",
 }
 
 
@@ -273,10 +290,18 @@ CALLS_UNDER_FAILURE: dict[str, Callable[[Any], tuple[Callable[..., Any], tuple[A
     # query_tokens is left out: it hashes the tokens in Python first (cbor2's Rust core
     # panics when an allocation inside it fails); the C part after it is query_hashes.
     "holdings": lambda i: (i.holdings, (15,)),
-    "dump": lambda i: (i.dump, ()),
+    # The dump of ten workers (the rest removed first): all 70 make more allocations
+    # than the sweep's limit.
+    "dump": lambda i: (_only_ten(i).dump, ()),
     "workers": lambda i: (i.workers, ()),
     "counts": lambda i: (i.counts, (16,)),
 }
+
+
+def _only_ten(index: Any) -> Any:
+    for worker in range(10, 70):
+        index.remove_worker(worker)
+    return index
 
 
 def _observe(index: Any) -> Any:

@@ -1822,8 +1822,9 @@ static int r_emit(RouterObject *self, PyObject *out, uint32_t w, uint64_t bits, 
     return 0;
 }
 
-/* A table of at most this many slots is taken to be in the caches: no prefetching. */
-#define R_CACHED_SLOTS ((size_t)1 << 11)
+/* A table of at most this many slots (426 KB) is taken to be in the caches (a core's L2
+ * here): queries do not prefetch. */
+#define R_CACHED_SLOTS ((size_t)1 << 15)
 
 /* Slot val's holders as one mask word (an index of one word: a set is a bitmask). */
 static inline uint64_t r_word(const RouterObject *self, uint32_t v) {
@@ -2426,7 +2427,8 @@ done:
 static const char *const R_KINDS[] = {
     "bad_tag", "free_worker", "bytes_free", "misplaced", "duplicate", "len", "entries",
     "bytes_unnamed", "bytes_rc", "registry", "copies", "set_small", "set_twice", "record",
-    "free_list", "extra", "fingerprint", NULL,
+    "free_list", "extra", "fingerprint", "record_twice", "overflow", "free_live",
+    "extras_count", NULL,
 };
 
 static PyObject *Router_corrupt_kinds(PyObject *cls, PyObject *unused) {
@@ -2482,10 +2484,15 @@ static PyObject *Router_corrupt_check(RouterObject *self, PyObject *arg) {
         some = SOME_BYTES;
     else if (!strcmp(kind, "misplaced")) some = SOME_FOLLOWED;
     else if (!strcmp(kind, "copies") || !strcmp(kind, "free_worker")) some = SOME_INLINE;
-    else if (!strcmp(kind, "set_small") || !strcmp(kind, "set_twice")) some = SOME_ARRAY;
-    else if (!strcmp(kind, "record") || !strcmp(kind, "extra")) some = SOME_SET;
+    else if (!strcmp(kind, "set_small") || !strcmp(kind, "set_twice") ||
+             !strcmp(kind, "overflow"))
+        some = SOME_ARRAY;
+    else if (!strcmp(kind, "record") || !strcmp(kind, "extra") || !strcmp(kind, "record_twice") ||
+             !strcmp(kind, "free_live"))
+        some = SOME_SET;
     size_t i = r_some_slot(self, some);
-    if (i == SIZE_MAX && strcmp(kind, "registry") != 0 && strcmp(kind, "free_list") != 0) {
+    if (i == SIZE_MAX && strcmp(kind, "registry") != 0 && strcmp(kind, "free_list") != 0 &&
+        strcmp(kind, "extras_count") != 0) {
         PyErr_Format(PyExc_ValueError, "this index has no slot to show %s", kind);
         return NULL;
     }
@@ -2555,6 +2562,24 @@ static PyObject *Router_corrupt_check(RouterObject *self, PyObject *arg) {
         size_t x = 0;
         while (self->xs[x].copies == 0) x++;
         PUT(&u, self->xs[x].copies, (uint32_t)1);
+    } else if (!strcmp(kind, "record_twice")) { /* a second set slot names the first's record */
+        size_t j = i + 1;
+        while (j < self->cap && !(self->slots[j].tag != 0 && (self->slots[j].val & V_SET))) j++;
+        if (j == self->cap) {
+            PyErr_SetString(PyExc_ValueError, "one set slot only: cannot show record_twice");
+            return NULL;
+        }
+        PUT(&u, self->slots[j].val, sl->val);
+    } else if (!strcmp(kind, "overflow")) {
+        uint32_t c = v_class(sl->val);
+        PUT(&u, r_arr(self, c, v_index(sl->val))[0], (uint16_t)(array_cap(c) + 1u));
+    } else if (!strcmp(kind, "free_live")) { /* the free list names a live record */
+        uint32_t c = v_class(sl->val);
+        PUT(&u, self->pool[c].free_head, v_index(sl->val));
+        PUT(&u, self->pool[c].nfree, self->pool[c].nfree + 1u);
+        PUT(&u, self->pool[c].live, self->pool[c].live - 1u);
+    } else if (!strcmp(kind, "extras_count")) {
+        PUT(&u, self->xlen, self->xlen + 1u);
     } else { /* fingerprint: a worker's list loses one */
         uint32_t s = 0;
         while (s < self->nw && (self->w[s].key == NULL || self->w[s].nrefs == 0)) s++;

@@ -199,17 +199,55 @@ def test_block_pool_host_side_cases_run(pool: str) -> None:
 @pytest.mark.parametrize("twin", ["reference", "accel"])
 def test_router_cases_run_on_their_twin(twin: str) -> None:
     """R-ROUTE-*: the gate times the index the twin ships, on a stream that stores and
-    removes (the workers' pools are small enough to evict)."""
+    removes (the workers' pools are small enough to evict); the larger cases are
+    anchored by the smaller of their kind, and the C twin's memory is reported."""
     found = router.router_cases(twin)
-    assert set(found) == {"router/apply/8", "router/lookup/64x16"}
+    anchored = {
+        "router/lookup/64x128": "router/lookup/64x16",
+        "router/clear/131072": "router/clear/0",
+    }
+    if twin == "accel":
+        anchored["router/churn/1000000"] = "router/churn/10000"
+    names = {"router/apply/8", "router/lookup/64x16", "router/churn/10000", "router/clear/0"}
+    assert set(found) == names | set(anchored)
+    assert {name: anchor for name, (_, _, anchor) in found.items() if anchor} == anchored
     assert getattr(router.index_class(twin), "implementation", None) == twin
     apply_work = found["router/apply/8"][0]()
     apply_work.run()
     assert apply_work.unit == "block" and apply_work.units > router.REQUESTS
     found["router/lookup/64x16"][0]().run()
+    found["router/lookup/64x128"][0]().run()
+    churn = router.churn_workload(twin, 1000)
+    for _ in range(router.CHURN_POOL + 3):  # past the pool: its blocks come round again
+        churn.run()
+    index: Any = churn.keep[0]
+    index.check_invariants()
+    assert index.holder_blocks == 1000 + router.CHURN_LAG * router.CHURN_GROUP * router.CHURN_BLOCKS
+    clear = found["router/clear/131072"][0]()
+    assert clear.setup is not None
+    for _ in range(3):
+        clear.setup()
+        clear.run()
+    cleared: Any = clear.keep[0]
+    assert cleared.held("small") == 0 and cleared.held(0) == 1 << 17
     payloads, blocks = router.event_stream(workers=2, requests=120)
     removals = sum(b"BlockRemoved" in payload for items in payloads for payload in items)
     assert len(payloads) == 2 and blocks > 0 and removals > 0
+    memory_cases = router.router_memory_cases(twin)
+    assert set(memory_cases) == (
+        {f"memory/router/{w}" for w in (16, 128, 1024)} if twin == "accel" else set()
+    )
+
+
+def test_router_memory_is_bytes_per_holder_block() -> None:
+    """The C index's own bytes over its holder-blocks, read as the gate reads a tree's."""
+    from kachedb_radix.spec.gate.memory import bytes_per_block
+
+    measured = router.fleet_memory(128, held=20_000)
+    index = measured.index
+    assert index.holder_blocks == 20_000 and len(index.workers()) == 128
+    parts = index.memory_bytes()
+    assert bytes_per_block(measured) == (parts["total"] - parts["scratch"]) / 20_000 < 40
 
 
 # ---------------------------------------------------------------- tiers
@@ -344,7 +382,11 @@ def test_quick_and_full_plans() -> None:
     assert {"router/apply/8", "router/lookup/64x16"} <= set(names)
     assert "tiers/restore-plan/128" in names and "tiers/restore-plan/2048" not in names
     assert {c.calibration for c in quick.cases if c.name.startswith("tiers/")} == {"memory"}
-    assert [m.name for m in quick.memory][-1] == "memory/grouped/100000"
+    memory_names = [m.name for m in quick.memory]
+    assert memory_names[-4:] == [
+        "memory/grouped/100000",
+        *(f"memory/router/{w}" for w in (16, 128, 1024)),
+    ]
     full = build_plan(target, quick=False)
     assert len(full.cases) > len(quick.cases) and full.mode == "full"
     assert sum(1 for c in full.cases if c.name.startswith("evict/first/")) == 4 + 2 * len(

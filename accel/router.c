@@ -23,7 +23,7 @@
  * The home slot is the key's 64-bit mix times the capacity, high 64 bits (Lemire's range
  * reduction); a table past 2**20 slots grows by 1.2x at a load of 4/5, so its load stays
  * between 0.667 and 0.8: 16.3 to 19.5 bytes per distinct (hash, medium).  The slots sit in
- * the mix's order, so a rebuild writes the new table nearly in sequence.
+ * the mix's order, so a rebuild writes the new table in sequence, a slot a key.
  *
  * Clearing a worker costs what it holds, not the table: each worker keeps a list of the
  * *fingerprints* of the keys it stored (the mix's high 32 bits, 4 bytes an entry).  A
@@ -1880,6 +1880,36 @@ fail:
     return NULL;
 }
 
+/* Slot val's holders in mask word w. */
+static inline uint64_t r_word_at(const RouterObject *self, uint32_t v, uint32_t w) {
+    if (!(v & V_SET)) {
+        uint32_t s = v_worker(v);
+        return (s >> 6) == w ? (uint64_t)1 << (s & 63) : 0;
+    }
+    if (v_class(v) == C_MASK) return r_bm(self, v_index(v))[w];
+    const uint16_t *a = r_arr(self, v_class(v), v_index(v));
+    uint64_t bits = 0;
+    for (uint32_t j = 1; j <= a[0]; j++)
+        if ((a[j] >> 6) == w) bits |= (uint64_t)1 << (a[j] & 63);
+    return bits;
+}
+
+/* The rest of a one-medium query from key d on, when only mask word w still holds
+ * matching workers (`active`): into out.  0, or -1 with the exception set. */
+static int r_depths_word(RouterObject *self, PyObject *out, const uint64_t *k, const uint8_t *f,
+                         Py_ssize_t n, Py_ssize_t d, uint32_t w, uint64_t active) {
+    const int far = self->cap > R_CACHED_SLOTS;
+    for (; d < n && active; d++) {
+        if (far && d + R_PREFETCH < n)
+            r_prefetch(self, k[d + R_PREFETCH], (uint8_t)(TAG_USED | f[d + R_PREFETCH]));
+        size_t i = r_find(self, k[d], (uint8_t)(TAG_USED | f[d]));
+        uint64_t here = i == SIZE_MAX ? 0 : r_word_at(self, self->slots[i].val, w);
+        if (r_emit(self, out, w, active & ~here, d) < 0) return -1;
+        active &= here;
+    }
+    return r_emit(self, out, w, active, d);
+}
+
 /* Depths for keys k[0..n) (flags f): into a new dict.  Per hash, the holders of every
  * medium are ORed (a hash on any medium counts); the workers still holding every hash
  * so far are ANDed; those that drop out get the depth they reached.  Only the mask words
@@ -1903,6 +1933,10 @@ static PyObject *r_depths(RouterObject *self, const uint64_t *k, const uint8_t *
         while (lo <= hi && active[lo] == 0) lo++;
         while (hi > lo && active[hi] == 0) hi--;
         if (lo > hi || d == n) break;
+        if (lo == hi && self->nmedia == 1) { /* one word left: the word's own loop */
+            if (r_depths_word(self, out, k, f, n, d, lo, active[lo]) < 0) goto fail;
+            return out;
+        }
         if (far && d + R_PREFETCH < n)
             r_prefetch(self, k[d + R_PREFETCH], (uint8_t)(TAG_USED | f[d + R_PREFETCH]));
         r_here(self, k[d], f[d], here, lo, hi);

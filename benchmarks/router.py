@@ -1,8 +1,9 @@
-"""The router index's speed and size on a real event stream, both twins (issue 23's figures).
+"""The router index's speed and size on a real event stream, both twins (issues 23, 34).
 
 ::
 
-    python -m benchmarks.router [TRACE] [--workers 8,64] [--requests N] [--scale 10000000]
+    python -m benchmarks.router [TRACE] [--workers 8,64] [--requests N] [--runs 5]
+        [--scale 10000000] [--fleet 16,128,1024] [--lookup-workers 16,128] [--clear 14,17,20]
 
 The stream: the shared Mooncake trace (``../shared/traces/mooncake_synthetic_trace.jsonl``
 by default), each request's ``hash_ids`` the tokens of a block-size-1 tree, requests
@@ -14,15 +15,24 @@ Measured per twin of the index, in the same run:
   sequence order, decoding included (a router's queue drained);
 * **lookup**: the median time of a 64-block ``query_hashes`` over 16 workers holding
   the same prefix at different depths (the issue's shape), and of the trace's own
-  requests against the 8-worker index;
+  requests against the 8-worker index; then, for the C twin, p50 and p99 of the 64-block
+  query with those 16 among ``--lookup-workers`` workers (the others holding prompts of
+  their own);
 * **memory**: bytes per holder-block (an entry of one worker) at the end of the stream --
-  ``memory_bytes()["total"]`` for the C twin, ``tracemalloc`` for the reference -- and,
-  for the C twin, at ``--scale`` holder-blocks: the trace's stores repeated with the
-  hashes of each copy offset, no eviction, until that many entries are held; once with
-  the trace's own sharing between workers, once with none (every hash one worker's).
+  ``memory_bytes()["total"]`` for the C twin, ``tracemalloc`` for the reference;
+* **clear**: the C twin clearing a worker of 10 blocks (by ``AllBlocksCleared``, a
+  restart, ``lost()`` and ``remove_worker``, interleaved) beside another holding 2^k
+  blocks, k in ``--clear``;
+* **fleet scale**: the C twin fed the trace's stores, copy after copy with every copy's
+  hashes new, dealt round robin to each of ``--fleet`` workers, until ``--scale``
+  holder-blocks: bytes per holder-block, and stored blocks per CPU-second
+  (``time.process_time``) and per wall-second applying the payload bytes (decoding
+  included, encoding not); once with the trace's own sharing between workers, once with
+  none (every hash one worker's).
 
 Medians of ``--runs`` runs where timed; the ratio column is reference over accel in the
-same run.  The machine and its load are printed with the table.
+same run.  The machine and its load are printed with the table: on a shared machine the
+per-CPU-second figures are the ones to compare, and wall time needs a quiet one.
 """
 
 from __future__ import annotations

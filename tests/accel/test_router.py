@@ -639,7 +639,7 @@ def test_clusters_that_wrap_around_the_table_s_end_survive_growth_and_removal() 
     """Keys crafted to pile up at the end of the table and at its start, so runs wrap
     around the end, a rebuild starts in the middle of a cluster and meets its first key
     again: the C twin stays exact (check_invariants, holdings) through every growth."""
-    keys = [_key_at(0.999999, i) for i in range(3000)] + [_key_at(0.0, i) for i in range(3000)]
+    keys = [_key_at(0.999999, i) for i in range(400)] + [_key_at(0.0, i) for i in range(400)]
     keys += [_key_at(i / 5000) for i in range(5000)]
     reference, c_twin = RouterIndex(BlockHasher(), 2), accel.RouterIndex(BlockHasher(), 2)
     for index in (reference, c_twin):
@@ -826,10 +826,15 @@ def test_queries_read_only_the_words_of_the_workers_still_matching() -> None:
         index.apply(0, 0, _stored_batch(*chain[5:9], medium="GPU"))  # word 0, inline
         for worker in (1, 2, 70):  # words 0 and 1: an array set
             index.apply(worker, 0, _stored_batch(*chain[10:12], medium="GPU"))
-        index.apply(190, 0, _stored_batch(*chain[:3], medium="CPU"))  # word 2, another medium
+        index.apply(131, 1, _stored_batch(*chain[10:12], medium="GPU"))  # word 2 joins it
     reference, c_twin = twins
-    for query in (chain, chain[:20], chain[5:], [chain[0], 9999, *chain[1:]]):
-        assert c_twin.query_hashes(query) == reference.query_hashes(query)
+    queries = (chain, chain[:20], chain[5:], chain[10:], [chain[0], 9999, *chain[1:]])
+    for media in (1, 2):  # one medium, then two (another path)
+        for query in queries:
+            assert c_twin.query_hashes(query) == reference.query_hashes(query)
+        if media == 1:
+            for index in twins:
+                index.apply(190, 0, _stored_batch(*chain[:3], medium="CPU"))  # word 2, on CPU
 
 
 def test_a_table_past_the_huge_page_size_and_its_queries() -> None:
@@ -843,3 +848,18 @@ def test_a_table_past_the_huge_page_size_and_its_queries() -> None:
     assert index.query_hashes(keys[:64]) == {"w": 64, "v": 40}
     assert index.query_hashes([*keys[:30], 3]) == {"w": 30, "v": 30}
     index.check_invariants()
+
+
+def test_long_clusters_near_the_table_s_end_survive_every_growth() -> None:
+    """Clusters of 150 keys crafted near the end of the table (a rebuild reaches the
+    end, wraps, and meets keys placed by probing): the table stays exact through every
+    growth."""
+    keys = [_key_at(fraction, i) for fraction in (0.93, 0.97, 0.995) for i in range(150)]
+    keys += [_key_at(i / 700) for i in range(700)]
+    reference, c_twin = RouterIndex(BlockHasher(), 2), accel.RouterIndex(BlockHasher(), 2)
+    for index in (reference, c_twin):
+        for seq, first in enumerate(range(0, len(keys), 50)):
+            index.apply("w", seq, _stored_batch(*keys[first : first + 50], medium="GPU"))
+            index.check_invariants()
+    assert c_twin.holdings("w") == reference.holdings("w")
+    assert c_twin.query_hashes(keys[::7]) == reference.query_hashes(keys[::7])

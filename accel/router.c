@@ -803,7 +803,7 @@ static void u32_sift(uint32_t *a, size_t start, size_t n) {
     }
 }
 
-/* Sort in place (heapsort: no allocation, O(n log n)). */
+/* Sort in place (heapsort: no allocation, O(n log n)): when no scratch can be had. */
 static void u32_sort(uint32_t *a, size_t n) {
     if (n < 2) return;
     for (size_t start = n / 2u; start-- > 0;) u32_sift(a, start, n);
@@ -815,10 +815,33 @@ static void u32_sort(uint32_t *a, size_t n) {
     }
 }
 
-/* Worker slot s's fingerprints, sorted, once each, the dead dropped. O(n log n). */
+/* Sort a[0..n) with the help of tmp[0..n): LSD radix sort, a byte a pass. O(n). */
+static void u32_radix(uint32_t *a, uint32_t *tmp, size_t n) {
+    uint32_t *from = a, *to = tmp;
+    for (unsigned shift = 0; shift < 32; shift += 8) {
+        size_t count[257] = {0};
+        for (size_t j = 0; j < n; j++) count[((from[j] >> shift) & 0xFFu) + 1u]++;
+        for (unsigned b = 0; b < 256; b++) count[b + 1] += count[b];
+        for (size_t j = 0; j < n; j++) to[count[(from[j] >> shift) & 0xFFu]++] = from[j];
+        uint32_t *swap = from;
+        from = to;
+        to = swap;
+    }
+    /* Four passes: the sorted keys are back in a. */
+}
+
+/* Worker slot s's fingerprints, sorted, once each, the dead dropped: O(n) with a scratch
+ * buffer of n, O(n log n) in place (heapsort) when none can be had.  Sorted, they also
+ * walk the table in order when the worker is cleared. */
 static void r_compact(RouterObject *r, uint32_t s) {
     RWorker *x = &r->w[s];
-    u32_sort(x->refs, x->nrefs);
+    uint32_t *tmp = PyMem_Malloc((x->nrefs ? x->nrefs : 1) * sizeof(uint32_t));
+    if (tmp != NULL) {
+        u32_radix(x->refs, tmp, x->nrefs);
+        PyMem_Free(tmp);
+    } else {
+        u32_sort(x->refs, x->nrefs);
+    }
     size_t kept = 0;
     for (size_t j = 0; j < x->nrefs; j++) {
         uint32_t f = x->refs[j];

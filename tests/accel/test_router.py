@@ -184,8 +184,11 @@ def rich() -> Any:
             BlockStored([worker % 5], None, [0] * 2, 2, None, medium, None),  # a copy more
             BlockStored(pair[::-1], None, [0] * 6, 2, None, "GPU", None),
         ]
-        if worker == 9:  # a stale fingerprint
+        if worker == 9:  # stale fingerprints: one, then 300 (the next store compacts)
             batch.append(BlockRemoved([5000 + worker, 5000 + worker], "GPU"))
+            churned: list[ExternalHash] = list(range(9000, 9300))
+            batch.append(BlockStored(churned, None, [0] * 600, 2, None, "GPU", None))
+            batch.append(BlockRemoved(churned, "GPU"))
         index.apply(worker, 0, KVEventBatch(0.0, batch))
     index.lost(3, 5)
     return index
@@ -303,6 +306,7 @@ CALLS_UNDER_FAILURE: dict[str, Callable[[Any], tuple[Callable[..., Any], tuple[A
         (18, 1, _stored_batch(*[1000 + w // 2 for w in range(0, 70, 2)] * 2, medium="GPU")),
     ),
     "query_one_word": lambda i: (_one_word().query_hashes, ([1, 2, 3, 4],)),
+    "apply_compacting": lambda i: (i.apply, (9, 1, _stored_batch(7, medium="GPU"))),
     "query_hashes": lambda i: (i.query_hashes, ([4, -2, b"\x01" * 8],)),
     # query_tokens is left out: it hashes the tokens in Python first (cbor2's Rust core
     # panics when an allocation inside it fails); the C part after it is query_hashes.

@@ -2479,6 +2479,7 @@ done:
     Py_RETURN_NONE;
 }
 
+#ifdef KACHEDB_RADIX_TEST_HOOKS /* the test build only (accel/DESIGN.md, "Test hooks") */
 /* The _corrupt_check test hook: break one invariant in place, run check_invariants(),
  * undo, and return the InvariantViolation's message (None if the check missed it). */
 static const char *const R_KINDS[] = {
@@ -2664,6 +2665,7 @@ static PyObject *Router_corrupt_check(RouterObject *self, PyObject *arg) {
     }
     return violation_message();
 }
+#endif
 
 static PyObject *Router_memory_bytes(RouterObject *self, PyObject *unused) {
     (void)unused;
@@ -2842,6 +2844,7 @@ static PyMethodDef Router_methods[] = {
      "check_invariants($self, /)\n--\n\n"
      "Assert the module's invariants. O(slots * probe length + fingerprints log fingerprints).\n\n"
      "Raises:\n    InvariantViolation: one is broken (a bug, never bad input)."},
+#ifdef KACHEDB_RADIX_TEST_HOOKS
     {"_corrupt_check", (PyCFunction)Router_corrupt_check, METH_O,
      "_corrupt_check($self, kind, /)\n--\n\n"
      "Test hook: break one invariant in place (``kind``, one of ``_corrupt_kinds()``), run\n"
@@ -2851,6 +2854,7 @@ static PyMethodDef Router_methods[] = {
      "    TypeError: ``kind`` is not a str."},
     {"_corrupt_kinds", (PyCFunction)Router_corrupt_kinds, METH_NOARGS | METH_CLASS,
      "_corrupt_kinds($cls, /)\n--\n\nTest hook: the kinds _corrupt_check breaks."},
+#endif
     {"memory_bytes", (PyCFunction)Router_memory_bytes, METH_NOARGS,
      "memory_bytes($self, /)\n--\n\n"
      "Bytes held by the index's own C allocations, by part, and its table's slots. O(1)."},

@@ -189,7 +189,9 @@ def plan_rounds(preset: str, blocks: int, rounds: int, folder: Path) -> dict[str
         _restore_all(cache, tokens, "host")
         assert _same_bytes(cache.read(tokens), kv), "the host restore brought back other bytes"
     path = folder / f"{preset}.slab"
-    with KVCache(spec, host_blocks=blocks, disk_path=path, disk_blocks=blocks) as cache:
+    with KVCache(
+        spec, model=preset, host_blocks=blocks, disk_path=path, disk_blocks=blocks
+    ) as cache:
         cache.store(tokens, kv)
         cache.evict(blocks)
         cache.evict(blocks, "host")  # the path on disk only
@@ -256,7 +258,7 @@ def prefix_rounds(
     tokens, kv = _tokens(blocks), _kv(spec, blocks)
     rows: Rows = {}
     path = folder / f"prefix-{preset}-{layers}.slab"
-    cache = KVCache(spec, host_blocks=blocks, disk_path=path, disk_blocks=blocks)
+    cache = KVCache(spec, model=preset, host_blocks=blocks, disk_path=path, disk_blocks=blocks)
     try:
         cache.store(tokens, kv)
         for _ in range(rounds):
@@ -269,7 +271,9 @@ def prefix_rounds(
         for _ in range(rounds):  # a restart: reopen the slab warm, restore cold from disk
             _drop_cache(path)
             started = time.perf_counter()
-            cache = KVCache(spec, host_blocks=blocks, disk_path=path, disk_blocks=blocks)
+            cache = KVCache(
+                spec, model=preset, host_blocks=blocks, disk_path=path, disk_blocks=blocks
+            )
             _add(rows, "reopen", time.perf_counter() - started)
             started = time.perf_counter()
             _restore_all(cache, tokens, "disk")

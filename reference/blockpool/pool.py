@@ -199,8 +199,12 @@ class BlockPool:
         """
         b_ids = normalize_ids(ids, self._spec.num_blocks, "ids")
         buf = self._check_out(len(b_ids), out, "out")
-        for i, b in enumerate(b_ids):
-            buf[i] = self._read(b)
+        for i, b in enumerate(b_ids):  # one copy per block, straight into ``buf``
+            if self._spec.layout is Layout.BLOCK_MAJOR:
+                buf[i] = self._arrays[0][b]
+            else:
+                for layer, arr in enumerate(self._arrays):
+                    buf[i, layer] = arr[:, b]
         return buf
 
     def scatter(self, ids: BlockIds, buffer: Array) -> None:

@@ -133,7 +133,7 @@ class TierMemory:
         are done. O(1) amortised, O(bytes) when it grows."""
         self.settle()
         held = 0 if self._staging is None else len(self._staging)
-        if held < count:
+        if self._staging is None or held < count:
             grown = self.pool.alloc_host_buffer(max(count, 2 * held))
             if held:
                 grown[:held] = self._staging

@@ -65,10 +65,12 @@ def test_every_tier_invariant_fires(make_tiers: TreeFactory) -> None:
     held = tiers.insert([1, 1, 2, 2], pin=True)
     tiers.check_invariants()
     registry = tiers._registry["device"]
-    registry._keys[0] = BlockKey("wrong", None, (1, 1))
+    right = registry._at[0]
+    registry._at[0] = ("wrong", *right[1:])
+    assert registry.key(0) == BlockKey("wrong", None, (1, 1))
     with pytest.raises(InvariantViolation, match="registry disagrees"):
         tiers.check_invariants()
-    registry._keys[0] = BlockKey(None, None, (1, 1))
+    registry._at[0] = right
     held.lease._released = True
     with pytest.raises(InvariantViolation, match="still filed"):
         tiers.check_invariants()

@@ -389,9 +389,13 @@ class KVCache:
         ``OutOfBlocksError`` with nothing changed; ``StoreClosedError`` after :meth:`close`.
         """
         self._require_open()
-        token_list = as_token_list(tokens)
-        found, stopped = self._stage_disk(self._cut(self._tiers.lookup(token_list, namespace)))
-        result: RestoreResult = self._tiers.restore(token_list[: found.length], namespace, pin=pin)
+        stopped = None
+        if self._store is not None and len(self._store):  # disk blocks to read first
+            token_list = as_token_list(tokens)
+            found = self._cut(self._tiers.lookup(token_list, namespace))
+            found, stopped = self._stage_disk(found)
+            tokens = token_list[: found.length]
+        result: RestoreResult = self._tiers.restore(tokens, namespace, pin=pin)
         self._run(result.moves, result.dropped)
         handles: list[TransferHandle[None]] = []
         restored = result.restored

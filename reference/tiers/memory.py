@@ -36,6 +36,7 @@ from typing import Any
 import numpy as np
 
 from ..blockpool.handles import CompletedTransfer, TransferHandle
+from ..blockpool.validation import runs
 
 
 class Joined:
@@ -52,18 +53,6 @@ class Joined:
         """Block until every transfer completed. O(transfers)."""
         for handle in self._handles:
             handle.wait()
-
-
-def runs(rows: Sequence[int]) -> list[tuple[int, int]]:
-    """``(start, end)`` index ranges of ``rows`` over which the rows are consecutive
-    (``rows[i + 1] == rows[i] + 1``). O(n)."""
-    found: list[tuple[int, int]] = []
-    start = 0
-    for index in range(1, len(rows) + 1):
-        if index == len(rows) or rows[index] != rows[index - 1] + 1:
-            found.append((start, index))
-            start = index
-    return found
 
 
 class TierMemory:

@@ -52,6 +52,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from itertools import repeat
 from typing import Any, ClassVar
 
 import msgspec
@@ -363,11 +364,11 @@ class TieredTree:
                 covered = count
         self._demote(DEVICE, list(result.evicted), work)
         self._registry[DEVICE].add_path(namespace, result.blocks, path, on_device, size)
+        targets = result.blocks
         restored = tuple(
-            Move(tiers[position], blocks[position], DEVICE, result.blocks[position])
-            for position in range(on_device, len(blocks))
+            map(Move, tiers[on_device:], blocks[on_device:], repeat(DEVICE), targets[on_device:])
         )
-        self._restored.update(move.source_tier for move in restored)
+        self._restored.update(tiers[on_device:])
         lease = self._issue(namespace, path, {DEVICE: result.lease}) if pin else None
         moves = self._finish(work)
         return RestoreResult(

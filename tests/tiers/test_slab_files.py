@@ -33,6 +33,7 @@ from typing import IO, Any
 import pytest
 
 from kachedb_radix.reference.blockpool import BlockPool, KVDType, PoolSpec
+from kachedb_radix.reference.blockpool.validation import runs
 from kachedb_radix.reference.errors import InvalidArgumentError
 from kachedb_radix.reference.tiers import (
     DiskBlockStore,
@@ -45,7 +46,7 @@ from kachedb_radix.reference.tiers import (
 )
 from kachedb_radix.reference.tiers.disk_format import FILE_HEADER_BYTES, PAGE, checksum
 from kachedb_radix.reference.tiers.disk_io import SYSTEM, remove_leftovers, temporary_name
-from kachedb_radix.reference.tiers.memory import TierMemory, runs
+from kachedb_radix.reference.tiers.memory import TierMemory
 from tests.support.paths import ROOT
 from tests.tiers.test_kv_cache import kv_of
 from tests.tiers.zygote import kill_after

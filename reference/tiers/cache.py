@@ -292,8 +292,9 @@ class KVCache:
         self._hash_of: dict[int, bytes] = {}  # disk id -> chained hash
         self._lost: set[int] = set()  # disk ids whose payload failed its checksum
         self._unusable_slots: set[int] = set()  # records left out at reopen, still in the file
-        # What the staging buffer's leading rows hold: (disk id, chained hash) per row
-        # read and verified (by a pinned lookup, or a restore), None where unknown.
+        # What the staging buffer's leading rows hold: (disk id, chained hash) per row a
+        # verifying lookup read and verified, None where unknown; the next restore uses
+        # them (and forgets them: the staging buffer is a handoff, not a cache).
         self._staged: list[tuple[int, bytes] | None] = []
         self._moved: Counter[str] = Counter()
         self._unusable = 0
@@ -394,6 +395,7 @@ class KVCache:
             token_list = as_token_list(tokens)
             found = self._cut(self._tiers.lookup(token_list, namespace))
             found, stopped = self._stage_disk(found)
+            self._staged = []  # a restore uses what a lookup verified once, not as a cache
             tokens = token_list[: found.length]
         result: RestoreResult = self._tiers.restore(tokens, namespace, pin=pin)
         self._run(result.moves, result.dropped)
@@ -586,6 +588,12 @@ class KVCache:
             return found, None
         rows = self._memory.staging(len(disk))
         staged = self._staged
+        store = self._store
+        assert store is not None
+        unread = [block for row, (_, block) in enumerate(disk)
+                  if row >= len(staged) or staged[row] != (block, self._hash_of[block])]  # fmt: skip
+        if len(unread) > 1:  # the kernel reads ahead while each block is verified and copied
+            store.prefetch(self._slot_of[block] for block in unread)
         for row, (position, block) in enumerate(disk):
             key = (block, self._hash_of[block])
             if row < len(staged) and staged[row] == key:

@@ -106,6 +106,8 @@ from .tree import TieredTree
 
 #: The longest namespace (UTF-8 bytes) a disk tier records by default.
 NAMESPACE_BYTES = 256
+#: How far ahead of its reads a restore asks the kernel to read the disk.
+PREFETCH_BYTES = 64 * 2**20
 
 
 @dataclass(frozen=True, slots=True)
@@ -590,14 +592,18 @@ class KVCache:
         staged = self._staged
         store = self._store
         assert store is not None
-        unread = [block for row, (_, block) in enumerate(disk)
-                  if row >= len(staged) or staged[row] != (block, self._hash_of[block])]  # fmt: skip
-        if len(unread) > 1:  # the kernel reads ahead while each block is verified and copied
-            store.prefetch(self._slot_of[block] for block in unread)
-        for row, (position, block) in enumerate(disk):
-            key = (block, self._hash_of[block])
-            if row < len(staged) and staged[row] == key:
-                continue  # read and verified since, and the disk still holds it there
+        hashes = self._hash_of
+        unread = [row for row, (_, block) in enumerate(disk)
+                  if row >= len(staged) or staged[row] != (block, hashes[block])]  # fmt: skip
+        # The kernel reads a window of blocks ahead while each block is verified and
+        # copied: bounded, so that a long restore does not push its own pages out.
+        window = max(1, PREFETCH_BYTES // self._spec.bytes_per_block)
+        slots = [self._slot_of[disk[row][1]] for row in unread]
+        store.prefetch(slots[:window])
+        for done, row in enumerate(unread):
+            position, block = disk[row]
+            if done + window < len(slots):
+                store.prefetch(slots[done + window : done + window + 1])
             staged.extend([None] * (row + 1 - len(staged)))
             staged[row] = None
             if not self._read_disk(block, rows[row]):
@@ -608,7 +614,7 @@ class KVCache:
                     "checksum: it is lost, and the restore stops before it"
                 )
                 return cut, why
-            staged[row] = key
+            staged[row] = (block, self._hash_of[block])
         return found, None
 
     def _run(self, moves: Sequence[Move], dropped: Sequence[tuple[str, int]]) -> None:

@@ -340,7 +340,7 @@ def test_sigkilled_creators_leave_leftovers_that_the_next_open_removes(tmp_path:
         for _ in range(runs):
             slab.unlink(missing_ok=True)
             last = creators.kill_one(slab, rng.uniform(0, longest))
-            tally[f"killed after {last or 'nothing'}"] += 1
+            tally["killed after create returned" if last else "killed inside create"] += 1
             left = _leftovers(tmp_path)
             tally["left a temporary file"] += bool(left)
             tally["left the store's name"] += slab.exists()

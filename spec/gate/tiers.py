@@ -243,7 +243,7 @@ def replay_workload(twin: str, tiered: bool) -> Workload:
     setup()
     if getattr(state[0], "implementation", twin) != twin:
         raise RuntimeError(f"asked for the {twin} tree, got {state[0]!r}")
-    return Workload(run, setup, units=1, unit="replay", rounds=5, keep=[state])
+    return Workload(run, setup, units=1, unit="replay", rounds=3, keep=[state])
 
 
 def tier_cases(twin: str, quick: bool) -> dict[str, tuple[Callable[[], Workload], str | None]]:

@@ -393,7 +393,7 @@ class KVCache:
         """
         self._require_open()
         stopped = None
-        if self._store is not None and len(self._store):  # disk blocks to read first
+        if self._hash_of:  # the disk tier holds blocks (lost ones too): read them first
             token_list = as_token_list(tokens)
             found = self._cut(self._tiers.lookup(token_list, namespace))
             found, stopped = self._stage_disk(found)

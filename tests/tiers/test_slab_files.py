@@ -476,6 +476,22 @@ def test_a_pinned_plan_never_promises_a_block_the_restore_cannot_deliver(tmp_pat
         cache.check_invariants()
 
 
+def test_a_lost_block_is_never_restored_even_when_the_store_is_empty(tmp_path: Path) -> None:
+    """The disk tier's only block fails its checksum: the store is then empty, yet the
+    disk tree still holds the lost block, and no later restore serves it."""
+    slab = tmp_path / "kv.slab"
+    tokens = path_of(1)
+    with KVCache(TWO_LAYERS, model=MODEL, disk_path=slab, disk_blocks=2) as cache:
+        cache.store(tokens, kv_of(TWO_LAYERS, tokens))
+        cache.evict(8)
+        _corrupt_payload(cache, cache.lookup(tokens).blocks[0])
+        for _ in range(2):
+            brought = cache.restore(tokens)
+            assert brought.result.length == 0 and cache.read(tokens).size == 0
+        assert cache.disk is not None and len(cache.disk) == 0 and cache.stats().lost == 1
+        cache.check_invariants()
+
+
 def test_a_verified_row_is_read_again_once_its_block_changed(tmp_path: Path) -> None:
     """The staging rows a pinned lookup verified serve a restore only while the disk
     still holds that block in that id (same chained hash); otherwise it reads again."""

@@ -295,7 +295,9 @@ def test_a_broken_byte_case_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
         gate_tiers.restore_host_workload("accel", 4)
 
 
-@pytest.mark.parametrize(("twin", "tiered"), [("reference", True), ("accel", False)])
+@pytest.mark.parametrize(
+    ("twin", "tiered"), [("reference", True), ("accel", False), ("reference", False)]
+)
 def test_the_replay_cases_serve_a_chat_stream(twin: str, tiered: bool, monkeypatch: Any) -> None:
     """The serving loop restores (tiered) or matches (plain) each prompt pinned, inserts
     it, releases; the stream's conversations share system prompts and their own turns."""

@@ -28,13 +28,13 @@ import textwrap
 import time
 from collections import Counter
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, ClassVar
 
 import pytest
 
 from kachedb_radix.reference.blockpool import BlockPool, KVDType, PoolSpec
 from kachedb_radix.reference.blockpool.validation import runs
-from kachedb_radix.reference.errors import InvalidArgumentError
+from kachedb_radix.reference.errors import InvalidArgumentError, InvariantViolation
 from kachedb_radix.reference.tiers import (
     DiskBlockStore,
     KVCache,
@@ -42,6 +42,7 @@ from kachedb_radix.reference.tiers import (
     SlabIdentity,
     StoreConfigError,
     StoreIdentityError,
+    StoreIOError,
     StoreVersionError,
 )
 from kachedb_radix.reference.tiers.disk_format import FILE_HEADER_BYTES, PAGE, checksum
@@ -531,3 +532,116 @@ def test_the_memory_seam_moves_runs_of_rows_in_one_call_each() -> None:
     memory.write([], data[:0])  # nothing to write: no call
     memory.staging(2)[:] = data[:2]
     assert memory.staging(5)[:2].tobytes() == data[:2].tobytes()  # grown, rows kept
+
+
+# -- the edges of the new layers -------------------------------------------------------------
+
+
+def test_a_long_restore_reads_its_disk_blocks_a_window_ahead(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The kernel is asked to read a bounded window ahead of the reads, block by block."""
+    from kachedb_radix.reference.tiers import cache as cache_module
+
+    monkeypatch.setattr(cache_module, "PREFETCH_BYTES", 2 * TWO_LAYERS.bytes_per_block)
+    advised: list[int] = []
+    slab, tokens = tmp_path / "kv.slab", path_of(1, 2, 3, 4, 5)
+    with KVCache(TWO_LAYERS, model=MODEL, host_blocks=5, disk_path=slab, disk_blocks=8) as cache:
+        cache.store(tokens, kv_of(TWO_LAYERS, tokens))
+        cache.evict(8)
+        cache.evict(8, "host")
+        store = cache.disk
+        assert store is not None
+        real = store.prefetch
+
+        def note(slots: Any) -> int:
+            chosen = list(slots)
+            advised.append(len(chosen))
+            return real(chosen)
+
+        monkeypatch.setattr(store, "prefetch", note)
+        assert cache.restore(tokens).result.length == len(tokens)
+        assert advised == [2, 1, 1, 1]  # the window, then one more per block read
+        assert cache.read(tokens).tobytes() == kv_of(TWO_LAYERS, tokens).tobytes()
+        assert cache.memory.pool is cache.pool
+
+
+def test_a_failed_build_closes_the_reopened_file(tmp_path: Path) -> None:
+    slab = tmp_path / "kv.slab"
+    filled(slab)
+    with pytest.raises(InvalidArgumentError):
+        KVCache(TWO_LAYERS, model=MODEL, disk_path=slab, policy="nonesuch")
+    with KVCache(TWO_LAYERS, model=MODEL, disk_path=slab) as again:  # the lock was released
+        again.check_invariants()
+
+
+def test_the_unusable_records_invariant_fires(tmp_path: Path) -> None:
+    slab = tmp_path / "kv.slab"
+    filled(slab)
+    with KVCache(TWO_LAYERS, model=MODEL, disk_path=slab) as cache:
+        store = cache.disk
+        assert store is not None
+        free = next(slot for slot in range(store.capacity) if slot not in store)
+        cache._unusable_slots.add(free)  # a slot said to hold a record, empty
+        with pytest.raises(InvariantViolation, match="unusable record's slot is empty"):
+            cache.check_invariants()
+        cache._unusable_slots.clear()
+        used = next(iter(store.slots()))
+        store_slots = cache._unusable_slots
+        store_slots.add(used)  # a cached block's slot said to be unusable
+        with pytest.raises(InvariantViolation, match="unusable record's slot"):
+            cache.check_invariants()
+        store_slots.clear()
+        extra = next(slot for slot in range(store.capacity) if slot not in store)
+        store.put(extra, b"", bytes(store.block_bytes))  # a record nobody accounts for
+        with pytest.raises(InvariantViolation, match="the store holds"):
+            cache.check_invariants()
+
+
+class _Stub:
+    """A pool that records what the memory seam asks of it."""
+
+    def __init__(self) -> None:
+        self.calls: list[str] = []
+
+    def alloc_host_buffer(self, n: int) -> Any:
+        return None
+
+    def scatter(self, ids: list[int], data: Any) -> None:
+        self.calls.append(f"scatter {ids}")
+
+
+class _DeviceRows:
+    __cuda_array_interface__: ClassVar[dict[str, object]] = {}
+
+
+def test_device_rows_are_scattered_on_the_device_and_an_empty_copy_is_no_call() -> None:
+    pool = _Stub()
+    memory = TierMemory(pool, host_blocks=0)
+    memory.write([3, 1], _DeviceRows())
+    assert pool.calls == ["scatter [3, 1]"]
+    assert memory.from_staging([], None).done()
+
+
+def test_the_io_layer_edges(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A process we may not signal is alive; a leftover that cannot be opened is left;
+    a write failing inside create is its StoreIOError, nothing left behind."""
+
+    def refused(pid: int, signal: int) -> None:
+        raise PermissionError(1, "not permitted")
+
+    with monkeypatch.context() as patch:
+        patch.setattr(os, "kill", refused)
+        assert SYSTEM.process_alive(1)
+    slab = tmp_path / "kv.slab"
+    dangling = temporary_name(slab, 999_999, "0123abcd")
+    dangling.symlink_to(tmp_path / "nowhere")
+    assert remove_leftovers(SYSTEM, slab) == ()
+
+    class FailingWrites(type(SYSTEM)):  # type: ignore[misc]
+        def pwrite(self, fd: int, data: Any, offset: int) -> int:
+            raise OSError(5, "Input/output error")
+
+    with pytest.raises(StoreIOError, match="write the file header: Input/output error"):
+        DiskBlockStore.create(slab, 2, 64, 8, io=FailingWrites())
+    assert not slab.exists() and _leftovers(tmp_path) == [dangling.name]  # its own: removed

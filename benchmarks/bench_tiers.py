@@ -568,9 +568,9 @@ def _gpu_prefix(
 def _modelled(preset: str, gpu_name: str, tokens: int) -> tuple[float, float] | None:
     """The planner's roofline for this GPU: (prefill ms of ``tokens`` uncached tokens,
     restore ms over its host link), or None for a GPU it does not know."""
-    from kachedb_radix.spec.simulate.cost import CostModel
-    from kachedb_radix.spec.simulate.hardware import Deployment, get_gpu
-    from kachedb_radix.spec.simulate.models import MODELS
+    from kachedb_radix.spec.simulate.plan.cost import CostModel
+    from kachedb_radix.spec.simulate.plan.hardware import Deployment, get_gpu
+    from kachedb_radix.spec.simulate.plan.models import MODELS
 
     part = next((key for key in ("h200", "h100") if key in gpu_name.lower()), None)
     if part is None:

@@ -6,7 +6,7 @@ per capacity, the hit ratio of the tree's LRU beside Belady's offline bound and 
 infinite pool, and the knee. Give a trace file (Mooncake or token JSON lines) to
 replay yours; ``--model`` and ``--gpu`` turn blocks into GiB and GPUs and, on a trace
 with timestamps, run the timed mode (TTFT under load, the service model of
-:mod:`kachedb_radix.spec.simulate.cost`); ``--workers`` and ``--routing`` spread it
+:mod:`kachedb_radix.spec.simulate.plan.cost`); ``--workers`` and ``--routing`` spread it
 over workers behind a router; ``--tiers`` puts host and disk tiers under each
 worker's pool (:mod:`kachedb_radix.spec.simulate.tiers`); ``--out DIR`` writes
 results.json (published schema), results.csv, the plots and a self-contained
@@ -34,19 +34,19 @@ from kachedb_radix.reference.policies import check_policy
 
 from ..conform.targets import IMPLEMENTATION_NAMES, PURE_SWITCH, default_implementation
 from ..simulate.cluster import INDEXES, ROUTINGS, ClusterSpec
-from ..simulate.cost import DISK_BYTES_PER_S, DISK_LATENCY_MS, HOST_LATENCY_MS, CostModel
+from ..simulate.plan.cost import DISK_BYTES_PER_S, DISK_LATENCY_MS, HOST_LATENCY_MS, CostModel
 from ..simulate.errors import SimulateError
 from ..simulate.executors import EXECUTORS
 from ..simulate.export import token_lines, write_lines
 from ..simulate.formats import FORMATS, read_trace
-from ..simulate.hardware import GPUS, Deployment, Sizing, get_gpu
-from ..simulate.knee import parse_fractions
-from ..simulate.models import MODELS, ModelShape, parse_model
+from ..simulate.plan.hardware import GPUS, Deployment, Sizing, get_gpu
+from ..simulate.plan.knee import parse_fractions
+from ..simulate.plan.models import MODELS, ModelShape, parse_model
 from ..simulate.progress import progress_bar
 from ..simulate.results import Results, check_out_dir, write_results
 from ..simulate.run import Settings, execute, plan
-from ..simulate.service import ON_FULL, ServiceModel
-from ..simulate.slo import Slo, parse_duration
+from ..simulate.plan.service import ON_FULL, ServiceModel
+from ..simulate.plan.slo import Slo, parse_duration
 from ..simulate.summary import duration, print_report
 from ..simulate.sweep import parse_capacities, parse_sweep
 from ..simulate.tiers import TierSpec, parse_tiers

@@ -7,18 +7,18 @@ the machinery, one concept per module:
 * :mod:`~kachedb_radix.spec.simulate.formats` -- the Mooncake and token trace formats, checked;
 * :mod:`~kachedb_radix.spec.simulate.workload` -- the embedded, seeded chat-and-agent workload;
 * :mod:`~kachedb_radix.spec.simulate.sequential`, :mod:`~kachedb_radix.spec.simulate.timed`
-  -- the two modes; :mod:`~kachedb_radix.spec.simulate.engine`,
-  :mod:`~kachedb_radix.spec.simulate.service`, :mod:`~kachedb_radix.spec.simulate.cost` --
+  -- the two modes; :mod:`~kachedb_radix.spec.simulate.plan.engine`,
+  :mod:`~kachedb_radix.spec.simulate.plan.service`, :mod:`~kachedb_radix.spec.simulate.plan.cost` --
   the timed mode's engine of steps, its scheduler and what a step costs;
-* :mod:`~kachedb_radix.spec.simulate.models`, :mod:`~kachedb_radix.spec.simulate.hardware`
+* :mod:`~kachedb_radix.spec.simulate.plan.models`, :mod:`~kachedb_radix.spec.simulate.plan.hardware`
   -- models, GPU classes, deployments: blocks to GiB and GPUs;
 * :mod:`~kachedb_radix.spec.simulate.cluster` -- workers behind a router fed by their events;
 * :mod:`~kachedb_radix.spec.simulate.prefix`, :mod:`~kachedb_radix.spec.simulate.bounds`
   -- infinite capacity and the offline Belady bound;
 * :mod:`~kachedb_radix.spec.simulate.metrics`, :mod:`~kachedb_radix.spec.simulate.point`
   -- the figures, configurations and tasks at one capacity;
-* :mod:`~kachedb_radix.spec.simulate.sweep`, :mod:`~kachedb_radix.spec.simulate.knee`,
-  :mod:`~kachedb_radix.spec.simulate.slo`, :mod:`~kachedb_radix.spec.simulate.executors`,
+* :mod:`~kachedb_radix.spec.simulate.sweep`, :mod:`~kachedb_radix.spec.simulate.plan.knee`,
+  :mod:`~kachedb_radix.spec.simulate.plan.slo`, :mod:`~kachedb_radix.spec.simulate.executors`,
   :mod:`~kachedb_radix.spec.simulate.run` -- which capacities, the knee and its refinement,
   the SLO search, where tasks run, a whole simulation;
 * :mod:`~kachedb_radix.spec.simulate.results` (and ``results.schema.json``),

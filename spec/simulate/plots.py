@@ -25,7 +25,7 @@ import io
 import math
 from typing import Any
 
-from .hardware import Sizing
+from .plan.hardware import Sizing
 from .results import Results
 
 #: Colours and labels of the series, the same in every plot.

@@ -31,13 +31,13 @@ from kachedb_radix.reference.events import BlockHasher
 from ..conform.targets import tree_class
 from .bounds import belady_lengths
 from .cluster import HASH_SCHEME, ClusterSpec, Router, replay_cluster_sequential
-from .cost import CostModel
-from .hardware import Sizing
+from .plan.cost import CostModel
+from .plan.hardware import Sizing
 from .metrics import HitStats, hit_stats, percentiles
 from .prefix import PrefixPaths
 from .sequential import Progress, Replay, replay_sequential
-from .service import ServiceModel
-from .slo import Slo, Throughput, attainment, search
+from .plan.service import ServiceModel
+from .plan.slo import Slo, Throughput, attainment, search
 from .tiers import TieredWorkerTree, TierHits, TierSpec, make_tiered_trees, replay_tiered, tier_hits
 from .timed import replay_timed
 from .trace import Trace

@@ -20,7 +20,7 @@ from pathlib import Path
 
 from rich.table import Table
 
-from .hardware import Sizing
+from .plan.hardware import Sizing
 from .results import Results
 from .summary import (
     cluster_table,

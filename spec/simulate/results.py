@@ -6,7 +6,7 @@ per capacity, with two columns more per configuration beside LRU; the plots are
 drawn by :mod:`kachedb_radix.spec.simulate.plots` and the self-contained page by
 :mod:`kachedb_radix.spec.simulate.report`.
 
-The knees (:mod:`kachedb_radix.spec.simulate.knee`): for every configuration and
+The knees (:mod:`kachedb_radix.spec.simulate.plan.knee`): for every configuration and
 Belady, at every fraction asked for, the capacity interpolated where the curve
 reaches that fraction of the infinite-capacity token hit ratio.
 
@@ -29,13 +29,13 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .cost import CostModel
-from .hardware import Sizing
-from .knee import DEFAULT_FRACTIONS, Knee, find_knee
+from .plan.cost import CostModel
+from .plan.hardware import Sizing
+from .plan.knee import DEFAULT_FRACTIONS, Knee, find_knee
 from .metrics import HitStats
 from .point import Config, Point, Run
-from .service import ServiceModel
-from .slo import Slo
+from .plan.service import ServiceModel
+from .plan.slo import Slo
 from .trace import Trace
 
 RESULTS_VERSION = 4

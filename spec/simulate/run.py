@@ -6,7 +6,7 @@ configurations, the prompts' block hashes when a router needs them -- and
 :func:`execute` runs the tasks on the chosen executor: every configuration and Belady
 at every capacity (and, in the timed mode, each cluster's no-cache baseline), then
 up to ``knee_rounds`` rounds of a few more capacities inside the knees' brackets
-(:mod:`~kachedb_radix.spec.simulate.knee`) of LRU's and Belady's curves (the other
+(:mod:`~kachedb_radix.spec.simulate.plan.knee`) of LRU's and Belady's curves (the other
 configurations' knees are interpolated on the same capacities). :func:`simulate`
 does both.
 
@@ -29,13 +29,13 @@ from kachedb_radix.reference.policies import check_policy
 from ..conform.targets import default_implementation
 from .bounds import infinite_lengths, next_uses
 from .cluster import HASH_SCHEME, ClusterSpec, prompt_hashes
-from .cost import CostModel
+from .plan.cost import CostModel
 from .errors import SimulateError
 from .executors import Session
-from .hardware import Deployment, Sizing
-from .knee import DEFAULT_FRACTIONS, Knee, find_knee, refinements
+from .plan.hardware import Deployment, Sizing
+from .plan.knee import DEFAULT_FRACTIONS, Knee, find_knee, refinements
 from .metrics import HitStats, hit_stats, timeline
-from .models import ModelShape
+from .plan.models import ModelShape
 from .point import (
     BELADY,
     MODES,
@@ -51,8 +51,8 @@ from .point import (
 )
 from .prefix import prefix_paths
 from .results import Results
-from .service import ServiceModel
-from .slo import Slo
+from .plan.service import ServiceModel
+from .plan.slo import Slo
 from .sweep import AUTO_POINTS, auto_capacities
 from .tiers import TierSpec
 from .timed import arrival_order

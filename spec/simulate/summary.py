@@ -20,7 +20,7 @@ from __future__ import annotations
 from rich.console import Console
 from rich.table import Table
 
-from .hardware import Sizing, format_gib
+from .plan.hardware import Sizing, format_gib
 from .metrics import HitStats
 from .point import Point, Run
 from .results import Results

@@ -19,10 +19,10 @@ engines see a worker's tree):
    demotes what it evicts);
 3. the leases are released when the request is done.
 
-A restore is priced by :meth:`~kachedb_radix.spec.simulate.cost.CostModel.restore_ms`
+A restore is priced by :meth:`~kachedb_radix.spec.simulate.plan.cost.CostModel.restore_ms`
 per tier (bytes over the tier's bandwidth, plus a latency per restore); in the timed
 mode a worker's restores run one after another on its link and the request's prefill
-waits for its own (:mod:`~kachedb_radix.spec.simulate.engine`). Demotions and
+waits for its own (:mod:`~kachedb_radix.spec.simulate.plan.engine`). Demotions and
 write-through copies run device to host -- the link's other direction -- and host to
 disk, beside the compute: they are not charged. The sequential mode has no time: it
 reports the split, not restore times.
@@ -51,7 +51,7 @@ from kachedb_radix.reference.errors import InvalidArgumentError
 from kachedb_radix.reference.tiers.levels import DEVICE, DISK, HOST
 
 from .errors import SimulateError
-from .hardware import Sizing
+from .plan.hardware import Sizing
 from .metrics import hit_stats, percentiles
 from .sequential import PROGRESS_EVERY, Progress, Replay
 from .trace import Trace

@@ -1,6 +1,6 @@
 """The timed mode: requests arrive at their timestamps, workers run step by step.
 
-Each worker is a :class:`~kachedb_radix.spec.simulate.engine.WorkerEngine` (its tree,
+Each worker is a :class:`~kachedb_radix.spec.simulate.plan.engine.WorkerEngine` (its tree,
 its queue, its clock); a router (:mod:`~kachedb_radix.spec.simulate.cluster`) picks a
 worker per request when there are several. The loop walks the arrivals in time order
 (ties in trace order): before routing a request that arrives at ``t`` it runs every
@@ -16,7 +16,7 @@ tree what its last match restored, and prices it (:mod:`.engine`).
 
 ``speed`` divides every timestamp (2.0: the same requests arriving twice as fast):
 how the throughput at an SLO is searched for
-(:mod:`~kachedb_radix.spec.simulate.slo`).
+(:mod:`~kachedb_radix.spec.simulate.plan.slo`).
 
 Cost: O(total tokens) tree work, O(steps + chunks) step work, plus the routing.
 """
@@ -27,11 +27,11 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from .cluster import Router
-from .cost import CostModel
-from .engine import Record, Restore, WorkerEngine
+from .plan.cost import CostModel
+from .plan.engine import Record, Restore, WorkerEngine
 from .errors import SimulateError
 from .sequential import PROGRESS_EVERY, Progress, Replay
-from .service import ServiceModel
+from .plan.service import ServiceModel
 from .tiers import TierRecord, is_tiered, tier_moves
 from .trace import Trace
 

@@ -23,14 +23,14 @@ from kachedb_radix.spec.simulate.cluster import (
     prompt_hashes,
     replay_cluster_sequential,
 )
-from kachedb_radix.spec.simulate.cost import CostModel
+from kachedb_radix.spec.simulate.plan.cost import CostModel
 from kachedb_radix.spec.simulate.errors import SimulateError
-from kachedb_radix.spec.simulate.hardware import GPUS, Deployment
-from kachedb_radix.spec.simulate.models import MODELS
+from kachedb_radix.spec.simulate.plan.hardware import GPUS, Deployment
+from kachedb_radix.spec.simulate.plan.models import MODELS
 from kachedb_radix.spec.simulate.point import Config, Job, make_trees
 from kachedb_radix.spec.simulate.results import SCHEMA_PATH
 from kachedb_radix.spec.simulate.run import Settings, simulate
-from kachedb_radix.spec.simulate.service import ServiceModel
+from kachedb_radix.spec.simulate.plan.service import ServiceModel
 from kachedb_radix.spec.simulate.timed import replay_timed
 from kachedb_radix.spec.simulate.trace import Trace
 from kachedb_radix.spec.simulate.workload import WorkloadSpec, generate

@@ -1,6 +1,6 @@
 """The two modes, by hand and across implementations.
 
-The timed mode's engine (spec/simulate/engine.py) is checked on scenarios small
+The timed mode's engine (spec/simulate/plan/engine.py) is checked on scenarios small
 enough to work out on paper, under a flat cost model: waiting for and refusal by a
 full pool, the concurrency cap, oversized prompts, chunked prefill beside decodes, a
 restore from a slower tier, outputs cached at completion, TTFT to the millisecond.
@@ -17,15 +17,15 @@ from typing import Any
 import pytest
 
 from kachedb_radix.spec.conform.targets import tree_class
-from kachedb_radix.spec.simulate.cost import CostModel
+from kachedb_radix.spec.simulate.plan.cost import CostModel
 from kachedb_radix.spec.simulate.errors import SimulateError
 from kachedb_radix.spec.simulate.formats import read_trace
-from kachedb_radix.spec.simulate.hardware import GPUS, Deployment
+from kachedb_radix.spec.simulate.plan.hardware import GPUS, Deployment
 from kachedb_radix.spec.simulate.metrics import REFUSED, hit_stats, percentiles, timeline
-from kachedb_radix.spec.simulate.models import MODELS
+from kachedb_radix.spec.simulate.plan.models import MODELS
 from kachedb_radix.spec.simulate.run import Settings, simulate
 from kachedb_radix.spec.simulate.sequential import replay_sequential
-from kachedb_radix.spec.simulate.service import ServiceModel
+from kachedb_radix.spec.simulate.plan.service import ServiceModel
 from kachedb_radix.spec.simulate.timed import arrival_order, replay_timed
 from kachedb_radix.spec.simulate.trace import Request, Trace
 from kachedb_radix.spec.simulate.workload import WorkloadSpec, generate

@@ -18,15 +18,15 @@ import pytest
 
 from kachedb_radix.reference.blockpool import PRESETS
 from kachedb_radix.spec.cli.main import main
-from kachedb_radix.spec.simulate.cost import CostModel
+from kachedb_radix.spec.simulate.plan.cost import CostModel
 from kachedb_radix.spec.simulate.errors import SimulateError
 from kachedb_radix.spec.simulate.formats import read_trace
-from kachedb_radix.spec.simulate.hardware import GIB, GPUS, Deployment, Sizing, format_gib
-from kachedb_radix.spec.simulate.knee import find_knee, parse_fractions, refinements
-from kachedb_radix.spec.simulate.models import MODELS, parse_model
+from kachedb_radix.spec.simulate.plan.hardware import GIB, GPUS, Deployment, Sizing, format_gib
+from kachedb_radix.spec.simulate.plan.knee import find_knee, parse_fractions, refinements
+from kachedb_radix.spec.simulate.plan.models import MODELS, parse_model
 from kachedb_radix.spec.simulate.results import SCHEMA_PATH
 from kachedb_radix.spec.simulate.run import Settings, simulate
-from kachedb_radix.spec.simulate.slo import Slo, attainment, parse_duration, search
+from kachedb_radix.spec.simulate.plan.slo import Slo, attainment, parse_duration, search
 from kachedb_radix.spec.simulate.trace import Trace
 from tests.support.simulate import MOONCAKE_SAMPLE
 
@@ -418,10 +418,10 @@ def test_the_edges_of_the_planner(
     seconds from the command line, a report that cannot be written."""
     from kachedb_radix.spec.simulate import report
     from kachedb_radix.spec.simulate.executors import Session
-    from kachedb_radix.spec.simulate.hardware import get_gpu
+    from kachedb_radix.spec.simulate.plan.hardware import get_gpu
     from kachedb_radix.spec.simulate.plots import figures
     from kachedb_radix.spec.simulate.point import Job, Service
-    from kachedb_radix.spec.simulate.service import ServiceModel
+    from kachedb_radix.spec.simulate.plan.service import ServiceModel
     from kachedb_radix.spec.simulate.summary import service_table
 
     with pytest.raises(SimulateError, match="unknown GPU 'b200'"):

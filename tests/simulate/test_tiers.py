@@ -19,10 +19,10 @@ import pytest
 from kachedb_radix.spec.cli.main import main
 from kachedb_radix.spec.simulate.cluster import INDEX_OF, ClusterSpec, Router, load_index_class
 from kachedb_radix.spec.simulate.errors import SimulateError
-from kachedb_radix.spec.simulate.hardware import Sizing
-from kachedb_radix.spec.simulate.models import MODELS
+from kachedb_radix.spec.simulate.plan.hardware import Sizing
+from kachedb_radix.spec.simulate.plan.models import MODELS
 from kachedb_radix.spec.simulate.run import Settings, simulate
-from kachedb_radix.spec.simulate.service import ServiceModel
+from kachedb_radix.spec.simulate.plan.service import ServiceModel
 from kachedb_radix.spec.simulate.tiers import (
     TierSpec,
     make_tiered_trees,

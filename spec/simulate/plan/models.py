@@ -7,7 +7,7 @@ Two kinds of figure need a model:
   dtype (``bytes/token = layers * 2 * kv_heads * head_dim * dtype bytes``, K and V).
   These come from the block pool's presets (:data:`kachedb_radix.reference.blockpool.PRESETS`),
   so the simulator and the pool never disagree about a model's KV size.
-* **the service model** (:mod:`~kachedb_radix.spec.simulate.cost`) -- the FLOPs of a
+* **the service model** (:mod:`~kachedb_radix.spec.simulate.plan.cost`) -- the FLOPs of a
   forward pass and the bytes of weights a decode step reads. It needs more: the
   parameters a token multiplies through (the layers' matrices, embeddings aside), the
   attention width (query heads x head dim), the vocabulary (the logits' matmul) and
@@ -42,7 +42,7 @@ from dataclasses import dataclass
 from kachedb_radix.reference.blockpool import PRESETS, KVDType
 from kachedb_radix.reference.blockpool.errors import ConfigError
 
-from .errors import SimulateError
+from ..errors import SimulateError
 
 #: Bytes of one element of each dtype a model's weights or compute may use.
 DTYPE_BYTES = {"fp32": 4, "fp16": 2, "bf16": 2, "fp8": 1}

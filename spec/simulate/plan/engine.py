@@ -3,9 +3,9 @@
 A :class:`WorkerEngine` holds one tree (its KV pool) and the requests routed to it:
 *waiting* (not admitted), *prefilling* (admitted, prompt not fully computed) and
 *decoding* (first token out, more to come). Each :meth:`WorkerEngine.step` builds a
-batch by the scheduler's rules (:mod:`~kachedb_radix.spec.simulate.service`: decodes
+batch by the scheduler's rules (:mod:`~kachedb_radix.spec.simulate.plan.service`: decodes
 first, then prefill chunks in admission order, then admissions, within the token
-budget), asks the cost model (:mod:`~kachedb_radix.spec.simulate.cost`) how long it
+budget), asks the cost model (:mod:`~kachedb_radix.spec.simulate.plan.cost`) how long it
 takes, and advances the worker's clock by that:
 
 * a request's **TTFT** is the end of the step that computes its prompt's last token,
@@ -39,7 +39,7 @@ from kachedb_radix.reference.errors import OutOfBlocksError
 
 from .cost import CostModel
 from .service import ServiceModel
-from .trace import Trace
+from ..trace import Trace
 
 #: ``restore(worker, index, matched_length)`` -> the tree tokens of the hit brought from
 #: each slower tier (``{"host": ..., "disk": ...}``; the tiers plug in here); None:

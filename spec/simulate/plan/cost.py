@@ -3,7 +3,7 @@
 A worker (one model replica on ``G`` GPUs, tensor parallel) runs *steps*: each step
 carries a batch of tokens -- one decode token for every running request past its
 prefill, and chunks of prompts still being prefilled (chunked prefill, see
-:mod:`~kachedb_radix.spec.simulate.engine`). A step costs the longer of its compute
+:mod:`~kachedb_radix.spec.simulate.plan.engine`). A step costs the longer of its compute
 and its memory traffic, plus a fixed overhead::
 
     step_ms = overhead_ms + max(compute_ms, memory_ms)
@@ -63,7 +63,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .errors import SimulateError
+from ..errors import SimulateError
 from .hardware import Deployment
 
 #: Disk read bandwidth per GPU of a worker, bytes/s (see the module docstring).

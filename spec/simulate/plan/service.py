@@ -1,7 +1,7 @@
 """The timed mode's scheduler: how many requests run, how many tokens a step takes.
 
 The timed mode (:mod:`~kachedb_radix.spec.simulate.timed`) runs each worker as an
-engine of *steps* (:mod:`~kachedb_radix.spec.simulate.engine`), the way vLLM's
+engine of *steps* (:mod:`~kachedb_radix.spec.simulate.plan.engine`), the way vLLM's
 scheduler with chunked prefill does:
 
 * **Token budget.** A step carries at most ``token_budget`` tokens (vLLM's
@@ -23,7 +23,7 @@ scheduler with chunked prefill does:
   prompt + output is inserted unpinned (the next turn reuses the reply); when even
   that finds no room the output is simply not cached (counted).
 
-What a step costs is :mod:`~kachedb_radix.spec.simulate.cost`'s business. Not
+What a step costs is :mod:`~kachedb_radix.spec.simulate.plan.cost`'s business. Not
 modelled: decode-time growth of the KV in the pool (only prompts and, at the end,
 outputs take blocks), preemption, speculative decoding, prefill/decode
 disaggregation.

@@ -46,7 +46,7 @@ import math
 import re
 from dataclasses import dataclass
 
-from .errors import SimulateError
+from ..errors import SimulateError
 from .models import ModelShape
 
 GIB = 1024**3

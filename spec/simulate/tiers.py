@@ -51,8 +51,8 @@ from kachedb_radix.reference.errors import InvalidArgumentError
 from kachedb_radix.reference.tiers.levels import DEVICE, DISK, HOST
 
 from .errors import SimulateError
-from .plan.hardware import Sizing
 from .metrics import hit_stats, percentiles
+from .plan.hardware import Sizing
 from .sequential import PROGRESS_EVERY, Progress, Replay
 from .trace import Trace
 

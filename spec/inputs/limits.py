@@ -53,6 +53,38 @@ _ROWS: Final = (
         "a file read whole (profiles, baselines, replay and explain traces)",
         "read whole into memory; a trace too large for this is streamed by simulate",
     ),
+    Limit(
+        "simulate_requests",
+        100_000,
+        "requests",
+        "the embedded workload simulate generates (--requests)",
+        "about 45 KB a request of prompt and reply token ids and their generation: "
+        "4.5 GB before the replay; a larger workload belongs in a trace file",
+    ),
+    Limit(
+        "trace_requests",
+        5_000_000,
+        "requests",
+        "requests simulate reads from one trace",
+        "about 1 KB a request of 100 block ids held in memory: 5 GB; the largest public "
+        "traces hold a few million",
+    ),
+    Limit(
+        "request_tokens",
+        16_777_216,
+        "tokens",
+        "one request's prompt, or its output (trace lines, --prefill-cost)",
+        "2**24: past the longest context any model serves (10M tokens); the timed mode "
+        "steps once per output token",
+    ),
+    Limit(
+        "simulate_workers",
+        4_096,
+        "workers",
+        "workers of one simulated cluster (--workers)",
+        "each worker is a tree and an engine; 4,096 replicas is past any fleet one "
+        "router serves",
+    ),
 )
 
 #: Every cap, by name.

@@ -293,11 +293,20 @@ def notes(results: Results) -> list[str]:
     lines += knee_lines(results)
     lines += tier_lines(results)
     lines += service_lines(results)
-    lines.append(
-        f"{len(results.shown())} capacities in {results.seconds['total']:.2f} s "
-        f"({results.executor} executor)"
-    )
+    lines.append(verdict(results))
     return lines
+
+
+def verdict(results: Results) -> str:
+    """The last line: what was simulated -- requests, capacities, configurations -- and
+    how long it took. O(1)."""
+    runs = len(results.configs)
+    added = f" (+{len(results.refined)} refining the knees)" if results.refined else ""
+    return (
+        f"simulated {len(results.trace.requests):,} requests at {len(results.shown())} "
+        f"capacities{added} x {runs} configuration{'s' if runs > 1 else ''} in "
+        f"{results.seconds['total']:.2f} s ({results.executor} executor)"
+    )
 
 
 def print_report(results: Results, console: Console) -> None:

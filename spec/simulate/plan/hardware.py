@@ -291,6 +291,22 @@ _SIZE = re.compile(
 )
 
 
+def check_size(text: str) -> None:
+    """Refuse a word that is not a size in any unit ``--capacity`` takes (which unit it
+    is, and whether the model and GPU it needs are given, is for :meth:`Sizing.parse`).
+    O(len(text)).
+
+    Raises:
+        SimulateError: not a size.
+    """
+    word = text.strip().replace("_", "").replace(" ", "")
+    if _SIZE.fullmatch(word) is None:
+        raise SimulateError(
+            f"{text.strip()!r} is not a number of blocks or a size (expected blocks like "
+            "1000 or 20k, tokens like 2Mtok, bytes like 64GiB or 2TB, or GPUs like 8gpu)"
+        )
+
+
 def format_gib(gib: float) -> str:
     """``0.5`` -> ``512 MiB``, ``62.04`` -> ``62.0 GiB``, ``2490`` -> ``2.43 TiB``. O(1)."""
     if gib >= 1024:

@@ -21,7 +21,9 @@ memory and the same admission:
   count of free blocks, the same block arithmetic, nothing matched or kept.
 
 **Blocks and sequences.** ``t`` real tokens take ``ceil(t / tokens_per_block)`` blocks
-(a partial last block is a whole block in a paged pool). The tree tokens a request's
+(a partial last block is a whole block in a paged pool); a request of ``n`` output
+tokens computes the KV of all but its last, so it ends holding the blocks of ``prompt +
+n - 1`` tokens. The tree tokens a request's
 blocks hold are its *sequence*: the prompt, then the output token ids when the trace
 gives them, then filler up to the block of its last output token. Filler stands for
 output tokens nobody can know in advance (a Mooncake trace has no output ids): the
@@ -56,8 +58,9 @@ def blocks_for(trace: Trace, tokens: int) -> int:
 
 
 def footprint(trace: Trace, request: Request) -> int:
-    """Blocks a request holds when it finishes: its prompt and every output token. O(1)."""
-    return blocks_for(trace, request.prompt_tokens + request.output_tokens)
+    """Blocks a request holds when it finishes: its prompt and every output token but
+    the last (whose KV is never computed: generation stops once it is sampled). O(1)."""
+    return blocks_for(trace, request.prompt_tokens + max(request.output_tokens - 1, 0))
 
 
 def sequence_for(trace: Trace, index: int, request: Request) -> array[int]:

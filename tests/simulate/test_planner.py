@@ -23,7 +23,7 @@ from kachedb_radix.spec.simulate.formats import read_trace
 from kachedb_radix.spec.simulate.plan.cost import CostModel
 from kachedb_radix.spec.simulate.plan.hardware import GIB, GPUS, Deployment, Sizing, format_gib
 from kachedb_radix.spec.simulate.plan.knee import find_knee, parse_fractions, refinements
-from kachedb_radix.spec.simulate.plan.models import MODELS, parse_model
+from kachedb_radix.spec.simulate.plan.models import CONFIGS, MODELS, count_parameters, parse_model
 from kachedb_radix.spec.simulate.plan.slo import Slo, attainment, parse_duration, search
 from kachedb_radix.spec.simulate.results import SCHEMA_PATH
 from kachedb_radix.spec.simulate.run import Settings, simulate
@@ -62,6 +62,74 @@ def test_model_presets_agree_with_the_block_pool() -> None:
         parse_model("layers=2.5,kv_heads=1,head_dim=4")
     with pytest.raises(SimulateError, match="unknown KV dtype"):
         parse_model("layers=2,kv_heads=1,head_dim=4,dtype=int3")
+
+
+def test_presets_come_from_their_configs() -> None:
+    """Every preset is its Hugging Face config read by from_config; the parameters
+    counted from it are within 1% of what the model's card publishes; the MoE ones
+    multiply through their active parameters, DeepSeek caches MLA's latent."""
+    for name, (repo, config, published) in CONFIGS.items():
+        total, active = count_parameters(config)
+        assert total == pytest.approx(published, rel=0.01), name
+        assert MODELS[name].source == repo and MODELS[name].params == total
+        assert MODELS[name].layer_params <= active
+    deepseek = MODELS["deepseek-v3"]
+    assert deepseek.kv_bytes_per_token == 61 * (512 + 64) * 2  # 70,272: MLA's latent, bf16
+    assert deepseek.weight_dtype == "fp8" and deepseek.compute_dtype == "fp8"
+    assert deepseek.active_params == pytest.approx(37e9, rel=0.02)
+    assert "MLA latent 576" in deepseek.describe()
+    qwen = MODELS["qwen3-30b-a3b"]
+    assert qwen.active_params == pytest.approx(3.3e9, rel=0.02)
+    assert qwen.weight_bytes == pytest.approx(2 * 30.5e9, rel=0.01)  # every expert in HBM
+    assert MODELS["qwen3-32b"].kv_bytes_per_token == 64 * 2 * 8 * 128 * 2  # 256 KiB
+    assert MODELS["llama-3.2-1b"].tied and MODELS["llama-3.2-1b"].layer_params == pytest.approx(
+        1.24e9 - 128256 * 2048, rel=0.01
+    )
+    assert parse_model("qwen3-8b", kv_dtype="fp8").kv_bytes_per_token == 36 * 2 * 8 * 128
+
+
+def test_a_config_json_is_a_model(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """--model path/to/config.json: read through the input layer, dimensions and
+    parameters from it; a multimodal config's text_config; every bad one one line."""
+    repo, config, _ = CONFIGS["qwen3-32b"]
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps({**config, "_name_or_path": repo}))
+    model = parse_model(str(path))
+    assert model.name == "qwen3-32b" and model.kv_bytes_per_token == 262_144
+    assert model.params == MODELS["qwen3-32b"].params and model.source == str(path)
+    nested = tmp_path / "vision" / "config.json"
+    nested.parent.mkdir()
+    nested.write_text(json.dumps({"torch_dtype": "float16", "text_config": config}))
+    assert parse_model(str(nested)).kv_dtype == "bf16"  # the text config's own dtype
+    assert main(["simulate", "--model", str(path), "--capacity", "1GiB", "--requests", "40",
+                 "--no-bounds", "--executor", "serial", "--quiet"]) == 0  # fmt: skip
+    assert "model: qwen3-32b (64 layers, 8 KV heads x 128, bf16 KV: 256 KiB/token)" in (
+        capsys.readouterr().out
+    )
+    for body, message in (
+        ("[1]", "not a JSON object"),
+        ("{x", "not JSON"),
+        (json.dumps({**config, "hidden_size": "big"}), "'hidden_size' is 'big'"),
+        (json.dumps({"num_hidden_layers": 2}), "the config has no 'hidden_size'"),
+        (json.dumps({**config, "num_attention_heads": 0}), "must be >= 1"),
+    ):
+        path.write_text(body)
+        with pytest.raises(SimulateError, match=message):
+            parse_model(str(path))
+    with pytest.raises(SimulateError, match="no such file"):
+        parse_model(str(tmp_path / "missing.json"))
+    with pytest.raises(SimulateError, match="--kv-dtype: unknown KV dtype"):
+        parse_model("qwen3-8b", kv_dtype="int3")
+
+
+def test_every_gpu_has_its_datasheet() -> None:
+    """The GPU classes the issue names, each with the datasheet its figures come from."""
+    assert {"h100", "h100-pcie", "h200", "b200", "a100", "a100-40gb", "l40s", "mi300x"} <= set(GPUS)
+    for gpu in GPUS.values():
+        assert gpu.source and gpu.bf16_flops > 0 and gpu.hbm_bytes_per_s > 0
+        assert gpu.fp8_flops is None or gpu.fp8_flops == pytest.approx(2 * gpu.bf16_flops, 0.02)
+    assert GPUS["b200"].memory_gib == 180 and GPUS["mi300x"].hbm_bytes_per_s == 5.3e12
+    assert GPUS["a100-40gb"].fp8_flops is None and GPUS["h100-pcie"].bf16_flops == 756e12
 
 
 def test_a_deployment_and_the_sizes_it_gives() -> None:

@@ -96,7 +96,8 @@ class Service:
         tpot_ms: time per output token p50, p99, likewise.
         warmup: requests left out of those (the first to arrive).
         makespan_s: first arrival to last completion.
-        input_tokens_per_s, output_tokens_per_s, requests_per_s: served over the makespan.
+        input_tokens_per_s, output_tokens_per_s, requests_per_s: served over the makespan
+            (every request: the warm-up is part of the work).
         offered_prefill_s, offered_decode_s: the work the requests need, in seconds of
             one worker.
         trace_span_s: first to last arrival.
@@ -224,7 +225,7 @@ def service_figures(
     first = arrival[order[0]] if order else 0.0
     span_s = (arrival[order[-1]] - first) / 1000.0 if order else 0.0
     makespan = done.span_ms / 1000.0
-    served = [i for i in kept if done.lengths[i] >= 0]
+    served = [i for i in range(len(done.lengths)) if done.lengths[i] >= 0]
     requests = trace.requests
     prefill = [offered.prefill_ms(i, done.lengths[i]) for i in range(len(requests))]
     decode = [offered.decode_ms(i) for i in range(len(requests))]

@@ -292,8 +292,6 @@ def from_config(
         tied=bool(config.get("tie_word_embeddings")),
         source=source,
     )
-    if shape.layer_params <= 0:
-        raise SimulateError("--model: the config's parameters do not exceed its embeddings")
     return shape
 
 

@@ -215,9 +215,9 @@ def overload_lines(results: Results) -> list[str]:
     return [
         f"OVERLOAD in {len(found)} of {total} runs ({loaded} offered more than their workers "
         f"serve, {len(found) - loaded} saturated): worst {label} at {capacity:,} blocks, "
-        f"{why} ({worst.offered_s:,.0f} s of prefill and decode in a span of "
-        f"{worst.trace_span_s:,.0f} s): requests queue and TTFT grows with the trace, not "
-        "with the model"
+        f"{why} ({duration(worst.offered_s * 1000)} of prefill and decode in a span of "
+        f"{duration(worst.trace_span_s * 1000)}): requests queue and TTFT grows with the "
+        "trace, not with the model"
     ]
 
 

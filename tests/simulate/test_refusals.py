@@ -1,0 +1,140 @@
+"""Issue 32's reproductions against ``simulate``, each a test: a one-line error and exit 2,
+or a correct answer -- never a traceback, a hang, or a silent substitution.
+
+And the rules that keep it so: every option is checked where it is parsed (issue 32.2),
+the caps are stated in ``--help``, and the command line is small functions over one table
+of options (issue 36.4).
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from kachedb_radix.spec.cli import simulate as command
+from kachedb_radix.spec.cli import simulate_options
+from kachedb_radix.spec.cli.main import build_parser
+from kachedb_radix.spec.inputs import LIMITS
+from tests.support.simulate import MOONCAKE_SAMPLE, exit_status
+
+QUICK = ["--requests", "30", "--executor", "serial", "--quiet"]
+
+
+@pytest.mark.parametrize(
+    ("arguments", "message"),
+    [
+        (["--seed", "-1"], "argument --seed: -1 is below the least allowed, 0"),
+        (["--workers", "2", "--routing", "prefix", "--router-index", "os:path"],
+         "argument --router-index: not a class"),
+        (["--workers", "2", "--routing", "prefix", "--router-index", "json:JSONDecoder"],
+         "the class has no apply() method"),
+        (["--requests", "99999999999999"], "over the most allowed, 100,000"),
+        (["--prefill-cost", "1000000000000", "--model", "llama-3-8b", "--gpu", "h100"],
+         "argument --prefill-cost: 1000000000000 is over the most allowed, 16,777,216"),
+        (["--gpu-tflops", "0"], "argument --gpu-tflops: 0 must be above 0"),
+        (["--hbm-tbps", "0"], "argument --hbm-tbps: 0 must be above 0"),
+        (["--step-overhead-ms", "inf"], "argument --step-overhead-ms: 'inf' is not a finite"),
+        (["--mode", "timed", "--tiers", "host=99", "--disk-latency-ms", "inf"],
+         "argument --disk-latency-ms: 'inf' is not a finite number"),
+        (["--policy", ",,,"], "argument --policy: ',,,' has an empty name in its list"),
+        (["--workers", "600", "--capacity", "500"],
+         "--capacity 500 blocks split over 600 workers leaves a worker none"),
+        (["--timeline-capacity", "0"], "argument --timeline-capacity: 0 is below the least"),
+        (["--capacity", "500", "--timeline-capacity", "7"], "--timeline-capacity 7 is not one"),
+        (["--request-overhead-ms", "nan"], "argument --request-overhead-ms: 'nan' is not a"),
+        (["--stage-gap=-1s"], "argument --stage-gap: expected a duration like 500ms"),
+    ],
+)  # fmt: skip
+def test_bad_options_are_one_line_and_exit_2(
+    arguments: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert exit_status(["simulate", *QUICK, *arguments]) == 2
+    captured = capsys.readouterr()
+    assert message in captured.err.strip().splitlines()[-1] and captured.out == ""
+
+
+def test_a_trace_that_would_hang_or_recurse_is_refused(tmp_path: Path) -> None:
+    """100,000 nested brackets, an output of 10^12 tokens, a prompt of 10^12: each one
+    line naming the line, from a real process, in well under a second."""
+    deep = tmp_path / "deep.jsonl"
+    deep.write_text('{"a":' * 100_000 + "1" + "}" * 100_000 + "\n")
+    long = tmp_path / "long.jsonl"
+    long.write_text('{"timestamp": 0, "input_length": 10, "output_length": 1000000000000,'
+                    ' "hash_ids": [1]}\n')  # fmt: skip
+    huge = tmp_path / "huge.jsonl"
+    huge.write_text('{"tokens": [1], "output_length": 1000000000000}\n')
+    for path, message in (
+        (deep, "deep.jsonl, line 1: JSON nested deeper than 64 levels"),
+        (long, "long.jsonl, line 1: field 'output_length': Expected `int` <= 16777216"),
+        (huge, "huge.jsonl, line 1: field 'output_length': Expected `int` <= 16777216"),
+    ):
+        done = subprocess.run(
+            [sys.executable, "-m", "spec", "simulate", str(path), "--gpu", "h100"],
+            capture_output=True, text=True, timeout=60,
+        )  # fmt: skip
+        assert done.returncode == 2 and "Traceback" not in done.stderr
+        assert message in done.stderr and done.stderr.count("\n") == 1
+
+
+def test_results_are_strict_json(tmp_path: Path) -> None:
+    """results.json is written with dumps_json (no NaN, no Infinity): a timed run with
+    refused requests (NaN TTFTs inside) still writes JSON any parser reads."""
+
+    def refuse(name: str) -> None:
+        raise ValueError(f"{name} is not JSON")
+
+    out = tmp_path / "out"
+    assert exit_status(["simulate", str(MOONCAKE_SAMPLE), "--mode", "timed", "--capacity",
+                        "30,300", "--on-full", "refuse", "--knee-rounds", "0",
+                        "--executor", "serial", "--quiet", "--out", str(out)]) == 0  # fmt: skip
+    document = json.loads((out / "results.json").read_text(), parse_constant=refuse)
+    assert document["points"][0]["lru"]["refused"] > 0
+
+
+def test_the_caps_are_stated_in_help() -> None:
+    """The caps the options enforce are the LIMITS rows, and --help says them."""
+    text = " ".join(option.help for _, options in simulate_options.GROUPS for option in options)
+    for name in ("simulate_requests", "request_tokens", "simulate_workers"):
+        assert LIMITS[name].describe() in text
+
+
+#: Options whose word is not checked by a type at parse time, and why.
+UNTYPED = {
+    "--ray-address": "an address only Ray can resolve (auto, host:port)",
+    "--tiers": "sizes in the trace's units: parse_tiers checks every word once it is read",
+}
+
+
+def test_every_option_is_checked_where_it_is_parsed() -> None:
+    """Issue 32.2: a type or choices on every option that takes a value."""
+    unchecked = []
+    for _, options in simulate_options.GROUPS:
+        for option in options:
+            kwargs = option.kwargs
+            if kwargs.get("action") == "store_true":
+                continue
+            if "type" not in kwargs and "choices" not in kwargs:
+                unchecked.append(option.flags[0])
+    assert sorted(unchecked) == sorted(UNTYPED)
+    parser = build_parser()
+    help_text = next(
+        action.choices["simulate"].format_help()
+        for action in parser._actions
+        if hasattr(action, "choices") and isinstance(action.choices, dict)
+    )
+    assert "workers and routing:" in help_text and "timed mode (the service model):" in help_text
+
+
+def test_the_command_is_small_functions() -> None:
+    """Issue 36.4: no function of the command line over 80 lines."""
+    for module in (command, simulate_options):
+        tree = ast.parse(Path(module.__file__ or "").read_text())
+        for node in ast.walk(tree):
+            if isinstance(node, ast.FunctionDef):
+                length = (node.end_lineno or node.lineno) - node.lineno + 1
+                assert length <= 80, f"{module.__name__}.{node.name}: {length} lines"

@@ -1,0 +1,198 @@
+"""The planner's service figures and its routing at routing time, on hand-sized traces.
+
+Issue 39: latency after a warm-up and per load stage, stages run one after another as a
+benchmark ladder does, throughput of a burst (makespan, tokens a second), overload
+checked on every run whatever its workers, SGLang's approximate index learning at
+routing time beside the event-fed one, and its cache-aware rule.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from array import array
+from typing import Any
+
+import pytest
+
+from kachedb_radix.reference import RadixTree
+from kachedb_radix.reference.events import BlockHasher
+from kachedb_radix.spec.cli.main import main
+from kachedb_radix.spec.simulate.cluster import (
+    BALANCE_ABS,
+    HASH_SCHEME,
+    ClusterSpec,
+    Router,
+    prompt_hashes,
+)
+from kachedb_radix.spec.simulate.plan.figures import Offered, latency, service_figures
+from kachedb_radix.spec.simulate.plan.hardware import GPUS, Deployment
+from kachedb_radix.spec.simulate.plan.models import MODELS
+from kachedb_radix.spec.simulate.plan.report import warm_floor_ms
+from kachedb_radix.spec.simulate.published import SGLANG_ROUTER, generate_shared_prefix
+from kachedb_radix.spec.simulate.run import Settings, simulate
+from kachedb_radix.spec.simulate.timed import replay_timed
+from kachedb_radix.spec.simulate.trace import Request, Trace
+from tests.simulate.test_engines import FLAT, SERVICE
+
+
+def _staged(*requests: tuple[float, list[int], int, int | None]) -> Trace:
+    """Block-hash requests (arrival ms, ids, outputs, stage), 10 tokens a block."""
+    made = []
+    for number, (stamp, ids, output, stage) in enumerate(requests, 1):
+        tokens = array("I", ids)
+        made.append(Request(tokens, tokens, 10 * len(ids), output, stamp, None, number,
+                            stage=stage))  # fmt: skip
+    return Trace(made, "mooncake", 1, 10, "hand")
+
+
+def test_a_stage_starts_once_the_one_before_drained() -> None:
+    """r0 (stage 0) prefills 20 tokens and decodes 4 more steps: done at 24. r1 (stage 1,
+    due at 1 ms) then arrives 10 ms later, at 34, and prefills its 10 tokens: TTFT 10.
+    Without the gap it arrives at 1 and queues behind r0's prefill: TTFT 29."""
+    trace = _staged((0.0, [1, 2], 5, 0), (1.0, [3], 1, 1))
+    gapped = replay_timed(trace, [RadixTree(50, 1)], SERVICE, FLAT, stage_gap_ms=10.0)
+    assert gapped.arrival == [0.0, 34.0] and gapped.ttft == [20.0, 10.0]
+    plain = replay_timed(trace, [RadixTree(50, 1)], SERVICE, FLAT)
+    assert plain.arrival == [0.0, 1.0] and plain.ttft == [20.0, 29.0]
+
+
+def test_figures_after_a_warmup_per_stage_and_for_a_burst() -> None:
+    """The figures of one replay: the warm-up left out of the latencies (not of the
+    throughput), a stage each, the makespan and tokens a second; a burst has no load."""
+    trace = _staged((0.0, [1, 2], 5, 0), (1.0, [3], 1, 0), (50.0, [1, 2], 3, 1),
+                    (60.0, [4], 1, 1))  # fmt: skip
+    done = replay_timed(trace, [RadixTree(50, 1)], SERVICE, FLAT)
+    offered = Offered(trace, FLAT, SERVICE, pool_blocks=50)
+    found = service_figures(trace, done, offered, workers=1, warmup=1, slo_ms=15.0)
+    kept = [done.ttft[i] for i in done.order[1:]]
+    assert found.ttft_ms == latency(kept) and found.warmup == 1
+    assert found.ttft_ms["mean"] == pytest.approx(sum(kept) / 3, abs=1e-3)
+    assert found.attainment == sum(1 for t in kept if t <= 15.0) / 3
+    assert found.makespan_s == pytest.approx(done.span_ms / 1000)
+    assert found.output_tokens_per_s == pytest.approx(10 / found.makespan_s)
+    assert found.input_tokens_per_s == pytest.approx(60 / found.makespan_s)
+    assert [stage.stage for stage in found.stages] == [0, 1]
+    assert [stage.requests for stage in found.stages] == [2, 2]
+    assert found.stages[0].offered_rps == pytest.approx(1000.0)  # 2 requests 1 ms apart
+    assert found.stages[0].ttft_ms == latency([done.ttft[1]])  # its warm-up left out
+    assert found.load is not None and found.load == max(s.load for s in found.stages if s.load)
+    burst = _staged((0.0, [1, 2], 2, None), (0.0, [3, 4], 2, None))
+    done = replay_timed(burst, [RadixTree(50, 1)], SERVICE, FLAT)
+    found = service_figures(burst, done, Offered(burst, FLAT, SERVICE, 50), workers=1)
+    assert found.load is None and found.trace_span_s == 0 and not found.overloaded
+    assert found.makespan_s == pytest.approx(0.041) and found.stages == []
+    assert found.requests_per_s == pytest.approx(2 / 0.041)
+    document = found.to_json()
+    assert document["load"] is None and document["overloaded"] is False
+    assert document["output_tokens_per_s"] == pytest.approx(4 / 0.041, rel=1e-5)
+
+
+def test_overload_is_checked_on_every_run() -> None:
+    """Every configuration at every capacity and every baseline is checked: here only the
+    2-worker round-robin cluster and the 1-worker runs are overloaded (the offered
+    prefill is over one worker's span), and the note names the worst."""
+    trace = _staged(*[(float(i), [100 * i + k for k in range(8)], 1, None) for i in range(40)])
+    cost = dataclasses.replace(FLAT, prefill_tokens_per_s=2000.0)  # 40 ms a request
+    results = simulate(trace, Settings(mode="timed", cost=cost, service=SERVICE,
+                                       capacities=(100,), bounds=False, executor="serial",
+                                       clusters=(ClusterSpec(workers=2),)))  # fmt: skip
+    from kachedb_radix.spec.simulate.plan.report import overload_lines, timed_runs
+
+    runs = list(timed_runs(results))
+    assert {label for label, _, _ in runs} == {"lru", "2xround-robin", "no cache, 1 worker",
+                                               "no cache, 2xround-robin"}  # fmt: skip
+    assert all(run.service is not None and run.service.overloaded for _, _, run in runs)
+    (line,) = overload_lines(results)
+    assert line.startswith("OVERLOAD in 4 of 4 runs (4 offered more than their workers serve")
+    assert "worst lru at 100 blocks, offered 41.03x" in line and "in a span of 39 ms" in line
+
+
+def test_a_saturated_run_is_said_too(capsys: pytest.CaptureFixture[str]) -> None:
+    """The issue's 12k-request conversation trace: GPUs 100% busy with an offered load
+    the check under-counts; busy at 99% or more is an overload warning of its own."""
+    assert main(["simulate", "--workload", "seed-table", "--requests", "300", "--mode", "timed",
+                 "--model", "llama-3-70b", "--gpu", "a100", "--gpus", "4", "--capacity",
+                 "40000", "--no-bounds", "--executor", "serial", "--quiet"]) == 0  # fmt: skip
+    out = capsys.readouterr().out
+    assert "OVERLOAD in " in out and " !" in out
+    assert "warm floor: a fully cached request on an idle worker has TTFT" in out
+
+
+def test_the_warm_floor_is_the_overhead_and_one_step() -> None:
+    trace = _staged((0.0, [1, 2], 1, None))
+    cost = dataclasses.replace(FLAT, overhead_ms=2.0)
+    service = dataclasses.replace(SERVICE, request_overhead_ms=30.0)
+    settings = Settings(mode="timed", cost=cost, service=service, capacities=(10,),
+                        bounds=False, executor="serial")  # fmt: skip
+    results = simulate(trace, settings)
+    assert warm_floor_ms(results) == pytest.approx(30.0 + 2.0 + 1.0)  # a 1-token prefill
+    done = results.points[0].runs["lru"].replay
+    assert done.ttft == [30.0 + 2.0 + 20.0]
+
+
+# ---------------------------------------------------------------------- routing
+
+
+def _router(trace: Trace, spec: ClusterSpec, pool: int = 64) -> tuple[list[Any], Router]:
+    events = BlockHasher(HASH_SCHEME) if spec.uses_events else None
+    trees = [RadixTree(pool, trace.block_size, events=events) for _ in range(spec.workers)]
+    hashes = prompt_hashes(trace, BlockHasher(HASH_SCHEME))
+    return trees, Router(spec, trace, trees, hashes)
+
+
+def test_the_approximate_index_learns_at_routing_time() -> None:
+    """A burst: every request routed before any step, so no event has reached the
+    shared index and prefix routing deals them out like round-robin; the approximate
+    index learned each prompt when it routed it, and keeps each group on one worker."""
+    groups = [[1, 2, 3], [7, 8, 9]]
+    paths = [[*groups[i % 2], 100 + i] for i in range(8)]
+    trace = _staged(*[(0.0, path, 1, None) for path in paths])
+    found = {}
+    for index in ("shared", "approximate"):
+        spec = ClusterSpec(workers=2, routing="prefix", index=index)
+        trees, router = _router(trace, spec)
+        done = replay_timed(trace, trees, SERVICE, FLAT, router=router)
+        found[index] = done.worker_of
+    assert found["shared"] == [0, 1, 0, 1, 0, 1, 0, 1]  # no event yet: ties, least loaded
+    assert found["approximate"] is not None
+    assert len({found["approximate"][i] for i in range(0, 8, 2)}) == 1  # group 0 together
+    assert len({found["approximate"][i] for i in range(1, 8, 2)}) == 1  # group 1 together
+    assert ClusterSpec(workers=2, routing="prefix", index="approximate").label == "2xprefix@approx"
+
+
+def test_the_cache_aware_rule() -> None:
+    """SGLang's rule: the deepest match when it covers more than half the prompt, else
+    the worker holding the fewest blocks; the least loaded when the loads are
+    imbalanced (more than 32 requests apart)."""
+    trace = _staged((0.0, [1, 2, 3, 4], 1, None), (0.0, [1, 2, 3, 9], 1, None),
+                    (0.0, [1, 5, 6, 7], 1, None), (0.0, [8, 8, 8, 8], 1, None))  # fmt: skip
+    spec = ClusterSpec(workers=3, routing="cache-aware", index="approximate")
+    _, router = _router(trace, spec)
+    assert router.route(0, 0.0, [0, 0, 0], [0, 0, 0]) == 0  # nothing held: the fewest, 0
+    assert router.route(1, 0.0, [1, 0, 0], [0, 0, 0]) == 0  # 3 of 4 blocks at worker 0
+    assert router.route(2, 0.0, [2, 0, 0], [0, 0, 0]) == 1  # 1 of 4: the emptiest tree
+    imbalanced = [BALANCE_ABS + 5, 4, 2]
+    assert router.route(3, 0.0, imbalanced, [0, 0, 0]) == 2  # the least loaded
+    shared = ClusterSpec(workers=3, routing="cache-aware")
+    _, router = _router(trace, shared)
+    assert router.route(0, 0.0, [0, 0, 0], [0, 0, 0]) == 0  # an empty index holds nothing
+
+
+def test_sglang_s_burst_routed_at_routing_time(capsys: pytest.CaptureFixture[str]) -> None:
+    """The SGLang v0.4 benchmark's shape (a burst of shared-prefix groups), cut to 4
+    groups: round-robin and the event-fed index scatter the groups; the approximate
+    index and the cache-aware rule keep them together."""
+    small = dataclasses.replace(SGLANG_ROUTER, groups=4)
+    trace = generate_shared_prefix(small)
+    deployment = Deployment(MODELS["llama-3.1-8b"], GPUS["a100"])
+    from kachedb_radix.spec.simulate.plan.cost import CostModel
+
+    clusters = tuple(ClusterSpec(workers=4, routing=routing, index=index) for routing, index in
+                     (("round-robin", "shared"), ("prefix", "shared"),
+                      ("prefix", "approximate"), ("cache-aware", "approximate")))  # fmt: skip
+    results = simulate(trace, Settings(mode="timed", cost=CostModel.of(deployment),
+                                       capacities=(20_000,), bounds=False, executor="serial",
+                                       clusters=clusters))  # fmt: skip
+    hits = {label: run.stats.token_hit_ratio for label, run in results.points[0].runs.items()}
+    assert hits["4xprefix"] == hits["4xround-robin"] < hits["4xprefix@approx"]
+    assert hits["4xcache-aware@approx"] == pytest.approx(hits["lru"], abs=0.02)

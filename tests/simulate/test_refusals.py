@@ -138,3 +138,72 @@ def test_the_command_is_small_functions() -> None:
             if isinstance(node, ast.FunctionDef):
                 length = (node.end_lineno or node.lineno) - node.lineno + 1
                 assert length <= 80, f"{module.__name__}.{node.name}: {length} lines"
+
+
+class Broken:
+    """A router index class with the API whose constructor refuses every argument."""
+
+    def __init__(self, *args: object) -> None:
+        raise ValueError("no hasher wanted")
+
+    def apply(self) -> None: ...
+    def query_hashes(self) -> None: ...
+    def held(self) -> None: ...
+    def workers(self) -> None: ...
+
+
+@pytest.mark.parametrize(
+    ("arguments", "message"),
+    [
+        (["--workers", "1,,2"], "argument --workers: '1,,2' has an empty item in its list"),
+        (["--workers", "2", "--routing", "prefix", "--router-index", "nocolon"],
+         "argument --router-index: expected module:Class"),
+        (["--workers", "2", "--routing", "prefix", "--capacity", "400", "--router-index",
+          "tests.simulate.test_refusals:Broken"], "cannot be built: no hasher wanted"),
+    ],
+)  # fmt: skip
+def test_more_refusals(
+    arguments: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert exit_status(["simulate", *QUICK, *arguments]) == 2
+    assert message in capsys.readouterr().err
+
+
+def test_a_router_index_named_and_a_delay_in_requests(capsys: pytest.CaptureFixture[str]) -> None:
+    status = exit_status(["simulate", *QUICK, "--workers", "2", "--routing", "prefix",
+                          "--capacity", "400", "--router-delay", "3", "--router-index",
+                          "kachedb_radix.reference.router:RouterIndex"])  # fmt: skip
+    assert status == 0 and "2xprefix+3req" in capsys.readouterr().out
+
+
+def test_a_staged_trace_through_the_command(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A trace with load stages, run as a ladder (--stage-gap) after a warm-up, with tiers
+    and their latencies: the stage table, the notes, and results.json per stage."""
+    lines = []
+    for number in range(40):
+        stage = number // 20
+        ids = [1000 * (number % 4) + k for k in range(3)] + [5000 + number]
+        lines.append(json.dumps({"timestamp": 50.0 * number, "input_length": 2048,
+                                 "output_length": 8, "hash_ids": ids, "stage": stage}))  # fmt: skip
+    trace = tmp_path / "staged.jsonl"
+    trace.write_text("\n".join(lines) + "\n")
+    out = tmp_path / "out"
+    status = exit_status(["simulate", str(trace), "--gpu", "h100", "--capacity", "12,40",
+                          "--stage-gap", "1s", "--warmup", "4", "--workers", "1,2",
+                          "--routing", "cache-aware", "--index", "approximate",
+                          "--tiers", "host=40", "--host-latency-ms", "0.5",
+                          "--disk-latency-ms", "0.2", "--knee-rounds", "0",
+                          "--executor", "serial", "--quiet", "--out", str(out)])  # fmt: skip
+    assert status == 0
+    printed = capsys.readouterr().out
+    assert "TTFT p90" in printed and "2xcache-aware@approx" in printed and "req/s" in printed
+    assert "latency figures leave out the first 4 requests (--warmup)" in printed
+    assert "load stages run one after another, each 1 s after the previous one drained" in printed
+    document = json.loads((out / "results.json").read_text())
+    stages = document["points"][0]["lru"]["service"]["stages"]
+    assert [stage["requests"] for stage in stages] == [20, 20]
+    assert document["settings"]["stage_gap_ms"] == 1000.0
+    assert document["settings"]["cost"]["host_latency_ms"] == 0.5
+    assert "<h2>Load stages</h2>" in (out / "report.html").read_text()

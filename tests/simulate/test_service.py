@@ -24,6 +24,7 @@ from kachedb_radix.spec.simulate.cluster import (
     Router,
     prompt_hashes,
 )
+from kachedb_radix.spec.simulate.errors import SimulateError
 from kachedb_radix.spec.simulate.plan.figures import Offered, latency, service_figures
 from kachedb_radix.spec.simulate.plan.hardware import GPUS, Deployment
 from kachedb_radix.spec.simulate.plan.models import MODELS
@@ -196,3 +197,26 @@ def test_sglang_s_burst_routed_at_routing_time(capsys: pytest.CaptureFixture[str
     hits = {label: run.stats.token_hit_ratio for label, run in results.points[0].runs.items()}
     assert hits["4xprefix"] == hits["4xround-robin"] < hits["4xprefix@approx"]
     assert hits["4xcache-aware@approx"] == pytest.approx(hits["lru"], abs=0.02)
+
+
+def test_what_a_cost_model_refuses_and_a_flat_prefill() -> None:
+    with pytest.raises(SimulateError, match="--host-latency-ms must be >= 0"):
+        dataclasses.replace(FLAT, host_latency_ms=-1.0)
+    with pytest.raises(SimulateError, match="no restore from tier 'tape'"):
+        FLAT.restore_ms(10, "tape")
+    solo = FLAT.solo_prefill(3000, 0, 1024)  # 1 ms a token at 1,000 tokens/s
+    assert solo["steps"] == 3.0 and solo["ms"] == pytest.approx(3000.0)
+    assert warm_floor_ms(simulate(_staged((0.0, [1], 1, None)), Settings(
+        capacities=(4,), bounds=False, executor="serial"))) is None  # fmt: skip
+
+
+def test_a_burst_through_the_command(capsys: pytest.CaptureFixture[str]) -> None:
+    """A burst has no arrival span: the load column says so, the makespan and the
+    tokens a second are its figures."""
+    assert main(["simulate", "--workload", "sglang-router", "--gpu", "a100", "--model",
+                 "llama-3.1-8b", "--workers", "2", "--routing", "cache-aware", "--index",
+                 "approximate", "--capacity", "60000", "--no-bounds", "--mode", "timed",
+                 "--executor", "serial", "--quiet"]) == 0  # fmt: skip
+    out = capsys.readouterr().out
+    assert "sglang-router workload (seed 0): 1,024 requests" in out
+    assert "2xcache-aware@approx" in out and " — " in out and "out tok/s" in out

@@ -13,7 +13,7 @@ What the timed mode adds to ``kachedb-radix simulate``'s output
   second, SLO attainment and requests a second at the SLO, the no-cache baselines
   beside them;
 * the **stage table**, for a trace with load stages: each stage's offered rate, and per
-  configuration its TTFT p90 and output tokens a second;
+  configuration (without tiers) its TTFT p90 and output tokens a second;
 * the **notes**: the service model's constants, the warm floor (a fully cached
   request's TTFT on an idle worker), and **OVERLOAD** whenever any run -- every
   configuration at every capacity, the baselines too -- was offered more than its
@@ -153,11 +153,11 @@ def cluster_table(results: Results) -> Table:
 
 def stage_table(results: Results) -> Table | None:
     """Per load stage, at the timeline capacity: its offered rate, and each
-    configuration's TTFT p90 and output tokens a second (None: the trace has no
-    stages). O(stages * configurations)."""
+    configuration's (without tiers) TTFT p90 and output tokens a second; the tiered
+    ones and the baselines are in results.json (None: the trace has no stages).
+    O(stages * configurations)."""
     point = results.point(results.timeline_capacity)
-    runs = [(label, point.runs[label]) for label in results.labels]
-    runs += [(f"no cache, {label}", run) for label, run in point.no_cache.items()]
+    runs = [(c.label, point.runs[c.label]) for c in results.configs if c.tiers is None]
     runs = [(label, run) for label, run in runs if run.service is not None and run.service.stages]
     if not runs:
         return None

@@ -14,6 +14,11 @@ first ``capacity % N``) and sends each request to one of them:
   Dynamo's KV router makes (its ``kv-overlap-score-weight``, default 1): a worker's
   prefill cost in blocks against its decode load in blocks, so a warm but busy
   worker loses to a cold idle one when the prefix saved is smaller than the queue.
+* ``weighted`` -- llm-d's precise scheduler (its precise-prefix-cache-aware guide's
+  scheduling profile): the highest ``2 x prefix + kv + queue``, where *prefix* is the
+  share of the prompt's blocks the index finds on the worker, *kv* the share of its pool
+  its requests do not need, and *queue* ``(most - waiting) / (most - fewest)`` over the
+  workers' waiting queues (1 when they are equal); ties to the lowest index;
 * ``cache-aware`` -- SGLang's router (``sglang_router``'s ``cache_aware`` policy, its
   v0.4 defaults): when the loads are imbalanced -- the busiest worker has more than
   :data:`BALANCE_ABS` requests more than the idlest *and* more than
@@ -86,9 +91,11 @@ from .sequential import PROGRESS_EVERY, Progress, Replay
 from .tiers import TierRecord, is_tiered, tier_moves
 from .trace import Trace
 
-ROUTINGS = ("random", "round-robin", "least-loaded", "prefix", "cost", "cache-aware")
+ROUTINGS = ("random", "round-robin", "least-loaded", "prefix", "cost", "weighted", "cache-aware")
 #: The routings that read an index.
-INDEXED = ("prefix", "cost", "cache-aware")
+INDEXED = ("prefix", "cost", "weighted", "cache-aware")
+#: ``weighted``: the weights of llm-d's prefix, KV-cache and queue scorers.
+WEIGHTS = (2.0, 1.0, 1.0)
 INDEXES = ("shared", "approximate", "gateway")
 #: SGLang's cache-aware policy: the least loaded when the busiest worker has this many
 #: requests more than the idlest ...
@@ -254,6 +261,8 @@ class Router:
         self.routed = 0
         self.hasher = BlockHasher(HASH_SCHEME)
         self.indexes: list[Any] = []
+        #: Each worker's pool in blocks (``weighted`` scores the share its requests need).
+        self.pools = [max(1, int(tree.num_blocks)) for tree in trees] or [1] * spec.workers
         #: ``--index approximate``: one tree per worker, learned at routing time.
         self.approximate: list[Any] = []
         if spec.uses_index and spec.index == "approximate":
@@ -305,8 +314,17 @@ class Router:
 
     # ------------------------------------------------------------------ routing
 
-    def route(self, request: int, time: float, loads: Sequence[int], active: Sequence[int]) -> int:
-        """The worker for ``request`` at ``time``. O(its blocks * workers) with an index."""
+    def route(
+        self,
+        request: int,
+        time: float,
+        loads: Sequence[int],
+        active: Sequence[int],
+        waiting: Sequence[int] | None = None,
+    ) -> int:
+        """The worker for ``request`` at ``time``, given each worker's requests
+        (``loads``), the blocks they need (``active``) and how many wait (``waiting``;
+        None: ``loads``). O(its blocks * workers) with an index."""
         spec = self.spec
         count = spec.workers
         if spec.uses_events:
@@ -319,13 +337,15 @@ class Router:
         elif routing == "least-loaded":
             chosen = min(range(count), key=lambda w: (loads[w], w))
         else:
-            chosen = self._by_index(request, loads, active)
+            chosen = self._by_index(request, loads, active, loads if waiting is None else waiting)
         self.routed += 1
         return chosen
 
-    def _by_index(self, request: int, loads: Sequence[int], active: Sequence[int]) -> int:
-        """``prefix``, ``cost`` or ``cache-aware`` over the index's match depths (in
-        blocks), then what the index learns from the choice. O(blocks * workers)."""
+    def _by_index(
+        self, request: int, loads: Sequence[int], active: Sequence[int], waiting: Sequence[int]
+    ) -> int:
+        """``prefix``, ``cost``, ``weighted`` or ``cache-aware`` over the index's match
+        depths (in blocks), then what the index learns from the choice. O(blocks * workers)."""
         spec = self.spec
         count = spec.workers
         depths, blocks = self._depths(request)
@@ -341,6 +361,8 @@ class Router:
                     w,
                 ),
             )
+        elif spec.routing == "weighted":
+            chosen = self._weighted(depths, blocks, active, waiting)
         else:
             chosen = self._cache_aware(depths, blocks, loads)
         if spec.index == "gateway" and blocks:
@@ -364,6 +386,21 @@ class Router:
         hashes = self.hashes[request]
         index = self.indexes[request % len(self.indexes)]
         return (index.query_hashes(hashes) if hashes else {}), len(hashes)
+
+    def _weighted(
+        self, depths: dict[int, int], blocks: int, active: Sequence[int], waiting: Sequence[int]
+    ) -> int:
+        """llm-d's precise scheduler's choice (see the module docstring). O(workers)."""
+        prefix, kv, queue = WEIGHTS
+        most, fewest = max(waiting), min(waiting)
+
+        def score(w: int) -> tuple[float, int]:
+            found = depths.get(w, 0) / blocks if blocks else 0.0
+            free = 1.0 - min(1.0, active[w] / self.pools[w])
+            short = (most - waiting[w]) / (most - fewest) if most > fewest else 1.0
+            return -(prefix * found + kv * free + queue * short), w
+
+        return min(range(self.spec.workers), key=score)
 
     def _cache_aware(self, depths: dict[int, int], blocks: int, loads: Sequence[int]) -> int:
         """SGLang's cache-aware choice (see the module docstring). O(workers)."""

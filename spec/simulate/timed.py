@@ -154,7 +154,8 @@ def _arrive(
         else:
             loads = [engine.load for engine in engines]
             active = [engine.active_blocks for engine in engines]
-            chosen = router.route(index, now, loads, active)
+            waiting = [len(engine.waiting) for engine in engines]
+            chosen = router.route(index, now, loads, active, waiting)
         engines[chosen].enqueue(index, now)
         if progress is not None and arrived % PROGRESS_EVERY == 0:
             progress(PROGRESS_EVERY)

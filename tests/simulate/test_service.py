@@ -220,3 +220,17 @@ def test_a_burst_through_the_command(capsys: pytest.CaptureFixture[str]) -> None
     out = capsys.readouterr().out
     assert "sglang-router workload (seed 0): 1,024 requests" in out
     assert "2xcache-aware@approx" in out and " — " in out and "out tok/s" in out
+
+
+def test_the_weighted_rule() -> None:
+    """llm-d's precise scheduler: 2 x the prompt's share found + the pool's free share +
+    the queue's score. A full hit on a worker with a free pool wins; a worker whose
+    pool is nearly all needed and whose queue is the longest loses to an empty one."""
+    trace = _staged((0.0, [1, 2, 3, 4], 1, None), (0.0, [1, 2, 3, 4], 1, None),
+                    (0.0, [1, 2, 7, 8], 1, None))  # fmt: skip
+    spec = ClusterSpec(workers=3, routing="weighted", index="approximate")
+    _, router = _router(trace, spec, pool=10)
+    assert router.route(0, 0.0, [0, 0, 0], [0, 0, 0], [0, 0, 0]) == 0  # a tie: the lowest
+    assert router.route(1, 0.0, [1, 0, 0], [4, 0, 0], [1, 0, 0]) == 0  # 2 + 0.6 + 0 > 2
+    assert router.route(2, 0.0, [9, 0, 0], [10, 0, 0], [8, 0, 0]) == 1  # 1 + 0 + 0 < 2
+    assert ClusterSpec(workers=2, routing="weighted").uses_index

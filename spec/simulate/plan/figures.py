@@ -22,8 +22,10 @@ configuration (its workers, its pool):
   (``offered / (span x workers)``); with stages, the largest of each stage's load over
   its own span. A load above 1 cannot be served at the trace's rate: requests queue and
   TTFT grows with the trace, not the model. **Saturated** is the other sign: the GPUs
-  busy for 99% of the run or more. Every run is checked, whatever its workers,
-  routing, policy and tiers (:func:`overloaded`).
+  busy for 99% of the run or more (not said of a burst, which is all the load at once
+  by design: its figures are the makespan and the rates). Every run is checked,
+  whatever its workers, routing, policy and tiers
+  (:func:`~kachedb_radix.spec.simulate.plan.report.overload_lines`).
 
 Cost: O(n log n) for the percentiles, O(n) the rest.
 """
@@ -136,8 +138,9 @@ class Service:
 
     @property
     def saturated(self) -> bool:
-        """Whether the GPUs were busy for :data:`SATURATED` of the run or more. O(1)."""
-        return self.busy >= SATURATED and self.makespan_s > 0
+        """Whether the GPUs were busy for :data:`SATURATED` of the run or more while
+        requests kept arriving (a burst keeps them busy by design: not a warning). O(1)."""
+        return self.busy >= SATURATED and self.load is not None
 
     def to_json(self) -> dict[str, Any]:
         """Plain data for results.json (a run's ``service``). O(stages)."""

@@ -114,12 +114,16 @@ def cluster_table(results: Results) -> Table:
     table = Table(
         caption=f"at {point.capacity:,} blocks in all (split evenly over the workers); "
         "imbalance: busiest worker's prompt tokens / mean"
-        + ("; load and out tok/s as in the service table" if timed else "")
+        + (
+            "; load as in the service table; tok/s: input and output tokens over the makespan"
+            if timed
+            else ""
+        )
     )
     columns = ["configuration", "hit", "requests per worker", "imbalance", "trees"]
     if timed:
-        columns += ["TTFT p50", "p90", "p99", "waited", "preempted", "load", "out tok/s",
-                    *_slo_columns(results)]  # fmt: skip
+        columns += ["TTFT p50", "p90", "p99", "mean", "waited", "preempted", "load",
+                    "tok/s in / out", *_slo_columns(results)]  # fmt: skip
     for name in columns:
         table.add_column(name, justify="right" if name != "configuration" else "left")
     rows = [(label, point.runs[label]) for label in results.labels]
@@ -140,11 +144,11 @@ def cluster_table(results: Results) -> Table:
             service = run.service
             assert service is not None, "a timed run has service figures"
             row += [
-                *(duration(run.ttft_ms.get(p)) for p in ("p50", "p90", "p99")),
+                *(duration(run.ttft_ms.get(p)) for p in ("p50", "p90", "p99", "mean")),
                 f"{run.replay.waited:,}",
                 f"{run.replay.preempted:,}",
                 _load(run),
-                rate(service.output_tokens_per_s),
+                f"{rate(service.input_tokens_per_s)} / {rate(service.output_tokens_per_s)}",
                 *_slo_cells(results, run),
             ]
         table.add_row(*row)

@@ -26,8 +26,9 @@ scheduler with chunked prefill does, over a KV pool its running requests hold
   fastest TTFT was 46.7 ms, for a prompt of about 7,600 tokens found in the cache; this
   model's one step for that request on an idle replica is 16.4 ms (the 65.5 GB of
   weights and the prompt's KV read at 0.7 of 2 x 3.35 TB/s, plus the 2 ms step
-  overhead), which leaves 30 ms for everything outside the GPU. It is an upper bound of that share (under load the
-  request's step is longer, so the real remainder is smaller), and it is a
+  overhead), which leaves 30 ms for everything outside the GPU. It is an upper bound of
+  that share (under load the request's step is longer, so the real remainder is
+  smaller), and it is a
   gateway-fronted deployment's: a client talking to one engine directly pays less
   (``--request-overhead-ms``).
 

@@ -82,6 +82,10 @@ def _capacity_axis(axes: Any, results: Results) -> None:
     from matplotlib.ticker import FuncFormatter
 
     axes.set_xscale("log")
+    capacities = {point.capacity for point in results.points}
+    if len(capacities) == 1:  # one capacity: a span around it (a point has no width)
+        (capacity,) = capacities
+        axes.set_xlim(capacity / 2, capacity * 2)
     axes.xaxis.set_major_formatter(FuncFormatter(lambda value, _: f"{value:,.0f}"))
     axes.set_xlabel(f"pool capacity (blocks of {results.trace.tokens_per_block} tokens)")
     sizing = results.sizing or Sizing(results.trace.tokens_per_block)

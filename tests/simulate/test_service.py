@@ -234,3 +234,20 @@ def test_the_weighted_rule() -> None:
     assert router.route(1, 0.0, [1, 0, 0], [4, 0, 0], [1, 0, 0]) == 0  # 2 + 0.6 + 0 > 2
     assert router.route(2, 0.0, [9, 0, 0], [10, 0, 0], [8, 0, 0]) == 1  # 1 + 0 + 0 < 2
     assert ClusterSpec(workers=2, routing="weighted").uses_index
+
+
+def test_one_capacity_plots_without_a_warning() -> None:
+    """A single capacity (the GPUs' HBM) with GiB on the top axis: the axis gets a span
+    around it (it used to be singular: a divide-by-zero warning, an error under pytest)."""
+    pytest.importorskip("matplotlib")
+    from kachedb_radix.spec.simulate.plan.hardware import Sizing
+    from kachedb_radix.spec.simulate.plots import figures
+
+    model = MODELS["llama-3.1-8b"]
+    deployment = Deployment(model, GPUS["a100"])
+    trace = generate_shared_prefix(dataclasses.replace(SGLANG_ROUTER, groups=2))
+    blocks = Sizing(16, model, deployment).worker_blocks()
+    assert blocks is not None
+    results = simulate(trace, Settings(capacities=(blocks,), bounds=False, executor="serial",
+                                       model=model, deployment=deployment))  # fmt: skip
+    assert set(figures(results)) == {"hit_ratio_vs_capacity.png", "hit_ratio_over_time.png"}

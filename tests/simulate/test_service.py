@@ -29,7 +29,7 @@ from kachedb_radix.spec.simulate.plan.figures import Offered, latency, service_f
 from kachedb_radix.spec.simulate.plan.hardware import GPUS, Deployment
 from kachedb_radix.spec.simulate.plan.models import MODELS
 from kachedb_radix.spec.simulate.plan.report import warm_floor_ms
-from kachedb_radix.spec.simulate.published import SGLANG_ROUTER, generate_shared_prefix
+from kachedb_radix.spec.simulate.published import LLM_D, SGLANG_ROUTER, generate_shared_prefix
 from kachedb_radix.spec.simulate.run import Settings, simulate
 from kachedb_radix.spec.simulate.timed import replay_timed
 from kachedb_radix.spec.simulate.trace import Request, Trace
@@ -243,11 +243,12 @@ def test_one_capacity_plots_without_a_warning() -> None:
     from kachedb_radix.spec.simulate.plan.hardware import Sizing
     from kachedb_radix.spec.simulate.plots import figures
 
-    model = MODELS["llama-3.1-8b"]
-    deployment = Deployment(model, GPUS["a100"])
-    trace = generate_shared_prefix(dataclasses.replace(SGLANG_ROUTER, groups=2))
-    blocks = Sizing(16, model, deployment).worker_blocks()
-    assert blocks is not None
+    model = MODELS["qwen3-32b"]
+    deployment = Deployment(model, GPUS["h100"], gpus=2)
+    trace = generate_shared_prefix(dataclasses.replace(LLM_D, groups=4, stages=((15, 4),)))
+    blocks = Sizing(64, model, deployment).worker_blocks(8)
+    assert blocks == 40_435  # the llm-d command's 16gpu
     results = simulate(trace, Settings(capacities=(blocks,), bounds=False, executor="serial",
-                                       model=model, deployment=deployment))  # fmt: skip
+                                       model=model, deployment=deployment,
+                                       clusters=(ClusterSpec(workers=8),)))  # fmt: skip
     assert set(figures(results)) == {"hit_ratio_vs_capacity.png", "hit_ratio_over_time.png"}

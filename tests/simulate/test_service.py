@@ -108,9 +108,34 @@ def test_overload_is_checked_on_every_run() -> None:
     assert "worst lru at 100 blocks, offered 41.03x" in line and "in a span of 39 ms" in line
 
 
-def test_a_saturated_run_is_said_too(capsys: pytest.CaptureFixture[str]) -> None:
-    """The issue's 12k-request conversation trace: GPUs 100% busy with an offered load
-    the check under-counts; busy at 99% or more is an overload warning of its own."""
+def test_a_saturated_run_is_said_too() -> None:
+    """The issue's 12k-request conversation trace: GPUs 100% busy and TTFT growing with
+    the trace while the offered load looks servable: saturated, an OVERLOAD of its own.
+    Busy alone is not (an engine decoding a few requests is busy every step)."""
+    from kachedb_radix.spec.simulate.plan.figures import _growth
+    from kachedb_radix.spec.simulate.plan.report import overload_lines
+
+    assert _growth([1.0, 1.0, 5.0, 5.0, 9.0, 9.0, 9.0, 9.0]) == 9.0
+    assert _growth([1.0] * 7) is None and _growth([0.0] * 8) is None
+    trace = _staged(*[(30.0 * i, [100 * i + k for k in range(2)], 1, None) for i in range(40)])
+    settings = Settings(mode="timed", cost=FLAT, service=SERVICE, capacities=(50,),
+                        bounds=False, executor="serial", no_cache=False)  # fmt: skip
+    results = simulate(trace, settings)
+    point = results.points[0]
+    run = point.runs["lru"]
+    assert run.service is not None and not run.service.overloaded and not run.service.saturated
+    busy = dataclasses.replace(run.service, busy=1.0, ttft_growth=1.5)
+    assert not busy.saturated  # busy, TTFT steady
+    growing = dataclasses.replace(busy, ttft_growth=3.0)
+    assert growing.saturated and growing.to_json()["saturated"] is True
+    point.runs["lru"] = dataclasses.replace(run, service=growing)
+    (line,) = overload_lines(results)
+    assert "0 offered more than their workers serve, 1 saturated" in line
+    assert "its GPUs busy 100.0% of the run" in line
+
+
+def test_an_overloaded_ladder_through_the_command(capsys: pytest.CaptureFixture[str]) -> None:
+    """More than the GPUs serve: OVERLOAD, the load column marked, the warm floor said."""
     assert main(["simulate", "--workload", "seed-table", "--requests", "300", "--mode", "timed",
                  "--model", "llama-3-70b", "--gpu", "a100", "--gpus", "4", "--capacity",
                  "40000", "--no-bounds", "--executor", "serial", "--quiet"]) == 0  # fmt: skip

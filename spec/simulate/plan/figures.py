@@ -21,9 +21,12 @@ configuration (its workers, its pool):
   blocks). ``load`` is that over what the workers compute in the arrivals' span
   (``offered / (span x workers)``); with stages, the largest of each stage's load over
   its own span. A load above 1 cannot be served at the trace's rate: requests queue and
-  TTFT grows with the trace, not the model. **Saturated** is the other sign: the GPUs
-  busy for 99% of the run or more (not said of a burst, which is all the load at once
-  by design: its figures are the makespan and the rates). Every run is checked,
+  TTFT grows with the trace, not the model. **Saturated** is the other sign, for a load
+  the check under-counts: the GPUs busy for 99% of the run or more *and* TTFT growing
+  with the trace -- the median TTFT of the last quarter of the arrivals more than
+  :data:`GROWTH` times that of the first (busy alone is no sign: an engine decoding a
+  few requests is busy every step). Neither is said of a burst, which is all the load
+  at once by design: its figures are the makespan and the rates. Every run is checked,
   whatever its workers, routing, policy and tiers
   (:func:`~kachedb_radix.spec.simulate.plan.report.overload_lines`).
 
@@ -37,6 +40,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
 from ..metrics import percentiles
 from ..sequential import Replay
 from ..trace import Trace
@@ -45,8 +50,10 @@ from .memory import footprint
 from .service import ServiceModel
 from .slo import Throughput, attainment
 
-#: A run whose GPUs were busy at least this share of it is saturated.
+#: A run whose GPUs were busy at least this share of it ...
 SATURATED = 0.99
+#: ... while its TTFT grew more than this many times over the trace is saturated.
+GROWTH = 2.0
 
 
 def latency(values: Sequence[float], points: Sequence[int] = (50, 90, 99)) -> dict[str, float]:
@@ -105,6 +112,8 @@ class Service:
         trace_span_s: first to last arrival.
         busy: the workers' step time over the run's span (1.0: never idle).
         load: offered work over what the workers compute in the span (None: a burst).
+        ttft_growth: the median TTFT of the last quarter of the arrivals over the
+            first's (None: too few, or a burst).
         stages: per load stage (empty without stages).
         attainment: share of requests meeting the SLO (None without one).
         throughput: the throughput at the SLO (None without a search).
@@ -122,6 +131,7 @@ class Service:
     trace_span_s: float
     busy: float
     load: float | None
+    ttft_growth: float | None = None
     stages: list[Stage] = field(default_factory=list)
     attainment: float | None = None
     throughput: Throughput | None = None
@@ -138,9 +148,11 @@ class Service:
 
     @property
     def saturated(self) -> bool:
-        """Whether the GPUs were busy for :data:`SATURATED` of the run or more while
-        requests kept arriving (a burst keeps them busy by design: not a warning). O(1)."""
-        return self.busy >= SATURATED and self.load is not None
+        """Whether the GPUs were busy for :data:`SATURATED` of the run or more while TTFT
+        grew more than :data:`GROWTH` times over the trace (a burst keeps them busy by
+        design: not a warning). O(1)."""
+        grew = self.ttft_growth is not None and self.ttft_growth > GROWTH
+        return self.busy >= SATURATED and self.load is not None and grew
 
     def to_json(self) -> dict[str, Any]:
         """Plain data for results.json (a run's ``service``). O(stages)."""
@@ -158,6 +170,7 @@ class Service:
             "trace_span_s": round(self.trace_span_s, 3),
             "busy": round(self.busy, 6),
             "load": _round(self.load, 6),
+            "ttft_growth": _round(self.ttft_growth, 6),
             "overloaded": self.overloaded,
             "saturated": self.saturated,
             "stages": [stage.to_json() for stage in self.stages],
@@ -251,9 +264,25 @@ def service_figures(
         trace_span_s=span_s,
         busy=min(1.0, busy),
         load=load,
+        ttft_growth=_growth(ttft) if span_s > 0 else None,
         stages=stages,
         attainment=None if slo_ms is None else attainment(ttft, slo_ms),
     )
+
+
+def _growth(ttft: list[float]) -> float | None:
+    """The median TTFT of the last quarter of ``ttft`` (in arrival order) over the
+    first quarter's (refused ones left out; None: fewer than 8, or a first quarter of
+    0). O(n log n)."""
+    quarter = len(ttft) // 4
+    if quarter < 2:
+        return None
+    first = [value for value in ttft[:quarter] if not math.isnan(value)]
+    last = [value for value in ttft[-quarter:] if not math.isnan(value)]
+    if not first or not last:
+        return None
+    head = float(np.median(first))
+    return float(np.median(last)) / head if head > 0 else None
 
 
 def _load(offered_ms: float, span_s: float, workers: int) -> float | None:

@@ -5,6 +5,7 @@ a regression test for each bug the issue found."""
 from __future__ import annotations
 
 import base64
+import dataclasses
 import json
 import math
 import subprocess
@@ -21,6 +22,7 @@ from kachedb_radix.spec.cli.main import main
 from kachedb_radix.spec.simulate.errors import SimulateError
 from kachedb_radix.spec.simulate.formats import read_trace
 from kachedb_radix.spec.simulate.plan.cost import CostModel
+from kachedb_radix.spec.simulate.plan.figures import Service
 from kachedb_radix.spec.simulate.plan.hardware import GIB, GPUS, Deployment, Sizing, format_gib
 from kachedb_radix.spec.simulate.plan.knee import find_knee, parse_fractions, refinements
 from kachedb_radix.spec.simulate.plan.models import CONFIGS, MODELS, count_parameters, parse_model
@@ -31,6 +33,11 @@ from kachedb_radix.spec.simulate.trace import Trace
 from tests.support.simulate import MOONCAKE_SAMPLE, exit_status
 
 SCHEMA = json.loads(SCHEMA_PATH.read_text())
+#: A timed run's figures with nothing in them.
+QUIET = Service(ttft_ms={}, tpot_ms={}, warmup=0, makespan_s=0.0, input_tokens_per_s=None,
+                output_tokens_per_s=None, requests_per_s=None, offered_prefill_s=0.0,
+                offered_decode_s=0.0, offered_s=0.0, trace_span_s=0.0, busy=0.0,
+                load=None)  # fmt: skip
 H100_70B_FP8 = Deployment(MODELS["llama-3-70b-fp8"], GPUS["h100"], gpus=8)
 
 
@@ -275,13 +282,11 @@ def test_the_slo_search_brackets_the_rate() -> None:
     assert found.requests_per_s == pytest.approx(2 * found.speed)
     never = search(lambda speed: [math.nan], Slo(1.0, runs=10), rate=1.0)
     assert never.speed == 0.0 and never.requests_per_s == 0.0
-    from kachedb_radix.spec.simulate.plan.figures import Service
     from kachedb_radix.spec.simulate.plan.report import _throughput
     from kachedb_radix.spec.simulate.point import Run
 
     def shown(found: Any) -> str:
-        service = Service({}, {}, 0, 1.0, None, None, None, 1.0, 0.0, 1.0, 1.0, None,
-                          throughput=found)  # fmt: skip
+        service = dataclasses.replace(QUIET, throughput=found)
         return _throughput(Run(None, None, 0.0, "accel", service))  # type: ignore[arg-type]
 
     assert (shown(never), shown(found)) == ("< 1/64 of trace", f"{found.requests_per_s:,.3g}")
@@ -491,7 +496,6 @@ def test_the_edges_of_the_planner(
     seconds from the command line, a report that cannot be written."""
     from kachedb_radix.spec.simulate import report
     from kachedb_radix.spec.simulate.executors import Session
-    from kachedb_radix.spec.simulate.plan.figures import Service
     from kachedb_radix.spec.simulate.plan.hardware import get_gpu
     from kachedb_radix.spec.simulate.plan.report import service_table
     from kachedb_radix.spec.simulate.plan.service import ServiceModel
@@ -513,8 +517,7 @@ def test_the_edges_of_the_planner(
     assert Sizing(1).describe(5) == "5 blocks (5 tokens)"
     always = search(lambda speed: [0.0], Slo(1.0, runs=20), rate=1.0)
     assert always.speed == 64.0 and always.failed_at is None and always.runs == 7
-    quiet = Service({}, {}, 0, 0.0, None, None, None, 0.0, 0.0, 0.0, 0.0, None)
-    assert not quiet.overloaded and not quiet.saturated and quiet.offered_s == 0.0
+    assert not QUIET.overloaded and not QUIET.saturated and QUIET.offered_s == 0.0
     assert Session(Job(trace=read_trace(_head(2, tmp_path)), mode="sequential",
                        implementation="reference", service=ServiceModel(),
                        order=[0, 1])).run([], print) == []  # fmt: skip

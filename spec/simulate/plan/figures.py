@@ -13,12 +13,16 @@ configuration (its workers, its pool):
   arrival to last completion), and the served requests' input and output tokens over
   it, and requests a second. A burst (every request at once) has no arrival span, so
   these are its only rates.
-* **Offered load.** The work the requests need, in seconds of one worker: the prefill
-  compute of the tokens their hits leave (:meth:`CostModel.prefill_compute_ms`; a
-  refused request in full), plus their decode at the best batch the worker allows (each
-  output token after the first at :meth:`CostModel.decode_token_ms` with the batch that
-  ``max_running`` and the pool allow: the pool over a request's mean footprint in
-  blocks). ``load`` is that over what the workers compute in the arrivals' span
+* **Offered load.** The work the requests need, in seconds of one worker, as a roofline
+  bound: the larger of the compute and the memory traffic they need, plus the steps'
+  fixed overheads. Compute: the prefill of the tokens their hits leave
+  (:meth:`CostModel.prefill_compute_ms`; a refused request in full) and the FLOPs of
+  their decode tokens. Memory: their decode at the best batch the worker allows -- the
+  batch ``b`` that ``max_running`` and the pool allow (the pool over a request's mean
+  footprint in blocks): every decode step reads the weights once for ``b`` tokens, and
+  each token's context. Overheads: the decode steps at that batch. (A prefill chunk
+  rides in a memory-bound decode step for free, which is why compute and memory are not
+  added.) ``load`` is that over what the workers serve in the arrivals' span
   (``offered / (span x workers)``); with stages, the largest of each stage's load over
   its own span. A load above 1 cannot be served at the trace's rate: requests queue and
   TTFT grows with the trace, not the model. **Saturated** is the other sign, for a load
@@ -107,8 +111,10 @@ class Service:
         makespan_s: first arrival to last completion.
         input_tokens_per_s, output_tokens_per_s, requests_per_s: served over the makespan
             (every request: the warm-up is part of the work).
-        offered_prefill_s, offered_decode_s: the work the requests need, in seconds of
-            one worker.
+        offered_prefill_s: the prefill compute the requests need, in seconds of one worker.
+        offered_decode_s: their decode alone (its compute or memory, the larger, and its
+            steps' overheads), likewise.
+        offered_s: everything they need (see the module docstring), likewise.
         trace_span_s: first to last arrival.
         busy: the workers' step time over the run's span (1.0: never idle).
         load: offered work over what the workers compute in the span (None: a burst).
@@ -128,6 +134,7 @@ class Service:
     requests_per_s: float | None
     offered_prefill_s: float
     offered_decode_s: float
+    offered_s: float
     trace_span_s: float
     busy: float
     load: float | None
@@ -135,11 +142,6 @@ class Service:
     stages: list[Stage] = field(default_factory=list)
     attainment: float | None = None
     throughput: Throughput | None = None
-
-    @property
-    def offered_s(self) -> float:
-        """Offered prefill and decode, in seconds of one worker. O(1)."""
-        return self.offered_prefill_s + self.offered_decode_s
 
     @property
     def overloaded(self) -> bool:
@@ -167,6 +169,7 @@ class Service:
             "requests_per_s": _round(self.requests_per_s, 4),
             "offered_prefill_s": round(self.offered_prefill_s, 3),
             "offered_decode_s": round(self.offered_decode_s, 3),
+            "offered_s": round(self.offered_s, 3),
             "trace_span_s": round(self.trace_span_s, 3),
             "busy": round(self.busy, 6),
             "load": _round(self.load, 6),
@@ -195,7 +198,7 @@ def _rate(amount: float, seconds: float) -> float | None:
 
 
 class Offered:
-    """Each request's offered work, in ms of one worker (see the module docstring).
+    """Each request's offered work (see the module docstring), in ms of one worker.
 
     Args:
         trace, cost, service: the run's.
@@ -214,14 +217,25 @@ class Offered:
         cached = self.trace.saved_tokens(request, max(length, 0))
         return self.cost.prefill_compute_ms(cached, max(request.prompt_tokens - cached, 1))
 
-    def decode_ms(self, index: int) -> float:
-        """Request ``index``'s decode at the best batch (its mean context). O(1)."""
+    def decode_ms(self, index: int) -> tuple[float, float, float]:
+        """Request ``index``'s decode at the best batch, its mean context: ``(compute,
+        memory, overheads)``. O(1)."""
         request = self.trace.requests[index]
         steps = request.output_tokens - 1
         if steps <= 0:
-            return 0.0
+            return 0.0, 0.0, 0.0
+        cost, batch = self.cost, self.batch
         context = request.prompt_tokens + request.output_tokens // 2
-        return steps * self.cost.decode_token_ms(self.batch, context)
+        compute = cost.compute_ms(cost.decode_flops(1, context + 1))
+        memory = (cost.memory_ms(0) / batch) + cost.memory_ms(context + 1) - cost.memory_ms(0)
+        return steps * compute, steps * memory, steps * cost.overhead_ms / batch
+
+
+def _work(prefill: Sequence[float], decode: Sequence[tuple[float, float, float]]) -> float:
+    """The offered work of these requests (see the module docstring), ms. O(n)."""
+    compute = sum(prefill) + sum(d[0] for d in decode)
+    memory = sum(d[1] for d in decode)
+    return max(compute, memory) + sum(d[2] for d in decode)
 
 
 def service_figures(
@@ -247,7 +261,8 @@ def service_figures(
     decode = [offered.decode_ms(i) for i in range(len(requests))]
     busy = sum(done.busy_ms) / (done.span_ms * len(done.busy_ms)) if done.span_ms else 0.0
     stages = _stages(trace, done, prefill, decode, workers, kept)
-    load = _load(sum(prefill) + sum(decode), span_s, workers)
+    total = _work(prefill, decode)
+    load = _load(total, span_s, workers)
     if stages:
         loads = [stage.load for stage in stages if stage.load is not None]
         load = max(loads) if loads else load
@@ -260,7 +275,8 @@ def service_figures(
         output_tokens_per_s=_rate(sum(requests[i].output_tokens for i in served), makespan),
         requests_per_s=_rate(len(served), makespan),
         offered_prefill_s=sum(prefill) / 1000.0,
-        offered_decode_s=sum(decode) / 1000.0,
+        offered_decode_s=_work([0.0], decode) / 1000.0,
+        offered_s=total / 1000.0,
         trace_span_s=span_s,
         busy=min(1.0, busy),
         load=load,
@@ -293,7 +309,7 @@ def _stages(
     trace: Trace,
     done: Replay,
     prefill: list[float],
-    decode: list[float],
+    decode: list[tuple[float, float, float]],
     workers: int,
     kept: set[int],
 ) -> list[Stage]:
@@ -311,7 +327,7 @@ def _stages(
         finishes = [done.finish[i] for i in indices if done.lengths[i] >= 0]
         outputs = sum(trace.requests[i].output_tokens for i in indices if done.lengths[i] >= 0)
         took = (max(finishes, default=first) - first) / 1000.0
-        offered = sum(prefill[i] + decode[i] for i in indices)
+        offered = _work([prefill[i] for i in indices], [decode[i] for i in indices])
         found.append(
             Stage(
                 stage=stage,

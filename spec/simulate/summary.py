@@ -300,11 +300,12 @@ def notes(results: Results) -> list[str]:
 def verdict(results: Results) -> str:
     """The last line: what was simulated -- requests, capacities, configurations -- and
     how long it took. O(1)."""
-    runs = len(results.configs)
+    runs, shown = len(results.configs), len(results.shown())
     added = f" (+{len(results.refined)} refining the knees)" if results.refined else ""
     return (
-        f"simulated {len(results.trace.requests):,} requests at {len(results.shown())} "
-        f"capacities{added} x {runs} configuration{'s' if runs > 1 else ''} in "
+        f"simulated {len(results.trace.requests):,} requests at {shown} "
+        f"capacit{'ies' if shown != 1 else 'y'}{added} x {runs} "
+        f"configuration{'s' if runs != 1 else ''} in "
         f"{results.seconds['total']:.2f} s ({results.executor} executor)"
     )
 

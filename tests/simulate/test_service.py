@@ -105,7 +105,12 @@ def test_overload_is_checked_on_every_run() -> None:
     assert all(run.service is not None and run.service.overloaded for _, _, run in runs)
     (line,) = overload_lines(results)
     assert line.startswith("OVERLOAD in 4 of 4 runs (4 offered more than their workers serve")
-    assert "worst lru at 100 blocks, offered 41.03x" in line and "in a span of 39 ms" in line
+    assert "worst lru at 100 blocks, offered 41.03x" in line and "decode in 39 ms)" in line
+    staged = _staged(*[(float(i), [100 * i + k for k in range(8)], 1, i // 20) for i in range(40)])
+    (line,) = overload_lines(simulate(staged, Settings(mode="timed", cost=cost, service=SERVICE,
+                                                       capacities=(100,), bounds=False,
+                                                       executor="serial")))  # fmt: skip
+    assert "what its workers serve in load stage " in line and "(1k requests/s)" in line
 
 
 def test_a_saturated_run_is_said_too() -> None:
@@ -131,7 +136,7 @@ def test_a_saturated_run_is_said_too() -> None:
     point.runs["lru"] = dataclasses.replace(run, service=growing)
     (line,) = overload_lines(results)
     assert "0 offered more than their workers serve, 1 saturated" in line
-    assert "its GPUs busy 100.0% of the run" in line
+    assert "its GPUs busy 100.0% of the run with TTFT growing" in line
 
 
 def test_an_overloaded_ladder_through_the_command(capsys: pytest.CaptureFixture[str]) -> None:

@@ -24,8 +24,9 @@ configuration (its workers, its pool):
   rides in a memory-bound decode step for free, which is why compute and memory are not
   added.) ``load`` is that over what the workers serve in the arrivals' span
   (``offered / (span x workers)``); with stages, the largest of each stage's load over
-  its own span. A load above 1 cannot be served at the trace's rate: requests queue and
-  TTFT grows with the trace, not the model. **Saturated** is the other sign, for a load
+  its own span. A load above 1 cannot be served at the trace's rate: requests pile up,
+  decoding slower (TPOT) while the pool holds them and waiting (TTFT) once it is full, and
+  the figures grow with the trace, not the model. **Saturated** is the other sign, for a load
   the check under-counts: the GPUs busy for 99% of the run or more *and* TTFT growing
   with the trace -- the median TTFT of the last quarter of the arrivals more than
   :data:`GROWTH` times that of the first (busy alone is no sign: an engine decoding a

@@ -31,6 +31,7 @@ from rich.table import Table
 from ..point import Run
 from ..results import Results
 from ..text import duration, percent, rate, ratio
+from .figures import Service
 
 #: What the service table's columns mean.
 SERVICE_CAPTION = (
@@ -83,6 +84,9 @@ def service_table(results: Results) -> Table:
     columns = ["blocks", "TTFT p50", "p90", "p99", "mean", "TPOT p50", "p99",
                "no cache p50", "p99 ", "busy", "load", "makespan", "out tok/s", "preempted",
                *_slo_columns(results)]  # fmt: skip
+    plain_slo = results.slo is not None and results.slo.runs > 0
+    if plain_slo:
+        columns.append("no cache at SLO")
     for name in columns:
         table.add_column(name, justify="right")
     for point in results.shown():
@@ -102,6 +106,7 @@ def service_table(results: Results) -> Table:
             rate(service.output_tokens_per_s),
             f"{run.replay.preempted:,}",
             *_slo_cells(results, run),
+            *([_throughput(plain) if plain is not None else "—"] if plain_slo else []),
         )
     return table
 
@@ -213,16 +218,28 @@ def overload_lines(results: Results) -> list[str]:
         return []
     label, capacity, worst = max(found, key=lambda item: (item[2].load or 0.0, item[2].busy))
     loaded = sum(1 for _, _, service in found if service.overloaded)
-    why = f"offered {ratio(worst.load)} what its workers serve in the arrivals' span"
-    if not worst.overloaded:
-        why = f"its GPUs busy {percent(worst.busy)} of the run"
     return [
         f"OVERLOAD in {len(found)} of {total} runs ({loaded} offered more than their workers "
         f"serve, {len(found) - loaded} saturated): worst {label} at {capacity:,} blocks, "
-        f"{why} ({duration(worst.offered_s * 1000)} of prefill and decode in a span of "
-        f"{duration(worst.trace_span_s * 1000)}): requests queue and TTFT grows with the "
-        "trace, not with the model"
+        f"{_overload_why(worst)}: requests pile up -- decoding slower (TPOT) while the pool "
+        "holds them, then waiting (TTFT) -- and the figures grow with the trace, not with "
+        "the model"
     ]
+
+
+def _overload_why(service: Service) -> str:
+    """What made the worst run overloaded, in words. O(stages)."""
+    if not service.overloaded:
+        return f"its GPUs busy {percent(service.busy)} of the run with TTFT growing"
+    why = f"offered {ratio(service.load)} what its workers serve"
+    loaded = [stage for stage in service.stages if stage.load is not None]
+    if loaded:
+        stage = max(loaded, key=lambda item: item.load or 0.0)
+        return f"{why} in load stage {stage.stage} ({rate(stage.offered_rps)} requests/s)"
+    return (
+        f"{why} in the arrivals' span ({duration(service.offered_s * 1000)} of prefill and "
+        f"decode in {duration(service.trace_span_s * 1000)})"
+    )
 
 
 def warm_floor_ms(results: Results) -> float | None:

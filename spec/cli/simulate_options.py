@@ -159,7 +159,9 @@ SERVICE = ServiceModel()
 #: The options, grouped and ordered as ``--help`` shows them (see the module docstring).
 GROUPS: tuple[tuple[str | None, tuple[Option, ...]], ...] = (
     (None, (
-        Option(("trace",), "JSON-lines trace (default: the embedded workload)",
+        Option(("trace",), "JSON-lines trace (default: the embedded workload; at most "
+               f"{LIMITS['trace_requests'].maximum:,} requests, a prompt {TOKENS.describe()}, "
+               f"an output {LIMITS['output_tokens'].describe()})",
                {"nargs": "?", "type": input_path, "metavar": "TRACE"}),
     )),
     ("trace", (

@@ -73,17 +73,25 @@ _ROWS: Final = (
         "request_tokens",
         16_777_216,
         "tokens",
-        "one request's prompt, or its output (trace lines, --prefill-cost)",
-        "2**24: past the longest context any model serves (10M tokens); the timed mode "
-        "steps once per output token",
+        "one request's prompt (trace lines, --prefill-cost)",
+        "2**24: past the longest context any model serves (10M tokens); a prompt is "
+        "prefilled in chunks, a few thousand steps at most",
+    ),
+    Limit(
+        "output_tokens",
+        1_048_576,
+        "tokens",
+        "one request's output (trace lines)",
+        "2**20: no engine generates more in one request (max_model_len caps it); the "
+        "timed mode steps once per output token, a few microseconds a step, so one line "
+        "costs seconds at most",
     ),
     Limit(
         "simulate_workers",
         4_096,
         "workers",
         "workers of one simulated cluster (--workers)",
-        "each worker is a tree and an engine; 4,096 replicas is past any fleet one "
-        "router serves",
+        "each worker is a tree and an engine; 4,096 replicas is past any fleet one router serves",
     ),
 )
 

@@ -32,10 +32,10 @@ inserts (R-POL-5), which the ``priority`` policy honours and the others ignore; 
 belongs to (TTFT is reported per stage, and ``--stage-gap`` runs them one after
 another).
 
-**Caps** (:data:`kachedb_radix.spec.inputs.LIMITS`): a prompt or an output of at most
-``request_tokens`` tokens, at most ``trace_requests`` requests, a line of at most
-``line_bytes`` nested at most ``json_depth`` deep: past any of them the trace is
-refused in one line naming where.
+**Caps** (:data:`kachedb_radix.spec.inputs.LIMITS`): a prompt of at most
+``request_tokens`` tokens, an output of at most ``output_tokens``, at most
+``trace_requests`` requests, a line of at most ``line_bytes`` nested at most
+``json_depth`` deep: past any of them the trace is refused in one line naming where.
 
 **Hash ids to tree keys.** The tree's tokens are 32-bit, so a block-hash trace whose
 ids all lie in [0, 2**32) uses them as they are; otherwise every distinct id of the
@@ -89,6 +89,7 @@ _WIDE = array("I")
 
 TokenId = Annotated[int, Meta(ge=0, lt=2**32)]
 Count = Annotated[int, Meta(ge=0, le=LIMITS["request_tokens"].maximum)]
+Output = Annotated[int, Meta(ge=0, le=LIMITS["output_tokens"].maximum)]
 Millis = Annotated[float, Meta(ge=0, le=1e15)]  # 31,000 years: finite, never overflowing
 Stage = Annotated[int, Meta(ge=0, le=2**31)]
 Priority = Annotated[int, Meta(ge=0, le=100)]
@@ -100,7 +101,7 @@ class MooncakeLine(msgspec.Struct, kw_only=True):
 
     hash_ids: list[int]
     input_length: Count
-    output_length: Count = 0
+    output_length: Output = 0
     timestamp: Millis | None = None
     namespace: str | None = None
     priority: Priority | None = None
@@ -112,8 +113,10 @@ class TokensLine(msgspec.Struct, kw_only=True):
     """One line of a token trace."""
 
     tokens: list[TokenId]
-    output_tokens: list[TokenId] | None = None
-    output_length: Count | None = None
+    output_tokens: (
+        Annotated[list[TokenId], Meta(max_length=LIMITS["output_tokens"].maximum)] | None
+    ) = None
+    output_length: Output | None = None
     timestamp: Millis | None = None
     namespace: str | None = None
     priority: Priority | None = None

@@ -70,8 +70,8 @@ def test_a_trace_that_would_hang_or_recurse_is_refused(tmp_path: Path) -> None:
     huge.write_text('{"tokens": [1], "output_length": 1000000000000}\n')
     for path, message in (
         (deep, "deep.jsonl, line 1: JSON nested deeper than 64 levels"),
-        (long, "long.jsonl, line 1: field 'output_length': Expected `int` <= 16777216"),
-        (huge, "huge.jsonl, line 1: field 'output_length': Expected `int` <= 16777216"),
+        (long, "long.jsonl, line 1: field 'output_length': Expected `int` <= 1048576"),
+        (huge, "huge.jsonl, line 1: field 'output_length': Expected `int` <= 1048576"),
     ):
         done = subprocess.run(
             [sys.executable, "-m", "spec", "simulate", str(path), "--gpu", "h100"],
@@ -99,7 +99,13 @@ def test_results_are_strict_json(tmp_path: Path) -> None:
 def test_the_caps_are_stated_in_help() -> None:
     """The caps the options enforce are the LIMITS rows, and --help says them."""
     text = " ".join(option.help for _, options in simulate_options.GROUPS for option in options)
-    for name in ("simulate_requests", "request_tokens", "simulate_workers"):
+    for name in (
+        "simulate_requests",
+        "request_tokens",
+        "simulate_workers",
+        "trace_requests",
+        "output_tokens",
+    ):
         assert LIMITS[name].describe() in text
 
 

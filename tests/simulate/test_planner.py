@@ -108,6 +108,10 @@ def test_a_config_json_is_a_model(tmp_path: Path, capsys: pytest.CaptureFixture[
     nested.parent.mkdir()
     nested.write_text(json.dumps({"torch_dtype": "float16", "text_config": config}))
     assert parse_model(str(nested)).kv_dtype == "bf16"  # the text config's own dtype
+    assert parse_model(str(nested)).name == "vision"  # a checkout's folder names it
+    named = tmp_path / "Qwen3-8B.json"
+    named.write_text(json.dumps(config))
+    assert parse_model(str(named)).name == "qwen3-8b"  # else the file's stem
     assert main(["simulate", "--model", str(path), "--capacity", "1GiB", "--requests", "40",
                  "--no-bounds", "--executor", "serial", "--quiet"]) == 0  # fmt: skip
     assert "model: qwen3-32b (64 layers, 8 KV heads x 128, bf16 KV: 256 KiB/token)" in (

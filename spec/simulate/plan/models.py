@@ -307,7 +307,8 @@ def read_config(path: Path, kv_dtype: str | None = None) -> ModelShape:
         raise SimulateError(f"--model: {error}") from None
     if not isinstance(config, dict):
         raise SimulateError(f"--model: model config {path}: not a JSON object")
-    name = str(config.get("_name_or_path") or path.parent.name or path.stem)
+    folder = path.parent.name if path.name == "config.json" else ""  # a checkout's folder
+    name = str(config.get("_name_or_path") or folder or path.stem)
     return from_config(config, name.rsplit("/", 1)[-1].lower() or "custom", str(path), kv_dtype)
 
 

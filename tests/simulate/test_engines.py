@@ -141,6 +141,23 @@ def test_a_decode_short_of_a_block_preempts_the_newest(impl_name: str) -> None:
     assert plain.finish == [69.0, 118.0] and plain.preemptions == 1  # all 31 tokens again
 
 
+def test_a_router_hears_a_preemption() -> None:
+    """A preemption behind a router: r1 arrives after r0's prompt is in the index and
+    follows it to worker 0 (a 1-block match), where the two outgrow 5 blocks and r1 is
+    preempted; the index hears the release as it hears every tree operation."""
+    from kachedb_radix.accel import RadixTree
+    from kachedb_radix.reference.events import BlockHasher
+    from kachedb_radix.spec.simulate.cluster import HASH_SCHEME, ClusterSpec, Router, prompt_hashes
+
+    trace = _timed_trace((0, [1, 2], 30), (1, [1, 3], 30))
+    trees = [RadixTree(5, trace.block_size, events=BlockHasher(HASH_SCHEME)) for _ in range(2)]
+    router = Router(ClusterSpec(workers=2, routing="prefix"), trace, trees,
+                    prompt_hashes(trace, BlockHasher(HASH_SCHEME)))  # fmt: skip
+    done = replay_timed(trace, trees, SERVICE, FLAT, router=router)
+    assert done.worker_of == [0, 0] and done.preemptions == done.preempted == 1
+    assert router.events_applied > 0
+
+
 def test_the_concurrency_cap_queues_without_counting_a_full_pool(impl_name: str) -> None:
     one = dataclasses.replace(SERVICE, max_running=1)
     trace = _timed_trace((0, [1, 2, 3], 100), (10, [4], 0))
@@ -361,7 +378,7 @@ both_twins = pytest.mark.skipif(len(TWINS) < 2, reason="KACHEDB_RADIX_PURE=1: ac
 def test_reference_and_accel_give_identical_results(mode: str) -> None:
     """Every figure of a sweep -- hits, evictions, pins, waits, TTFT, timelines --
     is the same whichever implementation runs the tree (the twins' contract)."""
-    trace = generate(WorkloadSpec(requests=150 if mode == "sequential" else 70, seed=4))
+    trace = generate(WorkloadSpec(requests=150 if mode == "sequential" else 35, seed=4))
     tight = ServiceModel(max_running=8, token_budget=512)
     found = [
         _comparable(

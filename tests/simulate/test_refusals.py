@@ -213,3 +213,43 @@ def test_a_staged_trace_through_the_command(
     assert document["settings"]["stage_gap_ms"] == 1000.0
     assert document["settings"]["cost"]["host_latency_ms"] == 0.5
     assert "<h2>Load stages</h2>" in (out / "report.html").read_text()
+
+
+def test_an_output_that_cannot_be_written_is_one_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """--out and --save-workload pass their parse-time check, then the disk refuses (a
+    full disk, a race): one line, exit status 2, before anything runs for --out."""
+
+    def refuse(*_: object) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(command, "check_out_dir", refuse)
+    assert exit_status(["simulate", *QUICK, "--out", str(tmp_path / "out")]) == 2
+    assert "cannot write results to" in capsys.readouterr().err
+    monkeypatch.setattr(command, "write_lines", refuse)
+    assert exit_status(["simulate", *QUICK, "--save-workload", str(tmp_path / "w.jsonl")]) == 2
+    assert "cannot write" in capsys.readouterr().err
+
+
+def test_what_the_planner_s_parts_refuse() -> None:
+    """The service model, the deployment and the figures refuse what cannot be real."""
+    from kachedb_radix.spec.simulate.errors import SimulateError
+    from kachedb_radix.spec.simulate.plan.figures import _growth
+    from kachedb_radix.spec.simulate.plan.hardware import GPUS, Deployment
+    from kachedb_radix.spec.simulate.plan.models import MODELS, count_parameters
+    from kachedb_radix.spec.simulate.plan.service import ServiceModel
+    from kachedb_radix.spec.simulate.published import LLM_D, SGLANG_ROUTER
+
+    with pytest.raises(ValueError, match="the request overhead must be >= 0 ms"):
+        ServiceModel(request_overhead_ms=-1.0)
+    with pytest.raises(SimulateError, match="--gpu-mem-util must be in"):
+        Deployment(MODELS["llama-3-8b"], GPUS["h100"], mem_util=0.0)
+    nan = float("nan")
+    assert _growth([nan, nan, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0]) is None  # its first quarter refused
+    plain = {"num_hidden_layers": 1, "hidden_size": 8, "num_attention_heads": 2,
+             "intermediate_size": 16, "vocab_size": 10}  # fmt: skip
+    biased = count_parameters({**plain, "attention_bias": True})[0]
+    assert biased - count_parameters(plain)[0] == 8 + 2 * 2 * 4  # q, k and v biases
+    assert SGLANG_ROUTER.requests == SGLANG_ROUTER.prompts == 1024  # a burst: each prompt once
+    assert LLM_D.prompts == 750 and LLM_D.requests == 17_084

@@ -210,12 +210,6 @@ class CostModel:
             compute += self.compute_ms(self.decode_flops(decode_batch, decode_contexts))
         return self.overhead_ms + max(compute, self.memory_ms(kv_tokens), floor)
 
-    def decode_token_ms(self, batch: int, context: int) -> float:
-        """The share of one decode token in a step of ``batch`` decodes whose contexts
-        are ``context`` tokens each: that step's time over ``batch``. O(1)."""
-        total = batch * (context + 1)
-        return self.step_ms(0.0, 0, batch, total, total) / batch
-
     def prefill_compute_ms(self, cached: int, uncached: int) -> float:
         """The compute a prompt's prefill needs (every chunk together; no overhead, no
         memory term): what the overload check adds up. O(1)."""

@@ -615,9 +615,9 @@ def replay_rounds(requests: int, capacity: int, rounds: int, folder: Path) -> di
     tiered replay (seconds)."""
     from kachedb_radix.spec.simulate.export import mooncake_lines, write_lines
     from kachedb_radix.spec.simulate.formats import read_trace
+    from kachedb_radix.spec.simulate.plan.service import ServiceModel
     from kachedb_radix.spec.simulate.point import Config, Job, make_trees
     from kachedb_radix.spec.simulate.sequential import replay_sequential
-    from kachedb_radix.spec.simulate.service import ServiceModel
     from kachedb_radix.spec.simulate.tiers import TierSpec, replay_tiered
     from kachedb_radix.spec.simulate.workload import WorkloadSpec, generate
 

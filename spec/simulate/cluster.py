@@ -336,6 +336,8 @@ class Router:
             chosen = self.routed % count
         elif routing == "least-loaded":
             chosen = min(range(count), key=lambda w: (loads[w], w))
+        elif not spec.uses_index:  # one worker: nothing to choose, no index kept
+            chosen = 0
         else:
             chosen = self._by_index(request, loads, active, loads if waiting is None else waiting)
         self.routed += 1

@@ -156,6 +156,8 @@ def test_a_router_hears_a_preemption() -> None:
     done = replay_timed(trace, trees, SERVICE, FLAT, router=router)
     assert done.worker_of == [0, 0] and done.preemptions == done.preempted == 1
     assert router.events_applied > 0
+    alone = Router(ClusterSpec(workers=1, routing="prefix"), trace, trees[:1], None)
+    assert alone.route(0, 0.0, [0], [0]) == 0  # one worker keeps no index
 
 
 def test_the_concurrency_cap_queues_without_counting_a_full_pool(impl_name: str) -> None:

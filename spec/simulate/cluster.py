@@ -63,6 +63,7 @@ from typing import Any
 
 from kachedb_radix.reference.events import BlockHasher, BlockStored, KVEventBatch
 
+from ..twins import twin_class
 from .errors import SimulateError
 from .sequential import PROGRESS_EVERY, Progress, Replay
 from .tiers import TierRecord, is_tiered, tier_moves
@@ -202,7 +203,11 @@ class Router:
         self.indexes: list[Any] = []
         if spec.uses_index:
             assert hashes is not None, "an index needs the prompts' hashes"
-            factory = load_index_class(spec.router_index or INDEX_OF[implementation])
+            factory = (
+                twin_class(implementation, "RouterIndex")  # the trees' twin: spec/twins.py
+                if spec.router_index is None
+                else load_index_class(spec.router_index)
+            )
             count = spec.gateways if spec.index == "gateway" else 1
             self.indexes = [factory(self.hasher, trace.block_size) for _ in range(count)]
         self.sequence = [[0] * spec.workers for _ in self.indexes]  # next batch number

@@ -31,7 +31,9 @@ including the offending step, both outcomes, and the rules it breaks with a like
 
 from __future__ import annotations
 
+import contextlib
 import json
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -42,12 +44,13 @@ from kachedb_radix.reference.tokens import as_token_list
 from . import events as kit_events
 from .adapter import TreeAdapter
 from .candidate import Candidate, CandidateError, CandidateFailure
+from .errors import KitError
 from .operations import offered
 from .oracle import FollowingTree, Inadmissible, OracleAdapter, TieredOracle
 from .profile import STRICT, Profile
 from .rulemap import Attribution, Observation, attribute, exercised, safety_attribution
 from .safety import SafetyMonitor, SafetyViolation
-from .steps import READ_OPS, LeaseBook, Outcome, Step, apply_step, describe, normalise
+from .steps import READ_OPS, LeaseBook, Outcome, Step, StepError, apply_step, describe, normalise
 
 #: Kinds of finding: a differing answer, a broken safety property, a choice no
 #: declared mode allows, and a candidate that could not answer at all.
@@ -225,7 +228,13 @@ def _token(value: object) -> bool:
 
 
 def adopting_outcome(
-    oracle: Candidate, book: LeaseBook, step: Step, actual: Outcome, profile: Profile
+    oracle: Candidate,
+    book: LeaseBook,
+    step: Step,
+    actual: Outcome,
+    profile: Profile,
+    *,
+    adopt: bool = True,
 ) -> Outcome | None:
     """The oracle's outcome of ``step`` when it adopts the candidate's choice, or None
     when there is nothing to adopt (not an insert or evict, a strict mode, a refusal,
@@ -233,7 +242,10 @@ def adopting_outcome(
 
     Under ``profile``'s eviction or allocation tolerance the oracle evicts the blocks
     the candidate evicted and hands out the ids it allocated (``actual``), after
-    checking the choice is admissible. Cost: the call on the oracle.
+    checking the choice is admissible. Without ``adopt`` (the candidate's answer is
+    already a finding: nothing of it is adopted) the oracle chooses as the spec does,
+    its inputs still taken as the profile declares (``match_cap``). Cost: the call on
+    the oracle.
 
     Raises:
         spec.oracle.Inadmissible: the candidate's choice is one no declared mode allows.
@@ -242,13 +254,13 @@ def adopting_outcome(
     if not isinstance(oracle, OracleAdapter) or not isinstance(answer, dict):
         return None
     if isinstance(oracle.tree, TieredOracle):
-        return _tiered_adopting(oracle, book, step, answer, profile)
+        return _tiered_adopting(oracle, book, step, answer, profile) if adopt else None
     if not isinstance(oracle.tree, FollowingTree):
         return None
     capped = profile.match_cap != "none"
     if op == "insert" and (profile.adopts_eviction or profile.adopts_allocation or capped):
-        evicted = _ids(answer.get("evicted")) if profile.adopts_eviction else None
-        allocated = _ids(answer.get("allocated")) if profile.adopts_allocation else None
+        evicted = _ids(answer.get("evicted")) if profile.adopts_eviction and adopt else None
+        allocated = _ids(answer.get("allocated")) if profile.adopts_allocation and adopt else None
         try:
             result: dict[str, Any] = dict(
                 oracle.insert_following(
@@ -266,7 +278,7 @@ def adopting_outcome(
             return {"error": exc.kind}
         result["lease"] = book.file(result["lease"])
         return {"ok": result}
-    if op == "evict" and profile.adopts_eviction:
+    if op == "evict" and profile.adopts_eviction and adopt:
         freed = _ids(answer.get("freed"))
         if freed is not None:
             try:
@@ -393,7 +405,29 @@ class Lockstep:
         Raises:
             Disagreement: a finding (difference, safety, inadmissible choice).
             CandidateFailure: the candidate could not answer (with step and trace).
+            StepError: ``step`` is no call of an operation (nothing was run).
+            KitError: the kit itself raised (a bug of the kit: nothing was judged).
         """
+        with self._kit_errors(step):
+            return self._run(step)
+
+    @contextlib.contextmanager
+    def _kit_errors(self, step: Step | None) -> Iterator[None]:
+        """Let findings, failures and malformed steps through; anything else raised in
+        the body is the kit's own bug: a :class:`~kachedb_radix.spec.conform.errors.KitError`
+        carrying the trace up to ``step``."""
+        before = len(self.trace)
+        try:
+            yield
+        except (Disagreement, CandidateFailure, StepError, KitError):
+            raise
+        except Exception as exc:
+            trace = list(self.trace)
+            if step is not None and len(trace) == before:
+                trace.append(dict(step))
+            raise KitError.of(exc, trace) from exc
+
+    def _run(self, step: Step) -> Outcome:
         op = step["op"]
         tree = self.oracle.tree
         batch = bool(step.get("batch")) and tree is not None and tree.stats().cached > SMALL_TREE
@@ -436,6 +470,10 @@ class Lockstep:
             self.run(step)
         except Disagreement as exc:
             finding = exc.difference
+        with self._kit_errors(None):
+            return self._observed(finding)
+
+    def _observed(self, finding: Difference | None) -> Observed:
         expected, actual = self._outcomes
         reads = ("dump", "stats")
         reference = {
@@ -456,7 +494,16 @@ class Lockstep:
     def finish(self, *, final: bool = False) -> None:
         """Compare the reads a run of ``batch`` steps (a fill) deferred. Called before
         the next step that is not part of the batch; call it with ``final`` at the end
-        of a trace, which also compares the dump if the last reads skipped it."""
+        of a trace, which also compares the dump if the last reads skipped it.
+
+        Raises:
+            Disagreement: a finding in the deferred reads.
+            KitError: the kit itself raised.
+        """
+        with self._kit_errors(None):
+            self._finish(final)
+
+    def _finish(self, final: bool) -> None:
         pending, self._pending = self._pending, None
         if pending is not None and self.check_reads:
             step, facts, failed = pending
@@ -479,7 +526,7 @@ class Lockstep:
         the reference (which also decides whether a quarantine reclaimed is enough).
         Cost: O(tokens), or the copy's O(pool + nodes + leases + readers).
         """
-        tree, tokens = self.oracle.tree, step.get("tokens")
+        tree, tokens = self._following(), step.get("tokens")
         if tree is None:
             return False
         namespace = step.get("namespace")
@@ -492,9 +539,18 @@ class Lockstep:
         reused = tree.snapshot().match(token_list, namespace).length // tree.block_size
         if wanted - reused <= tree.stats().free:
             return False  # room without evicting (the published version is the tree's)
-        trial = copy_reference(self.oracle)
-        outcome = apply_step(trial, step, LeaseBook())
-        return "ok" in outcome and bool(outcome["ok"]["evicted"])
+        # A dry run on a copy of the tree (a tiered oracle's device tree: only the device
+        # evicts to make room, R-TIER-3).
+        try:
+            done = tree.clone().insert(
+                token_list,
+                namespace,
+                priority=step.get("priority"),
+                retain_for=step.get("retain_for"),
+            )
+        except RadixError:
+            return False
+        return bool(done.evicted)
 
     # ------------------------------------------------------------------ internals
 
@@ -514,7 +570,7 @@ class Lockstep:
 
     def _candidate_outcome(self, step: Step) -> Outcome:
         try:
-            raw = apply_step(self.candidate, step, self._candidate_book)
+            raw = apply_step(self.candidate, step, self._candidate_book, foreign=True)
         except CandidateFailure as failure:
             self.trace.append(dict(step))
             failure.step = len(self.trace)
@@ -645,9 +701,11 @@ class Lockstep:
         if refused is not None:
             return refused
         if adopt or self.profile.match_cap != "none":
-            adopted = adopting_outcome(self.oracle, self._oracle_book, step, actual, self.profile)
+            adopted = adopting_outcome(
+                self.oracle, self._oracle_book, step, actual, self.profile, adopt=adopt
+            )
             if adopted is not None:
-                if self.profile.adopts_eviction or self.profile.adopts_allocation:
+                if adopt and (self.profile.adopts_eviction or self.profile.adopts_allocation):
                     self._note = f"adopted {self.candidate.name}'s choice"
                 return adopted
         return apply_step(self.oracle, step, self._oracle_book)

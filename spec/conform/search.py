@@ -32,6 +32,7 @@ from hypothesis import strategies as st
 from hypothesis.control import currently_in_test_context
 
 from .candidate import Candidate, CandidateFailure
+from .errors import KitError
 from .generate import (
     KINDS,
     MAX_DEEP_BLOCKS,
@@ -119,6 +120,8 @@ class Session:
             it no example starts. A count, not a time, so runs stay deterministic.
         operations: operations run so far.
         stopped: why the search stopped early (None while it runs).
+        kit_error: the kit's own error that stopped the search, if one did (nothing
+            after it was judged).
     """
 
     candidate: Candidate
@@ -139,6 +142,7 @@ class Session:
     budget: int = 10**9
     operations: int = 0
     stopped: str | None = None
+    kit_error: KitError | None = None
 
     def record(self, difference: Difference) -> None:
         """Keep ``difference`` if it is the first for its primary rule. O(1).
@@ -277,6 +281,14 @@ def run_example(session: Session, chooser: Chooser) -> None:
     except CandidateFailure as exc:
         session.record(failure_difference(exc, lockstep))
         _reopen(session)
+    except Exception as exc:  # the kit's own bug: end the search, report it (never a pass)
+        found = exc if isinstance(exc, KitError) else None
+        if found is None:
+            found = KitError.of(exc, list(lockstep.trace), where="drawing a step")
+        found.example = session.examples
+        session.kit_error = found
+        session.stopped = f"kit error: {found.error}"
+        raise StopSearch(session.stopped) from exc
     finally:
         session.operations += lockstep.steps_run
         _steer(lockstep)

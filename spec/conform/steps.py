@@ -27,8 +27,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from .candidate import Candidate, CandidateError
-from .operations import OPERATIONS, REQUIRED, Argument, operation
+from .candidate import Candidate, CandidateError, CandidateFailure
+from .operations import BY_NAME, OPERATIONS, REQUIRED, Argument, Operation
 
 Step = dict[str, Any]
 Outcome = dict[str, Any]
@@ -100,25 +100,63 @@ class LeaseBook:
         return len(self._snapshots)
 
 
-def apply_step(candidate: Candidate, step: Step, book: LeaseBook) -> Outcome:
+class StepError(ValueError):
+    """A step that is no call of an operation: not an object, an unknown ``op``, or a
+    required argument missing. The message names what is wrong."""
+
+
+def check_step(step: object) -> Operation:
+    """The row of the operation ``step`` calls, once the step is one: an object naming
+    a known operation and giving every argument its row requires. O(arguments).
+
+    Raises:
+        StepError: it is not one.
+    """
+    if not isinstance(step, dict):
+        raise StepError(f"a step is a JSON object, got {type(step).__name__}")
+    name = step.get("op")
+    row = BY_NAME.get(name) if isinstance(name, str) else None
+    if row is None:
+        raise StepError(f"unknown operation {name!r}; the operations are {list(OPS)}")
+    missing = [
+        argument.name
+        for argument in row.arguments
+        if argument.default is REQUIRED and argument.name not in step
+    ]
+    if missing:
+        raise StepError(f"{row.name} lacks {', '.join(missing)}")
+    return row
+
+
+def apply_step(
+    candidate: Candidate, step: Step, book: LeaseBook, *, foreign: bool = False
+) -> Outcome:
     """Apply one step to ``candidate`` and return its outcome. Cost: one call.
 
     The operation's row of the table says which arguments to pass, in which order,
     what a step may leave out, and which arguments and answer fields are handles:
     handles in the step become the candidate's ids (``book``), ids it issues become
-    the next handles.
+    the next handles. With ``foreign`` (the candidate under test, not the kit's own
+    oracle), an exception of the call other than a ``CandidateError`` is the candidate
+    breaking the Candidate protocol: a ``CandidateFailure``.
 
     Raises:
-        ValueError: the step names an unknown operation.
-        KeyError: the step lacks an argument it must give.
+        StepError: the step names an unknown operation, or lacks an argument it must give.
         CandidateFailure: the candidate could not answer (hang, crash, bad data).
     """
-    op = operation(step["op"])
+    op = check_step(step)
     arguments = [_argument(step, argument, book) for argument in op.arguments]
     try:
         answer = getattr(candidate, op.name)(*arguments)
     except CandidateError as exc:
         return {"error": exc.kind}
+    except Exception as exc:
+        if not foreign:
+            raise
+        raise CandidateFailure(
+            f"{op.name}: raised {type(exc).__name__} ({exc}), not a CandidateError: "
+            "a candidate answers or refuses with a kind"
+        ) from exc
     if op.name == "reset":
         book.clear()
     if answer is None:

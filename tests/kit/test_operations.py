@@ -22,7 +22,14 @@ from kachedb_radix.spec.conform.operations import (
     operations_of,
     required_of,
 )
-from kachedb_radix.spec.conform.steps import OPS, READ_OPS, SNAPSHOT_OPS, LeaseBook, apply_step
+from kachedb_radix.spec.conform.steps import (
+    OPS,
+    READ_OPS,
+    SNAPSHOT_OPS,
+    LeaseBook,
+    StepError,
+    apply_step,
+)
 from kachedb_radix.spec.protocol.messages import ANSWER_FIELDS, REQUEST_FIELDS, load_schema
 from kachedb_radix.spec.protocol.timeout import TimedCandidate
 
@@ -84,8 +91,8 @@ def test_levels_versions_and_handles() -> None:
 
 def test_a_step_is_applied_by_its_row() -> None:
     """Defaults fill what a step leaves out; handles become the candidate's ids; issued
-    ids become handles; a missing required argument is a KeyError, an unknown op a
-    ValueError (the trace is malformed, not the candidate)."""
+    ids become handles; a missing required argument or an unknown op is a StepError
+    (a ValueError: the trace is malformed, not the candidate)."""
     adapter, book = TreeAdapter(reference.RadixTree, "r"), LeaseBook()
     assert apply_step(adapter, {"op": "reset", "num_blocks": 4, "block_size": 1}, book) == {
         "ok": None
@@ -98,7 +105,7 @@ def test_a_step_is_applied_by_its_row() -> None:
     }
     taken = apply_step(adapter, {"op": "reader"}, book)["ok"]["snapshot"]
     assert apply_step(adapter, {"op": "leave", "snapshot": taken}, book) == {"ok": None}
-    with pytest.raises(KeyError):
+    with pytest.raises(StepError, match="evict lacks count"):
         apply_step(adapter, {"op": "evict"}, book)
     with pytest.raises(ValueError):
         apply_step(adapter, {"op": "fly"}, book)

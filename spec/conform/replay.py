@@ -27,7 +27,7 @@ from .errors import KitError
 from .levels import parse_levels
 from .lockstep import Difference, Disagreement, Lockstep, first_difference
 from .profile import STRICT, Profile
-from .steps import Step, StepError, bare, check_step, describe, normalise
+from .steps import Step, StepError, bare, check_step, describe, normalise, resets
 
 
 class TraceError(ValueError):
@@ -110,14 +110,14 @@ def replay(steps: list[Step], candidate: Candidate, *, profile: Profile = STRICT
     Raises:
         TraceError: the trace does not start with a ``reset`` step.
     """
-    if steps and steps[0]["op"] != "reset":
+    if steps and not resets(steps[0]):
         raise TraceError("a trace starts with a reset step (it sets the pool and block size)")
     result = ReplayResult(candidate.name, profile)
     lockstep: Lockstep | None = None
     skipping = False
     try:
         for number, step in enumerate(steps, 1):
-            if step["op"] == "reset":
+            if resets(step):
                 if lockstep is not None:
                     lockstep.finish(final=True)
                 skipping = _skips(step, candidate, profile)

@@ -21,7 +21,15 @@ from typing import Any
 
 from .candidate import Candidate
 from .errors import KitError
-from .levels import GROUP_LEVEL, OPT_IN_LEVELS, TIERS_EXCLUDE, LevelError, ordered
+from .levels import (
+    GROUP_LEVEL,
+    OPT_IN_LEVELS,
+    POLICIES,
+    TIERS,
+    TIERS_EXCLUDE,
+    LevelError,
+    ordered,
+)
 from .lockstep import Difference
 from .operations import LATEST, offered, operations_of
 from .profile import STRICT, Profile
@@ -278,7 +286,7 @@ def choose_levels(candidate: Candidate, requested: frozenset[str] | None) -> fro
             f"(it declares {', '.join(ordered(declared))})"
         )
     chosen = frozenset(requested | {"core"})
-    return chosen - TIERS_EXCLUDE if "tiers" in chosen else chosen
+    return chosen - TIERS_EXCLUDE if TIERS in chosen else chosen
 
 
 def choose_block_sizes(
@@ -323,7 +331,7 @@ def run_kit(
     """
     kit = kit or KitSettings()
     chosen = choose_levels(candidate, levels)
-    if profile.reset_fields() and "policies" not in chosen:
+    if profile.reset_fields() and POLICIES not in chosen:
         raise LevelError(
             f"policy {profile.policy!r} needs the policies level, which {candidate.name} "
             "does not declare (or --levels leaves out)"

@@ -43,9 +43,11 @@ from .generate import (
     draw_step,
     tiers_fields,
 )
-from .lockstep import Difference, Disagreement, Lockstep
+from .levels import EVENTS, EVICTION, PINNING, TIERS
+from .levels import NAMESPACES as NAMESPACES_LEVEL
+from .lockstep import Difference, Disagreement, Lockstep, waived
+from .operations import BY_NAME
 from .profile import STRICT, Profile
-from .rulemap import load_map
 
 #: Pool scales an example draws from (smallest, largest, weight); clamped to the
 #: session's pool range.
@@ -152,8 +154,7 @@ class Session:
         choices and failures always count.
         """
         rule = difference.rule
-        deviations = self.profile.deviations()
-        if difference.kind == "disagreement" and rule in deviations:
+        if waived(difference, self.profile) is not None:
             self.waived.setdefault(rule, difference)
             return
         if rule not in self.findings:
@@ -191,7 +192,7 @@ def _scale(chooser: Chooser, scales: tuple[tuple[int, int, int], ...]) -> tuple[
 
 def _base_weights(levels: frozenset[str]) -> dict[str, int]:
     weights: dict[str, int] = {"fill": 1}
-    if {"pinning", "eviction"} <= levels:
+    if {PINNING, EVICTION} <= levels:
         weights["churn"] = 2  # long runs of pinned matches, evictions and re-inserts
     for level, kinds in KINDS.items():
         if level in levels:
@@ -260,10 +261,10 @@ def run_example(session: Session, chooser: Chooser) -> None:
                 "num_blocks": swarm.num_blocks,
                 "block_size": swarm.block_size,
                 **session.profile.reset_fields(),
-                **(session.profile.events_fields() if "events" in session.levels else {}),
+                **(session.profile.events_fields() if EVENTS in session.levels else {}),
                 **(
                     tiers_fields(RandomChooser(base + 1), swarm.num_blocks, session.profile.tiers)
-                    if "tiers" in session.levels
+                    if TIERS in session.levels
                     else {}
                 ),
             }
@@ -323,7 +324,7 @@ def _steps(
     """The step(s) of one draw: one operation, the inserts of a fill, or a churn burst
     (lazily, so each sees the state the previous one left)."""
     if kind == "churn":
-        yield from _churn(details, inputs, lockstep, "tiers" in levels)
+        yield from _churn(details, inputs, lockstep, TIERS in levels)
         return
     if kind != "fill":
         step = draw_step(
@@ -339,14 +340,14 @@ def _steps(
     if style == "siblings":
         inputs.new_heads(details)
     for _ in range(count):
-        namespace = Inputs.namespace(details) if "namespaces" in levels else None
+        namespace = Inputs.namespace(details) if NAMESPACES_LEVEL in levels else None
         if style == "siblings":
             tokens = inputs.sibling_tokens(details)
         else:
             tokens = inputs.long_tokens(details, style, prefix)
         step = {"op": "insert", "tokens": tokens, "namespace": namespace}
         step.update(pin=False, batch=True)
-        if "eviction" not in levels and lockstep.would_evict(step):
+        if EVICTION not in levels and lockstep.would_evict(step):
             continue
         inputs.filled(tokens, namespace)
         yield step
@@ -380,8 +381,8 @@ def _churn(
 def failure_difference(failure: CandidateFailure, lockstep: Lockstep) -> Difference:
     """A candidate that could not answer, as a finding of kind ``failure``."""
     trace = failure.trace or list(lockstep.trace)
-    op = trace[-1]["op"] if trace else "reset"
-    rules = load_map().ops.get(op, ("R-DUMP-1",))
+    row = BY_NAME.get(trace[-1]["op"]) if trace else None
+    rules = row.rules if row is not None else ("R-INV-2",)  # none run: the reset's
     message = str(failure).splitlines()[0]
     return Difference(
         index=max(len(trace) - 1, 0),

@@ -30,7 +30,7 @@ from kachedb_radix.reference.errors import ERROR_KINDS
 from ..conform.adapter import TreeAdapter, supported_levels
 from ..conform.candidate import Candidate, CandidateError
 from ..conform.levels import LEVELS, LevelError, ordered, parse_levels
-from ..conform.operations import OPERATIONS, offered, operation, operations_of
+from ..conform.operations import OPERATIONS, level_since, offered, operation, operations_of
 from ..twins import TWIN_NAMES, TwinUnavailable, twin_class
 from .messages import (
     PROTOCOL_KINDS,
@@ -175,18 +175,13 @@ def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     # Bytes that are not UTF-8 must become a "protocol" answer, not a crash.
     if isinstance(sys.stdin, io.TextIOWrapper):
         sys.stdin.reconfigure(errors="replace")
-    for level, since in LEVEL_SINCE.items():
-        if args.protocol < since and levels is not None and level in levels:
-            parser.error(f"--levels: the {level} level needs protocol {since} or later")
+    too_new = {level for level in LEVELS if args.protocol < level_since(level)}
+    for level in ordered(too_new & (levels or frozenset())):
+        parser.error(f"--levels: the {level} level needs protocol {level_since(level)} or later")
     candidate = build(args.impl, levels)
-    too_new = {level for level, since in LEVEL_SINCE.items() if args.protocol < since}
     if levels is None and too_new:
         candidate = build(args.impl, frozenset(candidate.levels) - too_new)
     return serve(candidate, sys.stdin, sys.stdout, args.protocol)
-
-
-#: The protocol version that introduced each level newer than the first.
-LEVEL_SINCE: dict[str, int] = {"snapshots": 2, "policies": 4, "events": 5, "tiers": 6}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

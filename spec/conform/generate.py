@@ -313,7 +313,11 @@ KINDS: dict[str, tuple[str, ...]] = {
         kinds := tuple(
             kind
             for kind, (_, draw) in sorted(
-                ((kind, drawn) for kind, drawn in DRAWN.items() if drawn[1].level == level),
+                (
+                    (kind, drawn)
+                    for kind, drawn in DRAWN.items()
+                    if drawn[1].level == level and not drawn[1].last
+                ),
                 key=lambda item: item[1][1].order,
             )
             for _ in range(draw.weight)
@@ -399,8 +403,25 @@ def tiers_fields(
 
 
 def kinds_for(levels: frozenset[str]) -> tuple[str, ...]:
-    """The weighted operation kinds of ``levels``. O(1)."""
-    return tuple(kind for level in KINDS if level in levels for kind in KINDS[level])
+    """The weighted operation kinds of ``levels`` (those the levels do not rule out). O(1)."""
+    return tuple(
+        kind
+        for level in KINDS
+        if level in levels
+        for kind in KINDS[level]
+        if not levels & set(DRAWN[kind][1].unless)
+    )
+
+
+def closing_kinds(levels: frozenset[str]) -> tuple[str, ...]:
+    """The draws of ``levels`` made once at the end of an example
+    (:attr:`~kachedb_radix.spec.conform.operations.Draw.last`), besides the swarm's kinds.
+    O(draws)."""
+    return tuple(
+        kind
+        for kind, (_, draw) in DRAWN.items()
+        if draw.last and draw.level in levels and not levels & set(draw.unless)
+    )
 
 
 def draw_step(

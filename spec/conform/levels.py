@@ -43,7 +43,7 @@ TIERS_EXCLUDE: frozenset[str] = frozenset({SNAPSHOTS, EVENTS})
 LEVEL_GROUPS: dict[str, tuple[str, ...]] = {
     CORE: ("TOK", "MATCH", "INS", "SPLIT", "EDGE", "ALLOC", "ERR", "DUMP", "INV"),
     PINNING: ("PIN",),
-    EVICTION: ("EVICT", "LRU"),
+    EVICTION: ("EVICT", "LRU", "CLEAR"),
     NAMESPACES: ("NS",),
     SNAPSHOTS: ("SNAP", "EPOCH"),
     POLICIES: ("POL",),

@@ -814,6 +814,8 @@ class Lockstep:
             self.exercised.update(("R-EVENT-2", "R-EVENT-3"))
         if "removed" in kinds:
             self.exercised.add("R-EVENT-4")
+        if "cleared" in kinds and BY_NAME[previous["op"]].clears is not None:
+            self.exercised.add("R-EVENT-7")
 
     def _events_safety(self, check: Any, previous: Step) -> None:
         """Run one of the stream's own checks; a violation is a safety finding."""

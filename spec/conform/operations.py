@@ -109,6 +109,13 @@ class Draw:
             ``namespace``, ``count``, ``priority``) a bad value of which the call
             carries, so the error its rules name is checked.
         among: the other operations a probe may make its call of (one is drawn).
+        last: not one of the swarm's kinds: drawn once at the end of every example of
+            its level, after the last step, from a chooser of its own -- for an
+            operation that undoes what the example built (a clear of the whole cache),
+            which drawn among the others would take away the large trees later steps
+            need; so every example up to its end is what it was before the draw existed.
+        unless: levels whose runs never draw it (an operation those levels' resets do
+            not offer).
     """
 
     level: str
@@ -116,6 +123,8 @@ class Draw:
     order: int = 0
     probe: str | None = None
     among: tuple[str, ...] = ()
+    last: bool = False
+    unless: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -148,6 +157,8 @@ class Operation:
         allocates: the answer field listing the ids it hands out, in order; a field of
             moves (``[source_tier, source, target_tier, target]``) hands out their
             targets.
+        clears: the answer field saying whether it freed every cached block at once (a
+            true value) or changed nothing (false).
         fills: the answer field saying which blocks of its path it fills with new KV:
             an int, the first new block's position (``reused``), or a list of moves,
             that many last blocks (``restored``).
@@ -199,6 +210,7 @@ class Operation:
     frees: str | None = None
     frees_in: str | None = None
     allocates: str | None = None
+    clears: str | None = None
     fills: str | None = None
     finds: str | None = None
     moves: tuple[str, ...] = ()
@@ -299,6 +311,11 @@ OPERATIONS: tuple[Operation, ...] = (
         "evict", (_COUNT,), answer=("freed",), rules=("R-EVICT-4",), frees="freed",
         moves=("moves",), dropped="dropped", choice_rules=("R-EVICT-4",),
         draws=(Draw("eviction", 2), Draw("eviction", 1, 1, "count")),
+    ),
+    Operation(
+        "reset_prefix_cache", level="eviction", answer=("cleared",), rules=("R-CLEAR-1",),
+        clears="cleared", since=7, optional=True,
+        draws=(Draw("eviction", last=True, unless=("tiers",)),),
     ),
     Operation(
         "stats",
@@ -543,3 +560,7 @@ class Forwarding:
     def tier_evict(self, count: object, tier: object) -> Any:
         """See :class:`kachedb_radix.spec.conform.candidate.Candidate`."""
         return self.forward("tier_evict", count, tier)
+
+    def reset_prefix_cache(self) -> Any:
+        """See :class:`kachedb_radix.spec.conform.candidate.Candidate`."""
+        return self.forward("reset_prefix_cache")

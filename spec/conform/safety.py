@@ -11,7 +11,8 @@ every step:
 * a block freed (evicted) is never returned by a match until inserted again
   (R-MATCH-3, R-ALLOC-1), and nothing matches across namespaces (R-NS-2);
 * a block pinned by a live lease is never evicted nor handed out again (R-PIN-3),
-  and a block still cached is never handed out again (R-ALLOC-1);
+  nor freed by a clear of the whole cache (R-CLEAR-2), and a block still cached is
+  never handed out again (R-ALLOC-1);
 * ``free + cached + quarantined == num_blocks`` and ``pinned + evictable ==
   cached`` (R-INV-1);
 * a call that raised changed nothing of the cached state -- the dump and stats less
@@ -120,6 +121,8 @@ class SafetyMonitor:
         freed_on_device = row.frees_in is None or step.get(row.frees_in) == DEVICE
         if row.frees is not None and freed_on_device:
             self._free(answer[row.frees], "evicted")
+        if row.clears is not None and answer[row.clears] is True:
+            self._clear()
         if row.finds == ON_DEVICE:
             self._path(step, answer, _new_from(row, answer))
         elif row.finds == IN_TIERS:
@@ -224,6 +227,16 @@ class SafetyMonitor:
             )
         if held != key:
             raise SafetyViolation("content", f"{where} holds another token prefix")
+
+    def _clear(self) -> None:
+        """Every cached block was freed at once: none may be pinned (R-CLEAR-2); none
+        holds anything any more."""
+        pinned = sorted(block for block, count in self._pins.items() if count > 0)
+        if pinned:
+            raise SafetyViolation(
+                "cleared_in_use", f"blocks {pinned} were freed while a live lease pins them"
+            )
+        self._content = {}
 
     def _free(self, blocks: list[int], how: str) -> None:
         for block in blocks:

@@ -34,13 +34,14 @@ from hypothesis.control import currently_in_test_context
 from .candidate import Candidate, CandidateFailure
 from .errors import KitError
 from .generate import (
-    KINDS,
     MAX_DEEP_BLOCKS,
     Chooser,
     DataChooser,
     Inputs,
     RandomChooser,
+    closing_kinds,
     draw_step,
+    kinds_for,
     tiers_fields,
 )
 from .levels import EVENTS, EVICTION, PINNING, TIERS
@@ -194,10 +195,8 @@ def _base_weights(levels: frozenset[str]) -> dict[str, int]:
     weights: dict[str, int] = {"fill": 1}
     if {PINNING, EVICTION} <= levels:
         weights["churn"] = 2  # long runs of pinned matches, evictions and re-inserts
-    for level, kinds in KINDS.items():
-        if level in levels:
-            for kind in kinds:
-                weights[kind] = weights.get(kind, 0) + 1
+    for kind in kinds_for(levels):
+        weights[kind] = weights.get(kind, 0) + 1
     return weights
 
 
@@ -250,6 +249,7 @@ def run_example(session: Session, chooser: Chooser) -> None:
     lockstep = Lockstep(
         session.candidate, session.levels, profile=session.profile, exercised=session.exercised
     )
+    ran, steered = 0, False
     inputs = Inputs(swarm.block_size, MAX_DEEP_BLOCKS, session.profile.token_limit)
     # Probes for a rule already found (or waived) are not drawn again: the examples left
     # go to what has not been found yet, so one run reports every finding.
@@ -277,6 +277,12 @@ def run_example(session: Session, chooser: Chooser) -> None:
             if lockstep.steps_run >= OPERATIONS:
                 break  # the fills took the example's budget
         lockstep.finish(final=True)
+        # The example's reach, before the draws that close it (a clear would empty it).
+        ran, steered = lockstep.steps_run, True
+        _steer(lockstep)
+        for step in _closing_steps(base, inputs, swarm, session, lockstep, avoid):
+            lockstep.run(step)
+        lockstep.finish(final=True)
     except Disagreement as exc:
         session.record(exc.difference)
     except CandidateFailure as exc:
@@ -291,8 +297,33 @@ def run_example(session: Session, chooser: Chooser) -> None:
         session.stopped = f"kit error: {found.error}"
         raise StopSearch(session.stopped) from exc
     finally:
-        session.operations += lockstep.steps_run
-        _steer(lockstep)
+        # The closing draws are not counted: the budget is spent as before they existed.
+        session.operations += ran if steered else lockstep.steps_run
+        if not steered:
+            _steer(lockstep)
+
+
+#: Mixed into an example's seed for the chooser of its closing draws (a stream of its own).
+CLOSING_SALT = 0x5EED_C1EA
+
+
+def _closing_steps(
+    base: int,
+    inputs: Inputs,
+    swarm: Swarm,
+    session: Session,
+    lockstep: Lockstep,
+    avoid: frozenset[str],
+) -> Iterator[dict[str, Any]]:
+    """The draws that close an example (a clear of the whole cache), after its last step,
+    from a chooser of their own: every step before them is what it was without them."""
+    side = RandomChooser(base ^ CLOSING_SALT)
+    for kind in closing_kinds(session.levels):
+        step = draw_step(
+            side, inputs, session.levels, swarm.num_blocks, lockstep, kind=kind, avoid=avoid
+        )
+        if step is not None:
+            yield step
 
 
 def _step_draws(chooser: Chooser, length: int) -> list[int]:

@@ -502,6 +502,10 @@ def describe_outcome(op: str, outcome: dict[str, Any] | None) -> str:
         )
     if row.issues == SNAPSHOT:
         return f"snapshot {answer.get(SNAPSHOT)} of version {answer.get('version')}"
+    if row.clears is not None:
+        if answer.get(row.clears) is True:
+            return "cleared the whole cache: every cached block freed"
+        return "not cleared: a block is in use, nothing changed"
     if row.counts:
         return ", ".join(f"{name} {value}" for name, value in answer.items())
     if row.view is not None and not row.shape:  # the names view

@@ -30,6 +30,7 @@ from ..conform.profile import STRICT, parse
 from ..conform.run import KitSettings, run_kit
 from . import (
     allocation,
+    clear,
     events,
     eviction,
     namespaces,
@@ -56,6 +57,7 @@ MODULES = (
     pinning,
     recency,
     eviction,
+    clear,
     policies,
     namespaces,
     views,

@@ -85,3 +85,20 @@ def test_a_candidate_without_it_is_judged_without_it() -> None:
     rows = {row.rule: row for row in report.table()}
     assert rows["R-CLEAR-1"].status == "not exercised"
     assert rows["R-CLEAR-1"].reason.startswith("unsupported")
+
+
+def test_a_tree_answering_no_bool_is_an_unexpected_answer() -> None:
+    """The adapter hands on True or False only: anything else is the tree's bug."""
+    import pytest
+
+    from kachedb_radix.spec.conform.candidate import CandidateError
+
+    class Vague(reference.RadixTree):
+        def reset_prefix_cache(self) -> bool:
+            return None  # type: ignore[return-value]
+
+    adapter = TreeAdapter(Vague, "vague")
+    adapter.reset(2, 1)
+    with pytest.raises(CandidateError) as raised:
+        adapter.reset_prefix_cache()
+    assert raised.value.kind == "unexpected:answer"

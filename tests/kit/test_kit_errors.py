@@ -23,7 +23,13 @@ from kachedb_radix.spec.conform.lockstep import Disagreement, Lockstep
 from kachedb_radix.spec.conform.profile import parse
 from kachedb_radix.spec.conform.replay import TraceError, parse_trace, replay
 from kachedb_radix.spec.conform.run import KitSettings, run_kit
-from kachedb_radix.spec.conform.steps import LeaseBook, StepError, apply_step, check_step
+from kachedb_radix.spec.conform.steps import (
+    LeaseBook,
+    StepError,
+    apply_step,
+    check_step,
+    resets,
+)
 
 QUICK = KitSettings(examples=20, budget=2_000, shrink_seconds=2)
 LEVELS = frozenset({"core", "eviction", "namespaces"})
@@ -176,3 +182,18 @@ def test_a_malformed_step_is_refused_naming_what_is_wrong() -> None:
     lockstep = Lockstep(TreeAdapter(reference.RadixTree, "r"), frozenset({"core"}))
     with pytest.raises(StepError):  # a caller's bad step, not a kit error
         lockstep.run({"op": "reset"})
+
+
+def test_a_kit_error_without_a_trace_and_one_that_cannot_be_saved(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A kit error met before any step says so without a trace; when its files cannot be
+    written the command still says what happened, on one line."""
+    error = KitError.of(RuntimeError("early"), [])
+    assert error.headline() == "KIT ERROR while a step: RuntimeError: early"
+    assert "trace (JSON lines)" not in error.explain()
+    blocked = tmp_path / "file"
+    blocked.write_text("x")
+    conform._save_kit_error(error, blocked / "sub", "t")
+    assert "its trace could not be saved" in capsys.readouterr().err
+    assert not resets([1]) and not resets({"op": "fly"}) and resets({"op": "reset"})  # type: ignore[arg-type]

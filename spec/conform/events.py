@@ -41,6 +41,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kachedb_radix.reference.events import (
+    AllBlocksCleared,
     BlockHasher,
     BlockStored,
     EventDecodeError,
@@ -407,7 +408,11 @@ class EventStream:
             for seq in range(kept, len(history)):
                 index.apply(WORKER, seq, history[seq])
             got = self._holdings(index)
-            if kept > 0 and not (index.is_stale(WORKER) and got <= truth):
+            # Stale, holding a subset -- unless a later batch cleared the whole cache,
+            # which makes the index exact again (R-ROUTE-2, R-EVENT-7).
+            cleared = any(_clears(payload) for payload in history[kept:])
+            stale_subset = index.is_stale(WORKER) and got <= truth
+            if kept > 0 and not (stale_subset or (cleared and got == truth)):
                 raise SafetyViolation(
                     "events_recovery",
                     f"a subscriber that lost batches 0..{kept - 1} holds "
@@ -462,3 +467,10 @@ class EventStream:
             external = self.hasher.external(chained)
             found.add(external if not isinstance(external, bytes) else external.hex())
         return found
+
+
+def _clears(payload: bytes) -> bool:
+    """Whether a payload's batch holds an ``AllBlocksCleared``: one of the history, which
+    the index applied (a malformed one ends the run before any recovery is checked).
+    O(events)."""
+    return any(isinstance(event, AllBlocksCleared) for event in decode_batch(payload).events)

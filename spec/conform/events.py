@@ -41,7 +41,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kachedb_radix.reference.events import (
-    AllBlocksCleared,
     BlockHasher,
     BlockStored,
     EventDecodeError,
@@ -49,7 +48,7 @@ from kachedb_radix.reference.events import (
 )
 from kachedb_radix.reference.events.hashing import Hash
 from kachedb_radix.reference.router import RouterIndex
-from kachedb_radix.reference.router.wire import decode_for_router
+from kachedb_radix.reference.router.wire import RoutedCleared, decode_for_router
 
 from .safety import SafetyViolation
 from .steps import Outcome
@@ -470,7 +469,8 @@ class EventStream:
 
 
 def _clears(payload: bytes) -> bool:
-    """Whether a payload's batch holds an ``AllBlocksCleared``: one of the history, which
-    the index applied (a malformed one ends the run before any recovery is checked).
-    O(events)."""
-    return any(isinstance(event, AllBlocksCleared) for event in decode_batch(payload).events)
+    """Whether a payload's batch holds an ``AllBlocksCleared``, read as the index reads it:
+    one of the history, which the index applied (a malformed one ends the run before any
+    recovery is checked). O(events)."""
+    events = decode_for_router(payload).events
+    return any(isinstance(event, RoutedCleared) for event in events)

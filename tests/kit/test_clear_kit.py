@@ -49,9 +49,11 @@ def test_a_clear_in_lockstep_and_its_refusal() -> None:
 
 
 def test_the_clear_mutants_are_found_with_their_rules() -> None:
+    """Each names its own rule (the catalogue, tests/kit/test_mutants.py, kills all four;
+    clear_ignores_readers, which needs a reader inside at an example's end, is left to it:
+    it takes some 40 examples)."""
     for name, rule in (
         ("clear_ignores_pins", "R-CLEAR-2"),
-        ("clear_ignores_readers", "R-CLEAR-2"),
         ("clear_ticks_the_clock", "R-CLEAR-1"),
         ("clear_removes_each_block", "R-EVENT-7"),
     ):

@@ -67,10 +67,11 @@ import numpy.typing as npt
 
 from benchmarks.bench_disk import _dd, _drop_cache, _fio
 from kachedb_radix.reference.blockpool import PoolSpec
-from kachedb_radix.reference.tiers import KVCache, TieredTree
+from kachedb_radix.reference.tiers import KVCache
 from kachedb_radix.spec.gate import tiers as gate_tiers
 from kachedb_radix.spec.gate import timing
 from kachedb_radix.spec.gate.shapes import Workload
+from kachedb_radix.spec.twins import twin_classes
 
 MiB = 2**20
 GiB = 2**30
@@ -547,12 +548,7 @@ def prefix_table(
 
 
 def _twins() -> dict[str, Callable[..., Any]]:
-    found: dict[str, Callable[..., Any]] = {"reference": TieredTree}
-    if os.environ.get("KACHEDB_RADIX_PURE") != "1":
-        from kachedb_radix import accel
-
-        found["accel"] = accel.TieredTree
-    return found
+    return twin_classes("TieredTree")  # the one picker: spec/twins.py
 
 
 def evict_chain_workload(make: Callable[..., Any], blocks: int) -> Workload:

@@ -85,7 +85,7 @@ from typing import Any
 
 from kachedb_radix.reference.events import BlockHasher, BlockStored, KVEventBatch
 
-from ..conform.targets import tree_class
+from ..twins import twin_class
 from .errors import SimulateError
 from .sequential import PROGRESS_EVERY, Progress, Replay
 from .tiers import TierRecord, is_tiered, tier_moves
@@ -266,11 +266,15 @@ class Router:
         #: ``--index approximate``: one tree per worker, learned at routing time.
         self.approximate: list[Any] = []
         if spec.uses_index and spec.index == "approximate":
-            factory = tree_class(implementation)
+            factory = twin_class(implementation)
             self.approximate = [factory(tree.num_blocks, trace.block_size) for tree in trees]
         elif spec.uses_index:
             assert hashes is not None, "an index needs the prompts' hashes"
-            factory = load_index_class(spec.router_index or INDEX_OF[implementation])
+            factory = (
+                twin_class(implementation, "RouterIndex")  # the trees' twin: spec/twins.py
+                if spec.router_index is None
+                else load_index_class(spec.router_index)
+            )
             count = spec.gateways if spec.index == "gateway" else 1
             self.indexes = [make_index(factory, self.hasher, trace.block_size, spec.router_index)
                             for _ in range(count)]  # fmt: skip

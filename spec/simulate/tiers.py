@@ -50,6 +50,7 @@ from typing import Any
 from kachedb_radix.reference.errors import InvalidArgumentError
 from kachedb_radix.reference.tiers.levels import DEVICE, DISK, HOST
 
+from ..twins import twin_class
 from .errors import SimulateError
 from .metrics import hit_stats, percentiles
 from .plan.hardware import Sizing
@@ -153,15 +154,7 @@ def tiered_tree_class(implementation: str) -> Any:
         ValueError: an unknown implementation.
         ImportError: ``accel`` asked for but its C extension is not importable.
     """
-    if implementation == "reference":
-        from kachedb_radix.reference.tiers import TieredTree
-
-        return TieredTree
-    if implementation == "accel":
-        from kachedb_radix.accel import TieredTree as AccelTieredTree
-
-        return AccelTieredTree
-    raise ValueError(f"unknown implementation {implementation!r}")
+    return twin_class(implementation, "TieredTree")  # the one picker: spec/twins.py
 
 
 class TieredLease:

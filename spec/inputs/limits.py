@@ -117,6 +117,13 @@ _ROWS: Final = (
         "a page a person reads: 4,096 tokens already draw a tree nobody can follow",
     ),
     Limit(
+        "playground_block_size",
+        64,
+        "tokens",
+        "tokens per block of a playground reset",
+        "each block is drawn with its tokens",
+    ),
+    Limit(
         "playground_blocks",
         4096,
         "blocks",

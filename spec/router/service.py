@@ -102,6 +102,76 @@ class BadRequest(InputError):
     """A request the router refuses; the message says why (one line)."""
 
 
+#: A token id as JSON Schema's ``integer`` allows it: also a number with no fraction.
+_WholeFloat = Annotated[float, msgspec.Meta(ge=0, le=TOKEN_LIMIT - 1)]
+
+
+class _LaxRouteBody(msgspec.Struct, forbid_unknown_fields=True):
+    """A ``POST /route`` body whose tokens may be written as ``1.0`` (JSON's numbers
+    do not tell ``1`` from ``1.0``; JSON Schema's ``integer`` takes both)."""
+
+    tokens: Annotated[
+        list[Token | _WholeFloat], msgspec.Meta(max_length=LIMITS["route_tokens"].maximum)
+    ]
+    namespace: str | None = None
+    loads: dict[str, Load] | None = None
+
+
+class _LaxBatchBody(msgspec.Struct, forbid_unknown_fields=True):
+    requests: Annotated[
+        list[_LaxRouteBody], msgspec.Meta(max_length=LIMITS["route_batch"].maximum)
+    ]
+
+
+def _whole(tokens: list[int | float]) -> list[int] | None:
+    """``tokens`` as ints, or None when one has a fraction. O(n)."""
+    if not all(isinstance(t, int) or t.is_integer() for t in tokens):
+        return None
+    return [int(t) for t in tokens]
+
+
+def decode_route(body: bytes) -> RouteBody:
+    """A ``POST /route`` body. The strict decoder first (all of it in C); a body with a
+    token written as a whole float (``1.0``) is read again, more slowly. O(size).
+
+    Raises:
+        BadRequest: not of :class:`RouteBody`'s shape (msgspec's message, its path).
+    """
+    try:
+        return decode_json(body, RouteBody, "the body")
+    except InputError as strict:
+        try:
+            lax = decode_json(body, _LaxRouteBody, "the body")
+        except InputError:
+            raise BadRequest(str(strict)) from None
+        tokens = _whole(lax.tokens)
+        if tokens is None:
+            raise BadRequest(str(strict)) from None
+        return RouteBody(tokens, lax.namespace, lax.loads)
+
+
+def decode_batch(body: bytes) -> BatchBody:
+    """A ``POST /route/batch`` body, as :func:`decode_route` reads each request.
+
+    Raises:
+        BadRequest: not of :class:`BatchBody`'s shape.
+    """
+    try:
+        return decode_json(body, BatchBody, "the body")
+    except InputError as strict:
+        try:
+            lax = decode_json(body, _LaxBatchBody, "the body")
+        except InputError:
+            raise BadRequest(str(strict)) from None
+        requests = []
+        for item in lax.requests:
+            tokens = _whole(item.tokens)
+            if tokens is None:
+                raise BadRequest(str(strict)) from None
+            requests.append(RouteBody(tokens, item.namespace, item.loads))
+        return BatchBody(requests)
+
+
 @dataclass(frozen=True)
 class Decision:
     """Where a request goes, and why."""
@@ -295,10 +365,7 @@ def parse_route_request(body: bytes) -> tuple[list[int], str | None, dict[str, f
         BadRequest: not JSON, not an object of the declared fields, a token outside
             [0, 2**32), a load that is not a number from 0 to :data:`MAX_LOAD`.
     """
-    try:
-        request = decode_json(body, RouteBody, "the body")
-    except InputError as exc:
-        raise BadRequest(str(exc)) from None
+    request = decode_route(body)
     return request.tokens, request.namespace, dict(request.loads or {})
 
 
@@ -405,8 +472,8 @@ class RouteService:
 
     async def _batch(self, request: Request) -> Response:
         try:
-            body = decode_json(request.body, BatchBody, "the body")
-        except InputError as exc:
+            body = decode_batch(request.body)
+        except BadRequest as exc:
             return error_response(400, str(exc))
         decisions = []
         for number, item in enumerate(body.requests):

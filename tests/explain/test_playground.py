@@ -103,7 +103,7 @@ def test_the_playground_answers_in_the_browser(browser: Any, server: PlayServer)
     page.fill("#play-tokens", "1 2 x")
     page.click("#play-go")
     page.locator("#play-error").wait_for(state="visible")
-    assert page.locator("#play-error").inner_text() == "'x' is not a token id (an integer)"
+    assert page.locator("#play-error").inner_text() == "'x' is not a token id (a whole number)"
     page.uncheck("#play-pin")
     page.select_option("#play-op", "insert")
     page.fill("#play-tokens", "1 2 3 4294967296")
@@ -182,7 +182,7 @@ def test_the_server_refuses_what_it_cannot_take(
     assert _post(url + "api/nowhere", "{}")[0] == 404
     assert _post(url + "api/step", "[1]") == (
         400,
-        {"error": "send the form's fields as a JSON object"},
+        {"error": "the form's fields: a JSON array, not an object"},
     )
     assert _post(url + "api/step", "{")[0] == 400
     status, answer = _post(url + "api/load", '{"op": "match", "tokens": [1]}\n')
@@ -215,7 +215,7 @@ def test_the_server_refuses_what_it_cannot_take(
         tokenize("1", "words")
     with pytest.raises(PlayError, match="at most"):
         tokenize("x" * 5000, "text")
-    with pytest.raises(PlayError, match="0 or more"):
+    with pytest.raises(PlayError, match="a number from 0 to"):
         form_step({"op": "evict", "number": -1})
 
 

@@ -39,9 +39,10 @@ import contextlib
 import errno
 import signal
 import sys
+import threading
 import time
 from collections import deque
-from collections.abc import Hashable, Sequence
+from collections.abc import Callable, Coroutine, Hashable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -274,65 +275,92 @@ def _live(args: argparse.Namespace, router: Router, console: Console, sockets: i
     service = RouteService(router, host, port, tuple(args.allow_host))
 
     async def main() -> int:
-        try:
-            await service.start()
-        except OSError as exc:
-            print(f"kachedb-radix route: cannot listen on {host}:{port}: {exc}", file=sys.stderr)
-            return EXIT_USAGE
-        try:
+        with _stopped_by_signals() as stop:
             try:
-                for name, endpoint, replay in args.worker:
-                    router.add_worker(name, endpoint, replay, wait=False)
-            except zmq.ZMQError as exc:
-                print(f"kachedb-radix route: {_no_room(exc, sockets)}", file=sys.stderr)
+                await service.start()
+            except OSError as exc:
+                print(f"kachedb-radix route: cannot listen on {host}:{port}: {exc}",
+                      file=sys.stderr)  # fmt: skip
                 return EXIT_USAGE
-            url = f"http://{_shown(host)}:{service.port}"
-            console.print(
-                f"kachedb-radix route: API on {url} (POST /route, POST /route/batch, "
-                "GET /workers, GET /health, GET /openapi.json)"
-            )
-            await _follow(router, console, args.duration)
-            return EXIT_OK
-        finally:
-            await service.close()
+            try:
+                try:
+                    for name, endpoint, replay in args.worker:
+                        router.add_worker(name, endpoint, replay, wait=False)
+                except zmq.ZMQError as exc:
+                    print(f"kachedb-radix route: {_no_room(exc, sockets)}", file=sys.stderr)
+                    return EXIT_USAGE
+                url = f"http://{_shown(host)}:{service.port}"
+                console.print(
+                    f"kachedb-radix route: API on {url} (POST /route, POST /route/batch, "
+                    "GET /workers, GET /health, GET /openapi.json)"
+                )
+                await _follow(router, console, args.duration, stop)
+                return EXIT_OK
+            finally:
+                await service.close()
 
-    return asyncio.run(main())
+    return _run_loop(main)
+
+
+def _run_loop(main: Callable[[], Coroutine[Any, Any, int]]) -> int:
+    """``asyncio.run(main())``, on a thread of its own when this thread already runs a
+    loop (the command called from a notebook or another asyncio program)."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(main())
+    status: list[int] = []
+    thread = threading.Thread(target=lambda: status.append(asyncio.run(main())), name="route")
+    thread.start()
+    thread.join()
+    return status[0] if status else EXIT_USAGE
 
 
 def _shown(host: str) -> str:
     return f"[{host}]" if ":" in host else host
 
 
-async def _follow(router: Router, console: Console, duration: float | None) -> None:
-    """Let the loop serve and apply until ``duration`` elapses, Ctrl-C or SIGTERM; a
-    table every :data:`TABLE_EVERY_S` seconds and at the end."""
+@contextlib.contextmanager
+def _stopped_by_signals() -> Iterator[asyncio.Event]:
+    """An event that SIGINT and SIGTERM set while the running loop is in the block (on
+    the main thread; elsewhere, only the duration ends the router)."""
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
+    installed = []
     for signum in (signal.SIGINT, signal.SIGTERM):
         with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
             loop.add_signal_handler(signum, stop.set)
+            installed.append(signum)
+    try:
+        yield stop
+    finally:
+        for signum in installed:
+            loop.remove_signal_handler(signum)
+
+
+async def _follow(
+    router: Router, console: Console, duration: float | None, stop: asyncio.Event | None = None
+) -> None:
+    """Let the loop serve and apply until ``duration`` elapses or ``stop`` is set; a
+    table every :data:`TABLE_EVERY_S` seconds and at the end."""
+    stop = stop or asyncio.Event()
     started = last = time.monotonic()
     events_before = 0
-    try:
-        while not stop.is_set():
-            now = time.monotonic()
-            remaining = None if duration is None else duration - (now - started)
-            if remaining is not None and remaining <= 0:
-                break
-            wait = TABLE_EVERY_S - (now - last)
-            if remaining is not None:
-                wait = min(wait, remaining)
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(stop.wait(), max(wait, 0.0))
-            now = time.monotonic()
-            if now - last >= TABLE_EVERY_S:
-                events = sum(row["index"].get("events", 0) for row in router.table())
-                console.print(_table(router, (events - events_before) / (now - last)))
-                events_before, last = events, now
-    finally:
-        for signum in (signal.SIGINT, signal.SIGTERM):
-            with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
-                loop.remove_signal_handler(signum)
+    while not stop.is_set():
+        now = time.monotonic()
+        remaining = None if duration is None else duration - (now - started)
+        if remaining is not None and remaining <= 0:
+            break
+        wait = TABLE_EVERY_S - (now - last)
+        if remaining is not None:
+            wait = min(wait, remaining)
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(stop.wait(), max(wait, 0.0))
+        now = time.monotonic()
+        if now - last >= TABLE_EVERY_S:
+            events = sum(row["index"].get("events", 0) for row in router.table())
+            console.print(_table(router, (events - events_before) / (now - last)))
+            events_before, last = events, now
     console.print(_table(router, None))
 
 

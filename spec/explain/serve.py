@@ -161,7 +161,7 @@ def form_step(fields: dict[str, Any]) -> Step:
             raise PlayError(f"the field {name!r} has the wrong type ({type(value).__name__})")
         if not whole:
             raise PlayError(f"the field {name!r} must be a whole number, not {value!r}")
-        if name == "tokens" and len(value) > MAX_TOKENS:
+        if isinstance(value, str) and name == "tokens" and len(value) > MAX_TOKENS:
             raise PlayError(f"{len(value):,} characters of prompt: at most {MAX_TOKENS:,}")
     if fields.get("input", "text") not in ("text", "ids"):
         raise PlayError(f"unknown input mode {str(fields['input'])[:40]!r}: text or ids")
@@ -209,9 +209,9 @@ def _number(value: Any, op: str) -> int:
     inputs send it)."""
     if isinstance(value, float) and value.is_integer():
         value = int(value)
-    if isinstance(value, str) and value.isascii() and value.isdigit():
-        if len(value.lstrip("0")) <= 19:  # leading zeros are no size
-            value = int(value)
+    digits = isinstance(value, str) and value.isascii() and value.isdigit()
+    if digits and len(value.lstrip("0")) <= 19:  # leading zeros are no size
+        value = int(value)
     if isinstance(value, bool) or not isinstance(value, int):
         raise PlayError(f"{op} needs a whole number, not {str(value)[:40]!r}")
     if not 0 <= value <= MAX_NUMBER:
@@ -556,7 +556,7 @@ def _trace(text: str) -> list[Step]:
 
 def _check_caps(step: dict[str, Any], number: int) -> None:
     """Refuse a step of a loaded trace that the form would refuse for its size."""
-    tokens = step.get("tokens")
+    tokens: Any = step.get("tokens")
     if isinstance(tokens, list | str) and len(tokens) > MAX_TOKENS:
         raise PlayError(f"line {number}: {len(tokens):,} tokens, at most {MAX_TOKENS:,} a step")
     if step.get("op") != "reset":

@@ -579,31 +579,70 @@ def test_listening_beyond_loopback_says_there_is_no_authentication(
     assert "authentication" not in capsys.readouterr().err
 
 
-def test_the_table_is_printed_while_following_and_on_a_signal(
+def test_sigterm_stops_the_router_with_its_table() -> None:
+    """The real command, in a process of its own: SIGTERM (or Ctrl-C) ends it with its
+    last table and status 0, no traceback."""
+    import signal
+    import subprocess
+    import sys
+
+    with EventPublisher(LOOPBACK) as publisher:
+        command = [sys.executable, "-m", "kachedb_radix.spec", "route", "--plain",
+                   "--worker", f"w0={publisher.endpoint}"]  # fmt: skip
+        process = subprocess.Popen(
+            command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        )
+        assert process.stdout is not None
+        assert "API on http://127.0.0.1:" in process.stdout.readline()
+        process.send_signal(signal.SIGTERM)
+        out, err = process.communicate(timeout=30)
+    assert process.returncode == 0 and "workers" in out and "Traceback" not in err
+
+
+def test_the_table_is_printed_while_following(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    import asyncio
-    import os
-    import signal
-
     from kachedb_radix.spec.cli import route as route_cli
 
     router = Router(RouterIndex(BlockHasher(), 4))
     console = Console(no_color=True, width=100)
     monkeypatch.setattr(route_cli, "TABLE_EVERY_S", 0.05)
-    asyncio.run(route_cli._follow(router, console, 0.3))
+
+    async def timed() -> int:
+        await route_cli._follow(router, console, 0.3)
+        return 0
+
+    assert route_cli._run_loop(timed) == 0
     assert capsys.readouterr().out.count("workers") >= 2  # the periodic table and the last
 
-    async def signalled() -> None:
-        asyncio.get_running_loop().call_later(0.1, os.kill, os.getpid(), signal.SIGTERM)
-        await route_cli._follow(router, console, None)
-
-    asyncio.run(signalled())
-    assert "workers" in capsys.readouterr().out
     with EventPublisher(LOOPBACK) as never_heard:
         never_heard.publish(KVEventBatch(0.0, []), send=False)
         assert not route_cli.caught_up(router, {"ghost": never_heard}, 0.05)
     router.close()
+
+
+def test_the_command_runs_its_loop_beside_a_running_one(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Called from a thread that runs an asyncio loop already (a notebook), the command
+    runs its own loop on a thread of its own."""
+    import asyncio
+    import threading
+
+    statuses: list[int] = []
+
+    def in_a_loop(argv: list[str]) -> None:
+        async def inside() -> None:
+            statuses.append(cli_main(argv))
+
+        thread = threading.Thread(target=lambda: asyncio.run(inside()))
+        thread.start()
+        thread.join(60)
+
+    in_a_loop(["route", "--demo", "--requests", "3", "--plain"])
+    with EventPublisher(LOOPBACK) as publisher:
+        in_a_loop(["route", "--worker", f"w0={publisher.endpoint}", "--duration", "0.2", "--plain"])
+    assert statuses == [0, 0] and "workers" in capsys.readouterr().out
 
 
 def test_an_oversized_body_is_refused_unread(served: RunningService) -> None:

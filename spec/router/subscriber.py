@@ -389,6 +389,8 @@ class EventSubscriber:
                 self._lost(worker, seq)
             self._apply(worker, seq, payload)
         for position, (seq, payload) in enumerate(held):
+            if got is not None and seq < self._expected(worker):
+                continue  # the replay had it: a copy, not a restart (batch 0 included)
             if position == 0 and seq > self._expected(worker):
                 self._lost(worker, seq)
             if self._apply(worker, seq, payload) == GAP:

@@ -51,7 +51,6 @@ from rich.console import Console
 from rich.table import Table
 
 from kachedb_radix.reference import OutOfBlocksError, RadixTree
-from kachedb_radix.reference.errors import InvalidArgumentError
 from kachedb_radix.reference.events import SCHEMES, BlockHasher, dump_hashes
 from kachedb_radix.reference.router import RouterIndex
 
@@ -64,7 +63,7 @@ from ..conform.targets import (
 from ..inputs import LIMITS, count, real
 from ..inputs.http import split_host, unauthenticated_warning
 from ..router.publisher import EventPublisher
-from ..router.service import BadRequest, Router, RouteService, serve_in_thread, wait_caught_up
+from ..router.service import Router, RouteService, serve_in_thread, wait_caught_up
 from ..simulate.workload import WorkloadSpec, generate_requests
 
 EXIT_OK = 0
@@ -234,28 +233,24 @@ def _no_room(exc: zmq.ZMQError, sockets: int) -> str:
 def run(args: argparse.Namespace) -> int:
     """Run the router (or the demo) from parsed arguments; returns the exit status."""
     console = Console(no_color=args.plain, highlight=False, width=120 if args.plain else None)
-    context: zmq.Context[zmq.Socket[bytes]] | None = None
     try:
         if args.demo and args.worker:
             raise UsageError("--demo starts its own workers: give no --worker")
         if not args.demo and not args.worker:
             raise UsageError("give --worker NAME=PUB[,REPLAY] (one per worker), or --demo")
         _check_workers(args.worker)
-        hasher = BlockHasher(args.hash) if args.seed is None else BlockHasher(args.hash, args.seed)
-        twin = args.impl or default_implementation()
-        index_class: Any = RouterIndex
-        if twin == "accel":
-            from kachedb_radix import accel
-
-            index_class = accel.RouterIndex
-        sockets = 4 * args.workers if args.demo else 2 * len(args.worker)
-        context = _context(sockets)
-        router = Router(index_class(hasher, args.block_size), args.overlap_weight, context=context)
-    except (UsageError, BadRequest, InvalidArgumentError) as exc:
+    except UsageError as exc:
         print(f"kachedb-radix route: {exc}", file=sys.stderr)
-        if context is not None:
-            context.destroy(linger=0)
         return EXIT_USAGE
+    hasher = BlockHasher(args.hash) if args.seed is None else BlockHasher(args.hash, args.seed)
+    index_class: Any = RouterIndex
+    if (args.impl or default_implementation()) == "accel":
+        from kachedb_radix import accel
+
+        index_class = accel.RouterIndex
+    sockets = 4 * args.workers if args.demo else 2 * len(args.worker)
+    context = _context(sockets)
+    router = Router(index_class(hasher, args.block_size), args.overlap_weight, context=context)
     router.check.report = lambda text: print(f"kachedb-radix route: {text}", file=sys.stderr)
     warning = unauthenticated_warning(args.listen[0])
     if warning is not None:

@@ -101,10 +101,7 @@ class _Close(Exception):
 
 
 def _reason(status: int) -> str:
-    try:
-        return HTTPStatus(status).phrase
-    except ValueError:
-        return "Status"
+    return HTTPStatus(status).phrase  # only standard statuses are sent
 
 
 @dataclass
@@ -189,6 +186,7 @@ class _Connection(asyncio.Protocol):
         self.paused = False  # the client does not read: stop reading its requests
         self.closing = False
         self.timer: asyncio.TimerHandle | None = None
+        self.timer_idle = False  # whether the timer is the idle one (else a request's)
 
     # -------------------------------------------------------------- asyncio's calls
 
@@ -214,8 +212,6 @@ class _Connection(asyncio.Protocol):
     def data_received(self, data: bytes) -> None:
         if self.closing:
             return
-        if not self.buffer and self.parsed is None:
-            self._arm(HEADER_TIMEOUT_S, idle=False)  # a request has begun
         self.buffer += data
         self._process()
 
@@ -242,6 +238,7 @@ class _Connection(asyncio.Protocol):
         self._disarm()
         loop = asyncio.get_running_loop()
         self.timer = loop.call_later(seconds, self._timed_out, idle)
+        self.timer_idle = idle
 
     def _disarm(self) -> None:
         if self.timer is not None:
@@ -263,26 +260,31 @@ class _Connection(asyncio.Protocol):
     # -------------------------------------------------------------- requests
 
     def _process(self) -> None:
-        """Answer every whole request buffered, in order, while nothing waits."""
+        """Answer every whole request buffered, in order, while nothing waits; then
+        time what is left: an idle connection, or a request begun and not finished."""
         while not (self.busy or self.paused or self.closing):
             try:
                 parsed = self.parsed or self._head()
-                if parsed is None:
-                    return  # the headers are not all here yet
-                self.parsed = parsed
-                end = parsed.head_end + parsed.length
-                if len(self.buffer) < end:
-                    return
             except _Close as refusal:
                 self.server.counts.refused += 1
                 self._answer(error_response(refusal.status, str(refusal)), False)
                 return
+            if parsed is None:
+                break  # the headers are not all here yet
+            self.parsed = parsed
+            end = parsed.head_end + parsed.length
+            if len(self.buffer) < end:
+                break  # the body is not all here yet
             body = bytes(self.buffer[parsed.head_end : end])
             del self.buffer[:end]
             self.parsed = None
             self._dispatch(parsed, body)
-        if not self.buffer and self.parsed is None and not (self.busy or self.closing):
+        if self.busy or self.closing:
+            return
+        if not self.buffer and self.parsed is None:
             self._arm(IDLE_TIMEOUT_S, idle=True)
+        elif self.timer is None or self.timer_idle:
+            self._arm(HEADER_TIMEOUT_S, idle=False)  # a request has begun: it has this long
 
     def _head(self) -> _Parsed | None:
         """Parse the request line and headers if all here; run the guard. O(their size).

@@ -41,6 +41,7 @@ import msgspec
 
 from kachedb_radix.reference.events import SCHEMES, BlockHasher
 from kachedb_radix.reference.router import APPLIED, RESTART
+from kachedb_radix.reference.tokens import TOKEN_LIMIT
 
 #: The most blocks checked per worker before its verdict is settled.
 CHECK_BLOCKS = 64
@@ -195,6 +196,8 @@ class SchemeCheck:
         tokens, size = event.token_ids, event.block_size
         if not tokens or size is None or size < 1 or event.lora_name or event.lora_id:
             return  # no tokens, or a LoRA's (its name is an extra key the router lacks)
+        if not all(0 <= token < TOKEN_LIMIT for token in tokens):
+            return  # no request the router hashes holds such a token (R-TOK-3)
         sample.sizes.add(size)
         if size != self.block_size or len(tokens) != size * len(event.block_hashes):
             return
@@ -303,13 +306,10 @@ def _is_salt(extra: Any) -> bool:
 def _fits(hasher: BlockHasher, sample: _Sample, *, salted: bool) -> bool:
     """Whether ``hasher`` gives every sampled block the hash its worker sent."""
     internal: list[Any] = []
-    try:
-        for parent, tokens, salt, sent in sample.blocks:
-            chained = None if parent < 0 else internal[parent]
-            value = hasher.block_hash(chained, tokens, salt if salted else None)
-            internal.append(value)
-            if hasher.external(value) != sent:
-                return False
-    except (TypeError, ValueError, AssertionError):
-        return False  # a scheme that cannot chain from this parent
+    for parent, tokens, salt, sent in sample.blocks:
+        chained = None if parent < 0 else internal[parent]
+        value = hasher.block_hash(chained, tokens, salt if salted else None)
+        internal.append(value)
+        if hasher.external(value) != sent:
+            return False
     return bool(sample.blocks)

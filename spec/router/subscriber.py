@@ -216,10 +216,10 @@ class EventSubscriber:
         ready = dict(self._poller.poll(timeout_ms))
         while True:
             for sock in ready:
-                worker, is_replay = self._by_socket.get(sock, (None, False))
-                feed = self._feeds.get(worker) if worker is not None else None
-                if feed is None:
-                    continue  # closed by an earlier frame in this round
+                if sock not in self._by_socket:
+                    continue  # a replay socket dropped by an earlier frame of this round
+                worker, is_replay = self._by_socket[sock]
+                feed = self._feeds[worker]
                 while True:
                     try:
                         frames = sock.recv_multipart(zmq.NOBLOCK)
@@ -270,9 +270,9 @@ class EventSubscriber:
         self.generation += 1
 
     def _unwatch(self, sock: zmq.Socket[bytes]) -> None:
-        if self._by_socket.pop(sock, None) is not None:
-            self._poller.unregister(sock)
-            self.generation += 1
+        del self._by_socket[sock]
+        self._poller.unregister(sock)
+        self.generation += 1
 
     def _expected(self, worker: Hashable) -> int:
         with self._lock:
@@ -306,8 +306,8 @@ class EventSubscriber:
             if feed.replay_endpoint is None:
                 self._lost(worker, seq)
             elif feed.replay is None or not feed.replay.restart:
-                held = [] if feed.replay is None else feed.replay.held
-                self._ask(worker, feed, 0, [*held, (seq, frames[2])], restart=True)
+                # What was held belongs to the cache before the restart: dropped with it.
+                self._ask(worker, feed, 0, [(seq, frames[2])], restart=True)
                 return
         if feed.replay is not None:
             if len(feed.replay.held) >= HELD_CAP:

@@ -653,3 +653,50 @@ def test_an_oversized_body_is_refused_unread(served: RunningService) -> None:
     response = connection.getresponse()
     assert response.status == 413 and b"over the cap of 16,777,216 bytes" in response.read()
     connection.close()
+
+
+def test_the_service_closes_twice_and_rewatches_a_dropped_replay_socket(
+    fed: tuple[Router, dict[str, RadixTree]],
+) -> None:
+    """A replay that times out drops its socket: the loop stops watching it; closing
+    the service (and the thread it runs on) twice does no harm."""
+    import asyncio
+
+    import zmq
+
+    from kachedb_radix.spec.router.service import RouteService, _url_host
+
+    router, _ = fed
+    silent = router.subscriber.context.socket(zmq.ROUTER)
+    silent.bind(LOOPBACK)
+    router.subscriber.replay_timeout_ms = 50
+    with EventPublisher(LOOPBACK) as publisher:
+        replay = silent.getsockopt_string(zmq.LAST_ENDPOINT)
+        router.add_worker("w2", publisher.endpoint, replay, wait=False)
+        service = serve_in_thread(router)
+        try:
+            deadline = time.monotonic() + 10
+            while router.subscriber.replaying("w2"):
+                assert time.monotonic() < deadline
+                time.sleep(0.02)
+            time.sleep(0.2)  # the tick after the timeout rewatches
+            assert len(service.service._watched) == len(router.subscriber.sockets())
+        finally:
+            service.close()
+            service.close()
+    silent.close(linger=0)
+    idle = RouteService(router, "127.0.0.1", 0)
+    asyncio.run(idle.close())  # never started
+    assert [_url_host(h) for h in ("0.0.0.0", "", "::", "::1", "10.0.0.5")] == [
+        "127.0.0.1",
+        "127.0.0.1",
+        "[::1]",
+        "[::1]",
+        "10.0.0.5",
+    ]
+
+
+def test_the_demo_on_the_reference_twin(capsys: pytest.CaptureFixture[str]) -> None:
+    argv = ["route", "--demo", "--impl", "reference", "--requests", "20", "--plain"]
+    assert cli_main(argv) == 0
+    assert "the index holds exactly each worker's blocks" in capsys.readouterr().out

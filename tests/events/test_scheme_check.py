@@ -10,10 +10,18 @@ import urllib.request
 from typing import Any
 
 import pytest
+from rich.console import Console
 
 from kachedb_radix.reference import RadixTree
-from kachedb_radix.reference.events import BlockHasher, BlockStored, KVEventBatch, encode_batch
+from kachedb_radix.reference.events import (
+    BlockHasher,
+    BlockRemoved,
+    BlockStored,
+    KVEventBatch,
+    encode_batch,
+)
 from kachedb_radix.reference.router import RouterIndex
+from kachedb_radix.spec.cli import route as route_cli
 from kachedb_radix.spec.router.publisher import EventPublisher
 from kachedb_radix.spec.router.scheme_check import CHECK_BATCHES, SchemeCheck
 from kachedb_radix.spec.router.service import Router, serve_in_thread, wait_caught_up
@@ -107,18 +115,19 @@ def test_what_cannot_be_checked_stays_unchecked() -> None:
 def test_a_chain_continued_from_a_checked_parent_is_checked_and_a_restart_checks_again() -> None:
     ours = BlockHasher("sha256")
     chain = [ours.external(h) for h in ours.chain(TOKENS, 4)]
-    first = encode_batch(
-        KVEventBatch(0.0, [BlockStored(chain[:2], None, TOKENS[:8], 4, None, None, None)])
-    )
-    rest = encode_batch(
-        KVEventBatch(0.0, [BlockStored(chain[2:], chain[1], TOKENS[8:], 4, None, None, None)])
-    )
+    first = BlockStored(chain[:2], None, TOKENS[:8], 4, None, None, None)
+    rest = BlockStored(chain[2:], chain[1], TOKENS[8:], 4, None, None, None)
+    removed = BlockRemoved([chain[3]], None)
+    out_of_range = BlockStored([7], None, [-1, 0, 0, 2**40], 4, None, None, None)
+    batch = KVEventBatch(0.0, [out_of_range, first, rest, removed])
     check = SchemeCheck(ours, 4)
-    check.observe("w0", "applied", first)
+    check.observe("w0", "applied", encode_batch(batch))
     assert check.verdict("w0").state == "ok" and not check.settled("w0")  # the salt is unseen
-    check.observe("w0", "applied", rest)
+    assert check.verdict("w0").checked == 4  # the chain continued from its parent too
+    later = KVEventBatch(0.0, [BlockStored(chain[2:], chain[1], TOKENS[8:], 4, None, None, None)])
+    check.observe("w0", "applied", encode_batch(later))  # not salted: not wanted now
     check.observe("w0", "applied", _stored(ours, TOKENS, salt="t"))
-    assert check.settled("w0") and check.verdict("w0").checked == 6
+    assert check.settled("w0") and check.verdict("w0").checked == 8
     check.observe("w0", "restart", _stored(BlockHasher("xxh3_64"), TOKENS))
     problem = check.verdict("w0").problem
     assert problem is not None and "xxh3_64" in problem  # the restarted worker, checked anew
@@ -152,7 +161,11 @@ def test_the_router_says_so_in_its_table_health_and_log(caplog: pytest.LogCaptur
             rows = _get(f"{service.url}/workers")
         finally:
             service.close()
+        console = Console(no_color=True, width=400)
+        with console.capture() as captured:
+            console.print(route_cli._table(router, None))
     router.close()
+    assert "MISMATCH: worker w0's hashes are not sha256_cbor" in captured.get()
     assert health["ok"] is False and [p["worker"] for p in health["problems"]] == ["w0"]
     assert "they look like sha256: use --engine vllm" in health["problems"][0]["problem"]
     assert rows[0]["hashes"]["state"] == "mismatch" and rows[1]["hashes"]["state"] == "ok"

@@ -481,3 +481,80 @@ def test_live_batches_held_during_a_replay_are_applied_after_it(
         fake.send_multipart((client, b"", b"", END_SEQ, b""))
         _until(lambda: not sub.replaying("w") and index.expected("w") == pub.next_seq, sub)
         assert not index.is_stale("w") and index.counts("w")["lost"] == 0
+
+
+def test_a_missed_restart_while_a_replay_is_out_and_a_restart_replay_without_batch_0(
+    context: zmq.Context[zmq.Socket[bytes]],
+) -> None:
+    """A live batch numbered below the last live one arrives while a catch-up replay is
+    out: that replay is dropped (its socket too, even with answers waiting in the same
+    round) and everything from 0 is asked for; the replay no longer has batch 0 (a small
+    buffer): the worker is cleared and stale from the first batch it has."""
+    fake = context.socket(zmq.ROUTER)
+    fake.setsockopt(zmq.LINGER, 0)
+    fake.bind(LOOPBACK)
+    index = RouterIndex(block_size=2)
+    with (
+        contextlib.closing(fake),
+        EventPublisher(LOOPBACK, context=context) as pub,
+        EventSubscriber(index, context=context, replay_timeout_ms=10_000) as sub,
+    ):
+        sub.add_worker("w", pub.endpoint, fake.getsockopt_string(zmq.LAST_ENDPOINT), wait=False)
+        client, _, _ = fake.recv_multipart()
+        deadline = time.monotonic() + 5
+        while sub.counts("w")["held"] == 0:
+            assert time.monotonic() < deadline
+            pub._next = 5
+            pub.publish(KVEventBatch(0.0, []))
+            sub.poll(20)
+        fake.send_multipart((client, b"", b"", seq_bytes(5), encode_batch(KVEventBatch(0.0, []))))
+        pub._next = 3  # below the last live one: the publisher restarted, batch 0 was lost
+        pub.publish(KVEventBatch(0.0, []))
+        time.sleep(0.2)  # both the replay's answer and the live batch are waiting now
+        sub.poll(0)
+        assert sub.counts("w")["missed_restarts"] == 1 and sub.counts("w")["replays"] == 2
+        client, _, start = fake.recv_multipart()  # the new dealer asks from 0
+        assert int.from_bytes(start, "big") == 0
+        for seq in (2, 3):  # the restarted publisher's buffer starts at 2
+            payload = encode_batch(KVEventBatch(0.0, []))
+            fake.send_multipart((client, b"", b"", seq_bytes(seq), payload))
+        fake.send_multipart((client, b"", b"", END_SEQ, b""))
+        _until(lambda: not sub.replaying("w"), sub)
+        assert index.expected("w") == 4 and index.is_stale("w")
+
+
+def test_a_hole_among_the_held_batches_is_asked_for_again(
+    context: zmq.Context[zmq.Socket[bytes]],
+) -> None:
+    fake = context.socket(zmq.ROUTER)
+    fake.setsockopt(zmq.LINGER, 0)
+    fake.bind(LOOPBACK)
+    index = RouterIndex(block_size=2)
+    empty = encode_batch(KVEventBatch(0.0, []))
+    with (
+        contextlib.closing(fake),
+        EventPublisher(LOOPBACK, context=context) as pub,
+        EventSubscriber(index, context=context, replay_timeout_ms=10_000) as sub,
+    ):
+        sub.add_worker("w", pub.endpoint, fake.getsockopt_string(zmq.LAST_ENDPOINT), wait=False)
+        client, _, _ = fake.recv_multipart()
+        deadline = time.monotonic() + 5
+        while sub.counts("w")["held"] == 0:  # batch 10 held
+            assert time.monotonic() < deadline
+            pub._next = 10
+            pub.publish(KVEventBatch(0.0, []))
+            sub.poll(20)
+        pub._next = 12  # 11 lost on the way
+        pub.publish(KVEventBatch(0.0, []))
+        _until(lambda: sub.counts("w")["held"] >= 2, sub)
+        for seq in range(11):  # the catch-up: 0..10
+            fake.send_multipart((client, b"", b"", seq_bytes(seq), empty))
+        fake.send_multipart((client, b"", b"", END_SEQ, b""))
+        _until(lambda: sub.counts("w")["replays"] == 2, sub)
+        client, _, start = fake.recv_multipart()
+        assert int.from_bytes(start, "big") == 11  # the hole among the held ones
+        for seq in (11, 12):
+            fake.send_multipart((client, b"", b"", seq_bytes(seq), empty))
+        fake.send_multipart((client, b"", b"", END_SEQ, b""))
+        _until(lambda: not sub.replaying("w"), sub)
+        assert index.expected("w") == 13 and not index.is_stale("w")

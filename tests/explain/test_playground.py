@@ -315,6 +315,9 @@ def test_the_playground_speaks_json_and_describes_itself(server: PlayServer) -> 
     status, headers, payload = _raw(server, "PUT", "/api/step", b"{}")
     assert status == 405 and headers["Allow"] == "POST" and b"not allowed" in payload
     assert _raw(server, "DELETE", "/nowhere")[0] == 404
+    assert _raw(server, "PUT", "/api/step", b"{}", {"Host": "evil.example"})[0] == 421
+    status, headers, payload = _raw(server, "HEAD", "/api/data")
+    assert status == 405 and payload == b""
     status, headers, payload = _raw(server, "GET", "/api/step")
     assert status == 405 and headers["Allow"] == "POST"
     assert _raw(server, "POST", "/api/data", b"{}")[0] == 405
@@ -325,6 +328,7 @@ def test_the_playground_speaks_json_and_describes_itself(server: PlayServer) -> 
         answer = b"".join(iter(lambda: sock.recv(65536), b""))
     assert answer.split(b" ")[1] == b"431" and b'{"error":"Too many headers' in answer
     refused: list[tuple[dict[str, Any], str]] = [
+        ({"op": "match"}, "type a prompt"),
         ({"op": "insert", "tokens": 5}, "'tokens' has the wrong type"),
         ({"op": "insert", "tokens": "ab", "pin": "yes"}, "'pin' has the wrong type"),
         ({"op": "insert", "tokens": "ab", "extra": 1}, "unknown field 'extra'"),

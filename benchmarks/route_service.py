@@ -53,6 +53,7 @@ from pathlib import Path
 from typing import Any
 
 from kachedb_radix.reference.events import (
+    AllBlocksCleared,
     BlockHasher,
     BlockRemoved,
     BlockStored,
@@ -84,7 +85,12 @@ class SyntheticWorker:
     """One worker's deterministic stream: batch 0 stores its share of the query prompt
     (``depth`` blocks, real hashes, token ids) and a 64-block warm-up chain (so the
     router's hash check settles on real blocks); batch ``k >= 1`` stores churn chain
-    ``k`` and removes chain ``k - RESIDENT``. ``generation`` tells restarts apart."""
+    ``k`` and removes chain ``k - RESIDENT`` (with token ids only if ``tokens``: its hashes
+    are no scheme's, and the router's hash check would rightly say so). ``generation``
+    tells restarts apart. With
+    ``cycle``, every ``cycle``-th batch clears the cache (``AllBlocksCleared``, as an
+    engine's ``reset_prefix_cache`` does) and stores the prefixes again: a router that
+    joined after the replay buffer moved on is stale only until the next one."""
 
     index: int
     hasher: BlockHasher
@@ -92,7 +98,8 @@ class SyntheticWorker:
     generation: int = 0
     depth: int = 0
     churn_blocks: int = CHURN_BLOCKS
-    tokens: bool = True
+    tokens: bool = False
+    cycle: int = 0
     _prefix: list[ExternalHash] = field(default_factory=list)
     _warm: list[ExternalHash] = field(default_factory=list)
 
@@ -119,13 +126,18 @@ class SyntheticWorker:
         base = self.churn_hash(chain, 0)
         return list(range(base, base + self.churn_blocks))
 
+    def _start(self, k: int) -> int:
+        """The batch the cycle of batch ``k`` began with. O(1)."""
+        return k - k % self.cycle if self.cycle else 0
+
     def batch(self, k: int) -> KVEventBatch:
         """Batch number ``k`` of this generation. O(its blocks)."""
-        if k == 0:
+        if k == self._start(k):
             prompt = prompt_tokens(self.seed)
-            events: list[Any] = [
+            events: list[Any] = [AllBlocksCleared()] if k else []
+            events.append(
                 BlockStored(self._warm, None, self._warm_tokens, BLOCK_SIZE, None, "GPU", None)
-            ]
+            )
             if self._prefix:
                 tokens = prompt[: self.depth * BLOCK_SIZE]
                 events.append(
@@ -136,7 +148,7 @@ class SyntheticWorker:
             self.chain_hashes(k), None, self._filler, BLOCK_SIZE, None, "GPU", None
         )
         events = [stored]
-        if k > RESIDENT:
+        if k - RESIDENT > self._start(k):
             events.append(BlockRemoved(self.chain_hashes(k - RESIDENT), "GPU"))
         return KVEventBatch(time.time(), events)
 
@@ -145,9 +157,25 @@ class SyntheticWorker:
         if published <= 0:
             return set()
         held: set[ExternalHash] = set(self._warm) | set(self._prefix)
-        for chain in range(max(1, published - RESIDENT), published):
+        first = max(self._start(published - 1) + 1, published - RESIDENT)
+        for chain in range(first, published):
             held.update(self.chain_hashes(chain))
         return held
+
+
+def _bind(pub: str, replay: str, buffer: int) -> Any:
+    """A publisher on ``pub`` and ``replay``, retried while a killed predecessor's
+    ports are still being let go."""
+    from kachedb_radix.spec.router.publisher import EventPublisher
+
+    deadline = time.monotonic() + 10
+    while True:
+        try:
+            return EventPublisher(pub, replay, buffer_steps=buffer)
+        except Exception:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.05)
 
 
 def fleet_main(argv: Sequence[str]) -> int:
@@ -165,9 +193,8 @@ def fleet_main(argv: Sequence[str]) -> int:
     parser.add_argument("--buffer", type=int, default=10_000, help="replay buffer, batches")
     parser.add_argument("--churn-blocks", type=int, default=CHURN_BLOCKS)
     parser.add_argument("--start-delay", type=float, default=1.0)
+    parser.add_argument("--cycle", type=int, default=0, help="clear the cache every N batches")
     args = parser.parse_args(argv)
-    from kachedb_radix.spec.router.publisher import EventPublisher
-
     hasher = BlockHasher(args.hash)
     workers, publishers = [], []
     for number in range(args.workers):
@@ -181,9 +208,10 @@ def fleet_main(argv: Sequence[str]) -> int:
                 args.generation,
                 DEPTH_STEP * index % PROMPT_BLOCKS,
                 args.churn_blocks,
+                cycle=args.cycle,
             )
         )
-        publishers.append(EventPublisher(pub, replay, buffer_steps=args.buffer))
+        publishers.append(_bind(pub, replay, args.buffer))
     names = [f"w{w.index}" for w in workers]
     print(
         json.dumps(
@@ -256,7 +284,7 @@ def fleet(*args: str) -> Iterator[tuple[subprocess.Popen[str], dict[str, Any]]]:
 
 
 def stop(process: subprocess.Popen[Any], sig: int = signal.SIGTERM) -> None:
-    """Stop ``process`` (its own id only), then wait for it."""
+    """Stop ``process`` (its own id only), wait for it, close its pipes."""
     if process.poll() is None:
         with contextlib.suppress(ProcessLookupError):
             process.send_signal(sig)
@@ -265,6 +293,9 @@ def stop(process: subprocess.Popen[Any], sig: int = signal.SIGTERM) -> None:
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait()
+    for pipe in (process.stdout, process.stderr):
+        if pipe is not None:
+            pipe.close()
 
 
 def get_json(url: str, timeout: float = 5.0) -> Any:
@@ -414,18 +445,25 @@ async def _client(
     until: float,
     latencies: list[float],
     status: list[int],
+    failures: list[float],
 ) -> None:
-    reader, writer = await asyncio.open_connection(host, port)
+    """One connection, one request in flight; a connection that fails (the router
+    restarting) is counted in ``failures`` (at ``time.monotonic()``) and opened again."""
     head = f"POST /route HTTP/1.1\r\nHost: {host}:{port}\r\nContent-Type: application/json\r\n"
     number = 0
-    try:
-        while time.perf_counter() < until:
+    writer: asyncio.StreamWriter | None = None
+    while time.perf_counter() < until:
+        try:
+            if writer is None:
+                reader, writer = await asyncio.open_connection(host, port)
             body = bodies[number % len(bodies)]
             number += 1
             request = f"{head}Content-Length: {len(body)}\r\n\r\n".encode() + body
             started = time.perf_counter()
             writer.write(request)
             line = await reader.readline()
+            if not line:
+                raise ConnectionError("closed")
             length = 0
             while True:
                 header = await reader.readline()
@@ -436,7 +474,13 @@ async def _client(
             await reader.readexactly(length)
             latencies.append(time.perf_counter() - started)
             status.append(int(line.split()[1]))
-    finally:
+        except (OSError, asyncio.IncompleteReadError):
+            failures.append(time.monotonic())
+            if writer is not None:
+                writer.close()
+            writer = None
+            await asyncio.sleep(0.05)
+    if writer is not None:
         writer.close()
 
 
@@ -455,12 +499,13 @@ def python_load(
     ]
     latencies: list[float] = []
     status: list[int] = []
+    failures: list[float] = []
 
     async def main() -> None:
         until = time.perf_counter() + seconds
         await asyncio.gather(
             *(
-                _client(host, int(port), bodies[i:] or bodies, until, latencies, status)
+                _client(host, int(port), bodies[i:] or bodies, until, latencies, status, failures)
                 for i in range(clients)
             )
         )
@@ -479,7 +524,8 @@ def python_load(
         "seconds": elapsed,
         "rate": len(latencies) / elapsed,
         "non2xx": sum(1 for s in status if s != 200),
-        "errors": 0,
+        "errors": len(failures),
+        "failures_at": failures,
         **{f"p{p:g}": pct(p) for p in (50, 90, 99, 99.9)},
     }
 
@@ -549,6 +595,190 @@ def decision_figures(hash_scheme: str, rounds: int = 3000, seed: int = 1) -> dic
     return out
 
 
+# ---------------------------------------------------------------------- faults
+
+
+@dataclass
+class FaultRun:
+    """The load and fault scenario's settings (``faults_main``)."""
+
+    rate: float = 100_000.0
+    seconds: float = 6.0
+    workers: int = 2
+    clients: int = 8
+    seed: int = 1
+    hash: str = "sha256"
+    cycle: int = 2048
+    buffer: int = 10_000
+    churn_blocks: int = 64
+
+
+def _worker_process(run: FaultRun, index: int, endpoints: tuple[str, str], generation: int,
+                    seconds: float) -> tuple[subprocess.Popen[str], dict[str, Any]]:  # fmt: skip
+    command = [*_python(), "-m", "benchmarks.route_service", "fleet", "--workers", "1",
+               "--first", str(index), "--endpoints", ",".join(endpoints), "--rate",
+               str(run.rate / run.workers), "--seconds", str(seconds), "--seed", str(run.seed),
+               "--hash", run.hash, "--generation", str(generation), "--cycle", str(run.cycle),
+               "--buffer", str(run.buffer), "--churn-blocks", str(run.churn_blocks),
+               "--start-delay", "0.3"]  # fmt: skip
+    process = subprocess.Popen(
+        command, stdout=subprocess.PIPE, text=True, cwd=Path(__file__).resolve().parents[1]
+    )
+    assert process.stdout is not None
+    return process, json.loads(process.stdout.readline())
+
+
+def _slow_clients(port: int) -> list[Any]:
+    """A client that sent half a request and stalls, and one that pipelines requests
+    for big answers and never reads them."""
+    import socket
+
+    host = f"Host: 127.0.0.1:{port}\r\n".encode()
+    stalled = socket.create_connection(("127.0.0.1", port))
+    stalled.sendall(b"POST /route HTTP/1.1\r\n" + host + b"Content-Length: 100\r\n\r\n{")
+    greedy = socket.create_connection(("127.0.0.1", port))
+    greedy.setblocking(False)
+    with contextlib.suppress(BlockingIOError):
+        for _ in range(4000):
+            greedy.send(b"GET /openapi.json HTTP/1.1\r\n" + host + b"\r\n")
+    return [stalled, greedy]
+
+
+def faults(run: FaultRun) -> dict[str, Any]:
+    """Load and faults on loopback (issue 34.4): workers publishing at ``run.rate`` blocks
+    a second while ``run.clients`` clients route; worker 1 killed (SIGKILL) at a third
+    of the run and started again (a new generation, numbered from 0); the router
+    killed at two thirds and started again on the same port; two slow clients attached
+    throughout. Afterwards every worker's blocks and every answer for the probe
+    prompts must equal those of a fresh index rebuilt from the same events."""
+    from kachedb_radix import accel
+
+    hasher = BlockHasher(run.hash)
+    endpoints = [
+        (f"tcp://127.0.0.1:{free_port()}", f"tcp://127.0.0.1:{free_port()}")
+        for _ in range(run.workers)
+    ]
+    names = [f"w{i}" for i in range(run.workers)]
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    generations = [0] * run.workers
+    events: dict[str, Any] = {}
+    with contextlib.ExitStack() as stack:
+        processes = []
+        for index in range(run.workers):
+            process, _ = _worker_process(run, index, endpoints[index], 0, run.seconds + 60)
+            stack.callback(stop, process)
+            processes.append(process)
+        listed = [[n, pub, replay] for n, (pub, replay) in zip(names, endpoints, strict=True)]
+        extra = ["--hash", run.hash]
+        routed = stack.enter_context(router(listed, *extra, port=port))
+        wait_blocks(url, 64 * run.workers)
+        slow = _slow_clients(port)
+        load = subprocess.Popen(
+            [*_python(), "-m", "benchmarks.route_service", "load", url, "--clients",
+             str(run.clients), "--seconds", str(run.seconds), "--seed", str(run.seed)],
+            stdout=subprocess.PIPE, text=True, cwd=Path(__file__).resolve().parents[1],
+        )  # fmt: skip
+        started = time.monotonic()
+        time.sleep(run.seconds / 3)
+        stop(processes[1], signal.SIGKILL)  # a worker killed mid-stream
+        events["worker_killed"] = time.monotonic() - started
+        time.sleep(0.3)
+        generations[1] = 1
+        processes[1], _ = _worker_process(run, 1, endpoints[1], 1, run.seconds + 60)
+        stack.callback(stop, processes[1])
+        time.sleep(max(0.0, started + 2 * run.seconds / 3 - time.monotonic()))
+        stop(routed[0], signal.SIGKILL)  # the router killed mid-stream
+        down = time.monotonic()
+        events["router_killed"] = down - started
+        routed = stack.enter_context(router(listed, *extra, port=port))
+        up = time.monotonic()
+        events["router_answering"] = up - started
+        out, _ = load.communicate(timeout=run.seconds + 120)
+        measured: dict[str, Any] = json.loads(out.strip().splitlines()[-1])
+        for sock in slow:
+            sock.close()
+        published: dict[str, int] = {}
+        blocks = 0
+        for name, process in zip(names, processes, strict=True):
+            process.send_signal(signal.SIGTERM)
+            tail, _ = process.communicate(timeout=60)
+            counts = json.loads(tail.strip().splitlines()[-1])
+            published[name] = counts["published"][name]
+            blocks += counts["blocks"]
+        recovered = _wait_recovered(url, published)
+        rows = {row["worker"]: row for row in get_json(f"{url}/workers")}
+        probes = [prompt_tokens(run.seed)] + [
+            prompt_tokens(run.seed, 1000 + i) for i in range(run.workers)
+        ]
+        probes.append(prompt_tokens(run.seed + 99))
+        status, answer = post_json(
+            f"{url}/route/batch", {"requests": [{"tokens": p} for p in probes]}
+        )
+        assert status == 200, answer
+    fresh = accel.RouterIndex(hasher, BLOCK_SIZE)
+    for index, name in enumerate(names):
+        depth = DEPTH_STEP * index % PROMPT_BLOCKS
+        worker = SyntheticWorker(
+            index, hasher, run.seed, generations[index], depth, run.churn_blocks, cycle=run.cycle
+        )
+        for k in range(published[name]):
+            fresh.apply(name, k, worker.batch(k))
+    same_blocks = all(rows[n]["blocks"] == fresh.held(n) and not rows[n]["stale"] for n in names)
+    same_answers = all(
+        {w: d for w, d in decision["depths"].items()}
+        == {str(w): d for w, d in fresh.query_tokens(p).items()}
+        for decision, p in zip(answer["decisions"], probes, strict=True)
+    )
+    outside = [t for t in measured.pop("failures_at") if not down - 0.5 <= t <= up + 0.5]
+    return {
+        "published_blocks_per_s": blocks / run.seconds,
+        "load": measured,
+        "errors_outside_the_router_restart": len(outside),
+        "events": events,
+        "recovered": recovered,
+        "same_blocks_as_a_fresh_index": same_blocks,
+        "same_answers_as_a_fresh_index": same_answers,
+        "router_stale_after": [n for n in names if rows[n]["stale"]],
+        "router_rows": {
+            n: {
+                "index": rows[n]["index"],
+                "subscriber": rows[n]["subscriber"],
+                "blocks": rows[n]["blocks"],
+                "fresh": fresh.held(n),
+            }
+            for n in names
+        },
+        "machine_load": os.getloadavg()[0],
+    }
+
+
+def _wait_recovered(url: str, published: dict[str, int], seconds: float = 120.0) -> bool:
+    """Until the router expects every published batch next and replays nothing."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        rows = {row["worker"]: row for row in get_json(f"{url}/workers")}
+        if all(
+            rows[n]["expected"] >= seq and not rows[n]["catching_up"]
+            for n, seq in published.items()
+        ):
+            return True
+        time.sleep(0.1)
+    return False
+
+
+def faults_main(argv: Sequence[str]) -> int:
+    """``python -m benchmarks.route_service faults``: the scenario of :func:`faults`."""
+    parser = argparse.ArgumentParser(prog="route_service faults")
+    defaults = FaultRun()
+    for name, value in vars(defaults).items():
+        parser.add_argument(f"--{name.replace('_', '-')}", type=type(value), default=value)
+    args = parser.parse_args(argv)
+    result = faults(FaultRun(**vars(args)))
+    print(json.dumps(result))
+    return 0 if result["recovered"] and result["same_answers_as_a_fresh_index"] else 1
+
+
 # ---------------------------------------------------------------------- main
 
 
@@ -595,6 +825,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return fleet_main(argv[1:])
     if argv[:1] == ["load"]:
         return load_main(argv[1:])
+    if argv[:1] == ["faults"]:
+        return faults_main(argv[1:])
     parser = argparse.ArgumentParser(prog="python -m benchmarks.route_service")
     parser.add_argument("--workers", type=int, default=16)
     parser.add_argument("--rate", type=float, default=100_000.0)

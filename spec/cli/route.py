@@ -100,16 +100,21 @@ def listen_address(text: str) -> tuple[str, int]:
     return host.strip("[]"), port
 
 
-def worker_spec(text: str) -> tuple[str, str, str | None]:
-    """``NAME=PUB[,REPLAY]`` as ``(name, pub, replay or None)``; argparse's type for
-    ``--worker``. O(len(text)).
+def worker_spec(text: str) -> tuple[str, str | None, str | None]:
+    """``NAME=PUB[,REPLAY]`` as ``(name, pub, replay or None)``, or a bare ``NAME`` (for
+    ``--learn``) as ``(name, None, None)``; argparse's type for ``--worker``.
+    O(len(text)).
 
     Raises:
         argparse.ArgumentTypeError: a missing name or endpoint, or more than two.
     """
     name, sep, endpoints = text.partition("=")
+    if not name.strip():
+        raise argparse.ArgumentTypeError(f"{text!r}: want NAME=PUB[,REPLAY]")
+    if not sep:
+        return name, None, None
     parts = endpoints.split(",")
-    if not sep or not name.strip() or not parts[0] or len(parts) > 2 or not all(parts):
+    if not parts[0] or len(parts) > 2 or not all(parts):
         raise argparse.ArgumentTypeError(f"{text!r}: want NAME=PUB[,REPLAY]")
     return name, parts[0], parts[1] if len(parts) == 2 else None
 
@@ -171,6 +176,12 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help="stop after this many seconds (0 to 1e9; default: never)",
     )
     parser.add_argument(
+        "--learn",
+        action="store_true",
+        help="no event streams (give each --worker as a bare NAME): a worker holds what this "
+        "router sent it, never forgotten, as a gateway without KV events must guess",
+    )
+    parser.add_argument(
         "--demo", action="store_true", help="local workers on loopback, fed the embedded workload"
     )
     demo_cap = LIMITS["route_demo_workers"]
@@ -203,7 +214,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     parser.set_defaults(handler=run)
 
 
-def _check_workers(workers: Sequence[tuple[str, str, str | None]]) -> None:
+def _check_workers(workers: Sequence[tuple[str, str | None, str | None]]) -> None:
     cap = LIMITS["route_workers"].maximum
     if len(workers) > cap:
         raise UsageError(f"{len(workers):,} --worker options, over the most allowed, {cap:,}")
@@ -238,6 +249,13 @@ def run(args: argparse.Namespace) -> int:
             raise UsageError("--demo starts its own workers: give no --worker")
         if not args.demo and not args.worker:
             raise UsageError("give --worker NAME=PUB[,REPLAY] (one per worker), or --demo")
+        if args.demo and args.learn:
+            raise UsageError("--demo follows its workers' events: give no --learn")
+        for name, endpoint, _ in args.worker:
+            if args.learn and endpoint is not None:
+                raise UsageError(f"--learn takes bare worker names, got --worker {name}=...")
+            if not args.learn and endpoint is None:
+                raise UsageError(f"--worker {name!r} wants NAME=PUB[,REPLAY] (or --learn)")
         _check_workers(args.worker)
     except UsageError as exc:
         print(f"kachedb-radix route: {exc}", file=sys.stderr)
@@ -280,7 +298,10 @@ def _live(args: argparse.Namespace, router: Router, console: Console, sockets: i
             try:
                 try:
                     for name, endpoint, replay in args.worker:
-                        router.add_worker(name, endpoint, replay, wait=False)
+                        if args.learn:
+                            router.add_learning_worker(name)
+                        else:
+                            router.add_worker(name, endpoint, replay, wait=False)
                 except zmq.ZMQError as exc:
                     print(f"kachedb-radix route: {_no_room(exc, sockets)}", file=sys.stderr)
                     return EXIT_USAGE
@@ -373,7 +394,7 @@ def _table(router: Router, rate: float | None) -> Table:
             f"{index.get('batches', 0):,}",
             f"{index.get('events', 0):,}",
             str(index.get("gaps", 0)),
-            str(sub["replays"]),
+            str(sub.get("replays", 0)),
             str(index.get("lost", 0)),
             "catching up" if row["catching_up"] else "yes" if row["stale"] else "no",
             _hashes(row["hashes"]),

@@ -56,6 +56,7 @@ import msgspec
 import zmq
 
 from kachedb_radix.reference.errors import InvalidArgumentError, RadixError
+from kachedb_radix.reference.events import BlockStored, KVEventBatch
 from kachedb_radix.reference.router import RouterIndex
 from kachedb_radix.reference.tokens import TOKEN_LIMIT, as_token_list
 from kachedb_radix.spec.inputs import LIMITS, InputError, decode_json
@@ -118,9 +119,7 @@ class _LaxRouteBody(msgspec.Struct, forbid_unknown_fields=True):
 
 
 class _LaxBatchBody(msgspec.Struct, forbid_unknown_fields=True):
-    requests: Annotated[
-        list[_LaxRouteBody], msgspec.Meta(max_length=LIMITS["route_batch"].maximum)
-    ]
+    requests: Annotated[list[_LaxRouteBody], msgspec.Meta(max_length=LIMITS["route_batch"].maximum)]
 
 
 def _whole(tokens: list[int | float]) -> list[int] | None:
@@ -228,12 +227,35 @@ class Router:
         self._workers: list[Hashable] = []
         self._order: dict[Hashable, int] = {}
         self._memos = threading.local()  # a ChainMemo per thread that decides
+        self._learned: dict[Hashable, int] = {}  # a learning worker's next batch number
 
     def add_worker(
         self, name: Hashable, endpoint: str, replay: str | None = None, *, wait: bool = True
     ) -> None:
-        """Subscribe to a worker's publisher (see :class:`EventSubscriber`)."""
+        """Subscribe to a worker's publisher (see :class:`EventSubscriber`).
+
+        Raises:
+            InvalidArgumentError: ``name`` is a worker already.
+            zmq.ZMQError: an endpoint ZeroMQ cannot connect to.
+        """
+        if name in self._order:
+            raise InvalidArgumentError(f"worker {name!r} is a worker already")
         self.subscriber.add_worker(name, endpoint, replay, wait=wait)
+        self._order[name] = len(self._workers)
+        self._workers.append(name)
+
+    def add_learning_worker(self, name: Hashable) -> None:
+        """A worker with no event stream: the index holds, for it, the blocks of every
+        request this router sent it, never forgotten -- what a gateway without KV events
+        can know (NVIDIA Dynamo's router without events guesses the same way; the
+        planner's ``simulate --index gateway`` models it). O(1).
+
+        Raises:
+            InvalidArgumentError: ``name`` is a worker already.
+        """
+        if name in self._order:
+            raise InvalidArgumentError(f"worker {name!r} is a worker already")
+        self._learned[name] = 0
         self._order[name] = len(self._workers)
         self._workers.append(name)
 
@@ -308,7 +330,17 @@ class Router:
             key = (cost, -depth, order[worker])
             if best_key is None or key < best_key:
                 best, best_key = worker, key
+        if best in self._learned and hashes:
+            self._learn(best, hashes)
         return Decision(best, blocks, depths, costs, stale)
+
+    def _learn(self, worker: Hashable, hashes: list[Any]) -> None:
+        """Hold ``hashes`` for learning ``worker``: a store of its own numbering."""
+        stored = BlockStored(hashes, None, [], self.index.block_size, None, "GPU", None)
+        with self.lock:
+            seq = self._learned[worker]
+            self._learned[worker] = seq + 1
+            self.index.apply(worker, seq, KVEventBatch(0.0, [stored]))
 
     def table(self) -> list[dict[str, Any]]:
         """One row per worker (what ``GET /workers`` returns). O(workers)."""
@@ -317,16 +349,17 @@ class Router:
             known = set(self.index.workers())
             for worker in self._workers:
                 seen = worker in known
+                learning = worker in self._learned
                 rows.append(
                     {
                         "worker": str(worker),
                         "blocks": self.index.held(worker) if seen else 0,
                         "expected": self.index.expected(worker) if seen else 0,
                         "stale": self.index.is_stale(worker) if seen else False,
-                        "catching_up": self.subscriber.replaying(worker),
+                        "catching_up": not learning and self.subscriber.replaying(worker),
                         "hashes": self.check.verdict(worker).to_json(),
                         "index": self.index.counts(worker) if seen else {},
-                        "subscriber": self.subscriber.counts(worker),
+                        "subscriber": {} if learning else self.subscriber.counts(worker),
                     }
                 )
         return rows
@@ -343,7 +376,9 @@ class Router:
             known = set(self.index.workers())
             stale = [str(w) for w in self._workers if w in known and self.index.is_stale(w)]
             blocks = len(self.index)
-        catching_up = [str(w) for w in self._workers if self.subscriber.replaying(w)]
+        catching_up = [
+            str(w) for w in self._workers if w not in self._learned and self.subscriber.replaying(w)
+        ]
         return {
             "ok": not problems,
             "workers": len(self._workers),

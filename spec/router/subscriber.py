@@ -6,7 +6,8 @@ the worker has one, a DEALER socket to its replay socket.  Each frame is handed 
 (R-ROUTE-1) the subscriber asks the replay socket for the missing batches, applies what
 comes back in order, and tells the index which batches are gone for good
 (:meth:`~kachedb_radix.reference.router.RouterIndex.lost`, R-ROUTE-2): none left in the
-buffer, no replay socket, or no answer within ``replay_timeout_ms``.  A frame that is
+buffer, no replay socket, or ``replay_timeout_ms`` without a frame of the answer (a long
+replay that keeps coming is waited for).  A frame that is
 not ``(topic, 8-byte seq, payload)`` is counted and dropped; if it carried a batch, the
 next frame shows the gap.  A worker added late asks for a replay from 0 at once, so a
 router that starts after its workers catches up without waiting for their next batch.
@@ -73,9 +74,10 @@ class _Replay:
 
     first: int
     deadline: float
-    got: list[tuple[int, bytes]] = field(default_factory=list)
+    got: int = 0  # batches of the answer read so far (each applied as it came)
     held: list[tuple[int, bytes]] = field(default_factory=list)
     restart: bool = False  # the publisher restarted: clear before applying
+    retried: bool = False  # asked again for a hole the first answer left
 
 
 @dataclass
@@ -331,6 +333,7 @@ class EventSubscriber:
         held: list[tuple[int, bytes]] | None = None,
         *,
         restart: bool = False,
+        retried: bool = False,
     ) -> None:
         """Send a replay request from ``first``; ``held`` the live batches waiting on it
         (any earlier request's answer is then ignored: the dealer is new)."""
@@ -339,21 +342,29 @@ class EventSubscriber:
             self._drop_dealer(feed)
         dealer = self._dealer(worker, feed)
         deadline = time.monotonic() + self.replay_timeout_ms / 1000
-        feed.replay = _Replay(first, deadline, held=held or [], restart=restart)
+        feed.replay = _Replay(first, deadline, held=held or [], restart=restart, retried=retried)
         dealer.send_multipart((b"", seq_bytes(first)))
 
     def _replay_frame(self, worker: Hashable, feed: _Feed, frames: list[bytes]) -> None:
-        """A frame of a replay's answer, ``(b"", topic, seq, payload)``: kept, or at the
-        end marker, the replay is done."""
+        """A frame of a replay's answer, ``(b"", topic, seq, payload)``: applied as it
+        comes (so a long replay is spread over the loop's turns), a hole in it lost
+        (R-ROUTE-2); at the end marker, the live batches held are applied."""
         replay = feed.replay
         if replay is None or len(frames) != 4 or len(frames[2]) != 8:
             return  # a stray or garbled frame: skipped up to the end marker
         if frames[2] == END_SEQ:
-            feed.counts["replayed"] += len(replay.got)
+            feed.counts["replayed"] += replay.got
             feed.replay = None
-            self._finish(worker, feed, replay.got, replay.held, replay.restart)
+            self._finish(worker, feed, True, replay.held, replay.restart, replay.retried)
             return
-        replay.got.append((int.from_bytes(frames[2], "big"), frames[3]))
+        replay.deadline = time.monotonic() + self.replay_timeout_ms / 1000  # it is coming
+        seq = int.from_bytes(frames[2], "big")
+        if replay.restart and replay.got == 0 and seq != 0:
+            self._lost(worker, seq)  # the restarted publisher's batch 0 is gone
+        replay.got += 1
+        if seq > self._expected(worker):
+            self._lost(worker, seq)  # the buffer moved on (or the answer lost a frame)
+        self._apply(worker, seq, frames[3])
 
     def _expire(self) -> None:
         """Replays past their deadline: their missing batches are lost (R-ROUTE-2)."""
@@ -364,38 +375,35 @@ class EventSubscriber:
                 feed.counts["replay_timeouts"] += 1
                 feed.replay = None
                 self._drop_dealer(feed)  # late answers must not be read as the next replay's
-                self._finish(worker, feed, None, replay.held, replay.restart)
+                self._finish(worker, feed, False, replay.held, replay.restart, replay.retried)
 
     def _finish(
         self,
         worker: Hashable,
         feed: _Feed,
-        got: list[tuple[int, bytes]] | None,
+        answered: bool,
         held: list[tuple[int, bytes]],
         restart: bool = False,
+        retried: bool = False,
     ) -> None:
-        """Apply a replay's batches, then the live ones held: a hole before the first
-        live one that the replay did not fill is lost (R-ROUTE-2); a later hole among
-        the live ones (a batch dropped on the way meanwhile) is asked for again. After a
-        missed restart the worker is cleared first: by batch 0's own restart rule when
-        the replay has it, else as lost from the first batch there is."""
-        if got is None and not held:
-            return  # nothing to catch up with yet: the next live batch shows any gap
-        batches = [*(got or ()), *held]
-        if restart and batches[0][0] != 0:
-            self._lost(worker, batches[0][0])
-        for seq, payload in got or ():
-            if seq > self._expected(worker):
+        """After a replay (``answered``: its end marker came; else it timed out), apply
+        the live batches held. A hole before one after an answer (the live stream
+        resumed past the answer's end: the subscription came up late; or a batch was
+        dropped on the way meanwhile) is asked for once more; a hole no replay fills is
+        lost (R-ROUTE-2). A missed restart whose replay timed out clears the worker
+        (as lost from the first live batch)."""
+        if restart and not answered and held:
+            self._lost(worker, held[0][0])
+        for position, (seq, payload) in enumerate(held):
+            expected = self._expected(worker)
+            if answered and seq < expected:
+                continue  # the replay had it: a copy, not a restart (batch 0 included)
+            if seq > expected:
+                if answered and not retried:
+                    self._ask(worker, feed, expected, held[position:], retried=True)
+                    return
                 self._lost(worker, seq)
             self._apply(worker, seq, payload)
-        for position, (seq, payload) in enumerate(held):
-            if got is not None and seq < self._expected(worker):
-                continue  # the replay had it: a copy, not a restart (batch 0 included)
-            if position == 0 and seq > self._expected(worker):
-                self._lost(worker, seq)
-            if self._apply(worker, seq, payload) == GAP:
-                self._ask(worker, feed, self._expected(worker), held[position:])
-                return
 
     def _dealer(self, worker: Hashable, feed: _Feed) -> zmq.Socket[bytes]:
         """The feed's replay socket, connected on first use (and after a timeout)."""
@@ -403,6 +411,9 @@ class EventSubscriber:
             assert feed.replay_endpoint is not None
             dealer = self._context.socket(zmq.DEALER)
             dealer.setsockopt(zmq.LINGER, 0)
+            # No cap on the answer queued here: a ROUTER drops what a full peer's pipe
+            # cannot take, and a replay is thousands of batches sent at once.
+            dealer.setsockopt(zmq.RCVHWM, 0)
             try:
                 dealer.connect(feed.replay_endpoint)
             except zmq.ZMQError:

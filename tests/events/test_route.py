@@ -488,6 +488,9 @@ def _busy_port() -> tuple[socket.socket, int]:
         (["--worker", "a=tcp://127.0.0.1:1", "--worker", "a=tcp://127.0.0.1:2"], "given twice"),
         (["--worker", "a=not-an-endpoint"], "cannot subscribe"),
         (["--worker", "a=tcp://127.0.0.1:1,bad"], "cannot subscribe"),
+        (["--worker", "a"], "--worker 'a' wants NAME=PUB[,REPLAY] (or --learn)"),
+        (["--learn", "--worker", "a=tcp://x:1"], "--learn takes bare worker names"),
+        (["--demo", "--learn"], "give no --learn"),
     ],
 )
 def test_usage_errors_exit_2_with_a_message(
@@ -513,7 +516,6 @@ def test_usage_errors_exit_2_with_a_message(
         (["--overlap-weight", "inf", "--demo"], "not a finite number"),
         (["--listen", "nowhere"], "is not HOST:PORT"),
         (["--listen", "127.0.0.1:99999"], "is not HOST:PORT"),
-        (["--worker", "a"], "want NAME=PUB[,REPLAY]"),
         (["--worker", "a=x,y,z"], "want NAME=PUB[,REPLAY]"),
         (["--worker", "=tcp://x:1"], "want NAME=PUB[,REPLAY]"),
     ],
@@ -700,3 +702,29 @@ def test_the_demo_on_the_reference_twin(capsys: pytest.CaptureFixture[str]) -> N
     argv = ["route", "--demo", "--impl", "reference", "--requests", "20", "--plain"]
     assert cli_main(argv) == 0
     assert "the index holds exactly each worker's blocks" in capsys.readouterr().out
+
+
+def test_a_learning_router_holds_what_it_sent_each_worker() -> None:
+    """``route --learn``: no streams; a worker holds the blocks of every request this
+    router sent it, never forgotten (the planner's ``--index gateway``)."""
+    router = Router(RouterIndex(BlockHasher("xxh3_64"), 4))
+    router.add_learning_worker("w0")
+    router.add_learning_worker("w1")
+    with pytest.raises(Exception, match="a worker already"):
+        router.add_learning_worker("w0")
+    with pytest.raises(Exception, match="a worker already"):
+        router.add_worker("w1", "tcp://127.0.0.1:1")
+    first = router.route(list(range(12)))
+    assert first.worker == "w0" and first.depths == {}
+    assert router.route(list(range(12)), loads={"w0": 2}).depths == {"w0": 3}
+    assert router.route([7] * 4, loads={"w0": 9}).worker == "w1"
+    rows = router.table()
+    assert [(r["worker"], r["blocks"], r["catching_up"]) for r in rows] == [
+        ("w0", 3, False),
+        ("w1", 1, False),
+    ]
+    assert router.health()["ok"] and router.health()["catching_up"] == []
+    assert router.route([]).worker == "w0"  # no blocks: nothing learned
+    router.close()
+    service_argv = ["route", "--learn", "--worker", "w0", "--worker", "w1", "--duration", "0.2"]
+    assert cli_main([*service_argv, "--plain"]) == 0

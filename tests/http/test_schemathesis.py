@@ -25,7 +25,8 @@ ROOT = HERE.parents[1]
 BUDGET_S, EXAMPLES = 15, 25
 
 
-def _schemathesis(config: str, url: str, env: dict[str, str] | None = None) -> str:
+def _schemathesis(config: str, url: str, folder: Path, env: dict[str, str] | None = None) -> str:
+    """Run Schemathesis in ``folder`` (it keeps a cache where it runs)."""
     command = [sys.executable, "-m", "schemathesis.cli", "--config-file", str(HERE / config),
                "run", f"{url}/openapi.json", "--max-examples", str(EXAMPLES), "--seed", "7",
                "--max-time", str(BUDGET_S), "--workers", "1"]  # fmt: skip
@@ -33,7 +34,7 @@ def _schemathesis(config: str, url: str, env: dict[str, str] | None = None) -> s
         command,
         capture_output=True,
         text=True,
-        cwd=ROOT,
+        cwd=folder,
         env={**os.environ, **(env or {}), "PYTHONPATH": str(ROOT)},
         timeout=BUDGET_S * 4,
     )
@@ -82,8 +83,8 @@ def route_url() -> Iterator[str]:
             publisher.close()
 
 
-def test_routes_api_survives_schemathesis(route_url: str) -> None:
-    out = _schemathesis("route.toml", route_url)
+def test_routes_api_survives_schemathesis(route_url: str, tmp_path: Path) -> None:
+    out = _schemathesis("route.toml", route_url, tmp_path)
     assert "No issues found" in out and "Stateful" in out
 
 
@@ -106,7 +107,8 @@ def playground_url() -> Iterator[str]:
             process.stdout.close()
 
 
-def test_the_playground_survives_schemathesis(playground_url: str) -> None:
-    out = _schemathesis("playground.toml", playground_url, {"KACHEDB_RADIX_PLAYGROUND_FRESH": "40"})
+def test_the_playground_survives_schemathesis(playground_url: str, tmp_path: Path) -> None:
+    fresh = {"KACHEDB_RADIX_PLAYGROUND_FRESH": "40"}
+    out = _schemathesis("playground.toml", playground_url, tmp_path, fresh)
     assert "No issues found" in out or "1 warning" in out
     assert "failure" not in out.split("SUMMARY")[-1]

@@ -161,13 +161,19 @@ class BlockHasher:
         serialize, digest = _VLLM_SCHEMES[self.scheme]
         return digest(serialize(self.seed))
 
+    def salt(self, namespace: str | None) -> str | None:
+        """The salt ``namespace`` is to this hasher: None (no salt) for ``""`` where
+        ``empty_is_none`` (vLLM's and Dynamo's reading), else ``namespace`` itself. The
+        one place that rule is written: :meth:`block_hash`, :meth:`chain` and the
+        router's remembered chains (``spec/router/hashes.py``) read it. O(1)."""
+        return None if namespace == "" and self.empty_is_none else namespace
+
     def block_hash(
         self, parent: Hash | None, tokens: Sequence[int], salt: str | None = None
     ) -> Hash:
         """The hash of a block of ``tokens`` after ``parent`` (None: a path's first
         block), salted by ``salt`` (a first block's namespace, else None). O(B)."""
-        if salt == "" and self.empty_is_none:
-            salt = None
+        salt = self.salt(salt)
         if self.scheme == "dynamo":
             assert parent is None or isinstance(parent, bytes)
             return dynamo_scheme.block_hash(parent, tokens, salt)
@@ -231,8 +237,7 @@ class BlockHasher:
                 parent = self.block_hash(parent, block, salt)
             else:  # the adapter seeds the path (dynamo_scheme), from its first block
                 assert parent is None or isinstance(parent, bytes)
-                if salt == "" and self.empty_is_none:
-                    salt = None
+                salt = self.salt(salt)
                 adapter = lora if index == 0 else None
                 parent = dynamo_scheme.block_hash(parent, block, salt, adapter)
             hashes.append(parent)

@@ -27,6 +27,7 @@ import os
 import sys
 import types
 from dataclasses import dataclass
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -103,6 +104,81 @@ def load_vllm() -> Vllm:
     """
     if _LOADED:
         return _LOADED[0]
+    version = _pinned_version()
+    vllm = Vllm(version, *_load(_REAL, {}))
+    _LOADED.append(vllm)
+    return vllm
+
+
+#: The files of vLLM's block pool and its lookup (``load_vllm_block_pool``), each
+#: loaded after the three of :func:`load_vllm`, which they import.
+_REAL_POOL = (
+    ("vllm.v1.core.kv_cache_metrics", "vllm/v1/core/kv_cache_metrics.py"),
+    ("vllm.v1.core.block_pool", "vllm/v1/core/block_pool.py"),
+    ("vllm.v1.core.single_type_kv_cache_manager", "vllm/v1/core/single_type_kv_cache_manager.py"),
+)
+#: The further stand-ins those files import for types or for parts not run here.
+_STAND_INS_POOL = (
+    "vllm.v1.metrics",
+    "vllm.v1.metrics.stats",
+    "vllm.v1.hisparse",
+    "vllm.v1.hisparse.block_pool",
+)
+
+
+@dataclass(frozen=True)
+class VllmBlockPool:
+    """vLLM's block pool, loaded: ``block_pool`` (its ``BlockPool``: the free queue, the
+    hash-to-block map that holds duplicate copies, the events it queues) and
+    ``managers`` (``single_type_kv_cache_manager``: ``FullAttentionManager``'s
+    ``find_longest_cache_hit``, the lookup the scheduler makes), with the stand-in
+    ``FullAttentionSpec`` that lookup asks for."""
+
+    vllm: Vllm
+    block_pool: types.ModuleType
+    managers: types.ModuleType
+    full_attention_spec: type
+
+    def lookup(self, pool: Any, block_hashes: list[bytes], block_size: int, tokens: int) -> int:
+        """The cached blocks vLLM's own lookup finds for a request of ``tokens`` tokens
+        whose block hashes are ``block_hashes`` (at most ``tokens // block_size``: the
+        caller applies the scheduler's ``len - 1`` cap by what it passes). O(blocks)."""
+        spec = self.full_attention_spec(block_size=block_size)
+        (blocks,), _ = self.managers.FullAttentionManager.find_longest_cache_hit(
+            block_hashes, tokens, [0], pool, spec, False, block_size
+        )
+        return len(blocks)
+
+
+_LOADED_POOL: list[VllmBlockPool] = []
+
+
+def load_vllm_block_pool() -> VllmBlockPool:
+    """vLLM 0.33's ``BlockPool`` and its full-attention lookup, run unmodified from the
+    pinned wheel (beside :func:`load_vllm`'s modules, which they import). O(1) after
+    the first call.
+
+    Raises:
+        VllmUnavailable: the pinned wheel is not installed.
+    """
+    if _LOADED_POOL:
+        return _LOADED_POOL[0]
+    vllm = load_vllm()
+    loaded = {
+        "vllm.utils.hashing": vllm.hashing,
+        "vllm.v1.core.kv_cache_utils": vllm.kv_cache_utils,
+        "vllm.distributed.kv_events": vllm.kv_events,
+    }
+    stand_ins: dict[str, types.ModuleType] = {}
+    metrics, pool, managers = _load(_REAL_POOL, loaded, _STAND_INS_POOL, stand_ins)
+    spec = stand_ins["vllm.v1.kv_cache_interface"].FullAttentionSpec
+    loaded_pool = VllmBlockPool(vllm, pool, managers, spec)
+    del metrics  # loaded for the pool's import; nothing here reads it
+    _LOADED_POOL.append(loaded_pool)
+    return loaded_pool
+
+
+def _pinned_version() -> str:
     try:
         version = importlib.metadata.version("vllm")
     except importlib.metadata.PackageNotFoundError:
@@ -111,13 +187,28 @@ def load_vllm() -> Vllm:
         ) from None
     if version != PINNED:
         raise VllmUnavailable(f"vLLM {version} is installed, the tests pin {PINNED}")
+    return version
+
+
+def _load(
+    real: Sequence[tuple[str, str]],
+    loaded: dict[str, types.ModuleType],
+    more_stand_ins: Sequence[str] = (),
+    stand_ins: dict[str, types.ModuleType] | None = None,
+) -> list[types.ModuleType]:
+    """Run the wheel's files ``real`` (module name, path in the wheel) among the
+    stand-ins and the real modules ``loaded`` already, then put ``sys.modules`` back
+    as it was; the stand-ins made are left in ``stand_ins``."""
     distribution = importlib.metadata.distribution("vllm")
-    saved = {name: sys.modules.get(name) for name in (*_STAND_INS, *(n for n, _ in _REAL))}
+    names = (*_STAND_INS, *more_stand_ins, *loaded, *(n for n, _ in real))
+    saved = {name: sys.modules.get(name) for name in names}
+    made = {} if stand_ins is None else stand_ins
     try:
-        for name in _STAND_INS:
+        for name in (*_STAND_INS, *more_stand_ins):
             module = _StandIn(name)
             module.__path__ = []  # a package, so its submodules can be stand-ins too
-            sys.modules[name] = module
+            sys.modules[name] = made[name] = module
+        sys.modules.update(loaded)
         values: dict[str, dict[str, object]] = {
             "vllm.envs": {"VLLM_KV_EVENTS_USE_INT_BLOCK_HASHES": True},  # vLLM's default
             "vllm.logger": {"init_logger": logging.getLogger},
@@ -130,24 +221,22 @@ def load_vllm() -> Vllm:
             for attribute, value in attributes.items():
                 setattr(sys.modules[name], attribute, value)
         sys.modules["vllm"].envs = sys.modules["vllm.envs"]  # type: ignore[attr-defined]
-        loaded: list[types.ModuleType] = []
-        for name, relative in _REAL:
+        modules: list[types.ModuleType] = []
+        for name, relative in real:
             path = Path(str(distribution.locate_file(relative)))
             spec = importlib.util.spec_from_file_location(name, path)
             assert spec is not None and spec.loader is not None
-            real = importlib.util.module_from_spec(spec)
-            sys.modules[name] = real
-            spec.loader.exec_module(real)
-            loaded.append(real)
+            module = importlib.util.module_from_spec(spec)
+            sys.modules[name] = module
+            spec.loader.exec_module(module)
+            modules.append(module)
     finally:
         for name, previous in saved.items():
             if previous is None:
                 sys.modules.pop(name, None)
             else:
                 sys.modules[name] = previous
-    vllm = Vllm(version, *loaded)
-    _LOADED.append(vllm)
-    return vllm
+    return modules
 
 
 @dataclass

@@ -25,9 +25,10 @@ import logging
 import math
 import os
 import sys
+import time
 import types
-from dataclasses import dataclass
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -178,6 +179,136 @@ def load_vllm_block_pool() -> VllmBlockPool:
     return loaded_pool
 
 
+#: The kind vLLM's ``KVCacheManager.take_events`` stamps on a full-attention group's
+#: BlockStored (``KVCacheSpecKind.FULL_ATTENTION``, ``vllm/v1/kv_cache_interface.py``:
+#: a module that imports torch, so not run here); no sliding window.
+FULL_ATTENTION_KIND = "full_attention"
+
+
+class VllmWorker:
+    """One vLLM worker's prefix cache as its scheduler drives it, at vLLM's defaults:
+    vLLM 0.33's own ``BlockPool`` (events on) and ``FullAttentionManager`` (one
+    full-attention group), each request hashed by vLLM's own request block hasher
+    (``scheme``, the root seed as ``PYTHONHASHSEED`` leaves it, int event hashes).
+
+    :meth:`admit` is one prefill step of ``KVCacheManager``: ``get_computed_blocks``
+    (the longest hit under the scheduler's cap of ``num_tokens - 1``), then
+    ``allocate_slots`` (touch the hit, allocate the rest from the free queue, cache
+    the full blocks); :meth:`finish` frees a request's blocks, tail first;
+    :meth:`take_batch` is what the scheduler publishes after a step. Only this
+    sequencing is ours; every change to the pool is vLLM's code.
+
+    Args:
+        num_blocks: the pool's blocks, the null block among them (as vLLM counts).
+        block_size: tokens per block (vLLM's default, 16).
+        scheme: vLLM's ``prefix_caching_hash_algo`` (its default, ``sha256``).
+
+    Raises:
+        VllmUnavailable: the pinned wheel is not installed.
+    """
+
+    def __init__(self, num_blocks: int, block_size: int = 16, scheme: str = "sha256") -> None:
+        self.loaded = load_vllm_block_pool()
+        self.block_size = block_size
+        self._hash_fn = self.loaded.vllm.hashing.get_hash_fn_by_name(scheme)
+        pools = self.loaded.block_pool
+        self.pool = pools.BlockPool(num_blocks, True, block_size, enable_kv_cache_events=True)
+        self._spec = self.loaded.full_attention_spec(
+            block_size=block_size, dcp_sharded=False, prefix_cacheable=True
+        )
+        self.manager = self.loaded.managers.FullAttentionManager(
+            self._spec, self.pool, True, 0, block_size
+        )
+        self._running: dict[str, FakeRequest] = {}
+
+    def request(self, tokens: Sequence[int], salt: str | None, request_id: str = "") -> FakeRequest:
+        """A request of ``tokens`` with cache salt ``salt``, its block hashes made by
+        vLLM's request block hasher. O(len(tokens))."""
+        utils = self.loaded.vllm.kv_cache_utils
+        utils.init_none_hash(self._hash_fn)  # the root as vLLM's engine sets it at start
+        request = FakeRequest(list(tokens), salt, request_id=request_id)
+        request.block_hashes = list(
+            utils.get_request_block_hasher(self.block_size, self._hash_fn)(request)
+        )
+        return request
+
+    def admit(self, request_id: str, tokens: Sequence[int], salt: str | None = None) -> int:
+        """Prefill a request as the scheduler does in one step; the cached blocks it
+        reused. O(len(tokens)).
+
+        Raises:
+            ValueError: ``request_id`` is running, or the pool has too few free blocks
+                (``allocate_slots`` would refuse it; nothing is changed).
+        """
+        if request_id in self._running:
+            raise ValueError(f"request {request_id!r} is running")
+        request = self.request(tokens, salt, request_id)
+        size = self.block_size
+        managers = self.loaded.managers
+        (hit,), hit_tokens = managers.FullAttentionManager.find_longest_cache_hit(
+            request.block_hashes, request.num_tokens - 1, [0], self.pool, self._spec, False, size
+        )
+        wanted = -(-request.num_tokens // size) - len(hit)
+        free = self.pool.get_num_free_blocks() - sum(1 for block in hit if block.ref_cnt == 0)
+        if wanted > free:
+            raise ValueError(f"request {request_id!r} wants {wanted} free blocks, {free} are")
+        self.manager.add_local_computed_blocks(request_id, hit, hit_tokens, 0)
+        self.manager.allocate_new_blocks(request_id, request.num_tokens, request.num_tokens)
+        self.manager.cache_blocks(request, request.num_tokens, replay_boundaries=())
+        self._running[request_id] = request
+        return len(hit)
+
+    def finish(self, request_id: str) -> None:
+        """Free a finished request's blocks (tail first: they are evicted first).
+        O(its blocks).
+
+        Raises:
+            KeyError: no such request is running.
+        """
+        del self._running[request_id]
+        self.manager.free(request_id)
+
+    def take_batch(self) -> Any:
+        """The events the pool queued since the last call, as the scheduler publishes
+        them after a step (a ``KVEventBatch`` of vLLM's, each BlockStored stamped
+        with its group's kind), or None when there are none. O(events)."""
+        events = self.pool.take_events()
+        if not events:
+            return None
+        kv_events = self.loaded.vllm.kv_events
+        for event in events:
+            if isinstance(event, kv_events.BlockStored):
+                event.kv_cache_spec_kind = FULL_ATTENTION_KIND
+        return kv_events.KVEventBatch(ts=time.time(), events=events)
+
+    def hit(
+        self, tokens: Sequence[int], salt: str | None = None, max_tokens: int | None = None
+    ) -> int:
+        """The cached blocks vLLM's own lookup finds for ``tokens`` within its first
+        ``max_tokens`` (default: all; the scheduler passes ``len(tokens) - 1``).
+        O(len(tokens))."""
+        request = self.request(tokens, salt)
+        limit = len(request.all_token_ids) if max_tokens is None else max_tokens
+        return self.loaded.lookup(self.pool, request.block_hashes, self.block_size, limit)
+
+    def copies(self, tokens: Sequence[int], salt: str | None, block: int) -> int:
+        """How many cached blocks vLLM holds under the hash of ``tokens``' block number
+        ``block`` (2 or more: duplicates). O(len(tokens))."""
+        utils = self.loaded.vllm.kv_cache_utils
+        key = utils.make_block_hash_with_group_id(self.request(tokens, salt).block_hashes[block], 0)
+        held = self.pool.cached_block_hash_to_block._cache.get(key)
+        return 0 if held is None else len(held) if isinstance(held, dict) else 1
+
+    def eviction_order(self) -> list[bytes | None]:
+        """The free blocks' hashes in the order the pool hands them out (None: a free
+        block holding nothing). O(free blocks)."""
+        utils = self.loaded.vllm.kv_cache_utils
+        return [
+            None if block.block_hash is None else utils.get_block_hash(block.block_hash)
+            for block in self.pool.free_block_queue.get_all_free_blocks()
+        ]
+
+
 def _pinned_version() -> str:
     try:
         version = importlib.metadata.version("vllm")
@@ -226,10 +357,10 @@ def _load(
             path = Path(str(distribution.locate_file(relative)))
             spec = importlib.util.spec_from_file_location(name, path)
             assert spec is not None and spec.loader is not None
-            module = importlib.util.module_from_spec(spec)
-            sys.modules[name] = module
-            spec.loader.exec_module(module)
-            modules.append(module)
+            real_module = importlib.util.module_from_spec(spec)
+            sys.modules[name] = real_module
+            spec.loader.exec_module(real_module)
+            modules.append(real_module)
     finally:
         for name, previous in saved.items():
             if previous is None:
@@ -250,6 +381,11 @@ class FakeRequest:
     mm_features: list[Any] | None = None
     lora_request: None = None
     prompt_embeds: None = None
+    #: What the block pool and the full-attention manager read besides: its id, its
+    #: session (stamped on its BlockStored events), no sparse-retention junction.
+    request_id: str = ""
+    session_id: str | None = None
+    shared_prefix_boundary: int = 0
 
     def __post_init__(self) -> None:
         self.block_hashes = [] if self.block_hashes is None else self.block_hashes
@@ -258,6 +394,11 @@ class FakeRequest:
     @property
     def num_tokens(self) -> int:
         """The request's length."""
+        return len(self.all_token_ids)
+
+    @property
+    def num_prompt_tokens(self) -> int:
+        """The prompt's length (the whole request: nothing is decoded here)."""
         return len(self.all_token_ids)
 
 

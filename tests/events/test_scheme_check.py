@@ -81,7 +81,7 @@ def test_another_scheme_is_named(theirs: BlockHasher, hint: str) -> None:
 def test_a_scheme_no_engine_ships_is_named_by_its_hash_alone() -> None:
     """Salted, xxh3_64 is not Dynamo's hash (Dynamo seeds every block): the hint names
     the scheme, and no engine, as ENGINE_OF (read from the presets) has none for it."""
-    assert ENGINE_OF == {p.scheme: p.name for p in ENGINES.values()}
+    assert {p.scheme: p.name for p in ENGINES.values()} == ENGINE_OF
     assert "xxh3_64" not in ENGINE_OF
     theirs = BlockHasher("xxh3_64")
     problem = _verdict(BlockHasher("sha256"), _stored(theirs, TOKENS, salt="t")).verdict("w0")

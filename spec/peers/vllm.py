@@ -15,6 +15,11 @@ import only for types or for parts not run here (the engine config, the request 
 cache-spec classes, multimodal helpers) are stand-ins: empty modules whose every
 name is a placeholder class, but for the few values the files use (``envs`` flags,
 ``init_logger``, ``cdiv``).
+
+:func:`load_vllm_block_pool` adds vLLM's block pool (``vllm/v1/core/block_pool.py``)
+and its per-group managers (``single_type_kv_cache_manager.py``); :class:`VllmWorker`
+drives them as vLLM's scheduler does, so a test can hold a router's answers against
+what a vLLM worker really caches, evicts and duplicates.
 """
 
 from __future__ import annotations
@@ -30,7 +35,7 @@ import types
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 #: The vLLM release the project is tested against.
 PINNED = "0.33.0"
@@ -185,6 +190,11 @@ def load_vllm_block_pool() -> VllmBlockPool:
 FULL_ATTENTION_KIND = "full_attention"
 
 
+class _Hashed(NamedTuple):
+    request: FakeRequest
+    hashes: list[bytes]
+
+
 class VllmWorker:
     """One vLLM worker's prefix cache as its scheduler drives it, at vLLM's defaults:
     vLLM 0.33's own ``BlockPool`` (events on) and ``FullAttentionManager`` (one
@@ -221,16 +231,18 @@ class VllmWorker:
         )
         self._running: dict[str, FakeRequest] = {}
 
-    def request(self, tokens: Sequence[int], salt: str | None, request_id: str = "") -> FakeRequest:
-        """A request of ``tokens`` with cache salt ``salt``, its block hashes made by
-        vLLM's request block hasher. O(len(tokens))."""
+    def hashes(self, tokens: Sequence[int], salt: str | None = None) -> list[bytes]:
+        """The block hashes vLLM's request block hasher gives a request of ``tokens``
+        with cache salt ``salt`` (its ``request.block_hashes``). O(len(tokens))."""
+        return self._request(tokens, salt).hashes
+
+    def _request(self, tokens: Sequence[int], salt: str | None, request_id: str = "") -> _Hashed:
         utils = self.loaded.vllm.kv_cache_utils
         utils.init_none_hash(self._hash_fn)  # the root as vLLM's engine sets it at start
         request = FakeRequest(list(tokens), salt, request_id=request_id)
-        request.block_hashes = list(
-            utils.get_request_block_hasher(self.block_size, self._hash_fn)(request)
-        )
-        return request
+        hashes = list(utils.get_request_block_hasher(self.block_size, self._hash_fn)(request))
+        request.block_hashes = hashes
+        return _Hashed(request, hashes)
 
     def admit(self, request_id: str, tokens: Sequence[int], salt: str | None = None) -> int:
         """Prefill a request as the scheduler does in one step; the cached blocks it
@@ -242,11 +254,11 @@ class VllmWorker:
         """
         if request_id in self._running:
             raise ValueError(f"request {request_id!r} is running")
-        request = self.request(tokens, salt, request_id)
+        request, hashes = self._request(tokens, salt, request_id)
         size = self.block_size
         managers = self.loaded.managers
         (hit,), hit_tokens = managers.FullAttentionManager.find_longest_cache_hit(
-            request.block_hashes, request.num_tokens - 1, [0], self.pool, self._spec, False, size
+            hashes, request.num_tokens - 1, [0], self.pool, self._spec, False, size
         )
         wanted = -(-request.num_tokens // size) - len(hit)
         free = self.pool.get_num_free_blocks() - sum(1 for block in hit if block.ref_cnt == 0)
@@ -287,15 +299,14 @@ class VllmWorker:
         """The cached blocks vLLM's own lookup finds for ``tokens`` within its first
         ``max_tokens`` (default: all; the scheduler passes ``len(tokens) - 1``).
         O(len(tokens))."""
-        request = self.request(tokens, salt)
-        limit = len(request.all_token_ids) if max_tokens is None else max_tokens
-        return self.loaded.lookup(self.pool, request.block_hashes, self.block_size, limit)
+        limit = len(tokens) if max_tokens is None else max_tokens
+        return self.loaded.lookup(self.pool, self.hashes(tokens, salt), self.block_size, limit)
 
     def copies(self, tokens: Sequence[int], salt: str | None, block: int) -> int:
         """How many cached blocks vLLM holds under the hash of ``tokens``' block number
         ``block`` (2 or more: duplicates). O(len(tokens))."""
         utils = self.loaded.vllm.kv_cache_utils
-        key = utils.make_block_hash_with_group_id(self.request(tokens, salt).block_hashes[block], 0)
+        key = utils.make_block_hash_with_group_id(self.hashes(tokens, salt)[block], 0)
         held = self.pool.cached_block_hash_to_block._cache.get(key)
         return 0 if held is None else len(held) if isinstance(held, dict) else 1
 
@@ -394,11 +405,6 @@ class FakeRequest:
     @property
     def num_tokens(self) -> int:
         """The request's length."""
-        return len(self.all_token_ids)
-
-    @property
-    def num_prompt_tokens(self) -> int:
-        """The prompt's length (the whole request: nothing is decoded here)."""
         return len(self.all_token_ids)
 
 

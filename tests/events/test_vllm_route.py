@@ -157,8 +157,8 @@ def _caught_up(route: _Route, feed: _Feed) -> None:
 def _agree(
     route: _Route, feed: _Feed, probes: dict[str, tuple[list[int], str | None]]
 ) -> dict[str, int]:
-    """Every probe's depth, the router's equal to vLLM's (each pair printed on a
-    difference); vLLM's depths, by probe."""
+    """Once the router has every batch published: each probe's depth, the router's
+    equal to vLLM's (pytest prints the probes that differ); vLLM's depths, by probe."""
     _caught_up(route, feed)
     worker = feed.worker
     theirs = {name: worker.hit(tokens, salt) for name, (tokens, salt) in probes.items()}
@@ -280,5 +280,8 @@ def test_route_at_its_defaults_answers_vllms_own_depths(
     assert _removed(step, kv_events) == [external(again, 1)] == _stored(step, kv_events)
     assert worker.copies(again, None, 1) == 1
     assert _agree(route, feed, probes | {"occupier": (occupier, None)})["again"] == 2
+    (row,) = route.ask("GET", "/workers")  # checked the hashes of vLLM's stores: its own
+    assert row["hashes"]["state"] == "ok" and not row["stale"] and row["index"]["lost"] == 0
+    assert route.ask("GET", "/health")["ok"]
     out, err = route.stop()
     assert route.process.returncode == 0 and "MISMATCH" not in out and "Traceback" not in err

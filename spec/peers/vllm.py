@@ -244,9 +244,17 @@ class VllmWorker:
         request.block_hashes = hashes
         return _Hashed(request, hashes)
 
-    def admit(self, request_id: str, tokens: Sequence[int], salt: str | None = None) -> int:
+    def admit(
+        self,
+        request_id: str,
+        tokens: Sequence[int],
+        salt: str | None = None,
+        report: str = "incremental",
+    ) -> int:
         """Prefill a request as the scheduler does in one step; the cached blocks it
-        reused. O(len(tokens)).
+        reused. ``report`` is the request's ``kv_cache_report_mode`` (a sampling
+        parameter's ``extra_args``): ``"full"`` re-announces the blocks it reused, a
+        BlockStored of blocks already cached. O(len(tokens)).
 
         Raises:
             ValueError: ``request_id`` is running, or the pool has too few free blocks
@@ -264,6 +272,8 @@ class VllmWorker:
         free = self.pool.get_num_free_blocks() - sum(1 for block in hit if block.ref_cnt == 0)
         if wanted > free:
             raise ValueError(f"request {request_id!r} wants {wanted} free blocks, {free} are")
+        if report == "full" and hit:  # as KVCacheManager.get_computed_blocks does
+            self.pool.emit_cached_block_events(request, len(hit), size, 0)
         self.manager.add_local_computed_blocks(request_id, hit, hit_tokens, 0)
         self.manager.allocate_new_blocks(request_id, request.num_tokens, request.num_tokens)
         self.manager.cache_blocks(request, request.num_tokens, replay_boundaries=())

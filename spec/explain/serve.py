@@ -557,7 +557,7 @@ def _check_caps(step: dict[str, Any], number: int) -> None:
     tokens: Any = step.get("tokens")
     if isinstance(tokens, list | str) and len(tokens) > MAX_TOKENS:
         raise PlayError(f"line {number}: {len(tokens):,} tokens, at most {MAX_TOKENS:,} a step")
-    if step.get("op") != "reset":
+    if not resets(step):
         return
     sizes: list[tuple[str, object, int]] = [
         ("num_blocks", step.get("num_blocks"), MAX_POOL),

@@ -77,7 +77,7 @@ def explain_step(
         else:
             title = f"eviction, in the spec's order ({order} leaf tail first)"
             sections.append((title, _candidates(before, evicted, protected)))
-    if row.shape and isinstance(answer, dict) and "namespaces" in answer:
+    if row.shape and isinstance(answer, dict) and answer.get("namespaces") is not None:
         text = json.dumps(answer, indent=1).splitlines()
         if len(text) > SHOWN_DUMP_LINES:
             text = [*text[:SHOWN_DUMP_LINES], f"… ({len(text) - SHOWN_DUMP_LINES} more lines)"]

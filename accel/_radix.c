@@ -768,8 +768,7 @@ static PyObject *Tree_insert(TreeObject *self, PyObject *const *args, Py_ssize_t
     if (res == NULL) goto fail;
     if (pin && lease_fill(self, lease, tk.data, wanted) < 0) goto fail;
     if (reserve(self) < 0 || pol_reserve(self, wanted) < 0) goto fail;
-    if (self->ev.recorder != NULL && ev_reserve(self, ev_insert_words(B, needed, nevict)) < 0)
-        goto fail;
+    if (self->ev != NULL && ev_prepare_insert(self, ns, needed, nevict) < 0) goto fail;
     if (needed > 0 && chunk_reserve(self, last, used, reused, needed, nevict) < 0) goto fail;
     if (needed > 0 && root == NIL) {
         root = root_create(self, ns);
@@ -786,7 +785,7 @@ static PyObject *Tree_insert(TreeObject *self, PyObject *const *args, Py_ssize_t
         pin_path(self, path, reused, last, +1);
         evict_blocks(self, nevict, out_evict, root);
         pin_path(self, path, reused, last, -1);
-        if (self->ev.recorder != NULL) ev_log_remove(self, out_evict, nevict); /* R-EVENT-4 */
+        if (self->ev != NULL) ev_log_remove(self, out_evict, nevict); /* R-EVENT-4 */
         /* Eviction may have trimmed the unpinned tail of the last edge we reached. */
         reused = tree_walk(self, root, tk.data, wanted, path, &last, &used);
     }
@@ -794,8 +793,8 @@ static PyObject *Tree_insert(TreeObject *self, PyObject *const *args, Py_ssize_t
         for (Py_ssize_t i = 0; i < needed; i++) out_alloc[i] = ba_take_smallest(&self->alloc);
         last = attach(self, root, last, used, reused, tk.data, out_alloc, needed);
         memcpy(path + reused, out_alloc, (size_t)needed * sizeof(uint32_t));
-        if (self->ev.recorder != NULL) /* the new blocks end the path (R-EVENT-2, R-EVENT-3) */
-            ev_log_store(self, ns, reused > 0 ? path[reused - 1] : NIL, out_alloc,
+        if (self->ev != NULL) /* the new blocks end the path (R-EVENT-2, R-EVENT-3) */
+            ev_log_store(self, reused > 0 ? path[reused - 1] : NIL, out_alloc,
                          tk.data + (size_t)reused * B, needed);
     }
     memcpy(out_blocks, path, (size_t)wanted * sizeof(uint32_t));
@@ -814,7 +813,7 @@ static PyObject *Tree_insert(TreeObject *self, PyObject *const *args, Py_ssize_t
         Py_SETREF(res->lease, (PyObject *)lease);
     }
     self->version++;
-    if (self->ev.recorder != NULL) ev_flush(self); /* one batch per operation (R-EVENT-5) */
+    if (self->ev != NULL) ev_flush(self); /* one batch per operation (R-EVENT-5) */
     chunk_unreserve(self);
     tokens_release(self, &tk);
     Py_XDECREF(ns);
@@ -1034,10 +1033,10 @@ static PyObject *Tree_evict(TreeObject *self, PyObject *arg) {
         PyTuple_SET_ITEM(tuple, i, id);
     }
     if (self->nreaders > 0 && q_reserve(self, (size_t)n) < 0) goto fail;
-    if (self->ev.recorder != NULL && n > 0 && ev_reserve(self, 5u + (size_t)n) < 0) goto fail;
+    if (self->ev != NULL && n > 0 && ev_prepare_evict(self, n) < 0) goto fail;
     /* ---- mutation phase: nothing below can fail; it evicts the very ids boxed above */
     evict_blocks(self, n, out, NIL);
-    if (self->ev.recorder != NULL && n > 0) {
+    if (self->ev != NULL && n > 0) {
         ev_log_remove(self, out, n); /* R-EVENT-4 */
         ev_flush(self);              /* R-EVENT-5 */
     }
@@ -1208,17 +1207,6 @@ static PyObject *Tree_clone(TreeObject *self, PyObject *unused) {
         if ((made[nmade] = lease_alloc()) == NULL) goto fail;
         nmade++;
     }
-    /* The event recorder's copy is Python code too; the records it has not named yet are
-     * copied below, so nothing may name any in between (a finalizer calling
-     * take_events() on this tree). */
-    size_t ev_head = self->ev.head, ev_len = self->ev.len;
-    if (self->ev.recorder != NULL &&
-        (c->ev.recorder = PyObject_CallMethod(self->ev.recorder, "copy", NULL)) == NULL)
-        goto fail;
-    if (self->ev.head != ev_head || self->ev.len != ev_len) {
-        PyErr_SetString(PyExc_RuntimeError, "the tree changed while it was being cloned");
-        goto fail;
-    }
     /* From here on no Python code runs and nothing the collector tracks is allocated. */
     if (shadow_ensure(self) < 0) goto fail;
     if (PyDict_Update(c->ns_roots, self->ns_roots) < 0) goto fail;
@@ -1244,7 +1232,7 @@ static PyObject *Tree_clone(TreeObject *self, PyObject *unused) {
                   self->qb_len - self->qb_head, sizeof(QBatch)) < 0 ||
         dup_array(&c->qids, self->qids + self->qid_head, self->qid_len - self->qid_head,
                   self->qid_len - self->qid_head, sizeof(uint32_t)) < 0 ||
-        ev_copy_log(&c->ev, &self->ev, self->B) < 0)
+        ev_copy(&c->ev, self->ev) < 0)
         goto fail;
     /* ---- nothing below fails */
     c->B = self->B;
@@ -1442,7 +1430,7 @@ static void unlink_all_leases(TreeObject *t) {
 
 static int Tree_traverse(TreeObject *self, visitproc visit, void *arg) {
     for (LeaseObject *l = self->lease_head; l; l = l->lnext) Py_VISIT((PyObject *)l);
-    Py_VISIT(self->ev.recorder);
+    if (self->ev != NULL) Py_VISIT(self->ev->hasher);
     return 0;
 }
 
@@ -1547,9 +1535,21 @@ static PyMethodDef Tree_methods[] = {
     {"take_events", (PyCFunction)Tree_take_events, METH_NOARGS,
      "take_events($self, /)\n--\n\n"
      "The KV event batches since the last call, oldest first: one per operation\n"
-     "that cached or evicted blocks (R-EVENT-1..5). O(1) here; O(B) per block logged\n"
-     "since the last call to name it (the reference's recorder hashes the blocks).\n\n"
+     "that cached or evicted blocks (R-EVENT-1..5). O(size of the batches) here:\n"
+     "decoded from the wire bytes the operations encoded (:meth:`take_event_payloads`).\n\n"
      "Raises:\n    InvalidArgumentError: the tree was built without ``events``."},
+    {"take_event_payloads", (PyCFunction)Tree_take_event_payloads, METH_NOARGS,
+     "take_event_payloads($self, /)\n--\n\n"
+     "The KV event batches since the last call, as :meth:`take_events` would return\n"
+     "them, each encoded as the msgpack payload vLLM's publisher sends (R-EVENT-6,\n"
+     "``encode_batch``). O(size of the batches).\n\n"
+     "Raises:\n    InvalidArgumentError: the tree was built without ``events``."},
+    {"_event_hash", (PyCFunction)Tree_event_hash, METH_O,
+     "_event_hash($self, block_id, /)\n--\n\n"
+     "Test hook: the external hash this tree's events name cached block ``block_id`` by,\n"
+     "or None if it is not cached (the reference's EventRecorder.hash_of). O(1).\n\n"
+     "Raises:\n    InvalidArgumentError: the tree was built without ``events``.\n"
+     "    ForeignBlockError: ``block_id`` is not an id of this pool."},
     {"snapshot", (PyCFunction)Tree_snapshot, METH_NOARGS,
      "snapshot($self, /)\n--\n\n"
      "An O(1) immutable view of the latest published version (R-SNAP-2).\n\n"
@@ -1645,9 +1645,6 @@ static PyGetSetDef Tree_getset[] = {
      "The eviction policy's options in force, defaults included. O(1).", NULL},
     {"events", (getter)Tree_get_events, NULL,
      "How the tree names blocks in its events, or None when it emits none.", NULL},
-    {"_event_recorder", (getter)Tree_get_event_recorder, NULL,
-     "Test hook: the reference EventRecorder that names this tree's events, every logged\n"
-     "record named first (None when the tree emits no events).", NULL},
     {"_hash_seed", (getter)Tree_get_hash_seed, NULL,
      "The seed the block-hash keys were drawn from (a test hook).", NULL},
     {NULL, NULL, NULL, NULL, NULL},
@@ -1762,6 +1759,12 @@ static PyMethodDef module_methods[] = {
      "_corrupt_kinds($module, /)\n--\n\n"
      "Test hook: the kinds RadixTree._corrupt_check breaks, in the order the checks run."},
 #endif
+    {"_event_block_hash", (PyCFunction)(void (*)(void))mod_event_block_hash, METH_FASTCALL,
+     "_event_block_hash(hasher, parent, tokens, salt, /)\n--\n\n"
+     "Test hook: the (internal, external) hashes of one block of ``tokens`` after the block\n"
+     "whose internal hash is ``parent`` (None: a path's first block, salted by ``salt``),\n"
+     "hashed by the C twin under ``hasher``'s scheme (accel/hashing.c); the reference's\n"
+     "``hasher.block_hash`` and ``hasher.external`` give the same."},
     {"_hash_keys", (PyCFunction)(void (*)(void))mod_hash_keys, METH_FASTCALL,
      "_hash_keys(seed, block_size, /)\n--\n\n"
      "Test hook: the block_size + 1 NH keys (uint32) drawn from ``seed``."},
@@ -1823,7 +1826,7 @@ PyMODINIT_FUNC PyInit__radix(void) {
     IMPORT(dump_format, "kachedb_radix.reference.dump", "DUMP_FORMAT");
     IMPORT(check_policy, "kachedb_radix.reference.policies", "check_policy");
     IMPORT(event_hasher, "kachedb_radix.reference.events", "event_hasher");
-    IMPORT(EventRecorder, "kachedb_radix.reference.events", "EventRecorder");
+    IMPORT(decode_batch, "kachedb_radix.reference.events", "decode_batch");
     IMPORT(BlockHasher, "kachedb_radix.reference.events", "BlockHasher");
     IMPORT(KVEventBatch, "kachedb_radix.reference.events", "KVEventBatch");
     IMPORT(BlockStored, "kachedb_radix.reference.events", "BlockStored");
@@ -1857,6 +1860,7 @@ PyMODINIT_FUNC PyInit__radix(void) {
     INTERN(s_stamps, "stamps");
     INTERN(s_quarantine, "quarantine");
     INTERN(s_version, "version");
+    INTERN(s_cache_salt, "cache_salt"); /* the reference's extra-key tag, interned */
 
     PyObject *impl = PyUnicode_InternFromString("accel");
     int set = impl != NULL &&

@@ -6,12 +6,17 @@
  * answer needs, on data laid out for nothing else.
  *
  *   walk(query)         the matcher's floor: the query's buffer taken and its format checked
- *                       (uint32, one dimension: what any matcher must know), then
- *                       the shape's walk over a flat copy of its cached path -- per level
- *                       a binary search of the siblings' first tokens and the block's
- *                       comparison (one memcmp over the rest of a long edge) -- the matched
- *                       ids copied out; returns the count (a small int: nothing allocated).
- *                       load(levels, siblings, tokens, ids) sets the shape up.
+ *                       (uint32, one dimension: what any matcher must know), then the
+ *                       walk down the least tree that holds the shape -- per level a
+ *                       binary search of a node's children's first tokens, the block's
+ *                       comparison and the child's pointer followed (one memcmp over the
+ *                       rest of a long edge) -- the matched ids copied out; returns the
+ *                       count (a small int: nothing allocated).  load(levels, siblings,
+ *                       tokens, ids, path) sets the shape up.
+ *   walk_stamp(query), walk_stamp_result(query)
+ *                       the walk and what a match must also do: stamp the matched blocks
+ *                       (R-LRU-1), and return the ids in a new object -- to tell how much
+ *                       of the twin's cost beyond the floor those are.
  *   noop(x)             a METH_O call that does nothing: the price of a C call.
  *   sha256_each(msgs), xxh3_64_each(msgs, seed), xxh3_128_each(msgs)
  *                       the bare hash of each bytes object of a list (the events' floor:
@@ -32,9 +37,11 @@
 
 /* ------------------------------------------------------------------ the matcher's floor
  *
- * The shape: `levels` levels, each with `siblings` one-block children sorted by first
- * token (level l's children: first tokens first[l][s], blocks tok[l][s][B], ids); or, with
- * siblings == 0, one edge of `levels` blocks (tokens contiguous). B = 16. */
+ * The shape, as the least a tree can be: a node per level holding its children's first
+ * tokens, their blocks and ids inline, sorted by first token, and a pointer to each
+ * child's node (NULL: a leaf), so each level is found through the one before it, as in
+ * any tree; or, with siblings == 0, one edge of `levels` blocks (tokens contiguous).
+ * B = 16. */
 
 #define B 16u
 
@@ -53,40 +60,71 @@ static inline int block_equal(const uint32_t *a, const uint32_t *b) {
 #endif
 }
 
-static uint32_t n_levels, n_siblings;
-static uint32_t *first_tokens; /* [levels][siblings] */
-static uint32_t *blocks;       /* [levels][siblings][B], or the edge's levels * B */
-static uint32_t *block_ids;    /* [levels][siblings], or the edge's levels */
+/* A node: its n children's first tokens, ids and nodes, then their blocks -- all in one
+ * record, the records of a path in one allocation, in path order (the tree at its most
+ * compact: a level's search touches its keys' line and the found block's). */
+typedef struct FNode {
+    uint32_t n;
+    uint32_t keys[8];             /* sorted */
+    uint32_t ids[8];
+    const struct FNode *child[8]; /* NULL: a leaf */
+    uint32_t tok[8 * B];
+} FNode;
+
+static FNode *arena;
+static const FNode *root;
+static uint32_t *edge, *edge_ids, edge_blocks;
 static uint32_t out[1u << 16];
 
+/* load(levels, siblings, tokens, ids, path): level l's `siblings` children (tokens and
+ * ids in sorted order, at most 8), the path going on through child path[l]; siblings ==
+ * 0: one edge of `levels` blocks. */
 static PyObject *floor_load(PyObject *mod, PyObject *args) {
     (void)mod;
     unsigned int levels, siblings;
-    Py_buffer tok, ids;
-    if (!PyArg_ParseTuple(args, "IIy*y*", &levels, &siblings, &tok, &ids)) return NULL;
+    Py_buffer tok, ids, path;
+    if (!PyArg_ParseTuple(args, "IIy*y*y*", &levels, &siblings, &tok, &ids, &path)) return NULL;
     size_t per = siblings ? siblings : 1u;
-    int ok = levels <= (1u << 16) && (size_t)tok.len == (size_t)levels * per * B * 4u &&
-             (size_t)ids.len == (size_t)levels * per * 4u;
-    if (ok) {
-        PyMem_Free(first_tokens);
-        PyMem_Free(blocks);
-        PyMem_Free(block_ids);
-        first_tokens = PyMem_Malloc((size_t)levels * per * 4u);
-        blocks = PyMem_Malloc((size_t)tok.len);
-        block_ids = PyMem_Malloc((size_t)ids.len);
-        ok = first_tokens && blocks && block_ids;
-    }
-    if (ok) {
-        memcpy(blocks, tok.buf, (size_t)tok.len);
-        memcpy(block_ids, ids.buf, (size_t)ids.len);
-        for (size_t i = 0; i < (size_t)levels * per; i++) first_tokens[i] = blocks[i * B];
-        n_levels = levels;
-        n_siblings = siblings;
+    int ok = levels >= 1 && levels <= (1u << 16) && siblings <= 8 &&
+             (size_t)tok.len == (size_t)levels * per * B * 4u &&
+             (size_t)ids.len == (size_t)levels * per * 4u && (size_t)path.len == (size_t)levels * 4u;
+    PyMem_Free(arena);
+    PyMem_Free(edge);
+    PyMem_Free(edge_ids);
+    arena = NULL;
+    root = NULL;
+    edge = edge_ids = NULL;
+    const uint32_t *t = tok.buf, *d = ids.buf, *p = path.buf;
+    if (ok && siblings == 0) {
+        edge = PyMem_Malloc((size_t)tok.len);
+        edge_ids = PyMem_Malloc((size_t)ids.len);
+        ok = edge && edge_ids;
+        if (ok) {
+            memcpy(edge, t, (size_t)tok.len);
+            memcpy(edge_ids, d, (size_t)ids.len);
+            edge_blocks = levels;
+        }
+    } else if (ok) {
+        arena = PyMem_Calloc(levels, sizeof(FNode));
+        ok = arena != NULL;
+        for (uint32_t l = 0; ok && l < levels; l++) {
+            FNode *node = &arena[l];
+            node->n = siblings;
+            for (uint32_t s = 0; s < siblings; s++) {
+                const uint32_t *blk = t + ((size_t)l * siblings + s) * B;
+                memcpy(node->tok + (size_t)s * B, blk, B * 4u);
+                node->keys[s] = blk[0];
+                node->ids[s] = d[(size_t)l * siblings + s];
+            }
+            if (l + 1 < levels) node->child[p[l] < siblings ? p[l] : 0] = &arena[l + 1];
+        }
+        root = arena;
     }
     PyBuffer_Release(&tok);
     PyBuffer_Release(&ids);
+    PyBuffer_Release(&path);
     if (!ok) {
-        PyErr_SetString(PyExc_ValueError, "load(levels, siblings, tokens, ids): sizes disagree");
+        PyErr_SetString(PyExc_ValueError, "load(levels, siblings, tokens, ids, path): sizes disagree");
         return NULL;
     }
     Py_RETURN_NONE;
@@ -105,36 +143,56 @@ static PyObject *floor_walk(PyObject *mod, PyObject *query) {
         return NULL;
     }
     const uint32_t *q = view.buf;
-    size_t limit = (size_t)view.shape[0] / B;
-    if (limit > n_levels) limit = n_levels;
-    size_t matched = 0;
-    if (n_siblings == 0) { /* one edge: a first block, then one memcmp over the rest */
-        if (limit > 0 && block_equal(blocks, q)) {
+    size_t limit = (size_t)view.shape[0] / B, matched = 0;
+    if (edge != NULL) { /* one edge: a first block, then one memcmp over the rest */
+        if (limit > edge_blocks) limit = edge_blocks;
+        if (limit > 0 && block_equal(edge, q)) {
             matched = limit;
-            if (limit > 1 && memcmp(blocks + B, q + B, (limit - 1) * B * 4u) != 0) {
+            if (limit > 1 && memcmp(edge + B, q + B, (limit - 1) * B * 4u) != 0) {
                 matched = 1;
-                while (block_equal(blocks + matched * B, q + matched * B)) matched++;
+                while (block_equal(edge + matched * B, q + matched * B)) matched++;
             }
-            memcpy(out, block_ids, matched * 4u);
+            memcpy(out, edge_ids, matched * 4u);
         }
     } else {
-        for (; matched < limit; matched++) {
-            const uint32_t *keys = first_tokens + matched * n_siblings;
+        for (const FNode *node = root; node != NULL && matched < limit; matched++) {
             const uint32_t *blk = q + matched * B, key = blk[0];
-            uint32_t lo = 0, hi = n_siblings;
-            while (lo < hi) { /* the siblings' first tokens */
+            uint32_t lo = 0, hi = node->n;
+            while (lo < hi) { /* the children's first tokens */
                 uint32_t mid = (lo + hi) / 2;
-                if (keys[mid] < key) lo = mid + 1;
+                if (node->keys[mid] < key) lo = mid + 1;
                 else hi = mid;
             }
-            size_t at = matched * n_siblings + lo;
-            if (lo == n_siblings || keys[lo] != key || !block_equal(blocks + at * B, blk))
+            if (lo == node->n || node->keys[lo] != key || !block_equal(node->tok + lo * B, blk))
                 break;
-            out[matched] = block_ids[at];
+            out[matched] = node->ids[lo];
+            node = node->child[lo];
         }
     }
     PyBuffer_Release(&view);
     return PyLong_FromSize_t(matched);
+}
+
+/* The walk, then what a match must also do and the bare walk leaves out: stamp the matched
+ * blocks with a new clock time (R-LRU-1; an array of stamps by block id, as the twin's),
+ * and, for walk_stamp_result, hand the ids back in a new object (a bytes of them). */
+static uint64_t stamps[1u << 16], clock_now;
+
+static PyObject *floor_walk_stamp(PyObject *mod, PyObject *query) {
+    PyObject *found = floor_walk(mod, query);
+    if (found == NULL) return NULL;
+    size_t matched = PyLong_AsSize_t(found);
+    uint64_t now = ++clock_now;
+    for (size_t i = 0; i < matched; i++) stamps[out[i]] = now;
+    return found;
+}
+
+static PyObject *floor_walk_stamp_result(PyObject *mod, PyObject *query) {
+    PyObject *found = floor_walk_stamp(mod, query);
+    if (found == NULL) return NULL;
+    size_t matched = PyLong_AsSize_t(found);
+    Py_DECREF(found);
+    return PyBytes_FromStringAndSize((const char *)out, (Py_ssize_t)(matched * 4u));
 }
 
 static PyObject *floor_noop(PyObject *mod, PyObject *arg) {
@@ -207,6 +265,9 @@ static PyObject *floor_xxh3_128_each(PyObject *mod, PyObject *list) {
 static PyMethodDef methods[] = {
     {"load", floor_load, METH_VARARGS, "load(levels, siblings, tokens, ids): the shape."},
     {"walk", floor_walk, METH_O, "walk(query): the matcher's floor; the blocks matched."},
+    {"walk_stamp", floor_walk_stamp, METH_O, "walk(query), the matched blocks stamped."},
+    {"walk_stamp_result", floor_walk_stamp_result, METH_O,
+     "walk_stamp(query), the ids returned in a new bytes object."},
     {"noop", floor_noop, METH_O, "noop(x): a C call that does nothing."},
     {"sha256_each", floor_sha256_each, METH_O, "sha256_each(list of bytes)."},
     {"xxh3_64_each", floor_xxh3_64_each, METH_VARARGS, "xxh3_64_each(list of bytes, seed)."},

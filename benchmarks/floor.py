@@ -2,22 +2,29 @@
 
 ::
 
-    python -m benchmarks.floor [--rounds 21] [--calls 2000] [--callgrind]
+    python -m benchmarks.floor [--rounds 201] [--calls 200] [--callgrind]
 
 The floor (``benchmarks/floor.c``, compiled here into a temporary directory with the
 compiler, flags and setuptools machinery that build ``kachedb_radix.accel._radix``: the
-``extra-compile-args`` of pyproject.toml's ``ext-modules`` table, CC/CFLAGS from the
-environment as for the extension) does only what a match's answer needs: it takes the
-query's buffer, walks a flat copy of the cached path -- per level a binary search of the
-siblings' first tokens and one block comparison, or one memcmp over a long edge -- and
-copies the matched ids out. Called from Python like the twin (one C function, a uint32
+``extra-compile-args`` and ``extra-link-args`` of pyproject.toml's ``ext-modules`` table,
+CC/CFLAGS from the environment as for the extension) does only what a match's answer
+needs: it takes the query's buffer and checks its format, walks the least tree holding
+the shape -- a node per level with its children's first tokens, blocks and ids inline,
+each level reached through the pointer the one before it chose (any tree's dependency:
+the next node is known only once the block is found); per level a binary search of the
+first tokens and one block comparison, or one memcmp over a long edge -- and copies the
+matched ids out. Called from Python like the twin (one C function, a uint32
 array), on the two shapes of issue 37 at 1,024 tokens: ``long_edge`` (one 64-block edge)
 and ``branchy`` (64 one-block nodes, 8 siblings each).
 
-Each round times ``tree.match(query)`` and ``floor.walk(query)`` (``calls`` calls, the
-median of 5 samples), in alternating order, and a ``noop`` C call (the price of any C
+Each round times ``tree.match(query)`` and ``floor.walk(query)`` (``calls`` calls each,
+back to back, in alternating order: a pair a fraction of a millisecond apart, so a
+machine's noisy moments hit both sides of it), and a ``noop`` C call (the price of any C
 call from a Python loop); the figure is the median over rounds of the per-round ratio
-twin / floor, with the spread of those ratios (min-max). ``--callgrind`` instead counts
+twin / floor, with the spread of those ratios (the 10th to 90th percentile, and the
+extremes). Beside it the twin against two fuller floors, the walk plus what a match must
+also do and the bare walk leaves out: stamping the matched blocks (R-LRU-1), and handing
+the ids back in a new object. ``--callgrind`` instead counts
 instructions under ``valgrind --tool=callgrind`` (stable on a noisy machine): per call
 inside the twin's ``Tree_match`` and the floor's ``floor_walk``, and the twin's
 inclusive cost by function.
@@ -103,17 +110,21 @@ def shape(name: str) -> tuple[Any, Any, Any]:
     path = tree.match(query).blocks
     levels = len(path)
     if name == "long_edge":
-        return tree, query, (levels, 0, query.tobytes(), np.asarray(path, np.uint32).tobytes())
+        flat = np.asarray(path, np.uint32).tobytes()
+        return tree, query, (levels, 0, query.tobytes(), flat, bytes(4 * levels))
     # Per level, the siblings (the path's block among them), sorted by first token.
     dump = tree.dump()
     tokens: list[int] = []
     ids: list[int] = []
+    onward: list[int] = []
     children = dump["namespaces"][0]["children"]
     for _ in range(levels):
         level = sorted(children, key=lambda child: child["tokens"][0])
         tokens.extend(t for child in level for t in child["tokens"][:BLOCK_SIZE])
         ids.extend(child["blocks"][0] for child in level)
-        children = next(c for c in level if c["blocks"][0] in path)["children"]
+        (index,) = [i for i, child in enumerate(level) if child["blocks"][0] in path]
+        onward.append(index)
+        children = level[index]["children"]
     siblings = len(ids) // levels
     return (
         tree,
@@ -123,19 +134,17 @@ def shape(name: str) -> tuple[Any, Any, Any]:
             siblings,
             np.asarray(tokens, np.uint32).tobytes(),
             np.asarray(ids, np.uint32).tobytes(),
+            np.asarray(onward, np.uint32).tobytes(),
         ),
     )
 
 
 def _per_call(call: Any, arg: Any, calls: int) -> float:
-    """Median ns per call of ``call(arg)`` over 5 samples of ``calls`` calls."""
-    samples = []
-    for _ in range(5):
-        began = time.perf_counter_ns()
-        for _ in range(calls):
-            call(arg)
-        samples.append((time.perf_counter_ns() - began) / calls)
-    return statistics.median(samples)
+    """Ns per call of ``call(arg)``, ``calls`` calls in a row."""
+    began = time.perf_counter_ns()
+    for _ in range(calls):
+        call(arg)
+    return (time.perf_counter_ns() - began) / calls
 
 
 def measure(floor: ModuleType, rounds: int, calls: int) -> dict[str, dict[str, float]]:
@@ -146,6 +155,7 @@ def measure(floor: ModuleType, rounds: int, calls: int) -> dict[str, dict[str, f
         floor.load(*flat)
         assert floor.walk(query) == len(query) // 16 == len(tree.match(query).blocks)
         twin, bare, noop, ratios = [], [], [], []
+        stamped, returned = [], []  # twin / each fuller floor, per round
         for r in range(rounds):
             first, second = (tree.match, floor.walk) if r % 2 == 0 else (floor.walk, tree.match)
             a, b = _per_call(first, query, calls), _per_call(second, query, calls)
@@ -154,11 +164,18 @@ def measure(floor: ModuleType, rounds: int, calls: int) -> dict[str, dict[str, f
             bare.append(f)
             noop.append(_per_call(floor.noop, query, calls))
             ratios.append(t / f)
+            stamped.append(t / _per_call(floor.walk_stamp, query, calls))
+            returned.append(t / _per_call(floor.walk_stamp_result, query, calls))
+        deciles = statistics.quantiles(ratios, n=10)
         results[name] = {
             "twin_ns": statistics.median(twin),
             "floor_ns": statistics.median(bare),
             "noop_ns": statistics.median(noop),
+            "ratio_stamped": statistics.median(stamped),
+            "ratio_returned": statistics.median(returned),
             "ratio": statistics.median(ratios),
+            "ratio_p10": deciles[0],
+            "ratio_p90": deciles[-1],
             "ratio_min": min(ratios),
             "ratio_max": max(ratios),
         }
@@ -213,18 +230,20 @@ def _inclusive(out: Path, calls: int) -> list[tuple[str, float]]:
         ["callgrind_annotate", "--inclusive=yes", "--threshold=100", str(out)],
         capture_output=True, text=True, check=False,
     ).stdout  # fmt: skip
-    parts = []
+    parts: list[tuple[str, float]] = []
     for line in text.splitlines():
         found = re.match(r"\s*([\d,]+) \([\s\d.]+%\)\s+\S+?:(\w+)", line)
         if found and not found.group(2).startswith("0x"):
             parts.append((found.group(2), int(found.group(1).replace(",", "")) / calls))
-    return parts[:14]
+    names = [name for name, _ in parts]
+    # Tree_match and what it calls (the interpreter's frames above it left out).
+    return parts[names.index("Tree_match") :][:16] if "Tree_match" in names else parts[:16]
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.floor", description=__doc__)
-    parser.add_argument("--rounds", type=int, default=21)
-    parser.add_argument("--calls", type=int, default=2000)
+    parser.add_argument("--rounds", type=int, default=201)
+    parser.add_argument("--calls", type=int, default=200)
     parser.add_argument("--callgrind", action="store_true")
     parser.add_argument("--json", type=Path, help="also write the figures here")
     args = parser.parse_args(argv)
@@ -251,15 +270,21 @@ def main(argv: list[str] | None = None) -> int:
     )
     print(
         "| shape | twin (median) | floor (median) | a C call (noop) "
-        "| twin / floor (median of rounds) | spread |"
+        "| twin / floor (median of rounds) | 10-90% of rounds | extremes |"
     )
-    print("|---|---:|---:|---:|---:|---|")
+    print("|---|---:|---:|---:|---:|---|---|")
     for name, row in results.items():
         print(
             f"| {name} | {row['twin_ns']:.0f} ns | {row['floor_ns']:.0f} ns "
             f"| {row['noop_ns']:.0f} ns | {row['ratio']:.2f} "
+            f"| {row['ratio_p10']:.2f}-{row['ratio_p90']:.2f} "
             f"| {row['ratio_min']:.2f}-{row['ratio_max']:.2f} |"
         )
+    print("\nThe twin against floors that also do what a match must (medians of rounds):\n")
+    print("| shape | / floor + stamping (R-LRU-1) | / floor + stamping + a result object |")
+    print("|---|---:|---:|")
+    for name, row in results.items():
+        print(f"| {name} | {row['ratio_stamped']:.2f} | {row['ratio_returned']:.2f} |")
     if args.json:
         args.json.write_text(json.dumps(results, indent=1))
     return 0

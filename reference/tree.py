@@ -898,4 +898,3 @@ class RadixTree:
     def _leave(self, epoch: int) -> None:
         # One atomic dict operation: safe from any thread and from a finalizer (R-EPOCH-5).
         self._readers.pop(epoch, None)
-

@@ -1157,15 +1157,21 @@ static PyObject *Tree_get_policy_options(TreeObject *self, void *unused) {
     return pol_options_copy(&self->pol);
 }
 
-static PyObject *Tree_eviction_key(TreeObject *self, PyObject *arg) {
+int tree_block_id(TreeObject *t, PyObject *arg, uint32_t *out) {
     int overflow = 0;
     long long v = PyLong_Check(arg) && !PyBool_Check(arg) ? int_value(arg, &overflow) : -1;
-    if (overflow || v < 0 || (uint64_t)v >= self->num_blocks) {
+    if (overflow || v < 0 || (uint64_t)v >= t->num_blocks) {
         PyErr_Format(G.ForeignBlockError, "%R is not a block id of this pool (ids are 0..%u)",
-                     arg, self->num_blocks - 1u);
-        return NULL;
+                     arg, t->num_blocks - 1u);
+        return -1;
     }
-    return pol_key(self, (uint32_t)v);
+    *out = (uint32_t)v;
+    return 0;
+}
+
+static PyObject *Tree_eviction_key(TreeObject *self, PyObject *arg) {
+    uint32_t b;
+    return tree_block_id(self, arg, &b) < 0 ? NULL : pol_key(self, b);
 }
 
 static PyObject *Tree_reclaim(TreeObject *self, PyObject *unused) {

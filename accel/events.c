@@ -28,6 +28,7 @@
 
 #include "objects.h"
 #include "tokens.h"
+#include "tree.h"
 
 /* ------------------------------------------------------------------ msgpack */
 
@@ -123,7 +124,8 @@ static const struct {
 } SCHEMES[] = {
     {"sha256_cbor", HS_SHA256_CBOR, 32},  {"xxhash_cbor", HS_XXHASH_CBOR, 16},
     {"sha256", HS_SHA256_PICKLE, 32},     {"xxhash", HS_XXHASH_PICKLE, 16},
-    {"xxh3_64", HS_XXH3_64, 8},           {"sglang", HS_SGLANG, 32},
+    {"xxh3_64", HS_XXH3_64, 8},           {"dynamo", HS_DYNAMO, 16},
+    {"sglang", HS_SGLANG, 32},
     {"sglang_dynamo", HS_SGLANG_DYNAMO, 32},
 };
 
@@ -154,6 +156,16 @@ static int scheme_of(PyObject *hasher, HsScheme *s) {
     }
     Py_DECREF(name);
     s->signed_ext = s->kind == HS_SGLANG || s->kind == HS_SGLANG_DYNAMO;
+    /* A hasher that reads "" as no namespace (vLLM's and Dynamo's empty salt). */
+    PyObject *empty = PyObject_GetAttrString(hasher, "empty_is_none");
+    if (empty == NULL) {
+        if (!PyErr_ExceptionMatches(PyExc_AttributeError)) return -1;
+        PyErr_Clear(); /* a BlockHasher from before the option: "" is a namespace */
+    } else {
+        s->empty_is_none = PyObject_IsTrue(empty);
+        Py_DECREF(empty);
+        if (s->empty_is_none < 0) return -1;
+    }
     if (!is_vllm(s->kind)) return 0;
     PyObject *wire = PyObject_GetAttrString(hasher, "wire");
     if (wire == NULL) return -1;
@@ -179,6 +191,7 @@ static int salt_of(const HsScheme *s, PyObject *ns, HsSalt *salt) {
     const char *utf8 = PyUnicode_AsUTF8AndSize(ns, &n); /* kept by the str: cheap again */
     if (utf8 == NULL) return -1;
     salt->named = 1;
+    salt->unsalted = n == 0 && s->empty_is_none;
     salt->utf8 = utf8;
     salt->len = (size_t)n;
     salt->is_tag = ns == G.s_cache_salt;
@@ -302,7 +315,8 @@ void ev_log_store(TreeObject *t, uint32_t parent, const uint32_t *ids, const uin
     struct EvState *ev = t->ev;
     const HsScheme *s = &ev->scheme;
     const uint32_t B = ev->B, dlen = s->dlen;
-    const HsSalt *ns = ev->salt.named ? &ev->salt : NULL;
+    /* The salt the blocks are hashed with; the event names the namespace either way. */
+    const HsSalt *ns = ev->salt.named && !ev->salt.unsalted ? &ev->salt : NULL;
     const uint8_t *prev = parent == NIL ? NULL : ev->dig + (size_t)parent * dlen;
     for (Py_ssize_t i = 0; i < n; i++) {
         uint32_t b = ids[i];
@@ -313,7 +327,7 @@ void ev_log_store(TreeObject *t, uint32_t parent, const uint32_t *ids, const uin
         ev->known[b >> 6] |= (uint64_t)1 << (b & 63);
         prev = d;
     }
-    int extra = parent == NIL && ns != NULL;
+    int extra = parent == NIL && ev->salt.named;
     uint8_t *p = ev->wire + ev->len;
     p = mp_be(p, 0xde, extra ? 9u : 8u, 2); /* map16, as msgspec writes a struct of 16 fields */
     p = MP_LIT(p, "type");
@@ -342,7 +356,7 @@ void ev_log_store(TreeObject *t, uint32_t parent, const uint32_t *ids, const uin
         p = MP_LIT(p, "extra_keys");
         p = mp_array(p, (size_t)n);
         *p++ = 0x91;
-        p = mp_str(p, ns->utf8, ns->len);
+        p = mp_str(p, ev->salt.utf8, ev->salt.len);
         for (Py_ssize_t i = 1; i < n; i++) *p++ = 0xc0;
     }
     ev->len = (size_t)(p - ev->wire);
@@ -458,16 +472,10 @@ static PyObject *external_of(const struct EvState *ev, uint32_t b) {
 }
 
 PyObject *Tree_event_hash(TreeObject *self, PyObject *arg) {
-    if (!events_on(self)) return NULL;
-    int overflow = 0;
-    long long v = PyLong_Check(arg) && !PyBool_Check(arg) ? int_value(arg, &overflow) : -1;
-    if (overflow || v < 0 || (uint64_t)v >= self->num_blocks) {
-        PyErr_Format(G.ForeignBlockError, "%R is not a block id of this pool (ids are 0..%u)",
-                     arg, self->num_blocks - 1u);
-        return NULL;
-    }
-    if (!ev_known(self->ev, (uint32_t)v)) Py_RETURN_NONE;
-    return external_of(self->ev, (uint32_t)v);
+    uint32_t b;
+    if (!events_on(self) || tree_block_id(self, arg, &b) < 0) return NULL;
+    if (!ev_known(self->ev, b)) Py_RETURN_NONE;
+    return external_of(self->ev, b);
 }
 
 /* ------------------------------------------------------------------ the invariant */
@@ -527,7 +535,7 @@ int ev_check(TreeObject *t) {
         if (x->parent >= NODE_FREE || x->parent == NIL) continue;
         const uint32_t *ids = node_ids(t, x), *tok = node_tok(t, x);
         const Node *up = &t->nodes[x->parent];
-        const HsSalt *ns = salts[slot[n]].named ? &salts[slot[n]] : NULL;
+        const HsSalt *ns = salts[slot[n]].named && !salts[slot[n]].unsalted ? &salts[slot[n]] : NULL;
         const uint8_t *prev = up->parent == NIL ? NULL : ev->dig + (size_t)node_last(t, up) * dlen;
         for (uint32_t k = 0; k < x->nblocks; k++) {
             uint32_t b = ids[k];
@@ -634,7 +642,7 @@ PyObject *mod_event_block_hash(PyObject *mod, PyObject *const *args, Py_ssize_t 
     memset(&seed, 0, sizeof(seed));
     uint8_t pd[HS_MAX_DIGEST];
     if (parent == Py_None) {
-        if (s.kind == HS_SGLANG_DYNAMO) seed = salt;
+        if (s.kind == HS_SGLANG_DYNAMO && !salt.unsalted) seed = salt;
     } else if (s.kind == HS_XXH3_64) {
         uint64_t v = PyLong_Check(parent) ? PyLong_AsUnsignedLongLong(parent) : 0;
         if (!PyLong_Check(parent) || PyErr_Occurred()) {
@@ -670,7 +678,7 @@ PyObject *mod_event_block_hash(PyObject *mod, PyObject *const *args, Py_ssize_t 
     }
     uint8_t d[HS_MAX_DIGEST];
     hs_block(&s, parent == Py_None ? NULL : pd, tk.data, (uint32_t)tk.n,
-             salt.named ? &salt : NULL, scratch, d);
+             salt.named && !salt.unsalted ? &salt : NULL, scratch, d);
     PyMem_Free(scratch);
     tokens_release(NULL, &tk);
     PyObject *internal;

@@ -20,7 +20,9 @@
  *   so a name that *is* that object is the memo reference BINGET 2); STOP.
  *
  * The digest is SHA-256 (32 bytes) or XXH3-128 in canonical form (16 bytes, big-endian).
- * Dynamo's xxh3_64 and SGLang's hash the tokens as little-endian u32 directly. */
+ * Dynamo's (xxh3_64, dynamo) and SGLang's hash the tokens as little-endian u32 directly;
+ * dynamo seeds every block of a path with its namespace (1337 + XXH3-64 of the name,
+ * seed 1), carried down the chain in the internal hash beside the sequence hash. */
 #include "hashing.h"
 
 #define OPENSSL_SUPPRESS_DEPRECATED /* SHA256_Init & co: no per-call lookup, unlike EVP */
@@ -267,10 +269,13 @@ static size_t pickle_triple(const HsScheme *s, const uint8_t *parent, const uint
 /* ------------------------------------------------------------------ the schemes */
 
 void hs_salt_seeds(const HsScheme *s, HsSalt *salt) {
-    salt->xxh_seed = DYNAMO_SEED;
+    salt->xxh_seed = salt->dyn_seed = DYNAMO_SEED;
     memset(salt->seed, 0, sizeof(salt->seed));
-    if (!salt->named) return;
-    if (s->kind == HS_XXH3_64) {
+    if (!salt->named || salt->unsalted) return;
+    if (s->kind == HS_DYNAMO) {
+        /* Dynamo's request salt: an empty name is no name (its salt_seed). */
+        if (salt->len > 0) salt->dyn_seed = DYNAMO_SEED + XXH3_64bits_withSeed(salt->utf8, salt->len, 1);
+    } else if (s->kind == HS_XXH3_64) {
         salt->xxh_seed = DYNAMO_SEED + XXH3_64bits(salt->utf8, salt->len);
     } else if (s->kind == HS_SGLANG_DYNAMO) {
         SHA256_CTX c;
@@ -301,6 +306,20 @@ size_t hs_scratch_bytes(const HsScheme *s, uint32_t B, size_t salt_len) {
     }
 }
 
+/* Dynamo's chain: the block's local hash (XXH3-64 of its tokens under `seed`), then, after
+ * a parent (whose first 8 bytes are its sequence hash), XXH3-64 (seed 1337) of the two. */
+static uint64_t dynamo_chain(const uint8_t *parent, const uint32_t *tok, uint32_t B, uint64_t seed,
+                             uint8_t *scratch) {
+    uint64_t h = XXH3_64bits_withSeed(tokens_le(tok, B, scratch), 4u * (size_t)B, seed);
+    if (parent != NULL) {
+        uint8_t pair[16];
+        memcpy(pair, parent, 8);
+        put_le64(pair + 8, h);
+        h = XXH3_64bits_withSeed(pair, 16, DYNAMO_SEED);
+    }
+    return h;
+}
+
 void hs_block(const HsScheme *s, const uint8_t *parent, const uint32_t *tok, uint32_t B,
               const HsSalt *salt, uint8_t *scratch, uint8_t *out) {
     size_t n;
@@ -315,16 +334,15 @@ void hs_block(const HsScheme *s, const uint8_t *parent, const uint32_t *tok, uin
         n = pickle_triple(s, parent != NULL ? parent : s->root, tok, B, salt, scratch);
         digest(s, scratch, n, out);
         return;
-    case HS_XXH3_64: {
-        uint64_t seed = salt != NULL ? salt->xxh_seed : DYNAMO_SEED;
-        uint64_t h = XXH3_64bits_withSeed(tokens_le(tok, B, scratch), 4u * (size_t)B, seed);
-        if (parent != NULL) {
-            uint8_t pair[16];
-            memcpy(pair, parent, 8);
-            put_le64(pair + 8, h);
-            h = XXH3_64bits_withSeed(pair, 16, DYNAMO_SEED);
-        }
-        put_le64(out, h);
+    case HS_XXH3_64:
+        put_le64(out, dynamo_chain(parent, tok, B, salt != NULL ? salt->xxh_seed : DYNAMO_SEED,
+                                   scratch));
+        return;
+    case HS_DYNAMO: { /* the sequence hash, then the seed every block of its path takes */
+        uint64_t seed = parent != NULL ? get_le64(parent + 8)
+                                       : salt != NULL ? salt->dyn_seed : DYNAMO_SEED;
+        put_le64(out, dynamo_chain(parent, tok, B, seed, scratch));
+        put_le64(out + 8, seed);
         return;
     }
     default: /* SGLang: the parent's digest, then the tokens */
@@ -336,6 +354,7 @@ void hs_block(const HsScheme *s, const uint8_t *parent, const uint32_t *tok, uin
 uint64_t hs_external(const HsScheme *s, const uint8_t *d, const HsSalt *ns) {
     switch (s->kind) {
     case HS_XXH3_64:
+    case HS_DYNAMO: /* the sequence hash */
         return get_le64(d);
     case HS_SGLANG:
     case HS_SGLANG_DYNAMO:

@@ -3,7 +3,7 @@
  *
  *   sha256_cbor, xxhash_cbor   SHA-256 / XXH3-128 of canonical CBOR [parent, [tokens], extra]
  *   sha256, xxhash             SHA-256 / XXH3-128 of the same triple pickled (protocol 5)
- *   xxh3_64                    Dynamo: XXH3-64 of the tokens (little-endian u32), chained
+ *   xxh3_64, dynamo            Dynamo: XXH3-64 of the tokens (little-endian u32), chained
  *   sglang, sglang_dynamo      SHA-256 of the parent's digest and the tokens
  *
  * SHA-256 is OpenSSL's (libcrypto, linked: its SHA-NI code where the CPU has it); XXH3 is
@@ -143,6 +143,7 @@ enum {
     HS_SHA256_PICKLE,
     HS_XXHASH_PICKLE,
     HS_XXH3_64,
+    HS_DYNAMO,
     HS_SGLANG,
     HS_SGLANG_DYNAMO,
 };
@@ -154,8 +155,10 @@ enum {
 typedef struct {
     int kind;
     int wire_bytes;   /* vLLM's schemes with wire="bytes": events carry the digest */
-    uint32_t dlen;    /* the digest a block keeps: 32 (SHA-256), 16 (XXH3-128), 8 (xxh3_64:
+    uint32_t dlen;    /* the digest a block keeps: 32 (SHA-256), 16 (XXH3-128; Dynamo's: its
+                         sequence hash and its path's seed, u64s little-endian), 8 (xxh3_64:
                          the u64, little-endian) */
+    int empty_is_none; /* the hasher hashes a namespace of "" as none */
     int signed_ext;   /* SGLang's external hashes are int64 */
     uint8_t root[HS_MAX_DIGEST]; /* vLLM's schemes: the root hash (dlen bytes) */
 } HsScheme;
@@ -163,11 +166,13 @@ typedef struct {
 /* The namespace of the blocks being hashed. */
 typedef struct {
     int named;          /* a named namespace (else the default one: no salt, no seed) */
+    int unsalted;       /* ... that the hasher hashes as none ("" with empty_is_none) */
     const char *utf8;   /* its name, UTF-8 */
     size_t len;
     int is_tag;         /* the name is the very object "cache_salt" of a (("cache_salt",
                            name),) extra key: pickle writes it as a memo reference */
     uint64_t xxh_seed;  /* xxh3_64: a first block's seed, 1337 + XXH3-64(name) */
+    uint64_t dyn_seed;  /* Dynamo's: its path's seed, 1337 + XXH3-64(name, seed 1) */
     uint8_t seed[32];   /* sglang_dynamo: the namespace's seed (SGLang's Dynamo format) */
 } HsSalt;
 

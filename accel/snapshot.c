@@ -405,10 +405,11 @@ static inline __attribute__((always_inline)) Py_ssize_t arr_find(void *arr, uint
     return -lo - 1;
 }
 
-/* p's child whose first block is blk, or NULL.  Reads only. */
-static inline __attribute__((always_inline)) const PNode *kids_find(const PNode *p,
-                                                                    const PCtx *ctx,
-                                                                    const uint32_t *blk) {
+/* p's child whose first block is blk, or NULL.  Reads only.  Inlined into the walk; the
+ * other callers share one copy (kids_find). */
+static inline __attribute__((always_inline)) const PNode *kids_find_inline(const PNode *p,
+                                                                           const PCtx *ctx,
+                                                                           const uint32_t *blk) {
     const uint32_t B = ctx->B;
     uintptr_t w = kids_word(p);
     uint32_t n = kids_tag(w);
@@ -416,6 +417,10 @@ static inline __attribute__((always_inline)) const PNode *kids_find(const PNode 
     void *arr = kids_ptr(w);
     Py_ssize_t i = arr_find(arr, n, blk, B);
     return i >= 0 ? arr_nodes(arr)[i] : NULL;
+}
+
+static const PNode *kids_find(const PNode *p, const PCtx *ctx, const uint32_t *blk) {
+    return kids_find_inline(p, ctx, blk);
 }
 
 /* The slot holding writer-owned p's child whose first block is blk (the trie path made
@@ -1280,7 +1285,7 @@ static inline __attribute__((always_inline)) Py_ssize_t pn_walk(const PNode *nod
     uint32_t used = 0;      /* stores through the out pointers could alias `out` */
     while (node != NULL && matched < limit) {
         const uint32_t *blk = tok + (size_t)matched * B;
-        const PNode *c = kids_find(node, ctx, blk);
+        const PNode *c = kids_find_inline(node, ctx, blk);
         if (c == NULL) break;
         const PChunk *chunk = c->chunk;
         const uint32_t *ids = chunk->tok + (size_t)chunk->cap * B + c->off;
@@ -1323,6 +1328,15 @@ Py_ssize_t pub_walk(TreeObject *t, uint32_t root, const uint32_t *tok, Py_ssize_
 uint32_t pub_child(TreeObject *t, uint32_t parent, const uint32_t *blk) {
     const PNode *c = kids_find(t->pub[parent], t->pctx, blk);
     return c != NULL ? c->nid : NIL;
+}
+
+/* A snapshot's walk: one copy of pn_walk for both of Snapshot_match's paths (with and
+ * without the GIL). */
+static __attribute__((noinline)) Py_ssize_t snap_walk(const PNode *root, const PCtx *ctx,
+                                                      const uint32_t *tok, Py_ssize_t limit,
+                                                      uint32_t *out, const PNode **last,
+                                                      uint32_t *last_used) {
+    return pn_walk(root, ctx, tok, limit, out, last, last_used);
 }
 
 static PNode *snap_root(SnapshotObject *self, PyObject *ns) {
@@ -1386,11 +1400,11 @@ static PyObject *Snapshot_match(SnapshotObject *self, PyObject *const *args, Py_
          * unchanged; the tokens are owned or a held buffer view. */
         Py_INCREF(self);
         Py_BEGIN_ALLOW_THREADS
-        matched = pn_walk(root, self->ctx, tk.data, limit, out, &last, &last_used);
+        matched = snap_walk(root, self->ctx, tk.data, limit, out, &last, &last_used);
         Py_END_ALLOW_THREADS
         Py_DECREF(self);
     } else {
-        matched = pn_walk(root, self->ctx, tk.data, limit, out, &last, &last_used);
+        matched = snap_walk(root, self->ctx, tk.data, limit, out, &last, &last_used);
     }
     tokens_release(NULL, &tk);
     MatchResultObject *res = match_result_new(matched);

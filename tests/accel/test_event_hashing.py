@@ -18,16 +18,18 @@ Dynamo's XXH3-64, SGLang's SHA-256), and encodes its batches as vLLM's msgpack i
 from __future__ import annotations
 
 import os
+import struct
 import sys
 from typing import Any
 
 import pytest
+import xxhash
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from kachedb_radix import reference
-from kachedb_radix.reference.events import SCHEMES, BlockHasher, encode_batch
-from kachedb_radix.reference.events.hashing import Hash
+from kachedb_radix.reference.events import SCHEMES, BlockHasher, BlockStored, encode_batch
+from kachedb_radix.reference.events.hashing import DYNAMO_SEED, Hash
 
 if os.environ.get("KACHEDB_RADIX_PURE") == "1":
     pytest.skip("KACHEDB_RADIX_PURE=1: the C twin is not under test", allow_module_level=True)
@@ -116,6 +118,58 @@ def test_a_long_salt_is_written_as_the_reference_writes_it(scheme: str, length: 
     salt = "x" * length
     for block in ([1, 2, 3], [2**31] * 9358):
         assert c_hash(hasher, None, block, salt) == reference_hash(hasher, None, block, salt)
+
+
+def _patched(scheme: str = "sha256_cbor", **fields: object) -> BlockHasher:
+    """A BlockHasher with fields the reference of this checkout may not have yet (issue 34:
+    engine presets): set past its frozen dataclass, as a later reference would set them."""
+    hasher = BlockHasher()
+    for name, value in {"scheme": scheme, **fields}.items():
+        object.__setattr__(hasher, name, value)
+    return hasher
+
+
+@pytest.mark.parametrize("scheme", [s for s in SCHEMES if s != "dynamo"])
+def test_an_empty_namespace_can_be_no_namespace(scheme: str) -> None:
+    """``empty_is_none`` (vLLM's and Dynamo's reading of an empty salt): "" hashes as no
+    namespace at all; without it "" is a namespace of its own."""
+    reading = _patched(scheme, empty_is_none=True)
+    plain = BlockHasher(scheme)
+    block = [1, 70_000, 2**31]
+    assert c_hash(reading, None, block, "") == reference_hash(plain, None, block, None)
+    assert c_hash(plain, None, block, "") == reference_hash(plain, None, block, "")
+
+
+def _dynamo_local(block: list[int], seed: int) -> int:
+    return xxhash.xxh3_64_intdigest(struct.pack(f"<{len(block)}I", *block), seed=seed)
+
+
+def test_dynamos_sequence_hashes() -> None:
+    """Dynamo's scheme (``ai-dynamo-runtime`` 1.6.1, as issue 34's reference module states
+    it): a path's seed 1337 + XXH3-64(namespace, seed 1) -- "" is none -- for every block;
+    a first block's sequence hash its local hash, a deeper one's XXH3-64 (seed 1337) of
+    the parent's and its local hash as little-endian u64s; internal (sequence, seed)."""
+    hasher = _patched("dynamo")
+    first, second = [1, 2, 3, 4], [5, 70_000, 2**31, 2**32 - 1]
+    for namespace in (None, "", "tenant"):
+        named = xxhash.xxh3_64_intdigest(namespace.encode(), seed=1) if namespace else 0
+        seed = DYNAMO_SEED + named
+        local = _dynamo_local(first, seed % 2**64)
+        internal, external = c_hash(hasher, None, first, namespace)
+        assert internal == struct.pack("<QQ", local, seed % 2**64) and external == local
+        deeper = xxhash.xxh3_64_intdigest(
+            struct.pack("<QQ", local, _dynamo_local(second, seed % 2**64)), seed=DYNAMO_SEED
+        )
+        assert c_hash(hasher, internal, second, None) == (
+            struct.pack("<QQ", deeper, seed % 2**64),
+            deeper,
+        )
+    tree = accel.RadixTree(8, 4, events=hasher)
+    tree.insert(first + second, "tenant")
+    tree.check_invariants()
+    (batch,) = tree.take_events()
+    (stored,) = batch.events
+    assert isinstance(stored, BlockStored) and stored.extra_keys == [("tenant",), None]
 
 
 def test_the_hook_refuses_what_is_not_a_block() -> None:

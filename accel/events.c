@@ -17,6 +17,7 @@
  *                 lora_name (nil), and extra_keys ([[namespace], nil, ...]) for a first
  *                 block in a named namespace;
  *   BlockRemoved  fixmap of 3: "type": "BlockRemoved", block_hashes, medium;
+ *   AllBlocksCleared  fixmap of 1: "type": "AllBlocksCleared" (reset_prefix_cache, R-EVENT-7);
  *   a batch       [ts (float64: the clock), [events], nil] -- written when taken, around
  *                 the operation's encoded events.
  *
@@ -308,6 +309,11 @@ int ev_prepare_evict(TreeObject *t, Py_ssize_t n) {
     return ev_reserve(t->ev, wire_bound(t->ev, (size_t)n, 0, 0), 0);
 }
 
+/* The bytes of an AllBlocksCleared: a fixmap of 1, its key and its tag. */
+#define MP_CLEAR_BYTES (1u + 5u + 17u)
+
+int ev_prepare_clear(TreeObject *t) { return ev_reserve(t->ev, MP_CLEAR_BYTES, 0); }
+
 /* ------------------------------------------------------------------ logging (infallible) */
 
 void ev_log_store(TreeObject *t, uint32_t parent, const uint32_t *ids, const uint32_t *tok,
@@ -377,6 +383,17 @@ void ev_log_remove(TreeObject *t, const uint32_t *ids, Py_ssize_t n) {
     }
     p = MP_LIT(p, "medium");
     p = MP_LIT(p, "GPU");
+    ev->len = (size_t)(p - ev->wire);
+    ev->open++;
+}
+
+void ev_log_clear(TreeObject *t) {
+    struct EvState *ev = t->ev;
+    uint8_t *p = ev->wire + ev->len;
+    *p++ = 0x81; /* a struct with no fields but its tag */
+    p = MP_LIT(p, "type");
+    p = MP_LIT(p, "AllBlocksCleared");
+    memset(ev->known, 0, known_words(ev->num_blocks) * sizeof(uint64_t)); /* every hash forgotten */
     ev->len = (size_t)(p - ev->wire);
     ev->open++;
 }

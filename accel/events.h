@@ -57,6 +57,8 @@ void ev_fini(TreeObject *t);
 int ev_prepare_insert(TreeObject *t, PyObject *ns, Py_ssize_t needed, Py_ssize_t nevict);
 /* Preparation phase of an eviction of n blocks. */
 int ev_prepare_evict(TreeObject *t, Py_ssize_t n);
+/* Preparation phase of reset_prefix_cache(): room for one AllBlocksCleared. */
+int ev_prepare_clear(TreeObject *t);
 
 /* Mutation phase (room reserved): blocks ids[0..n) holding tok[0 .. n*B) became cached
  * below the cached block `parent` (NIL: at the root of the insert's namespace): hash them
@@ -66,6 +68,9 @@ void ev_log_store(TreeObject *t, uint32_t parent, const uint32_t *ids, const uin
 /* Mutation phase (room reserved): blocks ids[0..n) were evicted, in that order: one
  * BlockRemoved (R-EVENT-4). */
 void ev_log_remove(TreeObject *t, const uint32_t *ids, Py_ssize_t n);
+/* Mutation phase (room reserved): every cached block stopped being cached at once: one
+ * AllBlocksCleared, every block's hash forgotten (R-EVENT-7). */
+void ev_log_clear(TreeObject *t);
 /* The end of an operation: what it encoded becomes one batch at the clock (R-EVENT-5). */
 void ev_flush(TreeObject *t);
 

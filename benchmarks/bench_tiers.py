@@ -67,10 +67,11 @@ import numpy.typing as npt
 
 from benchmarks.bench_disk import _dd, _drop_cache, _fio
 from kachedb_radix.reference.blockpool import PoolSpec
-from kachedb_radix.reference.tiers import KVCache, TieredTree
+from kachedb_radix.reference.tiers import KVCache
 from kachedb_radix.spec.gate import tiers as gate_tiers
 from kachedb_radix.spec.gate import timing
 from kachedb_radix.spec.gate.shapes import Workload
+from kachedb_radix.spec.twins import twin_classes
 
 MiB = 2**20
 GiB = 2**30
@@ -547,12 +548,7 @@ def prefix_table(
 
 
 def _twins() -> dict[str, Callable[..., Any]]:
-    found: dict[str, Callable[..., Any]] = {"reference": TieredTree}
-    if os.environ.get("KACHEDB_RADIX_PURE") != "1":
-        from kachedb_radix import accel
-
-        found["accel"] = accel.TieredTree
-    return found
+    return twin_classes("TieredTree")  # the one picker: spec/twins.py
 
 
 def evict_chain_workload(make: Callable[..., Any], blocks: int) -> Workload:
@@ -615,9 +611,9 @@ def replay_rounds(requests: int, capacity: int, rounds: int, folder: Path) -> di
     tiered replay (seconds)."""
     from kachedb_radix.spec.simulate.export import mooncake_lines, write_lines
     from kachedb_radix.spec.simulate.formats import read_trace
+    from kachedb_radix.spec.simulate.plan.service import ServiceModel
     from kachedb_radix.spec.simulate.point import Config, Job, make_trees
     from kachedb_radix.spec.simulate.sequential import replay_sequential
-    from kachedb_radix.spec.simulate.service import ServiceModel
     from kachedb_radix.spec.simulate.tiers import TierSpec, replay_tiered
     from kachedb_radix.spec.simulate.workload import WorkloadSpec, generate
 
@@ -849,9 +845,9 @@ def _gpu_prefix(
 def _modelled(preset: str, gpu_name: str, tokens: int) -> tuple[float, float] | None:
     """The planner's roofline for this GPU: (prefill ms of ``tokens`` uncached tokens,
     restore ms over its host link), or None for a GPU it does not know."""
-    from kachedb_radix.spec.simulate.cost import CostModel
-    from kachedb_radix.spec.simulate.hardware import Deployment, get_gpu
-    from kachedb_radix.spec.simulate.models import MODELS
+    from kachedb_radix.spec.simulate.plan.cost import CostModel
+    from kachedb_radix.spec.simulate.plan.hardware import Deployment, get_gpu
+    from kachedb_radix.spec.simulate.plan.models import MODELS
 
     part = next((key for key in ("h200", "h100") if key in gpu_name.lower()), None)
     if part is None:

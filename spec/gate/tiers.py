@@ -47,6 +47,7 @@ import numpy as np
 
 from kachedb_radix.reference.blockpool import PoolSpec
 
+from ..twins import twin_class
 from .shapes import BLOCK_SIZE, VOCAB, Workload, _seed
 
 #: Path lengths in blocks: the quick set's, and the full set's.
@@ -62,14 +63,15 @@ REPLAY_PROMPTS, REPLAY_DEVICE, REPLAY_HOST = 1500, 400, 4000
 
 
 def tiered_tree_class(twin: str) -> Callable[..., Any]:
-    """The tiered tree a twin ships."""
-    if twin == "accel":
-        from kachedb_radix import accel
+    """The tiered tree a twin ships (:mod:`kachedb_radix.spec.twins`: an unknown name is
+    refused, never taken for the reference).
 
-        return accel.TieredTree
-    from kachedb_radix.reference.tiers import TieredTree
-
-    return TieredTree
+    Raises:
+        TwinError: ``twin`` names no twin.
+        TwinUnavailable: ``accel`` where its C extension did not build.
+    """
+    found: Callable[..., Any] = twin_class(twin, "TieredTree")
+    return found
 
 
 def plan_tokens(blocks: int) -> list[int]:

@@ -10,7 +10,7 @@ Dynamo's XXH3-64, SGLang's SHA-256), and encodes its batches as vLLM's msgpack i
   encodings), salts (the very ``"cache_salt"`` object pickle writes as a memo reference
   among them) and parents;
 * pickle's framing, at the token counts and salt lengths where its 64 KiB frames end;
-* whole event streams: random operations on both twins, the C twin's payloads equal to
+* whole event streams: random operations on both twins (clears among them), the C twin's payloads equal to
   the reference's batches encoded, byte for byte, and its structs equal to the
   reference's.
 """
@@ -242,7 +242,7 @@ def test_a_long_insert_and_a_long_name_widen_their_heads() -> None:
 NAMESPACES = [None, "a", TAG, "é", "n" * 40, "é" * 200, "w" * 70000]
 OPS = st.lists(
     st.tuples(
-        st.sampled_from(["insert", "insert", "insert", "match", "evict"]),
+        st.sampled_from(["insert", "insert", "insert", "match", "evict", "clear"]),
         st.lists(st.integers(0, 5), min_size=1, max_size=12),
         st.sampled_from(NAMESPACES),
         st.integers(0, 3),
@@ -259,6 +259,8 @@ def drive(tree: Any, ops: list[tuple[str, list[int], str | None, int]]) -> None:
                 tree.insert([t * 70001 for t in tokens_], namespace)
             elif op == "match":
                 tree.match([t * 70001 for t in tokens_], namespace)
+            elif op == "clear":  # one AllBlocksCleared, every hash forgotten (R-EVENT-7)
+                assert tree.reset_prefix_cache()
             else:
                 tree.evict(count)
         except reference.OutOfBlocksError:

@@ -10,9 +10,9 @@ Dynamo's XXH3-64, SGLang's SHA-256), and encodes its batches as vLLM's msgpack i
   encodings), salts (the very ``"cache_salt"`` object pickle writes as a memo reference
   among them) and parents;
 * pickle's framing, at the token counts and salt lengths where its 64 KiB frames end;
-* whole event streams: random operations on both twins (clears among them), the C twin's payloads equal to
-  the reference's batches encoded, byte for byte, and its structs equal to the
-  reference's.
+* whole event streams: random operations on both twins (clears among them), the C
+  twin's payloads equal to the reference's batches encoded, byte for byte, and its
+  structs equal to the reference's.
 """
 
 from __future__ import annotations

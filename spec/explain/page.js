@@ -42,15 +42,6 @@
   }
   const isHot = (n) => n.kind === "ghost" || n.flags.some((flag) => CHANGE.has(flag));
   const textLength = (line) => Array.from(line).length;
-  // The state of a tree before its step: change flags, ghosts and versions left out.
-  function cleanTree(roots) {
-    const clean = (n) => ({
-      ...n, flags: n.flags.filter((flag) => !CHANGE.has(flag)),
-      children: n.children.filter((kid) => kid.kind !== "ghost").map(clean),
-    });
-    return roots.filter((n) => n.kind !== "version" && !n.flags.includes("ghost")).map(clean);
-  }
-
   // An edge opened by a click lists its blocks: id, pins, stamp and tokens; a leaf's
   // last block also its eviction key under the tree's policy (R-POL-1).
   function labelLines(n) {
@@ -347,41 +338,70 @@
     }
     render(false);
   }
-  function drawPool(svg, pool, highlight) {
-    svg.replaceChildren();
-    if (!pool) return;
+  // The pool: one cell per block id, in rows as wide as the side's column allows; a
+  // cell's fill is its state, a red frame says it was evicted now, a green inner frame
+  // that it was allocated now (both, when an id was evicted and handed out again). The
+  // cells are kept from step to step and only their marks change.
+  function drawPool(view, pool, highlight) {
+    const svg = view.pool;
+    if (!pool) { svg.replaceChildren(); svg.dataset.size = ""; return; }
     const size = pool.s.length, labelled = size <= K.labelledPool;
-    const columns = labelled ? K.poolColumns : K.wideColumns, cellSize = labelled ? K.cell : K.smallCell;
-    const pitch = cellSize + K.cellGap;
-    const width = Math.min(size, columns) * pitch;
-    const height = Math.max(1, Math.ceil(size / columns)) * pitch;
-    svg.setAttribute("viewBox", "0 0 " + width + " " + height);
-    svg.setAttribute("width", width);
-    svg.setAttribute("height", height);
+    const cellSize = labelled ? K.cell : K.smallCell, pitch = cellSize + K.cellGap;
+    const room = Math.max(8, Math.floor((frameSize(view)[0] - 4) / pitch));
+    const columns = Math.min(labelled ? K.poolColumns : K.wideColumns, room);
+    const shape = size + "/" + columns;
+    if (svg.dataset.size !== shape) {
+      svg.replaceChildren();
+      svg.dataset.size = shape;
+      const width = Math.min(size, columns) * pitch, height = Math.max(1, Math.ceil(size / columns)) * pitch;
+      svg.setAttribute("viewBox", "0 0 " + width + " " + height);
+      svg.setAttribute("width", width);
+      svg.setAttribute("height", height);
+      for (let block = 0; block < size; block++) {
+        const x = (block % columns) * pitch, y = Math.floor(block / columns) * pitch;
+        const cell = el("rect", { class: "cell", "data-block": block, x, y, width: cellSize, height: cellSize }, svg);
+        el("title", {}, cell);
+        el("rect", { class: "mark", x: x + 3, y: y + 3, width: cellSize - 6, height: cellSize - 6 }, svg);
+        if (labelled) {
+          el("text", { class: "cell-id", x: x + cellSize / 2, y: y + cellSize / 2 + 3.5, "text-anchor": "middle" }, svg)
+            .textContent = String(block);
+        }
+      }
+    }
     const changed = new Map();
     for (const change of K.poolChanges) {
       for (const block of pool[change] || []) changed.set(block, (changed.get(block) || []).concat([change]));
     }
+    const cells = svg.querySelectorAll("rect.cell"), marks = svg.querySelectorAll("rect.mark");
+    const labels = svg.querySelectorAll("text.cell-id");
+    if (svg.dataset.size !== view.poolShape) { view.poolShape = svg.dataset.size; view.poolShown = []; }
     for (let block = 0; block < size; block++) {
       const stateName = K.states[pool.s[block]], changes = changed.get(block) || [];
       const names = [stateName].concat(changes).join(" ");
-      const x = (block % columns) * pitch, y = Math.floor(block / columns) * pitch;
-      const cell = el("rect", {
-        class: "cell " + names + (highlight && highlight.has(block) ? " sub" : ""), "data-block": block,
-        "data-state": stateName, "data-change": changes.join(" "), x, y, width: cellSize, height: cellSize,
-      }, svg);
-      el("title", {}, cell).textContent = "#" + block + " " + names;
-      if (labelled) {
-        const label = el("text", { class: "cell-id " + stateName, x: x + cellSize / 2, y: y + cellSize / 2 + 3, "text-anchor": "middle" }, svg);
-        label.textContent = String(block);
-      }
+      const mark = names + (highlight && highlight.has(block) ? " sub" : "");
+      if (view.poolShown[block] === mark) continue;  // as drawn already
+      view.poolShown[block] = mark;
+      const cell = cells[block];
+      cell.setAttribute("class", "cell " + names + (highlight && highlight.has(block) ? " sub" : ""));
+      cell.dataset.state = stateName;
+      cell.dataset.change = changes.join(" ");
+      cell.firstChild.textContent = "#" + block + " " + stateName +
+        (changes.length ? ", " + changes.join(" and ") + " now" : "");
+      marks[block].setAttribute("class", "mark" + (changes.includes("allocated") ? " allocated" : ""));
+      if (labels.length) labels[block].setAttribute("class", "cell-id " + stateName);
     }
   }
 
   // ---------------------------------------------------------------- pan, zoom, minimap
+  // The frame's size, kept by a ResizeObserver: measuring it while drawing would make the
+  // browser lay the whole page out again at every step.
   function frameSize(view) {
-    const box = view.frame.getBoundingClientRect();
-    return [box.width || 800, box.height || 500];
+    if (!view.size) {
+      const box = view.frame.getBoundingClientRect();
+      if (!box.width) return [800, 500];
+      view.size = [box.width, box.height];
+    }
+    return view.size;
   }
   // Fit the whole tree, but never below a scale whose labels can still be read: past
   // that the minimap shows the whole and the view stays on what changed.
@@ -491,7 +511,10 @@
       applyView(view);
     });
     if (window.ResizeObserver) {
-      new ResizeObserver(() => {
+      new ResizeObserver((entries) => {
+        const border = entries[entries.length - 1].borderBoxSize;
+        const box = border && border[0];
+        view.size = box && box.inlineSize ? [box.inlineSize, box.blockSize] : null;
         if (!view.width) return;
         if (view.touched) applyView(view); else focusView(view, view.highlight);
       }).observe(frame);
@@ -577,51 +600,65 @@
     if (legend && views.length > 1) legend.open = false;
   }
 
-  // The tree a side draws: the sub-step's (the state before the step for the walk), the
-  // adopted state when asked for, else the step's own.
-  function sideTree(side, frameIndex, column, sub) {
-    if (sub && sub.on === "before") {
-      const previous = frameIndex > 0 ? frames[frameIndex - 1].sides[column] : null;
-      if (!previous) return [];
-      const roots = previous.adopted ? previous.adopted.tree : previous.tree;
-      return cleanTree(roots.map(node));
+  // What a side draws: the adopted state when asked for (a whole side of its own: its
+  // outcome, tree, pool, counts, rules, why and sub-steps), else the step's own.
+  function shownSide(side, column) {
+    return state.adopted.has(column) && side.adopted ? { ...side.adopted, name: side.name } : side;
+  }
+  // A sub-step's pool: the step's own, each later sub-step's differing cells undone
+  // (spec/explain/page.py stores them so); its counts: the last ones given up to it.
+  function subPool(side, at) {
+    const cells = side.pool.s.split("");
+    for (let i = side.sub.length - 1; i >= at; i--) {
+      for (const [block, code] of side.sub[i].pool.ds || []) cells[block] = code;
     }
-    if (state.adopted.has(column) && side.adopted) return side.adopted.tree.map(node);
-    return side.tree.map(node);
+    return { ...side.sub[at].pool, s: cells.join("") };
+  }
+  function subCounts(side, at) {
+    for (let i = at; i >= 0; i--) if (side.sub[i].counts) return side.sub[i].counts;
+    return side.counts;
   }
   function subOf(side) {
     const list = side.sub || [];
     if (state.sub < 0 || !list.length) return null;
     return list[Math.min(state.sub, list.length - 1)];
   }
-  function fillSide(view, side, frame, frameIndex, animate) {
+  function fillSide(view, own, frame, frameIndex, animate) {
     const section = view.section;
     const column = view.index;
+    const side = shownSide(own, column);
+    const showing = side !== own;
+    const sub = subOf(side);
+    const at = sub ? Math.min(state.sub, side.sub.length - 1) : -1;
     section.querySelector(".outcome").textContent = side.step + "  →  " + side.outcome;
     section.classList.toggle("failed", !side.ok);
     const note = section.querySelector(".side-note");
-    note.hidden = !side.note;
-    note.textContent = side.note || "";
+    note.hidden = !own.note;
+    note.textContent = own.note || "";
     const origin = section.querySelector(".origin");
-    origin.hidden = !side.origin;
-    origin.textContent = side.origin || "";
+    origin.hidden = !own.origin;
+    origin.textContent = own.origin || "";
     const adopted = section.querySelector(".adopted");
-    adopted.hidden = !side.adopted;
-    const showing = state.adopted.has(column) && side.adopted;
-    if (side.adopted) {
+    adopted.hidden = !own.adopted;
+    if (own.adopted) {
       section.querySelector(".adopted-text").textContent = (showing ? "Drawn: the adopted state, " : "The kit then adopts ") +
-        DATA.names[1] + "'s choice (" + side.adopted.outcome + ") so the steps after this one stay comparable; " +
-        "the spec's own is " + (showing ? "its outcome above." : "drawn here.");
+        DATA.names[1] + "'s choice (" + own.adopted.outcome + ") so the steps after this one stay comparable; " +
+        (showing ? "the spec's own: " + own.outcome + "." : "the spec's own is drawn here.");
       section.querySelector(".show-adopted").textContent = showing ? "show the spec's own" : "show the adopted state";
     }
-    section.classList.toggle("showing-adopted", Boolean(showing));
-    section.querySelector(".counts").textContent = side.counts || "";
+    section.classList.toggle("showing-adopted", showing);
+    section.querySelector(".counts").textContent = (sub ? subCounts(side, at) : side.counts) || "";
+    section.querySelector(".rules-box h3").textContent = column === 0 && !showing ?
+      "rules that decided it" : "rules it follows or departs from";
+    // Within a sub-step, the rules and the why that come later in the step say so.
+    const when = (first) => at < 0 || first < 0 ? "" : first > at ? "later" : first === at ? "now" : "done";
     const rules = section.querySelector(".rules");
     rules.replaceChildren();
     side.rules.forEach(([rule, reason], i) => {
       const verdict = (side.verdicts || [])[i] || "";
       const item = document.createElement("li");
-      item.className = verdict;
+      const moment = when((side.rulesAt || [])[i] ?? -1);
+      item.className = [verdict, moment].filter(Boolean).join(" ");
       item.dataset.rule = rule;
       if (verdict) {
         const mark = document.createElement("span");
@@ -630,42 +667,44 @@
         item.append(mark);
       }
       item.append(ruleLink(rule), " " + reason);
+      if (moment === "later") item.append(laterMark());
       rules.appendChild(item);
     });
     const why = section.querySelector(".why");
     why.replaceChildren();
-    for (const [title, lines] of side.why) {
+    side.why.forEach(([title, lines], i) => {
       const part = document.createElement("div");
-      part.className = "why-part";
+      const moment = when((side.whyAt || [])[i] ?? -1);
+      part.className = "why-part" + (moment ? " " + moment : "");
       const head = document.createElement("h4");
       head.textContent = title;
+      if (moment === "later") head.append(laterMark());
       const body = document.createElement("pre");
       body.append(linked(lines.join("\n")));
       part.append(head, body);
       why.appendChild(part);
-    }
-    const sub = subOf(side);
+    });
     const subNote = section.querySelector(".sub-note");
     subNote.hidden = !sub;
     if (sub) {
-      section.querySelector(".sub-count").textContent =
-        "sub-step " + (Math.min(state.sub, side.sub.length - 1) + 1) + " of " + side.sub.length + ":";
+      section.querySelector(".sub-count").textContent = "sub-step " + (at + 1) + " of " + side.sub.length + ":";
       const text = section.querySelector(".sub-text");
       text.replaceChildren(sub.t);
       if (sub.r) text.append(" (", ruleLink(sub.r), ")");
     }
     const highlight = sub ? new Set(sub.n) : null;
     view.highlight = highlight;
-    const pool = showing ? side.adopted.pool : side.pool;
-    drawPool(view.pool, pool, sub ? new Set(sub.b) : null);
-    const roots = sideTree(side, frameIndex, column, sub);
+    drawPool(view, sub ? subPool(side, at) : side.pool, sub ? new Set(sub.b) : null);
+    const roots = (sub ? sub.tree : side.tree).map(node);
     const [width, height] = drawTree(view, roots, highlight, animate);
     view.width = width;
     view.height = height;
     view.svg.dataset.step = String(frame.number - 1);
+    view.svg.dataset.sub = String(at);
     view.svg.dataset.width = fmt(width);
     view.svg.dataset.height = fmt(height);
-    view.svg.dataset.tree = sub && sub.on === "before" ? "before" : showing ? "adopted" : "step";
+    view.svg.dataset.tree = showing ? "adopted" : "step";
+    view.svg.dataset.clock = String((sub ? sub.clock : side.clock) ?? "");
     const blank = section.querySelector(".blank");
     blank.hidden = !side.blank;
     blank.textContent = side.blank || "";
@@ -673,7 +712,7 @@
     const diffs = section.querySelector(".diffs");
     const differing = roots.length ? collectDiffs(roots) : [];
     diffs.hidden = !differing.length;
-    diffs.replaceChildren(...differing.slice(0, 6).map((text) => {
+    diffs.replaceChildren(...differing.map((text) => {
       const item = document.createElement("li");
       item.textContent = "≠ " + text;
       return item;
@@ -681,6 +720,12 @@
     drawMinimap(view);
     if (!view.touched) focusView(view, highlight); else applyView(view);
     fillEvents(view, side, frame);
+  }
+  function laterMark() {
+    const mark = document.createElement("span");
+    mark.className = "later-mark";
+    mark.textContent = " (later in this step)";
+    return mark;
   }
 
   // ---------------------------------------------------------------- KV events
@@ -771,7 +816,8 @@
   // ---------------------------------------------------------------- stepping
   const slider = document.getElementById("slider");
   const counter = document.getElementById("counter");
-  const subCount = () => Math.max(0, ...frames[state.step].sides.map((side) => (side.sub || []).length));
+  const subCount = (step = state.step) =>
+    Math.max(0, ...frames[step].sides.map((side, i) => (shownSide(side, i).sub || []).length));
   function banner(id, show, build) {
     const element = document.getElementById(id);
     element.hidden = !show;
@@ -834,11 +880,22 @@
       tick.classList.toggle("current", +tick.dataset.step === state.step);
     });
     const hash = "#step=" + (state.step + 1) + (state.sub >= 0 ? "&sub=" + (state.sub + 1) : "");
-    if (location.hash !== hash && !location.hash.startsWith("#rule-")) history.replaceState(null, "", hash);
+    address(hash);
     document.getElementById("play").textContent = state.playing ? "❚❚ pause" : "▶ play";
     document.getElementById("subs").setAttribute("aria-pressed", String(state.subs));
     document.getElementById("follow").setAttribute("aria-pressed", String(state.follow));
     document.getElementById("animate").setAttribute("aria-pressed", String(state.animate));
+  }
+  // The address follows the step, at most a few times a second (browsers throttle
+  // history updates made faster, and each one costs).
+  let addressTimer = null, wanted = "";
+  function address(hash) {
+    wanted = hash;
+    if (addressTimer !== null) return;
+    addressTimer = setTimeout(() => {
+      addressTimer = null;
+      if (location.hash !== wanted && !location.hash.startsWith("#rule-")) history.replaceState(null, "", wanted);
+    }, 150);
   }
   function go(step, sub) {
     const target = Math.max(0, Math.min(frames.length - 1, step));
@@ -855,8 +912,8 @@
     const next = state.sub + delta;
     if (next < -1 || (next === -1 && delta < 0)) {
       if (state.step === 0) return;
-      const previous = frames[state.step - 1].sides.map((side) => (side.sub || []).length);
-      return go(state.step - 1, Math.max(...previous) ? Math.max(...previous) - 1 : -1);
+      const previous = subCount(state.step - 1);
+      return go(state.step - 1, previous ? previous - 1 : -1);
     }
     if (next >= subs) return go(state.step + 1, 0);
     state.sub = next;
@@ -989,6 +1046,10 @@
       go(step === undefined ? frames.length - 1 : step);
     },
     state,
+    // For tests and for scripting the page: open step (0-based) at sub-step (-1: none).
+    go(step, sub) { state.subs = sub >= 0; go(step, sub); },
+    subCount,
+    steps: () => frames.length,
   };
   buildPanels();
   buildTicks();

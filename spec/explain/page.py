@@ -47,7 +47,7 @@ from .svg import (
 )
 from .view import CHANGE_FLAGS, Node, View
 
-_STATE_CODES = {"free": "f", "cached": "c", "pinned": "p", "quarantined": "q"}
+_STATE_CODES = {"free": "f", "cached": "c", "pinned": "p", "quarantined": "q", "taken": "t"}
 
 
 class _NodeTable:
@@ -109,6 +109,8 @@ def _pool_data(pool: dict[str, Any] | None) -> dict[str, Any] | None:
         states[block] = "p"
     for block in pool["quarantine"]:
         states[block] = "q"
+    for block in pool.get("taken", []):
+        states[block] = "t"
     data: dict[str, Any] = {"s": "".join(states)}
     for change in POOL_CHANGES:
         if pool[change]:
@@ -118,28 +120,56 @@ def _pool_data(pool: dict[str, Any] | None) -> dict[str, Any] | None:
 
 #: A side's view fields the page takes as they are.
 _SIDE_FIELDS = (
-    "name", "note", "step", "outcome", "ok", "rules", "verdicts", "why", "sub", "counts",
-    "blank", "origin", "events",
+    "name", "note", "step", "outcome", "ok", "rules", "verdicts", "why", "counts",
+    "blank", "origin", "events", "clock", "rulesAt", "whyAt",
 )  # fmt: skip
+
+#: A sub-step's fields the page takes as they are (its tree and pool are packed).
+_SUB_FIELDS = ("t", "r", "k", "b", "n", "counts", "clock")
+
+
+def side_data(view: View, table: _NodeTable) -> dict[str, Any]:
+    """One side's view as the page's script reads it: its trees put in ``table``, its
+    pools packed, each sub-step with its own tree and pool, and the adopted state (at a
+    declared step) a whole side of its own. O(state * sub-steps)."""
+    side = {key: view[key] for key in _SIDE_FIELDS if view.get(key) is not None}
+    side["tree"] = [table.add(root) for root in view["tree"]]
+    side["pool"] = _pool_data(view["pool"])
+    side["sub"] = _sub_data(view["sub"], side["pool"], table)
+    if view.get("adopted") is not None:
+        side["adopted"] = side_data(view["adopted"], table)
+    return side
+
+
+def _sub_data(
+    subs: list[dict[str, Any]], pool: dict[str, Any] | None, table: _NodeTable
+) -> list[dict[str, Any]]:
+    """The sub-steps as the page reads them. A sub-step's pool differs from the next
+    one's in a cell or two, so its states are stored as the cells that differ from the
+    next sub-step's (``ds``: ``[id, state code]`` pairs; the last sub-step's pool is the
+    step's own), and its counts only where they differ from the sub-step before it.
+    O(sub-steps * pool)."""
+    found: list[dict[str, Any]] = []
+    for number, sub in enumerate(subs):
+        data = {key: sub[key] for key in _SUB_FIELDS if sub.get(key) is not None}
+        if number and sub["counts"] == subs[number - 1]["counts"]:
+            del data["counts"]
+        data["tree"] = [table.add(root) for root in sub["tree"]]
+        data["pool"] = _pool_data(sub["pool"])
+        found.append(data)
+    following = (pool or {}).get("s", "")
+    for data in reversed(found):
+        states = data["pool"].pop("s") if data["pool"] else ""
+        delta = [[block, code] for block, code in enumerate(states) if following[block] != code]
+        if delta:
+            data["pool"]["ds"] = delta
+        following = states
+    return found
 
 
 def frame_data(frame: Any, row: list[View], table: _NodeTable) -> dict[str, Any]:
     """One frame as the page's script reads it (its trees put in ``table``). O(state)."""
-    sides = []
-    for view in row:
-        side = {key: view[key] for key in _SIDE_FIELDS if view.get(key) is not None}
-        side["tree"] = [table.add(root) for root in view["tree"]]
-        side["pool"] = _pool_data(view["pool"])
-        adopted = view.get("adopted")
-        if adopted is not None:
-            side["adopted"] = {
-                "outcome": adopted["outcome"],
-                "tree": [table.add(root) for root in adopted["tree"]],
-                "pool": _pool_data(adopted["pool"]),
-            }
-            if adopted.get("events") is not None:
-                side["adopted"]["events"] = adopted["events"]
-        sides.append(side)
+    sides = [side_data(view, table) for view in row]
     finding = frame.finding
     return {
         "number": frame.number,

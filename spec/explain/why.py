@@ -142,7 +142,7 @@ def _candidates(before: DumpIndex, evicted: list[int], protected: frozenset[int]
             else ""
         )
         lines.append(
-            f"{turn}. #{block.block}  {key_text(before, block)}  ← evicted {_ordinal(turn)}{became}"
+            f"{turn}. #{block.block}  {key_text(before, block)}  ← evicted {ordinal(turn)}{became}"
         )
     pinned = sum(1 for block in before.blocks.values() if block.pin)
     if pinned:
@@ -310,7 +310,8 @@ def _tokens(tokens: list[Any]) -> str:
     return "[" + " ".join(str(token) for token in tokens) + "]"
 
 
-def _ordinal(number: int) -> str:
+def ordinal(number: int) -> str:
+    """``1st``, ``2nd``, ``11th``, ``23rd``. O(1)."""
     teens = 10 <= number % 100 <= 20
     suffix = "th" if teens else {1: "st", 2: "nd", 3: "rd"}.get(number % 10, "th")
     return f"{number}{suffix}"

@@ -302,11 +302,31 @@
       }
       const tip = [n.diff ? "differs: " + n.diff : "", n.flags.length ? "marks: " + n.flags.join(", ") : ""].filter(Boolean);
       if (tip.length) el("title", {}, g).textContent = tip.join("\n");
+      // (a path, not a rect: the stylesheet's node rules style every rect of a node)
+      el("path", { class: "focus-ring", d: "M-4,-4h" + fmt(p.width + 8) + "v" + fmt(p.height + 8) + "h" + fmt(-p.width - 8) + "z" }, g);
+      // Every node is reached by Tab; a fold or an edge opens with Enter or Space too.
+      g.setAttribute("tabindex", "0");
+      g.setAttribute("aria-label", describeNode(n).join("; "));
       const opens = n.kind === "edge" && (n.blocks.length > 1 || n.key || n.tokens);
       if (n.kind === "more" || n.kind === "chain" || opens) {
         g.classList.add("clickable");
+        g.setAttribute("role", "button");
+        if (n.kind === "edge") g.setAttribute("aria-expanded", String(state.open.has(n.id)));
         g.addEventListener("click", (event) => { event.stopPropagation(); toggle(n); });
+        g.addEventListener("keydown", (event) => {
+          if (event.key !== "Enter" && event.key !== " ") return;
+          event.preventDefault();
+          event.stopPropagation();
+          toggle(n);
+        });
+      } else {
+        g.setAttribute("role", "img");
       }
+      g.addEventListener("focus", () => {
+        showNode(view, n);
+        if (g.matches(":focus-visible")) bringIntoView(view, p);  // by keyboard, not a click
+      });
+      g.addEventListener("mouseenter", () => showNode(view, n));
       positions.set(n.id, { x: p.x, y: p.y });
       if (n.blocks.length && n.kind !== "ghost") blockPositions.set(n.blocks[0], { x: p.x, y: p.y });
       if (animate && last) {
@@ -336,7 +356,40 @@
     } else {
       state.expanded.add(n.id);
     }
+    const focused = document.activeElement && document.activeElement.dataset &&
+      document.activeElement.dataset.node;
     render(false);
+    // The drawing is made again: the keyboard stays where it was (on the opened node, or
+    // on the first of the nodes a fold opened).
+    if (focused) {
+      const again = document.querySelector('g.node[data-node="' + CSS.escape(focused) + '"]') ||
+        document.querySelector('g.node[data-node]:not([data-kind="root"])');
+      if (again) again.focus();
+    }
+  }
+  // What a node is, in words: its lines, what the step changed on it, how it differs.
+  function describeNode(n) {
+    const said = { root: "namespace root", edge: "edge", ghost: "removed", more: "fold", chain: "fold",
+      version: "a reader's version" }[n.kind] || n.kind;
+    const words = [said + ": " + labelLines(n).join(", ")];
+    const marks = n.flags.filter((flag) => flag !== "ghost");
+    if (marks.length) words.push("marks: " + marks.join(", "));
+    if (n.diff) words.push("differs: " + n.diff);
+    return words;
+  }
+  function showNode(view, n) {
+    view.section.querySelector(".node-info").textContent = describeNode(n).join(" · ");
+  }
+  // A node reached by Tab outside the view: the view moves to it (scale kept).
+  function bringIntoView(view, p) {
+    const [frameW, frameH] = frameSize(view);
+    const w = frameW / view.scale, h = frameH / view.scale;
+    const left = p.x - p.width / 2, top = p.y;
+    if (left >= view.x && left + p.width <= view.x + w && top >= view.y && top + p.height <= view.y + h) return;
+    view.x = p.x - w / 2;
+    view.y = Math.max(0, p.y + p.height / 2 - h / 2);
+    view.touched = true;
+    applyView(view);
   }
   // The pool: one cell per block id, in rows as wide as the side's column allows; a
   // cell's fill is its state, a red frame says it was evicted now, a green inner frame
@@ -500,6 +553,20 @@
       applyView(view);
     });
     frame.addEventListener("pointerup", () => { drag = null; });
+    // On the frame itself (focused by Tab), the arrow keys pan the view.
+    frame.addEventListener("keydown", (event) => {
+      if (event.target !== frame) return;
+      const moves = { ArrowLeft: [-1, 0], ArrowRight: [1, 0], ArrowUp: [0, -1], ArrowDown: [0, 1] };
+      const move = moves[event.key];
+      if (!move) return;
+      event.preventDefault();
+      event.stopPropagation();
+      const [frameW, frameH] = frameSize(view);
+      view.x += move[0] * frameW / 4 / view.scale;
+      view.y += move[1] * frameH / 4 / view.scale;
+      view.touched = true;
+      applyView(view);
+    });
     view.minimap.addEventListener("click", (event) => {
       const box = view.minimap.getBoundingClientRect();
       const worldX = (event.clientX - box.left) / box.width * view.width;
@@ -556,16 +623,18 @@
       '<p class="events-head"></p><div class="events"></div></div>' +
       '<div class="picture"><p class="sub-note" hidden><span class="sub-count"></span> <span class="sub-text"></span></p>' +
       '<p class="counts"></p><div class="pool-frame"></div>' +
-      '<div class="tree-frame"><p class="blank" hidden></p><svg class="minimap" hidden></svg>' +
+      '<div class="tree-frame" tabindex="0" role="group" aria-label="the tree (arrow keys pan, + and − zoom)">' +
+      '<p class="blank" hidden></p><svg class="minimap" aria-hidden="true" hidden></svg>' +
       '<div class="zoom"><button class="zoom-in" title="zoom in (+)">+</button>' +
       '<button class="zoom-out" title="zoom out (−)">−</button><button class="zoom-fit" title="fit (0)">fit</button>' +
-      '<button class="zoom-follow" title="frame what changed (f)">follow</button></div></div></div>' +
+      '<button class="zoom-follow" title="frame what changed (f)">follow</button></div></div>' +
+      '<p class="node-info" aria-live="polite"></p></div>' +
       '<div class="explain"><div class="rules-box"><h3></h3><ul class="rules"></ul></div>' +
       '<div class="why-box"><h3>why</h3><div class="why"></div></div></div>';
     section.querySelector("h2").textContent = index === 0 ? name + " (the spec)" : name;
     section.querySelector(".rules-box h3").textContent =
       index === 0 ? "rules that decided it" : "rules it follows or departs from";
-    const pool = el("svg", { class: "pool" }, section.querySelector(".pool-frame"));
+    const pool = el("svg", { class: "pool", role: "img" }, section.querySelector(".pool-frame"));
     const frame = section.querySelector(".tree-frame");
     const svg = el("svg", { class: "tree", "data-side": name }, frame);
     const minimap = section.querySelector(".minimap");
@@ -597,7 +666,8 @@
     document.body.classList.toggle("single", views.length === 1);
     // A reviewer's two columns need the room: the legend starts folded there.
     const legend = document.querySelector("#legend details");
-    if (legend && views.length > 1) legend.open = false;
+    const narrow = window.matchMedia && window.matchMedia("(max-width: 700px)").matches;
+    if (legend && (views.length > 1 || narrow)) legend.open = false;
   }
 
   // What a side draws: the adopted state when asked for (a whole side of its own: its
@@ -709,14 +779,28 @@
     blank.hidden = !side.blank;
     blank.textContent = side.blank || "";
     blank.classList.toggle("below", roots.length > 0);
+    view.pool.setAttribute("aria-label", "the pool: " + section.querySelector(".counts").textContent);
+    // Every difference is listed; past the first four they fold, one click (or key) away.
     const diffs = section.querySelector(".diffs");
     const differing = roots.length ? collectDiffs(roots) : [];
     diffs.hidden = !differing.length;
-    diffs.replaceChildren(...differing.map((text) => {
-      const item = document.createElement("li");
-      item.textContent = "≠ " + text;
-      return item;
-    }));
+    const item = (text) => {
+      const entry = document.createElement("li");
+      entry.textContent = "≠ " + text;
+      return entry;
+    };
+    diffs.replaceChildren(...differing.slice(0, 4).map(item));
+    if (differing.length > 4) {
+      const more = document.createElement("li");
+      const fold = document.createElement("details");
+      const summary = document.createElement("summary");
+      summary.textContent = (differing.length - 4) + " more differences";
+      const rest = document.createElement("ul");
+      rest.replaceChildren(...differing.slice(4).map(item));
+      fold.append(summary, rest);
+      more.append(fold);
+      diffs.append(more);
+    }
     drawMinimap(view);
     if (!view.touched) focusView(view, highlight); else applyView(view);
     fillEvents(view, side, frame);
@@ -988,7 +1072,14 @@
     render(false);
   }
   const ruleView = document.getElementById("rule-view");
-  document.getElementById("rule-close").addEventListener("click", () => { ruleView.hidden = true; });
+  let ruleFrom = null;  // the link that opened the rule's text: the keyboard goes back to it
+  function closeRule() {
+    if (ruleView.hidden) return;
+    ruleView.hidden = true;
+    if (ruleFrom && document.contains(ruleFrom)) ruleFrom.focus();
+    ruleFrom = null;
+  }
+  document.getElementById("rule-close").addEventListener("click", closeRule);
   document.addEventListener("click", (event) => {
     const link = event.target.closest && event.target.closest("a.rule");
     if (!link) return;
@@ -998,10 +1089,15 @@
     document.getElementById("rule-body").innerHTML = text.innerHTML;
     ruleView.dataset.rule = link.dataset.rule;
     ruleView.hidden = false;
+    ruleFrom = link;
+    ruleView.focus();
   });
   document.addEventListener("keydown", (event) => {
     const typing = event.target.closest && event.target.closest("input:not([type=range]), textarea, select");
     if (typing) return;
+    // Space and Enter press the focused button, link or node (their own meaning first).
+    const pressable = event.target.closest && event.target.closest("button, a, summary, [role=button]");
+    if (pressable && (event.key === " " || event.key === "Enter")) return;
     if (event.target === slider && (event.key === "ArrowLeft" || event.key === "ArrowRight")) {
       event.preventDefault();
     }
@@ -1010,7 +1106,7 @@
       ",": () => subStep(-1), ".": () => subStep(1),
       Home: () => go(0), End: () => go(frames.length - 1),
       d: first, n: () => { const found = nextDifference(state.step); if (found !== null) go(found); },
-      c: foldAll, Escape: () => { ruleView.hidden = true; },
+      c: foldAll, Escape: closeRule,
       " ": () => setPlaying(!state.playing), s: toggles.subs, f: toggles.follow, a: toggles.animate,
       m: toggles.minor,
       "+": () => views.forEach((view) => zoom(view, 1.25)),

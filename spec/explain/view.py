@@ -26,7 +26,8 @@ For each frame of a :class:`~kachedb_radix.spec.explain.record.Recording` and ea
   otherwise say nothing (an empty tree, a refused call);
 * ``adopted`` -- on the reference's side of a declared step, the state the kit goes on
   from: a whole side view of its own (outcome, tree, pool, counts, sub-steps, the rules
-  judged and the "why" said as the target's choice it carries out); ``origin`` -- on the step after, that it starts there;
+  judged and the "why" said as the target's choice it carries out); ``origin`` -- on the
+  step after, that it starts there;
 * ``events`` -- when the trace's reset names an events scheme, the KV event batches the
   side emitted during the step, each event one line naming the blocks of this side's
   tree its hashes belong to, and the drawn nodes holding them
@@ -179,9 +180,7 @@ def _contrast(
                     for key in hits
                 )
                 node["flags"].append("differs-stamp" if stamp_only else "differs")
-                node["diff"] = "; ".join(found.text[key] for key in hits[:3]) + (
-                    f"; {len(hits) - 3} more" if len(hits) > 3 else ""
-                )
+                node["diff"] = "; ".join(found.text[key] for key in hits)
             elif node["kind"] == "ghost" and gone_here is not None and gone_there is not None:
                 ghost_keys = node.get("keys", [])
                 kept = [key for key in ghost_keys if key not in gone_there.gone]

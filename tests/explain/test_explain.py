@@ -124,7 +124,7 @@ def test_split_scenario_marks_splits_growth_and_new_blocks() -> None:
     assert flagged(diverge, "walk") == [[0, 1], [3]]
     walked = dict(diverge["why"])["match walk"]
     assert walked[1] == "→ #0-1: 2 of the 3 blocks of an edge"
-    assert walked[-1] == "stop: block 3 [50 51 52 53] is not cached there"
+    assert walked[-1] == "stop: the prompt's 3rd block [50 51 52 53] is not cached there"
     partial = views[step_of("split", "a match ending inside a block")][0]
     assert "R-SPLIT-1" not in rules(partial) and "R-MATCH-2" in rules(partial)
     assert dict(partial["why"])["match walk"][-1].startswith("2 trailing tokens")

@@ -293,20 +293,23 @@
       el("rect", { width: fmt(p.width), height: fmt(p.height), rx: 5 }, body);
       const text = el("text", {}, body);
       labelLines(n).forEach((line, i) => {
+        if (i) text.append(" ");  // (between the lines, for the text as read: not drawn)
         el("tspan", { x: K.padX, y: K.padY + K.lineH * (i + 1) - 3 }, text).textContent = line;
       });
       const marks = BADGES.filter(([flag]) => n.flags.includes(flag)).map(([, word]) => word);
       if (marks.length) {
+        body.append(" ");
         const badge = el("text", { class: "badge", x: fmt(p.width - 4), y: -4, "text-anchor": "end" }, body);
         badge.textContent = marks.join(" · ");
       }
-      const tip = [n.diff ? "differs: " + n.diff : "", n.flags.length ? "marks: " + n.flags.join(", ") : ""].filter(Boolean);
-      if (tip.length) el("title", {}, g).textContent = tip.join("\n");
+      // What it is, its marks and how it differs: said in the line under the tree when the
+      // pointer or the keyboard is on it (and its accessible name).
       // (a path, not a rect: the stylesheet's node rules style every rect of a node)
       el("path", { class: "focus-ring", d: "M-4,-4h" + fmt(p.width + 8) + "v" + fmt(p.height + 8) + "h" + fmt(-p.width - 8) + "z" }, g);
       // Every node is reached by Tab; a fold or an edge opens with Enter or Space too.
       g.setAttribute("tabindex", "0");
-      g.setAttribute("aria-label", describeNode(n).join("; "));
+      const [seen, ...what] = describeNode(n);
+      g.setAttribute("aria-label", [seen + (marks.length ? " " + marks.join(" · ") : ""), ...what].join("; "));
       const opens = n.kind === "edge" && (n.blocks.length > 1 || n.key || n.tokens);
       if (n.kind === "more" || n.kind === "chain" || opens) {
         g.classList.add("clickable");
@@ -369,16 +372,17 @@
   }
   // What a node is, in words: its lines, what the step changed on it, how it differs.
   function describeNode(n) {
-    const said = { root: "namespace root", edge: "edge", ghost: "removed", more: "fold", chain: "fold",
-      version: "a reader's version" }[n.kind] || n.kind;
-    const words = [said + ": " + labelLines(n).join(", ")];
+    const said = { root: "a namespace root", edge: "an edge", ghost: "evicted", more: "a fold",
+      chain: "a fold", version: "a reader's version" }[n.kind] || n.kind;
+    // The visible text first, word for word (a name that says what is seen), then what it is.
+    const words = [labelLines(n).join(" "), said];
     const marks = n.flags.filter((flag) => flag !== "ghost");
     if (marks.length) words.push("marks: " + marks.join(", "));
     if (n.diff) words.push("differs: " + n.diff);
     return words;
   }
   function showNode(view, n) {
-    view.section.querySelector(".node-info").textContent = describeNode(n).join(" · ");
+    say(view.section.querySelector(".node-info"), describeNode(n).join(" · "));
   }
   // A node reached by Tab outside the view: the view moves to it (scale kept).
   function bringIntoView(view, p) {
@@ -599,16 +603,38 @@
     link.textContent = rule;
     return link;
   }
-  // Text with every rule id in it a link to the rule's text.
+  // Text with every rule id in it a link to the rule's text, wrapping between words only:
+  // a word a browser could cut (at a hyphen: R-LRU-1, sglang-0.5.23, 6-7) is kept whole,
+  // and a long list or path wraps after its commas and slashes, nowhere else.
+  const CUTTABLE = /.[-/\u2010={[(]/;
   function linked(text) {
     const out = document.createDocumentFragment();
-    let at = 0;
-    for (const found of text.matchAll(RULE_TEXT)) {
-      out.append(text.slice(at, found.index), ruleLink(found[0]));
-      at = found.index + found[0].length;
+    for (const part of String(text).split(/(\s+)/)) {
+      if (!part) continue;
+      if (/^\s/.test(part) || !(CUTTABLE.test(part) || part.search(RULE_TEXT) >= 0)) {
+        out.append(part);
+        continue;
+      }
+      const pieces = part.length > 24 ? part.split(/(?<=[,/])/) : [part];
+      pieces.forEach((piece, i) => {
+        if (i) out.append(document.createElement("wbr"));
+        const span = document.createElement("span");
+        span.className = "nw";
+        let at = 0;
+        for (const found of piece.matchAll(RULE_TEXT)) {
+          span.append(piece.slice(at, found.index), ruleLink(found[0]));
+          at = found.index + found[0].length;
+        }
+        span.append(piece.slice(at));
+        out.append(span);
+      });
     }
-    out.append(text.slice(at));
     return out;
+  }
+  // An element's text, said with linked().
+  function say(element, text) {
+    element.replaceChildren(linked(text || ""));
+    return element;
   }
   function panel(name, index) {
     const section = document.createElement("section");
@@ -700,24 +726,24 @@
     const showing = side !== own;
     const sub = subOf(side);
     const at = sub ? Math.min(state.sub, side.sub.length - 1) : -1;
-    section.querySelector(".outcome").textContent = side.step + "  →  " + side.outcome;
+    say(section.querySelector(".outcome"), side.step + "  →  " + side.outcome);
     section.classList.toggle("failed", !side.ok);
     const note = section.querySelector(".side-note");
     note.hidden = !own.note;
-    note.textContent = own.note || "";
+    say(note, own.note);
     const origin = section.querySelector(".origin");
     origin.hidden = !own.origin;
-    origin.textContent = own.origin || "";
+    say(origin, own.origin);
     const adopted = section.querySelector(".adopted");
     adopted.hidden = !own.adopted;
     if (own.adopted) {
-      section.querySelector(".adopted-text").textContent = (showing ? "Drawn: the adopted state, " : "The kit then adopts ") +
+      say(section.querySelector(".adopted-text"), (showing ? "Drawn: the adopted state, " : "The kit then adopts ") +
         DATA.names[1] + "'s choice (" + own.adopted.outcome + ") so the steps after this one stay comparable; " +
-        (showing ? "the spec's own: " + own.outcome + "." : "the spec's own is drawn here.");
+        (showing ? "the spec's own: " + own.outcome + "." : "the spec's own is drawn here."));
       section.querySelector(".show-adopted").textContent = showing ? "show the spec's own" : "show the adopted state";
     }
     section.classList.toggle("showing-adopted", showing);
-    section.querySelector(".counts").textContent = (sub ? subCounts(side, at) : side.counts) || "";
+    say(section.querySelector(".counts"), (sub ? subCounts(side, at) : side.counts) || "");
     section.querySelector(".rules-box h3").textContent = column === 0 && !showing ?
       "rules that decided it" : "rules it follows or departs from";
     // Within a sub-step, the rules and the why that come later in the step say so.
@@ -736,7 +762,7 @@
         mark.textContent = verdict === "follows" ? "✓ follows " : "✗ departs from ";
         item.append(mark);
       }
-      item.append(ruleLink(rule), " " + reason);
+      item.append(ruleLink(rule), " ", linked(reason));
       if (moment === "later") item.append(laterMark());
       rules.appendChild(item);
     });
@@ -759,7 +785,7 @@
     if (sub) {
       section.querySelector(".sub-count").textContent = "sub-step " + (at + 1) + " of " + side.sub.length + ":";
       const text = section.querySelector(".sub-text");
-      text.replaceChildren(sub.t);
+      say(text, sub.t);
       if (sub.r) text.append(" (", ruleLink(sub.r), ")");
     }
     const highlight = sub ? new Set(sub.n) : null;
@@ -777,7 +803,7 @@
     view.svg.dataset.clock = String((sub ? sub.clock : side.clock) ?? "");
     const blank = section.querySelector(".blank");
     blank.hidden = !side.blank;
-    blank.textContent = side.blank || "";
+    say(blank, side.blank);
     blank.classList.toggle("below", roots.length > 0);
     view.pool.setAttribute("aria-label", "the pool: " + section.querySelector(".counts").textContent);
     // Every difference is listed; past the first four they fold, one click (or key) away.
@@ -786,7 +812,7 @@
     diffs.hidden = !differing.length;
     const item = (text) => {
       const entry = document.createElement("li");
-      entry.textContent = "≠ " + text;
+      say(entry, "≠ " + text);
       return entry;
     };
     diffs.replaceChildren(...differing.slice(0, 4).map(item));
@@ -847,7 +873,7 @@
     if (differs) {
       const where = document.createElement("span");
       where.className = "where";
-      where.textContent = "(marked ≠; compared as the kit compares them, first at " + frame.eventsDiffer + ")";
+      say(where, "(marked ≠; compared as the kit compares them, first at " + frame.eventsDiffer + ")");
       head.append(where);
     } else if (!count && !found) {
       head.append(linked(side.step.startsWith("reset") ? "none: a fresh cache has nothing to report" :
@@ -860,8 +886,8 @@
       part.className = "batch" + (batch.x ? " differs" : "");
       const title = document.createElement("p");
       title.className = "batch-head";
-      title.textContent = (batch.x ? "≠ " : "") + "batch " + (number + 1) + " of " + side.events.length +
-        (batch.ts !== undefined && batch.ts !== null ? " · ts " + batch.ts : "") + (batch.note ? " · " + batch.note : "");
+      say(title, (batch.x ? "≠ " : "") + "batch " + (number + 1) + " of " + side.events.length +
+        (batch.ts !== undefined && batch.ts !== null ? " · ts " + batch.ts : "") + (batch.note ? " · " + batch.note : ""));
       const items = document.createElement("ul");
       batch.lines.forEach((line) => {
         const item = document.createElement("li");
@@ -917,21 +943,21 @@
     slider.max = String(Math.max(frames.length - 1, 0));
     slider.value = String(state.step);
     const subs = subCount();
-    counter.textContent = "step " + (state.step + 1) + " of " + frames.length +
+    say(counter, "step " + (state.step + 1) + " of " + frames.length +
       (state.sub >= 0 && subs ? " · sub-step " + (Math.min(state.sub, subs - 1) + 1) + " of " + subs : "") +
-      (frame.trace ? " · trace " + frame.trace : "");
-    document.getElementById("step-note").textContent = frame.note || "";
+      (frame.trace ? " · trace " + frame.trace : ""));
+    say(document.getElementById("step-note"), frame.note);
     const names = DATA.names;
     banner("step-declared", frame.declared && frame.declared.length, (element) => {
       element.append("declared: ");
       frame.declared.forEach(([rule, reason], i) => {
         if (i) element.append("; ");
-        element.append(ruleLink(rule), " (" + reason.replace(/^declared: /, "") + ")");
+        element.append(ruleLink(rule), " ", linked("(" + reason.replace(/^declared: /, "") + ")"));
       });
       const outcomes = frame.sides.map((side) => side.name + " " + side.outcome.replace(/^cached \d+ tokens: /, ""));
       const both = document.createElement("span");
       both.className = "both";
-      both.textContent = " — both outcomes shown: " + outcomes.join("; ");
+      both.append(" — ", linked("both outcomes shown: " + outcomes.join("; ")));
       element.append(both);
     });
     const major = frame.differs !== null && frame.differs !== undefined && (!frame.minor || state.minor);
@@ -942,16 +968,16 @@
         if (i) element.append(", ");
         element.append(rule === "?" ? "?" : ruleLink(rule));
       });
-      element.append(": " + names[1] + " " + (frame.cause || "parts ways with the reference"));
+      element.append(": ", linked(names[1] + " " + (frame.cause || "parts ways with the reference")));
       const where = document.createElement("span");
       where.className = "where";
-      where.textContent = " (at " + frame.differs + ")";
+      where.append(" ", linked("(at " + frame.differs + ")"));
       element.append(where);
     }).classList.toggle("safety", Boolean(frame.safety));
     banner("step-minor", frame.differs !== null && frame.differs !== undefined && frame.minor && !state.minor, (element) => {
       element.append("≈ stamps only: ");
       frame.rules.forEach((rule, i) => { if (i) element.append(", "); element.append(ruleLink(rule)); });
-      element.append(" — " + names[1] + "'s recency differs, nothing else; folded (m shows stamp-only differences)");
+      element.append(" — ", linked(names[1] + "'s recency differs, nothing else; folded (m shows stamp-only differences)"));
     });
     document.body.classList.toggle("differs", major);
     banner("step-waived", Boolean(frame.waived) && !(frame.declared && frame.declared.length), (element) => {

@@ -28,6 +28,7 @@ addressed by ``#step=N`` (1-based; ``&sub=K`` for a sub-step), so a link opens i
 from __future__ import annotations
 
 import json
+import re
 from html import escape
 from importlib import resources
 from string import Template
@@ -245,9 +246,31 @@ def page_data(recording: Recording, views: list[list[View]]) -> dict[str, Any]:
     }
 
 
+#: A word a browser may cut inside: at a hyphen, a slash, before a bracket (R-LRU-1,
+#: sglang-0.5.23, a/b, events={...).
+_CUTTABLE = re.compile(r"[^\s<>]+[-/\u2010={\[(][^\s<>]*")
+#: The text between an element's tags.
+_TEXT = re.compile(r"(?<=>)[^<]+|^[^<]+")
+
+
+def unbroken(html: str) -> str:
+    """``html`` wrapping between words only, as the page's script does for its own text:
+    each word a browser could cut at a hyphen or a slash is kept whole (``<span
+    class="nw">``), a long path wrapping after its slashes and a long list after its
+    commas (``<wbr>``). Only text between tags is touched. O(len(html))."""
+
+    def keep(word: re.Match[str]) -> str:
+        text = word.group(0)
+        pieces = re.split(r"(?<=[,/])", text) if len(text) > 24 else [text]
+        return "<wbr>".join(f'<span class="nw">{piece}</span>' for piece in pieces if piece)
+
+    return _TEXT.sub(lambda text: _CUTTABLE.sub(keep, text.group(0)), html)
+
+
 def rule_html(text: str) -> str:
-    """A rule's Markdown body as HTML (SPEC.md's Markdown, rendered as CommonMark). O(len)."""
-    return markdown_html(text)
+    """A rule's Markdown body as HTML (SPEC.md's Markdown, rendered as CommonMark), words
+    kept whole (:func:`unbroken`). O(len)."""
+    return unbroken(markdown_html(text))
 
 
 def rules_html(ids: list[str] | None = None) -> str:
@@ -256,8 +279,8 @@ def rules_html(ids: list[str] | None = None) -> str:
     rules = load_rules()
     chosen = list(rules) if ids is None else [rule for rule in ids if rule in rules]
     return "".join(
-        f'<article class="rule-text" id="rule-{rules[rule].id}"><h3>{rules[rule].id} — '
-        f"{markdown_html(rules[rule].title, inline=True)}</h3>"
+        f'<article class="rule-text" id="rule-{rules[rule].id}"><h3>{unbroken(rules[rule].id)} — '
+        f"{unbroken(markdown_html(rules[rule].title, inline=True))}</h3>"
         f'<p class="level">Level: {rules[rule].level}</p>{rule_html(rules[rule].text)}</article>'
         for rule in chosen
     )
@@ -305,8 +328,8 @@ def page_html(
     return Template(_asset("page.html")).substitute(
         title=title,
         style=_asset("page.css"),
-        lesson=escape(lesson),
-        source=escape(source),
+        lesson=unbroken(escape(lesson)),
+        source=unbroken(escape(source)),
         live=live,
         last=max(frames - 1, 0),
         heading=heading,

@@ -104,11 +104,17 @@ def form_step(fields: dict[str, Any]) -> Step:
     if op not in FORM_OPS:
         raise PlayError(f"unknown operation {op!r}: one of {', '.join(FORM_OPS)}")
     if op in ("match", "insert"):
-        tokens = tokenize(str(fields.get("tokens", "")), str(fields.get("input", "text")))
+        typed, mode = str(fields.get("tokens", "")), str(fields.get("input", "text"))
+        tokens = tokenize(typed, mode)
         if not tokens:
             raise PlayError("type a prompt (text, or token ids) first")
         namespace = str(fields.get("namespace") or "") or None
-        return {"op": op, "tokens": tokens, "namespace": namespace, "pin": bool(fields.get("pin"))}
+        step: Step = {"op": op, "tokens": tokens, "namespace": namespace,
+                      "pin": bool(fields.get("pin"))}  # fmt: skip
+        if mode == "text":
+            # The prompt as typed: the page shows it beside its byte ids (the step's note).
+            step["note"] = f"typed as text: {json.dumps(typed, ensure_ascii=False)}"
+        return step
     if op == "reader":
         return {"op": "reader"}
     number = _number(fields.get("number"), op)
@@ -265,13 +271,14 @@ _FORM = """<section id="playground" aria-label="playground"><form id="play-form"
 <option value="reset">reset the pool</option></select>
 <select id="play-input" aria-label="input"><option value="text">text (bytes)</option>
 <option value="ids">token ids</option></select>
-<input id="play-tokens" type="text" aria-label="prompt" placeholder="a prompt, or token ids">
+<input id="play-tokens" type="text" aria-label="prompt" placeholder="a prompt, or token ids"
+ required data-max-tokens="$max_tokens">
 <input id="play-namespace" type="text" aria-label="namespace" placeholder="namespace" size="9">
 <label><input type="checkbox" id="play-pin"> pin</label>
-<label id="play-number-label">number <input id="play-number" type="number" min="0" value="1"
- style="width: 5em"></label>
+<label id="play-number-label"><span>number</span> <input id="play-number" type="number" min="0"
+ step="1" value="1" required data-max-pool="$max_pool" style="width: 5em"></label>
 <label id="play-block-label">tokens per block <input id="play-block" type="number" min="1"
- value="4" style="width: 4em"></label>
+ max="64" step="1" value="4" required style="width: 4em"></label>
 <label title="what a router fed by this cache is told, step by step (R-EVENT-*)">KV events
 <select id="play-events" aria-label="KV events"><option value="">off</option>
 $schemes</select></label>
@@ -280,8 +287,12 @@ $schemes</select></label>
 <a id="play-trace" href="/trace.jsonl" download="playground.jsonl">save the session</a>
 <label>open a trace <input type="file" id="play-load" accept=".jsonl,.json,.txt"></label>
 </form><p id="play-error" role="alert" hidden></p></section>"""
-FORM = _FORM.replace(
-    "$schemes", "".join(f'<option value="{name}">{name}</option>' for name in SCHEMES)
+FORM = (
+    _FORM.replace(
+        "$schemes", "".join(f'<option value="{name}">{name}</option>' for name in SCHEMES)
+    )
+    .replace("$max_tokens", str(MAX_TOKENS))
+    .replace("$max_pool", str(MAX_POOL))
 )
 
 

@@ -558,8 +558,19 @@ def describe_step(step: dict[str, Any]) -> str:
         elif name == "namespace" and value is None:
             continue
         else:
-            parts.append(f"{name}={json.dumps(value)}")
+            parts.append(f"{name}={_shown(value)}")
     return " ".join(parts)
+
+
+def _shown(value: Any) -> str:
+    """``value`` as JSON with its characters as they are (``"ténant 🌍"``, not escapes);
+    escaped where it holds what UTF-8 cannot write (a lone surrogate). O(len)."""
+    text = json.dumps(value, ensure_ascii=False)
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return json.dumps(value)
+    return text
 
 
 def describe_outcome(op: str, outcome: dict[str, Any] | None) -> str:

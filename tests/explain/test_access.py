@@ -6,8 +6,9 @@
   first and the last step and at a sub-step, at both sizes;
 * no text breaks inside a word (a line may break only at white space, or after a list's
   comma or a path's slash), anywhere on those pages;
-* below ~700 px the tree stacks above the pool's rules and "why" at full width and the
-  two sides of a comparison stack; nothing is wider than the phone;
+* below ~700 px the tree stacks above the rules and the "why" at full width and the two
+  sides of a comparison stack; nothing is wider than the phone
+  (``tests/explain/test_findings.py``, finding 1);
 * everything is reached and operated by keyboard: Tab reaches the tree's nodes (a ring
   shows which), Enter opens an edge or a fold, the arrow keys pan a focused tree, Space
   presses the focused button instead of playing.
@@ -19,8 +20,6 @@ from __future__ import annotations
 
 import json
 from typing import Any
-
-import pytest
 
 from tests.explain.conftest import Pages
 
@@ -123,36 +122,6 @@ def test_axe_finds_nothing_serious_and_no_word_is_cut(
         assert page.problems == []
         page.close()
     assert found == {}
-
-
-@pytest.mark.parametrize("name", ["demo", "demo-sglang"])
-def test_a_phone_gets_one_column(browser: Any, explain_pages: Pages, name: str) -> None:
-    """At 390 px: the tree's frame is (nearly) as wide as the phone, the rules and the why
-    below it; the two sides of the comparison one above the other, each as wide; the
-    counts line reads as a line; the minimap is a corner of the tree, not most of it;
-    nothing is wider than the phone."""
-    page = _open(browser, explain_pages, name, PHONE, "#step=18")
-    box = page.evaluate("""() => Object.fromEntries(Array.from(document.querySelectorAll(
-        "section.side")).map((side) => [side.dataset.side, Object.fromEntries([".tree-frame",
-        ".rules-box", ".why-box", ".counts", ".minimap"].map((s) => {
-          const r = side.querySelector(s).getBoundingClientRect();
-          return [s, [r.left, r.top, r.width, r.height]];
-        }))]))""")
-    assert page.evaluate("document.documentElement.scrollWidth") <= PHONE["width"]
-    tops = []
-    for side, parts in box.items():
-        frame, rules, why = parts[".tree-frame"], parts[".rules-box"], parts[".why-box"]
-        assert frame[2] >= 330, (side, frame)
-        assert rules[1] >= frame[1] + frame[3] and why[1] >= rules[1] + rules[3], side
-        assert rules[2] >= 330 and why[2] >= 330
-        assert parts[".counts"][3] <= 2 * 20  # two lines at most, not a word a line
-        minimap = parts[".minimap"]
-        assert minimap[2] * minimap[3] <= frame[2] * frame[3] / 8
-        tops.append((frame[1], frame[1] + frame[3]))
-    if len(tops) == 2:
-        assert tops[1][0] >= tops[0][1]  # stacked
-    assert page.problems == []
-    page.close()
 
 
 def test_everything_by_keyboard(browser: Any, explain_pages: Pages) -> None:

@@ -25,6 +25,7 @@ import argparse
 import json
 import sys
 from pathlib import Path
+from typing import Any
 
 from ..conform.candidate import Candidate, CandidateFailure
 from ..conform.profile import Profile, ProfileError
@@ -44,6 +45,7 @@ from ..explain import (
     text_report,
 )
 from ..explain.events import with_events
+from ..explain.view import exit_differs
 from ..protocol.client import DEFAULT_TIMEOUT
 
 EXIT_OK = 0
@@ -135,15 +137,20 @@ def run_explain(args: argparse.Namespace) -> int:
                 lesson=lesson,
                 profile=None if profile.strict else profile,
             )
+        except ImportError as exc:
+            # An optional part the target builds at run time (SGLang's event hashes need
+            # pybind11 and a C++ compiler): its own one-line message, no traceback.
+            raise UsageError(f"{target.name if target else 'the target'}: {exc}") from None
         finally:
             if target is not None:
                 target.close()
-        _write(args, recording, steps)
+        views = frame_views(recording)
+        _write(args, recording, steps, views)
     except (UsageError, RecordError) as exc:
         print(f"explain: {exc}", file=sys.stderr)
         return EXIT_USAGE
-    differs = recording.first_difference is not None
-    return EXIT_DIFFERS if differs else EXIT_OK
+    # The steps' rulings (the kit's finding list, spec/explain/ruling.py) decide, as the page says.
+    return EXIT_DIFFERS if exit_differs(views) else EXIT_OK
 
 
 def _serve(args: argparse.Namespace) -> int:
@@ -259,8 +266,9 @@ def open_target(
         raise UsageError(f"--cmd {cmd}: {exc}") from None
 
 
-def _write(args: argparse.Namespace, recording: Recording, steps: list[Step]) -> None:
-    views = frame_views(recording)
+def _write(
+    args: argparse.Namespace, recording: Recording, steps: list[Step], views: list[Any]
+) -> None:
     try:
         if args.save_trace is not None:
             lines = [json.dumps(step) for step in steps]

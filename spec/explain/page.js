@@ -759,7 +759,9 @@
       if (verdict) {
         const mark = document.createElement("span");
         mark.className = "verdict";
-        mark.textContent = verdict === "follows" ? "✓ follows " : "✗ departs from ";
+        // The mark is the step's ruling's (spec/explain/ruling.py): the banner says the same.
+        mark.textContent = { follows: "✓ follows ", departs: "✗ departs from ", declared: "≈ declared: ",
+          note: "· " }[verdict] || "";
         item.append(mark);
       }
       item.append(ruleLink(rule), " ", linked(reason));

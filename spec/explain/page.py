@@ -37,6 +37,7 @@ from typing import Any
 from ..conform.rules import RULE_ID, load_rules, markdown_html
 from . import collapse, layout
 from .record import Recording, finding_line
+from .ruling import Ruling
 from .svg import (
     CELL,
     CELL_GAP,
@@ -172,20 +173,35 @@ def frame_data(frame: Any, row: list[View], table: _NodeTable) -> dict[str, Any]
     """One frame as the page's script reads it (its trees put in ``table``). O(state)."""
     sides = [side_data(view, table) for view in row]
     finding = frame.finding
+    # The banner and the timeline say the step's one ruling (spec/explain/ruling.py).
+    ruling: Ruling = row[0]["ruling"] if row else Ruling("alone")
+    compared = ruling.kind != "not compared"
+    if not compared:
+        # Nothing of a step not compared is marked as differing: its events neither.
+        for side in sides:
+            if side.get("events"):
+                side["events"] = [
+                    {**{key: value for key, value in batch.items() if key != "x"},
+                     "lines": [{key: value for key, value in line.items() if key != "x"}
+                               for line in batch["lines"]]}
+                    for batch in side["events"]
+                ]  # fmt: skip
     return {
         "number": frame.number,
         "trace": frame.trace,
         "note": frame.step.get("note"),
-        "differs": frame.difference,
-        "rules": list(finding.rules) if finding is not None else [],
-        "cause": finding.cause if finding is not None else "",
+        "kind": ruling.kind,
+        "differs": (ruling.where or "outcome") if ruling.differs else None,
+        "rules": ruling.rules("departs"),
+        "cause": ruling.cause,
+        "since": ruling.since,
         "finding": None if finding is None else finding_line(finding),
-        "safety": finding is not None and finding.kind == "safety",
-        "waived": frame.waived,
-        "declared": [list(pair) for pair in frame.declared],
-        "minor": frame.minor,
+        "safety": ruling.safety,
+        "waived": ruling.cause if ruling.kind == "not compared" else None,
+        "declared": [[mark.rule, mark.reason] for mark in ruling.marks if mark.declared],
+        "minor": ruling.kind == "minor",
         "events": None if frame.events is None else _scheme_text(frame.events),
-        "eventsDiffer": frame.events_differ,
+        "eventsDiffer": frame.events_differ if compared else None,
         "eventsLate": frame.events_late,
         "eventsFinding": finding is not None and finding.trace[finding.index].get("op") == "events",
         "sides": sides,
@@ -204,6 +220,13 @@ def cited_rules(data: dict[str, Any]) -> list[str]:
     return [rule for rule in load_rules() if rule in found]
 
 
+def _first(views: list[list[View]], kinds: tuple[str, ...]) -> int | None:
+    """The index of the first step whose ruling is of one of ``kinds``, or None."""
+    return next(
+        (index for index, row in enumerate(views) if row and row[0]["ruling"].kind in kinds), None
+    )
+
+
 def page_data(recording: Recording, views: list[list[View]]) -> dict[str, Any]:
     """The JSON the page's script reads: constants, node table, frames. O(recording)."""
     table = _NodeTable()
@@ -216,8 +239,8 @@ def page_data(recording: Recording, views: list[list[View]]) -> dict[str, Any]:
         "lesson": recording.lesson,
         "names": recording.names,
         "profile": recording.profile,
-        "firstDifference": recording.first_difference,
-        "firstMajor": recording.first_major,
+        "firstDifference": _first(views, ("differs", "minor", "failed")),
+        "firstMajor": _first(views, ("differs", "failed")),
         "live": False,
         "constants": {
             "charW": layout.CHAR_W,

@@ -17,6 +17,9 @@ For each frame of a :class:`~kachedb_radix.spec.explain.record.Recording` and ea
 * ``step``, ``outcome``, ``rules`` (:mod:`kachedb_radix.spec.explain.decide`; for a
   target, only rules it follows or departs from, :mod:`kachedb_radix.spec.explain.verdict`,
   with ``verdicts`` beside them) and ``why`` (:mod:`kachedb_radix.spec.explain.why`);
+* ``ruling`` -- the step's one ruling beside a target (the kit's finding list, the
+  target's panel marked from it: :mod:`kachedb_radix.spec.explain.ruling`), the same object
+  on both sides;
 * ``sub`` -- the step's sub-steps, one per phase (:mod:`kachedb_radix.spec.explain.phases`):
   each with its text and rule, the node ids and pool cells to point at, and its own
   tree, pool, counts and clock -- the state of that moment (the last one's are the
@@ -58,6 +61,7 @@ from .events import Names, Place, event_lines
 from .model import Changes, DumpIndex, KeySpace, diff, empty_dump, evictable, index_dump
 from .phases import PHASE_RULES, Phase, phases
 from .record import Frame, Recording, Side
+from .ruling import rulings, settle
 from .verdict import Context, judge
 from .why import explain_step, key_text
 
@@ -129,7 +133,20 @@ def frame_views(recording: Recording) -> list[list[View]]:
         if len(row) == 2:
             _contrast(row, states, recording)
         views.append(row)
+    for row, ruling in zip(views, rulings(recording), strict=True):
+        # One ruling per step: the target's panel (and the adopted state's) marked from it.
+        if len(row) == 2:
+            settle(ruling, row[1], recording.deviations)
+            if row[0].get("adopted") is not None:
+                settle(ruling, row[0]["adopted"], recording.deviations)
+        for view in row:
+            view["ruling"] = ruling
     return views
+
+
+def exit_differs(views: list[list[View]]) -> bool:
+    """Whether any step's ruling is a difference (``explain`` exits 1). O(steps)."""
+    return any(row[0]["ruling"].differs for row in views if row)
 
 
 def _track(step: dict[str, Any], side: Side, column: _Column, after: DumpIndex | None) -> None:

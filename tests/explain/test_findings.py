@@ -9,6 +9,7 @@ every page by ``tests/explain/test_access.py``; every sub-step's state (6) by
 
 from __future__ import annotations
 
+import json
 import signal
 import subprocess
 import sys
@@ -353,3 +354,103 @@ def test_38_12_the_playground_says_what_was_typed(browser: Any) -> None:
     finally:
         server.send_signal(signal.SIGINT)
         server.communicate(timeout=30)
+
+
+#: Per step of a page beside a target: the rules its banners name (differing, declared)
+#: and the target panel's marks, read back from the page.
+VERDICTS = """() => {
+  const api = window.kachedbExplain, out = [];
+  api.state.minor = true;  // stamp-only differences shown, so their banner is the ✗ one
+  const rules = (id) => Array.from(document.querySelectorAll("#" + id + ":not([hidden]) a.rule"),
+    (a) => a.dataset.rule);
+  for (let step = 0; step < api.steps(); step++) {
+    api.go(step, -1);
+    const panel = {};
+    document.querySelectorAll("section.side + section.side ul.rules li").forEach((li) => {
+      panel[li.dataset.rule] = li.className.split(" ")[0] || "";
+    });
+    const tick = document.querySelectorAll("#ticks .tick")[step].className;
+    out.push({ step: step + 1, differs: rules("step-diff"), declared: rules("step-declared"),
+      panel, tick, cause: document.getElementById("step-diff").textContent });
+  }
+  return JSON.stringify(out);
+}"""
+
+
+@pytest.mark.parametrize("name", ["demo-sglang", "demo-sglang-strict"])
+def test_38_04_one_verdict_per_step(browser: Any, explain_pages: Pages, name: str) -> None:
+    """Finding 4: beside SGLang, step 18's banner declared R-EVICT-1, R-ALLOC-2 and R-INS-4
+    while the panel said ✓ R-INS-4 and ✗ R-INS-5, ✗ R-EVICT-2 the banner omitted; the
+    peer's why said "allocated: 6-9,12 (the smallest free ids)" against its own ✗; "≠ ...
+    2 more" could not be opened; at the strict spec step 5's banner named R-LRU-1 beside
+    ✓ R-LRU-1 and step 19 blamed "a block leaked" for step 18's 4-for-3 eviction; under
+    SGLang's profile ✗ R-LRU-1 at the release steps, the timeline marking only 18. Now,
+    at every step, each rule the panel marks ✗ is in the difference banner and each it
+    marks declared in the declared one, each the banners name is marked so in the panel
+    where it cites it, and the timeline marks exactly those steps."""
+    page = _open(browser, explain_pages, name, "#step=1")
+    steps = json.loads(page.evaluate(VERDICTS))
+    strict = name.endswith("strict")
+    for seen in steps:
+        panel, where = seen["panel"], f"step {seen['step']}"
+        departs = {rule for rule, mark in panel.items() if mark == "departs"}
+        declared = {rule for rule, mark in panel.items() if mark == "declared"}
+        assert departs <= set(seen["differs"]), where
+        assert declared <= set(seen["declared"]), where
+        for rule in seen["differs"]:
+            assert panel.get(rule, "departs") == "departs", (where, rule)
+        for rule in seen["declared"]:
+            assert panel.get(rule, "declared") == "declared", (where, rule)
+        marked = bool(seen["differs"] or seen["declared"])
+        assert marked == any(kind in seen["tick"] for kind in ("diff", "minor", "declared"))
+    by_step = {seen["step"]: seen for seen in steps}
+    if strict:
+        assert by_step[5]["differs"] == ["R-LRU-1"] and by_step[5]["panel"]["R-LRU-1"] == "departs"
+        assert "differed from the spec since step 18" in by_step[19]["cause"]
+        assert "leaked" not in by_step[19]["cause"]
+    else:
+        assert {"R-INS-5", "R-EVICT-2"} <= set(by_step[18]["declared"])
+        assert by_step[18]["panel"]["R-INS-4"] == "follows"
+        assert [seen["step"] for seen in steps if seen["declared"]] == [7, 10, 13, 16, 18, 19]
+        _go(page, 18)
+        why = page.locator(f"{SGLANG} .why").inner_text()
+        assert "allocated: sglang-0.5.23 took #8, #9, #6, #7, #12 in that order" in why
+        assert "6-9,12 (the smallest free ids)" not in why
+        diffs = page.locator(f"{SGLANG} .diffs").inner_text()
+        assert "more" not in diffs.split("\n")[0] and "; 2 more" not in diffs
+    page.close()
+
+
+def test_38_05_a_refused_reset_is_a_difference(
+    browser: Any, explain_pages: Pages, monkeypatch: pytest.MonkeyPatch, tmp_path: Any
+) -> None:
+    """Finding 5: ``--scenario events --target sglang``: SGLang refuses the reset, and the
+    page labelled it "declared: R-ERR-1 (evict(num_tokens) checks no count...)", every
+    later step "not compared", the command exiting 0; ``--target sglang --events`` without
+    pybind11 (and no hash module built before) stopped with a traceback. Now the refused reset is a difference (exit 1),
+    every later step says it is not compared because of it, and a missing pybind11 is a
+    one-line message (exit 2)."""
+    from kachedb_radix.spec.cli.main import main
+
+    page = _open(browser, explain_pages, "events-sglang", "#step=1")
+    banner = page.locator("#step-diff")
+    assert banner.is_visible() and "refuses the reset the spec accepts" in banner.inner_text()
+    assert page.locator("#step-declared").is_hidden()
+    assert "evict(num_tokens)" not in page.locator("#step-head").inner_text()
+    for step in (2, 9):
+        _go(page, step)
+        said = page.locator("#step-waived").inner_text()
+        assert said.startswith("≈ not compared: sglang-0.5.23 refused the reset at step 1")
+    page.close()
+    out = tmp_path / "events.html"
+    assert main(["explain", "--scenario", "events", "--target", "sglang", "--html", str(out)]) == 1
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))  # nothing built yet
+    missing = subprocess.run(
+        [sys.executable, "-c", "import sys; sys.modules['pybind11'] = None; "
+         "from kachedb_radix.spec.cli.main import main; sys.exit(main(sys.argv[1:]))",
+         "explain", "--scenario", "events", "--target", "sglang", "--events"],
+        capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert missing.returncode == 2, missing.stderr
+    assert missing.stderr.count("\n") == 1 and "pip install pybind11" in missing.stderr
+    assert "Traceback" not in missing.stderr

@@ -366,8 +366,9 @@ VERDICTS = """() => {
     panel[li.dataset.rule] = li.className.split(" ")[0] || "";
   });
   const step = +document.body.dataset.step;
+  const cause = document.getElementById("step-diff").textContent;
   return JSON.stringify({ step: step + 1, differs: rules("step-diff"),
-    declared: rules("step-declared"), panel, cause: document.getElementById("step-diff").textContent,
+    declared: rules("step-declared"), panel, cause,
     tick: document.querySelectorAll("#ticks .tick")[step].className });
 }"""
 

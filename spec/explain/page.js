@@ -1149,6 +1149,8 @@
   });
   // #step=N (1-based) and &sub=K open that step (and sub-step).
   function fromHash() {
+    clearTimeout(addressTimer);  // the address asked for wins over one still to be written
+    addressTimer = null;
     const found = /step=(\d+)(?:&sub=(\d+))?/.exec(location.hash);
     if (!found) return false;
     if (found[2]) state.subs = true;

@@ -37,7 +37,9 @@ def _open(browser: Any, pages: Pages, name: str, hash: str, size: dict[str, int]
 
 def _go(page: Any, step: int, sub: int = 0) -> None:
     """Open ``step`` (1-based) at ``sub`` (1-based; 0: no sub-step), by its permalink."""
-    page.evaluate(f"location.hash = '#step={step}" + (f"&sub={sub}'" if sub else "'"))
+    wanted = f"#step={step}" + (f"&sub={sub}" if sub else "")
+    # (through "#" first: the address may already say it while the page shows another step)
+    page.evaluate("wanted => { location.hash = '#'; location.hash = wanted; }", wanted)
     page.wait_for_function(f"document.body.dataset.step === '{step - 1}'")
     if sub:
         page.wait_for_function(f"document.body.dataset.sub === '{sub - 1}'")

@@ -57,48 +57,61 @@ class _NodeTable:
 
     def __init__(self) -> None:
         self.rows: list[dict[str, Any]] = []
-        self._index: dict[str, int] = {}
+        self._index: dict[tuple[Any, ...], int] = {}
         self.tokens: list[list[Any]] = []
-        self._token_index: dict[str, int] = {}
+        self._token_index: dict[tuple[Any, ...], int] = {}
+        # Nodes already added, by identity (sub-steps that leave the tree as it was share
+        # one drawing): each is interned once however many trees hold it.
+        self._added: dict[int, tuple[Node, int]] = {}
 
     def _tokens(self, tokens: list[Any]) -> int:
-        text = json.dumps(tokens, separators=(",", ":"))
-        if text not in self._token_index:
-            self._token_index[text] = len(self.tokens)
+        key = tuple(tokens)
+        if key not in self._token_index:
+            self._token_index[key] = len(self.tokens)
             self.tokens.append(tokens)
-        return self._token_index[text]
+        return self._token_index[key]
 
     def add(self, node: Node) -> int:
         # Children first (post-order, an explicit stack: trees may be deep).
         order: list[Node] = []
         pending = [node]
+        indices: dict[int, int] = {}
         while pending:
             current = pending.pop()
+            known = self._added.get(id(current))
+            if known is not None and known[0] is current:
+                indices[id(current)] = known[1]
+                continue
             order.append(current)
             pending.extend(current["children"])
-        indices: dict[int, int] = {}
         for current in reversed(order):
             row: dict[str, Any] = {"i": current["id"], "k": current["kind"], "l": current["lines"]}
-            for short, name in (
-                ("b", "blocks"),
-                ("p", "pins"),
-                ("s", "stamps"),
-                ("y", "key"),
-                ("f", "flags"),
-                ("d", "diff"),
-            ):
+            for short, name in _ROW_FIELDS:
                 if current.get(name):
                     row[short] = current[name]
             if current.get("tokens"):
                 row["t"] = self._tokens(current["tokens"])
             if current["children"]:
                 row["c"] = [indices[id(child)] for child in current["children"]]
-            text = json.dumps(row, separators=(",", ":"))
-            if text not in self._index:
-                self._index[text] = len(self.rows)
+            # A row's identity, as a tuple (hashing it is much cheaper than writing JSON).
+            key = tuple(_frozen(row.get(short)) for short in _ROW_KEYS)
+            if key not in self._index:
+                self._index[key] = len(self.rows)
                 self.rows.append(row)
-            indices[id(current)] = self._index[text]
+            indices[id(current)] = self._index[key]
+            self._added[id(current)] = (current, self._index[key])
         return indices[id(node)]
+
+
+#: A node's fields a row carries (when set), by their short names.
+_ROW_FIELDS = (
+    ("b", "blocks"), ("p", "pins"), ("s", "stamps"), ("y", "key"), ("f", "flags"), ("d", "diff"),
+)  # fmt: skip
+_ROW_KEYS = ("i", "k", "l", "b", "p", "s", "y", "f", "d", "t", "c")
+
+
+def _frozen(value: Any) -> Any:
+    return tuple(value) if isinstance(value, list) else value
 
 
 def _pool_data(pool: dict[str, Any] | None) -> dict[str, Any] | None:

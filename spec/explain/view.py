@@ -276,7 +276,8 @@ def side_view(
         before = index_dump(empty_dump(after.dump["num_blocks"], after.block_size), keys)
     changes = diff(before, after)
     facts = StepFacts(frame.step, side.outcome, before, after, changes, side.stats)
-    tree = build_tree(frame.step, side.outcome, before, after, changes)
+    labels: Labels = {}
+    tree = build_tree(frame.step, side.outcome, before, after, changes, labels=labels)
     view["tree"] = tree
     view["pool"] = build_pool(before, after, changes)
     decisions = [(decision.rule, decision.reason) for decision in decide(facts)]
@@ -316,7 +317,9 @@ def side_view(
     if shown is not None:
         tree.append(shown)
     found = phases(frame.step, side.outcome, before, after, changes, keys, name=name)
-    view["sub"] = _sub_steps(frame.step, side.outcome, found, before, after, keys, view, shown)
+    view["sub"] = _sub_steps(
+        frame.step, side.outcome, found, before, after, keys, view, shown, labels
+    )
     view["rulesAt"] = _first_phase(found, [rule for rule, _ in view["rules"]])
     view["whyAt"] = _why_phases(found, [title for title, _ in view["why"]])
     return view, after
@@ -331,6 +334,7 @@ def _sub_steps(
     keys: KeySpace,
     view: View,
     version: Node | None,
+    labels: Labels | None = None,
 ) -> list[dict[str, Any]]:
     """Each phase as the page draws it: its text and rule, its own tree, pool, counts and
     clock (the last phase's are the step's own), and the nodes and cells to point at.
@@ -361,7 +365,7 @@ def _sub_steps(
                 key for key in path if not walking
                 and key in state.blocks and state.blocks[key].block == after.blocks[key].block
             }  # fmt: skip
-            tree = build_tree(step, outcome, before, state, changes, used)
+            tree = build_tree(step, outcome, before, state, changes, used, labels)
             if version is not None:
                 tree.append(version)
             where = _places(tree)
@@ -626,6 +630,11 @@ def describe_outcome(op: str, outcome: dict[str, Any] | None) -> str:
     return "ok"
 
 
+#: What a dump edge is drawn with whatever the step changed (its label, a leaf's eviction
+#: key), by the edge's identity: the phases of a step share the edges they leave alone.
+Labels = dict[int, tuple[dict[str, Any], list[str], str | None]]
+
+
 def build_tree(
     step: dict[str, Any],
     outcome: dict[str, Any],
@@ -633,6 +642,7 @@ def build_tree(
     after: DumpIndex,
     changes: Changes,
     used: set[int] | None = None,
+    labels: Labels | None = None,
 ) -> list[Node]:
     """The display tree: namespace roots, edges and ghosts (see the module docstring);
     ``used`` overrides the keys marked ``walk`` (by default those the step's answer names).
@@ -655,7 +665,7 @@ def build_tree(
         pending = [(edge, root) for edge in reversed(space["children"])]
         while pending:
             edge, parent = pending.pop()
-            node = _edge_node(edge, size, after, changes, used)
+            node = _edge_node(edge, size, after, changes, used, labels)
             parent["children"].append(node)
             for block in edge["blocks"]:
                 by_key[after.by_id[block]] = node
@@ -686,18 +696,24 @@ def _root_node(key: int, name: str | None, flag: str) -> Node:
 
 
 def _edge_node(
-    edge: dict[str, Any], size: int, after: DumpIndex, changes: Changes, used: set[int]
+    edge: dict[str, Any],
+    size: int,
+    after: DumpIndex,
+    changes: Changes,
+    used: set[int],
+    labels: Labels | None = None,
 ) -> Node:
     blocks: list[int] = edge["blocks"]
     keys = [after.by_id[block] for block in blocks]
     pins = edge.get("pins") or [0] * len(blocks)
     stamps = edge.get("stamps")
-    # A block hung by a sub-step before the clock moved has no stamp yet: "t=?".
-    shown = ["?" if stamp is None else stamp for stamp in stamps or [0]]
-    parts = describe_edge({**edge, "pins": pins, "stamps": shown}, size).split("  ")
-    lines = [parts[0], "  ".join(parts[1:-1])]
-    if stamps is not None:
-        lines.append(parts[-1])
+    known = labels.get(id(edge)) if labels is not None else None
+    if known is not None and known[0] is edge:
+        lines, key = known[1], known[2]
+    else:
+        lines, key = _label(edge, size, after, keys[-1], pins, stamps)
+        if labels is not None:
+            labels[id(edge)] = (edge, lines, key)
     flags = []
     fresh = sum(1 for key in keys if key in changes.new)
     if fresh:
@@ -714,7 +730,6 @@ def _edge_node(
             flags.append(flag)
     if any(pins):
         flags.append("pinned")
-    tail = after.blocks[keys[-1]]
     return {
         "id": f"k{keys[0]}",
         "kind": "edge",
@@ -723,13 +738,31 @@ def _edge_node(
         "tokens": list(edge["tokens"]),
         "pins": pins,
         "stamps": stamps,
-        # R-POL-1: a leaf's eviction key under the tree's policy, shown with its blocks
-        "key": key_text(after, tail)
-        if after.is_leaf_tail(tail.key) and tail.stamp is not None
-        else None,
+        "key": key,
         "flags": flags,
         "children": [],
     }
+
+
+def _label(
+    edge: dict[str, Any],
+    size: int,
+    after: DumpIndex,
+    last: int,
+    pins: list[int],
+    stamps: list[int | None] | None,
+) -> tuple[list[str], str | None]:
+    """An edge's display lines and, for a leaf, its eviction key under the tree's policy
+    (R-POL-1). O(edge length)."""
+    # A block hung by a sub-step before the clock moved has no stamp yet: "t=?".
+    shown = ["?" if stamp is None else stamp for stamp in stamps or [0]]
+    parts = describe_edge({**edge, "pins": pins, "stamps": shown}, size).split("  ")
+    lines = [parts[0], "  ".join(parts[1:-1])]
+    if stamps is not None:
+        lines.append(parts[-1])
+    tail = after.blocks[last]
+    leaf = after.is_leaf_tail(tail.key) and tail.stamp is not None
+    return lines, key_text(after, tail) if leaf else None
 
 
 def _hang_ghosts(

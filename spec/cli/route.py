@@ -41,7 +41,6 @@ from rich.table import Table
 from kachedb_radix.reference import OutOfBlocksError, RadixTree
 from kachedb_radix.reference.errors import InvalidArgumentError
 from kachedb_radix.reference.events import SCHEMES, BlockHasher, dump_hashes
-from kachedb_radix.reference.router import RouterIndex
 
 from ..conform.targets import (
     IMPLEMENTATION_NAMES,
@@ -52,6 +51,7 @@ from ..conform.targets import (
 from ..router.publisher import EventPublisher
 from ..router.service import BadRequest, Router, serve_http
 from ..simulate.workload import WorkloadSpec, generate_requests
+from ..twins import twin_class
 
 EXIT_OK = 0
 EXIT_USAGE = 2
@@ -149,11 +149,7 @@ def run(args: argparse.Namespace) -> int:
         workers = _workers(args.worker)
         hasher = BlockHasher(args.hash) if args.seed is None else BlockHasher(args.hash, args.seed)
         twin = args.impl or default_implementation()
-        index_class: Any = RouterIndex
-        if twin == "accel":
-            from kachedb_radix import accel
-
-            index_class = accel.RouterIndex
+        index_class: Any = twin_class(twin, "RouterIndex")
         router = Router(index_class(hasher, args.block_size), args.overlap_weight)
     except (UsageError, BadRequest, InvalidArgumentError) as exc:
         print(f"kachedb-radix route: {exc}", file=sys.stderr)

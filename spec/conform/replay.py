@@ -23,10 +23,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .candidate import Candidate, CandidateFailure
+from .errors import KitError
 from .levels import parse_levels
 from .lockstep import Difference, Disagreement, Lockstep, first_difference
 from .profile import STRICT, Profile
-from .steps import OPS, Step, bare, describe, normalise
+from .steps import Step, StepError, bare, check_step, describe, normalise, resets
 
 
 class TraceError(ValueError):
@@ -48,6 +49,8 @@ class ReplayResult:
         failure: a protocol failure, if any.
         stale: steps whose recorded ``expect`` differs from the live reference (strict
             profile only): the trace was made by another version of the spec.
+        kit_error: the kit's own error that stopped the replay (nothing after it was
+            judged; never a pass).
     """
 
     candidate: str
@@ -58,11 +61,13 @@ class ReplayResult:
     difference: Difference | None = None
     failure: str | None = None
     stale: list[str] = field(default_factory=list)
+    kit_error: KitError | None = None
 
     @property
     def passed(self) -> bool:
-        """No finding and no failure (a stale expectation is reported, not failed)."""
-        return self.difference is None and self.failure is None
+        """No finding, no failure, no kit error (a stale expectation is reported, not
+        failed)."""
+        return self.difference is None and self.failure is None and self.kit_error is None
 
 
 def read_trace(path: Path) -> list[Step]:
@@ -78,7 +83,8 @@ def parse_trace(lines: Iterable[str], source: str = "<trace>") -> list[Step]:
     """Parse JSON lines into steps. O(size).
 
     Raises:
-        TraceError: a line is not a JSON object with a known ``"op"``.
+        TraceError: a line is not a JSON object calling a known operation with every
+            argument it requires (:func:`~kachedb_radix.spec.conform.steps.check_step`).
     """
     steps: list[Step] = []
     for number, line in enumerate(lines, 1):
@@ -88,8 +94,10 @@ def parse_trace(lines: Iterable[str], source: str = "<trace>") -> list[Step]:
             step = json.loads(line)
         except ValueError as exc:
             raise TraceError(f"{source}:{number}: not JSON ({exc})") from None
-        if not isinstance(step, dict) or step.get("op") not in OPS:
-            raise TraceError(f"{source}:{number}: not a step (needs an op from {list(OPS)})")
+        try:
+            check_step(step)
+        except StepError as exc:
+            raise TraceError(f"{source}:{number}: not a step ({exc})") from None
         steps.append(step)
     return steps
 
@@ -102,14 +110,14 @@ def replay(steps: list[Step], candidate: Candidate, *, profile: Profile = STRICT
     Raises:
         TraceError: the trace does not start with a ``reset`` step.
     """
-    if steps and steps[0]["op"] != "reset":
+    if steps and not resets(steps[0]):
         raise TraceError("a trace starts with a reset step (it sets the pool and block size)")
     result = ReplayResult(candidate.name, profile)
     lockstep: Lockstep | None = None
     skipping = False
     try:
         for number, step in enumerate(steps, 1):
-            if step["op"] == "reset":
+            if resets(step):
                 if lockstep is not None:
                     lockstep.finish(final=True)
                 skipping = _skips(step, candidate, profile)
@@ -139,6 +147,8 @@ def replay(steps: list[Step], candidate: Candidate, *, profile: Profile = STRICT
         result.difference = exc.difference
     except CandidateFailure as exc:
         result.failure = f"{candidate.name} failed at step {result.steps + 1}: {exc}"
+    except KitError as exc:
+        result.kit_error = exc
     return result
 
 

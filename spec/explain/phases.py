@@ -8,9 +8,9 @@ counts, the stamps and the pins drawn for a sub-step are all of one moment:
 
 1. **walk** -- from the namespace's root, edge by edge, to where the cached prefix ends
    (R-MATCH-1, R-NS-2); the state is the one before the step;
-2. **reclaim** -- quarantined ids whose readers have all left go back to the free list
+2. **reclaiming** -- quarantined ids whose readers have all left go back to the free list
    first (R-EPOCH-2);
-3. **evict** -- one block at a time in the order the answer reports (R-EVICT-1,
+3. **evicting** -- one block at a time in the order the answer reports (R-EVICT-1,
    R-EVICT-2, R-INS-5), each to the free list or, with a reader inside, to the
    quarantine (R-EPOCH-1); a target that evicts a whole node at once has it taken in one
    phase. When an eviction leaves a block with one cached child, the dump writes the two
@@ -18,7 +18,7 @@ counts, the stamps and the pins drawn for a sub-step are all of one moment:
    no block loses its root: a **namespace** phase (R-NS-3);
 4. **split** -- the edge the walk stopped inside splits at the block boundary
    (R-SPLIT-1, R-SPLIT-2);
-5. **allocate** -- one id at a time off the free list (R-ALLOC-2): the id is *taken*
+5. **allocation** -- one id at a time off the free list (R-ALLOC-2): the id is *taken*
    (off the free list, not yet in the tree; the dump's extra ``"taken"`` list);
 6. **hang** -- the new blocks hang below the path as one edge, or extend a leaf
    (R-INS-4); they carry no stamp yet (``None``);
@@ -44,8 +44,7 @@ from typing import Any
 
 from kachedb_radix.reference.render import id_ranges
 
-from ..conform.operations import BY_NAME
-from .decide import STAMPING_OPS
+from ..conform.operations import BY_NAME, ENDS_LEASE, LEASE, ON_DEVICE, Operation
 from .model import Changes, Dump, DumpIndex, KeySpace, eviction_sequence, walk
 from .why import key_text, ordinal
 
@@ -55,8 +54,8 @@ class Phase:
     """One moment inside a step.
 
     Attributes:
-        kind: ``walk``, ``reclaim``, ``evict``, ``merge``, ``namespace``, ``split``,
-            ``allocate``, ``hang``, ``stamp``, ``pin``, ``unpin`` or ``after`` (the state
+        kind: ``walk``, ``reclaiming``, ``evicting``, ``merge``, ``namespace``, ``split``,
+            ``allocation``, ``hang``, ``stamp``, ``pin``, ``unpin`` or ``after`` (the state
             after the step, when the step cannot be taken apart).
         text: what happens, in a sentence.
         rule: the rule that decides it ("" on a target's side: a target cites none).
@@ -79,13 +78,13 @@ class Phase:
 #: The rules each kind of phase carries out (the rest of a step's rules are its whole).
 PHASE_RULES: dict[str, tuple[str, ...]] = {
     "walk": ("R-MATCH-1", "R-NS-2", "R-INS-2", "R-INS-3"),
-    "reclaim": ("R-EPOCH-2",),
-    "evict": ("R-EVICT-1", "R-EVICT-2", "R-EVICT-3", "R-EVICT-4", "R-INS-5", "R-PIN-3",
+    "reclaiming": ("R-EPOCH-2",),
+    "evicting": ("R-EVICT-1", "R-EVICT-2", "R-EVICT-3", "R-EVICT-4", "R-INS-5", "R-PIN-3",
               "R-EPOCH-1", "R-POL-1", "R-POL-2", "R-POL-3", "R-POL-4", "R-POL-5", "R-POL-6"),
     "merge": ("R-DUMP-2",),
     "namespace": ("R-NS-3",),
     "split": ("R-SPLIT-1", "R-SPLIT-2"),
-    "allocate": ("R-ALLOC-2",),
+    "allocation": ("R-ALLOC-2",),
     "hang": ("R-INS-4", "R-NS-1"),
     "stamp": ("R-LRU-1", "R-LRU-3"),
     "pin": ("R-PIN-1", "R-PIN-2"),
@@ -287,22 +286,18 @@ def phases(
     return found
 
 
-def _operation(op: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
-    """The operation's answer fields and argument names, from the operation table."""
-    operation = BY_NAME.get(op)
-    if operation is None:
-        return (), ()
-    return operation.answer or (), tuple(argument.name for argument in operation.arguments)
+def _row(step: dict[str, Any]) -> Operation | None:
+    """The step's row of the operation table (None for an operation it does not know)."""
+    return BY_NAME.get(step.get("op", ""))
 
 
 def _walk(step: dict[str, Any], before: DumpIndex, keys: KeySpace, name: str) -> Iterator[Phase]:
     """The walk on the state before the step, edge by edge (R-MATCH-1): for an operation
     that looks a prompt up in the live tree and answers with the blocks it used."""
-    answer, arguments = _operation(step["op"])
+    row = _row(step)
     tokens, namespace, size = step.get("tokens"), step.get("namespace"), before.block_size
-    walks = "tokens" in arguments and "blocks" in answer and "namespace" in arguments
-    if not walks or step["op"] not in STAMPING_OPS or not isinstance(tokens, list):
-        return
+    if row is None or row.finds != ON_DEVICE or not isinstance(tokens, list):
+        return  # it looks nothing up in the live tree
     state = before.dump
     label = "(default)" if namespace is None else repr(namespace)
     rule = "" if name else ("R-NS-2" if namespace is not None else "R-MATCH-1")
@@ -356,29 +351,31 @@ def _moves(
     Raises:
         _Mismatch: the answer and the dumps cannot be taken apart this way.
     """
-    op = step["op"]
-    fields, arguments = _operation(op)
+    row = _row(step)
+    if row is None:
+        return []
     state = _State(before, after)
     found: list[Phase] = []
-    if changes.reclaimed and "reclaimed" not in fields:
+    if changes.reclaimed and row.frees is not None:
+        # An operation that makes room reclaims what waits in quarantine first (R-EPOCH-2).
         found.append(_reclaim(state, changes.reclaimed, name))
-    victims = next((answer.get(field) for field in ("evicted", "freed") if field in fields), None)
+    victims = answer.get(row.frees) if row.frees is not None else None
     if isinstance(victims, list) and victims:
         protected = (
             frozenset(walk(before, keys, step.get("namespace"), step.get("tokens")))
-            if "allocated" in fields
+            if row.fills is not None  # never from the path it caches (R-INS-5)
             else frozenset()
         )
         found += _evictions(state, before, after, victims, protected, name)
-    allocated = answer.get("allocated") if "allocated" in fields else None
+    allocated = answer.get(row.allocates) if row.allocates is not None else None
     if isinstance(allocated, list) and allocated:
         found += _attach(state, step, answer, allocated, keys, before.block_size, name)
-    if op in STAMPING_OPS and "lease" in arguments:
+    if row.ends == ENDS_LEASE:
         found += _pins(state, after, step, name, unpin=True)
-    if op in STAMPING_OPS:
+    if row.ticks:
         found += _stamps(state, after, name)
-    if "pin" in arguments and step.get("pin"):
-        found += _pins(state, after, step, name, lease=answer.get("lease"))
+    if row.issues == LEASE and step.get("pin"):
+        found += _pins(state, after, step, name, lease=answer.get(LEASE))
     if state.dump() != after.dump:
         raise _Mismatch("the phases do not end in the dump after the step")
     return found
@@ -394,7 +391,7 @@ def _reclaim(state: _State, reclaimed: list[int], name: str) -> Phase:
         f"the readers have all left: the quarantined #{id_ranges(sorted(reclaimed))} go back "
         "to the free list first"
     )
-    return Phase("reclaim", text, "" if name else "R-EPOCH-2", state.dump(), list(reclaimed))
+    return Phase("reclaiming", text, "" if name else "R-EPOCH-2", state.dump(), list(reclaimed))
 
 
 def _evictions(
@@ -452,9 +449,9 @@ def _evicted(
         wanted = spec[turn : turn + len(ids)]
         if wanted and wanted != ids:
             text += f"; the spec would take #{', #'.join(map(str, wanted))} here"
-        return Phase("evict", text + f"; to {where}", "", state.dump(), ids)
+        return Phase("evicting", text + f"; to {where}", "", state.dump(), ids)
     text = f"evict #{ids[0]}{key}: the {ordinal(turn + 1)} in the eviction order; to {where}"
-    return Phase("evict", text, "R-EVICT-2" if turn == 0 else "R-EVICT-1", state.dump(), ids)
+    return Phase("evicting", text, "R-EVICT-2" if turn == 0 else "R-EVICT-1", state.dump(), ids)
 
 
 def _after_removal(state: _State, parent: int, name: str) -> list[Phase]:
@@ -546,7 +543,7 @@ def _attach(
                 text += f"; the spec would take #{free[turn]} (the smallest free)"
         else:
             text = f"allocate #{block}: the smallest free id"
-        found.append(Phase("allocate", text, "" if name else "R-ALLOC-2", state.dump(), [block]))
+        found.append(Phase("allocation", text, "" if name else "R-ALLOC-2", state.dump(), [block]))
     blocks = answer.get("blocks")
     hung = blocks[len(path) :] if isinstance(blocks, list) else []
     if sorted(hung) != sorted(allocated) or len(path) + len(hung) != len(tokens) // size:

@@ -101,9 +101,9 @@ class Ruling:
 
 
 def _resets(step: dict[str, Any]) -> bool:
-    """Whether the step starts a tree (its operation takes the pool's size)."""
+    """Whether the step starts a tree afresh (its row of the operation table says so)."""
     operation = BY_NAME.get(step.get("op", ""))
-    return operation is not None and any(arg.name == "num_blocks" for arg in operation.arguments)
+    return operation is not None and operation.resets
 
 
 def rulings(recording: Recording) -> list[Ruling]:

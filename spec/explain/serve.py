@@ -41,8 +41,9 @@ from typing import Any
 
 from kachedb_radix.reference.events import DEFAULT_SEED, SCHEMES
 
+from ..conform.operations import BY_NAME
 from ..conform.replay import TraceError, parse_trace
-from ..conform.steps import Step
+from ..conform.steps import Step, resets
 from .events import with_events, without_events
 from .page import page_data, page_html
 from .record import RecordError, record
@@ -103,7 +104,8 @@ def form_step(fields: dict[str, Any]) -> Step:
     op = fields.get("op")
     if op not in FORM_OPS:
         raise PlayError(f"unknown operation {op!r}: one of {', '.join(FORM_OPS)}")
-    if op in ("match", "insert"):
+    row = BY_NAME[op]  # the form's fields are the row's arguments
+    if row.prompts:
         typed, mode = str(fields.get("tokens", "")), str(fields.get("input", "text"))
         tokens = tokenize(typed, mode)
         if not tokens:
@@ -115,19 +117,15 @@ def form_step(fields: dict[str, Any]) -> Step:
             # The prompt as typed: the page shows it beside its byte ids (the step's note).
             step["note"] = f"typed as text: {json.dumps(typed, ensure_ascii=False)}"
         return step
-    if op == "reader":
-        return {"op": "reader"}
+    if not row.arguments:
+        return {"op": op}
     number = _number(fields.get("number"), op)
-    if op == "release":
-        return {"op": "release", "lease": number}
-    if op == "evict":
-        return {"op": "evict", "count": number}
-    if op == "leave":
-        return {"op": "leave", "snapshot": number}
-    size = _number(fields.get("block_size"), "reset")
+    if not row.resets:  # its one argument: the count, the lease or the reader
+        return {"op": op, row.arguments[0].name: number}
+    size = _number(fields.get("block_size"), op)
     if not 1 <= number <= MAX_POOL or not 1 <= size <= 64:
         raise PlayError(f"a pool of 1 to {MAX_POOL} blocks, of 1 to 64 tokens each")
-    return {"op": "reset", "num_blocks": number, "block_size": size, "trace": "playground"}
+    return {"op": op, "num_blocks": number, "block_size": size, "trace": "playground"}
 
 
 def _number(value: Any, op: str) -> int:
@@ -375,7 +373,7 @@ def _trace(text: str) -> list[Step]:
         steps = parse_trace(text.splitlines(), "the uploaded trace")
     except TraceError as exc:
         raise PlayError(f"not a trace: {exc}") from None
-    if not steps or steps[0].get("op") != "reset":
+    if not steps or not resets(steps[0]):
         raise PlayError("a trace starts with a reset step")
     return steps
 

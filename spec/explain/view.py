@@ -55,6 +55,17 @@ from typing import Any
 
 from kachedb_radix.reference.render import describe_edge, id_ranges
 
+from ..conform.operations import (
+    BY_NAME,
+    ENDS_EPOCH,
+    ENDS_READER,
+    IN_TIERS,
+    LEASE,
+    ON_DEVICE,
+    SHAPE,
+    SNAPSHOT,
+    Operation,
+)
 from .compare import compare
 from .decide import ERROR_RULES, StepFacts, decide
 from .events import Names, Place, event_lines
@@ -102,7 +113,7 @@ def frame_views(recording: Recording) -> list[list[View]]:
         row: list[View] = []
         states: list[tuple[DumpIndex | None, DumpIndex | None, Changes | None]] = []
         for column, side in zip(columns, frame.sides, strict=True):
-            if frame.step["op"] == "reset":
+            if BY_NAME[frame.step["op"]].resets:
                 column.before = _fresh(frame.step, keys)
                 column.leases, column.versions, column.inside = {}, {}, []
                 column.origin = None
@@ -152,23 +163,24 @@ def exit_differs(views: list[list[View]]) -> bool:
 def _track(step: dict[str, Any], side: Side, column: _Column, after: DumpIndex | None) -> None:
     """Remember the leases (their blocks) and the snapshots (their versions) issued."""
     answer = (side.outcome or {}).get("ok")
-    op = step["op"]
+    row = BY_NAME[step["op"]]
     if not isinstance(answer, dict) or after is None:
         return
-    if op in ("match", "insert") and answer.get("lease") is not None:
-        column.leases[answer["lease"]] = list(answer.get("blocks") or [])
-    if op in ("snapshot", "reader") and answer.get("snapshot") is not None:
-        column.versions[answer["snapshot"]] = (after, answer.get("version"), op == "reader")
-        if op == "reader":
-            column.inside.append(answer["snapshot"])
+    if row.issues == LEASE and answer.get(LEASE) is not None:
+        column.leases[answer[LEASE]] = list(answer.get("blocks") or [])
+    if row.issues == SNAPSHOT and answer.get(SNAPSHOT) is not None:
+        column.versions[answer[SNAPSHOT]] = (after, answer.get("version"), row.enters)
+        if row.enters:
+            column.inside.append(answer[SNAPSHOT])
 
 
 def _leaving(step: dict[str, Any], side: Side, column: _Column) -> None:
     """A reader that leaves at this step is not inside any more, at this step already:
     its version is not drawn beside the live tree (the readers' count says 0)."""
-    left = step["op"] in ("leave", "drop") and "ok" in (side.outcome or {})
-    if left and step.get("snapshot") in column.inside:
-        column.inside.remove(step["snapshot"])
+    row = BY_NAME[step["op"]]
+    left = row.ends in (ENDS_EPOCH, ENDS_READER) and "ok" in (side.outcome or {})
+    if left and step.get(SNAPSHOT) in column.inside:
+        column.inside.remove(step[SNAPSHOT])
 
 
 def _contrast(
@@ -394,7 +406,7 @@ def _pointed(phase: Phase, where: dict[str, dict[int, str]]) -> list[str]:
     """The node ids holding the phase's blocks (or its root), by :func:`_places`. O(blocks)."""
     # An id evicted and handed out again in one step is on a ghost and on an edge: an
     # eviction points at the ghost, every later phase at the edge that holds it now.
-    order = ("ghost", "edge") if phase.kind == "evict" else ("edge", "ghost")
+    order = ("ghost", "edge") if phase.kind == "evicting" else ("edge", "ghost")
     ids = [
         next(where[kind][block] for kind in order if block in where[kind])
         for block in phase.blocks
@@ -422,10 +434,10 @@ def _first_phase(found: list[Phase], rules: list[str]) -> list[int]:
 #: The phases each section of the "why" is about, by the start of its title.
 WHY_PHASES: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("match walk", ("walk",)),
-    ("eviction", ("evict",)),
-    ("free list", ("reclaim", "evict", "allocate")),
+    ("eviction", ("evicting",)),
+    ("free list", ("reclaiming", "evicting", "allocation")),
     ("pins", ("pin", "unpin")),
-    ("readers and quarantine", ("reclaim", "evict")),
+    ("readers and quarantine", ("reclaiming", "evicting")),
 )
 
 
@@ -457,7 +469,8 @@ def _events(
         elif node["kind"] == "ghost":
             ghosts.update(dict.fromkeys(node["blocks"], node["id"]))
     answer = (side.outcome or {}).get("ok")
-    run = answer.get("blocks") if step["op"] == "insert" and isinstance(answer, dict) else None
+    fills = BY_NAME[step["op"]].fills is not None  # its new blocks are one stored run
+    run = answer.get("blocks") if fills and isinstance(answer, dict) else None
     place = Place(names.of(after), names.of(before), after, before, edges, ghosts)
     if isinstance(run, list):
         place.run = [block for block in run if isinstance(block, int)]
@@ -497,18 +510,18 @@ def _blank(
     step: dict[str, Any], outcome: dict[str, Any], after: DumpIndex, changes: Changes
 ) -> str | None:
     """A sentence for a canvas with nothing changed to show: an empty tree, a refusal."""
-    op = step["op"]
+    row = BY_NAME[step["op"]]
     if "error" in outcome:
         return f"refused with {outcome['error']}: nothing changed (see why)"
     if after.roots or changes.namespaces_removed or changes.gone:
         return None
     size = after.dump.get("num_blocks", 0)
-    if op == "reset":
+    if row.resets:
         return (
             f"a fresh tree: nothing cached yet, all {size} blocks of the pool free, "
             f"{after.block_size} tokens per block"
         )
-    if op in ("match", "snapshot_match"):
+    if _looks_up(row):
         namespace = step.get("namespace")
         label = "the default namespace" if namespace is None else f"namespace {namespace!r}"
         return f"nothing is cached in {label}: the walk stops at the root, 0 tokens match"
@@ -525,10 +538,11 @@ def _version(
     """The version a snapshot sees, drawn beside the live tree: the one the step names,
     else the newest reader inside whose version is not the live one (none once the
     side's stats count no reader inside)."""
-    op = step["op"]
+    row = BY_NAME[step["op"]]
     handle: Any = None
-    if op in ("snapshot_match", "snapshot_dump") and step.get("snapshot") in column.versions:
-        handle = step["snapshot"]
+    reads = row.handle is not None and row.handle.handle == SNAPSHOT and row.ends is None
+    if reads and step.get(SNAPSHOT) in column.versions:
+        handle = step[SNAPSHOT]
     elif stats is None or stats.get("readers") != 0:
         for inside in reversed(column.inside):
             seen = column.versions[inside][0]
@@ -540,9 +554,9 @@ def _version(
     index, version, reader = column.versions[handle]
     used: set[int] = set()
     answer = outcome.get("ok")
-    if op == "snapshot_match" and isinstance(answer, dict):
+    if reads and row.prompts and isinstance(answer, dict):  # a match on the snapshot
         used = {index.by_id[block] for block in answer.get("blocks", []) if block in index.by_id}
-    roots = build_tree({"op": "dump"}, {"ok": {}}, index, index, Changes(), used)
+    roots = build_tree({"op": SHAPE.name}, {"ok": {}}, index, index, Changes(), used)
     for node in all_nodes(roots):
         node["id"] = f"s{handle}:{node['id']}"
     who = f"reader {handle}" if reader else f"snapshot {handle}"
@@ -595,7 +609,8 @@ def _shown(value: Any) -> str:
 
 
 def describe_outcome(op: str, outcome: dict[str, Any] | None) -> str:
-    """The outcome in words: ``matched 8 tokens: #0-1, lease 1``. O(size)."""
+    """The outcome in words, as the operation's row says what its answer is: ``matched
+    8 tokens: #0-1, lease 1``. O(size)."""
     if outcome is None:
         return "not run"
     if "error" in outcome:
@@ -603,31 +618,42 @@ def describe_outcome(op: str, outcome: dict[str, Any] | None) -> str:
     answer = outcome.get("ok")
     if not isinstance(answer, dict):
         return "ok"
-    lease = f", lease {answer['lease']}" if answer.get("lease") is not None else ""
-    if op in ("match", "snapshot_match"):
-        blocks = id_ranges(answer.get("blocks", []))
-        return f"matched {answer.get('length')} tokens" + (f": #{blocks}" if blocks else "") + lease
-    if op == "insert":
+    row = BY_NAME[op]
+    lease = f", lease {answer[LEASE]}" if answer.get(LEASE) is not None else ""
+    if row.fills is not None and isinstance(answer.get(row.fills), int):  # caches new blocks
         return (
             f"cached {answer.get('length')} tokens: reused {answer.get('reused')}, "
-            f"allocated {id_ranges(answer.get('allocated', [])) or 'none'}, "
-            f"evicted {id_ranges(answer.get('evicted', [])) or 'none'}{lease}"
+            f"allocated {id_ranges(answer.get(row.allocates, [])) or 'none'}, "
+            f"evicted {id_ranges(answer.get(row.frees or '', [])) or 'none'}{lease}"
         )
-    if op in ("evict", "reclaim"):
-        field = "freed" if op == "evict" else "reclaimed"
-        return f"{field} {id_ranges(answer.get(field, [])) or 'nothing'}"
-    if op == "reader":
+    if _looks_up(row):
+        blocks = id_ranges(answer.get("blocks", []))
+        return f"matched {answer.get('length')} tokens" + (f": #{blocks}" if blocks else "") + lease
+    if row.enters:
         return (
-            f"reader {answer.get('snapshot')} entered epoch {answer.get('epoch')} "
+            f"reader {answer.get(SNAPSHOT)} entered epoch {answer.get('epoch')} "
             f"at version {answer.get('version')}"
         )
-    if op == "snapshot":
-        return f"snapshot {answer.get('snapshot')} of version {answer.get('version')}"
-    if op == "stats":
+    if row.issues == SNAPSHOT:
+        return f"snapshot {answer.get(SNAPSHOT)} of version {answer.get('version')}"
+    if row.clears is not None:
+        if answer.get(row.clears) is True:
+            return "cleared the whole cache: every cached block freed"
+        return "not cleared: a block is in use, nothing changed"
+    if row.counts:
         return ", ".join(f"{name} {value}" for name, value in answer.items())
-    if op == "namespaces":
-        return "namespaces: " + ", ".join(json.dumps(name) for name in answer["namespaces"])
+    if row.view is not None and not row.shape:  # the names view
+        return f"{op}: " + ", ".join(json.dumps(name) for name in answer[op])
+    if not (row.reads or row.stream) and row.answer is not None and len(row.answer) == 1:
+        field = row.answer[0]  # the blocks it freed or gave back
+        return f"{field} {id_ranges(answer.get(field, [])) or 'nothing'}"
     return "ok"
+
+
+def _looks_up(row: Operation) -> bool:
+    """Whether ``row`` answers the cached prefix of a prompt and changes no shape: a match,
+    on the tree or on a snapshot."""
+    return row.prompts and row.fills is None and row.finds != IN_TIERS
 
 
 #: What a dump edge is drawn with whatever the step changed (its label, a leaf's eviction
@@ -652,7 +678,7 @@ def build_tree(
     answer = outcome.get("ok")
     if used is None:
         used = set()
-        if step["op"] in ("match", "insert") and isinstance(answer, dict):
+        if BY_NAME[step["op"]].finds == ON_DEVICE and isinstance(answer, dict):
             used = {after.by_id[b] for b in answer.get("blocks", []) if b in after.by_id}
     by_key: dict[int, Node] = {}
     roots: dict[str | None, Node] = {}

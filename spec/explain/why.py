@@ -31,7 +31,15 @@ from typing import Any
 from kachedb_radix.reference.policies import POLICIES
 from kachedb_radix.reference.render import id_ranges
 
-from ..conform.operations import BY_NAME, Operation
+from ..conform.operations import (
+    BY_NAME,
+    ENDS_EPOCH,
+    ENDS_LEASE,
+    ENDS_READER,
+    ON_DEVICE,
+    SNAPSHOT,
+    Operation,
+)
 from .model import CachedBlock, Changes, DumpIndex, KeySpace, evictable, eviction_sequence, walk
 
 #: Blocks the spec's order would take next, listed after those it took.
@@ -56,18 +64,18 @@ def explain_step(
 ) -> list[Section]:
     """The panel's sections for one step of one implementation: the spec's when ``name``
     is empty, else the target called ``name``. O(state)."""
-    op = step["op"]
+    row = BY_NAME[step["op"]]
     answer = outcome.get("ok") if isinstance(outcome.get("ok"), dict) else {}
     sections: list[Section] = []
     if "error" in outcome:
         sections.append(("why it was refused", refusal_lines(step, outcome, before, keys, stats)))
-    if op in ("match", "insert") and "ok" in outcome:
+    if row.finds == ON_DEVICE and "ok" in outcome:
         sections.append(("match walk", _walk_lines(step, before, keys)))
     evicted = (answer or {}).get("evicted") or (answer or {}).get("freed") or []
     if evicted:
         protected = (
             frozenset(walk(before, keys, step.get("namespace"), step.get("tokens")))
-            if op == "insert"
+            if row.fills is not None  # never from the path it caches (R-INS-5)
             else frozenset()
         )
         order = "least recently used" if before.policy == "lru" else f"smallest {before.policy} key"
@@ -77,37 +85,40 @@ def explain_step(
         else:
             title = f"eviction, in the spec's order ({order} leaf tail first)"
             sections.append((title, _candidates(before, evicted, protected)))
-    if op == "dump" and isinstance(answer, dict) and "namespaces" in answer:
+    if row.shape and isinstance(answer, dict) and "namespaces" in answer:
         text = json.dumps(answer, indent=1).splitlines()
         if len(text) > SHOWN_DUMP_LINES:
             text = [*text[:SHOWN_DUMP_LINES], f"… ({len(text) - SHOWN_DUMP_LINES} more lines)"]
         sections.append(("the canonical dump (R-DUMP-1)", text))
-    operation = BY_NAME.get(op)
     if changes.allocated or changes.freed:
         sections.append(("free list", _free_lines(before, changes, answer or {}, name)))
     pinned_now = [key for key in changes.new if after.blocks[key].pin]
     if changes.pinned or changes.unpinned or pinned_now or (evicted and _pins_held(before)):
         sections.append(("pins", _pin_lines(before, after, changes, pinned_now, bool(evicted))))
-    elif operation is not None and _releases(operation) and "ok" in outcome:
+    elif row.ends == ENDS_LEASE and "ok" in outcome:
         held = (
             f"lease {step.get('lease')} held no block (its match found nothing): nothing to "
             "give back; the clock still moves (R-LRU-3)"
         )
         sections.append(("pins", [held]))
-    snapshots = operation is not None and operation.level == "snapshots"
-    if changes.quarantined or changes.reclaimed or (stats and stats.get("readers")) or snapshots:
+    if changes.quarantined or changes.reclaimed or (stats and stats.get("readers")) or _epochs(row):
         lines = _reader_lines(after, changes, stats)
         if (answer or {}).get("reclaimed") == []:
             lines.insert(0, "nothing waits in quarantine: nothing to reclaim")
         sections.append(("readers and quarantine", lines))
     if not sections:
-        sections.append(_plain(step, outcome, after, operation))
+        sections.append(_plain(step, outcome, after, row))
     return sections
 
 
-def _releases(operation: Operation) -> bool:
-    """Whether the operation gives a lease back (its argument names one by handle)."""
-    return any(argument.handle == "lease" for argument in operation.arguments)
+def _epochs(row: Operation) -> bool:
+    """Whether the operation is about readers and the quarantine: it takes a snapshot,
+    enters or ends an epoch, or reclaims (R-EPOCH-*)."""
+    return (
+        row.issues == SNAPSHOT
+        or row.ends in (ENDS_EPOCH, ENDS_READER)
+        or (row.answer == ("reclaimed",))
+    )
 
 
 def _pins_held(index: DumpIndex) -> bool:
@@ -119,7 +130,7 @@ def _plain(
 ) -> Section:
     """A step that chose nothing still says what it did and what there is (nothing left
     blank): a fresh pool, a read, a namespace listing."""
-    if operation is not None and any(arg.name == "num_blocks" for arg in operation.arguments):
+    if operation is not None and operation.resets:
         size, block = after.dump.get("num_blocks"), after.block_size
         policy = after.policy
         return ("the empty tree", [

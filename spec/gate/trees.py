@@ -25,6 +25,7 @@ from typing import Any
 from ..conform.adapter import TreeAdapter
 from ..conform.candidate import Candidate
 from ..conform.targets import command, resolve
+from ..twins import TWIN_NAMES
 
 TreeFactory = Callable[[int, int], Any]
 
@@ -115,7 +116,7 @@ def _tree_class_target(name: str) -> GateTarget:
     probing = adapter(1, 1)
     probe = probing.tree
     implementation = str(getattr(probe, "implementation", type(probe).__name__))
-    pool = name if name in ("reference", "accel") else None
+    pool = name if name in TWIN_NAMES else None
     policies = "policies" in probing.levels
     return GateTarget(name, factory, implementation, pool=pool, policies=policies)
 

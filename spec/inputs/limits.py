@@ -53,6 +53,46 @@ _ROWS: Final = (
         "a file read whole (profiles, baselines, replay and explain traces)",
         "read whole into memory; a trace too large for this is streamed by simulate",
     ),
+    Limit(
+        "simulate_requests",
+        100_000,
+        "requests",
+        "the embedded workload simulate generates (--requests)",
+        "about 45 KB a request of prompt and reply token ids and their generation: "
+        "4.5 GB before the replay; a larger workload belongs in a trace file",
+    ),
+    Limit(
+        "trace_requests",
+        5_000_000,
+        "requests",
+        "requests simulate reads from one trace",
+        "about 1 KB a request of 100 block ids held in memory: 5 GB; the largest public "
+        "traces hold a few million",
+    ),
+    Limit(
+        "request_tokens",
+        16_777_216,
+        "tokens",
+        "one request's prompt (trace lines, --prefill-cost)",
+        "2**24: past the longest context any model serves (10M tokens); a prompt is "
+        "prefilled in chunks, a few thousand steps at most",
+    ),
+    Limit(
+        "output_tokens",
+        1_048_576,
+        "tokens",
+        "one request's output (trace lines)",
+        "2**20: no engine generates more in one request (max_model_len caps it); the "
+        "timed mode steps once per output token, a few microseconds a step, so one line "
+        "costs seconds at most",
+    ),
+    Limit(
+        "simulate_workers",
+        4_096,
+        "workers",
+        "workers of one simulated cluster (--workers)",
+        "each worker is a tree and an engine; 4,096 replicas is past any fleet one router serves",
+    ),
 )
 
 #: Every cap, by name.

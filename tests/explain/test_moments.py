@@ -220,7 +220,7 @@ def test_a_merge_is_its_own_sub_step() -> None:
     _, views = _scenario("demo")
     subs = views[17][0]["sub"]
     kinds = [sub["k"] for sub in subs]
-    assert kinds[3:7] == ["evict", "evict", "merge", "evict"]
+    assert kinds[3:7] == ["evicting", "evicting", "merge", "evicting"]
     assert subs[5]["r"] == "R-DUMP-2" and "#2-3 and #8-9 as one chain" in subs[5]["t"]
     assert [edge["blocks"] for edge in _edges(subs[4]["dump"])].count([8, 9]) == 1
     assert [2, 3, 8, 9] in [edge["blocks"] for edge in _edges(subs[5]["dump"])]

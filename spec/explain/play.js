@@ -26,16 +26,18 @@
     checkTokens();
   }
   // The checks the browser can make before anything is sent (the server makes them again):
-  // a prompt is typed, token ids are integers, at most MAX_TOKENS tokens (UTF-8 bytes as
-  // text). A field the browser refuses says why where the server's refusals are said.
+  // a prompt is typed, token ids are whole numbers (digits, apart by spaces or commas), at
+  // most MAX_TOKENS tokens (UTF-8 bytes as text). A field the browser refuses says why
+  // where the server's refusals are said.
   function checkTokens() {
     const field = $("play-tokens"), text = field.value, most = +field.dataset.maxTokens;
     let problem = "";
     if (!field.disabled && text) {
       if ($("play-input").value === "ids") {
-        const bad = text.replace(/,/g, " ").split(/\s+/).find((word) => word && !/^[-+]?\d+$/.test(word));
-        const count = text.replace(/,/g, " ").split(/\s+/).filter(Boolean).length;
-        if (bad !== undefined) problem = "'" + bad + "' is not a token id (an integer)";
+        const words = text.split(/[ ,]+/).filter(Boolean);
+        const bad = words.find((word) => !/^[0-9]+$/.test(word));
+        const count = words.length;
+        if (bad !== undefined) problem = "'" + bad.slice(0, 40) + "' is not a token id (a whole number)";
         else if (count > most) problem = count + " tokens: the playground takes at most " + most;
       } else {
         const count = new TextEncoder().encode(text).length;

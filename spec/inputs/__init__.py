@@ -27,7 +27,7 @@ from __future__ import annotations
 from .argtypes import choice_list, count, input_path, output_dir, output_file, real
 from .errors import InputError
 from .files import iter_lines, read_json, read_text, read_toml
-from .jsontext import dumps_json, loads_json, loads_json_object
+from .jsontext import decode_json, dumps_json, loads_json, loads_json_object
 from .limits import LIMITS, Limit
 
 __all__ = [
@@ -36,6 +36,7 @@ __all__ = [
     "Limit",
     "choice_list",
     "count",
+    "decode_json",
     "dumps_json",
     "input_path",
     "iter_lines",

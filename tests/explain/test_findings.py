@@ -340,7 +340,7 @@ def test_38_12_the_playground_says_what_was_typed(browser: Any) -> None:
         page.select_option("#play-input", "ids")
         page.fill("#play-tokens", "1 two 3")
         page.click("#play-go")
-        assert error.inner_text() == "prompt: 'two' is not a token id (an integer)"
+        assert error.inner_text() == "prompt: 'two' is not a token id (a whole number)"
         page.select_option("#play-op", "evict")
         page.fill("#play-number", "-1")
         page.click("#play-go")

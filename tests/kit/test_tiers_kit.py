@@ -99,8 +99,10 @@ def test_safety_sees_a_pinned_block_leave_its_tier() -> None:
     store = {"length": 1, "blocks": [0], "reused": 0, "allocated": [0], "evicted": [],
              "moves": [], "after": [], "dropped": [], "lease": None}  # fmt: skip
     monitor.check({"op": "insert", "tokens": [7], "namespace": None}, {"ok": store})
-    monitor.check({"op": "evict", "count": 1},
-                  {"ok": {"freed": [0], "moves": [["device", 0, "host", 1]], "dropped": []}})
+    monitor.check(
+        {"op": "evict", "count": 1},
+        {"ok": {"freed": [0], "moves": [["device", 0, "host", 1]], "dropped": []}},
+    )
     found = {"length": 1, "tiers": ["host"], "blocks": [1], "lease": 1}
     monitor.check({"op": "lookup", "tokens": [7], "namespace": None, "pin": True}, {"ok": found})
     tree = TieredTree(2, 2, 0, 1)

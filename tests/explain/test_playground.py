@@ -105,7 +105,8 @@ def test_the_playground_answers_in_the_browser(browser: Any, server: PlayServer)
     page.click("#play-go")
     page.locator("#play-error").wait_for(state="visible")
     # The browser itself refuses it (nothing is sent), saying why as the server would.
-    assert page.locator("#play-error").inner_text() == "prompt: 'x' is not a token id (a whole number)"
+    said = page.locator("#play-error").inner_text()
+    assert said == "prompt: 'x' is not a token id (a whole number)"
     page.uncheck("#play-pin")
     page.select_option("#play-op", "insert")
     page.fill("#play-tokens", "1 2 3 4294967296")

@@ -86,7 +86,7 @@ CUT_WORDS = r"""() => {
 
 def _open(browser: Any, pages: Pages, name: str, size: dict[str, int], hash: str = "") -> Any:
     page = browser.new_page(viewport=size)
-    page.set_default_timeout(5000)
+    page.set_default_timeout(30_000)  # a loaded two-core CI machine
     problems: list[str] = []
     page.on("pageerror", lambda error: problems.append(str(error)))
     page.goto(pages.get(name)[2].as_uri() + hash)

@@ -54,7 +54,7 @@ class Page:
         self.views = views
         self.problems: list[str] = []
         self.page = browser.new_page(viewport=VIEWPORT)
-        self.page.set_default_timeout(5000)
+        self.page.set_default_timeout(30_000)  # a loaded two-core CI machine
         self.page.on("console", self._console)
         self.page.on("pageerror", lambda error: self.problems.append(f"pageerror: {error}"))
         self.page.goto(path.as_uri() + hash)

@@ -83,7 +83,7 @@ def test_the_playground_answers_in_the_browser(browser: Any, server: PlayServer)
     problems: list[str] = []
     page.on("pageerror", lambda error: problems.append(str(error)))
     page.on("console", lambda m: problems.append(m.text) if m.type == "error" else None)
-    page.set_default_timeout(5000)
+    page.set_default_timeout(30_000)  # a loaded two-core CI machine
     page.goto(server.url)
     page.fill("#play-tokens", "hello world, hello!")
     page.click("#play-go")

@@ -39,7 +39,7 @@ TIERS_EXCLUDE: frozenset[str] = frozenset({"snapshots", "events"})
 
 #: The rule groups (the middle part of a rule id ``R-GROUP-n``) of each level.
 LEVEL_GROUPS: dict[str, tuple[str, ...]] = {
-    "core": ("TOK", "MATCH", "INS", "SPLIT", "EDGE", "ALLOC", "ERR", "DUMP", "INV"),
+    "core": ("TOK", "MATCH", "INS", "SPLIT", "EDGE", "ALLOC", "LIMIT", "ERR", "DUMP", "INV"),
     "pinning": ("PIN",),
     "eviction": ("EVICT", "LRU"),
     "namespaces": ("NS",),

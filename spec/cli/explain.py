@@ -15,8 +15,9 @@ differences are followed rather than marked. ``--events`` shows each step's KV e
 trace whose reset names one shows them without it).
 
 Exit status: 0 done (and the target agrees), 1 the target differs or failed,
-2 a usage error (unknown scenario, unreadable trace, bad target, unwritable
-output).
+2 a usage error (unknown scenario, unreadable or empty trace, bad target, unwritable
+output). Every option is checked when the command line is parsed
+(:mod:`kachedb_radix.spec.inputs`), its caps stated in ``--help``.
 """
 
 from __future__ import annotations
@@ -24,14 +25,13 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from pathlib import Path
 
 from ..conform.candidate import Candidate, CandidateFailure
 from ..conform.profile import Profile, ProfileError
 from ..conform.profile import parse as parse_profile
 from ..conform.replay import TraceError, read_trace
 from ..conform.steps import Step
-from ..conform.targets import TargetError, command, resolve
+from ..conform.targets import ProfileSpec, TargetError, command, resolve
 from ..explain import (
     SCENARIOS,
     RecordError,
@@ -44,7 +44,8 @@ from ..explain import (
     text_report,
 )
 from ..explain.events import with_events
-from ..protocol.client import DEFAULT_TIMEOUT
+from ..inputs import LIMITS, count, input_path, output_dir, output_file
+from .options import add_timeout, profile_option, timeouts
 
 EXIT_OK = 0
 EXIT_DIFFERS = 1
@@ -64,20 +65,31 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "(and a target beside it) and show every step: an HTML page to step through, one SVG "
         "per step, or text.",
     )
-    parser.add_argument("trace", nargs="?", type=Path, metavar="TRACE", help="a JSON-lines trace")
+    parser.add_argument(
+        "trace",
+        nargs="?",
+        type=input_path,
+        metavar="TRACE",
+        help=f"a JSON-lines trace ({LIMITS['trace_bytes'].describe()}, "
+        f"{LIMITS['trace_steps'].describe()})",
+    )
     parser.add_argument(
         "--scenario", choices=list(SCENARIOS), help="a built-in scenario instead of a trace"
     )
-    parser.add_argument("--html", type=Path, metavar="OUT.html", help="write the page here")
-    parser.add_argument("--svg", type=Path, metavar="DIR", help="write one SVG per step here")
+    parser.add_argument("--html", type=output_file, metavar="OUT.html", help="write the page here")
+    parser.add_argument("--svg", type=output_dir, metavar="DIR", help="write one SVG per step here")
     parser.add_argument("--text", action="store_true", help="print the steps (the default)")
     parser.add_argument(
-        "--save-trace", type=Path, metavar="FILE", help="also write the steps as a JSON-lines trace"
+        "--save-trace",
+        type=output_file,
+        metavar="FILE",
+        help="also write the steps as a JSON-lines trace",
     )
     parser.add_argument("--target", help="run beside the reference: accel or module:attribute")
     parser.add_argument("--cmd", metavar="'PROGRAM ARGS'", help="... or a stdio program")
     parser.add_argument(
         "--profile",
+        type=profile_option,
         metavar="FILE",
         help="compare the target under this deviation profile (TOML, spec/conform/profile.py; "
         "'strict' for none; default: the target's own, e.g. sglang's)",
@@ -99,16 +111,11 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     )
     parser.add_argument(
         "--port",
-        type=int,
+        type=count(0, 65535),
         default=8765,
-        help="the playground's port on 127.0.0.1 (default 8765; 0 for any free one)",
+        help="the playground's port on 127.0.0.1, 0 to 65535 (default 8765; 0 for any free one)",
     )
-    parser.add_argument(
-        "--timeout",
-        type=float,
-        default=DEFAULT_TIMEOUT,
-        help=f"seconds allowed per answer over stdio (default {DEFAULT_TIMEOUT:g})",
-    )
+    add_timeout(parser, "per answer of --target or --cmd")
     parser.set_defaults(handler=run_explain)
 
 
@@ -155,9 +162,6 @@ def _serve(args: argparse.Namespace) -> int:
     if args.target is not None or args.cmd is not None or args.profile is not None:
         print("explain: --serve runs the reference alone (no --target, --cmd or --profile)",
               file=sys.stderr)  # fmt: skip
-        return EXIT_USAGE
-    if not 0 <= args.port <= 65535:
-        print(f"explain: --port {args.port}: a port from 0 to 65535", file=sys.stderr)
         return EXIT_USAGE
     try:
         steps = None
@@ -207,7 +211,7 @@ def _steps(args: argparse.Namespace) -> tuple[list[Step], str, str, str]:
         return chosen.steps, chosen.title, f"--scenario {chosen.name}", chosen.lesson
     try:
         steps = read_trace(args.trace)
-    except (OSError, UnicodeDecodeError, TraceError) as exc:
+    except TraceError as exc:
         raise UsageError(f"cannot read the trace: {exc}") from None
     return steps, args.trace.name, str(args.trace), ""
 
@@ -230,12 +234,13 @@ def events_scheme(scheme: str, profile: Profile) -> dict[str, str]:
 
 
 def open_target(
-    target: str | None, cmd: str | None, timeout: float, profile: str | None = None
+    target: str | None, cmd: str | None, timeout: float | None, profile: ProfileSpec = None
 ) -> tuple[Candidate | None, Profile]:
     """The candidate named by ``--target`` or ``--cmd`` (None for neither), resolved as the kit
     resolves them (:mod:`kachedb_radix.spec.conform.targets`), and the deviation profile to compare
     it under: ``profile`` (a file or ``"strict"``), else the target's own. Cost: an import, or
-    starting the program; reading the profile.
+    starting the program; reading the profile. ``timeout`` None means the defaults
+    (:func:`~kachedb_radix.spec.cli.options.timeouts`).
 
     Raises:
         UsageError: both given, a profile without a target, an unknown target, a bad
@@ -246,8 +251,9 @@ def open_target(
     if profile is not None and target is None and cmd is None:
         raise UsageError("--profile needs a --target or --cmd to compare")
     try:
+        per_call, startup = timeouts(timeout)
         if cmd is not None:
-            resolved = command(cmd, timeout=timeout, profile=profile)
+            resolved = command(cmd, timeout=per_call, profile=profile, startup_timeout=startup)
         elif target is not None:
             resolved = resolve(target, profile=profile)
         else:

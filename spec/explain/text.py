@@ -54,7 +54,12 @@ def text_report(recording: Recording, views: list[list[View]]) -> str:
             lines += _side(view, side.dump)
     first = recording.first_difference
     if len(recording.names) > 1:
-        verdict = f"first difference at step {first + 1}" if first is not None else "no difference"
+        steps = len(recording.frames)
+        verdict = (
+            f"first difference at step {first + 1} of {steps}"
+            if first is not None
+            else f"no difference in {steps} step{'s' * (steps != 1)}"
+        )
         waived = sum(frame.waived is not None for frame in recording.frames)
         if waived:
             verdict += f" ({waived} step{'s' * (waived > 1)} not marked under the profile)"

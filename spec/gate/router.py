@@ -61,9 +61,10 @@ def event_stream(workers: int = WORKERS, requests: int = REQUESTS) -> tuple[list
     systems = [rng.integers(0, 1 << 30, 64).tolist() for _ in range(32)]
     trees = [RadixTree(2000, 1, events=HASHER) for _ in range(workers)]
     for number in range(requests):
-        prompt = systems[int(rng.integers(0, 32))] + rng.integers(
-            0, 1 << 30, int(rng.integers(1, 65))
-        ).tolist()
+        prompt = (
+            systems[int(rng.integers(0, 32))]
+            + rng.integers(0, 1 << 30, int(rng.integers(1, 65))).tolist()
+        )
         try:
             trees[number % workers].insert(prompt)
         except OutOfBlocksError:  # cannot happen at these sizes; a bad stream would show

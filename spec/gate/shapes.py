@@ -63,8 +63,10 @@ def make_tree(
 ) -> Any:
     """A tree of implementation ``name`` evicting by ``policy``; fails if the class reports
     another name."""
-    tree = factory(num_blocks, block_size) if policy == "lru" else factory(
-        num_blocks, block_size, policy=policy
+    tree = (
+        factory(num_blocks, block_size)
+        if policy == "lru"
+        else factory(num_blocks, block_size, policy=policy)
     )
     actual = getattr(tree, "implementation", None)
     if actual != name:

@@ -26,6 +26,8 @@ import argparse
 import json
 import sys
 
+from kachedb_radix.reference.events import SCHEMES
+
 from ..conform.candidate import Candidate, CandidateFailure
 from ..conform.profile import Profile, ProfileError
 from ..conform.profile import parse as parse_profile
@@ -99,6 +101,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         nargs="?",
         const="",
         default=None,
+        choices=("", *SCHEMES),
         metavar="SCHEME",
         help="show the KV event batches each side emits per step (R-EVENT-*): every reset "
         "names the hash scheme SCHEME (default: the target's profile's [events], else "

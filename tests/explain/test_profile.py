@@ -182,8 +182,9 @@ def test_cli_profile_file_strict_and_errors(
     bad = tmp_path / "bad.toml"
     unknown = "R-" + "NOPE-1"  # spelt apart: tests/kit/test_rules.py reads every cited id
     bad.write_text(f'[waive]\n{unknown} = "x"\n')
-    assert cli_main(["explain", str(trace), *target, "--profile", str(bad)]) == 2
-    assert unknown in capsys.readouterr().err
+    with pytest.raises(SystemExit) as stop:  # refused while parsing (issue 32)
+        cli_main(["explain", str(trace), *target, "--profile", str(bad)])
+    assert stop.value.code == 2 and unknown in capsys.readouterr().err
     assert cli_main(["explain", str(trace), "--profile", str(profile)]) == 2
     assert "--profile needs a --target" in capsys.readouterr().err
 
@@ -231,7 +232,7 @@ def test_the_text_and_the_page_show_the_waiver() -> None:
     views = frame_views(recording)
     text = text_report(recording, views)
     assert "≈ not marked: R-LRU-3 waived" in text
-    assert "no difference (3 steps not marked under the profile)" in text
+    assert "no difference in 6 steps (3 steps not marked under the profile)" in text
     frames = page_data(recording, views)["frames"]
     assert [frame["waived"] is not None for frame in frames] == [False] * 3 + [True] * 3
     assert all(frame["differs"] is None for frame in frames)

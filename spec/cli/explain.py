@@ -31,7 +31,7 @@ from kachedb_radix.reference.events import SCHEMES
 from ..conform.candidate import Candidate, CandidateFailure
 from ..conform.profile import Profile, ProfileError
 from ..conform.profile import parse as parse_profile
-from ..conform.replay import TraceError, read_trace
+from ..conform.replay import TraceError, read_trace, refusal
 from ..conform.steps import Step
 from ..conform.targets import ProfileSpec, TargetError, command, resolve
 from ..explain import (
@@ -73,7 +73,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         type=input_path,
         metavar="TRACE",
         help=f"a JSON-lines trace ({LIMITS['trace_bytes'].describe()}, "
-        f"{LIMITS['trace_steps'].describe()})",
+        f"{LIMITS['trace_steps'].describe()}, each pool "
+        f"{LIMITS['explain_pool_blocks'].describe()})",
     )
     parser.add_argument(
         "--scenario", choices=list(SCENARIOS), help="a built-in scenario instead of a trace"
@@ -216,7 +217,34 @@ def _steps(args: argparse.Namespace) -> tuple[list[Step], str, str, str]:
         steps = read_trace(args.trace)
     except TraceError as exc:
         raise UsageError(f"cannot read the trace: {exc}") from None
+    _check_pools(steps, str(args.trace))
     return steps, args.trace.name, str(args.trace), ""
+
+
+def _check_pools(steps: list[Step], source: str) -> None:
+    """What explain can draw: every reset's pool at most ``LIMITS["explain_pool_blocks"]``
+    blocks (each block is drawn), and no step after a reset the reference refuses (it has
+    no tree to run on; the refusal itself is shown). Cost: building each reset's tree.
+
+    Raises:
+        UsageError: naming the step.
+    """
+    cap = LIMITS["explain_pool_blocks"].maximum
+    refused: str | None = None
+    for number, step in enumerate(steps, 1):
+        if step["op"] == "reset":
+            blocks = step["num_blocks"]
+            if isinstance(blocks, int) and not isinstance(blocks, bool) and blocks > cap:
+                raise UsageError(
+                    f"{source}: step {number}: a pool of {blocks:,} blocks; explain draws "
+                    f"every block, {LIMITS['explain_pool_blocks'].describe()}"
+                )
+            refused = refusal(step)
+        elif refused is not None:
+            raise UsageError(
+                f"{source}: step {number} follows a reset the reference refuses ({refused}): "
+                "there is no tree to run it on"
+            )
 
 
 def events_scheme(scheme: str, profile: Profile) -> dict[str, str]:

@@ -92,6 +92,13 @@ _ROWS: Final = (
         "vectors are 1,435 steps in all",
     ),
     Limit(
+        "explain_pool_blocks",
+        65_536,
+        "blocks",
+        "a pool explain draws (each reset of its trace)",
+        "every block is drawn, on the page and in the text; the scenarios use 14 to 64",
+    ),
+    Limit(
         "kit_examples",
         1_000_000,
         "examples",

@@ -217,14 +217,15 @@ def _steps(args: argparse.Namespace) -> tuple[list[Step], str, str, str]:
         steps = read_trace(args.trace)
     except TraceError as exc:
         raise UsageError(f"cannot read the trace: {exc}") from None
-    _check_pools(steps, str(args.trace))
+    _check_pools(steps, str(args.trace), compared=args.target is not None or args.cmd is not None)
     return steps, args.trace.name, str(args.trace), ""
 
 
-def _check_pools(steps: list[Step], source: str) -> None:
+def _check_pools(steps: list[Step], source: str, *, compared: bool) -> None:
     """What explain can draw: every reset's pool at most ``LIMITS["explain_pool_blocks"]``
     blocks (each block is drawn), and no step after a reset the reference refuses (it has
-    no tree to run on; the refusal itself is shown). Cost: building each reset's tree.
+    no tree to run on; the refusal itself is shown, alone: with a target ``compared``
+    beside it there is nothing to compare). Cost: building each reset's tree.
 
     Raises:
         UsageError: naming the step.
@@ -240,6 +241,11 @@ def _check_pools(steps: list[Step], source: str) -> None:
                     f"every block, {LIMITS['explain_pool_blocks'].describe()}"
                 )
             refused = refusal(step)
+            if refused is not None and compared:
+                raise UsageError(
+                    f"{source}: step {number}: the reference refuses this reset ({refused}): "
+                    "there is no tree to compare the target with"
+                )
         elif refused is not None:
             raise UsageError(
                 f"{source}: step {number} follows a reset the reference refuses ({refused}): "

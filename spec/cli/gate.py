@@ -66,6 +66,7 @@ from ..gate.verdicts import (
     save_baseline,
 )
 from ..inputs import input_path, output_file
+from .options import add_timeout, timeouts
 
 EXIT_OK = 0
 EXIT_REGRESSION = 1
@@ -93,6 +94,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="reference, accel, or module:attribute (a tree class or a plain-data candidate)",
     )
     parser.add_argument("--cmd", help="a program speaking the stdio protocol, instead of TARGET")
+    add_timeout(parser, "per answer of --cmd")
     parser.add_argument(
         "--baseline",
         type=output_file,
@@ -135,7 +137,7 @@ def run(args: argparse.Namespace) -> int:
         return EXIT_USAGE
     try:
         baseline = load_baseline(args.baseline, missing_ok=args.update_baseline)
-        target = gate_target(args.target, args.cmd)
+        target = gate_target(args.target, args.cmd, timeouts(args.timeout))
     except (TargetError, BaselineError, CandidateFailure) as exc:
         print(f"kachedb-radix gate: {exc}", file=sys.stderr)
         return EXIT_USAGE

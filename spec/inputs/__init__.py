@@ -39,7 +39,7 @@ from .argtypes import (
 from .errors import InputError, printable, quote
 from .files import iter_lines, read_json, read_text, read_toml
 from .jsontext import dumps_json, loads_json, loads_json_object
-from .limits import LIMITS, Limit
+from .limits import LIMITS, Limit, limits_table
 
 __all__ = [
     "LIMITS",
@@ -54,6 +54,7 @@ __all__ = [
     "input_path_or",
     "iter_lines",
     "json_object",
+    "limits_table",
     "loads_json",
     "loads_json_object",
     "output_dir",

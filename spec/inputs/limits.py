@@ -52,7 +52,7 @@ _ROWS: Final = (
         "text_file_bytes",
         256 * 1024 * 1024,
         "bytes",
-        "a file read whole (profiles, baselines, replay and explain traces)",
+        "a file read whole (profiles, gate baselines and prior runs)",
         "read whole into memory; a trace too large for this is streamed by simulate",
     ),
     Limit(
@@ -96,7 +96,7 @@ _ROWS: Final = (
         65_536,
         "blocks",
         "a pool explain draws (each reset of its trace)",
-        "every block is drawn, on the page and in the text; the scenarios use 14 to 64",
+        "every block is drawn, on the page and in the text; the scenarios use 6 to 300",
     ),
     Limit(
         "kit_examples",
@@ -151,3 +151,12 @@ _ROWS: Final = (
 
 #: Every cap, by name.
 LIMITS: Final[dict[str, Limit]] = {row.name: row for row in _ROWS}
+
+
+def limits_table() -> str:
+    """The caps as ``docs/reliability.md`` shows them: a Markdown table, one row per cap,
+    in table order (a test keeps the page equal to it). O(rows)."""
+    lines = ["| cap | at most | what it bounds | why this number |", "| --- | ---: | --- | --- |"]
+    for row in _ROWS:
+        lines.append(f"| `{row.name}` | {row.maximum:,} {row.unit} | {row.what} | {row.why} |")
+    return "\n".join(lines)

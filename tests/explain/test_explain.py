@@ -598,6 +598,8 @@ def test_cli_side_by_side_exits_1_on_a_difference(capsys: pytest.CaptureFixture[
         (["bad.jsonl"], "cannot read the trace: "),
         (["empty.jsonl"], "no steps (an empty trace checks nothing)"),
         (["noreset.jsonl"], "a trace starts with a reset step"),
+        (["huge.jsonl"], "a pool of 99,999,999,999,999 blocks; explain draws every block"),
+        (["refused.jsonl"], "step 2 follows a reset the reference refuses (invalid_argument"),
         (["--scenario", "split", "--target", "nowhere"], "unknown target 'nowhere'"),
         (["--scenario", "split", "--target", "accel", "--cmd", "x"], "not both"),
         (["--scenario", "split", "--cmd", " "], "--cmd needs a program"),
@@ -615,6 +617,13 @@ def test_cli_bad_input_is_exit_2_without_a_traceback(
     (tmp_path / "bad.jsonl").write_text("not json\n")
     (tmp_path / "empty.jsonl").write_text("")
     (tmp_path / "noreset.jsonl").write_text('{"op": "dump"}\n')
+    # Issue 32: a MemoryError listing 10**14 free ids, and an AttributeError in the kit.
+    (tmp_path / "huge.jsonl").write_text(
+        '{"op": "reset", "num_blocks": 99999999999999, "block_size": 1}\n'
+    )
+    (tmp_path / "refused.jsonl").write_text(
+        '{"op": "reset", "num_blocks": "x", "block_size": 4}\n{"op": "dump"}\n'
+    )
     assert main(["explain", *args]) == 2
     err = capsys.readouterr().err
     assert err.startswith("explain: ") and message in err and "Traceback" not in err

@@ -26,6 +26,7 @@ from kachedb_radix.spec.inputs import (
     input_path_or,
     iter_lines,
     json_object,
+    limits_table,
     loads_json,
     loads_json_object,
     output_dir,
@@ -344,3 +345,12 @@ def test_printable_escapes_what_a_terminal_would_obey() -> None:
     )
     assert not any(ord(char) < 32 and char not in "\t\n" for char in shown)
     assert printable("plain") == "plain"
+
+
+def test_the_reliability_page_states_the_caps_of_the_table() -> None:
+    """docs/reliability.md shows every cap as :data:`LIMITS` holds it, word for word."""
+    page = (Path(__file__).parents[2] / "docs" / "reliability.md").read_text(encoding="utf-8")
+    table = limits_table()
+    assert table in page
+    assert len(table.splitlines()) == len(LIMITS) + 2
+    assert "| `pool_blocks` | 16,777,216 blocks |" in table

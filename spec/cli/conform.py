@@ -291,6 +291,10 @@ def run_conform(args: argparse.Namespace) -> int:
             undeclared = [level for level in LEVELS if level not in report.levels]
             if levels is None and undeclared:
                 print(f"  not checked (not declared): {', '.join(undeclared)}", flush=True)
+    idle = [report.candidate for report in reports if report.examples == 0 and report.passed]
+    if idle:  # a pass must rest on something; nothing is written for it
+        print(f"conform: {', '.join(idle)}: no example ran, nothing was checked", file=sys.stderr)
+        return EXIT_USAGE
     mutants = _run_mutants(kit, quiet=args.json) if args.mutants else None
     if args.save_traces is not None:
         for path in save_traces(reports, args.save_traces):
@@ -321,13 +325,7 @@ def run_conform(args: argparse.Namespace) -> int:
         print(_summary(reports))
     failed = any(not report.passed for report in reports)
     survived = mutants is not None and mutants["killed"] < mutants["total"]
-    if failed or survived:
-        return EXIT_DIFFERS
-    idle = [report.candidate for report in reports if report.examples == 0]
-    if idle:  # a pass must rest on something
-        print(f"conform: {', '.join(idle)}: no example ran, nothing was checked", file=sys.stderr)
-        return EXIT_USAGE
-    return EXIT_OK
+    return EXIT_DIFFERS if failed or survived else EXIT_OK
 
 
 def _explainer(

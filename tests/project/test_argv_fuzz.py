@@ -85,10 +85,14 @@ FILES = [
     "profile.toml", "bad_profile.toml", "deep.toml", "baseline.json", "bad_baseline.json",
     "mooncake.jsonl", "prior.json",
 ]  # fmt: skip
-#: Where a draw may ask for output: a new file or directory, or over an input.
-OUTPUTS = ["out/new.json", "out/newdir", "out", "out/a/b/c", "dir", "trace.jsonl", "missing/x"]
+#: Where a draw may ask for output: a new file or directory (good), or odd: an existing
+#: directory, file or FIFO, a folder that is missing.
+OUTPUTS = ["out/new.json", "out/newdir", "out/a/b/c"]
+ODD_OUTPUTS = ["dir", "trace.jsonl", "fifo", "binary.bin", "missing/x", ""]
 
 DEEP = '{"a":' * 100_000 + "1" + "}" * 100_000
+#: The one case ``gate`` runs (a fast host-side one), which the baseline file records.
+GATED = "gpu-host/ids/list/16"
 
 
 def make_files(root: Path) -> None:
@@ -111,7 +115,8 @@ def make_files(root: Path) -> None:
     (root / "profile.toml").write_text('name = "fuzz"\n[tolerate]\nrecency = "not_compared"\n')
     (root / "bad_profile.toml").write_text('name = "fuzz"\nnonsense = 1\n')
     (root / "deep.toml").write_text("x = " + "[" * 10_000 + "]" * 10_000 + "\n")
-    (root / "baseline.json").write_text(json.dumps({"format": 2}))
+    case = {"normalised": 0.25, "calibration": "cpu", "unit": "call"}
+    (root / "baseline.json").write_text(json.dumps({"format": 2, "cases": {GATED: case}}))
     bad = {"format": 2, "cases": {"gpu-host/ids/list/16": {"normalised": 0}}}
     (root / "bad_baseline.json").write_text(json.dumps(bad))
     head = (ROOT / "tests" / "data" / "mooncake_head.jsonl").read_text().splitlines()[:12]
@@ -196,21 +201,37 @@ def _value(action: argparse.Action, flag: str) -> st.SearchStrategy[tuple[str, s
     elif kind == "JSON object" or flag.endswith("options"):
         odd, odd_class = ODD_JSON, "json"
     elif kind in ("output_file", "output_dir") or flag in OUTPUT_FLAGS:
-        return st.sampled_from(OUTPUTS + FILES[:4]).map(lambda word: (word, "output path"))
+        good, odd, odd_class = OUTPUTS, ODD_OUTPUTS, "output path"
     elif kind in ("input_path", "Path", "path", "profile"):
-        return st.one_of(
-            st.sampled_from(FILES).map(lambda word: (word, _file_class(word))),
-            st.sampled_from(["strict", ""]).map(lambda word: (word, "text")),
+        good = [name for name in FILES if _file_class(name) is None] + ["strict"] * (
+            kind == "profile"
+        )
+        return _one_in_three(
+            st.sampled_from(good).map(lambda word: (word, None)),
+            st.sampled_from([name for name in FILES if name not in good] + [""]).map(
+                lambda word: (word, _file_class(word) or "text")
+            ),
         )
     else:
         odd, odd_class = ODD_TEXT + FILES[:6], "text"
-    return st.one_of(
-        st.sampled_from(good).map(lambda word: (word, None)) if good else st.nothing(),
+    if not good:
+        return st.sampled_from(odd).map(lambda word: (word, odd_class))
+    return _one_in_three(
+        st.sampled_from(good).map(lambda word: (word, None)),
         st.sampled_from(odd).map(lambda word: (word, odd_class)),
     )
 
 
+def _one_in_three(
+    good: st.SearchStrategy[tuple[str, str | None]], odd: st.SearchStrategy[tuple[str, str | None]]
+) -> st.SearchStrategy[tuple[str, str | None]]:
+    """``odd`` one time in three, else ``good``: enough lines get past the parser to
+    reach the commands' own checks (and every good draw still meets odd ones later)."""
+    return st.integers(0, 2).flatmap(lambda pick: odd if pick == 0 else good)
+
+
 def _file_class(name: str) -> str | None:
+    """None for a good file, else the odd class ``file NAME``."""
     good = {"trace.jsonl", "profile.toml", "baseline.json", "mooncake.jsonl"}
     return None if name in good else f"file {name}"
 
@@ -258,7 +279,8 @@ def command_lines(draw: st.DrawFn, command: str) -> Drawn:
         if action.option_strings or isinstance(action, argparse._HelpAction):
             continue
         many = action.nargs in ("*", "+")
-        count = draw(st.integers(1 if action.nargs in (None, "+") else 0, 2 if many else 1))
+        least = 1 if action.nargs in (None, "+") else 0
+        count = min(draw(st.integers(least, 2)), 2 if many else 1)  # an optional one: 2 in 3
         for _ in range(count):
             word, odd = draw(_value(action, action.dest))
             if word.startswith("-"):

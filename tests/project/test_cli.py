@@ -268,3 +268,21 @@ def test_input_refused_deep_inside_a_command_is_one_line(
     monkeypatch.setattr("kachedb_radix.spec.cli.main.run_demo", refuse)
     assert main(["demo", "--impl", "reference"]) == 2
     assert capsys.readouterr().err == "kachedb-radix demo: trace x line 3: not JSON\n"
+
+
+def test_a_pass_on_no_example_is_refused_and_writes_nothing(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Were a search to run no example (the parse-time caps make it one at least), its
+    "pass" would rest on nothing: exit 2, no report, no traces."""
+    from kachedb_radix.spec.cli import conform as conform_cli
+    from kachedb_radix.spec.conform.run import KitReport
+
+    monkeypatch.setattr(
+        conform_cli, "run_kit", lambda candidate, *args, **kwargs: KitReport("idle", ["core"],
+                                                                            passed=True)
+    )  # fmt: skip
+    report = tmp_path / "report"
+    assert main(["conform", "reference", "--report", str(report)]) == 2
+    assert "idle: no example ran, nothing was checked" in capsys.readouterr().err
+    assert not report.exists()

@@ -8,66 +8,21 @@
  * reserving capacity in every internal array) and an infallible mutation phase, so
  * a failing call changes nothing (R-ERR-2).
  */
-#include "radix.h"
+#include "tree.h"
+
+#include "alloc.h"
+#include "events.h"
+#include "inspect.h"
+#include "objects.h"
+#include "policy.h"
+#include "snapshot.h"
+#include "tokens.h"
+#include "walk.h"
+#ifdef KACHEDB_RADIX_TEST_HOOKS
+#include "corrupt.h"
+#endif
 
 Globals G;
-
-/* ------------------------------------------------------------------ hashing */
-
-static inline uint64_t splitmix64(uint64_t *state) {
-    uint64_t z = (*state += 0x9E3779B97F4A7C15ULL);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
-    return z ^ (z >> 31);
-}
-
-void derive_keys(uint64_t seed, uint32_t *keys, uint32_t n, uint64_t *parent_mix) {
-    uint64_t s = seed;
-    for (uint32_t i = 0; i < n; i++) keys[i] = (uint32_t)(splitmix64(&s) >> 32);
-    keys[n - 1] |= 1u; /* the pad key of an odd block size must not be 0 */
-    *parent_mix = splitmix64(&s);
-}
-
-/* ------------------------------------------------------------------ chunks */
-
-PChunk *chunk_new(uint32_t cap, uint32_t B) {
-    PChunk *c = PyMem_Malloc(chunk_bytes(cap, B));
-    if (c == NULL) return NULL;
-    c->rc = 1;
-    c->used = 0;
-    c->cap = cap;
-    return c;
-}
-
-void chunk_decref(PChunk *c) {
-    if (c != NULL && --c->rc == 0) PyMem_Free(c);
-}
-
-/* ------------------------------------------------------------------ children
- *
- * The writer finds a node's children through the published shape (snapshot.c): each
- * node's current PNode lists its children, sorted or in a hash trie, and names the
- * writer's node (`nid`).  When an allocation failure has dropped the published shape,
- * the rest of that call finds children by scanning the node records (below), and the
- * next writer call that walks rebuilds the shape first. */
-
-/* The child of `parent` whose first block is blk, from the node records alone: O(N).
- * Only while the published shape is dropped. */
-static uint32_t scan_child(const TreeObject *t, uint32_t parent, const uint32_t *blk) {
-    for (uint32_t n = 0; n < t->nodes_len; n++) {
-        const Node *x = &t->nodes[n];
-        if (x->parent == parent && tokens_equal(node_tok(t, x), blk, t->B)) return n;
-    }
-    return NIL;
-}
-
-static Py_ssize_t pub_walk(TreeObject *t, uint32_t root, const uint32_t *tok, Py_ssize_t limit,
-                           uint32_t *out, uint32_t *last_node, uint32_t *last_used);
-static uint32_t pub_child(TreeObject *t, uint32_t parent, const uint32_t *blk);
-
-uint32_t tree_find_child(TreeObject *t, uint32_t parent, const uint32_t *blk) {
-    return t->shadow_ok ? pub_child(t, parent, blk) : scan_child(t, parent, blk);
-}
 
 /* ------------------------------------------------------------------ eviction heap */
 
@@ -140,7 +95,7 @@ static inline int is_evictable_leaf(const TreeObject *t, const Node *x) {
 
 /* Bring node n's heap entry in line with its state (the reference's "offer", made
  * exact: the heap holds precisely the evictable leaves, keyed by their tails). */
-static void heap_update(TreeObject *t, uint32_t n) {
+void heap_update(TreeObject *t, uint32_t n) {
     Node *x = &t->nodes[n];
     if (is_evictable_leaf(t, x)) {
         uint32_t last = node_last(t, x);
@@ -160,10 +115,6 @@ static void heap_update(TreeObject *t, uint32_t n) {
         heap_remove(t, t->heap_pos[n]);
     }
 }
-
-/* The eviction policies' hooks (R-POL-*): compiled in this unit to re-file leaves. */
-#include "policy.c"
-#include "events.c"
 
 /* ------------------------------------------------------------------ nodes and roots */
 
@@ -256,13 +207,6 @@ static void node_free(TreeObject *t, uint32_t n) {
     t->free_node = n;
 }
 
-uint32_t tree_root_of(TreeObject *t, PyObject *ns) {
-    if (ns == NULL || ns == Py_None) return t->default_root;
-    PyObject *v = PyDict_GetItemWithError(t->ns_roots, ns);
-    if (v == NULL) return NIL;
-    return (uint32_t)PyLong_AsUnsignedLong(v);
-}
-
 /* Create the (empty) root of ns (NULL: the default namespace). Fallible; call it in
  * the preparation phase after reserve(). */
 static uint32_t root_create(TreeObject *t, PyObject *ns) {
@@ -304,42 +248,6 @@ static void root_delete(TreeObject *t, uint32_t r) {
         t->nodes[t->roots[slot].node].off = slot;
     }
     node_free(t, r);
-}
-
-/* ------------------------------------------------------------------ walk */
-
-/* Follow the cached path of tok's first `limit` blocks from `root` (NIL: none).
- * Writes the matched block ids to out, returns how many; *last_node is the last node
- * visited (NIL if none) and *last_used how many of its blocks matched.  O(limit * B):
- * per node, a child lookup in the published shape (a binary search on first tokens, or
- * a trie lookup past 15 children) that compares the edge's first block, then one memcmp
- * over the rest of the edge, contiguous in its chunk.  Without a published shape (after
- * an allocation failure, until rebuilt) each lookup scans the node records: O(N). */
-Py_ssize_t tree_walk(TreeObject *t, uint32_t root, const uint32_t *tok, Py_ssize_t limit,
-                     uint32_t *out, uint32_t *last_node, uint32_t *last_used) {
-    if (t->shadow_ok) return pub_walk(t, root, tok, limit, out, last_node, last_used);
-    const uint32_t B = t->B;
-    Py_ssize_t matched = 0;
-    uint32_t node = root;
-    *last_node = NIL;
-    *last_used = 0;
-    while (node != NIL && matched < limit) {
-        const uint32_t *blk = tok + (size_t)matched * B;
-        uint32_t child = scan_child(t, node, blk);
-        if (child == NIL) break;
-        const Node *c = &t->nodes[child];
-        const uint32_t *edge = node_tok(t, c);
-        Py_ssize_t usable = limit - matched, taken = 1;
-        if ((Py_ssize_t)c->nblocks < usable) usable = c->nblocks;
-        while (taken < usable && tokens_equal(edge + (size_t)taken * B, blk + (size_t)taken * B, B))
-            taken++;
-        memcpy(out + matched, node_ids(t, c), (size_t)taken * sizeof(uint32_t));
-        matched += taken;
-        *last_node = child;
-        *last_used = (uint32_t)taken;
-        node = taken == (Py_ssize_t)c->nblocks ? child : NIL;
-    }
-    return matched;
 }
 
 static int path_reserve(TreeObject *t, Py_ssize_t n) {
@@ -1615,8 +1523,6 @@ static PyObject *Tree_repr(TreeObject *self) {
 
 /* The docstrings repeat reference/tree.py's, word for word wherever the behaviour is the
  * same; tests/accel/test_docstrings.py lists every difference and its reason. */
-static PyObject *Tree_corrupt_check(TreeObject *self, PyObject *arg); /* corrupt.c */
-
 #define MEMORY_ERROR_REBUILD                                                                  \
     "Raises:\n    MemoryError: the published shape, dropped by an earlier allocation failure,\n" \
     "        could not be rebuilt (an O(N) rebuild, once); nothing changed."
@@ -1725,6 +1631,7 @@ static PyMethodDef Tree_methods[] = {
      "change would. Until the next match(), insert(), release(), snapshot(), reader() or\n"
      "clone() rebuilds it from the writer's shape, children are found by scanning the node\n"
      "records (O(N) a lookup)."},
+#ifdef KACHEDB_RADIX_TEST_HOOKS /* the test build only (corrupt.c) */
     {"_corrupt_check", (PyCFunction)Tree_corrupt_check, METH_O,
      "_corrupt_check($self, kind, /)\n--\n\n"
      "Test hook: break one invariant in place (``kind``, one of ``_corrupt_kinds()``), run\n"
@@ -1732,6 +1639,7 @@ static PyMethodDef Tree_methods[] = {
      "InvariantViolation's message, or None if the check let the break pass (accel/corrupt.c).\n\n"
      "Raises:\n    ValueError: an unknown kind, or one this tree's state cannot show.\n"
      "    TypeError: ``kind`` is not a str."},
+#endif
     {"stats", (PyCFunction)Tree_stats, METH_NOARGS,
      "stats($self, /)\n--\n\n"
      "Block counters (R-INV-1, R-EPOCH-3), and how long the oldest reader has been\n"
@@ -1877,17 +1785,17 @@ static PyObject *mod_hash_keys(PyObject *mod, PyObject *const *args, Py_ssize_t 
     return t;
 }
 
-static PyObject *mod_corrupt_kinds(PyObject *mod, PyObject *unused); /* corrupt.c */
-
 static PyMethodDef module_methods[] = {
     {"_block_hash", (PyCFunction)(void (*)(void))mod_block_hash, METH_FASTCALL,
      "_block_hash(seed, block, /)\n--\n\n"
      "Test hook: the NH hash of one block (its tokens) under the keys drawn from\n"
      "``seed``; a tree built with ``_hash_seed=seed`` files two sibling blocks in the\n"
      "same probe sequence exactly when these agree."},
+#ifdef KACHEDB_RADIX_TEST_HOOKS /* the test build only (corrupt.c) */
     {"_corrupt_kinds", (PyCFunction)mod_corrupt_kinds, METH_NOARGS,
      "_corrupt_kinds($module, /)\n--\n\n"
      "Test hook: the kinds RadixTree._corrupt_check breaks, in the order the checks run."},
+#endif
     {"_hash_keys", (PyCFunction)(void (*)(void))mod_hash_keys, METH_FASTCALL,
      "_hash_keys(seed, block_size, /)\n--\n\n"
      "Test hook: the block_size + 1 NH keys (uint32) drawn from ``seed``."},
@@ -2010,10 +1918,3 @@ PyMODINIT_FUNC PyInit__radix(void) {
     }
     return m;
 }
-
-/* snapshot.c is compiled as part of this unit, so it can share the writer's static
- * helpers without exporting them; pyproject.toml lists it under `depends` so an edit to
- * it rebuilds this file. */
-#include "snapshot.c"
-/* The test hooks that break invariants on purpose; they use snapshot.c's helpers. */
-#include "corrupt.c"

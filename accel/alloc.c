@@ -5,7 +5,11 @@
  * nonzero.  Taking the smallest free id is a couple of count-trailing-zeros; freeing
  * sets two bits and lowers the hint.  About 0.13 bytes per block.
  */
-#include "radix.h"
+#include "alloc.h"
+
+#ifdef KACHEDB_RADIX_TEST_HOOKS
+#include "corrupt.h"
+#endif
 
 static inline unsigned ctz64(uint64_t x) { return (unsigned)__builtin_ctzll(x); }
 
@@ -327,29 +331,6 @@ static PyObject *Alloc_free_ids(AllocObject *self, PyObject *unused) {
     return free_ids_list(&self->a);
 }
 
-/* Test hook (see corrupt.c): break the allocator by `kind`, for check_invariants() to
- * catch; the caller undoes it. */
-int corrupt_alloc(BitAlloc *a, const char *kind, Undo *u) {
-    if (strcmp(kind, "alloc_summary") == 0) {
-        PUT(u, a->summary[0], a->summary[0] ^ 1u); /* word 0 flagged the wrong way */
-    } else if (strcmp(kind, "alloc_hint") == 0) {
-        if (a->free_count == 0) goto cannot;
-        PUT(u, a->hint, a->nsummary); /* past every free id */
-    } else if (strcmp(kind, "alloc_pad") == 0) {
-        if ((a->num_blocks & 63u) == 0) goto cannot;
-        uint64_t *last = &a->bits[a->nwords - 1];
-        PUT(u, *last, *last | ((uint64_t)1 << 63)); /* an id past the pool, free */
-    } else if (strcmp(kind, "alloc_count") == 0) {
-        PUT(u, a->free_count, a->free_count + 1u);
-    } else {
-        return 0;
-    }
-    return 1;
-cannot:
-    PyErr_Format(PyExc_ValueError, "this allocator cannot show %s", kind);
-    return -1;
-}
-
 static PyObject *Alloc_check_invariants(AllocObject *self, PyObject *unused) {
     (void)unused;
     const char *msg = ba_check(&self->a);
@@ -360,36 +341,11 @@ static PyObject *Alloc_check_invariants(AllocObject *self, PyObject *unused) {
     Py_RETURN_NONE;
 }
 
-PyObject *violation_message(void) {
-    if (!PyErr_Occurred()) Py_RETURN_NONE;
-    if (!PyErr_ExceptionMatches(G.InvariantViolation)) return NULL;
-    PyObject *type, *value, *tb;
-    PyErr_Fetch(&type, &value, &tb);
-    PyErr_NormalizeException(&type, &value, &tb);
-    PyObject *message = PyObject_Str(value);
-    Py_XDECREF(type);
-    Py_XDECREF(value);
-    Py_XDECREF(tb);
-    return message;
-}
-
+#ifdef KACHEDB_RADIX_TEST_HOOKS /* the test build only */
 static PyObject *Alloc_corrupt_check(AllocObject *self, PyObject *arg) {
-    const char *kind = PyUnicode_Check(arg) ? PyUnicode_AsUTF8(arg) : NULL;
-    if (kind == NULL) {
-        if (!PyErr_Occurred()) PyErr_SetString(PyExc_TypeError, "kind must be a str");
-        return NULL;
-    }
-    Undo u = {.n = 0, .temp = NULL};
-    int done = corrupt_alloc(&self->a, kind, &u);
-    if (done <= 0) {
-        if (done == 0) PyErr_Format(PyExc_ValueError, "unknown kind %R", arg);
-        return NULL;
-    }
-    PyObject *passed = Alloc_check_invariants(self, NULL);
-    Py_XDECREF(passed); /* None when the check let the break pass */
-    undo(&u);
-    return violation_message();
+    return alloc_corrupt_check(&self->a, arg);
 }
+#endif
 
 static PyObject *Alloc_repr(AllocObject *self) {
     return PyUnicode_FromFormat("<accel.BlockAllocator %u free of %u>", self->a.free_count,
@@ -427,12 +383,14 @@ static PyMethodDef Alloc_methods[] = {
      "clone($self, /)\n--\n\nAn independent allocator in the same state. O(num_blocks / 64)."},
     {"free_ids", (PyCFunction)Alloc_free_ids, METH_NOARGS,
      "free_ids($self, /)\n--\n\nThe free ids, ascending. O(num_blocks / 64 + f) for f free ids."},
+#ifdef KACHEDB_RADIX_TEST_HOOKS /* the test build only (corrupt.c) */
     {"_corrupt_check", (PyCFunction)Alloc_corrupt_check, METH_O,
      "_corrupt_check($self, kind, /)\n--\n\n"
      "Test hook: break one invariant (``kind``: alloc_summary, alloc_hint, alloc_pad or\n"
      "alloc_count), run check_invariants()'s check, undo the break and return the check's\n"
      "message (None if it let the break pass).\n\n"
      "Raises:\n    ValueError: an unknown kind, or one this allocator cannot show."},
+#endif
     {"check_invariants", (PyCFunction)Alloc_check_invariants, METH_NOARGS,
      "check_invariants($self, /)\n--\n\n"
      "Assert the invariants of :mod:`kachedb_radix.reference.allocator`'s module docstring,\n"

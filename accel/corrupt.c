@@ -12,8 +12,20 @@
  * marked "sole" write into chunks or counts a snapshot or a clone could see, and need
  * the tree to be their only holder.
  *
- * Compiled as part of _radix.c's unit (#included after snapshot.c), for the published
- * shape's static helpers. */
+ * Compiled into the test build only (KACHEDB_RADIX_TEST_HOOKS; accel/DESIGN.md "Test
+ * hooks"): in any other build this unit is empty, and the methods are not in the types'
+ * tables.  It reads the published shape's encoding through shape.h. */
+#ifdef KACHEDB_RADIX_TEST_HOOKS
+
+#include "corrupt.h"
+
+#include "alloc.h"
+#include "events.h"
+#include "inspect.h"
+#include "policy.h"
+#include "shape.h"
+#include "snapshot.h"
+#include "walk.h"
 
 /* Mark block b free (or, with take, allocated) in `a`, consistently: bits, summary, hint
  * and count agree, so only the tree's own checks can tell. */
@@ -25,6 +37,51 @@ static void flip_block(Undo *u, BitAlloc *a, uint32_t b, int take) {
     PUT(u, a->summary[w >> 6], word ? a->summary[w >> 6] | flag : a->summary[w >> 6] & ~flag);
     if (!take && (w >> 6) < a->hint) PUT(u, a->hint, w >> 6);
     PUT(u, a->free_count, take ? a->free_count - 1u : a->free_count + 1u);
+}
+
+/* Break allocator a by `kind`, for its check to catch; the caller undoes it.  1 done, 0 not
+ * an allocator kind, -1 this allocator cannot show it (ValueError set). */
+static int corrupt_alloc(BitAlloc *a, const char *kind, Undo *u) {
+    if (strcmp(kind, "alloc_summary") == 0) {
+        PUT(u, a->summary[0], a->summary[0] ^ 1u); /* word 0 flagged the wrong way */
+    } else if (strcmp(kind, "alloc_hint") == 0) {
+        if (a->free_count == 0) goto cannot;
+        PUT(u, a->hint, a->nsummary); /* past every free id */
+    } else if (strcmp(kind, "alloc_pad") == 0) {
+        if ((a->num_blocks & 63u) == 0) goto cannot;
+        uint64_t *last = &a->bits[a->nwords - 1];
+        PUT(u, *last, *last | ((uint64_t)1 << 63)); /* an id past the pool, free */
+    } else if (strcmp(kind, "alloc_count") == 0) {
+        PUT(u, a->free_count, a->free_count + 1u);
+    } else {
+        return 0;
+    }
+    return 1;
+cannot:
+    PyErr_Format(PyExc_ValueError, "this allocator cannot show %s", kind);
+    return -1;
+}
+
+/* The kind a hook was given, as UTF-8; NULL with TypeError (or UnicodeEncodeError). */
+static const char *kind_of(PyObject *arg) {
+    const char *kind = PyUnicode_Check(arg) ? PyUnicode_AsUTF8(arg) : NULL;
+    if (kind == NULL && !PyErr_Occurred()) PyErr_SetString(PyExc_TypeError, "kind must be a str");
+    return kind;
+}
+
+PyObject *alloc_corrupt_check(BitAlloc *a, PyObject *arg) {
+    const char *kind = kind_of(arg);
+    if (kind == NULL) return NULL;
+    Undo u = {.n = 0, .temp = NULL};
+    int done = corrupt_alloc(a, kind, &u);
+    if (done <= 0) {
+        if (done == 0) PyErr_Format(PyExc_ValueError, "unknown kind %R", arg);
+        return NULL;
+    }
+    const char *msg = ba_check(a);
+    if (msg) PyErr_SetString(G.InvariantViolation, msg);
+    undo(&u);
+    return violation_message();
 }
 
 /* ------------------------------------------------------------------ finding what to break */
@@ -560,12 +617,9 @@ static int corrupt_published(TreeObject *t, const char *kind, Undo *u) {
     return 1;
 }
 
-static PyObject *Tree_corrupt_check(TreeObject *self, PyObject *arg) {
-    const char *kind = PyUnicode_Check(arg) ? PyUnicode_AsUTF8(arg) : NULL;
-    if (kind == NULL) {
-        if (!PyErr_Occurred()) PyErr_SetString(PyExc_TypeError, "kind must be a str");
-        return NULL;
-    }
+PyObject *Tree_corrupt_check(TreeObject *self, PyObject *arg) {
+    const char *kind = kind_of(arg);
+    if (kind == NULL) return NULL;
     static const char *const dropped[] = {
         "roots_count", "registry", "root_edge", "empty_default_root", "empty_named_root",
         "root_lookup", "nchildren", "no_blocks", "wrong_key", "unreachable", NULL,
@@ -616,7 +670,7 @@ static PyObject *Tree_corrupt_check(TreeObject *self, PyObject *arg) {
     return violation_message();
 }
 
-static PyObject *mod_corrupt_kinds(PyObject *mod, PyObject *unused) {
+PyObject *mod_corrupt_kinds(PyObject *mod, PyObject *unused) {
     (void)mod;
     (void)unused;
     PyObject *names = PyList_New(0);
@@ -627,3 +681,8 @@ static PyObject *mod_corrupt_kinds(PyObject *mod, PyObject *unused) {
     }
     return names;
 }
+
+#else
+/* ISO C wants a declaration in every unit. */
+typedef int corrupt_c_is_empty_without_test_hooks;
+#endif

@@ -44,8 +44,7 @@ printf '%s\0' "${inputs[@]}" | xargs -0 -n 200 "$python" -m tests.accel.fuzz_har
 echo "coverage: replayed ${#inputs[@]} fuzz inputs"
 
 objects="$(dirname "$(find build -name '_radix.o' | head -n 1)")"
-# One gcov run per compiled unit (snapshot.c is #included into _radix.c and reported
-# under it).
+# One gcov run per compiled unit (each file is one: accel/DESIGN.md, "Sources").
 units=()
 for gcno in "$objects"/*.gcno; do units+=("accel/$(basename "${gcno%.gcno}").c"); done
 gcov -b -o "$objects" "${units[@]}" >"$work/gcov.txt" 2>"$work/gcov.err"

@@ -1,5 +1,5 @@
 /* kachedb_radix.accel._radix -- KV events (R-EVENT-*), the C twin's side of
- * kachedb_radix.reference.events.  Compiled inside _radix.c's unit, like policy.c.
+ * kachedb_radix.reference.events.
  *
  * The division of labour: the C tree *logs* what changed, in its mutation phase, into a
  * buffer of uint32 words reserved in the preparation phase (so logging never fails);
@@ -21,9 +21,12 @@
  * record is named or the tree dies.  Records before `head` were named already (a take
  * that failed part way resumes there). */
 
-enum { EV_STORE = 1, EV_REMOVE = 2, EV_FLUSH = 3 };
+#include "events.h"
 
-#define EV_STORE_HEADER 5u
+#include "inspect.h"
+#include "objects.h"
+
+enum { EV_STORE = 1, EV_REMOVE = 2, EV_FLUSH = 3 };
 
 static inline PyObject *ev_ns_get(const uint32_t *w) {
     uintptr_t p = (uintptr_t)w[0] | ((uintptr_t)w[1] << 16 << 16);
@@ -50,7 +53,7 @@ static inline size_t ev_record_words(const uint32_t *w, uint32_t B) {
 
 /* Set up the log for `events` (None, False, True or a BlockHasher), as the reference's
  * constructor reads it.  -1 with the exception set (InvalidArgumentError for a bad value). */
-static int ev_init(TreeObject *t, PyObject *events) {
+int ev_init(TreeObject *t, PyObject *events) {
     if (events == NULL || events == Py_None) return 0;
     PyObject *hasher = PyObject_CallOneArg(G.event_hasher, events);
     if (hasher == NULL) return -1;
@@ -75,7 +78,7 @@ static void ev_release_records(EvLog *ev, uint32_t B, size_t from, size_t to) {
         if (ev->log[at] == EV_STORE) Py_XDECREF(ev_ns_get(ev->log + at + 3));
 }
 
-static void ev_fini(TreeObject *t) {
+void ev_fini(TreeObject *t) {
     EvLog *ev = &t->ev;
     ev_release_records(ev, t->B, ev->head, ev->len);
     PyMem_Free(ev->log);
@@ -86,7 +89,7 @@ static void ev_fini(TreeObject *t) {
 
 /* Make room for `words` more words (preparation phase; changes nothing observable).
  * Records already named are dropped from the front first. */
-static int ev_reserve(TreeObject *t, size_t words) {
+int ev_reserve(TreeObject *t, size_t words) {
     EvLog *ev = &t->ev;
     /* Never while the records are being named: ev_drain holds an index into them. */
     if (ev->draining) {
@@ -111,18 +114,10 @@ static int ev_reserve(TreeObject *t, size_t words) {
     return 0;
 }
 
-/* The words an insert may log: its eviction, its store, its flush. */
-static inline size_t ev_insert_words(uint32_t B, Py_ssize_t needed, Py_ssize_t nevict) {
-    size_t w = 3u;
-    if (nevict > 0) w += 2u + (size_t)nevict;
-    if (needed > 0) w += EV_STORE_HEADER + (size_t)needed * (1u + B);
-    return w;
-}
-
 /* Mutation phase (room reserved): blocks ids[0..n) holding tok[0 .. n*B) became cached
  * below `parent` in namespace ns (NULL or None: the default one). */
-static void ev_log_store(TreeObject *t, PyObject *ns, uint32_t parent, const uint32_t *ids,
-                         const uint32_t *tok, Py_ssize_t n) {
+void ev_log_store(TreeObject *t, PyObject *ns, uint32_t parent, const uint32_t *ids,
+                  const uint32_t *tok, Py_ssize_t n) {
     EvLog *ev = &t->ev;
     uint32_t *w = ev->log + ev->len;
     if (ns == Py_None) ns = NULL;
@@ -136,7 +131,7 @@ static void ev_log_store(TreeObject *t, PyObject *ns, uint32_t parent, const uin
 }
 
 /* Mutation phase (room reserved): blocks ids[0..n) were evicted, in that order. */
-static void ev_log_remove(TreeObject *t, const uint32_t *ids, Py_ssize_t n) {
+void ev_log_remove(TreeObject *t, const uint32_t *ids, Py_ssize_t n) {
     EvLog *ev = &t->ev;
     uint32_t *w = ev->log + ev->len;
     w[0] = EV_REMOVE;
@@ -147,7 +142,7 @@ static void ev_log_remove(TreeObject *t, const uint32_t *ids, Py_ssize_t n) {
 
 /* The end of an operation (room reserved): what it logged becomes one batch stamped with
  * the clock (R-EVENT-5); an operation that logged nothing emits no batch. */
-static void ev_flush(TreeObject *t) {
+void ev_flush(TreeObject *t) {
     EvLog *ev = &t->ev;
     if (ev->len == ev->mark) return;
     uint32_t *w = ev->log + ev->len;
@@ -212,7 +207,7 @@ static int ev_drain(TreeObject *t) {
 }
 
 /* take_events(): the batches since the last call, oldest first. */
-static PyObject *Tree_take_events(TreeObject *self, PyObject *unused) {
+PyObject *Tree_take_events(TreeObject *self, PyObject *unused) {
     (void)unused;
     if (self->ev.recorder == NULL) {
         PyErr_SetString(G.InvalidArgumentError,
@@ -224,14 +219,14 @@ static PyObject *Tree_take_events(TreeObject *self, PyObject *unused) {
 }
 
 /* The _event_recorder test hook: the recorder, every logged record named first. */
-static PyObject *Tree_get_event_recorder(TreeObject *self, void *unused) {
+PyObject *Tree_get_event_recorder(TreeObject *self, void *unused) {
     (void)unused;
     if (self->ev.recorder == NULL) Py_RETURN_NONE;
     if (ev_drain(self) < 0) return NULL;
     return Py_NewRef(self->ev.recorder);
 }
 
-static PyObject *Tree_get_events(TreeObject *self, void *unused) {
+PyObject *Tree_get_events(TreeObject *self, void *unused) {
     (void)unused;
     if (self->ev.recorder == NULL) Py_RETURN_NONE;
     return PyObject_GetAttrString(self->ev.recorder, "hasher");
@@ -239,7 +234,7 @@ static PyObject *Tree_get_events(TreeObject *self, void *unused) {
 
 /* check_invariants()' part: the recorder knows exactly the cached blocks, each under the
  * hash its path gives it (EventRecorder.check against the dump). */
-static int ev_check(TreeObject *t) {
+int ev_check(TreeObject *t) {
     if (t->ev.recorder == NULL) return 0;
     if (t->ev.len != t->ev.mark) {
         PyErr_SetString(G.InvariantViolation, "R-EVENT-5: events logged outside an operation");
@@ -257,7 +252,7 @@ static int ev_check(TreeObject *t) {
 
 /* A clone's log: the recorder copied (Python code: call it before any state is read) and,
  * later, ev_copy_log for the records not yet named. */
-static int ev_copy_log(EvLog *dst, const EvLog *src, uint32_t B) {
+int ev_copy_log(EvLog *dst, const EvLog *src, uint32_t B) {
     size_t n = src->len - src->head;
     dst->len = dst->cap = dst->mark = dst->head = 0;
     dst->log = NULL;

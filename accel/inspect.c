@@ -6,9 +6,15 @@
  * dump sorts each child list by its first block's tokens.  Both are
  * iterative: a deep tree cannot overflow the C stack.
  */
-#include "radix.h"
+#include "inspect.h"
 
 #include <stdlib.h>
+
+#include "alloc.h"
+#include "objects.h"
+#include "policy.h"
+#include "snapshot.h"
+#include "walk.h"
 
 typedef struct {
     uint32_t *start; /* nodes_len + 1 offsets into list */
@@ -541,4 +547,18 @@ PyObject *tree_memory(TreeObject *t) {
                          (Py_ssize_t)events, "total",
                          (Py_ssize_t)total, "cached_blocks", (unsigned long long)t->cached,
                          "live_nodes", t->live_nodes);
+}
+
+/* For the test hooks (corrupt.c's and router.c's): a check's message. */
+PyObject *violation_message(void) {
+    if (!PyErr_Occurred()) Py_RETURN_NONE;
+    if (!PyErr_ExceptionMatches(G.InvariantViolation)) return NULL;
+    PyObject *type, *value, *tb;
+    PyErr_Fetch(&type, &value, &tb);
+    PyErr_NormalizeException(&type, &value, &tb);
+    PyObject *message = PyObject_Str(value);
+    Py_XDECREF(type);
+    Py_XDECREF(value);
+    Py_XDECREF(tb);
+    return message;
 }

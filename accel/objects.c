@@ -11,7 +11,9 @@
  *
  * A Lease is GC-tracked (it and its tree refer to each other, as in the reference).
  */
-#include "radix.h"
+#include "objects.h"
+
+#include "tree.h"
 
 #include <structmember.h>
 

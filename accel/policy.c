@@ -1,6 +1,6 @@
 /* kachedb_radix.accel._radix -- eviction policies (R-POL-*), the C twin of
- * kachedb_radix.reference.policies.  Compiled inside _radix.c's unit (included after the
- * eviction heap), so its hooks re-file leaves with the heap's static helpers.
+ * kachedb_radix.reference.policies.  Its hooks re-file leaves through the tree's
+ * heap_update (tree.h); the inline ones are in policy.h.
  *
  * Each policy keeps its per-block state in arrays of num_blocks entries, allocated for
  * the tree's policy only, and orders leaf tails by a key packed in one uint64 whose order
@@ -26,14 +26,11 @@
  *
  * Nothing here fails inside a mutation: pol_reserve, called in a call's preparation
  * phase, makes room in the lazy heap for every entry the call can push. */
+#include "policy.h"
 
-static void heap_update(TreeObject *t, uint32_t n);
+#include "tree.h"
 
 /* ---- the lazy heap of (key, block) */
-
-static inline int ke_less(const KEntry *a, const KEntry *b) {
-    return a->key < b->key || (a->key == b->key && a->block < b->block);
-}
 
 static void kh_sift_down(KHeap *h, size_t i) {
     KEntry e = h->e[i];
@@ -94,16 +91,13 @@ static void pol_requeue(TreeObject *t, uint32_t b) {
 /* ---- the hooks */
 
 /* Room for the entries one call may push: one per block of its path. */
-static int pol_reserve(TreeObject *t, Py_ssize_t blocks) {
-    if (t->pol.kind != POL_PRIORITY && t->pol.kind != POL_SLRU) return 0;
+int pol_reserve_heap(TreeObject *t, Py_ssize_t blocks) {
     return kh_reserve(&t->pol.pending, (size_t)blocks);
 }
 
-/* The clock advances (R-LRU-3); priorities whose time has come fall back (R-POL-5). */
-static uint64_t pol_tick(TreeObject *t) {
-    uint64_t now = ++t->clock;
+/* Under priority, at time `now`: priorities whose time has come fall back (R-POL-5). */
+void pol_expire(TreeObject *t, uint64_t now) {
     Policy *p = &t->pol;
-    if (p->kind != POL_PRIORITY) return now;
     while (p->pending.n > 0 && p->pending.e[0].key <= now) {
         KEntry e = kh_pop(&p->pending);
         if (p->until[e.block] != e.key) continue; /* stale: re-set, extended or evicted */
@@ -111,15 +105,7 @@ static uint64_t pol_tick(TreeObject *t) {
         p->until[e.block] = 0;
         pol_requeue(t, e.block);
     }
-    return now;
 }
-
-/* What an insert asks: the priority q (-1: the namespace's default) until `until`. */
-typedef struct {
-    uint8_t q;        /* the priority asked for */
-    uint8_t fallback; /* the namespace's default */
-    uint64_t until;   /* 0: never */
-} Ask;
 
 static void prio_set(Policy *p, uint32_t b, uint8_t q, uint64_t until) {
     p->prio[b] = q;
@@ -141,8 +127,7 @@ static void slru_compact(TreeObject *t) {
 }
 
 /* An insert at `now` cached the new blocks ids[0..n). */
-static void pol_cached(TreeObject *t, const uint32_t *ids, Py_ssize_t n, uint64_t now,
-                       const Ask *ask) {
+void pol_cached(TreeObject *t, const uint32_t *ids, Py_ssize_t n, uint64_t now, const Ask *ask) {
     Policy *p = &t->pol;
     switch (p->kind) {
     case POL_LFU:
@@ -166,7 +151,7 @@ static void pol_cached(TreeObject *t, const uint32_t *ids, Py_ssize_t n, uint64_
 }
 
 /* A match (ask NULL) or an insert found ids[0..n) cached: a hit on each (R-POL-3). */
-static void pol_found(TreeObject *t, const uint32_t *ids, Py_ssize_t n, const Ask *ask) {
+void pol_found(TreeObject *t, const uint32_t *ids, Py_ssize_t n, const Ask *ask) {
     Policy *p = &t->pol;
     switch (p->kind) {
     case POL_LFU:
@@ -210,24 +195,12 @@ static void pol_found(TreeObject *t, const uint32_t *ids, Py_ssize_t n, const As
     }
 }
 
-/* A lease over ids[0..n) was released: protected blocks move up their recency. */
-static void pol_released(TreeObject *t, const uint32_t *ids, Py_ssize_t n) {
+/* Under slru, a lease over ids[0..n) was released: protected blocks move up their recency. */
+void pol_released_slru(TreeObject *t, const uint32_t *ids, Py_ssize_t n) {
     Policy *p = &t->pol;
-    if (p->kind != POL_SLRU) return;
     for (Py_ssize_t i = 0; i < n; i++)
         if (p->prot[ids[i]]) kh_push(&p->pending, t->stamps[ids[i]], ids[i]);
     slru_compact(t);
-}
-
-/* Eviction removed block b from the tree. */
-static inline void pol_freed(TreeObject *t, uint32_t b) {
-    Policy *p = &t->pol;
-    if (p->kind == POL_PRIORITY) {
-        p->until[b] = 0;
-    } else if (p->kind == POL_SLRU && p->prot[b]) {
-        p->prot[b] = 0;
-        p->prot_count--;
-    }
 }
 
 /* ---- arguments */
@@ -235,8 +208,7 @@ static inline void pol_freed(TreeObject *t, uint32_t b) {
 /* The retention an insert asks for (R-POL-5), checked as the reference's
  * check_retention; for the priority policy also resolved against the namespace's
  * default.  `ns` is NULL for the default namespace.  -1 with InvalidArgumentError. */
-static int pol_ask(TreeObject *t, PyObject *priority, PyObject *retain_for, PyObject *ns,
-                   Ask *ask) {
+int pol_ask(TreeObject *t, PyObject *priority, PyObject *retain_for, PyObject *ns, Ask *ask) {
     long long q = -1, d = 0;
     int overflow = 0;
     if (priority != NULL && priority != Py_None) {
@@ -281,7 +253,7 @@ static const char *const POLICY_NAMES[] = {"lru", "lfu", "fifo", "priority", "sl
 /* Set up t->pol for `name` with `options` (either may be NULL: lru, no options),
  * checked by reference.policies.check_policy (the default, lru without options, needs
  * no check).  -1 with an exception set. */
-static int pol_init(TreeObject *t, PyObject *name, PyObject *options) {
+int pol_init(TreeObject *t, PyObject *name, PyObject *options) {
     Policy *p = &t->pol;
     int plain = (name == NULL || (PyUnicode_CheckExact(name) &&
                                   PyUnicode_CompareWithASCIIString(name, "lru") == 0)) &&
@@ -354,7 +326,7 @@ oom:
     return -1;
 }
 
-static void pol_fini(Policy *p) {
+void pol_fini(Policy *p) {
     Py_CLEAR(p->name);
     Py_CLEAR(p->options);
     Py_CLEAR(p->ns_prio);
@@ -383,7 +355,7 @@ static int dup_block_array(void *dst, const void *src, size_t n, size_t size) {
 
 /* dst (zeroed) becomes an independent copy of src; -1 with MemoryError (dst then holds
  * what was copied so far, freed by pol_fini). */
-static int pol_copy(Policy *dst, const Policy *src, size_t n) {
+int pol_copy(Policy *dst, const Policy *src, size_t n) {
     dst->kind = src->kind;
     dst->name = Py_XNewRef(src->name);
     dst->options = Py_XNewRef(src->options); /* never mutated: policy_options copies it */

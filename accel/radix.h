@@ -29,6 +29,14 @@
  *   trie), changed in place only where no snapshot can reach, else path-copied; the
  *   reader registry and the quarantine of blocks freed under readers.
  *
+ * The units (each a compiled file with its own header; see accel/DESIGN.md "Sources"):
+ * _radix.c (tree.h: the writer, the RadixTree type, module init), walk.c (walk.h: the
+ * writer's lookups), policy.c (policy.h), events.c (events.h), snapshot.c (snapshot.h;
+ * shape.h: the published shape's encoding), inspect.c (inspect.h), alloc.c (alloc.h),
+ * objects.c (objects.h), tokens.c (tokens.h), router.c, and, in a test build only,
+ * corrupt.c (corrupt.h).  This header holds what they all share: the layout, the module
+ * globals, the inline block hash and compare.
+ *
  * The GIL is held for the whole of every writer call; nothing inside a mutation runs Python
  * code or allocates a GC-tracked object (leases are allocated before any tree state
  * is read), so re-entrant calls from finalizers cannot observe a half-done change.
@@ -103,23 +111,6 @@ typedef struct {
     uint32_t hint; /* no summary word below hint is nonzero */
 } BitAlloc;
 
-int ba_init(BitAlloc *a, uint32_t num_blocks);
-void ba_fini(BitAlloc *a);
-/* dst (uninitialised) becomes an independent copy of src; -1 with MemoryError set. */
-int ba_copy(BitAlloc *dst, const BitAlloc *src);
-uint32_t ba_take_smallest(BitAlloc *a); /* precondition: free_count > 0 */
-void ba_put(BitAlloc *a, uint32_t id);  /* precondition: id allocated */
-size_t ba_bytes(const BitAlloc *a);
-PyObject *ba_free_ids(const BitAlloc *a); /* list of ints, ascending */
-/* Returns NULL when consistent, else a static message. */
-const char *ba_check(const BitAlloc *a);
-
-static inline int ba_is_free(const BitAlloc *a, uint32_t id) {
-    return (int)((a->bits[id >> 6] >> (id & 63)) & 1u);
-}
-
-extern PyTypeObject BlockAllocator_Type;
-
 /* ------------------------------------------------------------------ chunks and the published shape
  *
  * A PChunk holds `cap` blocks: cap * B tokens, then cap block ids.  Entries below
@@ -143,6 +134,24 @@ typedef struct PChunk {
 } PChunk;
 
 static inline uint32_t *chunk_ids(PChunk *c, uint32_t B) { return c->tok + (size_t)c->cap * B; }
+
+static inline size_t chunk_bytes(uint32_t cap, uint32_t B) {
+    return sizeof(PChunk) + (size_t)cap * (B + 1u) * sizeof(uint32_t);
+}
+
+/* A chunk of `cap` blocks, one reference; NULL on failure (no exception set). */
+static inline PChunk *chunk_new(uint32_t cap, uint32_t B) {
+    PChunk *c = PyMem_Malloc(chunk_bytes(cap, B));
+    if (c == NULL) return NULL;
+    c->rc = 1;
+    c->used = 0;
+    c->cap = cap;
+    return c;
+}
+
+static inline void chunk_decref(PChunk *c) {
+    if (c != NULL && --c->rc == 0) PyMem_Free(c);
+}
 
 /* The children of a published node with many children: a persistent hash array mapped
  * trie (32-way, five bits of the child's first-block hash per level) whose entries are
@@ -361,8 +370,8 @@ typedef struct {
     EvLog ev; /* KV events (R-EVENT-*) */
 } TreeObject;
 
-extern PyTypeObject RadixTree_Type;
-extern PyTypeObject RouterIndex_Type; /* router.c */
+/* router.c, the router index (it includes this header only) */
+extern PyTypeObject RouterIndex_Type;
 int router_init(void);
 
 /* ------------------------------------------------------------------ objects */
@@ -416,38 +425,7 @@ typedef struct {
     Py_ssize_t n;
 } BlocksObject;
 
-extern PyTypeObject Lease_Type;
-extern PyTypeObject MatchResult_Type;
-extern PyTypeObject InsertResult_Type;
-extern PyTypeObject Blocks_Type;
-extern PyTypeObject BlocksIter_Type;
-
-PyObject *blocks_view(PyObject *owner, const uint32_t *ids, Py_ssize_t n);
-MatchResultObject *match_result_new(Py_ssize_t nblocks);
-InsertResultObject *insert_result_new(Py_ssize_t nblocks, Py_ssize_t nalloc, Py_ssize_t nevict);
-LeaseObject *lease_alloc(void);
-PyObject *u32_list(const uint32_t *ids, Py_ssize_t n);
-
-/* ------------------------------------------------------------------ tokens */
-
-typedef struct {
-    const uint32_t *data;
-    Py_ssize_t n;
-    Py_buffer view;
-    int has_view;
-    int scratch;      /* data lives in tree->scratch_tok */
-    uint32_t *owned;  /* data lives in a private PyMem block */
-} Tokens;
-
-/* Validate `obj` as reference.tokens.as_token_list does, in the same check order,
- * and expose it as contiguous uint32.  Returns 0, or -1 with the exception set. */
-int tokens_get(TreeObject *tree, PyObject *obj, Tokens *out);
-void tokens_release(TreeObject *tree, Tokens *tk);
-/* Same, without a tree (no scratch reuse); used by module helpers. */
-int tokens_get_plain(PyObject *obj, Tokens *out);
-
-/* ------------------------------------------------------------------ tree internals
- * shared with inspect.c */
+/* ------------------------------------------------------------------ hashing and comparing blocks */
 
 /* NH (the UMAC hash): sum over token pairs of (m[2i] + k[2i]) * (m[2i+1] + k[2i+1]),
  * additions mod 2**32, products and sum mod 2**64.  For a random key, two different
@@ -517,6 +495,24 @@ static inline uint64_t keyed_block_hash(const uint32_t *keys, uint64_t mix, cons
     return fmix64(nh_hash(blk, keys, B) + mix);
 }
 
+/* splitmix64: the block-hash keys are drawn from a tree's seed by it. */
+static inline uint64_t splitmix64(uint64_t *state) {
+    uint64_t z = (*state += 0x9E3779B97F4A7C15ULL);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+    return z ^ (z >> 31);
+}
+
+/* The n NH keys (B + 1 for blocks of B) and the parent mix drawn from `seed`. */
+static inline void derive_keys(uint64_t seed, uint32_t *keys, uint32_t n, uint64_t *parent_mix) {
+    uint64_t s = seed;
+    for (uint32_t i = 0; i < n; i++) keys[i] = (uint32_t)(splitmix64(&s) >> 32);
+    keys[n - 1] |= 1u; /* the pad key of an odd block size must not be 0 */
+    *parent_mix = splitmix64(&s);
+}
+
+/* ------------------------------------------------------------------ node records */
+
 /* A writer node's edge, in its chunk. */
 static inline const uint32_t *node_tok(const TreeObject *t, const Node *x) {
     return x->chunk->tok + (size_t)x->off * t->B;
@@ -528,63 +524,18 @@ static inline uint32_t node_last(const TreeObject *t, const Node *x) {
     return node_ids(t, x)[x->nblocks - 1];
 }
 
-PChunk *chunk_new(uint32_t cap, uint32_t B); /* NULL on failure (no exception set) */
-void chunk_decref(PChunk *c);
-static inline size_t chunk_bytes(uint32_t cap, uint32_t B) {
-    return sizeof(PChunk) + (size_t)cap * (B + 1u) * sizeof(uint32_t);
-}
-
-void derive_keys(uint64_t seed, uint32_t *keys, uint32_t n, uint64_t *parent_mix);
-uint32_t tree_find_child(TreeObject *t, uint32_t parent, const uint32_t *blk);
-Py_ssize_t tree_walk(TreeObject *t, uint32_t root, const uint32_t *tok, Py_ssize_t limit,
-                     uint32_t *out, uint32_t *last_node, uint32_t *last_used);
-/* ns's root node, or NIL when the namespace holds nothing; ns is None, NULL (both the
- * default namespace) or an exact str.  Cannot fail: the registry's keys are exact strs,
- * whose hashing and comparison run no code and raise nothing. */
-uint32_t tree_root_of(TreeObject *t, PyObject *ns);
-
 /* The value of an int (the caller has checked PyLong_Check), with *overflow set to +1 or
  * -1 when it does not fit in a long long.  Cannot fail: PyLong_AsLongLongAndOverflow
  * raises only for an object that is not an int (on which it calls __index__). */
-#define HITS_CAP ((1u << 20) - 1u)
-
-/* The eviction key of block b under the tree's policy, packed (see policy.c). */
-static inline uint64_t pol_rank(const TreeObject *t, uint32_t b) {
-    const Policy *p = &t->pol;
-    if (__builtin_expect(p->kind == POL_LRU, 1)) return t->stamps[b]; /* the default */
-    switch (p->kind) {
-    case POL_LFU:
-        return ((uint64_t)p->hits[b] << 44) | t->stamps[b];
-    case POL_FIFO:
-        return p->born[b];
-    case POL_PRIORITY:
-        return ((uint64_t)p->prio[b] << 56) | t->stamps[b];
-    default:
-        return ((uint64_t)p->prot[b] << 63) | t->stamps[b];
-    }
-}
-
-/* policy.c's reads, for inspect.c and the methods. */
-PyObject *pol_key(const TreeObject *t, uint32_t b);
-int pol_dump_fields(const TreeObject *t, PyObject *d, const uint32_t *ids, Py_ssize_t n);
-PyObject *pol_dump_entry(const TreeObject *t);
-PyObject *pol_options_copy(const Policy *p);
-const char *pol_check(const TreeObject *t, const uint8_t *cached, char *buf, size_t len);
-size_t pol_bytes(const TreeObject *t);
-
 static inline long long int_value(PyObject *obj, int *overflow) {
     return PyLong_AsLongLongAndOverflow(obj, overflow);
 }
 
-PyObject *tree_dump(TreeObject *t);
-int tree_check(TreeObject *t);
-PyObject *tree_memory(TreeObject *t);
-PyObject *Tree_release(TreeObject *self, PyObject *lease);
-
-/* ------------------------------------------------------------------ test hooks (corrupt.c)
+/* ------------------------------------------------------------------ the test hooks' undo log
  *
  * An undo log of the bytes a _corrupt_check hook changes: put() saves and overwrites,
- * undo() restores in reverse order. */
+ * undo() restores in reverse order.  Here, not in corrupt.h, because router.c (whose
+ * RouterIndex has a hook of its own) includes this header only. */
 
 typedef struct {
     void *at;
@@ -621,37 +572,9 @@ static inline void undo(Undo *u) {
     u->temp = NULL;
 }
 
-/* Break allocator a by `kind` (alloc.c): 1 done, 0 not an allocator kind, -1 this
- * allocator cannot show it (ValueError set). */
-int corrupt_alloc(BitAlloc *a, const char *kind, Undo *u);
 /* The pending InvariantViolation's message, the error consumed; None if none is pending;
- * NULL (the error kept) for any other error. */
+ * NULL (the error kept) for any other error (inspect.c). */
 PyObject *violation_message(void);
-
-/* ------------------------------------------------------------------ snapshot.c */
-
-extern PyTypeObject Snapshot_Type;
-extern PyTypeObject Reader_Type;
-
-int shadow_init(TreeObject *t, uint64_t seed);
-void shadow_fini(TreeObject *t);
-void shadow_drop(TreeObject *t);
-int shadow_rebuild(TreeObject *t);
-/* Mirror one change of the writer's shape; never fail (an allocation failure drops the
- * published shape, which the next snapshot() rebuilds). */
-void sh_root_create(TreeObject *t, uint32_t r, PyObject *ns);
-void sh_root_delete(TreeObject *t, uint32_t r);
-void sh_attach(TreeObject *t, uint32_t parent, uint32_t c); /* after the writer's attach */
-void sh_extend(TreeObject *t, uint32_t n);                  /* after the writer's extension */
-PNode *sh_split(TreeObject *t, uint32_t x, uint32_t at, uint32_t u); /* before the writer's split */
-/* Rebuild a dropped published shape (fallible; for a call's preparation phase). */
-static inline int shadow_ensure(TreeObject *t) { return t->shadow_ok ? 0 : shadow_rebuild(t); }
-void sh_trim(TreeObject *t, uint32_t n);
-void sh_remove_leaf(TreeObject *t, uint32_t n); /* before the writer unlinks it */
-PyObject *tree_snapshot(TreeObject *t, int reader);
-int shadow_check(TreeObject *t);
-size_t shadow_bytes(TreeObject *t); /* PNodes, tries, roots; the chunks are the writer's */
-void reader_leave(TreeObject *t, uint64_t epoch);
 
 #if defined(__GNUC__)
 #pragma GCC visibility pop

@@ -31,19 +31,19 @@
  * fails too.  The chunks are the writer's: dropping the published shape never loses a
  * token.
  */
-#include "radix.h"
+#include "snapshot.h"
 
 #include <stdlib.h>
+
+#include "objects.h"
+#include "shape.h"
+#include "tokens.h"
+#include "walk.h"
 
 /* Token counts from which a snapshot match releases the GIL. */
 #define NOGIL_MIN_TOKENS 4096
 
 /* ------------------------------------------------------------------ the children trie */
-
-#define H_BITS 5u
-/* Levels 0..12 consume the 64-bit hash five bits at a time; a node at depth H_LEVELS
- * (all bits used) lists the children whose hashes are equal. */
-#define H_LEVELS 13u
 
 static inline uint32_t h_bit(uint64_t hash, uint32_t depth) {
     return 1u << ((uint32_t)(hash >> (depth * H_BITS)) & 31u);
@@ -72,16 +72,6 @@ static HNode *hn_new(uint32_t n) {
     h->bitmap = h->leafmap = 0;
     h->n = h->cap = (uint16_t)n;
     return h;
-}
-
-/* Walking a trie node's entries in order: entry i sits at the i-th set bit of the
- * bitmap; it is a child PNode when that bit is set in leafmap (or below the last
- * level), else a deeper trie node.  `rest` holds the bits not walked yet. */
-static inline int hn_next_is_leaf(const HNode *h, uint32_t depth, uint32_t *rest) {
-    if (depth == H_LEVELS) return 1;
-    uint32_t bit = *rest & -*rest;
-    *rest &= *rest - 1u;
-    return (h->leafmap & bit) != 0;
 }
 
 /* The child whose first block is blk (hash `hash`), or NULL.  Reads only: safe without
@@ -363,28 +353,7 @@ static size_t trie_bytes(const HNode *h, uint32_t depth) {
  * lookup reads it with the pointer, and a PNode needs no field for it; a trie's top
  * node (low bits 0) keeps the count in `total`. */
 
-#if SIZEOF_VOID_P >= 8
-#define KIDS_TAG_BITS 4u
-#else
-#define KIDS_TAG_BITS 3u
-#endif
-#define KIDS_TAG ((uintptr_t)((1u << KIDS_TAG_BITS) - 1u))
-#define KIDS_SMALL ((uint32_t)KIDS_TAG)
-
-static inline uintptr_t kids_word(const PNode *p) { return (uintptr_t)p->kids; }
-/* An array's count (1..KIDS_SMALL), or 0 for none or a trie. */
-static inline uint32_t kids_tag(uintptr_t w) { return (uint32_t)(w & KIDS_TAG); }
-static inline void *kids_ptr(uintptr_t w) { return (void *)(w & ~KIDS_TAG); }
-static inline int kids_in_trie(const PNode *p) { return kids_word(p) != 0 && kids_tag(kids_word(p)) == 0; }
-static inline uint32_t pn_nkids(const PNode *p) {
-    uintptr_t w = kids_word(p);
-    return w == 0 ? 0 : kids_tag(w) ? kids_tag(w) : ((const HNode *)w)->total;
-}
 static inline HNode **kids_trie(PNode *p) { return (HNode **)&p->kids; }
-
-static inline size_t arr_bytes(uint32_t n) { return (size_t)n * (sizeof(PNode *) + sizeof(uint32_t)); }
-static inline PNode **arr_nodes(void *arr) { return arr; }
-static inline uint32_t *arr_keys(void *arr, uint32_t n) { return (uint32_t *)((PNode **)arr + n); }
 
 /* A block for an array of n children; NULL on failure, or (never on the platforms we
  * build for) if it is not aligned enough to carry the count. */
@@ -636,7 +605,7 @@ static inline const PNode *kids_only(const PNode *p) {
 
 /* ------------------------------------------------------------------ published nodes */
 
-static PNode *pn_new(void) {
+PNode *pn_new(void) {
     PNode *p = PyMem_Malloc(sizeof(PNode));
     if (p == NULL) return NULL;
     memset(p, 0, sizeof(PNode));
@@ -1317,8 +1286,8 @@ static inline Py_ssize_t pn_walk(const PNode *node, const PCtx *ctx, const uint3
 
 /* The writer's walk (tree_walk) while the published shape is kept: over the writer's
  * current version, which equals its own shape node by node. */
-static Py_ssize_t pub_walk(TreeObject *t, uint32_t root, const uint32_t *tok, Py_ssize_t limit,
-                           uint32_t *out, uint32_t *last_node, uint32_t *last_used) {
+Py_ssize_t pub_walk(TreeObject *t, uint32_t root, const uint32_t *tok, Py_ssize_t limit,
+                    uint32_t *out, uint32_t *last_node, uint32_t *last_used) {
     const PNode *last;
     Py_ssize_t matched = pn_walk(root == NIL ? NULL : t->pub[root], t->pctx, tok, limit, out,
                                  &last, last_used);
@@ -1327,7 +1296,7 @@ static Py_ssize_t pub_walk(TreeObject *t, uint32_t root, const uint32_t *tok, Py
 }
 
 /* The writer's child lookup while the published shape is kept. */
-static uint32_t pub_child(TreeObject *t, uint32_t parent, const uint32_t *blk) {
+uint32_t pub_child(TreeObject *t, uint32_t parent, const uint32_t *blk) {
     const PNode *c = kids_find(t->pub[parent], t->pctx, blk);
     return c != NULL ? c->nid : NIL;
 }

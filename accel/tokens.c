@@ -15,7 +15,7 @@
  *   anything else: reference.tokens.as_token_list (raises the reference's errors, or
  *       returns a list of int that is then converted as above).
  */
-#include "radix.h"
+#include "tokens.h"
 
 #define TOKEN_LIMIT 4294967296LL
 

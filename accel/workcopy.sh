@@ -7,7 +7,8 @@
 # or python) and work (the copy: /tmp/accel-NAME.XXXXXX, removed on exit unless KEEP=1),
 # copies the C sources, accel/, reference/, spec/, the import root and what pyproject.toml
 # names into it, puts the copy's import root on PYTHONPATH, and defines build_in_place CC
-# CFLAGS LDFLAGS and check_built (the import must load the copy's build, not another one).
+# CFLAGS LDFLAGS (a test build, hooks included) and check_built (the import must load the
+# copy's build, not another one).
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 caller="$PWD"
 python="${PYTHON:-python}"
@@ -29,10 +30,12 @@ mkdir -p "$work/.ci"
 cp -a "$root/.ci/import-root" "$work/.ci/"
 export PYTHONPATH="$work/.ci/import-root"
 
+# The test build: the C twin with its test hooks (corrupt.c, KACHEDB_RADIX_TEST_HOOKS), which
+# the tests these scripts run need and the wheel never has.
 build_in_place() {
     (
         cd "$work"
-        CC="$1" CFLAGS="$2" LDFLAGS="$3" \
+        CC="$1" CFLAGS="$2 -DKACHEDB_RADIX_TEST_HOOKS" LDFLAGS="$3" \
             "$python" -c 'from setuptools import setup; setup()' -q build_ext --inplace --force \
             >/dev/null
     )

@@ -33,6 +33,7 @@ if os.environ.get("KACHEDB_RADIX_PURE") == "1":
 
 import kachedb_radix.accel._radix as radix
 from kachedb_radix import accel
+from tests.support.hooks import corrupt_check
 from tests.support.twins import check_pair
 
 #: In the quick suite (``python -m pytest -m quick``), run on the installed wheel in CI.
@@ -587,4 +588,4 @@ def test_allocator_search_hint_moves_back() -> None:
 def test_corrupt_check_kind_must_encode() -> None:
     for target in (accel.RadixTree(4), accel.BlockAllocator(4)):
         with pytest.raises(UnicodeEncodeError):
-            target._corrupt_check("\ud800")
+            corrupt_check(target, "\ud800")

@@ -1,13 +1,14 @@
 """check_invariants() catches every broken invariant it checks, in the C twin.
 
 No sequence of public calls breaks the tree, so each check of ``check_invariants()`` is
-shown to fire through a test hook: ``RadixTree._corrupt_check(kind)`` (accel/corrupt.c)
-breaks one invariant in place, runs the check, undoes the break and returns the check's
-message. For every kind the hook knows, the message must be the one that names that
-break; afterwards the tree must check clean and dump as before. The kinds run on two
-trees that between them have everything a break needs: children in an array, in a hash
-trie and in a collision list, a split edge, leases, free node records, a quarantine
-(readers gone, so the tree is its published shape's only holder), and two readers inside.
+shown to fire through a test hook: ``RadixTree._corrupt_check(kind)`` (accel/corrupt.c, in
+the test build only: tests/support/hooks.py) breaks one invariant in place, runs the
+check, undoes the break and returns the check's message. For every kind the hook knows,
+the message must be the one that names that break; afterwards the tree must check clean
+and dump as before. The kinds run on two trees that between them have everything a break
+needs: children in an array, in a hash trie and in a collision list, a split edge,
+leases, free node records, a quarantine (readers gone, so the tree is its published
+shape's only holder), and two readers inside.
 """
 
 from __future__ import annotations
@@ -24,9 +25,17 @@ if os.environ.get("KACHEDB_RADIX_PURE") == "1":
 
 import kachedb_radix.accel._radix as radix
 from kachedb_radix import accel
+from tests.support.hooks import corrupt_check, corrupt_kinds, require_hooks
 
-#: In the quick suite (``python -m pytest -m quick``), run on the installed wheel in CI.
+#: In the quick suite (``python -m pytest -m quick``), run on the installed wheel in CI,
+#: whose C twin has no test hooks: there the hook's tests skip (tests/support/hooks.py).
 pytestmark = pytest.mark.quick
+
+
+@pytest.fixture(autouse=True)
+def _test_build() -> None:
+    require_hooks()
+
 
 #: What check_invariants() must say for each kind of break.
 MESSAGES = {
@@ -204,7 +213,7 @@ def policy_tree(policy: str) -> Any:
 
 
 def test_every_kind_is_listed_in_check_order() -> None:
-    assert radix._corrupt_kinds() == list(MESSAGES)
+    assert corrupt_kinds() == list(MESSAGES)
 
 
 @pytest.mark.parametrize("kind", sorted(KIND_POLICIES))
@@ -214,13 +223,13 @@ def test_check_invariants_catches_a_broken_policy(kind: str) -> None:
     for policy in KIND_POLICIES[kind]:
         tree = policy_tree(policy)
         before = tree.dump()
-        message = tree._corrupt_check(kind)
+        message = corrupt_check(tree, kind)
         assert message is not None and MESSAGES[kind] in message, (kind, policy, message)
         assert f"policy {policy}" in message
         tree.check_invariants()  # the break was undone
         assert tree.dump() == before
     with pytest.raises(ValueError, match="this tree has no"):
-        policy_tree("lru")._corrupt_check(kind)
+        corrupt_check(policy_tree("lru"), kind)
 
 
 def test_check_invariants_catches_an_event_log_left_open() -> None:
@@ -228,12 +237,12 @@ def test_check_invariants_catches_an_event_log_left_open() -> None:
     tree = accel.RadixTree(8, 2, events=True)
     tree.insert([1, 2, 3, 4])
     before = tree.dump()
-    message = tree._corrupt_check("events_open")
+    message = corrupt_check(tree, "events_open")
     assert message is not None and MESSAGES["events_open"] in message
     tree.check_invariants()  # the break was undone
     assert tree.dump() == before and len(tree.take_events()) == 1
     with pytest.raises(ValueError, match="emits no events"):
-        accel.RadixTree(8, 2)._corrupt_check("events_open")
+        corrupt_check(accel.RadixTree(8, 2), "events_open")
 
 
 @pytest.mark.parametrize(
@@ -245,7 +254,7 @@ def test_check_invariants_catches_the_break(kind: str) -> None:
         tree, held = rich(with_readers)
         before = tree.dump()
         try:
-            messages.append(tree._corrupt_check(kind))
+            messages.append(corrupt_check(tree, kind))
         except ValueError as refusal:
             assert "this tree has no" in str(refusal) or "cannot show" in str(refusal)
             continue
@@ -261,19 +270,19 @@ def test_check_invariants_catches_the_break(kind: str) -> None:
 def test_hook_refusals() -> None:
     empty = accel.RadixTree(64, 2)
     with pytest.raises(ValueError, match="unknown kind"):
-        empty._corrupt_check("no_such_break")
+        corrupt_check(empty, "no_such_break")
     with pytest.raises(TypeError):
-        empty._corrupt_check(3)  # type: ignore[arg-type]
+        corrupt_check(empty, 3)
     refused = 0
     for kind in MESSAGES:
         try:
-            empty._corrupt_check(kind)
+            corrupt_check(empty, kind)
         except ValueError:
             refused += 1
     assert refused > 40  # an empty tree has nothing for most breaks
     empty._drop_published()
     with pytest.raises(ValueError, match="dropped"):
-        empty._corrupt_check("trie_rc_zero")
+        corrupt_check(empty, "trie_rc_zero")
     empty.check_invariants()
 
 
@@ -281,16 +290,16 @@ def test_allocator_hook() -> None:
     pool = accel.BlockAllocator(100)
     pool.allocate(30)
     for kind in ("alloc_summary", "alloc_hint", "alloc_pad", "alloc_count"):
-        message = pool._corrupt_check(kind)
+        message = corrupt_check(pool, kind)
         assert message is not None and MESSAGES[kind] in message
         pool.check_invariants()
     with pytest.raises(ValueError, match="unknown kind"):
-        pool._corrupt_check("registry")
+        corrupt_check(pool, "registry")
     with pytest.raises(TypeError):
-        pool._corrupt_check(None)  # type: ignore[arg-type]
+        corrupt_check(pool, None)
     full = accel.BlockAllocator(64)
     full.allocate(64)
     for kind in ("alloc_hint", "alloc_pad"):  # no free id; no id past the last word
         with pytest.raises(ValueError, match="cannot show"):
-            full._corrupt_check(kind)
+            corrupt_check(full, kind)
     assert reference.BlockAllocator(3).free_count == 3

@@ -1,0 +1,27 @@
+/* _radix.c: the writer (the tree's mutations, each call's preparation and mutation
+ * phases), the RadixTree type and the module's init.  What the other units call back:
+ * re-filing a leaf in the eviction heap (policy.c's hooks) and releasing a lease
+ * (objects.c's Lease.release). */
+#ifndef ACCEL_TREE_H
+#define ACCEL_TREE_H
+
+#include "radix.h"
+
+#if defined(__GNUC__)
+#pragma GCC visibility push(hidden)
+#endif
+
+extern PyTypeObject RadixTree_Type;
+
+/* Bring node n's heap entry in line with its state: the heap holds exactly the evictable
+ * leaves, keyed by their tails' eviction keys.  O(log h); never fails. */
+void heap_update(TreeObject *t, uint32_t n);
+
+/* RadixTree.release(lease). */
+PyObject *Tree_release(TreeObject *self, PyObject *lease);
+
+#if defined(__GNUC__)
+#pragma GCC visibility pop
+#endif
+
+#endif

@@ -600,6 +600,7 @@ def test_cli_side_by_side_exits_1_on_a_difference(capsys: pytest.CaptureFixture[
         (["noreset.jsonl"], "a trace starts with a reset step"),
         (["huge.jsonl"], "a pool of 99,999,999,999,999 blocks; explain draws every block"),
         (["refused.jsonl"], "step 2 follows a reset the reference refuses (invalid_argument"),
+        (["alone.jsonl", "--target", "accel"], "step 1: the reference refuses this reset"),
         (["--scenario", "split", "--target", "nowhere"], "unknown target 'nowhere'"),
         (["--scenario", "split", "--target", "accel", "--cmd", "x"], "not both"),
         (["--scenario", "split", "--cmd", " "], "--cmd needs a program"),
@@ -624,6 +625,7 @@ def test_cli_bad_input_is_exit_2_without_a_traceback(
     (tmp_path / "refused.jsonl").write_text(
         '{"op": "reset", "num_blocks": "x", "block_size": 4}\n{"op": "dump"}\n'
     )
+    (tmp_path / "alone.jsonl").write_text('{"op": "reset", "num_blocks": 0, "block_size": 4}\n')
     assert main(["explain", *args]) == 2
     err = capsys.readouterr().err
     assert err.startswith("explain: ") and message in err and "Traceback" not in err

@@ -138,3 +138,22 @@ def test_a_verdict_says_what_it_covered(
     assert gate_cli.main([*ARGS, "--baseline", str(baseline)]) == 0
     out = capsys.readouterr().out
     assert "GATE PASSED (1 checks on 1 timed and 0 memory cases)" in out
+
+
+def test_a_silent_program_is_given_up_after_the_timeout(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--timeout`` bounds a ``--cmd`` program's start, as ``conform``'s does (30 s else)."""
+    baseline = tmp_path / "b.json"
+    baseline.write_text(json.dumps({"format": 2}))
+    argv = ["--cmd", "sleep 100", "--timeout", "0.5", "--baseline", str(baseline), "--quick"]
+    assert gate_cli.main(argv) == 2
+    assert "request 0 (hello): no answer within 0.5 s (killed)" in capsys.readouterr().err
+
+
+def test_a_long_field_is_quoted_by_its_start(
+    scripted: None, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    baseline = tmp_path / "b.json"
+    baseline.write_text(json.dumps({"format": 2, "target": ["x" * 5000]}))
+    _refused(["--baseline", str(baseline)], "... (5004 characters)", capsys, tmp_path)

@@ -286,3 +286,21 @@ def test_a_pass_on_no_example_is_refused_and_writes_nothing(
     assert main(["conform", "reference", "--report", str(report)]) == 2
     assert "idle: no example ran, nothing was checked" in capsys.readouterr().err
     assert not report.exists()
+
+
+def test_replay_refuses_a_trace_past_its_caps(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``LIMITS["trace_bytes"]`` and ``["trace_steps"]`` (64 MiB, 100,000 steps), shrunk
+    here so the test stays small."""
+    from kachedb_radix.spec.inputs import LIMITS, Limit
+
+    trace = tmp_path / "t.jsonl"
+    reset = '{"op": "reset", "num_blocks": 4, "block_size": 1}\n'
+    trace.write_text(reset + '{"op": "dump"}\n' * 5)
+    monkeypatch.setitem(LIMITS, "trace_steps", Limit("trace_steps", 3, "steps", "w", "y"))
+    assert main(["replay", str(trace)]) == 2
+    assert "more than 3 steps (the cap of a trace)" in capsys.readouterr().err
+    monkeypatch.setitem(LIMITS, "trace_bytes", Limit("trace_bytes", 60, "bytes", "w", "y"))
+    assert main(["replay", str(trace)]) == 2
+    assert "over the cap of 60 bytes" in capsys.readouterr().err

@@ -262,7 +262,7 @@ def test_explain_shows_sglangs_waived_rules_as_waived(capsys: pytest.CaptureFixt
     assert cli_main(["explain", trace, "--target", "sglang"]) == 0
     out = capsys.readouterr().out
     assert "≈ not marked: R-PIN-5 waived by profile 'sglang-0.5.23'" in out
-    assert "no difference (1 step not marked under the profile)" in out
+    assert "no difference in 2 steps (1 step not marked under the profile)" in out
     assert cli_main(["explain", trace, "--target", "sglang", "--profile", "strict"]) == 1
     assert "not marked" not in capsys.readouterr().out
 

@@ -446,3 +446,13 @@ def test_the_playground_page_turns_events_on(browser: Any) -> None:
         server.shutdown()
         server.server_close()
         thread.join(5)
+
+
+def test_events_scheme_refuses_a_scheme_the_hasher_does_not_know() -> None:
+    """The command line refuses one while parsing; the function itself still says why."""
+    from kachedb_radix.spec.cli.explain import UsageError, events_scheme
+    from kachedb_radix.spec.conform.profile import Profile
+
+    with pytest.raises(UsageError, match="md5"):
+        events_scheme("md5", Profile())
+    assert events_scheme("", Profile())["scheme"] == "sha256_cbor"

@@ -304,3 +304,16 @@ def test_replay_refuses_a_trace_past_its_caps(
     monkeypatch.setitem(LIMITS, "trace_bytes", Limit("trace_bytes", 60, "bytes", "w", "y"))
     assert main(["replay", str(trace)]) == 2
     assert "over the cap of 60 bytes" in capsys.readouterr().err
+
+
+def test_a_report_names_the_profile_file_it_was_checked_under(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--profile FILE`` is read while parsing; the report still records the file."""
+    profile = tmp_path / "p.toml"
+    profile.write_text('name = "p"\n[tolerate]\nrecency = "not_compared"\n')
+    report = tmp_path / "report"
+    argv = ["conform", "reference", "--profile", str(profile), "--examples", "2", "--steps", "4"]
+    assert main([*argv, "--report", str(report)]) == 0
+    made_by = json.loads((report / "report.json").read_text())["made_by"]
+    assert made_by["profile"] == str(profile)

@@ -1052,6 +1052,29 @@ bad:
     return NULL;
 }
 
+/* reset_prefix_cache(): with no block in use every cached block goes at once, as an
+ * eviction of all of them (every unpinned block is evictable, and with no reader inside
+ * their ids go straight back to the allocator); else nothing changes. */
+static PyObject *Tree_reset_prefix_cache(TreeObject *self, PyObject *unused) {
+    (void)unused;
+    if (self->pinned > 0 || self->nreaders > 0 || self->quarantined > 0) Py_RETURN_FALSE;
+    Py_ssize_t n = (Py_ssize_t)self->cached;
+    uint32_t *out = PyMem_Malloc((size_t)(n ? n : 1) * sizeof(uint32_t));
+    if (out == NULL) return PyErr_NoMemory();
+    if (self->ev.recorder != NULL && ev_reserve(self, 4u) < 0) {
+        PyMem_Free(out);
+        return NULL;
+    }
+    /* ---- mutation phase: nothing below can fail */
+    evict_blocks(self, n, out, NIL); /* R-CLEAR-1; one published version if any */
+    if (self->ev.recorder != NULL) {
+        ev_log_clear(self); /* R-EVENT-7 */
+        ev_flush(self);     /* R-EVENT-5 */
+    }
+    PyMem_Free(out);
+    Py_RETURN_TRUE;
+}
+
 static PyObject *Tree_stats(TreeObject *self, PyObject *unused) {
     (void)unused;
     PyObject *oldest = self->nreaders > 0 ? PyLong_FromUnsignedLongLong(self->readers[0])
@@ -1578,6 +1601,18 @@ static PyMethodDef Tree_methods[] = {
      "number of evictable leaves: the queue holds no stale entries, so no call pays\n"
      "for earlier ones.\n\n"
      "Raises:\n    InvalidArgumentError: ``count`` is not an int >= 0."},
+    {"reset_prefix_cache", (PyCFunction)Tree_reset_prefix_cache, METH_NOARGS,
+     "reset_prefix_cache($self, /)\n--\n\n"
+     "Drop the whole prefix cache at once, vLLM's ``reset_prefix_cache``: True when it\n"
+     "was cleared, False when it was not (nothing changed).\n\n"
+     "With no block in use -- none pinned by a live lease, no reader inside, none\n"
+     "waiting in quarantine -- every cached block is freed and every namespace goes\n"
+     "(R-CLEAR-1, R-NS-3), as one published version when anything was cached\n"
+     "(R-SNAP-1), and with events on one ``AllBlocksCleared`` is emitted (R-EVENT-7).\n"
+     "While a block is in use nothing changes (R-CLEAR-2): a request may still read\n"
+     "it. The clock does not advance; each freed block's policy state goes with it,\n"
+     "as an eviction's does (R-POL-7).\n\n"
+     "Cost: O(N + k log N) for N nodes and k cached blocks."},
     {"take_events", (PyCFunction)Tree_take_events, METH_NOARGS,
      "take_events($self, /)\n--\n\n"
      "The KV event batches since the last call, oldest first: one per operation\n"

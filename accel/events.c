@@ -15,6 +15,7 @@
  *              blocks ids[] holding tokens[] became cached below the cached block
  *              `parent` (NIL: at the root of namespace ns; NULL ns: the default one)
  *   EV_REMOVE  n, ids[n]          blocks stopped being cached, in eviction order
+ *   EV_CLEAR                      every cached block stopped being cached (R-EVENT-7)
  *   EV_FLUSH   clock (two words)  the operation ended: its records form one batch
  *
  * A STORE record holds a strong reference to its namespace (a str), dropped when the
@@ -26,7 +27,7 @@
 #include "inspect.h"
 #include "objects.h"
 
-enum { EV_STORE = 1, EV_REMOVE = 2, EV_FLUSH = 3 };
+enum { EV_STORE = 1, EV_REMOVE = 2, EV_FLUSH = 3, EV_CLEAR = 4 };
 
 static inline PyObject *ev_ns_get(const uint32_t *w) {
     uintptr_t p = (uintptr_t)w[0] | ((uintptr_t)w[1] << 16 << 16);
@@ -46,6 +47,8 @@ static inline size_t ev_record_words(const uint32_t *w, uint32_t B) {
         return EV_STORE_HEADER + (size_t)w[1] * (1u + B);
     case EV_REMOVE:
         return 2u + w[1];
+    case EV_CLEAR:
+        return 1u;
     default:
         return 3u;
     }
@@ -140,6 +143,11 @@ void ev_log_remove(TreeObject *t, const uint32_t *ids, Py_ssize_t n) {
     ev->len += 2u + (size_t)n;
 }
 
+/* Mutation phase (room reserved): every cached block stopped being cached at once. */
+void ev_log_clear(TreeObject *t) {
+    t->ev.log[t->ev.len++] = EV_CLEAR;
+}
+
 /* The end of an operation (room reserved): what it logged becomes one batch stamped with
  * the clock (R-EVENT-5); an operation that logged nothing emits no batch. */
 void ev_flush(TreeObject *t) {
@@ -188,6 +196,8 @@ static int ev_drain(TreeObject *t) {
             PyObject *ids = u32_list(w + 2, (Py_ssize_t)w[1]);
             if (ids != NULL) r = PyObject_CallMethod(ev->recorder, "removed", "O", ids);
             Py_XDECREF(ids);
+        } else if (w[0] == EV_CLEAR) {
+            r = PyObject_CallMethod(ev->recorder, "cleared", NULL);
         } else {
             uint64_t clock = (uint64_t)w[1] | ((uint64_t)w[2] << 32);
             r = PyObject_CallMethod(ev->recorder, "flush", "K", (unsigned long long)clock);

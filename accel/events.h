@@ -35,6 +35,8 @@ void ev_log_store(TreeObject *t, PyObject *ns, uint32_t parent, const uint32_t *
                   const uint32_t *tok, Py_ssize_t n);
 /* Mutation phase (room reserved): blocks ids[0..n) were evicted, in that order. */
 void ev_log_remove(TreeObject *t, const uint32_t *ids, Py_ssize_t n);
+/* Mutation phase (room reserved): every cached block stopped being cached (R-EVENT-7). */
+void ev_log_clear(TreeObject *t);
 /* The end of an operation (room reserved): what it logged becomes one batch (R-EVENT-5). */
 void ev_flush(TreeObject *t);
 

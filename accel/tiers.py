@@ -50,9 +50,13 @@ class TieredTree(_ReferenceTieredTree):
 
 class KVCache(_ReferenceKVCache):
     """The KV cache on a GPU: the device tier a CuPy :class:`~kachedb_radix.accel.BlockPool`,
-    the host tier pinned memory (so host-to-device restores are asynchronous DMA, their
-    ``handle`` completing on the pool's transfer stream), the tiers C trees. The API,
-    behaviour and cost notes are :class:`kachedb_radix.reference.tiers.KVCache`'s.
+    the host tier pinned memory (so host-to-device restores are asynchronous DMA straight
+    from the host rows, their ``handle`` completing on the pool's transfer stream), the
+    tiers C trees. The API, behaviour and cost notes are
+    :class:`kachedb_radix.reference.tiers.KVCache`'s: the twins differ in the pool and the
+    trees only (``pool_type``, ``tiers_type``), the bytes moving through the same
+    :class:`~kachedb_radix.reference.tiers.memory.TierMemory` over the pool's public API
+    (device rows given to ``store`` are scattered on the device).
 
     Raises:
         BackendUnavailableError: CuPy or a CUDA device is missing (the reason says which).
@@ -61,11 +65,3 @@ class KVCache(_ReferenceKVCache):
     implementation: ClassVar[str] = "accel"
     pool_type: ClassVar[Any] = BlockPool
     tiers_type: ClassVar[Any] = TieredTree
-
-    def _write_blocks(self, ids: list[int], data: Any) -> None:
-        """Device rows (a CuPy array, anything with ``__cuda_array_interface__``) are
-        scattered on the device; host rows go through the pool's restore."""
-        if hasattr(data, "__cuda_array_interface__"):
-            self._pool.scatter(ids, data)
-        else:
-            super()._write_blocks(ids, data)

@@ -42,15 +42,15 @@ from kachedb_radix.spec.simulate.cluster import (
     prompt_hashes,
     replay_cluster_sequential,
 )
-from kachedb_radix.spec.simulate.cost import CostModel
 from kachedb_radix.spec.simulate.export import mooncake_lines, write_lines
 from kachedb_radix.spec.simulate.formats import read_trace
-from kachedb_radix.spec.simulate.hardware import GPUS, Deployment
-from kachedb_radix.spec.simulate.models import MODELS
+from kachedb_radix.spec.simulate.plan.cost import CostModel
+from kachedb_radix.spec.simulate.plan.hardware import GPUS, Deployment
+from kachedb_radix.spec.simulate.plan.models import MODELS
+from kachedb_radix.spec.simulate.plan.service import ServiceModel
 from kachedb_radix.spec.simulate.point import Config, Job, make_trees
 from kachedb_radix.spec.simulate.prefix import prefix_paths
 from kachedb_radix.spec.simulate.sequential import replay_sequential
-from kachedb_radix.spec.simulate.service import ServiceModel
 from kachedb_radix.spec.simulate.tiers import TierSpec, replay_tiered
 from kachedb_radix.spec.simulate.timed import replay_timed
 from kachedb_radix.spec.simulate.workload import WorkloadSpec, generate

@@ -51,6 +51,7 @@ import argparse
 import dataclasses
 import json
 import os
+import random
 import shutil
 import statistics
 import subprocess
@@ -66,10 +67,11 @@ import numpy.typing as npt
 
 from benchmarks.bench_disk import _dd, _drop_cache, _fio
 from kachedb_radix.reference.blockpool import PoolSpec
-from kachedb_radix.reference.tiers import KVCache, TieredTree
+from kachedb_radix.reference.tiers import KVCache
 from kachedb_radix.spec.gate import tiers as gate_tiers
 from kachedb_radix.spec.gate import timing
 from kachedb_radix.spec.gate.shapes import Workload
+from kachedb_radix.spec.twins import twin_classes
 
 MiB = 2**20
 GiB = 2**30
@@ -158,60 +160,201 @@ def _restore_all(cache: KVCache, tokens: list[int], source: str | None = None) -
 
 HOST_ROW = "host -> device: KVCache.restore"
 POOL_ROW = "host -> device: the pool's restore alone"
+DEMOTE_ROW = "device -> host: KVCache demotion (evict)"
 COPY_ROW = "memory: numpy.copyto of the same bytes"
 COLD_ROW = "disk -> device, cold page cache: KVCache.restore"
 WARM_ROW = "disk -> device, warm page cache: KVCache.restore"
+PREAD_COLD_ROW = "disk: sequential preadv of the same bytes, cold page cache"
+PREAD_WARM_ROW = "disk: sequential preadv of the same bytes, warm page cache"
 DD_ROW = "disk: dd bs=2M, cold page cache"
-HOST_ROWS = (HOST_ROW, POOL_ROW)
-DISK_ROWS = (COLD_ROW, WARM_ROW, "disk: dd bs=2M iflag=direct", "disk: fio psync O_DIRECT QD1 2M")
+HOST_ROWS = (HOST_ROW, POOL_ROW, DEMOTE_ROW)
+DISK_ROWS = (COLD_ROW, WARM_ROW)
+OTHER_DISK_ROWS = (DD_ROW, "disk: dd bs=2M iflag=direct", "disk: fio psync O_DIRECT QD1 2M")
+#: Each row's anchor: the figure of the same run it is divided by.
+ANCHOR = {
+    **dict.fromkeys(HOST_ROWS, COPY_ROW),
+    COLD_ROW: PREAD_COLD_ROW,
+    WARM_ROW: PREAD_WARM_ROW,
+    **dict.fromkeys(OTHER_DISK_ROWS, PREAD_COLD_ROW),
+}
+
+
+def cpu_cache_class() -> type[KVCache]:
+    """The CPU twin: the KV cache over the NumPy pool with the C trees (the reference's
+    trees under ``KACHEDB_RADIX_PURE=1``, or without the C extension)."""
+    made: type[KVCache] = gate_tiers.cpu_cache_class("reference" if _pure() else "accel")
+    return made
+
+
+def _pure() -> bool:
+    if os.environ.get("KACHEDB_RADIX_PURE") == "1":
+        return True
+    try:
+        from kachedb_radix import accel  # noqa: F401
+    except ImportError:  # pragma: no cover - the C extension is built with the package
+        return True
+    return False
+
+
+class Path32:
+    """A cached path and the states a measurement needs, each made untimed."""
+
+    def __init__(self, cache: KVCache, tokens: list[int]) -> None:
+        self.cache, self.tokens = cache, tokens
+        self.blocks = len(tokens) // BLOCK_TOKENS
+
+    def on_device(self) -> bool:
+        return self.cache.lookup(self.tokens).on_device == self.blocks
+
+    def up(self) -> None:
+        """On the device (from wherever it is)."""
+        if not self.on_device():
+            self.cache.restore(self.tokens).handle.wait()
+
+    def host_only(self) -> None:
+        """In the host tier, not on the device (the host keeps its copies: no bytes)."""
+        self.up()
+        self.cache.evict(self.blocks)
+
+    def device_only(self) -> None:
+        """On the device, and in no slower tier without a disk (host copies dropped)."""
+        self.up()
+        self.cache.evict(self.blocks, "host")
+
+    def disk_only(self) -> None:
+        """On the disk only, its pages clean."""
+        self.up()
+        self.cache.evict(self.blocks)
+        self.cache.evict(self.blocks, "host")
+        self.cache.sync()
+
+    def restore(self, source: str) -> None:
+        _restore_all(self.cache, self.tokens, source)
+
+
+def _payload_ranges(cache: KVCache, tokens: list[int]) -> list[tuple[int, int]]:
+    """(offset, length) in the slab of each disk block's payload, in path order."""
+    store = cache.disk
+    assert store is not None
+    geometry = store._geometry
+    found = cache.lookup(tokens)
+    assert set(found.tiers) == {"disk"}, found.tiers[:3]
+    return [
+        (geometry.slot_offset(cache._slot_of[block]) + geometry.payload_offset,
+         store.block_bytes)
+        for block in found.blocks
+    ]  # fmt: skip
+
+
+def _preadv(path: Path, ranges: list[tuple[int, int]], into: npt.NDArray[np.uint8]) -> None:
+    """The anchor of a disk restore: one ``preadv`` per block payload, in order, into one
+    buffer -- the reads a restore makes, with nothing else."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        for row, (offset, length) in enumerate(ranges):
+            os.preadv(fd, [memoryview(into[row])], offset)
+            assert length == into.shape[1]
+    finally:
+        os.close(fd)
+
+
+def _shuffled(
+    rng: random.Random, actions: dict[str, Callable[[], float | None]], rows: Rows | None
+) -> None:
+    """Run ``actions`` (each returns its figure, or None) in a random order: interleaved,
+    so that the machine's moods fall on every row alike. ``rows`` None: a warm-up round
+    (the first touches of pages and plans), its figures dropped."""
+    names = list(actions)
+    rng.shuffle(names)
+    for name in names:
+        figure = actions[name]()
+        if rows is not None:
+            _add(rows, name, figure)
 
 
 def plan_rounds(preset: str, blocks: int, rounds: int, folder: Path) -> dict[str, Any]:
-    """Every figure of a plan of ``blocks`` blocks of ``preset``, ``rounds`` times."""
+    """Every figure of a plan of ``blocks`` blocks of ``preset``, ``rounds`` times, each
+    round's figures in a random order."""
     spec = _spec(preset, blocks)
     tokens, kv = _tokens(blocks), _kv(spec, blocks)
     nbytes = blocks * spec.bytes_per_block
     rows: Rows = {}
     resident: list[float] = []
-    with KVCache(spec, host_blocks=blocks) as cache:
+    rng = random.Random(blocks)
+    slab = folder / f"{preset}.slab"
+    cls = cpu_cache_class()
+    with cls(spec, model=preset, host_blocks=blocks, disk_path=slab, disk_blocks=blocks) as cache:
         cache.store(tokens, kv)
+        path = Path32(cache, tokens)
         target = np.empty_like(kv)
         target[:] = 0  # its pages touched: the copy below measures a copy, not page faults
+        payloads = np.empty((blocks, spec.bytes_per_block), dtype=np.uint8)
+        payloads[:] = 0
+
+        def host_restore() -> float:
+            path.host_only()
+            return _gbps(nbytes, _timed(lambda: path.restore("host")))
+
+        def pool_restore() -> float:
+            path.up()
+            ids = list(cache.lookup(tokens).blocks)  # the path's own blocks, rewritten
+            return _gbps(nbytes, _timed(lambda: cache.pool.restore(ids, kv).wait()))
+
+        def demote() -> float:
+            path.device_only()
+            seconds = _timed(lambda: cache.evict(blocks))
+            assert set(cache.lookup(tokens).tiers) == {"host"}
+            return _gbps(nbytes, seconds)
+
+        def copy() -> float:
+            return _gbps(nbytes, _timed(lambda: np.copyto(target, kv)))
+
+        host_actions: dict[str, Callable[[], float | None]] = {
+            HOST_ROW: host_restore, POOL_ROW: pool_restore, DEMOTE_ROW: demote, COPY_ROW: copy
+        }  # fmt: skip
+        _shuffled(rng, host_actions, None)
         for _ in range(rounds):
-            cache.evict(blocks)  # the whole path demoted to the host (untimed)
-            seconds = _timed(lambda: _restore_all(cache, tokens, "host"))
-            _add(rows, HOST_ROW, _gbps(nbytes, seconds))
-            ids = list(cache.lookup(tokens).blocks)  # the path's own device blocks, rewritten
-            seconds = _timed(lambda: cache.pool.restore(ids, kv).wait())  # noqa: B023
-            _add(rows, POOL_ROW, _gbps(nbytes, seconds))
-            _add(rows, COPY_ROW, _gbps(nbytes, _timed(lambda: np.copyto(target, kv))))
-        cache.evict(blocks)
-        _restore_all(cache, tokens, "host")
+            _shuffled(rng, host_actions, rows)
+        path.host_only()
+        path.restore("host")
         assert _same_bytes(cache.read(tokens), kv), "the host restore brought back other bytes"
-    path = folder / f"{preset}.slab"
-    with KVCache(spec, host_blocks=blocks, disk_path=path, disk_blocks=blocks) as cache:
-        cache.store(tokens, kv)
-        cache.evict(blocks)
-        cache.evict(blocks, "host")  # the path on disk only
-        cache.sync()
-        for _ in range(rounds):
-            _drop_cache(path)
-            share = _resident(path)
+        path.disk_only()
+        ranges = _payload_ranges(cache, tokens)
+
+        def cold_restore() -> float:
+            path.disk_only()
+            _drop_cache(slab)
+            share = _resident(slab)
             if share is not None:
                 resident.append(share)
-            seconds = _timed(lambda: _restore_all(cache, tokens, "disk"))
-            _add(rows, COLD_ROW, _gbps(nbytes, seconds))
+            seconds = _timed(lambda: path.restore("disk"))
             assert _same_bytes(cache.read(tokens), kv), "the disk restore brought back other bytes"
-            cache.evict(blocks)
-            cache.evict(blocks, "host")
-            seconds = _timed(lambda: _restore_all(cache, tokens, "disk"))
-            _add(rows, WARM_ROW, _gbps(nbytes, seconds))
-            cache.evict(blocks)
-            cache.evict(blocks, "host")
-            _add(rows, "disk: dd bs=2M iflag=direct", _dd(path, direct=True))
-            _add(rows, DD_ROW, _dd(path, direct=False))
-            _add(rows, "disk: fio psync O_DIRECT QD1 2M", _fio(path))
-    path.unlink()
+            return _gbps(nbytes, seconds)
+
+        def warm_restore() -> float:
+            path.disk_only()
+            _preadv(slab, ranges, payloads)  # its pages in the page cache
+            return _gbps(nbytes, _timed(lambda: path.restore("disk")))
+
+        def cold_preadv() -> float:
+            path.disk_only()
+            _drop_cache(slab)
+            return _gbps(nbytes, _timed(lambda: _preadv(slab, ranges, payloads)))
+
+        def warm_preadv() -> float:
+            _preadv(slab, ranges, payloads)
+            return _gbps(nbytes, _timed(lambda: _preadv(slab, ranges, payloads)))
+
+        for _ in range(rounds):
+            actions: dict[str, Callable[[], float | None]] = {
+                COLD_ROW: cold_restore, WARM_ROW: warm_restore,
+                PREAD_COLD_ROW: cold_preadv, PREAD_WARM_ROW: warm_preadv,
+                "disk: dd bs=2M iflag=direct": lambda: _dd(slab, direct=True),
+                DD_ROW: lambda: _dd(slab, direct=False),
+                "disk: fio psync O_DIRECT QD1 2M": lambda: _fio(slab),
+            }  # fmt: skip
+            _shuffled(rng, actions, rows)
+    slab.unlink()
     return {
         "preset": preset,
         "blocks": blocks,
@@ -223,15 +366,16 @@ def plan_rounds(preset: str, blocks: int, rounds: int, folder: Path) -> dict[str
 
 
 def plan_table(results: list[dict[str, Any]], labels: list[str]) -> str:
-    """The plan figures, medians, with their ratios to the same run's baselines."""
+    """The plan figures, medians, with their ratios to the same run's anchors."""
     head = [
         "| GB/s (median) | " + " | ".join(labels) + " | ratio |",
         "| --- | " + " | ".join("---:" for _ in labels) + " | ---: |",
     ]
     lines = list(head)
-    for name in (*HOST_ROWS, COPY_ROW, *DISK_ROWS[:2], DD_ROW, *DISK_ROWS[2:]):
+    order = (*HOST_ROWS, COPY_ROW, *DISK_ROWS, PREAD_COLD_ROW, PREAD_WARM_ROW, *OTHER_DISK_ROWS)
+    for name in order:
         cells, ratios = [], []
-        base = COPY_ROW if name in HOST_ROWS else DD_ROW if name in DISK_ROWS else None
+        base = ANCHOR.get(name)
         for result in results:
             value = _median(result["rounds"], name)
             cells.append("" if value is None else f"{value:.2f}")
@@ -249,36 +393,75 @@ def plan_table(results: list[dict[str, Any]], labels: list[str]) -> str:
 def prefix_rounds(
     preset: str, layers: int, tokens_count: int, rounds: int, folder: Path
 ) -> dict[str, Any]:
-    """A ``tokens_count``-token prefix of ``preset`` with ``layers`` layers, restored from
-    the host tier and (after a restart) from disk: seconds per round."""
+    """A ``tokens_count``-token prefix of ``preset`` with ``layers`` layers: seconds per
+    round of its restore from the host tier, its demotion to it and ``numpy.copyto`` of
+    the same bytes (interleaved); then, after a restart (the slab reopened warm), its cold
+    restore from disk and the cold ``preadv`` of the same payloads (interleaved)."""
     blocks = tokens_count // BLOCK_TOKENS
     spec = _spec(preset, blocks, layers)
     tokens, kv = _tokens(blocks), _kv(spec, blocks)
     rows: Rows = {}
-    path = folder / f"prefix-{preset}-{layers}.slab"
-    cache = KVCache(spec, host_blocks=blocks, disk_path=path, disk_blocks=blocks)
+    rng = random.Random(layers)
+    slab = folder / f"prefix-{preset}-{layers}.slab"
+    cls = cpu_cache_class()
+
+    def opened() -> KVCache:
+        return cls(spec, model=preset, host_blocks=blocks, disk_path=slab, disk_blocks=blocks)
+
+    cache = opened()
     try:
         cache.store(tokens, kv)
+        path = Path32(cache, tokens)
+        targets = [np.empty_like(kv)]  # dropped before the disk rounds
+        targets[0][:] = 0
+
+        def host() -> float:
+            path.host_only()
+            return _timed(lambda: path.restore("host"))
+
+        def demote() -> float:
+            path.device_only()
+            return _timed(lambda: cache.evict(blocks))
+
+        def copy() -> float:
+            return _timed(lambda: np.copyto(targets[0], kv))
+
+        host_actions: dict[str, Callable[[], float | None]] = {
+            "host": host, "demote": demote, "copy": copy
+        }  # fmt: skip
+        _shuffled(rng, host_actions, None)
         for _ in range(rounds):
-            cache.evict(blocks)  # to the host (untimed: see the planning figures)
-            _add(rows, "host", _timed(lambda: _restore_all(cache, tokens, "host")))
+            _shuffled(rng, host_actions, rows)
+        path.host_only()
+        path.restore("host")
         assert _same_bytes(cache.read(tokens), kv), "the host restore brought back other bytes"
-        cache.evict(blocks)
-        cache.evict(blocks, "host")
+        targets.clear()
+        path.disk_only()
+        ranges = _payload_ranges(cache, tokens)
         cache.close()
-        for _ in range(rounds):  # a restart: reopen the slab warm, restore cold from disk
-            _drop_cache(path)
+        payloads = np.empty((blocks, spec.bytes_per_block), dtype=np.uint8)
+        payloads[:] = 0
+
+        def restart() -> float:  # reopen the slab warm, restore cold from disk
+            nonlocal cache
+            _drop_cache(slab)
             started = time.perf_counter()
-            cache = KVCache(spec, host_blocks=blocks, disk_path=path, disk_blocks=blocks)
+            cache = opened()
             _add(rows, "reopen", time.perf_counter() - started)
-            started = time.perf_counter()
-            _restore_all(cache, tokens, "disk")
-            _add(rows, "disk", time.perf_counter() - started)
+            seconds = _timed(lambda: _restore_all(cache, tokens, "disk"))
             assert _same_bytes(cache.read(tokens), kv), "the disk restore brought back other bytes"
             cache.close()
+            return seconds
+
+        def cold_preadv() -> float:
+            _drop_cache(slab)
+            return _timed(lambda: _preadv(slab, ranges, payloads))
+
+        for _ in range(rounds):
+            _shuffled(rng, {"disk": restart, "preadv": cold_preadv}, rows)
     finally:
         cache.close()
-        path.unlink(missing_ok=True)
+        slab.unlink(missing_ok=True)
     return {"preset": preset, "layers": layers, "bytes": blocks * spec.bytes_per_block,
             "rounds": rows}  # fmt: skip
 
@@ -296,30 +479,46 @@ def extrapolate(points: list[tuple[int, float]], full_bytes: int) -> tuple[float
     return fixed, 1 / slope, fixed + slope * full_bytes
 
 
+#: The prefix table's rows: (source, what it is, its anchor or None).
+PREFIX_ROWS = (
+    ("host", "host -> device: KVCache.restore", "copy"),
+    ("demote", "device -> host: KVCache demotion", "copy"),
+    ("copy", "numpy.copyto of the same bytes", None),
+    ("disk", "disk -> device, cold, after a restart", "preadv"),
+    ("preadv", "sequential preadv of the same bytes, cold", None),
+    ("reopen", "the reopen before it", None),
+)
+
+
 def prefix_table(
     results: list[dict[str, Any]], full: dict[str, int], tokens: int
 ) -> tuple[str, dict[str, Any]]:
-    """The prefix table: each measured size, then the fit and the full-size figure. The
-    reopen reads every record's header, not its payload: it depends on the record count,
-    which every size shares, so its full-size figure is its median over the sizes."""
+    """The prefix table: each measured size (median ms, and the ratio to the row's anchor
+    in the same rounds), then the fit and the full-size figure (and the ratio of the two
+    fits). The reopen reads every record's header, not its payload: it depends on the
+    record count, which every size shares, so its full-size figure is its median over
+    the sizes."""
     claim = tokens == PREFIX_TOKENS
     lines = [
-        "| preset, source | measured (layers: bytes -> median ms) | fit: fixed + per byte | "
-        "full size | full-size time |"
+        "| preset, source | measured (layers: bytes -> median ms, anchor ratio) | "
+        "fit: fixed + per byte | full size | full-size time (ratio) |"
         + (f" vs the seed's {SEED_CLAIM_MS:g} ms |" if claim else ""),
         "| --- | --- | --- | ---: | ---: |" + (" ---: |" if claim else ""),
     ]
     fits: dict[str, Any] = {}
     for label, preset in PRESETS:
         mine = [result for result in results if result["preset"] == preset]
-        for source in ("host", "disk", "reopen") if mine else ():
+        for source, name, anchor in PREFIX_ROWS if mine else ():
             points = [
                 (result["bytes"], statistics.median(result["rounds"][source])) for result in mine
             ]
-            measured = "; ".join(
-                f"{result['layers']}: {result['bytes'] / MiB:,.0f} MiB -> {seconds * 1e3:,.1f}"
-                for result, (_, seconds) in zip(mine, points, strict=True)
-            )
+            cells = []
+            for result, (_, seconds) in zip(mine, points, strict=True):
+                ratio = ""
+                if anchor is not None:
+                    ratio = f", {statistics.median(result['rounds'][anchor]) / seconds:.2f}x"
+                cells.append(f"{result['layers']}: {result['bytes'] / MiB:,.0f} MiB -> "
+                             f"{seconds * 1e3:,.1f}{ratio}")  # fmt: skip
             if source == "reopen":
                 seconds = statistics.median(value for _, value in points)
                 fit = f"per record: {len(mine)} sizes, same {tokens // BLOCK_TOKENS:,} records"
@@ -330,12 +529,17 @@ def prefix_table(
                 fits[f"{preset}/{source}"] = {
                     "fixed_s": fixed, "bytes_per_s": rate, "full_s": seconds,
                 }  # fmt: skip
-            name = {"host": "host -> device", "disk": "disk -> device, cold, after a restart",
-                    "reopen": "the reopen before it"}[source]  # fmt: skip
-            versus = f" {seconds * 1e3 / SEED_CLAIM_MS:,.1f}x |" if claim else ""
+            ratio = ""
+            if anchor is not None:
+                versus = fits[f"{preset}/{anchor}"]["full_s"] if f"{preset}/{anchor}" in fits \
+                    else extrapolate([(result["bytes"], statistics.median(result["rounds"][anchor]))
+                                      for result in mine], full[preset])[2]  # fmt: skip
+                ratio = f" ({versus / seconds:.2f}x)"
+                fits[f"{preset}/{source}"]["anchor_ratio"] = versus / seconds
+            claimed = f" {seconds * 1e3 / SEED_CLAIM_MS:,.1f}x |" if claim else ""
             lines.append(
-                f"| {label}, {name} | {measured} | {fit} | {full[preset] / GiB:.2f} GiB | "
-                f"{seconds * 1e3:,.0f} ms |{versus}"
+                f"| {label}, {name} | {'; '.join(cells)} | {fit} | {full[preset] / GiB:.2f} GiB | "
+                f"{seconds * 1e3:,.0f} ms{ratio} |{claimed}"
             )
     return "\n".join(lines), fits
 
@@ -344,12 +548,7 @@ def prefix_table(
 
 
 def _twins() -> dict[str, Callable[..., Any]]:
-    found: dict[str, Callable[..., Any]] = {"reference": TieredTree}
-    if os.environ.get("KACHEDB_RADIX_PURE") != "1":
-        from kachedb_radix import accel
-
-        found["accel"] = accel.TieredTree
-    return found
+    return twin_classes("TieredTree")  # the one picker: spec/twins.py
 
 
 def evict_chain_workload(make: Callable[..., Any], blocks: int) -> Workload:
@@ -400,6 +599,79 @@ def planning_table(found: dict[str, dict[str, float]], sizes: tuple[int, ...]) -
     return "\n".join(lines)
 
 
+# ---------------------------------------------------------------- a tiered replay, C trees
+
+
+def replay_rounds(requests: int, capacity: int, rounds: int, folder: Path) -> dict[str, Any]:
+    """The simulator's sequential replay of a generated conversation trace (the speed
+    target of ``benchmarks/bench_simulate.py``: ``requests`` requests, one hash id per 148
+    tokens), on the C trees: plain, one tree of ``capacity`` blocks; tiered, a device of a
+    tenth of it over a host tier of ``capacity`` blocks (``--tiers host=...``). Each round
+    times, in a random order, reading and parsing the trace, the plain replay and the
+    tiered replay (seconds)."""
+    from kachedb_radix.spec.simulate.export import mooncake_lines, write_lines
+    from kachedb_radix.spec.simulate.formats import read_trace
+    from kachedb_radix.spec.simulate.plan.service import ServiceModel
+    from kachedb_radix.spec.simulate.point import Config, Job, make_trees
+    from kachedb_radix.spec.simulate.sequential import replay_sequential
+    from kachedb_radix.spec.simulate.tiers import TierSpec, replay_tiered
+    from kachedb_radix.spec.simulate.workload import WorkloadSpec, generate
+
+    name = "reference" if _pure() else "accel"
+    path = folder / "conversations.jsonl"
+    write_lines(mooncake_lines(generate(WorkloadSpec(requests=requests, seed=0)), 148), path)
+    trace = read_trace(path, tokens_per_block=148)
+    plain_config, tiered_config = Config(), Config(tiers=TierSpec(host_blocks=capacity))
+    order = list(range(len(trace.requests)))
+    job = Job(trace=trace, mode="sequential", implementation=name, service=ServiceModel(),
+              order=order, configs=(plain_config, tiered_config))  # fmt: skip
+    rows: Rows = {}
+    found: dict[str, Any] = {}
+
+    def read() -> float:
+        return _timed(lambda: read_trace(path, tokens_per_block=148))
+
+    def plain() -> float:
+        trees, made = make_trees(job, plain_config, capacity)
+        assert made == name
+        started = time.perf_counter()
+        found["plain"] = replay_sequential(trace, trees[0])
+        return time.perf_counter() - started
+
+    def tiered() -> float:
+        trees, made = make_trees(job, tiered_config, capacity // 10)
+        assert made == name
+        started = time.perf_counter()
+        found["tiered"] = replay_tiered(trace, trees[0])
+        return time.perf_counter() - started
+
+    rng = random.Random(requests)
+    actions: dict[str, Callable[[], float | None]] = {
+        "read": read,
+        "plain": plain,
+        "tiered": tiered,
+    }
+    for _ in range(rounds):
+        _shuffled(rng, actions, rows)
+    path.unlink()
+    assert found["tiered"].tiers is not None and sum(found["tiered"].tiers.host) > 0
+    return {"requests": requests, "capacity": capacity, "trees": name, "rounds": rows}
+
+
+def replay_table(result: dict[str, Any]) -> str:
+    """Plain against tiered, each with and without reading the trace."""
+    read, plain, tiered = (statistics.median(result["rounds"][key]) for key in
+                           ("read", "plain", "tiered"))  # fmt: skip
+    return "\n".join([
+        "| seconds (median) | replay | read + parse + replay |",
+        "| --- | ---: | ---: |",
+        f"| plain: one tree of {result['capacity']:,} blocks | {plain:.3f} | {read + plain:.3f} |",
+        f"| tiered: a device of {result['capacity'] // 10:,} over a host of "
+        f"{result['capacity']:,} | {tiered:.3f} | {read + tiered:.3f} |",
+        f"| tiered / plain | {tiered / plain:.1f}x | {(read + tiered) / (read + plain):.1f}x |",
+    ])  # fmt: skip
+
+
 # ---------------------------------------------------------------- CPU main
 
 
@@ -438,6 +710,11 @@ def cpu(args: argparse.Namespace) -> dict[str, Any]:
         print(f"\n## A {args.prefix_tokens:,}-token prefix, {args.prefix_rounds} round(s) per "
               "size, layers scaled down, full size extrapolated\n")  # fmt: skip
         print(table)
+        replay = replay_rounds(args.replay_requests, args.replay_capacity, args.rounds, folder)
+        report["replay"] = replay
+        print(f"\n## A tiered replay against a plain one ({replay['trees']} trees, "
+              f"{replay['requests']:,} requests), {args.rounds} round(s)\n")  # fmt: skip
+        print(replay_table(replay))
     finally:
         shutil.rmtree(folder)
     sizes = (args.plan_blocks, args.prefix_tokens // BLOCK_TOKENS)
@@ -568,9 +845,9 @@ def _gpu_prefix(
 def _modelled(preset: str, gpu_name: str, tokens: int) -> tuple[float, float] | None:
     """The planner's roofline for this GPU: (prefill ms of ``tokens`` uncached tokens,
     restore ms over its host link), or None for a GPU it does not know."""
-    from kachedb_radix.spec.simulate.cost import CostModel
-    from kachedb_radix.spec.simulate.hardware import Deployment, get_gpu
-    from kachedb_radix.spec.simulate.models import MODELS
+    from kachedb_radix.spec.simulate.plan.cost import CostModel
+    from kachedb_radix.spec.simulate.plan.hardware import Deployment, get_gpu
+    from kachedb_radix.spec.simulate.plan.models import MODELS
 
     part = next((key for key in ("h200", "h100") if key in gpu_name.lower()), None)
     if part is None:
@@ -635,11 +912,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--layer-divisors", type=int, nargs=2, default=(16, 8),
                         help="CPU: the two scaled-down layer counts, as divisors")  # fmt: skip
     parser.add_argument("--budget", type=float, default=1.0, help="seconds per planning case")
+    parser.add_argument("--replay-requests", type=int, default=12_000)
+    parser.add_argument("--replay-capacity", type=int, default=20_000)
     parser.add_argument("--json", type=Path, default=None, help="write every round here")
     args = parser.parse_args(argv)
     if args.quick:
         args.rounds, args.plan_blocks, args.prefix_rounds, args.budget = 1, 16, 1, 0.1
         args.prefix_tokens, args.layer_divisors = 2048, (32, 16)
+        args.replay_requests, args.replay_capacity = 600, 2000
     started = time.perf_counter()
     report = gpu(args) if args.gpu else cpu(args)
     report["seconds"] = time.perf_counter() - started

@@ -28,6 +28,7 @@ from typing import Any
 import numpy as np
 
 from kachedb_radix.reference.events import BlockHasher
+from kachedb_radix.spec.twins import twin_classes
 
 BLOCK = 16
 BLOCKS = 64
@@ -36,15 +37,8 @@ SETTINGS: dict[str, Any] = {"off": None, "sha256_cbor": True, "xxh3_64": BlockHa
 
 
 def _twins() -> dict[str, Any]:
-    from kachedb_radix import reference
-
-    found: dict[str, Any] = {"reference": reference.RadixTree}
-    try:
-        from kachedb_radix import accel
-    except ImportError:  # pragma: no cover - the C twin is built everywhere CI runs
-        return found
-    found["accel"] = accel.RadixTree
-    return found
+    # The one picker (spec/twins.py): accel is dropped only by KACHEDB_RADIX_PURE=1.
+    return twin_classes("RadixTree")
 
 
 def _timed(call: Callable[[], object], repeat: int) -> float:

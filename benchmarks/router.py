@@ -48,11 +48,13 @@ from kachedb_radix.reference.events import (
     KVEventBatch,
     encode_batch,
 )
-from kachedb_radix.reference.router import RouterIndex
+from kachedb_radix.spec.twins import TWIN_NAMES, twin_class
 
 #: The trace's ids are hashes already: the cheapest scheme names the blocks.
 HASHER = BlockHasher("xxh3_64")
-TWINS: dict[str, Callable[..., Any]] = {"reference": RouterIndex, "accel": accel.RouterIndex}
+TWINS: dict[str, Callable[..., Any]] = {
+    name: twin_class(name, "RouterIndex") for name in TWIN_NAMES
+}  # the one picker: spec/twins.py
 
 DEFAULT_TRACE = (
     Path(__file__).resolve().parents[2] / "shared" / "traces" / "mooncake_synthetic_trace.jsonl"

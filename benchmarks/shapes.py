@@ -12,17 +12,14 @@ the suite, the plot and the gate measure exactly the same things).  Here beside 
 from __future__ import annotations
 
 import gc
-import importlib
-import os
 import tracemalloc
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from kachedb_radix import reference
-from kachedb_radix.spec.conform.targets import PURE_SWITCH
 from kachedb_radix.spec.gate.memory import grouped
 from kachedb_radix.spec.gate.shapes import *  # noqa: F403 - the shared shapes, re-exported
 from kachedb_radix.spec.gate.shapes import BLOCK_SIZE, Shape, TreeFactory, _check_full_match
+from kachedb_radix.spec.twins import find_twins, pure
 
 from .flat_index import FlatIndex
 
@@ -52,19 +49,8 @@ class Implementations:
 
 def find_implementations(environ: Mapping[str, str] | None = None) -> Implementations:
     """The reference always; accel when importable, unless ``KACHEDB_RADIX_PURE=1``."""
-    env = os.environ if environ is None else environ
-    factories: dict[str, TreeFactory] = {"reference": reference.RadixTree}
-    missing: dict[str, str] = {}
-    pure = env.get(PURE_SWITCH) == "1"
-    if pure:
-        missing["accel"] = f"{PURE_SWITCH}=1"
-    else:
-        try:
-            module = importlib.import_module("accel")
-            factories["accel"] = module.RadixTree
-        except (ImportError, AttributeError) as exc:
-            missing["accel"] = f"not importable: {type(exc).__name__}: {exc}"
-    return Implementations(factories, missing, pure)
+    factories, missing = find_twins("RadixTree", environ)  # the one picker: spec/twins.py
+    return Implementations(factories, missing, pure(environ))
 
 
 def build_flat(shape: Shape) -> FlatIndex:

@@ -9,7 +9,7 @@ is NumPy.
 
 Every class here has a fast twin of the same name in :mod:`kachedb_radix.accel`: ``RadixTree`` (C),
 ``BlockPool`` (CuPy on a GPU), ``RouterIndex`` (C), ``TieredTree`` (the tier layer over
-the C tree), with the same API and behaviour.
+the C tree), ``KVCache`` (the tiers over the block pool), with the same API and behaviour.
 """
 
 from ._version import __version__
@@ -39,7 +39,7 @@ from .render import render_dump
 from .results import InsertResult, MatchResult, TreeStats
 from .router import RouterIndex
 from .snapshot import Reader, Snapshot
-from .tiers import TieredTree
+from .tiers import KVCache, TieredTree
 from .tokens import TOKEN_LIMIT, TokenInput, as_token_list
 from .tree import RadixTree
 
@@ -57,6 +57,7 @@ __all__ = [
     "InvalidArgumentError",
     "InvalidTokensError",
     "InvariantViolation",
+    "KVCache",
     "Lease",
     "LeaseError",
     "LeaseReleasedError",

@@ -351,6 +351,39 @@ class RadixTree:
             if self._events is not None:
                 self._events.flush(self._clock)  # R-EVENT-5
 
+    def reset_prefix_cache(self) -> bool:
+        """Drop the whole prefix cache at once, vLLM's ``reset_prefix_cache``: True when it
+        was cleared, False when it was not (nothing changed).
+
+        With no block in use -- none pinned by a live lease, no reader inside, none
+        waiting in quarantine -- every cached block is freed and every namespace goes
+        (R-CLEAR-1, R-NS-3), as one published version when anything was cached
+        (R-SNAP-1), and with events on one ``AllBlocksCleared`` is emitted (R-EVENT-7).
+        While a block is in use nothing changes (R-CLEAR-2): a request may still read
+        it. The clock does not advance; each freed block's policy state goes with it,
+        as an eviction's does (R-POL-7).
+
+        Cost: O(N + k log N) for N nodes and k cached blocks.
+        """
+        if self._pinned or self._readers or self._quarantined:
+            return False
+        cached = sorted(
+            block for node in self._nodes.values() for block in node.blocks[: node.count]
+        )
+        if cached:
+            for nid in self._nodes:
+                self._queue.withdraw(nid)
+            for block in cached:
+                self._policy.freed(block)
+            self._roots, self._nodes, self._parents, self._root_names = Map(), {}, {}, {}
+            self._cached = 0
+            self._publish()  # readers entering from now on see the empty cache
+            self._allocator.free(cached)
+        if self._events is not None:
+            self._events.cleared()
+            self._events.flush(self._clock)  # R-EVENT-5
+        return True
+
     def take_events(self) -> list[KVEventBatch]:
         """The KV event batches since the last call, oldest first: one per operation
         that cached or evicted blocks (R-EVENT-1..5). O(1).
@@ -890,4 +923,3 @@ class RadixTree:
     def _leave(self, epoch: int) -> None:
         # One atomic dict operation: safe from any thread and from a finalizer (R-EPOCH-5).
         self._readers.pop(epoch, None)
-

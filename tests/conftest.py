@@ -7,60 +7,29 @@ drops it (for platforms without a compiler), and only that switch may.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 from typing import Any
 
 import pytest
 
-from kachedb_radix import reference
+from kachedb_radix.spec.twins import twin_classes
 
 TreeFactory = Callable[..., Any]
 
 
-def implementations() -> dict[str, TreeFactory]:
-    """The implementations under test, by name."""
-    found: dict[str, TreeFactory] = {"reference": reference.RadixTree}
-    if os.environ.get("KACHEDB_RADIX_PURE") != "1":
-        # No except clause on purpose: if the C extension did not build, this import
-        # raises and the whole test run fails. Only KACHEDB_RADIX_PURE=1 may drop accel.
-        from kachedb_radix import accel
-
-        found["accel"] = accel.RadixTree
-    return found
+def implementations(cls: str = "RadixTree") -> dict[str, TreeFactory]:
+    """Class ``cls`` of each implementation under test, by name: the one twin picker's
+    suite (:func:`kachedb_radix.spec.twins.twin_classes`). No fallback on purpose: if
+    the C extension did not build, picking accel raises and the whole test run fails;
+    only KACHEDB_RADIX_PURE=1 may drop it."""
+    return twin_classes(cls)
 
 
 IMPLEMENTATIONS = implementations()
-
-
-def router_implementations() -> dict[str, TreeFactory]:
-    """The router indexes under test (R-ROUTE-*), by the same names."""
-    from kachedb_radix.reference.router import RouterIndex
-
-    found: dict[str, TreeFactory] = {"reference": RouterIndex}
-    if "accel" in IMPLEMENTATIONS:
-        from kachedb_radix import accel
-
-        found["accel"] = accel.RouterIndex
-    return found
-
-
-ROUTER_IMPLEMENTATIONS = router_implementations()
-
-
-def tier_implementations() -> dict[str, TreeFactory]:
-    """The tiered trees under test (R-TIER-*): the tier layer over each tree twin."""
-    from kachedb_radix.reference.tiers import TieredTree
-
-    found: dict[str, TreeFactory] = {"reference": TieredTree}
-    if "accel" in IMPLEMENTATIONS:
-        from kachedb_radix import accel
-
-        found["accel"] = accel.TieredTree
-    return found
-
-
-TIER_IMPLEMENTATIONS = tier_implementations()
+#: The router indexes under test (R-ROUTE-*), by the same names.
+ROUTER_IMPLEMENTATIONS = implementations("RouterIndex")
+#: The tiered trees under test (R-TIER-*): the tier layer over each tree twin.
+TIER_IMPLEMENTATIONS = implementations("TieredTree")
 
 
 @pytest.fixture(params=sorted(IMPLEMENTATIONS))

@@ -43,6 +43,7 @@ from kachedb_radix.reference.blockpool.validation import (
     check_buffer,
     check_unique,
     normalize_ids,
+    runs,
     split_pairs,
     validate_copy,
 )
@@ -199,8 +200,14 @@ class BlockPool:
         """
         b_ids = normalize_ids(ids, self._spec.num_blocks, "ids")
         buf = self._check_out(len(b_ids), out, "out")
-        for i, b in enumerate(b_ids):
-            buf[i] = self._read(b)
+        if self._spec.layout is Layout.BLOCK_MAJOR:  # one copy per run of consecutive ids
+            for start, end in runs(b_ids):
+                first = int(b_ids[start])
+                buf[start:end] = self._arrays[0][first : first + end - start]
+            return buf
+        for i, b in enumerate(b_ids):  # one copy per block and layer, straight into ``buf``
+            for layer, arr in enumerate(self._arrays):
+                buf[i, layer] = arr[:, b]
         return buf
 
     def scatter(self, ids: BlockIds, buffer: Array) -> None:
@@ -216,6 +223,11 @@ class BlockPool:
         check_buffer(
             self._spec, buffer, len(b_ids), "buffer", np.ndarray, writable=False, where="host"
         )
+        if self._spec.layout is Layout.BLOCK_MAJOR:  # one copy per run of consecutive ids
+            for start, end in runs(b_ids):
+                first = int(b_ids[start])
+                self._arrays[0][first : first + end - start] = buffer[start:end]
+            return
         for i, b in enumerate(b_ids):
             self._write(b, buffer[i])
 

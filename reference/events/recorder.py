@@ -12,6 +12,8 @@ The rules (R-EVENT-1..5), as the tree follows them through :class:`EventRecorder
 * an eviction emits one ``BlockRemoved`` with the evicted blocks' hashes in eviction
   order, when the blocks stop being matchable -- not when they leave the quarantine,
   which only decides when their ids may be reused (R-EVENT-4);
+* clearing the whole cache (``reset_prefix_cache``) emits one ``AllBlocksCleared`` and
+  no ``BlockRemoved`` (R-EVENT-7);
 * the events of one operation form one batch, in the order they happened (an insert
   that evicts: its ``BlockRemoved`` first), stamped with the tree's clock after the
   operation; a call that fails changes nothing and emits nothing, but an eviction
@@ -29,7 +31,7 @@ from typing import Any
 
 from ..errors import InvariantViolation
 from .hashing import BlockHasher, ExternalHash, Hash, event_extra_keys
-from .schema import MEDIUM_GPU, BlockRemoved, BlockStored, KVEvent, KVEventBatch
+from .schema import MEDIUM_GPU, AllBlocksCleared, BlockRemoved, BlockStored, KVEvent, KVEventBatch
 
 
 class EventRecorder:
@@ -110,6 +112,13 @@ class EventRecorder:
         self._pending.append(event)  # a failure here changes nothing
         for block in doomed:  # deleting from a dict never fails part way
             del self._hashes[block]
+
+    def cleared(self) -> None:
+        """Record that every cached block stopped being cached at once (R-EVENT-7): one
+        ``AllBlocksCleared``, every hash forgotten. O(cached blocks)."""
+        event = AllBlocksCleared()  # made first: a failure here changes nothing
+        self._pending.append(event)
+        self._hashes.clear()
 
     def flush(self, clock: int) -> None:
         """Close the operation: its events, if any, become one batch at ``clock``. O(1)."""

@@ -17,9 +17,11 @@ disk tier dropped, and writing a disk block only if the disk still holds it afte
 call (one call can write a disk block, drop it and write it again: the last write wins).
 The data path of a serving step::
 
-    cache = KVCache(spec, host_blocks=..., disk_path="kv.slab", disk_blocks=...)
-    found = cache.lookup(prompt)                  # which tier, what a restore reads
+    cache = KVCache(spec, model="llama-3-8b", host_blocks=..., disk_path="kv.slab",
+                    disk_blocks=...)
+    found = cache.lookup(prompt, pin=True)        # which tier; the disk blocks verified
     brought = cache.restore(prompt, pin=True)     # bytes up; .handle completes it
+    cache.release(found.lease)
     ... compute the rest of the prompt's KV ...
     cache.store(prompt_and_output, kv)            # new blocks written, demotions made
     cache.release(brought.result.lease)
@@ -30,15 +32,30 @@ Guarantees:
   writes known bytes, forces them down to the host and the disk, brings them back and
   compares every byte, on both twins);
 * a disk block whose payload fails its checksum is never served: a restore stops before
-  it, the block is counted lost and kept out of every later lookup until the disk tier
-  evicts it (R-TIER-10);
+  it (its ``stopped`` says so), the block is counted lost and kept out of every later
+  lookup until the disk tier evicts it (R-TIER-10);
+* the disk tier's file records whose KV it holds -- the ``model`` and the layout -- and a
+  file of other KV is refused whole, left as it is (R-TIER-11, R-TIER-12); a file is
+  started afresh only when ``disk_afresh=True`` says so;
+* opening deletes nothing: a record the reopen cannot use (an orphan, a duplicate) stays
+  in the file until its slot is needed, after every free slot (R-TIER-12);
+* :meth:`sync` is the power-loss barrier: a disk block held at a sync survives a power
+  cut after it unless a later call removed it (R-TIER-13);
+* a pinned lookup reads and verifies the disk blocks it pins, so a restore that follows
+  delivers what it said (and reads them from the staging buffer, not twice); an unpinned
+  lookup lists them as ``unverified`` (R-TIER-14);
 * bad arguments raise before anything changes (the tree's errors, the pool's buffer
   errors, :class:`~kachedb_radix.reference.errors.InvalidArgumentError`).
 
 Invariants (:meth:`check_invariants`): the tree's; the store's; the disk tier's ids and
-the store's slots are a bijection under which the cached disk blocks are exactly the
-occupied slots (lost ones excepted), each record's metadata naming its block, each
-block's chained hash its own.
+the store's slots are a bijection under which the occupied slots are exactly the cached
+disk blocks' (lost ones excepted) and the unusable records' (the slots of no cached
+block), each record's metadata naming its block, each block's chained hash its own.
+
+The bytes move through :class:`~kachedb_radix.reference.tiers.memory.TierMemory` (one
+copy per move where the memory allows), the disk's system calls through the store's I/O
+layer (``disk_io``). The twins differ only in the pool (``pool_type``) and the trees
+(``tiers_type``).
 """
 
 from __future__ import annotations
@@ -63,8 +80,19 @@ from ..policies import DEFAULT_POLICY
 from ..tokens import as_token_list
 from .disk import DiskBlockStore
 from .disk_errors import CorruptBlockError, StoreClosedError, StoreConfigError
+from .disk_io import DiskIO
+from .identity import ModelIdentity, SlabIdentity
 from .levels import DEVICE, DISK, HOST
-from .persist import ROOT, chained_hash, decode_meta, encode_meta, meta_size, rebuild
+from .memory import Joined, TierMemory
+from .persist import (
+    HASH_SCHEME,
+    ROOT,
+    chained_hash,
+    decode_meta,
+    encode_meta,
+    meta_size,
+    rebuild,
+)
 from .results import (
     Move,
     RestoreResult,
@@ -78,28 +106,64 @@ from .tree import TieredTree
 
 #: The longest namespace (UTF-8 bytes) a disk tier records by default.
 NAMESPACE_BYTES = 256
+#: How far ahead of its reads a restore asks the kernel to read the disk.
+PREFETCH_BYTES = 64 * 2**20
+
+
+@dataclass(frozen=True, slots=True)
+class CacheMatch(TierMatch):
+    """What :meth:`KVCache.lookup` found: the tiered tree's match (R-TIER-5), cut before
+    the first lost disk block, and what it vouches for (R-TIER-14).
+
+    Attributes:
+        unverified: positions (in ``blocks``) of the disk blocks whose bytes this lookup
+            did not read and verify: a restore may stop before the first of them, and
+            then says why (``Restored.stopped``). Empty after a verifying lookup (the
+            default of a pinned one).
+    """
+
+    unverified: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
 class Restored:
-    """What :meth:`KVCache.restore` did: the tree's ``result``, and the ``handle`` that
-    completes when the restored bytes are on the device (already complete here)."""
+    """What :meth:`KVCache.restore` did: the tree's ``result``, the ``handle`` that
+    completes when the restored bytes are on the device (already complete on the NumPy
+    pool), and ``stopped``: why fewer blocks came up than the tiers hold for the prompt
+    (a disk block failed its checksum: which), or None (R-TIER-14)."""
 
     result: RestoreResult
     handle: TransferHandle[None]
+    stopped: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
 class CacheStats:
-    """The tree's counters, and the bytes layer's: ``bytes_moved`` into each tier,
-    ``lost`` disk blocks (failed their checksum, never served), ``unusable`` records
-    left out at reopen and ``reopened`` paths put back."""
+    """The tree's counters, and the bytes layer's: ``bytes_moved`` into each tier (and
+    ``read`` from disk), ``lost`` disk blocks (failed their checksum, never served),
+    ``unusable`` records left out at reopen (``unusable_left`` of them still in the file,
+    R-TIER-12) and ``reopened`` paths put back."""
 
     tree: TieredStats
     bytes_moved: Counter[str]
     lost: int
     unusable: int
     reopened: int
+    unusable_left: int = 0
+
+
+def slab_identity(spec: PoolSpec, model: ModelIdentity) -> SlabIdentity:
+    """What a disk tier of ``model``'s KV in ``spec``'s layout records (R-TIER-11). O(1)."""
+    return SlabIdentity(
+        model=model.name,
+        fingerprint=model.fingerprint,
+        layers=spec.num_layers,
+        kv_heads=spec.num_kv_heads,
+        head_dim=spec.head_dim,
+        dtype=spec.dtype.label,
+        tokens_per_block=spec.block_size,
+        hash_scheme=HASH_SCHEME,
+    )
 
 
 class KVCache:
@@ -107,18 +171,33 @@ class KVCache:
 
     Args:
         spec: the device pool's geometry (its ``num_blocks`` is the device tier's size).
+        model: whose KV this is: a name, or a :class:`~kachedb_radix.reference.tiers.
+            identity.ModelIdentity` (a name and a fingerprint, given or derived from the
+            model's config by ``ModelIdentity.from_config``). Required with a disk tier,
+            whose file records it with the layout (R-TIER-11).
         host_blocks: the host tier's size in blocks (0: none).
         disk_path: the disk tier's slab file; created when absent, reopened warm when
-            present (its geometry must match). None: no disk tier.
+            present (its identity and geometry must be this cache's: another file is
+            refused whole and left as it is). None: no disk tier.
         disk_blocks: the disk tier's size when the file is created (ignored on reopen).
+        disk_afresh: start the file at ``disk_path`` afresh -- replace whatever is there
+            by an empty slab of ``disk_blocks`` slots, discarding its blocks: the one way
+            the cache removes a file's records (R-TIER-12).
         write_through, policy, policy_options, events: the tiered tree's.
         namespace_bytes: the longest namespace (UTF-8 bytes) the disk tier can record
             when the file is created; a reopened file's own limit replaces it.
+        disk_io: the disk store's I/O layer (default: the real system calls; tests
+            inject faults and power cuts there).
 
     Raises:
-        InvalidArgumentError: a size, path or option is wrong. The file is created only
-            once every argument was accepted.
-        StoreConfigError: a reopened file's geometry does not match ``spec``.
+        InvalidArgumentError: a size, path, model or option is wrong, or a disk tier
+            without ``model``. The file is created only once every argument was
+            accepted.
+        StoreIdentityError: the file holds other KV (another model, layout, hash scheme
+            or block size); it names each field and both values.
+        StoreVersionError: the file is of another format (a version-1 file records no
+            identity: start it afresh).
+        StoreConfigError: a reopened file's metadata is too small for ``spec``'s blocks.
         StoreError subclasses: the disk file cannot be created or opened.
 
     Cost: O(device + host bytes) to allocate; a reopen reads every record's header and
@@ -133,14 +212,17 @@ class KVCache:
         self,
         spec: PoolSpec,
         *,
+        model: str | ModelIdentity | None = None,
         host_blocks: int = 0,
         disk_path: str | os.PathLike[str] | None = None,
         disk_blocks: int = 0,
+        disk_afresh: bool = False,
         write_through: bool = False,
         policy: str = DEFAULT_POLICY,
         policy_options: dict[str, object] | None = None,
         events: object = None,
         namespace_bytes: int = NAMESPACE_BYTES,
+        disk_io: DiskIO | None = None,
     ) -> None:
         if not isinstance(spec, PoolSpec):
             raise InvalidArgumentError(f"spec must be a PoolSpec, got {type(spec).__name__}")
@@ -150,7 +232,12 @@ class KVCache:
             raise InvalidArgumentError(
                 f"namespace_bytes must be in 0 .. 65535, not {namespace_bytes}"
             )
+        if not isinstance(disk_afresh, bool):
+            raise InvalidArgumentError(f"disk_afresh must be a bool, got {disk_afresh!r}")
+        if disk_io is not None and not isinstance(disk_io, DiskIO):
+            raise InvalidArgumentError(f"disk_io must be a DiskIO, got {type(disk_io).__name__}")
         self._spec = spec
+        self._model = None if model is None else ModelIdentity.of(model)
         self._namespace_bytes = namespace_bytes
         store = None
         if disk_path is not None:
@@ -158,8 +245,14 @@ class KVCache:
                 raise InvalidArgumentError(
                     f"disk_path must be a str or a path, got {type(disk_path).__name__}"
                 )
-            if os.path.exists(disk_path):
-                store = self._open_store(disk_path)
+            if self._model is None:
+                raise InvalidArgumentError(
+                    "a disk tier needs model=...: its file records whose KV it holds "
+                    "(a name, or a ModelIdentity; R-TIER-11)"
+                )
+            identity = slab_identity(spec, self._model)
+            if os.path.lexists(disk_path) and not disk_afresh:
+                store = self._open_store(disk_path, identity, disk_io)
                 disk_blocks = store.capacity
             elif (
                 isinstance(disk_blocks, bool)
@@ -167,8 +260,8 @@ class KVCache:
                 or (disk_blocks < 1)
             ):
                 raise InvalidArgumentError(f"disk_blocks must be an int >= 1, got {disk_blocks!r}")
-        elif disk_blocks:
-            raise InvalidArgumentError("disk_blocks needs a disk_path")
+        elif disk_blocks or disk_afresh:
+            raise InvalidArgumentError("disk_blocks and disk_afresh need a disk_path")
         try:
             self._tiers = self.tiers_type(
                 spec.num_blocks,
@@ -180,11 +273,18 @@ class KVCache:
                 write_through=write_through,
                 events=events,
             )
-            self._pool = self.pool_type(spec)
-            self._host = self._pool.alloc_host_buffer(host_blocks) if host_blocks else None
+            self._memory = TierMemory(self.pool_type(spec), host_blocks)
             if disk_path is not None and store is None:  # created last: nothing to undo
                 meta = meta_size(spec.block_size, namespace_bytes)
-                store = DiskBlockStore.create(disk_path, disk_blocks, spec.bytes_per_block, meta)
+                store = DiskBlockStore.create(
+                    disk_path,
+                    disk_blocks,
+                    spec.bytes_per_block,
+                    meta,
+                    identity=identity,
+                    overwrite=disk_afresh,
+                    io=disk_io,
+                )
         except BaseException:
             if store is not None:
                 store.close()
@@ -193,9 +293,12 @@ class KVCache:
         self._slot_of: list[int] = list(range(disk_blocks))  # disk id -> slot
         self._hash_of: dict[int, bytes] = {}  # disk id -> chained hash
         self._lost: set[int] = set()  # disk ids whose payload failed its checksum
+        self._unusable_slots: set[int] = set()  # records left out at reopen, still in the file
+        # What the staging buffer's leading rows hold: (disk id, chained hash) per row a
+        # verifying lookup read and verified, None where unknown; the next restore uses
+        # them (and forgets them: the staging buffer is a handoff, not a cache).
+        self._staged: list[tuple[int, bytes] | None] = []
         self._moved: Counter[str] = Counter()
-        self._staging_rows: Any = None  # host rows a restore stages through
-        self._inflight: TransferHandle[None] | None = None  # the last restore's copy
         self._unusable = 0
         self._reopened = 0
         self._closed = False
@@ -212,70 +315,104 @@ class KVCache:
     @property
     def pool(self) -> Any:
         """The device tier's block pool. O(1)."""
-        return self._pool
+        return self._memory.pool
+
+    @property
+    def memory(self) -> TierMemory:
+        """The device, host and staging memory (read it; change it only through this
+        class). O(1)."""
+        return self._memory
 
     @property
     def spec(self) -> PoolSpec:
         """The device pool's geometry. O(1)."""
         return self._spec
 
+    @property
+    def model(self) -> ModelIdentity | None:
+        """Whose KV this is, as given (None: not given, and no disk tier). O(1)."""
+        return self._model
+
+    @property
+    def disk(self) -> DiskBlockStore | None:
+        """The disk tier's store (read it; change it only through this class), or None.
+        O(1)."""
+        return self._store
+
     # ------------------------------------------------------------------ the data path
 
     def lookup(
-        self, tokens: object, namespace: str | None = None, *, pin: bool = False
-    ) -> TierMatch:
-        """The tiered tree's ``lookup`` (R-TIER-5), cut before the first lost disk block
-        (with ``pin``, the lease then pins only the prefix returned).
+        self,
+        tokens: object,
+        namespace: str | None = None,
+        *,
+        pin: bool = False,
+        verify: bool | None = None,
+    ) -> CacheMatch:
+        """The tiered tree's ``lookup`` (R-TIER-5), cut before the first lost disk block.
 
-        Cost: O(n * t); twice that when a pinned lookup is cut. Raises as
-        :meth:`TieredTree.lookup`, and ``StoreClosedError`` after :meth:`close`.
+        With ``verify`` (the default of a pinned lookup) the disk blocks of the match are
+        read into the staging buffer and verified, and the match is cut before the first
+        that fails its checksum (it is lost): a pinned plan is a promise (R-TIER-14),
+        and a restore of the same prompt that follows takes the verified bytes from the
+        staging buffer instead of reading them again. Without it the match lists its
+        disk blocks as ``unverified``. With ``pin`` the lease pins exactly the prefix
+        returned (R-TIER-7).
+
+        Cost: O(n * t), twice that when pinned; with ``verify``, O(bytes of the disk
+        blocks) -- the read a restore would make. Raises as :meth:`TieredTree.lookup`;
+        InvalidArgumentError for a ``verify`` that is not a bool or None;
+        ``StoreClosedError`` after :meth:`close`.
         """
         self._require_open()
-        found: TierMatch = self._tiers.lookup(tokens, namespace, pin=pin)
-        cut = self._cut(found)
-        if cut is not found and found.lease is not None:
-            # The lease pinned the lost block and what follows: pin the prefix served.
-            self._tiers.release(found.lease)
-            token_list = as_token_list(tokens)
-            cut = self._tiers.lookup(token_list[: cut.length], namespace, pin=True)
-        return cut
+        if verify is not None and not isinstance(verify, bool):
+            raise InvalidArgumentError(f"verify must be a bool or None, got {verify!r}")
+        token_list = as_token_list(tokens)
+        found = self._cut(self._tiers.lookup(token_list, namespace))
+        unverified = tuple(i for i, tier in enumerate(found.tiers) if tier == DISK)
+        if unverified and (pin if verify is None else verify):
+            found, _ = self._stage_disk(found)
+            unverified = ()
+        if pin:
+            pinned: TierMatch = self._tiers.lookup(token_list[: found.length], namespace, pin=True)
+            found = pinned
+        return CacheMatch(found.length, found.tiers, found.blocks, found.lease, unverified)
 
     def restore(
         self, tokens: object, namespace: str | None = None, *, pin: bool = False
     ) -> Restored:
         """Bring the cached prefix of ``tokens`` to the device (R-TIER-6): the disk blocks
-        it needs are read and verified first (a restore stops before a block that fails
-        its checksum), then the tree restores, demotions run, and the host and disk
-        sources are copied into their new device blocks.
+        it needs are read and verified first (or taken from the staging buffer, where a
+        pinned lookup verified them; a restore stops before a block that fails its
+        checksum, and ``stopped`` says so), then the tree restores, demotions run, and
+        the host and disk sources are copied into their new device blocks (host rows
+        straight into the pool: one copy).
 
         Cost: O(bytes moved) plus the tree's. Raises as :meth:`TieredTree.restore`;
         ``OutOfBlocksError`` with nothing changed; ``StoreClosedError`` after :meth:`close`.
         """
         self._require_open()
-        token_list = as_token_list(tokens)
-        found = self._cut(self._tiers.lookup(token_list, namespace))
-        sources = found.plan.sources
-        rows = self._staging(len(sources))
-        # The plan's host run comes before its disk run (R-TIER-5): disk rows are last.
-        for row, (tier, block) in enumerate(sources):
-            if tier == DISK and not self._read_disk(block, rows[row]):
-                cut = found.plan.start + row
-                length = cut * self._spec.block_size
-                found = TierMatch(length, found.tiers[:cut], found.blocks[:cut])
-                break
-        result: RestoreResult = self._tiers.restore(token_list[: found.length], namespace, pin=pin)
+        stopped = None
+        if self._hash_of:  # the disk tier holds blocks (lost ones too): read them first
+            token_list = as_token_list(tokens)
+            found = self._cut(self._tiers.lookup(token_list, namespace))
+            found, stopped = self._stage_disk(found)
+            self._staged = []  # a restore uses what a lookup verified once, not as a cache
+            tokens = token_list[: found.length]
+        result: RestoreResult = self._tiers.restore(tokens, namespace, pin=pin)
         self._run(result.moves, result.dropped)
-        handle: TransferHandle[None] = CompletedTransfer(None)
+        handles: list[TransferHandle[None]] = []
         restored = result.restored
-        if restored:
-            rows = rows[: len(restored)]
-            for row, move in enumerate(restored):
-                if move.source_tier == HOST:  # a block's copy is one memcpy (np.take is slower)
-                    np.copyto(rows[row], self._host_array[move.source])
-            handle = self._pool.restore([move.target for move in restored], rows)
-            self._inflight = handle
-            self._moved[DEVICE] += len(restored) * self._spec.bytes_per_block
-        return Restored(result, handle)
+        host = [move for move in restored if move.source_tier == HOST]
+        disk = [move.target for move in restored if move.source_tier == DISK]
+        if host:
+            targets, rows = [move.target for move in host], [move.source for move in host]
+            handles.append(self._memory.from_host(targets, rows))
+        if disk:  # the plan's disk run is last (R-TIER-5): staged in its order
+            handles.append(self._memory.from_staging(disk, self._memory.staging(len(disk))))
+        self._moved[DEVICE] += len(restored) * self._spec.bytes_per_block
+        handle: TransferHandle[None] = Joined(handles) if handles else CompletedTransfer(None)
+        return Restored(result, handle, stopped)
 
     def store(
         self,
@@ -310,8 +447,7 @@ class KVCache:
             token_list, namespace, pin=pin, priority=priority, retain_for=retain_for
         )
         self._run(result.moves, result.dropped)
-        if result.allocated:
-            self._write_blocks(list(result.allocated), kv[result.reused :])
+        self._memory.write(list(result.allocated), kv[result.reused :])
         self._run(result.after, ())
         return result
 
@@ -325,8 +461,7 @@ class KVCache:
         """
         self._require_open()
         found = self._tiers.lookup(tokens, namespace)
-        ids = list(found.blocks[: found.on_device])
-        return self._pool.offload(ids).wait()
+        return self._memory.read(found.blocks[: found.on_device])
 
     def evict(self, count: int, tier: str = DEVICE) -> TierEvictResult:
         """Evict ``count`` blocks of ``tier``, demoting them (R-TIER-3). Raises as the
@@ -351,8 +486,9 @@ class KVCache:
     # ------------------------------------------------------------------ durability
 
     def sync(self) -> None:
-        """Make every disk write so far survive a power loss (the store's ``sync``).
-        Cost: the device's flush."""
+        """The power-loss barrier (R-TIER-13): every disk block the disk tier holds now
+        survives a power cut from here on, unless a later call removes it (the store's
+        ``sync``: one ``fdatasync``). Cost: the device's flush."""
         if self._store is not None:
             self._store.sync()
 
@@ -361,6 +497,8 @@ class KVCache:
         (lookup, restore, store, read, evict, release) then raises ``StoreClosedError``
         before it changes anything; closing twice is harmless. Cost: the device's flush.
         """
+        if not self._closed:
+            self._memory.settle()
         if self._store is not None and not self._store.closed:
             self._store.close()
         self._closed = True
@@ -390,6 +528,7 @@ class KVCache:
             len(self._lost),
             self._unusable,
             self._reopened,
+            len(self._unusable_slots),
         )
 
     def check_invariants(self) -> None:
@@ -411,9 +550,13 @@ class KVCache:
         occupied = {block for block in cached if slots[block] in store}
         if occupied != cached - self._lost or not self._lost <= cached:
             raise InvariantViolation("the disk tier's blocks and the store's records disagree")
-        if len(store) != len(occupied):
+        unusable = self._unusable_slots
+        if not all(slot in store for slot in unusable) or unusable & {slots[b] for b in cached}:
+            raise InvariantViolation("an unusable record's slot is empty or a cached block's")
+        if len(store) != len(occupied) + len(unusable):
             raise InvariantViolation(
-                f"the store holds {len(store)} records, the tier {len(occupied)}"
+                f"the store holds {len(store)} records, the tier {len(occupied)} "
+                f"and {len(unusable)} unusable"
             )
         if set(self._hash_of) != cached:
             raise InvariantViolation("the chained hashes are not exactly the disk tier's blocks")
@@ -435,26 +578,44 @@ class KVCache:
 
     # ------------------------------------------------------------------ the work
 
-    @property
-    def _host_array(self) -> Any:
-        assert self._host is not None, "a move names the host tier of a cache without one"
-        return self._host
-
-    def _write_blocks(self, ids: list[int], data: Any) -> None:
-        """Write ``data`` (host rows) into device blocks ``ids``; the GPU twin also takes
-        device rows. O(bytes)."""
-        self._pool.restore(ids, np.ascontiguousarray(data)).wait()
-
-    def _staging(self, count: int) -> Any:
-        """``count`` rows of the cache's staging buffer (pinned on the GPU twin), grown by
-        doubling; the last restore's copy out of it is waited for first. O(1) amortised."""
-        if self._inflight is not None:
-            self._inflight.wait()
-            self._inflight = None
-        if self._staging_rows is None or len(self._staging_rows) < count:
-            size = max(count, 2 * (0 if self._staging_rows is None else len(self._staging_rows)))
-            self._staging_rows = self._pool.alloc_host_buffer(size)
-        return self._staging_rows[:count]
+    def _stage_disk(self, found: TierMatch) -> tuple[TierMatch, str | None]:
+        """Read ``found``'s disk blocks (the last run of its plan, R-TIER-5) into the
+        staging buffer's leading rows, in order, verifying each -- or keep a row that
+        already holds that very block, verified (same id, same chained hash) -- and cut
+        ``found`` before the first that fails its checksum (lost): the match and why it
+        was cut, or None. O(bytes read)."""
+        pairs = enumerate(zip(found.tiers, found.blocks, strict=True))
+        disk = [(position, block) for position, (tier, block) in pairs if tier == DISK]
+        if not disk:
+            return found, None
+        rows = self._memory.staging(len(disk))
+        staged = self._staged
+        store = self._store
+        assert store is not None
+        hashes = self._hash_of
+        unread = [row for row, (_, block) in enumerate(disk)
+                  if row >= len(staged) or staged[row] != (block, hashes[block])]  # fmt: skip
+        # The kernel reads a window of blocks ahead while each block is verified and
+        # copied: bounded, so that a long restore does not push its own pages out.
+        window = max(1, PREFETCH_BYTES // self._spec.bytes_per_block)
+        slots = [self._slot_of[disk[row][1]] for row in unread]
+        store.prefetch(slots[:window])
+        for done, row in enumerate(unread):
+            position, block = disk[row]
+            if done + window < len(slots):
+                store.prefetch(slots[done + window : done + window + 1])
+            staged.extend([None] * (row + 1 - len(staged)))
+            staged[row] = None
+            if not self._read_disk(block, rows[row]):
+                cut = TierMatch(position * self._spec.block_size, found.tiers[:position],
+                                found.blocks[:position])  # fmt: skip
+                why = (
+                    f"disk block {block} (block {position} of the prefix) failed its payload "
+                    "checksum: it is lost, and the restore stops before it"
+                )
+                return cut, why
+            staged[row] = (block, self._hash_of[block])
+        return found, None
 
     def _run(self, moves: Sequence[Move], dropped: Sequence[tuple[str, int]]) -> None:
         """Carry out a call's moves in their order, after deleting the records of the
@@ -481,38 +642,44 @@ class KVCache:
             batch = list(group)
             # Demotions read the device or the host and write the host or the disk
             # (R-TIER-3): a restore's moves up are the caller's (restore), not these.
-            assert source_tier in (DEVICE, HOST) and target_tier in (HOST, DISK), batch[0]
-            if target_tier == DISK:
+            assert (source_tier, target_tier) in _DEMOTIONS, batch[0]
+            if target_tier == HOST:  # straight from the device blocks into the host rows
+                self._memory.to_host([m.source for _, m in batch], [m.target for _, m in batch])
+            else:
                 batch = [(i, move) for i, move in batch if written.get(move.target) == i]
                 if not batch:
                     continue
-            if source_tier == DEVICE:  # one transfer off the device for the run
-                data = self._pool.offload([move.source for _, move in batch]).wait()
-            else:  # read in place: host rows are whole blocks
-                data = [self._host_array[move.source] for _, move in batch]
-            for row, (_, move) in enumerate(batch):
-                if target_tier == HOST:
-                    np.copyto(self._host_array[move.target], data[row])
-                else:
+                if source_tier == DEVICE:  # one transfer off the device for the run
+                    data = self._memory.read([move.source for _, move in batch])
+                else:  # straight from the host rows: whole blocks
+                    data = [self._memory.host[move.source] for _, move in batch]
+                for row, (_, move) in enumerate(batch):
                     self._put_disk(move.target, data[row])
             self._moved[target_tier] += len(batch) * self._spec.bytes_per_block
 
     def _put_disk(self, block: int, payload: Any) -> None:
+        """Write disk block ``block``'s record; a record left unusable at reopen in its
+        slot is deleted first (its slot is needed now, R-TIER-12)."""
         key = self._tiers.block_key(DISK, block)
         parent = ROOT if key.parent is None else self._hash_of[key.parent]
         store = self._store
         assert store is not None
-        store.put(self._slot_of[block], encode_meta(key.namespace, parent, key.tokens), payload)
+        slot = self._slot_of[block]
+        if slot in self._unusable_slots:
+            store.delete(slot)
+            self._unusable_slots.discard(slot)
+        store.put(slot, encode_meta(key.namespace, parent, key.tokens), payload)
         self._hash_of[block] = chained_hash(parent, key.namespace, key.tokens)
 
     def _forget_disk(self, block: int) -> None:
         """Delete disk block ``block``'s record, if it has one: a block written and
-        dropped within one call never got one, a lost block's was deleted when it failed."""
+        dropped within one call never got one (its slot may hold an unusable record,
+        which stays), a lost block's was deleted when it failed."""
         store = self._store
         assert store is not None
         self._lost.discard(block)
         slot = self._slot_of[block]
-        if slot in store:
+        if slot in store and slot not in self._unusable_slots:
             store.delete(slot)
         self._hash_of.pop(block, None)
 
@@ -568,33 +735,34 @@ class KVCache:
                 f"({self._namespace_bytes}; see namespace_bytes)"
             )
 
-    def _open_store(self, path: str | os.PathLike[str]) -> DiskBlockStore:
-        """Reopen the disk tier's file, refusing one of another geometry. O(1)."""
+    def _open_store(
+        self, path: str | os.PathLike[str], identity: SlabIdentity, io: DiskIO | None
+    ) -> DiskBlockStore:
+        """Reopen the disk tier's file, refusing one of other KV (R-TIER-11: the store
+        compares the identity and the block size before it reads a record) or too small
+        metadata. O(records)."""
         spec = self._spec
-        store = DiskBlockStore.open(path)
-        problems = []
-        if store.block_bytes != spec.bytes_per_block:
-            problems.append(f"blocks of {store.block_bytes} bytes, not {spec.bytes_per_block}")
+        store = DiskBlockStore.open(
+            path, identity=identity, block_bytes=spec.bytes_per_block, io=io
+        )
         if store.meta_bytes < meta_size(spec.block_size, 0):
-            problems.append(
-                f"metadata of {store.meta_bytes} bytes, too few for {spec.block_size} tokens"
-            )
-        if problems:
             store.close()
             raise StoreConfigError(
-                f"{os.fspath(path)}: not this cache's disk tier: {'; '.join(problems)}"
+                f"{os.fspath(path)}: not this cache's disk tier: metadata of "
+                f"{store.meta_bytes} bytes, too few for {spec.block_size} tokens"
             )
         self._namespace_bytes = store.meta_bytes - meta_size(spec.block_size, 0)
         return store
 
     def _reopen(self, store: DiskBlockStore) -> None:
         """Put back what the disk tier persisted (R-TIER-10): link the records, adopt
-        each path into the disk tier oldest leaf first, map ids to slots, delete the
-        records that cannot be used. O(records * depth * B)."""
+        each path into the disk tier oldest leaf first, map ids to slots. The records
+        that cannot be used stay in the file (R-TIER-12): their slots go to the disk ids
+        the allocator hands out last (it hands out the smallest free ids first), so one
+        is overwritten only once every free slot is in use. O(records * depth * B)."""
         size = self._spec.block_size
         found = rebuild(((r.slot, r.seq, r.meta) for r in store.records()), size)
-        for slot, _ in found.unusable:
-            store.delete(slot)
+        self._unusable_slots = {slot for slot, _ in found.unusable}
         self._unusable = len(found.unusable)
         slot_of: dict[int, int] = {}
         for namespace, tokens, slots in found.paths:
@@ -607,8 +775,14 @@ class KVCache:
                 parent = chained_hash(parent, namespace, chunk)
                 self._hash_of[block] = parent
         self._reopened = len(found.paths)
-        spare_slots = iter(sorted(set(range(store.capacity)) - set(slot_of.values())))
+        taken = set(slot_of.values()) | self._unusable_slots
+        free = sorted(set(range(store.capacity)) - taken)
+        spare_slots = iter(free + sorted(self._unusable_slots))
         self._slot_of = [
             slot_of[block] if block in slot_of else next(spare_slots)
             for block in range(store.capacity)
         ]
+
+
+#: The (source, target) tier pairs a call's own moves make: demotions (R-TIER-3).
+_DEMOTIONS = {(DEVICE, HOST), (DEVICE, DISK), (HOST, DISK)}

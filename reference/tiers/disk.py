@@ -12,6 +12,16 @@ checksums (header + metadata, and payload). ``open`` reads every slot's header o
 rebuilds the in-memory index from the valid ones; nothing else is persisted, so nothing
 else can disagree with the file.
 
+**Whose bytes.** The file header records whose KV the slots hold -- the model identity and
+the KV layout (:mod:`~kachedb_radix.reference.tiers.identity`, R-TIER-11) -- and ``open``
+given the identity it expects refuses a file of any other, whole, before reading a record.
+
+**Nothing deleted unasked** (R-TIER-12). Opening writes nothing to the file: a record it
+cannot use is left out of the index and left as it is, until a ``put`` to its slot
+replaces it. A file is discarded only by ``create(..., overwrite=True)``. What a creator
+killed mid-creation leaves -- its temporary file, never the store's name -- is removed by
+the next writable open or create, once its lock is free and its process gone.
+
 **Durability.**
 
 * ``put`` and ``delete`` return once their bytes are in the operating system's page cache.
@@ -21,9 +31,11 @@ else can disagree with the file.
   deleted before it survives an operating-system crash or a power cut as well. Between two
   syncs, a power cut may persist any subset of the unsynced writes, torn at any sector; the
   checksums turn every such torn record into a drop, never into a served block (simulated,
-  sector by sector, by ``tests/tiers/test_disk_powerloss.py``; a real power cut needs
-  hardware or root). Syncing once per batch of puts is the usual group commit; ``close()``
-  syncs.
+  sector by sector, through the I/O layer, by ``tests/tiers/test_disk_powerloss.py``: the
+  store's writes, its creation, and a whole KV cache; a real power cut needs hardware or
+  root). Syncing once per batch of puts is the usual group commit; ``close()`` syncs.
+  ``create`` syncs the new file before linking it and the directory after, so a power cut
+  leaves the name absent or a complete store.
 
 **Write order inside put.** The payload is written first, then the record header with the
 metadata (the commit record: up to one page, one ``pwrite``). A process that dies during a
@@ -47,7 +59,9 @@ also reads and checks every payload, so that ``items()`` lists only intact block
 
 **I/O.** ``pread``/``pwrite`` (``os.preadv`` straight into the caller's buffer: the
 kernel's copy out of the page cache is the only copy), not ``mmap`` (a file that shrinks
-under a mapping is a SIGBUS, a crash): see :mod:`kachedb_radix.reference.tiers.disk_io`.
+under a mapping is a SIGBUS, a crash). Every system call goes through one layer,
+:class:`~kachedb_radix.reference.tiers.disk_io.DiskIO` (``io=``), where the tests inject
+faults and record what a power cut could leave.
 
 **Concurrency.** A writable handle holds an exclusive ``flock`` on the file and a read-only
 one a shared lock, so two writers (or a writer and a reader) never share a store; the kernel
@@ -84,6 +98,7 @@ from .disk_errors import (
     StoreClosedError,
     StoreConfigError,
     StoreExistsError,
+    StoreIdentityError,
     StoreIOError,
     StoreNotFoundError,
 )
@@ -101,7 +116,8 @@ from .disk_format import (
 )
 from .disk_invariants import check_store
 from .disk_io import (
-    allocate,
+    SYSTEM,
+    DiskIO,
     array_view,
     byte_view,
     io_error,
@@ -110,9 +126,11 @@ from .disk_io import (
     preadv_exact,
     pwrite_all,
     refuse_if_open_elsewhere,
-    sync_directory,
+    remove_leftovers,
+    temporary_name,
 )
 from .disk_stats import DiskStoreStats
+from .identity import SlabIdentity
 
 Payload = npt.NDArray[np.uint8]
 
@@ -129,6 +147,8 @@ class DiskBlockStore:
         path: str,
         fd: int,
         geometry: Geometry,
+        identity: SlabIdentity,
+        io: DiskIO,
         *,
         readonly: bool,
         _token: object = None,
@@ -138,18 +158,24 @@ class DiskBlockStore:
         self._path = path
         self._fd = fd
         self._geometry = geometry
+        self._identity = identity
+        self._io = io
         self._readonly = readonly
-        self._closer = weakref.finalize(self, os.close, fd)
+        self._closer = weakref.finalize(self, io.close, fd)
         self._index: dict[int, Record] = {}
         self._next_seq = 1
         self._dropped: list[tuple[int, str]] = []  # (slot, why), in the order found
-        self._unrepaired: set[int] = set()  # dropped by a read-only handle, header left as is
+        # Slots whose header is a record left out of the index and left as it is in the
+        # file: every record found unusable at open (opening writes nothing, R-TIER-12),
+        # and those a read-only handle dropped at read. A put may replace one.
+        self._unusable: set[int] = set()
         self._dropped_at_open = 0
         self._dropped_at_read = 0
         self._counts = {"puts": 0, "deletes": 0, "reads": 0, "syncs": 0}
         self._bytes_written = 0
         self._bytes_read = 0
         self._unsynced = 0
+        self._removed_leftovers: tuple[str, ...] = ()
 
     # -- making and opening -------------------------------------------------------------
 
@@ -161,68 +187,91 @@ class DiskBlockStore:
         block_bytes: int,
         meta_bytes: int,
         *,
+        identity: SlabIdentity | None = None,
         overwrite: bool = False,
+        io: DiskIO | None = None,
     ) -> DiskBlockStore:
         """Make a new, empty store at ``path`` and open it for writing.
 
-        The file is written under a temporary name beside ``path``, its space allocated
-        up front (``posix_fallocate``: a full disk shows now, not in the middle of a
-        put), synced, and then linked into place -- atomically, so ``path`` is either
-        absent or a complete empty store, whenever the process dies.
+        The file is written under a temporary name beside ``path``
+        (``.NAME.PID.TAG.new``, locked while it exists), its space allocated up front
+        (``posix_fallocate``: a full disk shows now, not in the middle of a put), its
+        header written and synced, and then linked into place -- atomically, so ``path``
+        is either absent (or, with ``overwrite``, the old file) or a complete empty
+        store, whenever the process dies or the power fails; the directory is synced
+        last. Temporary files that dead creators of ``path`` left behind are removed
+        first (:func:`~kachedb_radix.reference.tiers.disk_io.remove_leftovers`; a live
+        creator's never).
 
         Args:
             slots: number of block slots, ``1 .. 2**32 - 1``.
             block_bytes: bytes of every payload (``>= 1``).
             meta_bytes: the longest metadata record (``0 .. 1 MiB``).
+            identity: whose KV the file holds (R-TIER-11); None: an empty identity.
             overwrite: replace a file already at ``path`` (refused while another
-                handle holds it open).
+                handle holds it open): the one way a store discards a file.
+            io: the I/O layer (:class:`~kachedb_radix.reference.tiers.disk_io.DiskIO`;
+                default the real system calls).
 
-        Cost: O(1) system calls; the allocation itself is the file system's (fast on
-        ext4 and XFS, which allocate extents without writing them).
+        Cost: O(1) system calls, plus one per file in the folder for the leftovers; the
+        allocation itself is the file system's (fast on ext4 and XFS, which allocate
+        extents without writing them).
 
         Raises:
-            StoreConfigError: an impossible geometry.
+            StoreConfigError: an impossible geometry, or ``identity`` not a SlabIdentity.
             StoreExistsError: ``path`` exists and ``overwrite`` is false.
             StoreLockedError: ``overwrite`` of a store that is open elsewhere.
             StoreIOError: the file system refused (no space, no permission...); nothing
                 is left behind.
         """
+        layer = SYSTEM if io is None else io
         problem = geometry_problem(slots, block_bytes, meta_bytes)
+        if problem is None and not isinstance(identity, SlabIdentity | None):
+            problem = f"identity must be a SlabIdentity, got {type(identity).__name__}"
         if problem is not None:
             raise StoreConfigError(f"{os.fspath(path)}: cannot create a store: {problem}")
         target = Path(path)
         name = str(target)
-        if target.exists():
+        if layer.exists(target):
             if not overwrite:
                 raise StoreExistsError(
                     f"{name}: a file is already there (pass overwrite=True to replace it)"
                 )
-            refuse_if_open_elsewhere(name)
+            refuse_if_open_elsewhere(layer, name)
+        removed = remove_leftovers(layer, target)
         geometry = Geometry(slots, block_bytes, meta_bytes, secrets.randbits(64))
-        temporary = target.with_name(f".{target.name}.{os.getpid()}.{secrets.token_hex(4)}.new")
+        header = encode_file_header(geometry, identity or SlabIdentity())
+        temporary = temporary_name(target, os.getpid(), secrets.token_hex(4))
+        flags = os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC
         try:
-            fd = os.open(temporary, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644)
+            fd = layer.open(temporary, flags, 0o644)
         except OSError as error:
             raise io_error(error, name, "cannot create the store's file") from None
         try:
-            allocate(fd, geometry.file_bytes)
-            os.pwrite(fd, encode_file_header(geometry), 0)
-            os.fsync(fd)
+            lock(layer, fd, str(temporary), shared=False)  # a new file: never held elsewhere
+            layer.allocate(fd, geometry.file_bytes)
+            pwrite_all(layer, fd, name, header, 0, "write the file header")
+            layer.fsync(fd)
             if overwrite:
-                os.replace(temporary, target)
+                layer.replace(temporary, target)
             else:
-                os.link(temporary, target)  # fails if path appeared meanwhile: never clobbers
-                os.unlink(temporary)
-            sync_directory(target.parent)
+                layer.link(temporary, target)  # fails if path appeared meanwhile: never clobbers
+                layer.unlink(temporary)
+            layer.sync_directory(target.parent)
         except FileExistsError:
             raise StoreExistsError(f"{name}: a file appeared there while creating") from None
-        except OSError as error:
+        except OSError as error:  # a StoreIOError too
+            if isinstance(error, StoreIOError):
+                raise
             raise io_error(error, name, "cannot create the store") from None
         finally:
-            os.close(fd)
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(temporary)
-        return cls.open(target)
+            with contextlib.suppress(OSError):
+                layer.unlink(temporary)  # absent once linked or replaced
+            with contextlib.suppress(OSError):
+                layer.close(fd)
+        store = cls.open(target, io=layer)
+        store._removed_leftovers = removed + store._removed_leftovers
+        return store
 
     @classmethod
     def open(
@@ -231,15 +280,22 @@ class DiskBlockStore:
         *,
         readonly: bool = False,
         verify_payloads: bool = False,
+        identity: SlabIdentity | None = None,
+        block_bytes: int | None = None,
+        io: DiskIO | None = None,
     ) -> DiskBlockStore:
         """Reopen the store at ``path``: every intact record is back, with its metadata.
 
-        Reads the file header, then each slot's header (one read of ``80 + meta_bytes``
-        bytes per slot). A record that is torn or corrupted (wrong magic, slot, store id,
-        sizes, or header checksum) is dropped, counted in ``stats().dropped_at_open`` and
-        never served; a writable handle also zeroes its header (and syncs once), so the
-        file agrees with the index. ``verify_payloads`` also reads every payload and drops
-        those that fail their checksum.
+        Reads the file header -- every byte of its page checked -- and, when ``identity``
+        or ``block_bytes`` is given, refuses a file whose identity or block size is
+        another (R-TIER-11) before reading any record. Then reads each slot's header (one
+        read of ``80 + meta_bytes`` bytes per slot). A record that is torn or corrupted
+        (wrong magic, slot, store id, sizes, or header checksum) is left out of the index,
+        counted in ``stats().dropped_at_open`` with its reason, and never served; it is
+        left as it is in the file (opening writes nothing, R-TIER-12), and a later
+        ``put`` to its slot replaces it. ``verify_payloads`` also reads every payload and
+        leaves out those that fail their checksum. A writable open first removes the
+        temporary files dead creators of ``path`` left behind (as :meth:`create` does).
 
         Cost: O(capacity) reads of a header each, plus O(occupied * block_bytes) with
         ``verify_payloads``.
@@ -247,31 +303,39 @@ class DiskBlockStore:
         Raises:
             StoreNotFoundError: no file at ``path``.
             StoreFormatError: a file that is not a store (too short, bad magic, corrupted
-                header, a geometry that does not add up, a size that does not match it).
-            StoreVersionError: a store of another format version.
+                header, a byte of its padding not zero, a geometry that does not add up,
+                a size that does not match it).
+            StoreVersionError: a store of another format version (a version-1 file: the
+                message says how to start it afresh).
+            StoreIdentityError: a store of other KV (its ``mismatches`` name each field
+                with both values). The file is left as it is.
             StoreLockedError: another handle holds it (a writer, or any handle when
                 opening for writing).
             StoreIOError: the file cannot be opened or read.
         """
+        layer = SYSTEM if io is None else io
         name = os.fspath(path)
+        removed = () if readonly else remove_leftovers(layer, Path(name))
         flags = (os.O_RDONLY if readonly else os.O_RDWR) | os.O_CLOEXEC
         try:
-            fd = os.open(name, flags)
+            fd = layer.open(name, flags)
         except FileNotFoundError:
             raise StoreNotFoundError(f"{name}: no store there (no such file)") from None
         except OSError as error:
             raise io_error(error, name, "cannot open the store") from None
         try:
-            lock(fd, name, shared=readonly)
+            lock(layer, fd, name, shared=readonly)
             try:
-                size, raw = os.fstat(fd).st_size, os.pread(fd, PAGE, 0)
+                size, raw = layer.size(fd), layer.pread(fd, PAGE, 0)
             except OSError as error:
                 raise io_error(error, name, "cannot read the file header") from None
-            geometry = decode_file_header(name, raw, size)
-            store = cls(name, fd, geometry, readonly=readonly, _token=_OPEN_TOKEN)
+            geometry, found = decode_file_header(name, raw, size)
+            _refuse_other_kv(name, found, identity, geometry.block_bytes, block_bytes)
+            store = cls(name, fd, geometry, found, layer, readonly=readonly, _token=_OPEN_TOKEN)
         except BaseException:
-            os.close(fd)
+            layer.close(fd)
             raise
+        store._removed_leftovers = removed
         try:
             store._scan(verify_payloads)
         except BaseException:
@@ -280,7 +344,8 @@ class DiskBlockStore:
         return store
 
     def _scan(self, verify_payloads: bool) -> None:
-        """Rebuild the index from the slots' headers (see :meth:`open`). O(capacity)."""
+        """Rebuild the index from the slots' headers (see :meth:`open`); write nothing.
+        O(capacity)."""
         geometry = self._geometry
         payload = np.empty(geometry.block_bytes if verify_payloads else 0, dtype=np.uint8)
         for slot in range(geometry.slots):
@@ -295,8 +360,6 @@ class DiskBlockStore:
                 self._next_seq = max(self._next_seq, found.seq + 1)
             elif found is not None:
                 self._drop(slot, found, at_open=True)
-        if self._unsynced:
-            self.sync()
 
     # -- writing ------------------------------------------------------------------------
 
@@ -305,6 +368,8 @@ class DiskBlockStore:
 
         ``payload`` is any C-contiguous buffer of exactly ``block_bytes`` bytes (bytes, a
         NumPy array of any dtype...); it is written straight from the caller's memory.
+        A slot whose record was left out at open (unusable) counts as empty: the put
+        replaces that record.
         The payload goes first, then the header with ``meta`` (see the module's "Write
         order"). Survives a process crash once it returns; a power loss after the next
         :meth:`sync`.
@@ -335,9 +400,11 @@ class DiskBlockStore:
             self._pwrite(encode_record(self._geometry, record), start, "write a header")
         except StoreIOError:
             with contextlib.suppress(OSError):  # undo a partial header; the error says enough
-                os.pwrite(self._fd, EMPTY_HEADER, start)
+                self._io.pwrite(self._fd, EMPTY_HEADER, start)
+                self._unusable.discard(slot)  # the slot is empty now
             raise
         self._index[slot] = record
+        self._unusable.discard(slot)  # a record left out at open, now replaced
         self._next_seq += 1
         self._counts["puts"] += 1
         self._bytes_written += view.nbytes
@@ -377,7 +444,7 @@ class DiskBlockStore:
         if self._readonly or not self._unsynced:
             return
         try:
-            os.fdatasync(self._fd)
+            self._io.fdatasync(self._fd)
         except OSError as error:
             raise io_error(error, self._path, "sync") from None
         self._unsynced = 0
@@ -445,7 +512,7 @@ class DiskBlockStore:
             if slot in self._index:
                 offset = self._geometry.slot_offset(slot) + self._geometry.payload_offset
                 with contextlib.suppress(OSError):  # advice the kernel cannot take is no error
-                    os.posix_fadvise(self._fd, offset, self.block_bytes, os.POSIX_FADV_WILLNEED)
+                    self._io.advise(self._fd, offset, self.block_bytes, os.POSIX_FADV_WILLNEED)
                 advised += 1
         return advised
 
@@ -520,6 +587,16 @@ class DiskBlockStore:
         return self._readonly
 
     @property
+    def identity(self) -> SlabIdentity:
+        """Whose KV the file holds, as its header records it (R-TIER-11). O(1)."""
+        return self._identity
+
+    @property
+    def io(self) -> DiskIO:
+        """The I/O layer this handle makes its system calls through. O(1)."""
+        return self._io
+
+    @property
     def closed(self) -> bool:
         return self._fd < 0
 
@@ -541,6 +618,8 @@ class DiskBlockStore:
             dropped_at_open=self._dropped_at_open,
             dropped_at_read=self._dropped_at_read,
             dropped=tuple(self._dropped),
+            unusable=len(self._unusable),
+            removed_leftovers=self._removed_leftovers,
             bytes_written=self._bytes_written,
             bytes_read=self._bytes_read,
             unsynced=self._unsynced,
@@ -625,29 +704,54 @@ class DiskBlockStore:
         return data
 
     def _drop(self, slot: int, why: str, *, at_open: bool) -> None:
-        """Forget a torn or corrupted record and count it; a writable handle also zeroes
-        its header, so that the file agrees with the index."""
+        """Forget a torn or corrupted record and count it. At open its header is left as it
+        is (opening writes nothing, R-TIER-12); a read that proves a payload corrupt on a
+        writable handle zeroes that record's header, so no later open serves it."""
         self._index.pop(slot, None)
         self._dropped.append((slot, why))
         if at_open:
             self._dropped_at_open += 1
         else:
             self._dropped_at_read += 1
-        if self._readonly:
-            self._unrepaired.add(slot)
+        if at_open or self._readonly:
+            self._unusable.add(slot)
         else:
             self._pwrite(EMPTY_HEADER, self._geometry.slot_offset(slot), "drop a record")
             self._unsynced += 1
 
     def _read_payload(self, slot: int, view: memoryview) -> None:
         offset = self._geometry.slot_offset(slot) + self._geometry.payload_offset
-        preadv_exact(self._fd, self._path, view, offset, f"read slot {slot}")
+        preadv_exact(self._io, self._fd, self._path, view, offset, f"read slot {slot}")
 
     def _pread(self, size: int, offset: int, doing: str) -> bytes:
-        return pread_exact(self._fd, self._path, size, offset, doing)
+        return pread_exact(self._io, self._fd, self._path, size, offset, doing)
 
     def _pwrite(self, data: bytes | memoryview, offset: int, doing: str) -> None:
-        pwrite_all(self._fd, self._path, data, offset, doing)
+        pwrite_all(self._io, self._fd, self._path, data, offset, doing)
+
+
+def _refuse_other_kv(
+    path: str,
+    found: SlabIdentity,
+    identity: SlabIdentity | None,
+    block_bytes: int,
+    expected_bytes: int | None,
+) -> None:
+    """Raise StoreIdentityError naming every field in which the file's identity ``found``
+    and block size ``block_bytes`` differ from the expected ones (None: not compared).
+    O(1)."""
+    mismatches = [] if identity is None else found.differences(identity)
+    if expected_bytes is not None and block_bytes != expected_bytes:
+        mismatches.append(("block_bytes", block_bytes, expected_bytes))
+    if mismatches:
+        named = "; ".join(f"{field} is {mine!r} in the file, {theirs!r} here"
+                          for field, mine, theirs in mismatches)  # fmt: skip
+        raise StoreIdentityError(
+            f"{path}: the file holds other KV than expected: {named}. Refused whole; the "
+            "file is left as it is (start it afresh to discard its blocks: "
+            "KVCache(..., disk_afresh=True), DiskBlockStore.create(..., overwrite=True))",
+            mismatches,
+        )
 
 
 _OPEN_TOKEN = object()

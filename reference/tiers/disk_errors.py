@@ -12,10 +12,11 @@ they leave behind:
   :class:`SlotOccupiedError`, :class:`SlotEmptyError`, :class:`StoreClosedError`,
   :class:`ReadOnlyStoreError`) is refused before anything is written: the file, the index
   and the counters are exactly as they were.
-* **A bad file** (:class:`StoreFormatError` and its subclass :class:`StoreVersionError`) is
-  refused by ``open`` before the store is usable; a bad *record* inside a good file is not
-  an error but a drop (counted in ``stats()``), except when the caller asked to read that
-  very block: then :class:`CorruptBlockError` says the block is gone.
+* **A bad file** (:class:`StoreFormatError` and its subclass :class:`StoreVersionError`),
+  or a good one of other KV (:class:`StoreIdentityError`), is refused whole by ``open``
+  before the store is usable, and the file is left as it was; a bad *record* inside a
+  good file is not an error but a drop (counted in ``stats()``), except when the caller
+  asked to read that very block: then :class:`CorruptBlockError` says the block is gone.
 """
 
 from __future__ import annotations
@@ -51,7 +52,26 @@ class StoreFormatError(StoreError, ValueError):
 
 
 class StoreVersionError(StoreFormatError):
-    """The file is a store of another format version than this code reads."""
+    """The file is a store of another format version than this code reads (a version-1
+    file, which records no identity, among them: the message says how to start it
+    afresh)."""
+
+
+class StoreIdentityError(StoreError, ValueError):
+    """The file is a good store of *other* KV than the caller's: another model, layout,
+    hash scheme or block size (R-TIER-11). Refused whole, before a record is read; the
+    file is left as it is (R-TIER-12).
+
+    Attributes:
+        mismatches: ``(field, value in the file, value expected)`` of every field that
+            differs, in the header's order.
+        field, found, expected: the first of them.
+    """
+
+    def __init__(self, message: str, mismatches: list[tuple[str, object, object]]) -> None:
+        super().__init__(message)
+        self.mismatches = tuple(mismatches)
+        self.field, self.found, self.expected = mismatches[0]
 
 
 class StoreIOError(StoreError, OSError):

@@ -12,7 +12,8 @@ File layout (all integers little-endian; ``PAGE`` = 4,096 bytes)::
     offset PAGE + s * stride      slot s, for s in 0 .. slots - 1
     file size                     PAGE + slots * stride, exactly
 
-File header (``FILE_HEADER_BYTES`` = 80 bytes used, the rest of the page is zero):
+File header (``FILE_HEADER_BYTES`` = 584 bytes used; every byte after them, to the end
+of the page, must be zero):
 
     ====== ===== ================ =====================================================
     offset bytes field            meaning
@@ -28,7 +29,15 @@ File header (``FILE_HEADER_BYTES`` = 80 bytes used, the rest of the page is zero
     48     8     payload_offset   offset of the payload inside a slot:
                                   ``align(RECORD_HEADER_BYTES + meta_bytes)``
     56     8     store_id         random at creation; every record repeats it
-    64     16    checksum         XXH3-128 of bytes ``0 .. 63``
+    64     4     layers           the identity's counts
+    68     4     kv_heads         (:mod:`~kachedb_radix.reference.tiers.identity`;
+    72     4     head_dim         zero in a store made without an identity)
+    76     4     tokens_per_block
+    80     258   model            each text field: a 2-byte length, then that many
+    338    130   fingerprint      UTF-8 bytes, then zeros to the field's end (capacity
+    468    34    dtype            256, 128, 32 and 64 bytes)
+    502    66    hash_scheme
+    568    16    checksum         XXH3-128 of bytes ``0 .. 567``
     ====== ===== ================ =====================================================
 
 A slot: the record header, then the metadata record, padding to a page boundary, then the
@@ -54,8 +63,15 @@ An **empty** slot's first 80 bytes are all zero (a fresh file is zeros; ``delete
 zeros). Any other header is a record, and a record is **valid** when its magic, version,
 slot number, store id and sizes are the expected ones and ``head_sum`` matches; its
 payload is **intact** when ``payload_sum`` matches too. A record that is not valid is
-dropped at open; one whose payload is not intact is dropped when it is read (or at open
-with ``verify_payloads=True``).
+left out of the index at open, and left as it is in the file (opening writes nothing,
+R-TIER-12); one whose payload is not intact is dropped when it is read (or left out at
+open with ``verify_payloads=True``).
+
+Versions. Version 2 added the identity (the model and the KV layout the bytes are,
+:mod:`~kachedb_radix.reference.tiers.identity`, R-TIER-11) and made the header's padding
+part of what is checked. A version-1 file is refused whole with
+:class:`StoreVersionError`, which says how to start it afresh: its blocks name no model,
+so no cache can vouch that they are its own, and opening never rewrites a file.
 
 Why XXH3-128: ``xxhash`` is already a dependency, it hashes at memory speed (tens of GB/s,
 so the checksum costs a small fraction of a disk read; ``benchmarks/bench_disk.py``
@@ -72,18 +88,23 @@ from dataclasses import dataclass
 import xxhash
 
 from .disk_errors import StoreFormatError, StoreVersionError
+from .identity import COUNT_FIELDS, TEXT_LIMITS, SlabIdentity
 
 #: Every file offset and every slot boundary is a multiple of this.
 PAGE = 4096
-#: The format this code writes and the only one it reads.
-FORMAT_VERSION = 1
+#: The format this code writes and the only one it reads (see "Versions" above).
+FORMAT_VERSION = 2
 FILE_MAGIC = b"kachedbS"
 RECORD_MAGIC = b"kachedbB"
 
-_FILE_FIELDS = struct.Struct("<8sIIQQIIQQQ")  # magic .. store_id: 64 bytes, then the checksum
+_FILE_FIELDS = struct.Struct("<8sIIQQIIQQQ")  # magic .. store_id: 64 bytes
+_IDENTITY_COUNTS = struct.Struct("<IIII")  # layers, kv_heads, head_dim, tokens_per_block
+_IDENTITY_TEXTS = struct.Struct("<" + "".join(f"H{limit}s" for limit in TEXT_LIMITS.values()))
 _RECORD_FIELDS = struct.Struct("<8sIIQQIIQ16s")  # magic .. payload_sum: 64 bytes, then head_sum
 CHECKSUM_BYTES = 16
-FILE_HEADER_BYTES = _FILE_FIELDS.size + CHECKSUM_BYTES
+#: The header bytes the checksum covers: the geometry and the identity.
+_SUMMED_BYTES = _FILE_FIELDS.size + _IDENTITY_COUNTS.size + _IDENTITY_TEXTS.size
+FILE_HEADER_BYTES = _SUMMED_BYTES + CHECKSUM_BYTES
 RECORD_HEADER_BYTES = _RECORD_FIELDS.size + CHECKSUM_BYTES
 EMPTY_HEADER = bytes(RECORD_HEADER_BYTES)
 
@@ -154,8 +175,9 @@ def geometry_problem(slots: object, block_bytes: object, meta_bytes: object) -> 
     return None
 
 
-def encode_file_header(geometry: Geometry) -> bytes:
-    """The file header page for ``geometry``: 4,096 bytes, checksum included. O(1)."""
+def encode_file_header(geometry: Geometry, identity: SlabIdentity) -> bytes:
+    """The file header page for ``geometry`` and ``identity``: 4,096 bytes, checksum
+    included, zeros after it. O(1)."""
     fields = _FILE_FIELDS.pack(
         FILE_MAGIC,
         FORMAT_VERSION,
@@ -168,24 +190,32 @@ def encode_file_header(geometry: Geometry) -> bytes:
         geometry.payload_offset,
         geometry.store_id,
     )
-    return (fields + checksum(fields)).ljust(PAGE, b"\0")
+    counts = _IDENTITY_COUNTS.pack(*(getattr(identity, name) for name in COUNT_FIELDS))
+    texts: list[int | bytes] = []
+    for name in TEXT_LIMITS:
+        encoded = getattr(identity, name).encode()
+        texts += [len(encoded), encoded]
+    summed = fields + counts + _IDENTITY_TEXTS.pack(*texts)
+    return (summed + checksum(summed)).ljust(PAGE, b"\0")
 
 
-def decode_file_header(path: str, raw: bytes, file_bytes: int) -> Geometry:
-    """The geometry that ``raw`` (the first page of the file at ``path``, whose size is
-    ``file_bytes``) describes. O(1).
+def decode_file_header(path: str, raw: bytes, file_bytes: int) -> tuple[Geometry, SlabIdentity]:
+    """The geometry and identity that ``raw`` (the first page of the file at ``path``,
+    whose size is ``file_bytes``) describes. O(PAGE): every byte of the page is checked.
 
     Raises :class:`StoreFormatError` naming the file and the first problem found, in the
     order that makes the message the most useful one: too short, not ours (magic), another
     version (magic and version keep their offsets in every version), a corrupted header
-    (checksum), a geometry that does not add up, a file size that does not match it.
-    :class:`StoreVersionError` (a :class:`StoreFormatError`) for another format version.
+    (checksum), a byte after the header that is not zero, an identity text that is not
+    what the format writes, a geometry that does not add up, a file size that does not
+    match it. :class:`StoreVersionError` (a :class:`StoreFormatError`) for another format
+    version.
     """
 
     def refuse(problem: str) -> StoreFormatError:
         return StoreFormatError(f"{path}: {problem}")
 
-    if len(raw) < FILE_HEADER_BYTES:
+    if len(raw) < PAGE:
         raise refuse(f"truncated: {file_bytes} bytes, shorter than a store's file header")
     fields = _FILE_FIELDS.unpack_from(raw)
     magic, version, first_slot, slots, block_bytes, meta_bytes, record_header = fields[:7]
@@ -193,11 +223,17 @@ def decode_file_header(path: str, raw: bytes, file_bytes: int) -> Geometry:
     if magic != FILE_MAGIC:
         raise refuse(f"not a kachedb-radix disk store (magic {magic!r}, expected {FILE_MAGIC!r})")
     if version != FORMAT_VERSION:
-        raise StoreVersionError(
-            f"{path}: format version {version}; this code reads version {FORMAT_VERSION} only"
-        )
-    if raw[_FILE_FIELDS.size : FILE_HEADER_BYTES] != checksum(raw[: _FILE_FIELDS.size]):
+        raise StoreVersionError(f"{path}: {version_problem(version)}")
+    if raw[_SUMMED_BYTES:FILE_HEADER_BYTES] != checksum(raw[:_SUMMED_BYTES]):
         raise refuse("the file header fails its checksum (corrupted header)")
+    padding = raw[FILE_HEADER_BYTES:PAGE]
+    if padding.count(0) != len(padding):
+        offset = FILE_HEADER_BYTES + next(i for i, byte in enumerate(padding) if byte)
+        raise refuse(
+            f"byte {offset} of the file header is {raw[offset]:#04x}, not zero "
+            f"(bytes {FILE_HEADER_BYTES} .. {PAGE - 1} are padding; corrupted header)"
+        )
+    identity = _decode_identity(path, raw)
     problem = geometry_problem(slots, block_bytes, meta_bytes)
     if problem is not None:
         raise refuse(f"inconsistent geometry: {problem}")
@@ -216,7 +252,44 @@ def decode_file_header(path: str, raw: bytes, file_bytes: int) -> Geometry:
             f"{what}: {file_bytes} bytes, but {slots} slots of {geometry.stride} bytes "
             f"need exactly {geometry.file_bytes}"
         )
-    return geometry
+    return geometry, identity
+
+
+def version_problem(version: int) -> str:
+    """What a file of format ``version`` (not this code's) is, and what to do. O(1)."""
+    if version == 1:
+        return (
+            "format version 1, written before slab files recorded whose KV they hold (the "
+            f"model and layout); this code reads version {FORMAT_VERSION} only and cannot "
+            "vouch for its blocks. The file is left as it is: start it afresh "
+            "(KVCache(..., disk_afresh=True), or DiskBlockStore.create(..., overwrite=True)), "
+            "which discards its blocks, or read it with the kachedb-radix that wrote it"
+        )
+    return f"format version {version}; this code reads version {FORMAT_VERSION} only"
+
+
+def _decode_identity(path: str, raw: bytes) -> SlabIdentity:
+    """The identity fields of header page ``raw`` (of the file at ``path``, its checksum
+    already verified), each text field checked to be exactly what
+    :func:`encode_file_header` writes. O(1)."""
+    counts = _IDENTITY_COUNTS.unpack_from(raw, _FILE_FIELDS.size)
+    unpacked = _IDENTITY_TEXTS.unpack_from(raw, _FILE_FIELDS.size + _IDENTITY_COUNTS.size)
+    values: dict[str, object] = dict(zip(COUNT_FIELDS, counts, strict=True))
+    for position, (name, limit) in enumerate(TEXT_LIMITS.items()):
+        length, stored = unpacked[2 * position], unpacked[2 * position + 1]
+        problem = None
+        if length > limit:
+            problem = f"its length says {length} bytes, more than the field's {limit}"
+        elif stored[length:].count(0) != limit - length:
+            problem = "bytes after its text are not zero"
+        else:
+            try:
+                values[name] = stored[:length].decode("utf-8")
+            except UnicodeDecodeError:
+                problem = "its text is not UTF-8"
+        if problem is not None:
+            raise StoreFormatError(f"{path}: the file header's {name} field is bad: {problem}")
+    return SlabIdentity(**values)  # type: ignore[arg-type]  # the fields' types were just made
 
 
 @dataclass(frozen=True)

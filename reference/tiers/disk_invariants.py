@@ -5,20 +5,19 @@ every step and after every crash. Each check raises :class:`StoreInvariantError`
 what broke:
 
 1. The file is exactly ``PAGE + capacity * stride`` bytes and its header page is the one
-   the handle's geometry encodes.
-2. A slot is in the index iff its header on disk is a valid record, and the index holds
-   that very record (sequence number, metadata, payload checksum); every other slot's
-   header is empty -- except, on a read-only handle, the slots it dropped (it may not
-   repair them), whose headers are still there.
+   the handle's geometry and identity encode.
+2. A slot in the index holds that very record on disk (sequence number, metadata, payload
+   checksum); an unusable slot (a record left out at open, or dropped at read by a
+   read-only handle: neither may be rewritten) holds a non-empty header; every other
+   slot's header is empty.
 3. The index's sequence numbers are distinct and below ``next_seq``.
 4. ``occupied + free == capacity``; ``dropped_at_open + dropped_at_read`` equals the number
-   of drops recorded; the unrepaired slots are among them.
+   of drops recorded; the unusable slots are among them and none is in the index.
 5. With ``deep``: every indexed payload matches its checksum.
 """
 
 from __future__ import annotations
 
-import os
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -42,19 +41,20 @@ def check_store(store: DiskBlockStore, *, deep: bool = False) -> None:
     Cost: O(capacity * meta_bytes) -- a header read per slot -- plus O(occupied *
     block_bytes) with ``deep``. Raises StoreInvariantError; StoreIOError if a read fails.
     """
-    fd, path, geometry = store._fd, store.path, store._geometry
-    size = os.fstat(fd).st_size
+    fd, path, geometry, io = store._fd, store.path, store._geometry, store.io
+    size = io.size(fd)
     _expect(size == geometry.file_bytes, f"{path} is {size} bytes, not {geometry.file_bytes}")
-    head = pread_exact(fd, path, PAGE, 0, "read the file header")
-    _expect(head == encode_file_header(geometry), f"{path}: the file header changed")
+    head = pread_exact(io, fd, path, PAGE, 0, "read the file header")
+    expected = encode_file_header(geometry, store.identity)
+    _expect(head == expected, f"{path}: the file header changed")
     for slot in range(geometry.slots):
-        raw = pread_exact(fd, path, geometry.head_bytes, geometry.slot_offset(slot), "read")
+        raw = pread_exact(io, fd, path, geometry.head_bytes, geometry.slot_offset(slot), "read")
         found = decode_record(geometry, slot, raw)
         indexed = store._index.get(slot)
         if indexed is not None:
             _expect(found == indexed, f"slot {slot}: the index has {indexed}, the file {found!r}")
-        elif slot in store._unrepaired:
-            _expect(found is not None, f"slot {slot}: dropped unrepaired, yet empty on disk")
+        elif slot in store._unusable:
+            _expect(found is not None, f"slot {slot}: unusable, yet empty on disk")
         else:
             _expect(found is None, f"slot {slot}: not in the index, the file has {found!r}")
     seqs = [record.seq for record in store._index.values()]
@@ -64,12 +64,13 @@ def check_store(store: DiskBlockStore, *, deep: bool = False) -> None:
     _expect(stats.occupied + stats.free == stats.capacity, "occupied + free != capacity")
     _expect(stats.dropped_corrupt == len(stats.dropped), "the drop counters do not add up")
     dropped_slots = {slot for slot, _ in stats.dropped}
-    _expect(store._unrepaired <= dropped_slots, "an unrepaired slot was not dropped")
+    _expect(store._unusable <= dropped_slots, "an unusable slot was not dropped")
+    _expect(not store._unusable & store._index.keys(), "an unusable slot is in the index")
     if deep:
         payload = np.empty(geometry.block_bytes, dtype=np.uint8)
         for slot, record in store._index.items():
             offset = geometry.slot_offset(slot) + geometry.payload_offset
-            preadv_exact(fd, path, array_view(payload), offset, f"read slot {slot}")
+            preadv_exact(io, fd, path, array_view(payload), offset, f"read slot {slot}")
             _expect(
                 checksum(array_view(payload)) == record.payload_sum, f"slot {slot}: bad payload"
             )

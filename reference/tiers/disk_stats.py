@@ -28,6 +28,11 @@ class DiskStoreStats:
             read whose payload failed its checksum.
         dropped: ``(slot, why)`` of each of those drops, in the order they were found
             (``why`` says what failed, e.g. ``"payload checksum mismatch"``).
+        unusable: slots holding a record left out of the index and left as it is in the
+            file (every drop at open, R-TIER-12; a read-only handle's drops at read); a
+            put may replace each.
+        removed_leftovers: names of the temporary files of dead creators that this
+            handle's open (or create) removed.
         puts, deletes, reads, syncs: calls that succeeded (``reads`` counts ``get`` and
             ``read_into`` calls that found a block, intact or not).
         bytes_written, bytes_read: payload bytes moved by those calls.
@@ -49,6 +54,8 @@ class DiskStoreStats:
     dropped_at_open: int
     dropped_at_read: int
     dropped: tuple[tuple[int, str], ...]
+    unusable: int
+    removed_leftovers: tuple[str, ...]
     puts: int
     deletes: int
     reads: int

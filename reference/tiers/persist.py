@@ -36,6 +36,9 @@ from dataclasses import dataclass
 import xxhash
 
 FORMAT = 1
+#: How a record names its block (this module's chained hash and metadata format): the
+#: ``hash_scheme`` a disk tier's file header records (R-TIER-11).
+HASH_SCHEME = "kachedb-radix chained xxh3-128, metadata v1"
 HASH_BYTES = 16
 ROOT = bytes(HASH_BYTES)
 _HEAD = struct.Struct("<BBH16s")
@@ -112,7 +115,8 @@ class Rebuilt:
     Attributes:
         paths: ``(namespace, tokens, slots)`` per leaf path, root first, oldest leaf first.
         unusable: ``(slot, why)`` of every record left out (undecodable, a duplicate, an
-            orphan); the caller deletes them.
+            orphan); the caller leaves them in the file until it needs their slots
+            (R-TIER-12).
     """
 
     paths: list[tuple[str | None, list[int], list[int]]]

@@ -13,6 +13,7 @@ from any of them spells the path the tree's dump shows for it.
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
@@ -33,23 +34,38 @@ class BlockKey:
 
 
 class Registry:
-    """Block id -> :class:`BlockKey` for one tier."""
+    """Block id -> :class:`BlockKey` for one tier, kept as each block's place on the path it
+    was cached with, so that a victim's whole path is a slice rather than a walk.
 
-    __slots__ = ("_keys",)
+    ``add_path`` keeps one tuple of the path's ids and one of its tokens, shared by every
+    block it registers, and each block's position on them: a block's path above it never
+    changes while it is cached (its parent outlives it: eviction frees a tail first), so
+    ``path`` answers with two slices, O(depth * B) copied at C speed instead of a walk of
+    ``depth`` Python steps -- the cost a demotion pays per chain (R-TIER-3). Memory: the
+    shared tuples live while any block registered with them does (at most one pointer per
+    token of each path added).
+    """
 
-    def __init__(self) -> None:
-        self._keys: dict[int, BlockKey] = {}
+    __slots__ = ("_at", "_size")
+
+    def __init__(self, block_size: int = 1) -> None:
+        self._size = block_size
+        # block -> (namespace, the path's ids root first, its tokens, the block's position)
+        self._at: dict[int, tuple[str | None, tuple[int, ...], tuple[int, ...], int]] = {}
 
     def __contains__(self, block: int) -> bool:
-        return block in self._keys
+        return block in self._at
 
     def key(self, block: int) -> BlockKey:
-        """The key of cached block ``block``. O(1). Raises KeyError when not registered."""
-        return self._keys[block]
+        """The key of cached block ``block``. O(B). Raises KeyError when not registered."""
+        namespace, ids, tokens, position = self._at[block]
+        size = self._size
+        parent = ids[position - 1] if position else None
+        return BlockKey(namespace, parent, tokens[position * size : (position + 1) * size])
 
     def items(self) -> Iterable[tuple[int, BlockKey]]:
-        """Every registered block and its key, in no particular order. O(1) to start."""
-        return self._keys.items()
+        """Every registered block and its key, in no particular order. O(blocks * B)."""
+        return [(block, self.key(block)) for block in self._at]
 
     def add_path(
         self,
@@ -61,32 +77,30 @@ class Registry:
     ) -> None:
         """Register ``blocks[start:]``, the new blocks at the end of a path whose blocks
         (root first) are ``blocks``, whose tokens begin with ``tokens`` and whose blocks
-        hold ``size`` tokens each. O((n - start) * B)."""
-        for position in range(start, len(blocks)):
-            parent = blocks[position - 1] if position else None
-            chunk = tuple(tokens[position * size : (position + 1) * size])
-            self._keys[blocks[position]] = BlockKey(namespace, parent, chunk)
+        hold ``size`` tokens each (the registry's block size). O(n * B) copied once, plus
+        O(n - start) entries."""
+        assert size == self._size, (size, self._size)
+        ids = tuple(blocks)
+        length = len(ids) * size
+        if isinstance(tokens, tuple) and len(tokens) == length:  # a path() answer: shared
+            path: tuple[int, ...] = tokens
+        else:
+            path = tuple(tokens[:length])
+        at = self._at
+        for position in range(start, len(ids)):
+            at[ids[position]] = (namespace, ids, path, position)
 
-    def path(self, block: int) -> tuple[str | None, list[int], list[int]]:
+    def path(self, block: int) -> tuple[str | None, tuple[int, ...], tuple[int, ...]]:
         """The path ending at ``block``: its namespace, its block ids root first, and its
-        tokens. O(depth * B).
+        tokens. O(depth * B), two slices (none when ``block`` ends its path).
 
         Raises:
-            KeyError: ``block`` (or a block before it) is not registered.
+            KeyError: ``block`` is not registered.
         """
-        ids: list[int] = []
-        chunks: list[tuple[int, ...]] = []
-        current: int | None = block
-        namespace: str | None = None
-        while current is not None:
-            key = self._keys[current]
-            ids.append(current)
-            chunks.append(key.tokens)
-            namespace = key.namespace
-            current = key.parent
-        ids.reverse()
-        chunks.reverse()
-        return namespace, ids, [token for chunk in chunks for token in chunk]
+        namespace, ids, tokens, position = self._at[block]
+        if position + 1 == len(ids):
+            return namespace, ids, tokens
+        return namespace, ids[: position + 1], tokens[: (position + 1) * self._size]
 
     def remove(self, blocks: Iterable[int]) -> None:
         """Forget ``blocks`` (evicted from the tier). O(len(blocks)).
@@ -94,5 +108,4 @@ class Registry:
         Raises:
             KeyError: a block is not registered (nothing after it is forgotten).
         """
-        for block in blocks:
-            del self._keys[block]
+        deque(map(self._at.__delitem__, blocks), maxlen=0)  # the loop at C speed

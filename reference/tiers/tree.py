@@ -52,6 +52,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from itertools import repeat
 from typing import Any, ClassVar
 
 import msgspec
@@ -152,7 +153,7 @@ class TieredTree:
                 )
         self._order: tuple[str, ...] = tuple(self._trees)
         self._next: dict[str, str] = dict(zip(self._order, self._order[1:], strict=False))
-        self._registry: dict[str, Registry] = {tier: Registry() for tier in self._order}
+        self._registry: dict[str, Registry] = {tier: Registry(block_size) for tier in self._order}
         self._block_size = block_size
         self._write_through = write_through
         self._leases: dict[int, TierLease] = {}
@@ -366,11 +367,11 @@ class TieredTree:
                 covered = count
         self._demote(DEVICE, list(result.evicted), work)
         self._registry[DEVICE].add_path(namespace, result.blocks, path, on_device, size)
+        targets = result.blocks
         restored = tuple(
-            Move(tiers[position], blocks[position], DEVICE, result.blocks[position])
-            for position in range(on_device, len(blocks))
+            map(Move, tiers[on_device:], blocks[on_device:], repeat(DEVICE), targets[on_device:])
         )
-        self._restored.update(move.source_tier for move in restored)
+        self._restored.update(tiers[on_device:])
         lease = self._issue(namespace, path, {DEVICE: result.lease}) if pin else None
         moves = self._finish(work)
         return RestoreResult(
@@ -583,32 +584,37 @@ class TieredTree:
         registry = self._registry[tier]
         # Spell each chain once, deepest victim first, before any id is reused: a victim
         # on a chain already spelled is covered by it (eviction frees a tail before the
-        # block above it), so demoting one path of n blocks spells it once, O(n * B).
-        chains: list[tuple[str | None, list[int], list[int]]] = []
+        # block above it), so demoting one path of n blocks spells it once -- two slices
+        # of the registry's tuples (registry.Registry.path).
+        chains: list[tuple[str | None, tuple[int, ...], tuple[int, ...]]] = []
         covered: set[int] = set()
         for victim in victims:
             if victim not in covered:
-                namespace, ids, token_list = registry.path(victim)
-                covered.update(ids)
-                chains.append((namespace, ids, token_list))
+                chain = registry.path(victim)
+                covered.update(chain[1])
+                chains.append(chain)
         registry.remove(victims)
         target = self._next.get(tier)
         moved: set[int] = set()
         if target is not None:
             tree = self._trees[target]
+            below = self._registry[target]
+            moves = work.moves
             for namespace, ids, token_list in chains:
                 try:
                     result = tree.insert(token_list, namespace)
                 except OutOfBlocksError:
                     continue  # no room for the whole path there (R-TIER-3): dropped whole
                 self._drain(target)
-                self._demote(target, list(result.evicted), work)  # their moves come first
-                self._registry[target].add_path(
-                    namespace, result.blocks, token_list, result.reused, self._block_size
+                if result.evicted:  # their moves come first
+                    self._demote(target, list(result.evicted), work)
+                blocks, reused = result.blocks, result.reused
+                below.add_path(namespace, blocks, token_list, reused, self._block_size)
+                moves.extend(
+                    Move(tier, ids[position], target, blocks[position])
+                    for position in range(reused, len(ids))
                 )
-                for position in range(result.reused, len(ids)):
-                    work.moves.append(Move(tier, ids[position], target, result.blocks[position]))
-                self._demoted[target] += len(ids) - result.reused
+                self._demoted[target] += len(ids) - reused
                 moved.update(ids)
         for victim in victims:
             if victim not in moved:

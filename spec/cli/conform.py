@@ -11,7 +11,9 @@ JSON-lines trace (a golden vector file or a reported finding) and shows where T 
 
 Exit status: 0 all agree (and every mutant killed), 1 a disagreement, a failure or
 a surviving mutant, 2 a usage error (unknown target, unreadable trace, bad level), or a
-run that would check nothing (no examples; a trace of no steps, or every trace skipped).
+run that would check nothing (no examples; a trace of no steps, or every trace skipped),
+3 a kit error: the kit itself raised (its bug, not the target's; nothing after it was
+judged), its trace and traceback saved (:mod:`kachedb_radix.spec.conform.errors`).
 Every option is checked when the command line is parsed (:mod:`kachedb_radix.spec.inputs`),
 its caps stated in ``--help`` and ``docs/reliability.md``.
 
@@ -26,6 +28,7 @@ import dataclasses
 import json
 import statistics
 import sys
+import tempfile
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -34,6 +37,7 @@ from kachedb_radix.reference.events import SCHEMES
 from kachedb_radix.reference.policies import POLICIES
 
 from ..conform.candidate import CandidateFailure
+from ..conform.errors import EXIT_KIT_ERROR, KitError
 from ..conform.levels import (
     GROUP_LEVEL,
     LEVELS,
@@ -285,6 +289,8 @@ def run_conform(args: argparse.Namespace) -> int:
         if report is None:
             return EXIT_USAGE
         reports.append(report)
+        if report.kit_error is not None:
+            _save_kit_error(report.kit_error, args.save_traces, report.candidate)
         if not args.json:
             print(report.explain(), flush=True)
             # Under the target's own lines: the levels it does not declare.
@@ -325,7 +331,30 @@ def run_conform(args: argparse.Namespace) -> int:
         print(_summary(reports))
     failed = any(not report.passed for report in reports)
     survived = mutants is not None and mutants["killed"] < mutants["total"]
+    kit_errors = any(report.kit_error is not None for report in reports)
+    if kit_errors or (mutants is not None and mutants["kit_errors"]):
+        return EXIT_KIT_ERROR
     return EXIT_DIFFERS if failed or survived else EXIT_OK
+
+
+def _save_kit_error(
+    error: KitError, directory: Path | None, name: str, command: str = "conform"
+) -> None:
+    """Save a kit error's trace and traceback (in ``directory``, else a fresh temporary
+    folder) and say where, on stderr."""
+    folder = directory if directory is not None else Path(tempfile.mkdtemp(prefix="kachedb-"))
+    stem = "kit-error-" + "".join(c if c.isalnum() or c in "-_." else "_" for c in name)
+    try:
+        paths = error.save(folder, stem)
+    except OSError as exc:
+        print(f"{command}: {error.headline()} (its trace could not be saved: {exc})",
+              file=sys.stderr)  # fmt: skip
+        return
+    print(
+        f"{command}: {error.headline()}\n  a bug in the kit, not in {name}: trace and "
+        f"traceback saved to {', '.join(map(str, paths))}",
+        file=sys.stderr,
+    )
 
 
 def _explainer(
@@ -476,8 +505,12 @@ def _run_mutants(kit: KitSettings, *, quiet: bool) -> dict[str, Any]:
     for mutant in MUTANTS.values():
         result = check_mutant(mutant, mutant_kit)
         results.append(result)
+        if result.kit_error is not None:
+            _save_kit_error(result.kit_error, None, f"mutant-{mutant.name}")
         if not quiet:
             verdict = "killed  " if result.killed else "SURVIVED"
+            if result.kit_error is not None:
+                verdict = "KITERROR"
             right = "right rule" if result.right_rule else "other rule" if result.killed else ""
             print(
                 f"  {verdict} {mutant.name:34} {result.seconds:6.2f} s  "
@@ -492,6 +525,7 @@ def _run_mutants(kit: KitSettings, *, quiet: bool) -> dict[str, Any]:
         "total": len(results),
         "killed": len(killed),
         "right_rule": len(right_rule),
+        "kit_errors": sum(result.kit_error is not None for result in results),
         "median_seconds_to_kill": round(statistics.median(times), 3) if times else None,
         "worst_seconds_to_kill": round(max(times), 3) if times else None,
         "mutants": [
@@ -554,10 +588,14 @@ def run_replay(args: argparse.Namespace) -> int:
         return EXIT_USAGE
     finally:
         candidate.close()
+    if result.kit_error is not None:
+        _save_kit_error(result.kit_error, None, f"replay-{name}", "replay")
     if args.json:
         print(json.dumps(_replay_json(result), indent=2))
     else:
         print(_replay_text(result, args.trace))
+    if result.kit_error is not None:
+        return EXIT_KIT_ERROR
     if not result.passed:
         return EXIT_DIFFERS
     if result.steps == 0:  # every trace skipped: a pass must rest on something
@@ -578,7 +616,9 @@ def _replay_text(result: ReplayResult, trace: Path) -> str:
     ]
     if result.skipped:
         lines.append(f"  skipped (levels not declared): {', '.join(result.skipped)}")
-    if result.failure is not None:
+    if result.kit_error is not None:
+        lines.append(result.kit_error.explain())
+    elif result.failure is not None:
         lines.append(result.failure)
     elif result.difference is not None:
         lines.append(result.difference.explain())
@@ -610,6 +650,8 @@ def _replay_json(result: ReplayResult) -> dict[str, Any]:
         }
     if result.failure is not None:
         data["failure"] = result.failure
+    if result.kit_error is not None:
+        data["kit_error"] = result.kit_error.to_json()
     data["stale"] = result.stale
     return data
 

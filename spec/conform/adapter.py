@@ -36,6 +36,7 @@ from kachedb_radix.reference.events import encode_batch
 
 from .candidate import (
     CandidateError,
+    ClearAnswer,
     EventsAnswer,
     EvictAnswer,
     InsertAnswer,
@@ -52,12 +53,15 @@ from .candidate import (
 )
 from .events import encode_payloads, hasher_of
 from .levels import KIT_LEVELS
-from .operations import LATEST, operations_of
+from .operations import BY_NAME, LATEST, operations_of
 
 #: ``Tree(num_blocks, block_size)``: how the adapter builds a tree.
 TreeFactory = Callable[[int, int], Any]
 
 _STATS_FIELDS = ("num_blocks", "free", "cached", "pinned", "evictable", "leases", "clock")
+
+#: The optional operations the adapter carries out itself (not a method of the tree).
+_OWN = frozenset({"drop"})
 
 #: What a tree class needs to offer for the ``snapshots`` level.
 SNAPSHOT_METHODS = ("snapshot", "reader", "reclaim")
@@ -133,8 +137,13 @@ class TreeAdapter:
 
     @property
     def operations(self) -> frozenset[str]:
-        """Every operation of the declared levels (the adapter implements ``drop`` itself)."""
-        return operations_of(self._levels, LATEST)
+        """Every operation of the declared levels, but an optional one the tree class
+        lacks (the adapter implements ``drop`` itself, on its readers)."""
+        return frozenset(
+            op
+            for op in operations_of(self._levels, LATEST)
+            if not BY_NAME[op].optional or op in _OWN or callable(getattr(self._factory, op, None))
+        )
 
     @property
     def tree(self) -> Any:
@@ -334,6 +343,13 @@ class TreeAdapter:
         without ``leave()``: the tree must see it leave by itself (R-EPOCH-5)."""
         self._snapshot(snapshot)
         self._snapshots[snapshot] = None  # a tombstone: ids stay unique (len + 1)
+
+    def reset_prefix_cache(self) -> ClearAnswer:
+        """``tree.reset_prefix_cache()`` (R-CLEAR-1, R-CLEAR-2): True or False."""
+        cleared = _call(self._live().reset_prefix_cache)
+        if not isinstance(cleared, bool):
+            raise CandidateError("unexpected:answer", f"reset_prefix_cache answered {cleared!r}")
+        return {"cleared": cleared}
 
     def events(self) -> EventsAnswer:
         """``tree.take_events()``, each batch as the msgpack payload a publisher sends."""

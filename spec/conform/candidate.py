@@ -151,6 +151,13 @@ class TierEvictAnswer(TypedDict):
     dropped: list[list[Any]]
 
 
+class ClearAnswer(TypedDict):
+    """``reset_prefix_cache``'s answer: whether every cached block was freed at once
+    (R-CLEAR-1), or nothing changed because a block is in use (R-CLEAR-2)."""
+
+    cleared: bool
+
+
 class NamespacesAnswer(TypedDict):
     """``namespaces``'s answer (R-NS-3): None first, then names in order."""
 
@@ -325,6 +332,13 @@ class Candidate(Protocol):
 
     def tier_evict(self, count: object, tier: object) -> TierEvictAnswer:
         """Evict ``count`` blocks of ``tier``, demoting them (R-TIER-3)."""
+        ...
+
+    # Optional (the eviction level): a candidate may lack it.
+
+    def reset_prefix_cache(self) -> ClearAnswer:
+        """Free every cached block at once when none is in use (R-CLEAR-1); else change
+        nothing (R-CLEAR-2)."""
         ...
 
     def close(self) -> None:

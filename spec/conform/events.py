@@ -48,7 +48,7 @@ from kachedb_radix.reference.events import (
 )
 from kachedb_radix.reference.events.hashing import Hash
 from kachedb_radix.reference.router import RouterIndex
-from kachedb_radix.reference.router.wire import decode_for_router
+from kachedb_radix.reference.router.wire import RoutedCleared, decode_for_router
 
 from .safety import SafetyViolation
 from .steps import Outcome
@@ -407,7 +407,11 @@ class EventStream:
             for seq in range(kept, len(history)):
                 index.apply(WORKER, seq, history[seq])
             got = self._holdings(index)
-            if kept > 0 and not (index.is_stale(WORKER) and got <= truth):
+            # Stale, holding a subset -- unless a later batch cleared the whole cache,
+            # which makes the index exact again (R-ROUTE-2, R-EVENT-7).
+            cleared = any(_clears(payload) for payload in history[kept:])
+            stale_subset = index.is_stale(WORKER) and got <= truth
+            if kept > 0 and not (stale_subset or (cleared and got == truth)):
                 raise SafetyViolation(
                     "events_recovery",
                     f"a subscriber that lost batches 0..{kept - 1} holds "
@@ -462,3 +466,11 @@ class EventStream:
             external = self.hasher.external(chained)
             found.add(external if not isinstance(external, bytes) else external.hex())
         return found
+
+
+def _clears(payload: bytes) -> bool:
+    """Whether a payload's batch holds an ``AllBlocksCleared``, read as the index reads it:
+    one of the history, which the index applied (a malformed one ends the run before any
+    recovery is checked). O(events)."""
+    events = decode_for_router(payload).events
+    return any(isinstance(event, RoutedCleared) for event in events)

@@ -19,6 +19,10 @@ from typing import Any, Protocol, TypeVar
 
 from hypothesis import strategies as st
 
+from .levels import EVICTION, LEVELS, PINNING, POLICIES
+from .levels import NAMESPACES as NAMESPACES_LEVEL
+from .operations import ENDS_READER, LEASE, OPERATIONS, Draw, Operation
+
 T = TypeVar("T")
 
 #: Token values: two small ids and the largest valid one (R-TOK-1), to catch
@@ -288,16 +292,42 @@ class Inputs:
         return None if "R-PIN-5" in avoid else 0
 
 
-#: Operation kinds drawn per level, with repeats as weights (the first shrinks best).
-KINDS: dict[str, tuple[str, ...]] = {
-    "core": ("insert",) * 5 + ("match",) * 3 + ("bad_tokens",),
-    "pinning": ("release",) * 2,
-    "eviction": ("evict", "evict", "bad_count"),
-    "namespaces": ("bad_namespace",),
-    "snapshots": ("snapshot_match",) * 2 + ("snapshot", "reader") + ("leave",) * 2 + ("reclaim",),
-    "policies": ("bad_retention",),
-    "tiers": ("lookup",) * 2 + ("restore",) * 3 + ("tier_evict",) * 2,
+def _kind(row: Operation, draw: Draw) -> str:
+    """A draw's name in the swarm's kinds: the operation's, or ``name/argument`` for a
+    probe spoiling that argument."""
+    return row.name if draw.probe is None else f"{row.name}/{draw.probe}"
+
+
+#: Every draw of the table (:attr:`~kachedb_radix.spec.conform.operations.Operation.draws`),
+#: by kind, in the table's order.
+DRAWN: dict[str, tuple[Operation, Draw]] = {
+    _kind(row, draw): (row, draw) for row in OPERATIONS for draw in row.draws
 }
+
+#: Operation kinds drawn per level, in the draws' order, with repeats as weights: read
+#: off the table.
+KINDS: dict[str, tuple[str, ...]] = {
+    level: kinds
+    for level in LEVELS
+    if (
+        kinds := tuple(
+            kind
+            for kind, (_, draw) in sorted(
+                (
+                    (kind, drawn)
+                    for kind, drawn in DRAWN.items()
+                    if drawn[1].level == level and not drawn[1].last
+                ),
+                key=lambda item: item[1][1].order,
+            )
+            for _ in range(draw.weight)
+        )
+    )
+}  # fmt: skip
+
+#: The rule whose probes each spoilt argument is (a waived rule's probes are not drawn;
+#: the token probes choose among their own rules, :meth:`Inputs.bad_tokens`).
+PROBE_RULES: dict[str, str] = {"namespace": "R-NS-4", "count": "R-ERR-1", "priority": "R-POL-8"}
 
 #: The tiers a ``tier_evict`` names besides the present ones, now and then: an absent
 #: tier and a value that is no tier name (-> invalid_argument, R-TIER-3, R-ERR-1).
@@ -373,8 +403,25 @@ def tiers_fields(
 
 
 def kinds_for(levels: frozenset[str]) -> tuple[str, ...]:
-    """The weighted operation kinds of ``levels``. O(1)."""
-    return tuple(kind for level in KINDS if level in levels for kind in KINDS[level])
+    """The weighted operation kinds of ``levels`` (those the levels do not rule out). O(1)."""
+    return tuple(
+        kind
+        for level in KINDS
+        if level in levels
+        for kind in KINDS[level]
+        if not levels & set(DRAWN[kind][1].unless)
+    )
+
+
+def closing_kinds(levels: frozenset[str]) -> tuple[str, ...]:
+    """The draws of ``levels`` made once at the end of an example
+    (:attr:`~kachedb_radix.spec.conform.operations.Draw.last`), besides the swarm's kinds.
+    O(draws)."""
+    return tuple(
+        kind
+        for kind, (_, draw) in DRAWN.items()
+        if draw.last and draw.level in levels and not levels & set(draw.unless)
+    )
 
 
 def draw_step(
@@ -389,103 +436,131 @@ def draw_step(
 ) -> dict[str, Any] | None:
     """Draw one operation of ``levels``; None when the draw is not usable here.
 
-    ``kind`` is drawn from :func:`kinds_for` unless given (the swarm search picks it).
-    Probes of the rules in ``avoid`` (a profile's waivers) are not drawn. Without the
-    ``eviction`` level an insert that would evict is not usable (which blocks it
-    evicts is unspecified there). Cost: O(tokens), plus a dry-run insert on a copy
-    of the reference without ``eviction`` when the free blocks may not suffice.
+    ``kind`` is drawn from :func:`kinds_for` unless given (the swarm search picks it): an
+    operation of the table, or a probe of one (:data:`DRAWN`). The row says what to
+    draw: a prompt (tokens, namespace, pin, at the ``policies`` level a retention), a
+    count and a tier, a lease or a snapshot by handle, nothing. Probes of the rules in
+    ``avoid`` (a profile's waivers) are not drawn; an operation the candidate does not
+    offer is not drawn. Without the ``eviction`` level a call that would evict to make
+    room is not usable (which blocks it evicts is unspecified there). Cost: O(tokens),
+    plus a dry-run insert on a copy of the reference without ``eviction`` when the free
+    blocks may not suffice.
     """
     if kind is None:
         kind = chooser.choice(kinds_for(levels))
-    namespace = Inputs.namespace(chooser) if "namespaces" in levels else None
-    pin = "pinning" in levels and chooser.integer(0, 2) == 2
-    if kind in ("insert", "match"):
-        step: dict[str, Any] = {"op": kind, "tokens": inputs.tokens(chooser)}
+    row, draw = DRAWN[kind]
+    namespace = Inputs.namespace(chooser) if NAMESPACES_LEVEL in levels else None
+    pin = PINNING in levels and chooser.integer(0, 2) == 2
+    if row.name not in run.offered:
+        return None
+    if draw.probe is not None:
+        return _probe(row, draw, chooser, inputs, namespace, pin, avoid)
+    handle = row.handle
+    if handle is not None and handle.handle == LEASE:
+        if not run.live and chooser.integer(0, 3) > 0:
+            return None  # mostly live leases; sometimes a released or foreign one
+        lease = Inputs.lease(chooser, run.issued, run.live, avoid)
+        return None if lease is None else {"op": row.name, handle.name: lease}
+    if handle is not None or row.enters:
+        return _snapshot_step(row, chooser, inputs, levels, run, avoid)
+    if row.prompts:
+        step: dict[str, Any] = {"op": row.name, "tokens": inputs.tokens(chooser)}
         step.update(namespace=namespace, pin=pin)
-        if kind == "insert" and "policies" in levels:
+        if POLICIES in levels and _takes(row, "priority"):
             step.update(Inputs.retention(chooser))
-        if kind == "insert" and "eviction" not in levels and run.would_evict(step):
+        if row.frees is not None and EVICTION not in levels and run.would_evict(step):
             return None
         return step
-    if kind == "bad_retention":
-        if "R-POL-8" in avoid:
-            return None
-        return {"op": "insert", "tokens": inputs.tokens(chooser), "namespace": namespace,
-                "pin": pin, **Inputs.bad_retention(chooser)}
-    if kind == "bad_tokens":
-        op = chooser.choice(("insert", "match"))
+    tier = None
+    if _takes(row, "tier"):  # an absent tier or no tier name now and then (R-TIER-3)
+        tiers = run.tier_names
+        tier = chooser.choice(BAD_TIERS) if chooser.integer(0, 7) == 7 else chooser.choice(tiers)
+    step = {"op": row.name}
+    if _takes(row, "count"):
+        step["count"] = Inputs.count(chooser, num_blocks)
+    if _takes(row, "tier"):
+        step["tier"] = tier
+    return step
+
+
+def _takes(row: Operation, name: str) -> bool:
+    return any(argument.name == name for argument in row.arguments)
+
+
+def _probe(
+    row: Operation,
+    draw: Draw,
+    chooser: Chooser,
+    inputs: Inputs,
+    namespace: str | None,
+    pin: bool,
+    avoid: frozenset[str],
+) -> dict[str, Any] | None:
+    """A call of ``row`` (or of one of the draw's others) with a bad value of the
+    argument the draw spoils (the error its rules name); None when its rule is waived
+    or nothing is left to draw."""
+    spoilt = draw.probe or ""
+    if PROBE_RULES.get(spoilt) in avoid:
+        return None
+    calls = (row.name, *draw.among)  # the operations the probe makes its call of
+    if spoilt == "tokens":
+        op = chooser.choice(calls) if draw.among else row.name
         bad = inputs.bad_tokens(chooser, avoid)
         if bad is UNUSABLE:
             return None
         return {"op": op, "tokens": bad, "namespace": namespace, "pin": pin}
-    if kind == "release":
-        if not run.live and chooser.integer(0, 3) > 0:
-            return None  # mostly live leases; sometimes a released or foreign one
-        handle = Inputs.lease(chooser, run.issued, run.live, avoid)
-        return None if handle is None else {"op": "release", "lease": handle}
-    if kind == "evict":
-        return {"op": "evict", "count": Inputs.count(chooser, num_blocks)}
-    if kind in ("lookup", "restore"):
-        return {"op": kind, "tokens": inputs.tokens(chooser), "namespace": namespace, "pin": pin}
-    if kind == "tier_evict":
-        tiers = run.tier_names
-        tier = chooser.choice(BAD_TIERS) if chooser.integer(0, 7) == 7 else chooser.choice(tiers)
-        return {"op": "tier_evict", "count": Inputs.count(chooser, num_blocks), "tier": tier}
-    if kind in SNAPSHOT_KINDS:
-        return _snapshot_step(kind, chooser, inputs, levels, run, avoid)
-    if kind == "bad_count":
-        return None if "R-ERR-1" in avoid else {"op": "evict", "count": Inputs.bad_count(chooser)}
-    if "R-NS-4" in avoid:
-        return None
-    # bad_namespace: valid tokens mostly, bad ones sometimes (tokens are checked first)
+    if spoilt == "count":
+        return {"op": row.name, "count": Inputs.bad_count(chooser)}
+    if spoilt == "priority":
+        return {"op": row.name, "tokens": inputs.tokens(chooser), "namespace": namespace,
+                "pin": pin, **Inputs.bad_retention(chooser)}  # fmt: skip
+    # namespace: valid tokens mostly, bad ones sometimes (tokens are checked first)
     tokens = (
         inputs.tokens(chooser) if chooser.integer(0, 2) > 0 else inputs.bad_tokens(chooser, avoid)
     )
     return {
-        "op": chooser.choice(("insert", "match")),
+        "op": chooser.choice(calls) if draw.among else row.name,
         "tokens": inputs.tokens(chooser) if tokens is UNUSABLE else tokens,
         "namespace": Inputs.bad_namespace(chooser),
         "pin": pin,
     }
 
 
-SNAPSHOT_KINDS = frozenset(KINDS["snapshots"])
-
-
 def _snapshot_step(
-    kind: str,
+    row: Operation,
     chooser: Chooser,
     inputs: Inputs,
     levels: frozenset[str],
     run: Run,
     avoid: frozenset[str],
 ) -> dict[str, Any] | None:
-    """One operation of the ``snapshots`` level; None when unusable here."""
-    if kind == "snapshot":
-        return {"op": "snapshot"}
-    if kind == "reader":
-        return None if len(run.inside) >= MAX_INSIDE else {"op": "reader"}
-    if kind == "leave":
+    """A call naming a snapshot, or entering a reader; None when unusable here."""
+    if row.enters:
+        return None if len(run.inside) >= MAX_INSIDE else {"op": row.name}
+    if row.ends is not None:
         # Mostly a reader inside; sometimes one that already left (R-EPOCH-4); and
         # sometimes one is forgotten without leave(): it must leave by itself (R-EPOCH-5).
         if run.inside and (not run.left or chooser.integer(0, 4) > 0):
             drop = chooser.integer(0, 5) == 5  # drawn either way: the same draws follow
-            op = "drop" if drop and "drop" in run.offered else "leave"
+            op = FORGETS.name if drop and FORGETS.name in run.offered else row.name
             return {"op": op, "snapshot": chooser.choice(run.inside)}
         if not run.left or "R-EPOCH-4" in avoid:
             return None
-        return {"op": "leave", "snapshot": chooser.choice(run.left)}
-    if kind == "reclaim":
-        return {"op": "reclaim"}
-    # snapshot_match: any snapshot taken so far (not dropped), old ones as often as new ones.
+        return {"op": row.name, "snapshot": chooser.choice(run.left)}
+    # a query of a snapshot: any taken so far (not dropped), old ones as often as new ones.
     if not run.snapshots:
         return None
     handle = chooser.integer(1, run.snapshots)
     if handle in run.dropped:
         return None
-    namespace = Inputs.namespace(chooser) if "namespaces" in levels else None
+    namespace = Inputs.namespace(chooser) if NAMESPACES_LEVEL in levels else None
     spoilt = chooser.integer(0, 7) == 7
     tokens = inputs.bad_tokens(chooser, avoid) if spoilt else inputs.tokens(chooser)
     if tokens is UNUSABLE:
         tokens = inputs.tokens(chooser)
-    return {"op": "snapshot_match", "snapshot": handle, "tokens": tokens, "namespace": namespace}
+    return {"op": row.name, "snapshot": handle, "tokens": tokens, "namespace": namespace}
+
+
+#: The operation that forgets a reader without leaving (drawn in place of a leave now
+#: and then, when the candidate offers it).
+FORGETS: Operation = next(row for row in OPERATIONS if row.ends == ENDS_READER)

@@ -15,38 +15,40 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+#: The levels by name: the one place a level's name is written (code names them by
+#: these constants, never by a string of its own).
+CORE = "core"
+PINNING = "pinning"
+EVICTION = "eviction"
+NAMESPACES = "namespaces"
+SNAPSHOTS = "snapshots"
+POLICIES = "policies"
+EVENTS = "events"
+TIERS = "tiers"
+
 #: Every level, in the order SPEC.md lists them.
-LEVELS: tuple[str, ...] = (
-    "core",
-    "pinning",
-    "eviction",
-    "namespaces",
-    "snapshots",
-    "policies",
-    "events",
-    "tiers",
-)
+LEVELS: tuple[str, ...] = (CORE, PINNING, EVICTION, NAMESPACES, SNAPSHOTS, POLICIES, EVENTS, TIERS)
 
 #: The levels the kit drives (a candidate may declare): all of them.
 KIT_LEVELS: tuple[str, ...] = LEVELS
 
 #: The levels a run checks only when asked for (``--events``, ``--levels``).
-OPT_IN_LEVELS: frozenset[str] = frozenset({"events", "tiers"})
+OPT_IN_LEVELS: frozenset[str] = frozenset({EVENTS, TIERS})
 
 #: Levels a run at the ``tiers`` level leaves out: a tiered tree keeps no snapshots, and
 #: its events (one stream over several media) are the suite's to check (R-TIER-9).
-TIERS_EXCLUDE: frozenset[str] = frozenset({"snapshots", "events"})
+TIERS_EXCLUDE: frozenset[str] = frozenset({SNAPSHOTS, EVENTS})
 
 #: The rule groups (the middle part of a rule id ``R-GROUP-n``) of each level.
 LEVEL_GROUPS: dict[str, tuple[str, ...]] = {
-    "core": ("TOK", "MATCH", "INS", "SPLIT", "EDGE", "ALLOC", "LIMIT", "ERR", "DUMP", "INV"),
-    "pinning": ("PIN",),
-    "eviction": ("EVICT", "LRU"),
-    "namespaces": ("NS",),
-    "snapshots": ("SNAP", "EPOCH"),
-    "policies": ("POL",),
-    "events": ("EVENT", "ROUTE"),
-    "tiers": ("TIER",),
+    CORE: ("TOK", "MATCH", "INS", "SPLIT", "EDGE", "ALLOC", "LIMIT", "ERR", "DUMP", "INV"),
+    PINNING: ("PIN",),
+    EVICTION: ("EVICT", "LRU", "CLEAR"),
+    NAMESPACES: ("NS",),
+    SNAPSHOTS: ("SNAP", "EPOCH"),
+    POLICIES: ("POL",),
+    EVENTS: ("EVENT", "ROUTE"),
+    TIERS: ("TIER",),
 }
 
 #: The level each rule group belongs to.
@@ -67,7 +69,7 @@ def parse_levels(names: Iterable[str]) -> frozenset[str]:
     Raises:
         LevelError: a name is not one of :data:`LEVELS`.
     """
-    found = {"core"}
+    found = {CORE}
     for item in names:
         for name in item.split(","):
             name = name.strip()

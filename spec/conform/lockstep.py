@@ -31,7 +31,9 @@ including the offending step, both outcomes, and the rules it breaks with a like
 
 from __future__ import annotations
 
+import contextlib
 import json
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -41,13 +43,29 @@ from kachedb_radix.reference.tokens import as_token_list
 
 from . import events as kit_events
 from .adapter import TreeAdapter
-from .candidate import Candidate, CandidateError, CandidateFailure
-from .operations import offered
+from .candidate import Candidate, CandidateFailure
+from .errors import KitError
+from .levels import EVENTS, EVICTION, SNAPSHOTS
+from .operations import (
+    BY_NAME,
+    COUNTERS,
+    ENDS_EPOCH,
+    ENDS_LEASE,
+    ENDS_READER,
+    LEASE,
+    SHAPE,
+    SNAPSHOT,
+    SNAPSHOT_SHAPE,
+    STREAM,
+    VIEWS,
+    Operation,
+    offered,
+)
 from .oracle import FollowingTree, Inadmissible, OracleAdapter, TieredOracle
 from .profile import STRICT, Profile
 from .rulemap import Attribution, Observation, attribute, exercised, safety_attribution
 from .safety import SafetyMonitor, SafetyViolation
-from .steps import READ_OPS, LeaseBook, Outcome, Step, apply_step, describe, normalise
+from .steps import LeaseBook, Outcome, Step, StepError, apply_step, describe, normalise
 
 #: Kinds of finding: a differing answer, a broken safety property, a choice no
 #: declared mode allows, and a candidate that could not answer at all.
@@ -140,26 +158,71 @@ class Difference:
 
 
 @dataclass
-class Observed:
-    """One step as :meth:`Lockstep.observe` saw it: for a page that shows every step.
+class Own:
+    """The spec's own answer to a step where the kit adopted the candidate's choice and
+    the spec chooses otherwise (worked out on a copy of the reference before the step).
 
     Attributes:
+        outcome: the spec's outcome (its lease handle the kit's).
+        dump: the reference's dump after it, had it chosen itself.
+        stats: its stats likewise.
+        events: the batch it would have emitted (None when events are off).
+        declared: each declared rule the difference falls under, with the profile's
+            reason (:func:`declared_rules`).
+    """
+
+    outcome: Outcome
+    dump: dict[str, Any] | None
+    stats: dict[str, Any] | None
+    events: Outcome | None
+    declared: list[tuple[str, str]]
+
+
+@dataclass
+class StepRecord:
+    """One step as the lockstep judged it (:meth:`Lockstep.observe`): the record ``explain``,
+    ``replay`` and the report read, so none judges a step on its own.
+
+    Attributes:
+        step: the step.
         expected: the reference's outcome as it answered (adopting the candidate's
             admissible choice where the profile says; the spec's own otherwise).
         actual: the candidate's outcome, its error names mapped by the profile.
         finding: what the kit found at this step, if anything.
-        note: ``"adopted NAME's choice"`` when the reference followed the candidate.
+        note: ``"adopted NAME's choice"`` when the reference followed the candidate,
+            ``"not adopted: ..."`` for an inadmissible choice.
         reference: the reference's ``dump`` and ``stats`` after the step.
         candidate: the candidate's ``dump`` and ``stats`` after the step (None for a
             read it refused).
+        adopted: the reference followed the candidate's choice at this step.
+        own: with :meth:`Lockstep.observe`'s ``own``, where the kit adopted the
+            candidate's choice and the spec's own differs: the spec's (:class:`Own`).
+        where: the finding's path into the step's views: ``outcome...`` for the step's
+            own answer, ``dump...``, ``stats...`` or ``events...`` for a read after it.
+        recency_only: the finding is a difference in recency alone (stamps, the clock):
+            outcomes and states equal once those are left out.
     """
 
+    step: Step
     expected: Outcome
     actual: Outcome
     finding: Difference | None
     note: str | None
     reference: dict[str, Any]
     candidate: dict[str, Any]
+    adopted: bool = False
+    own: Own | None = None
+    where: str | None = None
+    recency_only: bool = False
+
+
+def waived(finding: Difference, profile: Profile) -> str | None:
+    """Why ``profile`` waives ``finding`` (the reason of the rule it is attributed to), or
+    None: only a plain difference is waived, by its primary rule's declared deviation;
+    a safety finding, an inadmissible choice or a failure never is. O(rules)."""
+    if finding.kind != "disagreement":
+        return None
+    return profile.deviations().get(finding.rule)
 
 
 class Disagreement(AssertionError):
@@ -205,15 +268,15 @@ def as_taken(step: Step, profile: Profile) -> tuple[Step, Outcome | None]:
     Only well-formed token lists are changed or refused here; anything else is left to
     the reference's own checks.
     """
-    op = step["op"]
-    if op not in ("match", "insert", "snapshot_match") or profile.strict:
+    row = BY_NAME[step["op"]]
+    if not row.prompts or profile.strict:
         return step, None
     taken = dict(step)
     tokens = step.get("tokens")
     if isinstance(tokens, list) and all(_token(token) for token in tokens):
         if any(token >= profile.token_limit for token in tokens):
             return step, {"error": "token_range"}
-        if profile.match_cap == "last_token" and op == "match" and tokens:
+        if profile.match_cap == "last_token" and row.capped and tokens:
             taken["tokens"] = tokens[:-1]
     if "namespace" in step:
         taken["namespace"] = profile.fold_namespace(step["namespace"])
@@ -225,88 +288,85 @@ def _token(value: object) -> bool:
 
 
 def adopting_outcome(
-    oracle: Candidate, book: LeaseBook, step: Step, actual: Outcome, profile: Profile
+    oracle: Candidate,
+    book: LeaseBook,
+    step: Step,
+    actual: Outcome,
+    profile: Profile,
+    *,
+    adopt: bool = True,
 ) -> Outcome | None:
     """The oracle's outcome of ``step`` when it adopts the candidate's choice, or None
-    when there is nothing to adopt (not an insert or evict, a strict mode, a refusal,
-    an oracle that cannot follow): the caller then applies the step as usual.
+    when there is nothing to adopt (an operation that frees and hands out no blocks, a
+    strict mode, a refusal, an answer without usable choices, an oracle that cannot
+    follow): the caller then applies the step as usual.
 
-    Under ``profile``'s eviction or allocation tolerance the oracle evicts the blocks
-    the candidate evicted and hands out the ids it allocated (``actual``), after
-    checking the choice is admissible. Cost: the call on the oracle.
-
-    Raises:
-        spec.oracle.Inadmissible: the candidate's choice is one no declared mode allows.
-    """
-    op, answer = step["op"], actual.get("ok")
-    if not isinstance(oracle, OracleAdapter) or not isinstance(answer, dict):
-        return None
-    if isinstance(oracle.tree, TieredOracle):
-        return _tiered_adopting(oracle, book, step, answer, profile)
-    if not isinstance(oracle.tree, FollowingTree):
-        return None
-    capped = profile.match_cap != "none"
-    if op == "insert" and (profile.adopts_eviction or profile.adopts_allocation or capped):
-        evicted = _ids(answer.get("evicted")) if profile.adopts_eviction else None
-        allocated = _ids(answer.get("allocated")) if profile.adopts_allocation else None
-        try:
-            result: dict[str, Any] = dict(
-                oracle.insert_following(
-                    step["tokens"],
-                    step.get("namespace"),
-                    bool(step.get("pin")),
-                    evicted,
-                    allocated,
-                    profile,
-                    step.get("priority"),
-                    step.get("retain_for"),
-                )
-            )
-        except CandidateError as exc:
-            return {"error": exc.kind}
-        result["lease"] = book.file(result["lease"])
-        return {"ok": result}
-    if op == "evict" and profile.adopts_eviction:
-        freed = _ids(answer.get("freed"))
-        if freed is not None:
-            try:
-                return {"ok": dict(oracle.evict_following(step["count"], freed, profile))}
-            except CandidateError as exc:
-                return {"error": exc.kind}
-    return None
-
-
-def _tiered_adopting(
-    oracle: OracleAdapter, book: LeaseBook, step: Step, answer: dict[str, Any], profile: Profile
-) -> Outcome | None:
-    """:func:`adopting_outcome` at the tiers level: the tiered oracle adopts the
-    candidate's choices in every tier (:class:`~kachedb_radix.spec.conform.oracle.TieredOracle`).
+    One way for every oracle, adopt then apply: the oracle's tree is told the
+    candidate's answer (``adopting``; the row says which fields hold the blocks it freed
+    and the ids it handed out), the step is applied through the table, and under
+    ``profile``'s eviction or allocation tolerance the tree evicts the blocks the
+    candidate evicted and hands out the ids it allocated (``actual``), after checking
+    the choice is admissible (:mod:`kachedb_radix.spec.conform.oracle`, in every tier at
+    the ``tiers`` level). The blocks freed are then shown in the candidate's order (a
+    whole node's blocks go in any order). Without ``adopt`` (the candidate's answer is
+    already a finding: nothing of it is adopted) the oracle chooses as the spec does,
+    its inputs still taken as the profile declares (``match_cap``). Cost: the call on
+    the oracle.
 
     Raises:
-        spec.oracle.Inadmissible: the candidate's device choice is one no mode allows.
+        spec.oracle.Inadmissible: the candidate's choice is one no declared mode allows
+            (its ``outcome`` set when the call was carried out the spec's way first).
     """
-    op = step["op"]
-    if op not in ("insert", "restore", "evict", "tier_evict"):
+    row, answer = BY_NAME[step["op"]], actual.get("ok")
+    tree = oracle.tree if isinstance(oracle, OracleAdapter) else None
+    if not isinstance(tree, FollowingTree | TieredOracle) or not isinstance(answer, dict):
         return None
-    if not (profile.adopts_eviction or profile.adopts_allocation):
+    if not row.adopts:
         return None
-    tree: TieredOracle = oracle.tree
-    tree.adopting(op, answer, profile)
+    if not _to_adopt(row, answer, profile, adopt, recomputes=isinstance(tree, FollowingTree)):
+        return None
+    tree.adopting(
+        row,
+        answer,
+        profile,
+        frees=adopt and profile.adopts_eviction,
+        allocates=adopt and profile.adopts_allocation,
+    )
     try:
         outcome = apply_step(oracle, step, book)
     finally:
         refused = tree.refused
         tree.adopting(None)
     if refused is not None:
+        if refused.result is not None:
+            refused.outcome = outcome  # carried out the spec's way: that outcome stands
         raise refused
+    theirs = _ids(answer.get(row.frees)) if row.frees is not None else None
     adopted = outcome.get("ok")
-    if profile.adopts_eviction and isinstance(adopted, dict):
-        # The blocks freed are the candidate's (checked): shown in its order, as at the
-        # other levels (a whole node's blocks go in any order).
-        field = "freed" if op in ("evict", "tier_evict") else "evicted"
-        if field in adopted and sorted(adopted[field]) == sorted(answer.get(field) or []):
-            outcome = {"ok": {**adopted, field: list(answer[field])}}
+    if adopt and profile.adopts_eviction and theirs is not None and isinstance(adopted, dict):
+        mine = adopted.get(row.frees)
+        if isinstance(mine, list) and sorted(mine) == sorted(theirs):
+            outcome = {"ok": {**adopted, row.frees: theirs}}
     return outcome
+
+
+def _to_adopt(
+    row: Operation, answer: dict[str, Any], profile: Profile, adopt: bool, *, recomputes: bool
+) -> bool:
+    """Whether the oracle has anything to follow in ``answer``: blocks freed or ids handed
+    out that the profile tolerates another choice of (with tiers, the moves hand out ids
+    in the slower tiers and the blocks dropped or moved on down are their victims), or
+    (``recomputes``: the plain oracle, under ``match_cap``) a call handing out blocks,
+    which may have to evict for the recomputed last block (R-INS-5). O(answer)."""
+    if recomputes and profile.match_cap != "none" and row.allocates is not None:
+        return True
+    if not adopt:
+        return False
+    moves = [name for name in (*row.moves, *row.moves_after) if isinstance(answer.get(name), list)]
+    dropped = row.dropped is not None and isinstance(answer.get(row.dropped), list)
+    frees = _ids(answer.get(row.frees or "")) is not None or dropped or bool(moves)
+    allocates = isinstance(answer.get(row.allocates or ""), list) or bool(moves)
+    return (profile.adopts_eviction and frees) or (profile.adopts_allocation and allocates)
 
 
 class Lockstep:
@@ -352,6 +412,8 @@ class Lockstep:
         self._steps = 0
         self._outcomes: tuple[Outcome, Outcome] = ({"ok": None}, {"ok": None})
         self._note: str | None = None
+        self._adopted = False  # the reference followed the candidate at the step observed
+        self._own_facts: dict[str, Any] = {}
         self.evicted = 0
         self.live: list[int] = []
         self.inside: list[int] = []
@@ -393,8 +455,30 @@ class Lockstep:
         Raises:
             Disagreement: a finding (difference, safety, inadmissible choice).
             CandidateFailure: the candidate could not answer (with step and trace).
+            StepError: ``step`` is no call of an operation (nothing was run).
+            KitError: the kit itself raised (a bug of the kit: nothing was judged).
         """
-        op = step["op"]
+        with self._kit_errors(step):
+            return self._run(step)
+
+    @contextlib.contextmanager
+    def _kit_errors(self, step: Step | None) -> Iterator[None]:
+        """Let findings, failures and malformed steps through; anything else raised in
+        the body is the kit's own bug: a :class:`~kachedb_radix.spec.conform.errors.KitError`
+        carrying the trace up to ``step``."""
+        before = len(self.trace)
+        try:
+            yield
+        except (Disagreement, CandidateFailure, StepError, KitError):
+            raise
+        except Exception as exc:
+            trace = list(self.trace)
+            if step is not None and len(trace) == before:
+                trace.append(dict(step))
+            raise KitError.of(exc, trace) from exc
+
+    def _run(self, step: Step) -> Outcome:
+        row = BY_NAME[step["op"]]
         tree = self.oracle.tree
         batch = bool(step.get("batch")) and tree is not None and tree.stats().cached > SMALL_TREE
         if not batch:
@@ -403,9 +487,9 @@ class Lockstep:
         actual = self._candidate_outcome(step)
         expected = self._checked_step(step, actual, facts)
         recorded = {**step, "expect": expected}
-        if op not in READ_OPS:
+        if row.view is None:
             self._last_change = recorded
-        if op == "reset":
+        if row.resets:
             self.live, self.inside, self.left, self.dropped = [], [], [], []
             self._view, self._steps = None, 0
             self._reset_events(step, "ok" in expected)
@@ -420,24 +504,38 @@ class Lockstep:
             self._reads(recorded, facts, failed="error" in actual)
         return expected
 
-    def observe(self, step: Step) -> Observed:
-        """Run ``step`` as :meth:`run` does, but go on past a finding: return it with both
-        outcomes as answered and both sides' dump and stats after the step (for
-        ``explain``, which shows every step). The state after a finding is what both
-        implementations did; later steps are still run and compared. Cost: :meth:`run`,
-        plus two reads on each side.
+    def observe(self, step: Step, *, own: bool = False, events: bool = False) -> StepRecord:
+        """Run ``step`` as :meth:`run` does, but go on past a finding: its
+        :class:`StepRecord`, with both outcomes as answered and both sides' dump and stats
+        after the step (for ``explain``, which shows every step). The state after a
+        finding is what both implementations did; later steps are still run and
+        compared. With ``own``, where the kit adopts the candidate's choice, the spec's
+        own answer too (:class:`Own`; with ``events`` its event batch). Cost: :meth:`run`,
+        plus two reads on each side (and the step on a copy of the reference with
+        ``own``).
 
         Raises:
             CandidateFailure: the candidate could not answer (with step and trace).
+            StepError: ``step`` is no call of an operation.
+            KitError: the kit itself raised.
         """
-        self._note = None
+        self._note, self._adopted = None, False
+        with self._kit_errors(step):
+            spec = self._spec_own(step, events=events) if own else None
         finding = None
         try:
             self.run(step)
         except Disagreement as exc:
             finding = exc.difference
+        with self._kit_errors(None):
+            record = self._record(step, finding)
+            if spec is not None and record.adopted and finding is None:
+                record.own = self._declared(record, spec)
+            return record
+
+    def _record(self, step: Step, finding: Difference | None) -> StepRecord:
         expected, actual = self._outcomes
-        reads = ("dump", "stats")
+        reads = (SHAPE.name, COUNTERS.name)
         reference = {
             read: apply_step(self.oracle, {"op": read}, self._oracle_book).get("ok")
             for read in reads
@@ -446,7 +544,82 @@ class Lockstep:
             read: apply_step(self.candidate, {"op": read}, self._candidate_book).get("ok")
             for read in reads
         }
-        return Observed(expected, actual, finding, self._note, reference, candidate)
+        record = StepRecord(step, expected, actual, finding, self._note, reference, candidate)
+        record.adopted = self._adopted
+        if finding is not None:
+            record.where = _where(step, finding)
+            record.recency_only = finding.kind == "disagreement" and self._recency_only(record)
+        return record
+
+    def _spec_own(self, step: Step, *, events: bool) -> Own | None:
+        """What the spec itself answers to ``step`` (the engine's inputs, as the kit takes
+        them), worked out on a copy of the reference before the kit runs the step: only
+        for a step whose choice the profile lets the kit adopt. Cost: the copy,
+        O(pool + nodes + leases + readers), and the step on it."""
+        row, profile = BY_NAME[step["op"]], self.profile
+        tree = self.oracle.tree
+        if not row.adopts or not (profile.adopts_eviction or profile.adopts_allocation):
+            return None
+        if not isinstance(tree, FollowingTree):
+            return None  # the tiered oracle: no copy to work on
+        taken, refused = as_taken(step, profile)
+        if refused is not None:
+            return None
+        trial = copy_reference(self.oracle)
+        facts = trial.tree.facts()
+        book = LeaseBook()
+        outcome = apply_step(trial, taken, book)
+        dump = apply_step(trial, {"op": SHAPE.name}, book).get("ok")
+        stats = apply_step(trial, {"op": COUNTERS.name}, book).get("ok")
+        # The copy's event recorder is the reference's, drained at the last read: what it
+        # emits now is the spec's own batch for the step.
+        emitted = apply_step(trial, {"op": STREAM.name}, book) if events else None
+        own = Own(outcome, _plain_dict(dump), _plain_dict(stats), emitted, [])
+        self._own_facts = facts
+        return own
+
+    def _declared(self, record: StepRecord, own: Own) -> Own | None:
+        """``own`` with the declared rules its difference from the candidate's answer
+        falls under; None (and no note) when the spec chose as the candidate did."""
+        op, levels, recency = record.step["op"], self.levels, self.profile.compares_recency
+        mine = dict(own.outcome)
+        answer, adopted = mine.get("ok"), record.expected.get("ok")
+        if isinstance(answer, dict) and isinstance(adopted, dict) and LEASE in answer:
+            # The copy files its own lease handles: the step's handle is the kit's.
+            mine["ok"] = {**answer, LEASE: adopted.get(LEASE)}
+        if normalise(op, mine, levels, recency=recency) == normalise(
+            op, record.expected, levels, recency=recency
+        ):
+            record.note = None  # the spec chose as the candidate did: nothing to adopt
+            record.adopted = False
+            return None
+        own.outcome = mine
+        own.declared = declared_rules(
+            record.step, mine, record.actual, self.profile, levels, self._own_facts
+        )
+        return own
+
+    def _recency_only(self, record: StepRecord) -> bool:
+        """Whether the two sides differ in recency alone (stamps, the clock): outcome,
+        dump and stats equal once those are left out; a finding in the events, only in a
+        batch's timestamp. O(state)."""
+        if record.where is not None and record.where.startswith(STREAM.name):
+            return record.where.endswith(".ts")
+        mine, theirs = record.reference, record.candidate
+        if mine.get(SHAPE.name) is None or theirs.get(SHAPE.name) is None:
+            return False
+        op, levels = record.step["op"], self.levels
+
+        def same(read: str, left: Any, right: Any) -> bool:
+            plain = [normalise(read, {"ok": v}, levels, recency=False) for v in (left, right)]
+            return plain[0] == plain[1]
+
+        return (
+            normalise(op, record.expected, levels, recency=False)
+            == normalise(op, record.actual, levels, recency=False)
+            and same(SHAPE.name, mine[SHAPE.name], theirs[SHAPE.name])
+            and same(COUNTERS.name, mine.get(COUNTERS.name), theirs.get(COUNTERS.name))
+        )
 
     def reference_only(self, step: Step) -> Outcome:
         """Apply ``step`` to the reference alone (after the candidate failed): its
@@ -456,18 +629,27 @@ class Lockstep:
     def finish(self, *, final: bool = False) -> None:
         """Compare the reads a run of ``batch`` steps (a fill) deferred. Called before
         the next step that is not part of the batch; call it with ``final`` at the end
-        of a trace, which also compares the dump if the last reads skipped it."""
+        of a trace, which also compares the dump if the last reads skipped it.
+
+        Raises:
+            Disagreement: a finding in the deferred reads.
+            KitError: the kit itself raised.
+        """
+        with self._kit_errors(None):
+            self._finish(final)
+
+    def _finish(self, final: bool) -> None:
         pending, self._pending = self._pending, None
         if pending is not None and self.check_reads:
             step, facts, failed = pending
             self._reads(step, facts, failed=failed)
         elif final and self.check_reads and self._last is not None and self._view is None:
             step, facts = self._last
-            self._read({"op": "dump"}, step, facts)
+            self._read({"op": SHAPE.name}, step, facts)
         stream = self._events
         if final and self.check_reads and stream is not None and self._last is not None:
             step, facts = self._last
-            dump = apply_step(self.candidate, {"op": "dump"}, self._candidate_book).get("ok")
+            dump = self._candidate_read(SHAPE)
             self._events_safety(lambda: stream.check_recovery(dump), step)
             self.exercised.update(("R-ROUTE-1", "R-ROUTE-2", "R-ROUTE-4"))
 
@@ -479,7 +661,7 @@ class Lockstep:
         the reference (which also decides whether a quarantine reclaimed is enough).
         Cost: O(tokens), or the copy's O(pool + nodes + leases + readers).
         """
-        tree, tokens = self.oracle.tree, step.get("tokens")
+        tree, tokens = self._following(), step.get("tokens")
         if tree is None:
             return False
         namespace = step.get("namespace")
@@ -492,9 +674,18 @@ class Lockstep:
         reused = tree.snapshot().match(token_list, namespace).length // tree.block_size
         if wanted - reused <= tree.stats().free:
             return False  # room without evicting (the published version is the tree's)
-        trial = copy_reference(self.oracle)
-        outcome = apply_step(trial, step, LeaseBook())
-        return "ok" in outcome and bool(outcome["ok"]["evicted"])
+        # A dry run on a copy of the tree (a tiered oracle's device tree: only the device
+        # evicts to make room, R-TIER-3).
+        try:
+            done = tree.clone().insert(
+                token_list,
+                namespace,
+                priority=step.get("priority"),
+                retain_for=step.get("retain_for"),
+            )
+        except RadixError:
+            return False
+        return bool(done.evicted)
 
     # ------------------------------------------------------------------ internals
 
@@ -507,14 +698,14 @@ class Lockstep:
 
     def _facts(self, step: Step) -> dict[str, Any]:
         tree = self._following()
-        if step["op"] == "reset" or tree is None:
+        if BY_NAME[step["op"]].resets or tree is None:
             return {"block_size": step.get("block_size", 1)}
         tree.split_seen = False
         return tree.facts()
 
     def _candidate_outcome(self, step: Step) -> Outcome:
         try:
-            raw = apply_step(self.candidate, step, self._candidate_book)
+            raw = apply_step(self.candidate, step, self._candidate_book, foreign=True)
         except CandidateFailure as failure:
             self.trace.append(dict(step))
             failure.step = len(self.trace)
@@ -529,6 +720,7 @@ class Lockstep:
     ) -> Outcome:
         """Safety, oracle, comparison for one step; record it when it agrees."""
         op = step["op"]
+        row = BY_NAME[op]
         try:
             self.safety.check(step, actual)
         except SafetyViolation as violation:
@@ -541,13 +733,10 @@ class Lockstep:
             expected = self._oracle_outcome(step, actual, adopt=True)
         except Inadmissible as exc:
             # The reference does what the spec does instead (unless the refused choice
-            # came to light only after the call, when it already did).
+            # came to light only after the call, when it already did: its outcome).
             plain = exc.outcome
             if plain is None:
                 plain = apply_step(self.oracle, step, self._oracle_book)
-            elif isinstance(plain.get("ok"), dict) and "lease" in plain["ok"]:
-                answer = plain["ok"]
-                plain = {"ok": {**answer, "lease": self._oracle_book.file(answer["lease"])}}
             if previous is None:
                 self._outcomes = (plain, actual)
             self._note = f"not adopted: {exc.cause}"
@@ -562,18 +751,18 @@ class Lockstep:
             # Any split since the dump was last compared: a sampled dump shows them all.
             self._split_pending = self._split_pending or following.split_seen
             facts["split"] = self._split_pending
-        if op == "dump":
+        if row.shape:
             self._split_pending = False
         # A read the trace asks for explicitly is judged after the last change, as the
         # read the kit issues after that change would be: so a finding is named the same
         # whether the dump came right after the change or some steps later (a large tree
         # samples its dumps), and shrinking a large trace keeps its rule.
         after = previous
-        if after is None and op in READ_OPS and self._last_change is not None:
+        if after is None and row.view is not None and self._last_change is not None:
             after = self._last_change
         observation = Observation(step, expected, compared, path or "", after, self.levels, facts)
         if path is not None:
-            if previous is None and op != "reset":
+            if previous is None and not row.resets:
                 self._accounting_first(step, expected, actual)
             raise self._finding("disagreement", step, expected, compared, attribute(observation))
         exercised(observation, self.exercised)
@@ -584,11 +773,11 @@ class Lockstep:
     def _normalised(self, op: str, outcome: Outcome) -> Outcome:
         """What of ``outcome`` the levels and the profile specify."""
         recency = self.profile.compares_recency
-        if op == "events":
+        if BY_NAME[op].stream:
             return kit_events.normalise(
                 outcome,
                 self.profile.modes,
-                with_ts="eviction" in self.levels and recency,
+                with_ts=EVICTION in self.levels and recency,
                 lenient="R-EVENT-6" in self.profile.waived,
                 after_reset=self._steps == 1,
             )
@@ -599,7 +788,7 @@ class Lockstep:
     def _reset_events(self, step: Step, reset: bool) -> None:
         """Start checking the candidate's events when the reset named a scheme."""
         spec = step.get("events")
-        if "events" not in self.levels or not reset or not isinstance(spec, dict):
+        if EVENTS not in self.levels or not reset or not isinstance(spec, dict):
             self._events = None
             return
         self._events = kit_events.EventStream(kit_events.hasher_of(spec), step["block_size"])
@@ -607,19 +796,16 @@ class Lockstep:
     def _events_read(self, previous: Step, facts: dict[str, Any]) -> None:
         """Both sides' batches since the last read, compared; the candidate's fed to the
         kit's index (R-EVENT-*, R-ROUTE-3)."""
-        read = {"op": "events"}
+        read = {"op": STREAM.name}
         actual = self._candidate_outcome(read)
         self._checked_step(read, actual, dict(facts), previous=previous)
         payloads = kit_events.payloads_of(actual.get("ok")) or []
         stream = self._events
         assert stream is not None
-
-        def dump_of() -> Any:
-            return apply_step(self.candidate, {"op": "dump"}, self._candidate_book).get("ok")
-
-        self._events_safety(lambda: stream.feed(payloads, dump_of), previous)
+        self._events_safety(lambda: stream.feed(payloads, lambda: self._candidate_read(SHAPE)),
+                            previous)  # fmt: skip
         self.exercised.update(("R-EVENT-1", "R-EVENT-5", "R-EVENT-6", "R-ROUTE-3"))
-        shown = self._normalised("events", actual).get("ok") or {}
+        shown = self._normalised(STREAM.name, actual).get("ok") or {}
         kinds = {
             kind for batch in shown.get("batches", []) for event in batch.get("events", [])
             for kind in event
@@ -628,6 +814,8 @@ class Lockstep:
             self.exercised.update(("R-EVENT-2", "R-EVENT-3"))
         if "removed" in kinds:
             self.exercised.add("R-EVENT-4")
+        if "cleared" in kinds and BY_NAME[previous["op"]].clears is not None:
+            self.exercised.add("R-EVENT-7")
 
     def _events_safety(self, check: Any, previous: Step) -> None:
         """Run one of the stream's own checks; a violation is a safety finding."""
@@ -635,7 +823,7 @@ class Lockstep:
             check()
         except SafetyViolation as violation:
             found = safety_attribution(violation.prop, violation.detail)
-            read = {"op": "events"}
+            read = {"op": STREAM.name}
             raise self._finding(
                 "safety", read, {"ok": None}, {"ok": violation.detail}, found
             ) from None
@@ -645,40 +833,45 @@ class Lockstep:
         if refused is not None:
             return refused
         if adopt or self.profile.match_cap != "none":
-            adopted = adopting_outcome(self.oracle, self._oracle_book, step, actual, self.profile)
+            adopted = adopting_outcome(
+                self.oracle, self._oracle_book, step, actual, self.profile, adopt=adopt
+            )
             if adopted is not None:
-                if self.profile.adopts_eviction or self.profile.adopts_allocation:
+                if adopt and (self.profile.adopts_eviction or self.profile.adopts_allocation):
                     self._note = f"adopted {self.candidate.name}'s choice"
+                    self._adopted = True
                 return adopted
         return apply_step(self.oracle, step, self._oracle_book)
 
     def _accounting_first(self, step: Step, expected: Outcome, actual: Outcome) -> None:
         """Before reporting a differing call, check the candidate's counters: a broken
         invariant (a leaked block, say) is the root cause to name (R-INV-1)."""
-        stats = apply_step(self.candidate, {"op": "stats"}, self._candidate_book)
+        stats = {"ok": self._candidate_read(COUNTERS)}
         try:
-            self.safety.check({"op": "stats"}, stats)
+            self.safety.check({"op": COUNTERS.name}, stats)
         except SafetyViolation as violation:
             found = safety_attribution(violation.prop, f"{violation.detail} after {step['op']}")
             raise self._finding("safety", step, expected, actual, found) from None
 
+    def _candidate_read(self, row: Operation) -> Any:
+        """The candidate's answer to a read of no arguments (None for a refusal)."""
+        return apply_step(self.candidate, {"op": row.name}, self._candidate_book).get("ok")
+
     def _follow(self, step: Step, answer: Any) -> None:
         """Track live leases and readers (the generator draws from them), evictions."""
-        op = step["op"]
-        if op in ("insert", "evict", "restore"):
-            self.evicted += len(answer["freed" if op == "evict" else "evicted"])
-        if op in ("match", "insert", "lookup", "restore") and answer.get("lease") is not None:
-            self.live.append(answer["lease"])
-        if op == "release" and step["lease"] in self.live:
-            self.live.remove(step["lease"])
-        if op == "reader":
-            self.inside.append(answer["snapshot"])
-        if op == "leave" and step["snapshot"] in self.inside:
-            self.inside.remove(step["snapshot"])
-            self.left.append(step["snapshot"])
-        if op == "drop" and step["snapshot"] in self.inside:
-            self.inside.remove(step["snapshot"])
-            self.dropped.append(step["snapshot"])
+        row = BY_NAME[step["op"]]
+        if row.frees is not None and row.frees_in is None:  # the device's (steering)
+            self.evicted += len(answer[row.frees])
+        if row.issues == LEASE and answer.get(LEASE) is not None:
+            self.live.append(answer[LEASE])
+        handle = step.get(row.handle.name) if row.handle is not None else None
+        if row.ends == ENDS_LEASE and handle in self.live:
+            self.live.remove(handle)
+        if row.enters:
+            self.inside.append(answer[SNAPSHOT])
+        if row.ends in (ENDS_EPOCH, ENDS_READER) and handle in self.inside:
+            self.inside.remove(handle)
+            (self.left if row.ends == ENDS_EPOCH else self.dropped).append(handle)
 
     def _reads(self, step: Step, facts: dict[str, Any], *, failed: bool) -> None:
         """The read-only views after ``step`` (recorded, with its ``expect``)."""
@@ -688,25 +881,27 @@ class Lockstep:
             self._events_read(step, facts)
         cached = 0 if tree is None else tree.stats().cached
         every = 1 if cached <= SMALL_TREE else max(DUMP_EVERY, cached // 32)
-        # After a failed call the dump is read when there is one from just before to
+        # After a failed call the shape is read when there is one from just before to
         # compare it with (the safety check, R-ERR-2).
         with_dump = (failed and self._view is not None) or "batch" in step
         with_dump = with_dump or self._steps % every == 0
-        reads = [read for read in READ_OPS if with_dump or read != "dump"]
+        reads = [read.name for read in VIEWS if with_dump or not read.shape]
         if failed and self._view is not None:
             self._unchanged(step, facts, reads)
         view = {read: self._read({"op": read}, step, facts) for read in reads}
-        self._view = view if "dump" in view else None
-        if self._events is not None and "dump" in view:
-            stream, dump = self._events, view["dump"]
+        self._view = view if SHAPE.name in view else None
+        if self._events is not None and SHAPE.name in view:
+            stream, dump = self._events, view[SHAPE.name]
             self._events_safety(lambda: stream.check_dump(dump), step)
-        if "snapshots" in self.levels and with_dump:
+        if SNAPSHOTS in self.levels and with_dump:
             # With the dump: after every step in a small tree, every few in a large one
             # (a snapshot changed by a write is caught at a later read; shrinking then
             # finds the write).
+            assert SNAPSHOT_SHAPE.handle is not None
             for handle in range(max(1, self.snapshots - WATCHED + 1), self.snapshots + 1):
                 if handle not in self.dropped:
-                    self._read({"op": "snapshot_dump", "snapshot": handle}, step, facts)
+                    read = {"op": SNAPSHOT_SHAPE.name, SNAPSHOT_SHAPE.handle.name: handle}
+                    self._read(read, step, facts)
 
     def _unchanged(self, step: Step, facts: dict[str, Any], reads: list[str]) -> None:
         """The safety check of a failed call: the candidate's state is as before it."""
@@ -720,12 +915,11 @@ class Lockstep:
             self.safety.check_unchanged(before, after, step["op"])
         except SafetyViolation as violation:
             prop = violation.prop
-            if step["op"] == "insert" and step["expect"].get("error") == "out_of_blocks":
-                prop = "failed_insert_reader" if facts.get("readers") else "failed_insert"
-            if step["op"] == "restore" and step["expect"].get("error") == "out_of_blocks":
-                prop = "failed_restore"
+            properties = BY_NAME[step["op"]].out_of_blocks
+            if properties is not None and step["expect"].get("error") == "out_of_blocks":
+                prop = properties[1] if facts.get("readers") else properties[0]
             found = safety_attribution(prop, violation.detail)
-            read = "dump" if "dump" in after else "stats"
+            read = SHAPE.name if SHAPE.name in after else COUNTERS.name
             raise self._finding(
                 "safety", {"op": read}, {"ok": before[read]}, {"ok": after[read]}, found
             ) from None
@@ -788,6 +982,66 @@ def _ids(value: Any) -> list[int] | None:
     ):
         return list(value)
     return None
+
+
+def _plain_dict(answer: Any) -> dict[str, Any] | None:
+    return dict(answer) if isinstance(answer, dict) else None
+
+
+def _where(step: Step, finding: Difference) -> str:
+    """A finding as a path into the step's views: ``outcome...`` for the step's own
+    answer, ``dump...``/``stats...``/``events...`` for a read after it that differed."""
+    read = finding.trace[finding.index].get("op", "")
+    row = BY_NAME.get(read)
+    after = row is not None and (row.view is not None or row.stream) and read != step["op"]
+    view = read if after else "outcome"
+    path = first_difference(finding.expected, finding.actual, view)
+    return path if path is not None else view
+
+
+#: Answer fields a declared choice shows in, each looked at on its own.
+_CHOICE_FIELDS = ("evicted", "freed", "allocated")
+
+
+def declared_rules(
+    step: Step,
+    spec: Outcome,
+    theirs: Outcome,
+    profile: Profile,
+    levels: frozenset[str],
+    facts: dict[str, Any],
+) -> list[tuple[str, str]]:
+    """The declared rules a difference between the spec's outcome and the candidate's
+    falls under, each with the profile's reason: the kit's attribution
+    (:func:`kachedb_radix.spec.conform.rulemap.attribute`) of the whole difference and
+    of each differing choice field on its own, kept where the profile declares the rule.
+    O(fields * rule map)."""
+    deviations = profile.deviations()
+    op = step["op"]
+    expected = normalise(op, spec, levels, recency=profile.compares_recency)
+    actual = normalise(op, theirs, levels, recency=profile.compares_recency)
+    trials = [expected]
+    mine, their = expected.get("ok"), actual.get("ok")
+    if isinstance(mine, dict) and isinstance(their, dict):
+        for name in _CHOICE_FIELDS:
+            if name in mine and mine.get(name) != their.get(name):
+                trials.append({"ok": {**their, name: mine[name]}})
+    found: dict[str, str] = {}
+    for trial in trials:
+        path = first_difference(trial, actual, "")
+        if path is None:
+            continue
+        attribution = attribute(Observation(step, trial, actual, path, None, levels, facts))
+        for rule in attribution.rules:
+            if rule in deviations:
+                found.setdefault(rule, deviations[rule])
+    if not found:
+        # Unattributed: the rules the profile's tolerances relax for these choices.
+        for rule in ("R-EVICT-1", "R-EVICT-4", "R-INS-5", "R-ALLOC-2"):
+            if rule in deviations:
+                found[rule] = deviations[rule]
+                break
+    return list(found.items())
 
 
 def _diff_hint(expected: Outcome, actual: Outcome) -> list[str]:

@@ -20,14 +20,20 @@ An inadmissible choice raises :class:`Inadmissible`, naming the rules it breaks.
 Having adopted the choice, both trees hold the same blocks under the same ids, so
 everything else -- answers, dumps, pins, stats -- is still compared exactly.
 
-How it follows: through the reference's two extension points and nothing private.
-:meth:`FollowingTree.insert_following` and :meth:`FollowingTree.evict_following` note
-the candidate's choice and make the ordinary ``insert`` or ``evict`` call; the tree
-then asks :meth:`~kachedb_radix.reference.RadixTree.choose_victims` what to evict (the
-override checks the candidate's blocks against the tree's published state, its dump,
-and yields them) and :meth:`~kachedb_radix.reference.RadixTree.choose_new_blocks` which
-ids to hand out. Room checks, the protected path, publication and the quarantine stay
-the reference's own code.
+How it follows: one way for both oracles, adopt then apply. The lockstep tells the tree
+what the candidate answered to the step (:meth:`FollowingTree.adopting`, and
+:meth:`TieredOracle.adopting` alike: the operation's row says which answer fields hold
+its freed blocks and its new ids), then applies the step through the table as for any
+candidate; the tree's ``insert`` or ``evict`` takes the pending choice and makes the
+ordinary call, which asks :meth:`~kachedb_radix.reference.RadixTree.choose_victims` what
+to evict (the override checks the candidate's blocks against the tree's published
+state, its dump, and yields them) and
+:meth:`~kachedb_radix.reference.RadixTree.choose_new_blocks` which ids to hand out. Room
+checks, the protected path, publication and the quarantine stay the reference's own
+code. A choice refused before anything was done raises :class:`Inadmissible`; one
+found out only after the call was carried out the spec's way (an insert that evicted
+though it needed no room) is kept in ``refused`` and the call's answer stands, so the
+lockstep reports it with the spec's outcome.
 
 The oracle also states facts the rule map uses (:mod:`kachedb_radix.spec.conform.rulemap`): the
 shape before a step, readers inside, blocks pinned, each block's eviction key, and
@@ -37,6 +43,7 @@ documents for it).
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -51,7 +58,7 @@ from kachedb_radix.reference.tokens import as_token_list
 from kachedb_radix.reference.walk import Path
 
 from .adapter import TreeAdapter
-from .candidate import CandidateError, EvictAnswer, InsertAnswer
+from .operations import Operation
 from .profile import STRICT, Profile
 
 
@@ -71,7 +78,7 @@ class Inadmissible(Exception):
         self.rules = rules
         self.cause = cause
         self.outcome: dict[str, Any] | None = None
-        self.result: Any = None
+        self.result: Any = None  # the call's result, when it was carried out the spec's way
 
 
 @dataclass
@@ -113,6 +120,27 @@ class Standing:
             return None
         del self.allocated[:count]
         return ids
+
+
+@dataclass
+class _Pending:
+    """The candidate's answer to the call an oracle is about to make
+    (:meth:`FollowingTree.adopting`)."""
+
+    row: Operation
+    answer: dict[str, Any]
+    profile: Profile
+    frees: bool = True
+    allocates: bool = True
+
+    def freed(self) -> list[int] | None:
+        """The blocks the answer freed, to follow; None: choose as the spec does (not
+        followed, or not a list of ids). O(ids)."""
+        return _ids_of(self.answer.get(self.row.frees or "")) if self.frees else None
+
+    def allocated(self) -> list[int] | None:
+        """The ids the answer handed out, to follow; None as for :meth:`freed`. O(ids)."""
+        return _ids_of(self.answer.get(self.row.allocates or "")) if self.allocates else None
 
 
 class _Edges:
@@ -184,6 +212,8 @@ class FollowingTree(reference.RadixTree):
             num_blocks, block_size, policy=policy, policy_options=policy_options, events=events
         )
         self._choice: _Choice | None = None
+        self._adopt: _Pending | None = None  # the candidate's answer to the next call
+        self.refused: Inadmissible | None = None  # a choice refused in the last call
         self.standing: Standing | None = None  # a slower tier's choices (TieredOracle)
         self.split_seen = False  # an edge split since the lockstep last cleared it
         self.recomputed: tuple[int, ...] = ()  # evicted for a recomputed block (match_cap)
@@ -210,53 +240,82 @@ class FollowingTree(reference.RadixTree):
 
     # ------------------------------------------------------------------ adoption
 
-    def evict_following(self, count: object, freed: Sequence[int], profile: Profile) -> None:
-        """Evict exactly ``freed`` (the candidate's answer to ``evict(count)``).
+    def adopting(
+        self,
+        row: Operation | None,
+        answer: dict[str, Any] | None = None,
+        profile: Profile = STRICT,
+        *,
+        frees: bool = True,
+        allocates: bool = True,
+    ) -> None:
+        """Follow ``answer``, the candidate's to ``row``'s operation, in the next ``insert``
+        or ``evict`` call (the module docstring): the blocks it freed with ``frees``, the
+        ids it handed out with ``allocates`` (each where the profile tolerates another
+        choice; the spec's own otherwise), under ``profile``'s modes and inputs
+        (``match_cap``); None: stop. O(1)."""
+        pending = _Pending(row, answer or {}, profile, frees, allocates) if row else None
+        self._adopt = pending
+        self.refused = None
 
-        Raises:
-            InvalidArgumentError: ``count`` is not an int >= 0 (as ``evict``).
-            Inadmissible: ``freed`` is not an admissible eviction (module docstring).
-        """
-        choice = _Choice(list(freed), None, profile, ("R-EVICT-4",), "evict")
-        self._follow(choice, lambda: self.evict(count))  # type: ignore[arg-type]
+    def _take(self) -> _Pending | None:
+        pending, self._adopt = self._adopt, None
+        return pending
 
-    def insert_following(
+    def insert(
         self,
         tokens: object,
-        namespace: str | None,
-        pin: bool,
-        evicted: Sequence[int] | None,
-        allocated: Sequence[int] | None,
-        profile: Profile,
-        priority: object = None,
-        retain_for: object = None,
+        namespace: str | None = None,
+        *,
+        pin: bool = False,
+        priority: int | None = None,
+        retain_for: int | None = None,
     ) -> Any:
-        """``insert``, evicting ``evicted`` and allocating ``allocated`` when given.
-
-        ``None`` for either means: choose as the reference does. Raises what
-        ``insert`` raises (a refusal is decided by the rules, before anything is
-        adopted), and :class:`Inadmissible` for an inadmissible choice.
+        """:meth:`~kachedb_radix.reference.RadixTree.insert`, evicting the blocks and
+        handing out the ids the pending answer names where the profile tolerates another
+        choice (:meth:`adopting`; None for either: the reference's). Under ``match_cap``
+        a fully cached prompt's last block is recomputed first. Raises what ``insert``
+        raises (a refusal is decided by the rules, before anything is adopted), and
+        :class:`Inadmissible` for a choice refused before anything was done.
         """
-        choice = _Choice(
-            None if evicted is None else list(evicted),
-            None if allocated is None else list(allocated),
-            profile,
-            ("R-INS-5",),
-            "insert",
-        )
+        pending = self._take()
+
+        def call() -> Any:
+            return reference.RadixTree.insert(
+                self, tokens, namespace, pin=pin, priority=priority, retain_for=retain_for
+            )
+
+        if pending is None:
+            return call()
+        row, profile = pending.row, pending.profile
+        choice = _Choice(pending.freed(), pending.allocated(), profile, row.choice_rules, row.name)
         self.recomputed = ()
         if profile.match_cap == "last_token":
             self.recomputed = self._room_to_recompute(tokens, namespace, choice)
-        return self._follow(
-            choice,
-            lambda: self.insert(
-                tokens,
-                namespace,
-                pin=pin,
-                priority=priority,  # type: ignore[arg-type]
-                retain_for=retain_for,  # type: ignore[arg-type]
-            ),
+        result = self._follow(choice, call)
+        if self.recomputed:
+            result = dataclasses.replace(result, evicted=(*self.recomputed, *result.evicted))
+        return result
+
+    def evict(self, count: int) -> tuple[int, ...]:
+        """:meth:`~kachedb_radix.reference.RadixTree.evict`, freeing exactly the blocks the
+        pending answer freed where the profile tolerates another choice (:meth:`adopting`).
+
+        Raises:
+            InvalidArgumentError: ``count`` is not an int >= 0 (as ``evict``).
+            Inadmissible: the answer's blocks are not an admissible eviction (module
+                docstring).
+        """
+        pending = self._take()
+        freed = None if pending is None else pending.freed()
+        if pending is None or freed is None:
+            return reference.RadixTree.evict(self, count)
+        row = pending.row
+        choice = _Choice(freed, None, pending.profile, row.choice_rules, row.name)
+        evicted: tuple[int, ...] = self._follow(
+            choice, lambda: reference.RadixTree.evict(self, count)
         )
+        return evicted
 
     def _room_to_recompute(
         self, tokens: object, namespace: object, choice: _Choice
@@ -286,15 +345,23 @@ class FollowingTree(reference.RadixTree):
         return freed
 
     def _follow(self, choice: _Choice, call: Any) -> Any:
+        """Make ``call`` following ``choice``. A choice refused before anything was done
+        raises :class:`Inadmissible` (kept in ``refused`` too); one that shows only after
+        the call was carried out the spec's way is kept in ``refused`` with its result,
+        and the result is returned."""
         self._choice = choice
         try:
             result = call()
+        except Inadmissible as exc:
+            self.refused = exc
+            raise
         except (AllocatorError, OutOfBlocksError) as exc:
             if not choice.allocating:
                 raise  # refused by the rules before any id was chosen
-            raise Inadmissible(
+            self.refused = Inadmissible(
                 ("R-ALLOC-1",), f"allocated {choice.allocated}, not all free to take ({exc})"
-            ) from None
+            )
+            raise self.refused from None
         finally:
             self._choice = None
         if choice.evicted and not choice.consumed:
@@ -303,7 +370,7 @@ class FollowingTree(reference.RadixTree):
                 f"{choice.what} freed {len(choice.evicted)} blocks where none were needed",
             )
             refused.result = result  # carried out the spec's way: see Inadmissible.outcome
-            raise refused
+            self.refused = refused
         return result
 
     # ------------------------------------------------------------------ the extension points
@@ -501,7 +568,7 @@ class TieredOracle(TieredTree):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self._adopt: tuple[str, dict[str, Any], Profile] | None = None
+        self._adopt: _Pending | None = None
         self.refused: Inadmissible | None = None
 
     @property
@@ -510,72 +577,78 @@ class TieredOracle(TieredTree):
         tree: FollowingTree = self.tree("device")
         return tree
 
-    def adopting(self, op: str | None, answer: dict[str, Any] | None = None,
-                 profile: Profile = STRICT) -> None:  # fmt: skip
-        """Adopt the choices of ``answer`` (the candidate's to ``op``) in the next call
-        of that operation; None: stop adopting. O(1)."""
-        self._adopt = None if op is None or answer is None else (op, answer, profile)
+    def adopting(
+        self,
+        row: Operation | None,
+        answer: dict[str, Any] | None = None,
+        profile: Profile = STRICT,
+        *,
+        frees: bool = True,
+        allocates: bool = True,
+    ) -> None:
+        """Adopt the choices of ``answer`` (the candidate's to ``row``'s operation) in the
+        next call, as :meth:`FollowingTree.adopting` says; None: stop adopting. O(1)."""
+        pending = _Pending(row, answer or {}, profile, frees, allocates) if row else None
+        self._adopt = pending
         self.refused = None
 
     def insert(self, tokens: object, namespace: str | None = None, **kwargs: Any) -> Any:
         """:meth:`TieredTree.insert`, adopting (see the class docstring)."""
-        adopt = self._take("insert")
-        if adopt is None:
+        pending = self._take()
+        if pending is None:
             return super().insert(tokens, namespace, **kwargs)
-        answer, profile = adopt
-        evicted = _ids_of(answer.get("evicted")) if profile.adopts_eviction else None
-        allocated = _ids_of(answer.get("allocated")) if profile.adopts_allocation else None
-        choice = _Choice(evicted, allocated, profile, ("R-INS-5",), "insert")
-        rows = _rows(answer.get("moves")) + _rows(answer.get("after"))
+        row, profile = pending.row, pending.profile
+        choice = _Choice(pending.freed(), pending.allocated(), profile, row.choice_rules, row.name)
         return self._following(
-            choice, answer, rows, profile,
+            choice, pending, profile,
             lambda: TieredTree.insert(self, tokens, namespace, **kwargs),
         )  # fmt: skip
 
     def restore(self, tokens: object, namespace: str | None = None, **kwargs: Any) -> Any:
         """:meth:`TieredTree.restore`, adopting (see the class docstring); a candidate that
         restored nothing has no choice to adopt."""
-        adopt = self._take("restore")
-        if adopt is None or not _rows(adopt[0].get("restored")):
+        pending = self._take()
+        brought = [] if pending is None else _rows(pending.answer.get(pending.row.allocates or ""))
+        if pending is None or not brought:
             return super().restore(tokens, namespace, **kwargs)
-        answer, profile = adopt
-        evicted = _ids_of(answer.get("evicted")) if profile.adopts_eviction else None
-        allocated = None
-        if profile.adopts_allocation:
-            allocated = [row[3] for row in _rows(answer.get("restored"))]
-        choice = _Choice(evicted, allocated, profile, ("R-TIER-6", "R-INS-5"), "restore")
+        row, profile = pending.row, pending.profile
+        allocated = [move[3] for move in brought] if pending.allocates else None
+        choice = _Choice(pending.freed(), allocated, profile, row.choice_rules, row.name)
         return self._following(
-            choice, answer, _rows(answer.get("moves")), profile,
+            choice, pending, profile,
             lambda: TieredTree.restore(self, tokens, namespace, **kwargs),
         )  # fmt: skip
 
     def evict(self, count: int, tier: str = "device") -> Any:
-        """:meth:`TieredTree.evict`, adopting (see the class docstring)."""
-        adopt = self._take("evict", "tier_evict")
-        freed = None if adopt is None else _ids_of(adopt[0].get("freed"))
-        if adopt is None or freed is None or tier not in self.tiers:
+        """:meth:`TieredTree.evict`, adopting (see the class docstring): an eviction in a
+        tier demotes (R-TIER-3) besides choosing its victims."""
+        pending = self._take()
+        freed = None if pending is None else _ids_of(pending.answer.get(pending.row.frees or ""))
+        if pending is None or freed is None or tier not in self.tiers:
             return super().evict(count, tier)
-        answer, profile = adopt
-        victims = freed if profile.adopts_eviction else None
-        choice = _Choice(victims, None, profile, ("R-TIER-3", "R-EVICT-4"), f"{tier} evict")
+        row, profile = pending.row, pending.profile
+        victims = freed if pending.frees else None
+        rules = tuple(dict.fromkeys(("R-TIER-3", *row.choice_rules)))
+        choice = _Choice(victims, None, profile, rules, f"{tier} evict")
         return self._following(
-            choice, answer, _rows(answer.get("moves")), profile,
-            lambda: TieredTree.evict(self, count, tier), tier,
-        )  # fmt: skip
+            choice, pending, profile, lambda: TieredTree.evict(self, count, tier), tier
+        )
 
-    def _take(self, *ops: str) -> tuple[dict[str, Any], Profile] | None:
-        adopt, self._adopt = self._adopt, None
-        if adopt is None or adopt[0] not in ops:
+    def _take(self) -> _Pending | None:
+        """The pending answer when it has choices to adopt (a tolerant profile)."""
+        pending, self._adopt = self._adopt, None
+        if pending is None or not (pending.frees or pending.allocates):
             return None
-        if not (adopt[2].adopts_eviction or adopt[2].adopts_allocation):
-            return None
-        return adopt[1], adopt[2]
+        return pending
 
-    def _following(self, choice: _Choice, answer: dict[str, Any], rows: list[list[Any]],
-                   profile: Profile, call: Any, tier: str = "device") -> Any:  # fmt: skip
+    def _following(self, choice: _Choice, pending: _Pending, profile: Profile, call: Any,
+                   tier: str = "device") -> Any:  # fmt: skip
         """Run ``call`` with ``tier``'s tree following ``choice`` and every other slower
-        tier its :class:`Standing`; an inadmissible choice is kept in :attr:`refused`."""
-        dropped = _rows(answer.get("dropped"))
+        tier its :class:`Standing` (the ids the moves into it fill, the blocks it dropped
+        or moved on down); an inadmissible choice is kept in :attr:`refused`."""
+        op, answer = pending.row, pending.answer
+        rows = [move for name in (*op.moves, *op.moves_after) for move in _rows(answer.get(name))]
+        dropped = _rows(answer.get(op.dropped or ""))
         for name in self.tiers[1:]:
             if name == tier:
                 continue
@@ -584,17 +657,17 @@ class TieredOracle(TieredTree):
             victims += [row[1] for row in rows if len(row) == 4 and row[0] == name
                         and row[2] != "device"]  # fmt: skip
             self.tree(name).standing = Standing(
-                allocated if profile.adopts_allocation else [],
+                allocated if pending.allocates else [],
                 [block for block in victims if isinstance(block, int)]
-                if profile.adopts_eviction else [],
+                if pending.frees else [],
                 profile.mode("eviction_granularity") == "whole_leaf_node",
             )  # fmt: skip
+        followed = self.tree(tier)
+        followed.refused = None
         try:
-            return self.tree(tier)._follow(choice, call)
-        except Inadmissible as exc:
-            self.refused = exc
-            raise
+            return followed._follow(choice, call)
         finally:
+            self.refused = followed.refused
             for name in self.tiers[1:]:
                 self.tree(name).standing = None
 
@@ -631,58 +704,3 @@ class OracleAdapter(TreeAdapter):
         """The oracle's tree (after the first ``reset``)."""
         tree: FollowingTree = self.tree
         return tree
-
-    def insert_following(
-        self,
-        tokens: object,
-        namespace: object,
-        pin: bool,
-        evicted: Sequence[int] | None,
-        allocated: Sequence[int] | None,
-        profile: Profile = STRICT,
-        priority: object = None,
-        retain_for: object = None,
-    ) -> InsertAnswer:
-        """:meth:`FollowingTree.insert_following` as a plain-data answer.
-
-        Raises:
-            CandidateError: the insert is refused (its kind).
-            Inadmissible: the candidate's choice is not admissible.
-        """
-        try:
-            result = _call_adopting(
-                self.following.insert_following,
-                tokens,
-                namespace,
-                pin,
-                evicted,
-                allocated,
-                profile,
-                priority,
-                retain_for,
-            )
-        except Inadmissible as exc:
-            if exc.result is not None:
-                exc.outcome = {"ok": dict(self._insert_answer(exc.result))}
-            raise
-        answer = self._insert_answer(result)
-        if evicted is not None:
-            answer["evicted"] = list(evicted)
-        elif self.following.recomputed:
-            answer["evicted"] = [*self.following.recomputed, *answer["evicted"]]
-        return answer
-
-    def evict_following(
-        self, count: object, freed: Sequence[int], profile: Profile = STRICT
-    ) -> EvictAnswer:
-        """:meth:`FollowingTree.evict_following` as a plain-data answer (see above)."""
-        _call_adopting(self.following.evict_following, count, freed, profile)
-        return {"freed": list(freed)}
-
-
-def _call_adopting(function: Any, *args: object) -> Any:
-    """Call the oracle: its refusals become kinds, an inadmissible choice passes through."""
-    try:
-        return function(*args)
-    except RadixError as exc:
-        raise CandidateError(exc.kind, str(exc)) from exc

@@ -25,12 +25,13 @@ from typing import Any
 
 from ..inputs import LIMITS, InputError, iter_lines, loads_json, quote
 from .candidate import Candidate, CandidateError, CandidateFailure
+from .errors import KitError
 from .levels import LevelError, parse_levels
 from .lockstep import Difference, Disagreement, Lockstep, first_difference
 from .operations import REQUIRED, operation
 from .oracle import OracleAdapter
 from .profile import STRICT, Profile
-from .steps import OPS, Step, bare, describe, normalise
+from .steps import Step, StepError, bare, check_step, describe, normalise, resets
 
 
 class TraceError(InputError):
@@ -53,6 +54,8 @@ class ReplayResult:
         failure: a protocol failure, if any.
         stale: steps whose recorded ``expect`` differs from the live reference (strict
             profile only): the trace was made by another version of the spec.
+        kit_error: the kit's own error that stopped the replay (nothing after it was
+            judged; never a pass).
     """
 
     candidate: str
@@ -63,11 +66,13 @@ class ReplayResult:
     difference: Difference | None = None
     failure: str | None = None
     stale: list[str] = field(default_factory=list)
+    kit_error: KitError | None = None
 
     @property
     def passed(self) -> bool:
-        """No finding and no failure (a stale expectation is reported, not failed)."""
-        return self.difference is None and self.failure is None
+        """No finding, no failure, no kit error (a stale expectation is reported, not
+        failed)."""
+        return self.difference is None and self.failure is None and self.kit_error is None
 
 
 def read_trace(path: Path) -> list[Step]:
@@ -99,12 +104,12 @@ def read_trace(path: Path) -> list[Step]:
 
 
 def parse_trace(lines: Iterable[str], source: str = "<trace>") -> list[Step]:
-    """Parse JSON lines into steps, each checked by :func:`check_step`; at most
+    """Parse JSON lines into steps, each checked by :func:`check_trace_step`; at most
     ``LIMITS["trace_steps"]`` of them. O(size).
 
     Raises:
         TraceError: a line is not JSON (nested too deeply, a non-finite number), not a
-            step, or one step too many.
+            step (:func:`check_trace_step`), or one step too many.
     """
     cap = LIMITS["trace_steps"].maximum
     steps: list[Step] = []
@@ -116,27 +121,27 @@ def parse_trace(lines: Iterable[str], source: str = "<trace>") -> list[Step]:
             step = loads_json(line, where)
         except InputError as exc:
             raise TraceError(str(exc)) from None
-        steps.append(check_step(step, where))
+        steps.append(check_trace_step(step, where))
         if len(steps) > cap:
             raise TraceError(f"{source}: more than {cap:,} steps (the cap of a trace)")
     return steps
 
 
-def check_step(step: Any, where: str) -> Step:
-    """``step`` if it is one the kit can apply: an object with a known ``"op"``, every
-    argument that operation requires (the operations table's), handles that are integers
-    >= 0, ``levels`` a list of level names, ``expect`` an outcome. Argument *values* are
+def check_trace_step(step: Any, where: str) -> Step:
+    """``step`` if it is one the kit can apply: a call of an operation with every
+    argument its row requires (:func:`~kachedb_radix.spec.conform.steps.check_step`),
+    handles that are integers >= 0, ``levels`` a list of level names, ``expect`` an
+    outcome. Argument *values* are
     the implementations' to judge (R-ERR-1), so they are not checked here. O(size).
 
     Raises:
         TraceError: naming ``where`` and what is wrong.
     """
-    if not isinstance(step, dict) or step.get("op") not in OPS:
-        raise TraceError(f"{where}: not a step (needs an op from {list(OPS)})")
-    op = operation(step["op"])
+    try:
+        op = check_step(step)
+    except StepError as exc:
+        raise TraceError(f"{where}: not a step ({exc})") from None
     for argument in op.arguments:
-        if argument.default is REQUIRED and argument.name not in step:
-            raise TraceError(f"{where}: the {op.name} step lacks {argument.name!r}")
         value = step.get(argument.name, 0)
         if argument.handle is not None and (
             isinstance(value, bool) or not isinstance(value, int) or value < 0
@@ -191,14 +196,14 @@ def replay(steps: list[Step], candidate: Candidate, *, profile: Profile = STRICT
         TraceError: the trace does not start with a ``reset`` step, or the reference
             refuses one of its resets (:func:`refusal`).
     """
-    if steps and steps[0]["op"] != "reset":
+    if steps and not resets(steps[0]):
         raise TraceError("a trace starts with a reset step (it sets the pool and block size)")
     result = ReplayResult(candidate.name, profile)
     lockstep: Lockstep | None = None
     skipping = False
     try:
         for number, step in enumerate(steps, 1):
-            if step["op"] == "reset":
+            if resets(step):
                 refused = refusal(step)
                 if refused is not None:
                     raise TraceError(
@@ -234,6 +239,8 @@ def replay(steps: list[Step], candidate: Candidate, *, profile: Profile = STRICT
         result.difference = exc.difference
     except CandidateFailure as exc:
         result.failure = f"{candidate.name} failed at step {result.steps + 1}: {exc}"
+    except KitError as exc:
+        result.kit_error = exc
     return result
 
 

@@ -28,6 +28,7 @@ from typing import Any
 from kachedb_radix.reference.errors import InvalidArgumentError
 from kachedb_radix.reference.policies import check_retention
 
+from .operations import BY_NAME, OPERATIONS
 from .rules import load_rules
 from .steps import Outcome, Step
 
@@ -177,11 +178,12 @@ def load_map(path: Path = RULEMAP_PATH) -> RuleMap:
     """Read and check the map (cached). O(size of the file).
 
     Raises:
-        RuleMapError: an unknown rule id, predicate or ``@`` placeholder.
+        RuleMapError: an unknown rule id, operation, predicate or ``@`` placeholder.
     """
     data = tomllib.loads(path.read_text(encoding="utf-8"))
     rule_map = RuleMap(
-        ops={op: tuple(rules) for op, rules in data["ops"].items()},
+        # Each operation's own rules are its row's (spec/conform/operations.py).
+        ops={op.name: op.rules for op in OPERATIONS},
         kinds={kind: tuple(rules) for kind, rules in data["kinds"].items()},
         safety={
             name: (tuple(entry["rules"]), entry["cause"]) for name, entry in data["safety"].items()
@@ -196,6 +198,8 @@ def load_map(path: Path = RULEMAP_PATH) -> RuleMap:
     if unknown:
         raise RuleMapError(f"{path}: rules not in SPEC.md: {', '.join(unknown)}")
     for entry in (*rule_map.diagnose, *rule_map.exercise):
+        if entry["op"] != "*" and entry["op"] not in BY_NAME:
+            raise RuleMapError(f"{path}: unknown operation {entry['op']!r}")
         for name in entry.get("when", ()):
             _predicate(name)
         for rule in entry["rules"]:
@@ -207,7 +211,7 @@ def load_map(path: Path = RULEMAP_PATH) -> RuleMap:
 def attribute(observation: Observation) -> Attribution:
     """The rules and likely cause of a differing observation. O(entries * size).
 
-    Falls back on the operation's own rules (``[ops]``) when no entry matches.
+    Falls back on the operation's own rules (its row's ``rules``) when no entry matches.
     """
     rule_map = load_map()
     differing = observation.differing
@@ -682,13 +686,13 @@ PREDICATES: dict[str, Predicate] = {
         and not isinstance(o.step["namespace"], str)
     ),
     "namespaced": lambda o: o.step.get("namespace") is not None,
-    "bad_retention": lambda o: o.op == "insert" and _bad_retention(o.step),
+    "bad_retention": lambda o: _bad_retention(o.step),
     "policy_named": lambda o: "policy" in o.step or "policy_options" in o.step,
     "partial": _partial,
     "reused": lambda o: bool(_ok_field(o, "reused")),
     "allocated": lambda o: bool(_ok_field(o, "allocated")),
     "evicted": lambda o: bool(_ok_field(o, "evicted") or _ok_field(o, "freed")),
-    "ticks": lambda o: o.op in ("match", "insert", "release"),
+    "ticks": lambda o: BY_NAME[o.op].ticks,
     "has_edges": lambda o: any(True for _ in _dump_edges(o.expected.get("ok"))),
     "stamps_flat": lambda o: _stamps_flat(o),
     "namespaces_more": _namespace_count(lambda expected, actual: actual > expected),

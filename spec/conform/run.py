@@ -20,7 +20,16 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .candidate import Candidate
-from .levels import GROUP_LEVEL, OPT_IN_LEVELS, TIERS_EXCLUDE, LevelError, ordered
+from .errors import KitError
+from .levels import (
+    GROUP_LEVEL,
+    OPT_IN_LEVELS,
+    POLICIES,
+    TIERS,
+    TIERS_EXCLUDE,
+    LevelError,
+    ordered,
+)
 from .lockstep import Difference
 from .operations import LATEST, offered, operations_of
 from .profile import STRICT, Profile
@@ -99,6 +108,8 @@ class KitReport:
         exercised: the rules the run exercised.
         unsupported: operations of its levels the candidate does not offer (the rules
             only they exercise are not exercised, for that reason).
+        kit_error: an error of the kit itself that stopped the run: the verdict is then
+            ``kit error`` whatever was found before it (never a pass).
     """
 
     candidate: str
@@ -113,6 +124,7 @@ class KitReport:
     waived: list[Difference] = field(default_factory=list)
     exercised: set[str] = field(default_factory=set)
     unsupported: frozenset[str] = frozenset()
+    kit_error: KitError | None = None
 
     @property
     def difference(self) -> Difference | None:
@@ -133,7 +145,10 @@ class KitReport:
 
     @property
     def verdict(self) -> str:
-        """``pass``, ``conforms with declared deviations``, ``disagreement`` or ``failure``."""
+        """``kit error``, ``failure``, ``disagreement``, ``conforms with declared deviations``
+        or ``pass``."""
+        if self.kit_error is not None:
+            return "kit error"
         if any(found.kind == "failure" for found in self.findings):
             return "failure"
         if self.findings:
@@ -186,6 +201,8 @@ class KitReport:
     def headline(self) -> str:
         """One line: the verdict, and what it rests on."""
         verdict = self.verdict
+        if self.kit_error is not None:
+            return f"{verdict}: {self.kit_error.error}"
         if verdict == "conforms with declared deviations":
             verdict += ": " + ", ".join(self.deviations())
         elif self.findings:
@@ -210,6 +227,7 @@ class KitReport:
             "rules_exercised": len(self.exercised),
             "findings": [found.to_json() for found in self.findings],
             "waived_findings": [found.to_json() for found in self.waived],
+            "kit_error": None if self.kit_error is None else self.kit_error.to_json(),
             "table": [
                 {
                     "rule": row.rule,
@@ -233,6 +251,9 @@ class KitReport:
         ]
         if self.profile.shown_source is not None:
             lines.append(f"  profile: {self.profile.name} ({self.profile.shown_source})")
+        if self.kit_error is not None:
+            lines.append("")
+            lines.append(self.kit_error.explain())
         for found in self.findings:
             lines.append("")
             lines.append(found.explain())
@@ -268,7 +289,7 @@ def choose_levels(candidate: Candidate, requested: frozenset[str] | None) -> fro
             f"(it declares {', '.join(ordered(declared))})"
         )
     chosen = frozenset(requested | {"core"})
-    return chosen - TIERS_EXCLUDE if "tiers" in chosen else chosen
+    return chosen - TIERS_EXCLUDE if TIERS in chosen else chosen
 
 
 def choose_block_sizes(
@@ -313,7 +334,7 @@ def run_kit(
     """
     kit = kit or KitSettings()
     chosen = choose_levels(candidate, levels)
-    if profile.reset_fields() and "policies" not in chosen:
+    if profile.reset_fields() and POLICIES not in chosen:
         raise LevelError(
             f"policy {profile.policy!r} needs the policies level, which {candidate.name} "
             "does not declare (or --levels leaves out)"
@@ -331,7 +352,8 @@ def run_kit(
     )
     search(session, examples=kit.examples, seed_value=kit.seed)
     findings = list(session.findings.values())
-    if kit.shrink and findings:
+    kit_error = session.kit_error
+    if kit.shrink and findings and kit_error is None:
         shrinker = Shrinker(
             session.candidate, chosen, profile, reopen, session.pool, session.block_sizes
         )
@@ -342,7 +364,13 @@ def run_kit(
                 shrunk.append(found)  # a program that died cannot be asked again
                 continue
             share = (budget - time.perf_counter()) / (len(findings) - index)
-            shrunk.append(shrinker.shrink(found, max(share, 0.5)))
+            try:
+                shrunk.append(shrinker.shrink(found, max(share, 0.5)))
+            except KitError as exc:  # the kit's own bug, met while shrinking: reported
+                exc.where = "shrinking a finding"
+                kit_error = exc
+                shrunk.extend(findings[index:])
+                break
         findings = shrunk
         session.candidate = shrinker.candidate
     if session.candidate is not candidate:
@@ -351,7 +379,7 @@ def run_kit(
         candidate=candidate.name,
         levels=ordered(chosen),
         profile=profile,
-        passed=not findings,
+        passed=not findings and kit_error is None,
         examples=session.examples,
         operations=session.operations,
         seconds=time.perf_counter() - session.started,
@@ -360,6 +388,7 @@ def run_kit(
         waived=list(session.waived.values()),
         exercised=session.exercised,
         unsupported=operations_of(chosen, LATEST) - offered(candidate),
+        kit_error=kit_error,
     )
 
 

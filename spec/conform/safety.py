@@ -11,7 +11,8 @@ every step:
 * a block freed (evicted) is never returned by a match until inserted again
   (R-MATCH-3, R-ALLOC-1), and nothing matches across namespaces (R-NS-2);
 * a block pinned by a live lease is never evicted nor handed out again (R-PIN-3),
-  and a block still cached is never handed out again (R-ALLOC-1);
+  nor freed by a clear of the whole cache (R-CLEAR-2), and a block still cached is
+  never handed out again (R-ALLOC-1);
 * ``free + cached + quarantined == num_blocks`` and ``pinned + evictable ==
   cached`` (R-INV-1);
 * a call that raised changed nothing of the cached state -- the dump and stats less
@@ -47,9 +48,10 @@ from collections.abc import Callable
 from typing import Any
 
 from kachedb_radix.reference.dump import dump_blocks
-from kachedb_radix.reference.tiers import Move
+from kachedb_radix.reference.tiers import DEVICE, Move
 
 from .contents import ContentError, TierContents
+from .operations import BY_NAME, ENDS_LEASE, IN_TIERS, LEASE, ON_DEVICE, Operation
 from .steps import Outcome, Step
 
 #: What a block holds: its namespace and a hash of the token prefix up to its end.
@@ -90,48 +92,51 @@ class SafetyMonitor:
         Raises:
             SafetyViolation: a property is broken.
         """
-        op = step["op"]
-        if op == "reset":
+        row = BY_NAME[step["op"]]
+        if row.resets:
             self._block_size = step["block_size"]
             self._content, self._leases, self._pins = {}, {}, Counter()
             tiered = "ok" in outcome and step.get("tiers") is not None
             self._tiers = TierContents(self._block_size) if tiered else None
             self._tier_leases = {}
             return
-        if op == "release" and "ok" in outcome:
-            for block in self._leases.pop(step["lease"], []):
+        if row.ends == ENDS_LEASE and "ok" in outcome:
+            for block in self._leases.pop(step[LEASE], []):
                 self._pins[block] -= 1
-            self._tier_leases.pop(step["lease"], None)
+            self._tier_leases.pop(step[LEASE], None)
             return
         answer = outcome.get("ok")
         if not isinstance(answer, dict):
             return
         try:
-            if op == "insert":
-                self._insert(step, answer)
-            elif op == "match":
-                self._match(step, answer)
-            elif op == "evict" or (op == "tier_evict" and step.get("tier") == "device"):
-                self._free(answer["freed"], "evicted")
-            elif op == "restore":
-                restored = len(answer["restored"])
-                self._insert(step, {**answer, "reused": len(answer["blocks"]) - restored})
-            elif op == "lookup":
-                on_device = [b for t, b in zip(answer["tiers"], answer["blocks"], strict=True)
-                             if t == "device"]  # fmt: skip
-                self._match(step, {"blocks": on_device, "lease": answer.get("lease")})
-            elif op == "stats":
-                self._accounting(answer)
-            elif op == "dump":
-                for name, tier_dump in [("", answer), *_tier_dumps(answer)]:
-                    problem = dump_problem(tier_dump, self._block_size)
-                    if problem is not None:
-                        where = f"its {name} tier: " if name else ""
-                        raise SafetyViolation("dump_structure", where + problem)
+            self._follow(row, step, answer)
             if self._tiers is not None:
-                self._follow_tiers(op, step, answer)
+                self._follow_tiers(row, step, answer)
         except (KeyError, TypeError, IndexError, ValueError):
             return  # a malformed answer: the comparison with the oracle reports it
+
+    def _follow(self, row: Operation, step: Step, answer: dict[str, Any]) -> None:
+        """Check one answer against what the monitor knows, as its row says what the
+        operation does, and learn from it (module docstring)."""
+        freed_on_device = row.frees_in is None or step.get(row.frees_in) == DEVICE
+        if row.frees is not None and freed_on_device:
+            self._free(answer[row.frees], "evicted")
+        if row.clears is not None and answer[row.clears] is True:
+            self._clear()
+        if row.finds == ON_DEVICE:
+            self._path(step, answer, _new_from(row, answer))
+        elif row.finds == IN_TIERS:
+            on_device = [b for t, b in zip(answer["tiers"], answer["blocks"], strict=True)
+                         if t == DEVICE]  # fmt: skip
+            self._path(step, {"blocks": on_device, "lease": answer.get("lease")}, None)
+        if row.counts:
+            self._accounting(answer)
+        if row.shape:
+            for name, tier_dump in [("", answer), *_tier_dumps(answer)]:
+                problem = dump_problem(tier_dump, self._block_size)
+                if problem is not None:
+                    where = f"its {name} tier: " if name else ""
+                    raise SafetyViolation("dump_structure", where + problem)
 
     def check_unchanged(self, before: dict[str, Any], after: dict[str, Any], op: str) -> None:
         """Raise unless a failed ``op`` left the cached state as it was (R-ERR-2).
@@ -145,28 +150,29 @@ class SafetyMonitor:
 
     # ------------------------------------------------------------------ the tiers level
 
-    def _follow_tiers(self, op: str, step: Step, answer: dict[str, Any]) -> None:
-        """Follow one answer through every slot's label (R-TIER-7, R-TIER-8)."""
+    def _follow_tiers(self, row: Operation, step: Step, answer: dict[str, Any]) -> None:
+        """Follow one answer through every slot's label (R-TIER-7, R-TIER-8): the row's
+        moves in order, the new blocks it writes between them, then the path it names."""
         contents = self._tiers
         assert contents is not None
         namespace = self._fold(step.get("namespace"))
         tokens: list[int] = step.get("tokens") or []
         try:
-            if op in ("insert", "restore", "evict", "tier_evict"):
-                contents.run(_moves(answer["moves"]))
-            if op == "insert":
-                contents.write("device", answer["blocks"], namespace, tokens, answer["reused"])
-                contents.run(_moves(answer["after"]))
-            if op == "restore":
-                contents.run(_moves(answer["restored"]))
-            if op in ("insert", "restore", "match"):
+            for name in row.moves:
+                contents.run(_moves(answer[name]))
+            written = answer[row.fills] if row.fills is not None else None
+            if isinstance(written, int):  # new blocks written from that position on
+                contents.write(DEVICE, answer["blocks"], namespace, tokens, written)
+            for name in row.moves_after:
+                contents.run(_moves(answer[name]))
+            if row.finds == ON_DEVICE:
                 blocks = answer["blocks"]
-                contents.check(("device",) * len(blocks), blocks, namespace, tokens)
-                self._tier_lease(answer.get("lease"), ["device"] * len(blocks), blocks)
-            if op == "lookup":
+                contents.check((DEVICE,) * len(blocks), blocks, namespace, tokens)
+                self._tier_lease(answer.get("lease"), [DEVICE] * len(blocks), blocks)
+            elif row.finds == IN_TIERS:
                 contents.check(answer["tiers"], answer["blocks"], namespace, tokens)
                 self._tier_lease(answer.get("lease"), answer["tiers"], answer["blocks"])
-            if op == "dump":
+            if row.shape:
                 self._check_tier_dumps(contents, answer)
         except ContentError as error:
             prop = "tier_namespace" if error.crossed else "tier_content"
@@ -175,7 +181,7 @@ class SafetyMonitor:
     def _check_tier_dumps(self, contents: TierContents, dump: dict[str, Any]) -> None:
         """Every block of every tier holds its prefix; every pinned block is still there."""
         held: dict[str, set[int]] = {}
-        for name, tier_dump in [("device", dump), *_tier_dumps(dump)]:
+        for name, tier_dump in [(DEVICE, dump), *_tier_dumps(dump)]:
             contents.check_tier(name, _folded(tier_dump, self._fold))
             held[name] = dump_blocks(tier_dump)
         for lease, pinned in self._tier_leases.items():
@@ -192,26 +198,22 @@ class SafetyMonitor:
 
     # ------------------------------------------------------------------ internals
 
-    def _insert(self, step: Step, answer: dict[str, Any]) -> None:
-        self._free(answer["evicted"], "evicted")
-        reused, blocks = answer["reused"], answer["blocks"]
+    def _path(self, step: Step, answer: dict[str, Any], new: int | None) -> None:
+        """The blocks of the queried prefix an answer names: those before position ``new``
+        (all, for None) hold it already; those from ``new`` on are freshly filled, so
+        none may be pinned or still cached elsewhere. Then its lease pins them."""
+        blocks = answer["blocks"]
+        found = len(blocks) if new is None else new
         keys = self._keys(step["namespace"], step["tokens"], len(blocks))
-        for index, block in enumerate(blocks[:reused]):
+        for index, block in enumerate(blocks[:found]):
             self._expect(block, keys[index], index)
-        for block in blocks[reused:]:
+        for block in blocks[found:]:
             if self._pins[block] > 0:
                 raise SafetyViolation("pinned_reused", f"block {block} is pinned by a live lease")
             if block in self._content:
                 raise SafetyViolation("handed_twice", f"block {block} is still cached")
-        for index in range(reused, len(blocks)):
+        for index in range(found, len(blocks)):
             self._content[blocks[index]] = keys[index]
-        self._lease(answer.get("lease"), blocks)
-
-    def _match(self, step: Step, answer: dict[str, Any]) -> None:
-        blocks = answer["blocks"]
-        keys = self._keys(step["namespace"], step["tokens"], len(blocks))
-        for index, block in enumerate(blocks):
-            self._expect(block, keys[index], index)
         self._lease(answer.get("lease"), blocks)
 
     def _expect(self, block: int, key: Content, index: int) -> None:
@@ -225,6 +227,16 @@ class SafetyMonitor:
             )
         if held != key:
             raise SafetyViolation("content", f"{where} holds another token prefix")
+
+    def _clear(self) -> None:
+        """Every cached block was freed at once: none may be pinned (R-CLEAR-2); none
+        holds anything any more."""
+        pinned = sorted(block for block, count in self._pins.items() if count > 0)
+        if pinned:
+            raise SafetyViolation(
+                "cleared_in_use", f"blocks {pinned} were freed while a live lease pins them"
+            )
+        self._content = {}
 
     def _free(self, blocks: list[int], how: str) -> None:
         for block in blocks:
@@ -265,6 +277,18 @@ class SafetyMonitor:
                 f"pinned {stats['pinned']} + evictable {stats['evictable']} "
                 f"!= cached {stats['cached']}",
             )
+
+
+def _new_from(row: Operation, answer: dict[str, Any]) -> int | None:
+    """Where the blocks an answer's path fills with new KV start (:attr:`Operation.fills`):
+    at the int it names, or that many blocks before the end for a list of moves bringing
+    them up; None when it fills none."""
+    if row.fills is None:
+        return None
+    filled = answer[row.fills]
+    if isinstance(filled, int) and not isinstance(filled, bool):
+        return filled
+    return len(answer["blocks"]) - len(filled)
 
 
 def _moves(rows: Any) -> list[Move]:

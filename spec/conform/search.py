@@ -32,19 +32,23 @@ from hypothesis import strategies as st
 from hypothesis.control import currently_in_test_context
 
 from .candidate import Candidate, CandidateFailure
+from .errors import KitError
 from .generate import (
-    KINDS,
     MAX_DEEP_BLOCKS,
     Chooser,
     DataChooser,
     Inputs,
     RandomChooser,
+    closing_kinds,
     draw_step,
+    kinds_for,
     tiers_fields,
 )
-from .lockstep import Difference, Disagreement, Lockstep
+from .levels import EVENTS, EVICTION, PINNING, TIERS
+from .levels import NAMESPACES as NAMESPACES_LEVEL
+from .lockstep import Difference, Disagreement, Lockstep, waived
+from .operations import BY_NAME
 from .profile import STRICT, Profile
-from .rulemap import load_map
 
 #: Pool scales an example draws from (smallest, largest, weight); clamped to the
 #: session's pool range.
@@ -119,6 +123,8 @@ class Session:
             it no example starts. A count, not a time, so runs stay deterministic.
         operations: operations run so far.
         stopped: why the search stopped early (None while it runs).
+        kit_error: the kit's own error that stopped the search, if one did (nothing
+            after it was judged).
     """
 
     candidate: Candidate
@@ -139,6 +145,7 @@ class Session:
     budget: int = 10**9
     operations: int = 0
     stopped: str | None = None
+    kit_error: KitError | None = None
 
     def record(self, difference: Difference) -> None:
         """Keep ``difference`` if it is the first for its primary rule. O(1).
@@ -148,8 +155,7 @@ class Session:
         choices and failures always count.
         """
         rule = difference.rule
-        deviations = self.profile.deviations()
-        if difference.kind == "disagreement" and rule in deviations:
+        if waived(difference, self.profile) is not None:
             self.waived.setdefault(rule, difference)
             return
         if rule not in self.findings:
@@ -187,12 +193,10 @@ def _scale(chooser: Chooser, scales: tuple[tuple[int, int, int], ...]) -> tuple[
 
 def _base_weights(levels: frozenset[str]) -> dict[str, int]:
     weights: dict[str, int] = {"fill": 1}
-    if {"pinning", "eviction"} <= levels:
+    if {PINNING, EVICTION} <= levels:
         weights["churn"] = 2  # long runs of pinned matches, evictions and re-inserts
-    for level, kinds in KINDS.items():
-        if level in levels:
-            for kind in kinds:
-                weights[kind] = weights.get(kind, 0) + 1
+    for kind in kinds_for(levels):
+        weights[kind] = weights.get(kind, 0) + 1
     return weights
 
 
@@ -245,6 +249,7 @@ def run_example(session: Session, chooser: Chooser) -> None:
     lockstep = Lockstep(
         session.candidate, session.levels, profile=session.profile, exercised=session.exercised
     )
+    ran, steered = 0, False
     inputs = Inputs(swarm.block_size, MAX_DEEP_BLOCKS, session.profile.token_limit)
     # Probes for a rule already found (or waived) are not drawn again: the examples left
     # go to what has not been found yet, so one run reports every finding.
@@ -256,10 +261,10 @@ def run_example(session: Session, chooser: Chooser) -> None:
                 "num_blocks": swarm.num_blocks,
                 "block_size": swarm.block_size,
                 **session.profile.reset_fields(),
-                **(session.profile.events_fields() if "events" in session.levels else {}),
+                **(session.profile.events_fields() if EVENTS in session.levels else {}),
                 **(
                     tiers_fields(RandomChooser(base + 1), swarm.num_blocks, session.profile.tiers)
-                    if "tiers" in session.levels
+                    if TIERS in session.levels
                     else {}
                 ),
             }
@@ -272,14 +277,53 @@ def run_example(session: Session, chooser: Chooser) -> None:
             if lockstep.steps_run >= OPERATIONS:
                 break  # the fills took the example's budget
         lockstep.finish(final=True)
+        # The example's reach, before the draws that close it (a clear would empty it).
+        ran, steered = lockstep.steps_run, True
+        _steer(lockstep)
+        for step in _closing_steps(base, inputs, swarm, session, lockstep, avoid):
+            lockstep.run(step)
+        lockstep.finish(final=True)
     except Disagreement as exc:
         session.record(exc.difference)
     except CandidateFailure as exc:
         session.record(failure_difference(exc, lockstep))
         _reopen(session)
+    except Exception as exc:  # the kit's own bug: end the search, report it (never a pass)
+        found = exc if isinstance(exc, KitError) else None
+        if found is None:
+            found = KitError.of(exc, list(lockstep.trace), where="drawing a step")
+        found.example = session.examples
+        session.kit_error = found
+        session.stopped = f"kit error: {found.error}"
+        raise StopSearch(session.stopped) from exc
     finally:
-        session.operations += lockstep.steps_run
-        _steer(lockstep)
+        # The closing draws are not counted: the budget is spent as before they existed.
+        session.operations += ran if steered else lockstep.steps_run
+        if not steered:
+            _steer(lockstep)
+
+
+#: Mixed into an example's seed for the chooser of its closing draws (a stream of its own).
+CLOSING_SALT = 0x5EED_C1EA
+
+
+def _closing_steps(
+    base: int,
+    inputs: Inputs,
+    swarm: Swarm,
+    session: Session,
+    lockstep: Lockstep,
+    avoid: frozenset[str],
+) -> Iterator[dict[str, Any]]:
+    """The draws that close an example (a clear of the whole cache), after its last step,
+    from a chooser of their own: every step before them is what it was without them."""
+    side = RandomChooser(base ^ CLOSING_SALT)
+    for kind in closing_kinds(session.levels):
+        step = draw_step(
+            side, inputs, session.levels, swarm.num_blocks, lockstep, kind=kind, avoid=avoid
+        )
+        if step is not None:
+            yield step
 
 
 def _step_draws(chooser: Chooser, length: int) -> list[int]:
@@ -311,7 +355,7 @@ def _steps(
     """The step(s) of one draw: one operation, the inserts of a fill, or a churn burst
     (lazily, so each sees the state the previous one left)."""
     if kind == "churn":
-        yield from _churn(details, inputs, lockstep, "tiers" in levels)
+        yield from _churn(details, inputs, lockstep, TIERS in levels)
         return
     if kind != "fill":
         step = draw_step(
@@ -327,14 +371,14 @@ def _steps(
     if style == "siblings":
         inputs.new_heads(details)
     for _ in range(count):
-        namespace = Inputs.namespace(details) if "namespaces" in levels else None
+        namespace = Inputs.namespace(details) if NAMESPACES_LEVEL in levels else None
         if style == "siblings":
             tokens = inputs.sibling_tokens(details)
         else:
             tokens = inputs.long_tokens(details, style, prefix)
         step = {"op": "insert", "tokens": tokens, "namespace": namespace}
         step.update(pin=False, batch=True)
-        if "eviction" not in levels and lockstep.would_evict(step):
+        if EVICTION not in levels and lockstep.would_evict(step):
             continue
         inputs.filled(tokens, namespace)
         yield step
@@ -368,8 +412,8 @@ def _churn(
 def failure_difference(failure: CandidateFailure, lockstep: Lockstep) -> Difference:
     """A candidate that could not answer, as a finding of kind ``failure``."""
     trace = failure.trace or list(lockstep.trace)
-    op = trace[-1]["op"] if trace else "reset"
-    rules = load_map().ops.get(op, ("R-DUMP-1",))
+    row = BY_NAME.get(trace[-1]["op"]) if trace else None
+    rules = row.rules if row is not None else ("R-INV-2",)  # none run: the reset's
     message = str(failure).splitlines()[0]
     return Difference(
         index=max(len(trace) - 1, 0),

@@ -28,17 +28,12 @@ from typing import Any
 
 from .candidate import Candidate, CandidateFailure
 from .lockstep import Difference, Disagreement, Lockstep
+from .operations import BY_NAME, LEASE, OPERATIONS, SNAPSHOT
 from .profile import STRICT, Profile
 from .steps import META_KEYS, Step
 
-#: Step fields that name a lease or a snapshot by handle.
-HANDLE_FIELDS = {
-    "release": "lease",
-    "leave": "snapshot",
-    "drop": "snapshot",
-    "snapshot_match": "snapshot",
-    "snapshot_dump": "snapshot",
-}
+#: Step fields that name a lease or a snapshot by handle, by operation (the table's).
+HANDLE_FIELDS = {op.name: op.handle.name for op in OPERATIONS if op.handle is not None}
 
 #: Keys kept from a recorded step when shrinking (the arguments, and the batch mark).
 _KEEP = {"op", "batch"}
@@ -158,22 +153,23 @@ def symbolic(trace: list[Step]) -> list[Step]:
     snapshots: dict[int, int] = {}
     steps: list[Step] = []
     for index, step in enumerate(trace):
-        if step["op"] == "reset":
+        row = BY_NAME[step["op"]]
+        if row.resets:
             leases, snapshots = {}, {}
         bare = {key: value for key, value in step.items() if key not in META_KEYS or key in _KEEP}
         bare[SID] = index
-        field = HANDLE_FIELDS.get(step["op"])
-        if field is not None and isinstance(bare.get(field), int):
-            table = leases if field == "lease" else snapshots
-            handle = bare[field]
-            bare[field] = Ref(table[handle]) if handle in table else Ref(-1)
+        argument = row.handle
+        if argument is not None and isinstance(bare.get(argument.name), int):
+            table = leases if argument.handle == LEASE else snapshots
+            handle = bare[argument.name]
+            bare[argument.name] = Ref(table[handle]) if handle in table else Ref(-1)
         steps.append(bare)
         answer = step.get("expect", {}).get("ok")
         if isinstance(answer, dict):
-            if step["op"] in ("match", "insert") and answer.get("lease"):
-                leases[answer["lease"]] = index
-            if step["op"] in ("snapshot", "reader"):
-                snapshots[answer["snapshot"]] = index
+            if row.issues == LEASE and answer.get(LEASE):
+                leases[answer[LEASE]] = index
+            if row.issues == SNAPSHOT:
+                snapshots[answer[SNAPSHOT]] = index
     return steps
 
 
@@ -202,11 +198,12 @@ def _note_issue(lockstep: Lockstep, sid: int, issued: dict[int, int]) -> None:
     answer = recorded.get("expect", {}).get("ok")
     if not isinstance(answer, dict):
         return
-    if recorded["op"] in ("match", "insert") and answer.get("lease"):
-        issued[sid] = answer["lease"]
-    if recorded["op"] in ("snapshot", "reader"):
-        issued[sid] = answer["snapshot"]
-    if recorded["op"] == "reset":
+    row = BY_NAME[recorded["op"]]
+    if row.issues == LEASE and answer.get(LEASE):
+        issued[sid] = answer[LEASE]
+    if row.issues == SNAPSHOT:
+        issued[sid] = answer[SNAPSHOT]
+    if row.resets:
         issued.clear()
 
 
@@ -264,8 +261,7 @@ def _simplifications(
 
 def _simpler(step: Step, pool: tuple[int, int], block_sizes: tuple[int, ...] | None) -> list[Step]:
     options: list[Step] = []
-    op = step["op"]
-    if op == "reset":
+    if BY_NAME[step["op"]].resets:
         blocks = step["num_blocks"]
         for smaller in sorted({blocks // 2, blocks - 1, 2, pool[0]}):
             if max(1, pool[0]) <= smaller < blocks:

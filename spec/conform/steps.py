@@ -27,8 +27,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from .candidate import Candidate, CandidateError
-from .operations import OPERATIONS, REQUIRED, Argument, operation
+from .candidate import Candidate, CandidateError, CandidateFailure
+from .levels import EVICTION, SNAPSHOTS
+from .operations import BY_NAME, LEASE, OPERATIONS, REQUIRED, SNAPSHOT, VIEWS, Argument, Operation
 
 Step = dict[str, Any]
 Outcome = dict[str, Any]
@@ -37,14 +38,11 @@ Outcome = dict[str, Any]
 OPS: tuple[str, ...] = tuple(op.name for op in OPERATIONS)
 
 #: Operations of the ``snapshots`` level.
-SNAPSHOT_OPS: frozenset[str] = frozenset(op.name for op in OPERATIONS if op.level == "snapshots")
-
-#: Stats fields specified by the ``snapshots`` level only.
-SNAPSHOT_STATS: tuple[str, ...] = ("quarantined", "readers", "oldest_reader", "version")
+SNAPSHOT_OPS: frozenset[str] = frozenset(op.name for op in OPERATIONS if op.level == SNAPSHOTS)
 
 #: The reads the kit issues after every step, in the order it compares them (the dump
-#: first: a difference in the shape is the one to name); the table's reads of the core.
-READ_OPS: tuple[str, ...] = ("dump", "stats", "namespaces")
+#: first: a difference in the shape is the one to name): the table's views.
+READ_OPS: tuple[str, ...] = tuple(op.name for op in VIEWS)
 
 #: Keys a step may carry besides its arguments (ignored when applying it).
 META_KEYS = frozenset({"op", "expect", "actual", "trace", "levels", "note", "batch"})
@@ -100,35 +98,81 @@ class LeaseBook:
         return len(self._snapshots)
 
 
-def apply_step(candidate: Candidate, step: Step, book: LeaseBook) -> Outcome:
+class StepError(ValueError):
+    """A step that is no call of an operation: not an object, an unknown ``op``, or a
+    required argument missing. The message names what is wrong."""
+
+
+def check_step(step: object) -> Operation:
+    """The row of the operation ``step`` calls, once the step is one: an object naming
+    a known operation and giving every argument its row requires. O(arguments).
+
+    Raises:
+        StepError: it is not one.
+    """
+    if not isinstance(step, dict):
+        raise StepError(f"a step is a JSON object, got {type(step).__name__}")
+    name = step.get("op")
+    row = BY_NAME.get(name) if isinstance(name, str) else None
+    if row is None:
+        raise StepError(f"unknown operation {name!r}; the operations are {list(OPS)}")
+    missing = [
+        argument.name
+        for argument in row.arguments
+        if argument.default is REQUIRED and argument.name not in step
+    ]
+    if missing:
+        raise StepError(f"{row.name} lacks {', '.join(missing)}")
+    return row
+
+
+def apply_step(
+    candidate: Candidate, step: Step, book: LeaseBook, *, foreign: bool = False
+) -> Outcome:
     """Apply one step to ``candidate`` and return its outcome. Cost: one call.
 
     The operation's row of the table says which arguments to pass, in which order,
     what a step may leave out, and which arguments and answer fields are handles:
     handles in the step become the candidate's ids (``book``), ids it issues become
-    the next handles.
+    the next handles. With ``foreign`` (the candidate under test, not the kit's own
+    oracle), an exception of the call other than a ``CandidateError`` is the candidate
+    breaking the Candidate protocol: a ``CandidateFailure``.
 
     Raises:
-        ValueError: the step names an unknown operation.
-        KeyError: the step lacks an argument it must give.
+        StepError: the step names an unknown operation, or lacks an argument it must give.
         CandidateFailure: the candidate could not answer (hang, crash, bad data).
     """
-    op = operation(step["op"])
+    op = check_step(step)
     arguments = [_argument(step, argument, book) for argument in op.arguments]
     try:
         answer = getattr(candidate, op.name)(*arguments)
     except CandidateError as exc:
         return {"error": exc.kind}
-    if op.name == "reset":
+    except Exception as exc:
+        if not foreign:
+            raise
+        raise CandidateFailure(
+            f"{op.name}: raised {type(exc).__name__} ({exc}), not a CandidateError: "
+            "a candidate answers or refuses with a kind"
+        ) from exc
+    if op.resets:
         book.clear()
     if answer is None:
         return {"ok": None}
     answer = dict(answer)
-    if op.issues == "lease":
-        answer["lease"] = book.file(answer["lease"])
-    elif op.issues == "snapshot":
-        answer["snapshot"] = book.file_snapshot(answer["snapshot"])
+    if op.issues == LEASE:
+        answer[LEASE] = book.file(answer[LEASE])
+    elif op.issues == SNAPSHOT:
+        answer[SNAPSHOT] = book.file_snapshot(answer[SNAPSHOT])
     return {"ok": answer}
+
+
+def resets(step: Step) -> bool:
+    """Whether ``step`` starts afresh (a ``reset``: its row says so); False for anything
+    that names no operation. O(1)."""
+    name = step.get("op") if isinstance(step, dict) else None
+    row = BY_NAME.get(name) if isinstance(name, str) else None
+    return row is not None and row.resets
 
 
 def _argument(step: Step, argument: Argument, book: LeaseBook) -> Any:
@@ -136,9 +180,9 @@ def _argument(step: Step, argument: Argument, book: LeaseBook) -> Any:
     value = step[argument.name] if argument.default is REQUIRED else step.get(
         argument.name, argument.default
     )
-    if argument.handle == "lease":
+    if argument.handle == LEASE:
         return book.lease_id(value)
-    if argument.handle == "snapshot":
+    if argument.handle == SNAPSHOT:
         return book.snapshot_id(value)
     return bool(value) if argument.wire == "bool" else value
 
@@ -146,46 +190,41 @@ def _argument(step: Step, argument: Argument, book: LeaseBook) -> Any:
 def normalise(
     op: str, outcome: Outcome, levels: frozenset[str], *, recency: bool = True
 ) -> Outcome:
-    """What of ``outcome`` the declared ``levels`` specify. O(size of the outcome).
+    """What of ``outcome`` the declared ``levels`` specify, as ``op``'s row says.
+    O(size of the outcome).
 
-    Without the ``eviction`` level the logical clock and the stamps are not
-    specified (R-LRU-*), so they are removed from dumps, snapshot dumps and stats;
-    so they are when ``recency`` is False (a profile's ``recency = "not_compared"``).
-    Without the ``snapshots`` level the stats' version, reader and quarantine
-    counters are not specified (R-SNAP-1, R-EPOCH-3), so they are removed.
+    Fields only a level specifies (the row's ``level_fields``: the stats' version,
+    reader and quarantine counters of the ``snapshots`` level, R-SNAP-1, R-EPOCH-3) are
+    removed without that level; the recency fields (the row's ``recency``: the logical
+    clock and the stamps, R-LRU-*) without the ``eviction`` level, or when ``recency``
+    is False (a profile's ``recency = "not_compared"``). With tiers each slower tier's
+    answer is reduced the same way (the row's ``per_tier``, R-TIER-1).
     """
-    if "ok" not in outcome or not isinstance(outcome["ok"], dict):
+    row = BY_NAME.get(op)
+    if row is None or "ok" not in outcome or not isinstance(outcome["ok"], dict):
         return outcome
-    answer = dict(outcome["ok"])
-    if op == "stats" and "snapshots" not in levels:
-        for name in SNAPSHOT_STATS:
-            answer.pop(name, None)
-        if isinstance(answer.get("tiers"), dict):
-            # each slower tier's counters, as the device's (R-TIER-1)
-            answer["tiers"] = {
-                tier: {key: value for key, value in part.items() if key not in SNAPSHOT_STATS}
-                if isinstance(part, dict) else part
-                for tier, part in answer["tiers"].items()
-            }  # fmt: skip
-    if "eviction" not in levels or not recency:
-        answer = _without_recency(op, answer)
-        if op in ("dump", "stats") and isinstance(answer.get("tiers"), dict):
-            # each slower tier's dump or counters, as the device's (R-TIER-1)
-            answer["tiers"] = {
-                tier: _without_recency(op, part) if isinstance(part, dict) else part
-                for tier, part in answer["tiers"].items()
-            }
+    unspecified = [
+        field for level, fields in row.level_fields if level not in levels for field in fields
+    ]
+    if EVICTION not in levels or not recency:
+        unspecified += row.recency
+    if not unspecified:
+        return {"ok": dict(outcome["ok"])}
+    answer = _without(outcome["ok"], unspecified)
+    if row.per_tier and isinstance(answer.get("tiers"), dict):
+        answer["tiers"] = {
+            tier: _without(part, unspecified) if isinstance(part, dict) else part
+            for tier, part in answer["tiers"].items()
+        }
     return {"ok": answer}
 
 
-def _without_recency(op: str, answer: dict[str, Any]) -> dict[str, Any]:
-    """``answer`` without the clock and the stamps. O(size)."""
-    answer = dict(answer)
-    if op in ("dump", "stats", "snapshot_dump"):
-        answer.pop("clock", None)
-    if op == "dump" and isinstance(answer.get("namespaces"), list):
-        answer["namespaces"] = [_without_stamps(space) for space in answer["namespaces"]]
-    return answer
+def _without(answer: dict[str, Any], fields: list[str]) -> dict[str, Any]:
+    """``answer`` without ``fields``; ``stamps`` also from every edge of its shape. O(size)."""
+    stripped = {key: value for key, value in answer.items() if key not in fields}
+    if "stamps" in fields and isinstance(stripped.get("namespaces"), list):
+        stripped["namespaces"] = [_without_stamps(space) for space in stripped["namespaces"]]
+    return stripped
 
 
 def _without_stamps(node: Any) -> Any:

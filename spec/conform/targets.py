@@ -18,11 +18,11 @@ died is restarted) and the deviation profile to check it under
 * a command line (:func:`command`, ``--cmd "program args"``) -- a program speaking
   the stdio protocol (:class:`kachedb_radix.spec.protocol.client.StdioCandidate`).
 
-The command line's trees come from here as well: :func:`tree_class` turns an
-implementation name (``reference``, ``accel``) into its ``RadixTree`` class for ``demo``,
-``simulate`` and ``serve``; :func:`default_implementation` is ``accel`` unless
-``KACHEDB_RADIX_PURE=1`` selects the pure-Python reference (no silent fallback: asking
-for ``accel`` when its C extension did not build fails, saying so). ``gate`` builds its
+``reference`` and ``accel`` are picked where every twin is picked,
+:mod:`kachedb_radix.spec.twins` (no silent fallback: asking for ``accel`` when its C
+extension did not build fails, saying so); :func:`tree_class` and
+:func:`default_implementation` are its names for a ``RadixTree`` class and the default
+twin, kept here for the callers that import them from the kit. ``gate`` builds its
 timed trees from :func:`resolve` too (:mod:`kachedb_radix.spec.gate.trees`).
 
 Both functions are plain, for other tools too (``kachedb-radix explain`` resolves
@@ -36,7 +36,6 @@ targets and profiles the way ``conform`` does)::
 from __future__ import annotations
 
 import importlib
-import os
 import shlex
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -45,6 +44,8 @@ from typing import Any
 
 from ..protocol.client import DEFAULT_STARTUP_TIMEOUT, DEFAULT_TIMEOUT, StdioCandidate
 from ..protocol.timeout import TimedCandidate
+from ..twins import PURE_SWITCH as PURE_SWITCH
+from ..twins import TWIN_NAMES, TwinUnavailable, default_twin, twin_class
 from .adapter import TreeAdapter
 from .candidate import Candidate
 from .profile import STRICT, Profile, load
@@ -53,28 +54,23 @@ _TREE_METHODS = ("match", "insert", "release", "evict", "dump")
 _CANDIDATE_METHODS = ("reset", "match", "insert", "release", "evict", "dump", "levels")
 
 
-#: The environment switch that selects the pure-Python reference everywhere.
-PURE_SWITCH = "KACHEDB_RADIX_PURE"
-
-IMPLEMENTATION_NAMES = ("reference", "accel")
+#: The twins' names (:data:`kachedb_radix.spec.twins.TWIN_NAMES`), under the kit's old name.
+IMPLEMENTATION_NAMES = TWIN_NAMES
 
 
 def default_implementation() -> str:
-    """``reference`` when ``KACHEDB_RADIX_PURE=1``, else ``accel``. O(1)."""
-    return "reference" if os.environ.get(PURE_SWITCH) == "1" else "accel"
+    """:func:`kachedb_radix.spec.twins.default_twin`. O(1)."""
+    return default_twin()
 
 
 def tree_class(name: str) -> Any:
-    """The ``RadixTree`` class of implementation ``name``.
+    """The ``RadixTree`` class of twin ``name`` (:func:`kachedb_radix.spec.twins.twin_class`).
 
     Raises:
-        ValueError: unknown name.
+        ValueError: unknown name (a ``TwinError``).
         ImportError: ``accel`` asked for but its C extension is not importable.
     """
-    if name not in IMPLEMENTATION_NAMES:
-        raise ValueError(f"unknown implementation {name!r}; choose from {IMPLEMENTATION_NAMES}")
-    module = importlib.import_module(f"kachedb_radix.{name}")
-    return module.RadixTree
+    return twin_class(name, "RadixTree")
 
 
 class TargetError(ValueError):
@@ -140,22 +136,12 @@ def load_profile(profile: ProfileSpec) -> Profile:
 def _opener(name: str) -> tuple[Callable[[], Candidate], Profile]:
     from .. import peers
 
-    if name == "reference":
-        from kachedb_radix import reference
-
-        tiered = reference.TieredTree
-        return (lambda: TreeAdapter(reference.RadixTree, "reference", tier_factory=tiered)), STRICT
-    if name == "accel":
+    if name in TWIN_NAMES:
         try:
-            from kachedb_radix import accel
-        except ImportError as exc:
-            raise TargetError(
-                f"target accel: the C twin cannot be imported ({exc}); build it with "
-                "`pip install -e .` (needs a C compiler), or check another target"
-            ) from None
-        return (
-            lambda: TreeAdapter(accel.RadixTree, "accel", tier_factory=accel.TieredTree)
-        ), STRICT
+            tree, tiered = twin_class(name, "RadixTree"), twin_class(name, "TieredTree")
+        except TwinUnavailable as exc:
+            raise TargetError(f"target {name}: {exc}, or check another target") from None
+        return (lambda: TreeAdapter(tree, name, tier_factory=tiered)), STRICT
     if name in peers.PEERS:
         peer = peers.PEERS[name]
         try:

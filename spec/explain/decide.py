@@ -17,6 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from ..conform.operations import BY_NAME, LEASE, ON_DEVICE, OPERATIONS
 from .model import Changes, DumpIndex
 
 #: The rules that govern every successful operation of a kind.
@@ -60,8 +61,8 @@ ERROR_RULES: dict[str, tuple[str, ...]] = {
     "reader_left": ("R-EPOCH-4",),
 }
 
-#: Operations that stamp what they use and advance the clock (R-LRU-1, R-LRU-3).
-STAMPING_OPS = frozenset({"match", "insert", "release"})
+#: The operations that stamp the blocks they use and tick the clock (R-LRU-1, R-LRU-3).
+STAMPING_OPS = frozenset(row.name for row in OPERATIONS if row.ticks)
 
 
 @dataclass(frozen=True)
@@ -120,12 +121,12 @@ def _error(facts: StepFacts, found: dict[str, str]) -> None:
 
 def _changes(facts: StepFacts, found: dict[str, str]) -> None:
     step, answer, changes = facts.step, facts.outcome.get("ok") or {}, facts.changes
-    op = step["op"]
+    op, row = step["op"], BY_NAME[step["op"]]
     if changes.split:
         found["R-SPLIT-1"] = "the sequence diverged inside an edge: it splits at the block boundary"
         found["R-SPLIT-2"] = "ids, pins and stamps stay with their halves"
     evicted = answer.get("evicted") or answer.get("freed") or []
-    if op == "insert" and evicted:
+    if row.fills is not None and evicted:  # evicted to make room for what it caches
         found["R-INS-5"] = (
             f"short of free blocks: exactly {len(evicted)} evicted, none from the inserted path"
         )
@@ -138,11 +139,11 @@ def _changes(facts: StepFacts, found: dict[str, str]) -> None:
         found["R-EPOCH-1"] = (
             f"a reader is inside: {len(changes.quarantined)} freed blocks wait in quarantine"
         )
-    if changes.reclaimed and op != "reclaim":
+    if changes.reclaimed and "reclaimed" not in (row.answer or ()):  # a call's own room
         found["R-EPOCH-2"] = f"{len(changes.reclaimed)} quarantined blocks were reclaimed first"
-    if op == "insert":
+    if row.fills is not None:
         _insert(facts, answer, found)
-    if step.get("pin") and op in ("match", "insert"):
+    if step.get("pin") and row.issues == LEASE and row.finds == ON_DEVICE:
         found["R-PIN-1"] = f"pin=True: lease {answer.get('lease')} covers exactly these blocks"
         if _ends_inside_edge(facts, answer.get("blocks") or []):
             found["R-PIN-2"] = "the lease ends inside an edge: only the covered blocks are pinned"
@@ -153,7 +154,7 @@ def _changes(facts: StepFacts, found: dict[str, str]) -> None:
         found["R-NS-1"] = "a new namespace gets its own root"
     if changes.namespaces_removed:
         found["R-NS-3"] = "a namespace left without blocks disappears"
-    if op in ("match", "insert") and step.get("namespace") is not None:
+    if row.finds == ON_DEVICE and step.get("namespace") is not None:
         found["R-NS-2"] = "only this namespace's root is searched"
     if changes.merged:
         found["R-DUMP-2"] = "an edge left with one child is written as one chain"

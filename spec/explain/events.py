@@ -42,10 +42,18 @@ from kachedb_radix.reference.events import BlockHasher
 
 from ..conform import events as kit_events
 from ..conform.candidate import CandidateError
+from ..conform.levels import EVENTS, EVICTION
 from ..conform.lockstep import first_difference
+from ..conform.operations import OPERATIONS, STREAM
 from ..conform.profile import STRICT, Profile
-from ..conform.steps import Outcome, Step
+from ..conform.steps import Outcome, Step, resets
 from .model import DumpIndex
+
+#: The reset's argument naming the events scheme (the ``events`` level's, R-EVENT-2).
+SCHEME: str = next(
+    argument.name for row in OPERATIONS if row.resets for argument in row.arguments
+    if argument.level == EVENTS
+)  # fmt: skip
 
 #: Hex digits of a hash shown (the rest is in the page's data, and in the tooltip).
 SHORT = 8
@@ -58,8 +66,8 @@ Batch = dict[str, Any]
 def scheme_of(reset: Step, levels: frozenset[str]) -> dict[str, Any] | None:
     """The events scheme a reset names, when the ``events`` level is compared; else None
     (events off for the trace it starts). O(1)."""
-    spec = reset.get("events")
-    return dict(spec) if isinstance(spec, dict) and "events" in levels else None
+    spec = reset.get(SCHEME)
+    return dict(spec) if isinstance(spec, dict) and EVENTS in levels else None
 
 
 def with_events(steps: list[Step], spec: dict[str, str], *, replace: bool = False) -> list[Step]:
@@ -70,13 +78,13 @@ def with_events(steps: list[Step], spec: dict[str, str], *, replace: bool = Fals
     """
     found: list[Step] = []
     for step in steps:
-        if step.get("op") == "reset":
+        if resets(step):
             step = dict(step)
-            if replace or not isinstance(step.get("events"), dict):
-                step["events"] = dict(spec)
+            if replace or not isinstance(step.get(SCHEME), dict):
+                step[SCHEME] = dict(spec)
             levels = step.get("levels")
-            if isinstance(levels, list) and "events" not in levels:
-                step["levels"] = [*levels, "events"]
+            if isinstance(levels, list) and EVENTS not in levels:
+                step["levels"] = [*levels, EVENTS]
         found.append(step)
     return found
 
@@ -84,9 +92,7 @@ def with_events(steps: list[Step], spec: dict[str, str], *, replace: bool = Fals
 def without_events(steps: list[Step]) -> list[Step]:
     """``steps`` with no reset naming an events scheme. O(steps)."""
     return [
-        {key: value for key, value in step.items() if key != "events"}
-        if step.get("op") == "reset"
-        else step
+        {key: value for key, value in step.items() if key != SCHEME} if resets(step) else step
         for step in steps
     ]
 
@@ -156,15 +162,15 @@ def tapped(*candidates: Any) -> Iterator[list[Tap]]:
     O(1)."""
     taps: list[Tap] = []
     for candidate in candidates:
-        tap = Tap(candidate.events)
-        setattr(candidate, "events", tap.call)  # noqa: B010 -- an instance attribute on purpose
+        tap = Tap(getattr(candidate, STREAM.name))
+        setattr(candidate, STREAM.name, tap.call)  # an instance attribute on purpose
         taps.append(tap)
     try:
         yield taps
     finally:
         for candidate in candidates:
-            if "events" in vars(candidate):
-                delattr(candidate, "events")
+            if STREAM.name in vars(candidate):
+                delattr(candidate, STREAM.name)
 
 
 def payloads(answers: list[Outcome]) -> Outcome:
@@ -258,7 +264,7 @@ def compare(
     """
     options = {
         "lenient": "R-EVENT-6" in profile.waived,
-        "with_ts": "eviction" in levels and profile.compares_recency,
+        "with_ts": EVICTION in levels and profile.compares_recency,
         "after_reset": after_reset,
     }
     mine = _normalised(reference, profile, **options)

@@ -33,6 +33,7 @@ from importlib import resources
 from string import Template
 from typing import Any
 
+from ..conform.operations import BY_NAME
 from ..conform.rules import RULE_ID, load_rules, markdown_html
 from . import collapse, layout
 from .record import Recording, finding_line
@@ -156,7 +157,8 @@ def frame_data(frame: Any, row: list[View], table: _NodeTable) -> dict[str, Any]
         "events": None if frame.events is None else _scheme_text(frame.events),
         "eventsDiffer": frame.events_differ,
         "eventsLate": frame.events_late,
-        "eventsFinding": finding is not None and finding.trace[finding.index].get("op") == "events",
+        "eventsFinding": finding is not None
+        and BY_NAME[finding.trace[finding.index]["op"]].stream,
         "sides": sides,
     }
 

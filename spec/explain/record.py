@@ -8,9 +8,12 @@ trace steps (:mod:`kachedb_radix.spec.conform.steps`), applied through the plain
 any target -- ``accel``, a Python class, a program over stdio -- are recorded the same
 way.
 
-Beside the reference a target runs on the kit's own lockstep
-(:meth:`kachedb_radix.spec.conform.lockstep.Lockstep.observe`), so each step is judged
-exactly as ``conform`` judges it: under the target's deviation profile (its error names
+Beside the reference a target runs on the kit's own lockstep, and each frame is made of
+the record the lockstep keeps of the step
+(:meth:`kachedb_radix.spec.conform.lockstep.Lockstep.observe`, a
+:class:`~kachedb_radix.spec.conform.lockstep.StepRecord`: both outcomes, the adopted state
+and the spec's own, the finding and where it shows), so each step is judged exactly as
+``conform`` judges it, by the same code: under the target's deviation profile (its error names
 mapped, recency left out when declared, its admissible eviction and allocation choices
 adopted by the reference so a declared policy difference is not marked and what
 follows it is still compared), with the policy-free safety check on every answer, the
@@ -39,18 +42,10 @@ from typing import Any
 from ..conform.adapter import TreeAdapter
 from ..conform.candidate import Candidate, CandidateError, CandidateFailure
 from ..conform.levels import parse_levels
-from ..conform.lockstep import (
-    Difference,
-    Lockstep,
-    as_taken,
-    copy_reference,
-    first_difference,
-    reference_oracle,
-)
-from ..conform.oracle import FollowingTree
+from ..conform.lockstep import Difference, Lockstep, StepRecord, reference_oracle, waived
+from ..conform.operations import COUNTERS, SHAPE
 from ..conform.profile import STRICT, Profile
-from ..conform.rulemap import Observation, attribute
-from ..conform.steps import READ_OPS, LeaseBook, Outcome, Step, apply_step, normalise
+from ..conform.steps import LeaseBook, Outcome, Step, StepError, apply_step, check_step, resets
 from .events import Batch, Tap, batches_of, compare, payloads, scheme_of, tapped
 
 
@@ -197,10 +192,10 @@ class _Runner:
     def run(self, step: Step) -> Side:
         """Apply ``step`` and read the state after it."""
         side = Side(self.candidate.name, self.apply(step))
-        if step["op"] == "reset" and side.outcome is not None and "error" in side.outcome:
+        if resets(step) and side.outcome is not None and "error" in side.outcome:
             return side  # no tree was built: nothing to read
-        side.dump = _ok_dict(self.apply({"op": "dump"}))
-        side.stats = _ok_dict(self.apply({"op": "stats"}))
+        side.dump = _ok_dict(self.apply({"op": SHAPE.name}))
+        side.stats = _ok_dict(self.apply({"op": COUNTERS.name}))
         return side
 
 
@@ -229,7 +224,7 @@ def record(
         RecordError: the steps do not start with a ``reset``, or one is malformed
             (a missing argument, an unknown operation).
     """
-    if not steps or steps[0].get("op") != "reset":
+    if not steps or not resets(steps[0]):
         raise RecordError("a trace starts with a reset step (it sets the pool and block size)")
     profile = profile or STRICT
     reference = oracle if oracle is not None else reference_oracle()
@@ -247,7 +242,11 @@ def record(
     sides = [reference] if target is None else [reference, target]
     with tapped(*sides) as taps:
         for number, step in enumerate(steps, 1):
-            if step["op"] == "reset":
+            try:
+                starts = check_step(step).resets
+            except StepError as exc:
+                raise RecordError(f"step {number} ({step.get('op')}): malformed ({exc})") from None
+            if starts:
                 trace, parted = step.get("trace"), None
                 declared = reference.levels & (target.levels if target else levels)
                 levels = parse_levels(step["levels"]) if "levels" in step else declared
@@ -259,7 +258,7 @@ def record(
                 else:
                     alone = _Runner(reference)
             for tap in taps:
-                tap.start(reset=step["op"] == "reset")
+                tap.start(reset=starts)
             try:
                 if lockstep is None:
                     sides_run = [alone.run(step)]
@@ -268,17 +267,13 @@ def record(
                     frame = Frame(number, step, trace, levels, sides_run)
                 else:
                     assert target is not None
-                    own = _spec_own(lockstep, step, profile, events=scheme is not None)
-                    frame = _observed(number, step, trace, levels, lockstep, target)
-                    if own is not None:
-                        _declare(frame, own, profile, levels)
-                    elif frame.finding is not None and frame.finding.kind == "disagreement":
-                        frame.minor = _recency_only(frame, levels)
+                    frame = _observed(number, step, trace, levels, lockstep, target,
+                                      events=scheme is not None)  # fmt: skip
             except (KeyError, ValueError, TypeError) as exc:
                 raise RecordError(
                     f"step {number} ({step.get('op')}): malformed ({exc!r})"
                 ) from None
-            if step["op"] == "reset":
+            if starts:
                 held = None
             if scheme is not None:
                 holds = lockstep is not None and frame.difference != "failure"
@@ -330,7 +325,7 @@ def _read_events(
             payloads(taps[1].answers),
             profile,
             frame.levels,
-            after_reset=frame.step["op"] == "reset",
+            after_reset=resets(frame.step),
         )
         frame.events_differ = found.path
         frame.sides[0].event_marks, frame.sides[1].event_marks = found.marks
@@ -357,10 +352,14 @@ def _observed(
     levels: frozenset[str],
     lockstep: Lockstep,
     target: Candidate,
+    *,
+    events: bool = False,
 ) -> Frame:
-    """One step on the lockstep: both sides as they answered, and the finding if any."""
+    """One step on the lockstep: the frame of its record -- both sides as they answered,
+    the finding if any and where it shows, and at a declared step the spec's own answer
+    beside the state the kit adopted."""
     try:
-        seen = lockstep.observe(step)
+        seen = lockstep.observe(step, own=True, events=events)
     except CandidateFailure as exc:
         # Run on the reference alone: the target could not answer.
         reference = _Runner(lockstep.oracle, lockstep.reference_only).run(step)
@@ -369,19 +368,21 @@ def _observed(
     reference = Side(
         lockstep.oracle.name,
         seen.expected,
-        _plain(seen.reference.get("dump")),
-        _plain(seen.reference.get("stats")),
+        _plain(seen.reference.get(SHAPE.name)),
+        _plain(seen.reference.get(COUNTERS.name)),
         seen.note,
     )
     theirs = Side(
         target.name,
         seen.actual,
-        _plain(seen.candidate.get("dump")),
-        _plain(seen.candidate.get("stats")),
+        _plain(seen.candidate.get(SHAPE.name)),
+        _plain(seen.candidate.get(COUNTERS.name)),
     )
     frame = Frame(number, step, trace, levels, [reference, theirs], finding=seen.finding)
-    if seen.finding is not None:
-        frame.difference = _where(step, seen.finding)
+    frame.difference = seen.where
+    frame.minor = seen.recency_only
+    if seen.own is not None:
+        _declare(frame, seen)
     return frame
 
 
@@ -402,29 +403,20 @@ def _plain(answer: Any) -> dict[str, Any] | None:
     return dict(answer) if isinstance(answer, dict) else None
 
 
-def _where(step: Step, finding: Difference) -> str:
-    """The finding as a path into the frame's views: ``outcome...`` for the step's own
-    answer, ``dump...``/``stats...`` for a read after it that differed."""
-    read = finding.trace[finding.index].get("op", "")
-    view = read if read in (*READ_OPS, "events") and read != step["op"] else "outcome"
-    path = first_difference(finding.expected, finding.actual, view)
-    return path if path is not None else view
-
-
 def _judge(frame: Frame, profile: Profile, parted: str | None) -> str | None:
     """Move ``frame``'s difference to ``frame.waived`` when the profile waives its rule
     (a plain difference, as the kit files it), or when it follows an earlier waived step
     (``parted``); returns the new ``parted``. A safety finding or an inadmissible choice
     stays marked whatever the profile. O(1)."""
     finding = frame.finding
-    if finding is not None and finding.kind in ("safety", "inadmissible", "failure"):
+    if finding is not None and finding.kind != "disagreement":
         return parted  # the kit reports these whatever the profile
     if parted is not None:
         frame.waived = f"follows {parted}; differs at {frame.difference}"
         frame.difference = None
         return parted
     assert finding is not None
-    reason = profile.deviations().get(finding.rule)
+    reason = waived(finding, profile)
     if reason is None:
         return None
     frame.waived = f"{finding.rule} waived by profile {profile.name!r}: {reason}"
@@ -433,145 +425,20 @@ def _judge(frame: Frame, profile: Profile, parted: str | None) -> str | None:
     return f"the waived {finding.rule} difference at step {frame.number}"
 
 
-@dataclass
-class _Own:
-    """The spec's own answer to a step the kit may adopt the target's choice for."""
-
-    outcome: Outcome
-    dump: dict[str, Any] | None
-    stats: dict[str, Any] | None
-    facts: dict[str, Any]
-    events: Outcome | None = None
-
-
-#: Steps whose choices (victims, new ids) a profile may let the kit adopt.
-_ADOPTABLE = frozenset({"insert", "evict"})
-
-
-def _spec_own(
-    lockstep: Lockstep, step: Step, profile: Profile, *, events: bool = False
-) -> _Own | None:
-    """What the spec itself answers to ``step`` (the engine's inputs, as the kit takes
-    them), worked out on a copy of the reference before the kit runs the step: only for
-    a step whose choice the profile lets the kit adopt. Cost: the copy,
-    O(pool + nodes + leases + readers), and the step on it."""
-    if step["op"] not in _ADOPTABLE or not (profile.adopts_eviction or profile.adopts_allocation):
-        return None
-    tree = lockstep.oracle.tree
-    if tree is None:
-        return None
-    taken, refused = as_taken(step, profile)
-    if refused is not None:
-        return None
-    trial = copy_reference(lockstep.oracle)
-    facts = trial.tree.facts() if isinstance(trial.tree, FollowingTree) else {}
-    facts.setdefault("block_size", tree.block_size)
-    book = LeaseBook()
-    outcome = apply_step(trial, taken, book)
-    dump = _ok_dict(apply_step(trial, {"op": "dump"}, book))
-    stats = _ok_dict(apply_step(trial, {"op": "stats"}, book))
-    # The copy's event recorder is the reference's, drained at the last read: what it
-    # emits now is the spec's own batch for the step.
-    emitted = apply_step(trial, {"op": "events"}, book) if events else None
-    return _Own(outcome, dump, stats, facts, emitted)
-
-
-def _declare(frame: Frame, own: _Own, profile: Profile, levels: frozenset[str]) -> None:
+def _declare(frame: Frame, seen: StepRecord) -> None:
     """Where the kit adopted the target's choice and the spec's own differs: show the
     spec's outcome and tree on the reference's side, keep the adopted state beside it,
-    and name the declared rules. O(size of the outcomes)."""
+    and name the declared rules (the record's :class:`~kachedb_radix.spec.conform.lockstep.Own`).
+    O(1)."""
+    own = seen.own
+    assert own is not None
     reference, theirs = frame.sides[0], frame.sides[1]
-    if frame.finding is not None or not (reference.note or "").startswith("adopted"):
-        return
-    adopted_outcome = reference.outcome or {}
-    mine = dict(own.outcome)
-    answer, adopted_answer = mine.get("ok"), adopted_outcome.get("ok")
-    if isinstance(answer, dict) and isinstance(adopted_answer, dict) and "lease" in answer:
-        # The copy files its own lease handles: the step's handle is the kit's.
-        mine["ok"] = {**answer, "lease": adopted_answer.get("lease")}
-    op = frame.step["op"]
-    recency = profile.compares_recency
-    if normalise(op, mine, levels, recency=recency) == normalise(
-        op, adopted_outcome, levels, recency=recency
-    ):
-        reference.note = None  # the spec chose as the target did: nothing to adopt
-        return
     reference.adopted = Side(
         reference.name, reference.outcome, reference.dump, reference.stats, reference.note
     )
-    reference.outcome, reference.dump, reference.stats = mine, own.dump, own.stats
+    reference.outcome, reference.dump, reference.stats = own.outcome, own.dump, own.stats
     if own.events is not None:
         # The spec's own batches; the kit's reference emits the adopted ones (read later).
         reference.events = batches_of(own.events)
     reference.note = f"the spec's own outcome; the kit adopts {theirs.name}'s choice after it"
-    frame.declared = declared_rules(
-        frame.step, mine, theirs.outcome or {}, profile, levels, own.facts
-    )
-
-
-#: Answer fields a declared choice shows in, each looked at on its own.
-_CHOICE_FIELDS = ("evicted", "freed", "allocated")
-
-
-def declared_rules(
-    step: Step,
-    spec: Outcome,
-    theirs: Outcome,
-    profile: Profile,
-    levels: frozenset[str],
-    facts: dict[str, Any],
-) -> list[tuple[str, str]]:
-    """The declared rules a difference between the spec's outcome and the target's falls
-    under, each with the profile's reason: the kit's attribution
-    (:func:`kachedb_radix.spec.conform.rulemap.attribute`) of the whole difference and
-    of each differing choice field on its own, kept where the profile declares the rule.
-    O(fields * rule map)."""
-    deviations = profile.deviations()
-    op = step["op"]
-    expected = normalise(op, spec, levels, recency=profile.compares_recency)
-    actual = normalise(op, theirs, levels, recency=profile.compares_recency)
-    trials = [expected]
-    mine, their = expected.get("ok"), actual.get("ok")
-    if isinstance(mine, dict) and isinstance(their, dict):
-        for name in _CHOICE_FIELDS:
-            if name in mine and mine.get(name) != their.get(name):
-                trials.append({"ok": {**their, name: mine[name]}})
-    found: dict[str, str] = {}
-    for trial in trials:
-        path = first_difference(trial, actual, "")
-        if path is None:
-            continue
-        attribution = attribute(Observation(step, trial, actual, path, None, levels, facts))
-        for rule in attribution.rules:
-            if rule in deviations:
-                found.setdefault(rule, deviations[rule])
-    if not found:
-        # Unattributed: the rules the profile's tolerances relax for these choices.
-        for rule in ("R-EVICT-1", "R-EVICT-4", "R-INS-5", "R-ALLOC-2"):
-            if rule in deviations:
-                found[rule] = deviations[rule]
-                break
-    return list(found.items())
-
-
-def _recency_only(frame: Frame, levels: frozenset[str]) -> bool:
-    """Whether the two sides differ in recency alone (stamps, the clock): outcome,
-    dump and stats equal once those are left out; a finding in the events, only in a
-    batch's timestamp. O(state)."""
-    reference, theirs = frame.sides[0], frame.sides[1]
-    if frame.difference is not None and frame.difference.startswith("events"):
-        return frame.difference.endswith(".ts")
-    if None in (reference.outcome, theirs.outcome, reference.dump, theirs.dump):
-        return False
-    op = frame.step["op"]
-    assert reference.outcome is not None and theirs.outcome is not None
-
-    def state(read: str, value: Any) -> Any:
-        return normalise(read, {"ok": value}, levels, recency=False)
-
-    return (
-        normalise(op, reference.outcome, levels, recency=False)
-        == normalise(op, theirs.outcome, levels, recency=False)
-        and state("dump", reference.dump) == state("dump", theirs.dump)
-        and state("stats", reference.stats) == state("stats", theirs.stats)
-    )
+    frame.declared = list(own.declared)

@@ -36,6 +36,7 @@ from typing import Any
 from kachedb_radix.reference.events import DEFAULT_SCHEME, DEFAULT_SEED
 
 from ..cli import demo
+from ..conform.operations import BY_NAME, SNAPSHOT
 
 Step = dict[str, Any]
 
@@ -97,7 +98,7 @@ class _Script:
     def step(self, op: str, note: str, error: str | None = None, **args: Any) -> int:
         """Any other step; returns the snapshot handle a snapshot or reader issues."""
         self._add({"op": op, **args}, note, error)
-        if op in ("snapshot", "reader"):
+        if BY_NAME[op].issues == SNAPSHOT:
             self.snapshots += 1
             return self.snapshots
         return 0

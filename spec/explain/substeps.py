@@ -27,6 +27,7 @@ from typing import Any
 
 from kachedb_radix.reference.render import id_ranges
 
+from ..conform.operations import BY_NAME, ENDS_LEASE, LEASE, ON_DEVICE
 from .model import Changes, DumpIndex, KeySpace, eviction_sequence, walk
 from .why import key_text
 
@@ -52,28 +53,26 @@ def substeps(
 ) -> list[SubStep]:
     """The sub-steps of one step on one side (the spec's when ``name`` is empty); empty
     for a step that is one action (a read, a refusal, a reset). O(state)."""
-    op = step["op"]
+    row = BY_NAME[step["op"]]
     answer = outcome.get("ok")
     if not isinstance(answer, dict):
         return []
     found: list[SubStep] = []
-    if op in ("match", "insert"):
+    if row.finds == ON_DEVICE:
         found += _walk(step, before, keys, name)
-    if op == "insert" and changes.split:
+    if row.fills is not None and changes.split:
         found += _split(before, after, changes)
-    victims = (
-        answer.get("evicted") if op == "insert" else answer.get("freed") if op == "evict" else None
-    )
+    victims = answer.get(row.frees) if row.frees is not None else None
     if victims:
         protected = (
             frozenset(walk(before, keys, step.get("namespace"), step.get("tokens")))
-            if op == "insert"
+            if row.fills is not None  # never from the path it caches (R-INS-5)
             else frozenset()
         )
         found += _evictions(before, list(victims), protected, name, changes)
-    if op == "insert":
+    if row.fills is not None:
         found += _allocations(answer, before, changes, name)
-    if op == "release":
+    if row.ends == ENDS_LEASE:
         lost = sorted(after.blocks[key].block for key in changes.unpinned)
         if lost:
             found.append(
@@ -84,7 +83,7 @@ def substeps(
                     lost,
                 )
             )
-    if op in ("match", "insert") and step.get("pin") and answer.get("blocks"):
+    if row.issues == LEASE and step.get("pin") and answer.get("blocks"):
         blocks = list(answer["blocks"])
         found.append(
             _sub(
@@ -95,7 +94,7 @@ def substeps(
             )
         )
     stamped = sorted(after.blocks[key].block for key in changes.stamped if key in after.blocks)
-    if stamped and op in ("match", "insert", "release"):
+    if stamped and row.ticks:
         clock = after.dump.get("clock")
         found.append(
             _sub(

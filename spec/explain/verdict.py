@@ -21,7 +21,8 @@ from typing import Any
 
 from kachedb_radix.reference.render import id_ranges
 
-from .decide import STAMPING_OPS, StepFacts
+from ..conform.operations import BY_NAME, ENDS_LEASE, Operation
+from .decide import StepFacts
 from .model import CachedBlock, DumpIndex, KeySpace, evictable, eviction_sequence, walk
 
 #: ``follows`` or ``departs``, and what the target did.
@@ -64,6 +65,11 @@ class Context:
     def after(self) -> DumpIndex:
         return self.facts.after
 
+    @property
+    def row(self) -> Operation:
+        """The step's operation (its row of the table)."""
+        return BY_NAME[self.facts.step["op"]]
+
     def walked(self) -> list[int]:
         """Keys of the cached prefix of the step's tokens before it (R-MATCH-1)."""
         step = self.facts.step
@@ -71,7 +77,7 @@ class Context:
 
     def protected(self) -> frozenset[int]:
         """The insert's own cached path: never its own victim (R-INS-5)."""
-        return frozenset(self.walked()) if self.facts.step["op"] == "insert" else frozenset()
+        return frozenset(self.walked()) if self.row.fills is not None else frozenset()
 
 
 def judge(context: Context, rules: list[tuple[str, str]]) -> list[tuple[str, str, str]]:
@@ -145,7 +151,7 @@ def _unchanged(context: Context) -> Verdict:
 def _match_longest(context: Context) -> Verdict:
     size = context.before.block_size
     cached = len(context.walked()) * size
-    if context.facts.step["op"] == "insert":
+    if context.row.fills is not None:
         reused = context.answer.get("reused")
         if reused == len(context.walked()):
             return True, f"reused the {reused} cached leading blocks"
@@ -219,7 +225,7 @@ def _shortfall(context: Context) -> Verdict | None:
 
 def _victims(context: Context) -> list[int]:
     answer = context.answer
-    found = answer.get("evicted") if context.facts.step["op"] == "insert" else answer.get("freed")
+    found = answer.get(context.row.frees) if context.row.frees is not None else None
     return list(found or [])
 
 
@@ -313,15 +319,14 @@ def _release(context: Context) -> Verdict | None:
 
 
 def _pin_edge(context: Context) -> Verdict | None:
-    if context.facts.step["op"] == "release":
+    if context.row.ends == ENDS_LEASE:
         return _release(context)
     return _lease_covers(context)
 
 
 def _used(context: Context) -> list[CachedBlock]:
-    op = context.facts.step["op"]
     after = context.after
-    if op == "release":
+    if context.row.ends == ENDS_LEASE:
         lease = context.facts.step.get("lease")
         ids = context.lease_blocks.get(lease, []) if isinstance(lease, int) else []
     else:
@@ -346,10 +351,10 @@ def _stamped(context: Context) -> Verdict | None:
 
 def _clock(context: Context) -> Verdict | None:
     old, new = context.before.dump.get("clock"), context.after.dump.get("clock")
-    op = context.facts.step["op"]
-    if not isinstance(old, int) or not isinstance(new, int) or op in ("stats", "dump"):
+    op, row = context.facts.step["op"], context.row
+    if not isinstance(old, int) or not isinstance(new, int) or row.counts or row.shape:
         return None
-    if op in STAMPING_OPS:
+    if row.ticks:
         return new == old + 1, f"the clock went from {old} to {new}"
     if new != old:
         return False, f"the clock went from {old} to {new} on {op} (match, insert, release tick it)"
@@ -390,7 +395,7 @@ def _split_at_block(context: Context) -> Verdict | None:
 
 
 def _chains(context: Context) -> Verdict:
-    dump = context.facts.outcome.get("ok") if context.facts.step["op"] == "dump" else None
+    dump = context.facts.outcome.get("ok") if context.row.shape else None
     spaces = (dump or context.after.dump).get("namespaces", [])
     pending = [edge for space in spaces for edge in space.get("children", [])]
     while pending:

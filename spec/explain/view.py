@@ -48,6 +48,17 @@ from typing import Any
 from kachedb_radix.reference.limits import check_pool
 from kachedb_radix.reference.render import describe_edge, id_ranges
 
+from ..conform.operations import (
+    BY_NAME,
+    ENDS_EPOCH,
+    ENDS_READER,
+    IN_TIERS,
+    LEASE,
+    ON_DEVICE,
+    SHAPE,
+    SNAPSHOT,
+    Operation,
+)
 from .compare import compare
 from .decide import ERROR_RULES, StepFacts, decide
 from .events import Names, Place, event_lines
@@ -94,7 +105,7 @@ def frame_views(recording: Recording) -> list[list[View]]:
         row: list[View] = []
         states: list[tuple[DumpIndex | None, DumpIndex | None, Changes | None]] = []
         for column, side in zip(columns, frame.sides, strict=True):
-            if frame.step["op"] == "reset":
+            if BY_NAME[frame.step["op"]].resets:
                 column.before = _fresh(frame.step, keys)
                 column.leases, column.versions, column.inside = {}, {}, []
                 column.origin = None
@@ -148,17 +159,17 @@ def _adopted_view(
 def _track(step: dict[str, Any], side: Side, column: _Column, after: DumpIndex | None) -> None:
     """Remember the leases (their blocks) and the snapshots (their versions) issued."""
     answer = (side.outcome or {}).get("ok")
-    op = step["op"]
+    row = BY_NAME[step["op"]]
     if not isinstance(answer, dict) or after is None:
         return
-    if op in ("match", "insert") and answer.get("lease") is not None:
-        column.leases[answer["lease"]] = list(answer.get("blocks") or [])
-    if op in ("snapshot", "reader") and answer.get("snapshot") is not None:
-        column.versions[answer["snapshot"]] = (after, answer.get("version"), op == "reader")
-        if op == "reader":
-            column.inside.append(answer["snapshot"])
-    if op in ("leave", "drop") and step.get("snapshot") in column.inside:
-        column.inside.remove(step["snapshot"])
+    if row.issues == LEASE and answer.get(LEASE) is not None:
+        column.leases[answer[LEASE]] = list(answer.get("blocks") or [])
+    if row.issues == SNAPSHOT and answer.get(SNAPSHOT) is not None:
+        column.versions[answer[SNAPSHOT]] = (after, answer.get("version"), row.enters)
+        if row.enters:
+            column.inside.append(answer[SNAPSHOT])
+    if row.ends in (ENDS_EPOCH, ENDS_READER) and step.get(SNAPSHOT) in column.inside:
+        column.inside.remove(step[SNAPSHOT])
 
 
 def _contrast(
@@ -330,7 +341,8 @@ def _events(
         elif node["kind"] == "ghost":
             ghosts.update(dict.fromkeys(node["blocks"], node["id"]))
     answer = (side.outcome or {}).get("ok")
-    run = answer.get("blocks") if step["op"] == "insert" and isinstance(answer, dict) else None
+    fills = BY_NAME[step["op"]].fills is not None  # its new blocks are one stored run
+    run = answer.get("blocks") if fills and isinstance(answer, dict) else None
     place = Place(names.of(after), names.of(before), after, before, edges, ghosts)
     if isinstance(run, list):
         place.run = [block for block in run if isinstance(block, int)]
@@ -384,18 +396,18 @@ def _blank(
     step: dict[str, Any], outcome: dict[str, Any], after: DumpIndex, changes: Changes
 ) -> str | None:
     """A sentence for a canvas with nothing changed to show: an empty tree, a refusal."""
-    op = step["op"]
+    row = BY_NAME[step["op"]]
     if "error" in outcome:
         return f"refused with {outcome['error']}: nothing changed (see why)"
     if after.roots or changes.namespaces_removed or changes.gone:
         return None
     size = after.dump.get("num_blocks", 0)
-    if op == "reset":
+    if row.resets:
         return (
             f"a fresh tree: nothing cached yet, all {size} blocks of the pool free, "
             f"{after.block_size} tokens per block"
         )
-    if op in ("match", "snapshot_match"):
+    if _looks_up(row):
         namespace = step.get("namespace")
         label = "the default namespace" if namespace is None else f"namespace {namespace!r}"
         return f"nothing is cached in {label}: the walk stops at the root, 0 tokens match"
@@ -407,10 +419,11 @@ def _version(
 ) -> Node | None:
     """The version a snapshot sees, drawn beside the live tree: the one the step names,
     else the newest reader inside whose version is not the live one."""
-    op = step["op"]
+    row = BY_NAME[step["op"]]
     handle: Any = None
-    if op in ("snapshot_match", "snapshot_dump") and step.get("snapshot") in column.versions:
-        handle = step["snapshot"]
+    reads = row.handle is not None and row.handle.handle == SNAPSHOT and row.ends is None
+    if reads and step.get(SNAPSHOT) in column.versions:
+        handle = step[SNAPSHOT]
     else:
         for inside in reversed(column.inside):
             seen = column.versions[inside][0]
@@ -422,9 +435,9 @@ def _version(
     index, version, reader = column.versions[handle]
     used: set[int] = set()
     answer = outcome.get("ok")
-    if op == "snapshot_match" and isinstance(answer, dict):
+    if reads and row.prompts and isinstance(answer, dict):  # a match on the snapshot
         used = {index.by_id[block] for block in answer.get("blocks", []) if block in index.by_id}
-    roots = build_tree({"op": "dump"}, {"ok": {}}, index, index, Changes(), used)
+    roots = build_tree({"op": SHAPE.name}, {"ok": {}}, index, index, Changes(), used)
     for node in all_nodes(roots):
         node["id"] = f"s{handle}:{node['id']}"
     who = f"reader {handle}" if reader else f"snapshot {handle}"
@@ -466,7 +479,8 @@ def describe_step(step: dict[str, Any]) -> str:
 
 
 def describe_outcome(op: str, outcome: dict[str, Any] | None) -> str:
-    """The outcome in words: ``matched 8 tokens: #0-1, lease 1``. O(size)."""
+    """The outcome in words, as the operation's row says what its answer is: ``matched
+    8 tokens: #0-1, lease 1``. O(size)."""
     if outcome is None:
         return "not run"
     if "error" in outcome:
@@ -474,31 +488,42 @@ def describe_outcome(op: str, outcome: dict[str, Any] | None) -> str:
     answer = outcome.get("ok")
     if not isinstance(answer, dict):
         return "ok"
-    lease = f", lease {answer['lease']}" if answer.get("lease") is not None else ""
-    if op in ("match", "snapshot_match"):
-        blocks = id_ranges(answer.get("blocks", []))
-        return f"matched {answer.get('length')} tokens" + (f": #{blocks}" if blocks else "") + lease
-    if op == "insert":
+    row = BY_NAME[op]
+    lease = f", lease {answer[LEASE]}" if answer.get(LEASE) is not None else ""
+    if row.fills is not None and isinstance(answer.get(row.fills), int):  # caches new blocks
         return (
             f"cached {answer.get('length')} tokens: reused {answer.get('reused')}, "
-            f"allocated {id_ranges(answer.get('allocated', [])) or 'none'}, "
-            f"evicted {id_ranges(answer.get('evicted', [])) or 'none'}{lease}"
+            f"allocated {id_ranges(answer.get(row.allocates, [])) or 'none'}, "
+            f"evicted {id_ranges(answer.get(row.frees or '', [])) or 'none'}{lease}"
         )
-    if op in ("evict", "reclaim"):
-        field = "freed" if op == "evict" else "reclaimed"
-        return f"{field} {id_ranges(answer.get(field, [])) or 'nothing'}"
-    if op == "reader":
+    if _looks_up(row):
+        blocks = id_ranges(answer.get("blocks", []))
+        return f"matched {answer.get('length')} tokens" + (f": #{blocks}" if blocks else "") + lease
+    if row.enters:
         return (
-            f"reader {answer.get('snapshot')} entered epoch {answer.get('epoch')} "
+            f"reader {answer.get(SNAPSHOT)} entered epoch {answer.get('epoch')} "
             f"at version {answer.get('version')}"
         )
-    if op == "snapshot":
-        return f"snapshot {answer.get('snapshot')} of version {answer.get('version')}"
-    if op == "stats":
+    if row.issues == SNAPSHOT:
+        return f"snapshot {answer.get(SNAPSHOT)} of version {answer.get('version')}"
+    if row.clears is not None:
+        if answer.get(row.clears) is True:
+            return "cleared the whole cache: every cached block freed"
+        return "not cleared: a block is in use, nothing changed"
+    if row.counts:
         return ", ".join(f"{name} {value}" for name, value in answer.items())
-    if op == "namespaces":
-        return "namespaces: " + ", ".join(json.dumps(name) for name in answer["namespaces"])
+    if row.view is not None and not row.shape:  # the names view
+        return f"{op}: " + ", ".join(json.dumps(name) for name in answer[op])
+    if not (row.reads or row.stream) and row.answer is not None and len(row.answer) == 1:
+        field = row.answer[0]  # the blocks it freed or gave back
+        return f"{field} {id_ranges(answer.get(field, [])) or 'nothing'}"
     return "ok"
+
+
+def _looks_up(row: Operation) -> bool:
+    """Whether ``row`` answers the cached prefix of a prompt and changes no shape: a match,
+    on the tree or on a snapshot."""
+    return row.prompts and row.fills is None and row.finds != IN_TIERS
 
 
 def build_tree(
@@ -517,7 +542,7 @@ def build_tree(
     answer = outcome.get("ok")
     if used is None:
         used = set()
-        if step["op"] in ("match", "insert") and isinstance(answer, dict):
+        if BY_NAME[step["op"]].finds == ON_DEVICE and isinstance(answer, dict):
             used = {after.by_id[b] for b in answer.get("blocks", []) if b in after.by_id}
     by_key: dict[int, Node] = {}
     roots: dict[str | None, Node] = {}

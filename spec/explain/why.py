@@ -31,6 +31,7 @@ from typing import Any
 from kachedb_radix.reference.policies import POLICIES
 from kachedb_radix.reference.render import id_ranges
 
+from ..conform.operations import BY_NAME, ON_DEVICE
 from .model import CachedBlock, Changes, DumpIndex, KeySpace, evictable, eviction_sequence, walk
 
 #: Blocks the spec's order would take next, listed after those it took.
@@ -55,18 +56,18 @@ def explain_step(
 ) -> list[Section]:
     """The panel's sections for one step of one implementation: the spec's when ``name``
     is empty, else the target called ``name``. O(state)."""
-    op = step["op"]
+    row = BY_NAME[step["op"]]
     answer = outcome.get("ok") if isinstance(outcome.get("ok"), dict) else {}
     sections: list[Section] = []
     if "error" in outcome:
         sections.append(("why it was refused", refusal_lines(step, outcome, before, keys, stats)))
-    if op in ("match", "insert") and "ok" in outcome:
+    if row.finds == ON_DEVICE and "ok" in outcome:
         sections.append(("match walk", _walk_lines(step, before, keys)))
     evicted = (answer or {}).get("evicted") or (answer or {}).get("freed") or []
     if evicted:
         protected = (
             frozenset(walk(before, keys, step.get("namespace"), step.get("tokens")))
-            if op == "insert"
+            if row.fills is not None  # never from the path it caches (R-INS-5)
             else frozenset()
         )
         order = "least recently used" if before.policy == "lru" else f"smallest {before.policy} key"
@@ -76,7 +77,7 @@ def explain_step(
         else:
             title = f"eviction, in the spec's order ({order} leaf tail first)"
             sections.append((title, _candidates(before, evicted, protected)))
-    if op == "dump" and isinstance(answer, dict) and "namespaces" in answer:
+    if row.shape and isinstance(answer, dict) and "namespaces" in answer:
         text = json.dumps(answer, indent=1).splitlines()
         if len(text) > SHOWN_DUMP_LINES:
             text = [*text[:SHOWN_DUMP_LINES], f"… ({len(text) - SHOWN_DUMP_LINES} more lines)"]

@@ -18,7 +18,9 @@
   64-block query over 16 workers (:mod:`kachedb_radix.spec.gate.router`);
 * **tiers** -- for ``reference`` and ``accel``, the CPU cost of planning a restore per
   block brought up: ``lookup`` and ``restore`` of a path spread over device, host and
-  disk, no bytes (:mod:`kachedb_radix.spec.gate.tiers`).
+  disk, no bytes; a restore from the host and a demotion to it with their bytes, per a
+  memory copy of the same bytes; a tiered serving loop per the plain one
+  (:mod:`kachedb_radix.spec.gate.tiers`).
 
 Each timed case names the calibration loop that normalises it
 (:mod:`kachedb_radix.spec.gate.timing`): ``cpu`` for matches and the pool's host side, ``memory``
@@ -164,8 +166,8 @@ def build_plan(
             cases.append(Case(name, host_side, CPU))
         for name, (workload, calibration) in router_cases(target.pool).items():
             cases.append(Case(name, workload, calibration))
-        for name, restore_plan in tier_cases(target.pool, quick).items():
-            cases.append(Case(name, restore_plan, MEMORY))
+        for name, (tier_case, tier_anchor) in tier_cases(target.pool, quick).items():
+            cases.append(Case(name, tier_case, MEMORY, tier_anchor))
 
     memory_cases: list[MemoryCase] = []
     if memory.reports_memory(factory(1, 1)):

@@ -31,6 +31,7 @@ from kachedb_radix.reference.events import (
     encode_batch,
 )
 
+from ..twins import twin_class
 from .shapes import Workload
 
 #: The stream's hash scheme: the fastest (the gate times the index, not the hashing).
@@ -41,14 +42,14 @@ REQUESTS = 1200
 
 
 def index_class(twin: str) -> Callable[..., Any]:
-    """The router index a twin ships."""
-    if twin == "accel":
-        from kachedb_radix import accel
+    """The router index a twin ships (:mod:`kachedb_radix.spec.twins`).
 
-        return accel.RouterIndex
-    from kachedb_radix.reference.router import RouterIndex
-
-    return RouterIndex
+    Raises:
+        TwinError: ``twin`` names no twin.
+        TwinUnavailable: ``accel`` where its C extension did not build.
+    """
+    found: Callable[..., Any] = twin_class(twin, "RouterIndex")
+    return found
 
 
 def event_stream(workers: int = WORKERS, requests: int = REQUESTS) -> tuple[list[list[bytes]], int]:

@@ -26,6 +26,7 @@ from ..conform.adapter import TreeAdapter
 from ..conform.candidate import Candidate
 from ..conform.targets import command, resolve
 from ..protocol.client import DEFAULT_STARTUP_TIMEOUT, DEFAULT_TIMEOUT
+from ..twins import TWIN_NAMES
 
 TreeFactory = Callable[[int, int], Any]
 
@@ -116,7 +117,7 @@ def _tree_class_target(name: str) -> GateTarget:
     probing = adapter(1, 1)
     probe = probing.tree
     implementation = str(getattr(probe, "implementation", type(probe).__name__))
-    pool = name if name in ("reference", "accel") else None
+    pool = name if name in TWIN_NAMES else None
     policies = "policies" in probing.levels
     return GateTarget(name, factory, implementation, pool=pool, policies=policies)
 

@@ -38,7 +38,7 @@ from .argtypes import (
 )
 from .errors import InputError, printable, quote
 from .files import iter_lines, read_json, read_text, read_toml
-from .jsontext import dumps_json, loads_json, loads_json_object
+from .jsontext import decode_json, dumps_json, loads_json, loads_json_object
 from .limits import LIMITS, Limit, limits_table
 
 __all__ = [
@@ -49,6 +49,7 @@ __all__ = [
     "count",
     "count_list",
     "count_range",
+    "decode_json",
     "dumps_json",
     "input_path",
     "input_path_or",

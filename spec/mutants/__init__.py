@@ -24,11 +24,13 @@ from dataclasses import dataclass
 from typing import cast
 
 from ..conform.adapter import TreeAdapter
+from ..conform.errors import KitError
 from ..conform.levels import TIERS_EXCLUDE
 from ..conform.profile import STRICT, parse
 from ..conform.run import KitSettings, run_kit
 from . import (
     allocation,
+    clear,
     events,
     eviction,
     namespaces,
@@ -55,6 +57,7 @@ MODULES = (
     pinning,
     recency,
     eviction,
+    clear,
     policies,
     namespaces,
     views,
@@ -84,6 +87,8 @@ class MutantResult:
         examples: examples run.
         step: the step of the first finding, described, when killed.
         rules: the rules the first finding was attributed to, the primary first.
+        kit_error: an error of the kit itself that stopped the run (the mutant is then
+            not killed: nothing was judged).
     """
 
     mutant: Mutant
@@ -92,6 +97,7 @@ class MutantResult:
     examples: int
     step: str = ""
     rules: tuple[str, ...] = ()
+    kit_error: KitError | None = None
 
     @property
     def right_rule(self) -> bool:
@@ -126,7 +132,10 @@ def check_mutant(mutant: Mutant, kit: KitSettings = MUTANT_SETTINGS) -> MutantRe
 
         found = report.findings[0]
         step, rules = describe(found.trace[found.index]), found.rules
-    return MutantResult(mutant, not report.passed, seconds, report.examples, step, rules)
+    killed = report.kit_error is None and not report.passed
+    return MutantResult(
+        mutant, killed, seconds, report.examples, step, rules, kit_error=report.kit_error
+    )
 
 
 __all__ = ["MODULES", "MUTANTS", "MUTANT_SETTINGS", "Mutant", "MutantResult", "check_mutant"]

@@ -40,10 +40,11 @@ from collections.abc import Callable, Sequence
 from typing import IO, Any, NoReturn
 
 from ..conform.candidate import CandidateError, CandidateFailure
-from ..conform.levels import LEVELS, LevelError, parse_levels
+from ..conform.levels import LEVELS, SNAPSHOTS, LevelError, ordered, parse_levels
 from ..conform.operations import (
     BY_NAME,
     Forwarding,
+    level_since,
     operation,
     operations_of,
     required_of,
@@ -201,7 +202,7 @@ class StdioCandidate(Forwarding):
             if argument.since <= self._protocol
         }
         answer = self._request(op, fields)
-        if op == "dump" and self._protocol == 1:
+        if BY_NAME[op].shape and self._protocol == 1:
             return upgrade_dump(answer)
         return answer
 
@@ -237,14 +238,9 @@ class StdioCandidate(Forwarding):
             self._levels = parse_levels(levels)
         except LevelError as exc:
             self._fail(f"hello: {exc}")
-        if version == 1 and "snapshots" in self._levels:
-            self._fail("hello: the snapshots level needs protocol 2")
-        if version < 4 and "policies" in self._levels:
-            self._fail("hello: the policies level needs protocol 4")
-        if version < 5 and "events" in self._levels:
-            self._fail("hello: the events level needs protocol 5")
-        if version < 6 and "tiers" in self._levels:
-            self._fail("hello: the tiers level needs protocol 6")
+        for level in ordered(self._levels):  # each level's version: the table's rows say
+            if version < level_since(level):
+                self._fail(f"hello: the {level} level needs protocol {level_since(level)}")
         self._operations = operations_of(self._levels, version)
         if version >= 3:
             listed = hello.get("operations")
@@ -309,7 +305,7 @@ class StdioCandidate(Forwarding):
         extra: tuple[str, ...] = ()
         if op != "hello" and self._protocol >= 2:
             extra += V2_FIELDS.get(op, ())
-        if "snapshots" in self._levels:
+        if SNAPSHOTS in self._levels:
             extra += SNAPSHOT_FIELDS.get(op, ())
         return extra
 

@@ -36,13 +36,15 @@ import json
 from pathlib import Path
 from typing import Any
 
-from ..conform.operations import OPERATIONS
+from ..conform.levels import SNAPSHOTS
+from ..conform.operations import BY_NAME, LATEST, LEASE, OPERATIONS, SNAPSHOT
 
-#: The protocol version this kit speaks.
-PROTOCOL_VERSION = 6
+#: The protocol version this kit speaks: the newest an operation or argument of the
+#: table was introduced in (each row says its own).
+PROTOCOL_VERSION = LATEST
 
-#: Versions a candidate may answer ``hello`` with.
-SUPPORTED_PROTOCOLS: tuple[int, ...] = (1, 2, 3, 4, 5, 6)
+#: Versions a candidate may answer ``hello`` with: every one up to the kit's.
+SUPPORTED_PROTOCOLS: tuple[int, ...] = tuple(range(1, PROTOCOL_VERSION + 1))
 
 #: Error kinds of the protocol itself, besides the rules' (R-ERR-3): a malformed
 #: request, an unknown operation, and a server that failed to carry out a valid
@@ -62,10 +64,15 @@ ANSWER_FIELDS: dict[str, tuple[str, ...] | None] = {
 }
 
 #: Answer fields required besides :data:`ANSWER_FIELDS` of a version-2 candidate
-#: (``dump``) and of one declaring the ``snapshots`` level (``stats``).
-V2_FIELDS: dict[str, tuple[str, ...]] = {"dump": ("quarantine",)}
+#: (the dump's quarantine) and of one declaring the ``snapshots`` level (the stats'
+#: reader and quarantine counters): the rows' ``answer_from`` and ``level_fields``.
+V2_FIELDS: dict[str, tuple[str, ...]] = {
+    op.name: tuple(name for name, since in op.answer_from if since <= 2)
+    for op in OPERATIONS
+    if op.answer_from
+}
 SNAPSHOT_FIELDS: dict[str, tuple[str, ...]] = {
-    "stats": ("quarantined", "readers", "oldest_reader", "version"),
+    op.name: op.specified(SNAPSHOTS) for op in OPERATIONS if op.specified(SNAPSHOTS)
 }
 
 #: Typed request fields per operation, as the schema's ``#/$defs/request`` states them:
@@ -197,14 +204,16 @@ def response_problem(
     missing = [name for name in (*fields, *extra) if name not in answer]
     if missing:
         return f"{op} answer lacks {', '.join(missing)}"
-    if op in ("match", "insert"):
-        lease = answer["lease"]
+    row = BY_NAME.get(op)  # None for hello, the protocol's own
+    issues = None if row is None else row.issues
+    if issues == LEASE:
+        lease = answer[LEASE]
         if lease is not None and (isinstance(lease, bool) or not isinstance(lease, int)):
             return f"lease must be a positive int or null, got {lease!r}"
         if lease is not None and lease < 1:
             return f"lease ids are positive ints, got {lease!r}"
-    if op in ("snapshot", "reader"):
-        snapshot = answer["snapshot"]
+    if issues == SNAPSHOT:
+        snapshot = answer[SNAPSHOT]
         if isinstance(snapshot, bool) or not isinstance(snapshot, int) or snapshot < 1:
             return f"snapshot ids are positive ints, got {snapshot!r}"
     return None

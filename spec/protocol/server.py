@@ -30,7 +30,8 @@ from kachedb_radix.reference.errors import ERROR_KINDS
 from ..conform.adapter import TreeAdapter, supported_levels
 from ..conform.candidate import Candidate, CandidateError
 from ..conform.levels import LEVELS, LevelError, ordered, parse_levels
-from ..conform.operations import OPERATIONS, offered, operation, operations_of
+from ..conform.operations import OPERATIONS, level_since, offered, operation, operations_of
+from ..twins import TWIN_NAMES, TwinUnavailable, twin_class
 from .messages import (
     PROTOCOL_KINDS,
     PROTOCOL_VERSION,
@@ -133,20 +134,12 @@ def build(impl: str, levels: frozenset[str] | None = None) -> Candidate:
         SystemExit: ``accel`` cannot be imported (the C twin is not built), or
             ``levels`` names a level the implementation does not offer.
     """
-    factory: Any
-    tiered: Any
-    if impl == "accel":
-        try:
-            from kachedb_radix import accel
-        except ImportError as exc:
-            raise SystemExit(
-                f"kachedb-radix serve: --impl accel: the C twin is not available ({exc})"
-            ) from None
-        factory, tiered = accel.RadixTree, accel.TieredTree
-    else:
-        from kachedb_radix import reference
-
-        factory, tiered = reference.RadixTree, reference.TieredTree
+    try:
+        factory, tiered = twin_class(impl, "RadixTree"), twin_class(impl, "TieredTree")
+    except TwinUnavailable as exc:
+        raise SystemExit(
+            f"kachedb-radix serve: --impl {impl}: the C twin is not available ({exc})"
+        ) from None
     offered = supported_levels(factory, tiered)
     if levels is not None and not levels <= offered:
         missing = ", ".join(ordered(levels - offered))
@@ -156,7 +149,7 @@ def build(impl: str, levels: frozenset[str] | None = None) -> Candidate:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The server's options, on ``parser`` (``kachedb-radix serve`` and ``python -m``)."""
-    parser.add_argument("--impl", choices=("reference", "accel"), default="reference")
+    parser.add_argument("--impl", choices=TWIN_NAMES, default="reference")
     parser.add_argument(
         "--levels",
         default=None,
@@ -182,18 +175,13 @@ def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     # Bytes that are not UTF-8 must become a "protocol" answer, not a crash.
     if isinstance(sys.stdin, io.TextIOWrapper):
         sys.stdin.reconfigure(errors="replace")
-    for level, since in LEVEL_SINCE.items():
-        if args.protocol < since and levels is not None and level in levels:
-            parser.error(f"--levels: the {level} level needs protocol {since} or later")
+    too_new = {level for level in LEVELS if args.protocol < level_since(level)}
+    for level in ordered(too_new & (levels or frozenset())):
+        parser.error(f"--levels: the {level} level needs protocol {level_since(level)} or later")
     candidate = build(args.impl, levels)
-    too_new = {level for level, since in LEVEL_SINCE.items() if args.protocol < since}
     if levels is None and too_new:
         candidate = build(args.impl, frozenset(candidate.levels) - too_new)
     return serve(candidate, sys.stdin, sys.stdout, args.protocol)
-
-
-#: The protocol version that introduced each level newer than the first.
-LEVEL_SINCE: dict[str, int] = {"snapshots": 2, "policies": 4, "events": 5, "tiers": 6}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -14,6 +14,17 @@ first ``capacity % N``) and sends each request to one of them:
   Dynamo's KV router makes (its ``kv-overlap-score-weight``, default 1): a worker's
   prefill cost in blocks against its decode load in blocks, so a warm but busy
   worker loses to a cold idle one when the prefix saved is smaller than the queue.
+* ``weighted`` -- llm-d's precise scheduler (its precise-prefix-cache-aware guide's
+  scheduling profile): the highest ``2 x prefix + kv + queue``, where *prefix* is the
+  share of the prompt's blocks the index finds on the worker, *kv* the share of its pool
+  its requests do not need, and *queue* ``(most - waiting) / (most - fewest)`` over the
+  workers' waiting queues (1 when they are equal); ties to the lowest index;
+* ``cache-aware`` -- SGLang's router (``sglang_router``'s ``cache_aware`` policy, its
+  v0.4 defaults): when the loads are imbalanced -- the busiest worker has more than
+  :data:`BALANCE_ABS` requests more than the idlest *and* more than
+  :data:`BALANCE_REL` times as many -- the least loaded; otherwise the deepest match
+  when it covers more than :data:`CACHE_THRESHOLD` of the prompt, else the worker
+  whose index holds the fewest blocks (the most room), ties to the lowest index.
 
 **The index.** ``prefix`` and ``cost`` read a router index -- the ``RouterIndex`` of
 the trees' implementation (:class:`kachedb_radix.accel.RouterIndex`, the C twin, with
@@ -31,16 +42,27 @@ the workers, as it does over a network). Never before the trace's clock
 reaches the operation that emitted it: in the timed mode a step that ends after an
 arrival has not happened yet for the router that routes it.
 
-**A shared index or one per gateway.** With ``--index shared`` (default) every
-request is routed by the one index above. With ``--index gateway --gateways G``
-there are G gateways, request ``i`` going to gateway ``i mod G``, each with its own
-index that learns only from its own decisions -- the blocks of every prompt it
-routed, stored under the worker it chose, never removed -- which is how a gateway
-without an event stream approximates the workers' caches. The gap between the two
-is what subscribing every gateway to the events buys.
+**Three indexes: fed by events, learned per gateway, learned at routing time.** With
+``--index shared`` (default) every request is routed by the one index above, which
+knows only what the workers' events have said -- after a prefill is *admitted*, so in
+a burst, when every request arrives before any event, it knows nothing yet. With
+``--index approximate`` the router learns at routing time instead, as SGLang's router
+does with its approximate radix tree: one tree per worker, of the worker's own pool
+size, evicting by LRU; each routed prompt is inserted into the tree of the worker it
+was sent to the moment it is routed, and matches are read from those trees. It knows
+what it sent, not what the workers kept (it never hears an eviction, and counts a
+prompt as cached before its prefill has run), but it needs no event stream and is
+never late. (SGLang bounds its tree by ``--max-tree-size``, 2**24 characters by
+default, and evicts on a timer; here the worker's pool bounds each tree.) With
+``--index gateway --gateways G`` there are G gateways, request ``i`` going to gateway
+``i mod G``, each with its own index that learns only from its own decisions -- the
+blocks of every prompt it routed, stored under the worker it chose, never removed --
+which is how several gateways without an event stream approximate the workers'
+caches. The gaps between them are what an event stream, and sharing it, buy.
 
 **Load.** In the timed mode a worker's load is what it holds (waiting, prefilling,
-decoding) and its active blocks their prompts' blocks. The sequential mode has no
+decoding) and its active blocks the blocks those requests need (prompts, and the
+outputs they have grown). The sequential mode has no
 time; there a request counts as in flight for the next ``max_running`` requests
 routed (the scheduler's cap), a sliding window that stands in for concurrency.
 
@@ -63,13 +85,25 @@ from typing import Any
 
 from kachedb_radix.reference.events import BlockHasher, BlockStored, KVEventBatch
 
+from ..twins import twin_class
 from .errors import SimulateError
 from .sequential import PROGRESS_EVERY, Progress, Replay
 from .tiers import TierRecord, is_tiered, tier_moves
 from .trace import Trace
 
-ROUTINGS = ("random", "round-robin", "least-loaded", "prefix", "cost")
-INDEXES = ("shared", "gateway")
+ROUTINGS = ("random", "round-robin", "least-loaded", "prefix", "cost", "weighted", "cache-aware")
+#: The routings that read an index.
+INDEXED = ("prefix", "cost", "weighted", "cache-aware")
+#: ``weighted``: the weights of llm-d's prefix, KV-cache and queue scorers.
+WEIGHTS = (2.0, 1.0, 1.0)
+INDEXES = ("shared", "approximate", "gateway")
+#: SGLang's cache-aware policy: the least loaded when the busiest worker has this many
+#: requests more than the idlest ...
+BALANCE_ABS = 32
+#: ... and more than this many times as many (sglang_router's v0.4 defaults);
+BALANCE_REL = 1.0001
+#: else the deepest match when it covers more than this share of the prompt.
+CACHE_THRESHOLD = 0.5
 #: The router index of each tree implementation, used unless ``--router-index`` names
 #: another: the twin of the trees that feed it.
 INDEX_OF = {
@@ -118,7 +152,7 @@ class ClusterSpec:
     @property
     def uses_index(self) -> bool:
         """Whether routing reads a router index. O(1)."""
-        return self.workers > 1 and self.routing in ("prefix", "cost")
+        return self.workers > 1 and self.routing in INDEXED
 
     @property
     def uses_events(self) -> bool:
@@ -133,6 +167,8 @@ class ClusterSpec:
         text = f"{self.workers}x{self.routing}"
         if self.uses_index and self.index == "gateway":
             text += f"@gw{self.gateways}"
+        elif self.uses_index and self.index == "approximate":
+            text += "@approx"
         if self.uses_index and self.delay_ms is not None:
             whole = self.delay_ms >= 1000 and self.delay_ms % 1000 == 0
             text += f"+{self.delay_ms / 1000:g}s" if whole else f"+{self.delay_ms:g}ms"
@@ -147,17 +183,42 @@ class ClusterSpec:
         return [min(limit, max(1, share + (worker < extra))) for worker in range(self.workers)]
 
 
+#: What a router index class must have: the calls the router makes.
+INDEX_METHODS = ("apply", "query_hashes", "held", "workers")
+
+
 def load_index_class(path: str) -> Any:
-    """The class ``module:Class`` names.
+    """The class ``module:Class`` names, which must have the router index's methods
+    (:data:`INDEX_METHODS`). O(the import).
 
     Raises:
-        SimulateError: it cannot be imported.
+        SimulateError: it cannot be imported, is not a class, or lacks a method.
     """
     module, _, name = path.partition(":")
+    if not module or not name:
+        raise SimulateError(f"--router-index {path!r}: expected module:Class")
     try:
-        return getattr(importlib.import_module(module), name)
+        found = getattr(importlib.import_module(module), name)
     except (ImportError, AttributeError, ValueError) as error:
         raise SimulateError(f"--router-index {path!r}: {error}") from None
+    if not isinstance(found, type):
+        raise SimulateError(f"--router-index {path!r}: not a class")
+    missing = [method for method in INDEX_METHODS if not callable(getattr(found, method, None))]
+    if missing:
+        raise SimulateError(f"--router-index {path!r}: the class has no {missing[0]}() method")
+    return found
+
+
+def make_index(factory: Any, hasher: BlockHasher, block_size: int, path: str | None) -> Any:
+    """A router index ``factory(hasher, block_size)``. O(its constructor).
+
+    Raises:
+        SimulateError: the constructor refuses those arguments.
+    """
+    try:
+        return factory(hasher, block_size)
+    except Exception as error:  # a third-party class: whatever it raises is its answer
+        raise SimulateError(f"--router-index {path!r}: cannot be built: {error}") from None
 
 
 def prompt_hashes(trace: Trace, hasher: BlockHasher) -> list[list[Any]]:
@@ -200,11 +261,23 @@ class Router:
         self.routed = 0
         self.hasher = BlockHasher(HASH_SCHEME)
         self.indexes: list[Any] = []
-        if spec.uses_index:
+        #: Each worker's pool in blocks (``weighted`` scores the share its requests need).
+        self.pools = [max(1, int(tree.num_blocks)) for tree in trees] or [1] * spec.workers
+        #: ``--index approximate``: one tree per worker, learned at routing time.
+        self.approximate: list[Any] = []
+        if spec.uses_index and spec.index == "approximate":
+            factory = twin_class(implementation)
+            self.approximate = [factory(tree.num_blocks, trace.block_size) for tree in trees]
+        elif spec.uses_index:
             assert hashes is not None, "an index needs the prompts' hashes"
-            factory = load_index_class(spec.router_index or INDEX_OF[implementation])
+            factory = (
+                twin_class(implementation, "RouterIndex")  # the trees' twin: spec/twins.py
+                if spec.router_index is None
+                else load_index_class(spec.router_index)
+            )
             count = spec.gateways if spec.index == "gateway" else 1
-            self.indexes = [factory(self.hasher, trace.block_size) for _ in range(count)]
+            self.indexes = [make_index(factory, self.hasher, trace.block_size, spec.router_index)
+                            for _ in range(count)]  # fmt: skip
         self.sequence = [[0] * spec.workers for _ in self.indexes]  # next batch number
         # Per worker, in the order emitted: (released at this time, at this many requests
         # routed, the batch). A worker's batches reach the index in order, none early.
@@ -245,8 +318,17 @@ class Router:
 
     # ------------------------------------------------------------------ routing
 
-    def route(self, request: int, time: float, loads: Sequence[int], active: Sequence[int]) -> int:
-        """The worker for ``request`` at ``time``. O(its blocks * workers) with an index."""
+    def route(
+        self,
+        request: int,
+        time: float,
+        loads: Sequence[int],
+        active: Sequence[int],
+        waiting: Sequence[int] | None = None,
+    ) -> int:
+        """The worker for ``request`` at ``time``, given each worker's requests
+        (``loads``), the blocks they need (``active``) and how many wait (``waiting``;
+        None: ``loads``). O(its blocks * workers) with an index."""
         spec = self.spec
         count = spec.workers
         if spec.uses_events:
@@ -258,28 +340,93 @@ class Router:
             chosen = self.routed % count
         elif routing == "least-loaded":
             chosen = min(range(count), key=lambda w: (loads[w], w))
+        elif not spec.uses_index:  # one worker: nothing to choose, no index kept
+            chosen = 0
         else:
-            assert self.hashes is not None
-            hashes = self.hashes[request]
-            gateway = request % len(self.indexes)
-            depths = self.indexes[gateway].query_hashes(hashes) if hashes else {}
-            if routing == "prefix":
-                chosen = min(range(count), key=lambda w: (-depths.get(w, 0), loads[w], w))
-            else:
-                weight = spec.overlap_weight
-                blocks = len(hashes)
-                chosen = min(
-                    range(count),
-                    key=lambda w: (
-                        weight * (blocks - depths.get(w, 0)) + active[w],
-                        -depths.get(w, 0),
-                        w,
-                    ),
-                )
-            if spec.index == "gateway" and hashes:
-                self._learn(gateway, chosen, request, hashes)
+            chosen = self._by_index(request, loads, active, loads if waiting is None else waiting)
         self.routed += 1
         return chosen
+
+    def _by_index(
+        self, request: int, loads: Sequence[int], active: Sequence[int], waiting: Sequence[int]
+    ) -> int:
+        """``prefix``, ``cost``, ``weighted`` or ``cache-aware`` over the index's match
+        depths (in blocks), then what the index learns from the choice. O(blocks * workers)."""
+        spec = self.spec
+        count = spec.workers
+        depths, blocks = self._depths(request)
+        if spec.routing == "prefix":
+            chosen = min(range(count), key=lambda w: (-depths.get(w, 0), loads[w], w))
+        elif spec.routing == "cost":
+            weight = spec.overlap_weight
+            chosen = min(
+                range(count),
+                key=lambda w: (
+                    weight * (blocks - depths.get(w, 0)) + active[w],
+                    -depths.get(w, 0),
+                    w,
+                ),
+            )
+        elif spec.routing == "weighted":
+            chosen = self._weighted(depths, blocks, active, waiting)
+        else:
+            chosen = self._cache_aware(depths, blocks, loads)
+        if spec.index == "gateway" and blocks:
+            assert self.hashes is not None
+            self._learn(request % len(self.indexes), chosen, request, self.hashes[request])
+        elif spec.index == "approximate":
+            prompt = self.trace.requests[request]
+            self.approximate[chosen].insert(prompt.tokens, prompt.namespace)
+        return chosen
+
+    def _depths(self, request: int) -> tuple[dict[int, int], int]:
+        """Each worker's match depth for ``request``'s prompt, in blocks, and the
+        prompt's whole blocks. O(blocks * workers)."""
+        if self.approximate:
+            prompt = self.trace.requests[request]
+            size = self.trace.block_size
+            found = {w: tree.match(prompt.tokens, prompt.namespace).length // size
+                     for w, tree in enumerate(self.approximate)}  # fmt: skip
+            return found, len(prompt.tokens) // size
+        assert self.hashes is not None
+        hashes = self.hashes[request]
+        index = self.indexes[request % len(self.indexes)]
+        return (index.query_hashes(hashes) if hashes else {}), len(hashes)
+
+    def _weighted(
+        self, depths: dict[int, int], blocks: int, active: Sequence[int], waiting: Sequence[int]
+    ) -> int:
+        """llm-d's precise scheduler's choice (see the module docstring). O(workers)."""
+        prefix, kv, queue = WEIGHTS
+        most, fewest = max(waiting), min(waiting)
+
+        def score(w: int) -> tuple[float, int]:
+            found = depths.get(w, 0) / blocks if blocks else 0.0
+            free = 1.0 - min(1.0, active[w] / self.pools[w])
+            short = (most - waiting[w]) / (most - fewest) if most > fewest else 1.0
+            return -(prefix * found + kv * free + queue * short), w
+
+        return min(range(self.spec.workers), key=score)
+
+    def _cache_aware(self, depths: dict[int, int], blocks: int, loads: Sequence[int]) -> int:
+        """SGLang's cache-aware choice (see the module docstring). O(workers)."""
+        count = self.spec.workers
+        low, high = min(loads), max(loads)
+        if high - low > BALANCE_ABS and high > BALANCE_REL * low:
+            return min(range(count), key=lambda w: (loads[w], w))
+        best = min(range(count), key=lambda w: (-depths.get(w, 0), w))
+        if blocks and depths.get(best, 0) > CACHE_THRESHOLD * blocks:
+            return best
+        return min(range(count), key=lambda w: (self._held(w), w))
+
+    def _held(self, worker: int) -> int:
+        """Blocks the index holds for ``worker`` (the approximate tree's, or the shared
+        or first gateway's index's). O(1)."""
+        if self.approximate:
+            held: int = self.approximate[worker].stats().cached
+            return held
+        index = self.indexes[0]
+        return int(index.held(worker)) if worker in index.workers() else 0
 
     def _learn(self, gateway: int, worker: int, request: int, hashes: list[Any]) -> None:
         """A gateway's own index stores the prompt it routed under the worker it chose."""

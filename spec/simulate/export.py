@@ -1,7 +1,8 @@
 """Writing traces: any trace as a token trace, a token trace as a block-hash trace.
 
 ``--save-workload`` writes the embedded workload so it can be read, edited and
-replayed; the benchmark writes generated traces in the Mooncake format to measure
+replayed (a published benchmark's block-hash workload as it is, with its load
+stages); the benchmark writes generated traces in the Mooncake format to measure
 reading them. Block hashes are assigned as Mooncake's are: consecutive integers in
 first-seen order, one per ``tokens_per_block``-token chunk of the prompt (the last
 chunk may be partial), chained over the prefix and the namespace -- equal ids at
@@ -60,11 +61,33 @@ def mooncake_lines(trace: Trace, tokens_per_block: int = 512) -> Iterator[dict[s
         yield line
 
 
+def mooncake_records(trace: Trace) -> Iterator[dict[str, Any]]:
+    """Each request of a block-hash trace as a Mooncake-format object, its hash ids as
+    they are. O(ids).
+
+    Raises:
+        ValueError: ``trace`` is not a block-hash trace.
+    """
+    if trace.format != "mooncake":
+        raise ValueError("mooncake_records writes a block-hash trace; hash a token trace "
+                         "with mooncake_lines")  # fmt: skip
+    for request in trace.requests:
+        line: dict[str, Any] = {
+            "input_length": request.prompt_tokens,
+            "output_length": request.output_tokens,
+            "hash_ids": request.tokens.tolist(),
+        }
+        _common(line, request)
+        yield line
+
+
 def _common(line: dict[str, Any], request: Request) -> None:
     if request.timestamp is not None:
         line["timestamp"] = request.timestamp
     if request.namespace is not None:
         line["namespace"] = request.namespace
+    if request.stage is not None:
+        line["stage"] = request.stage
     line.update(request.retention())
 
 

@@ -27,7 +27,15 @@ block hashes vLLM, Dynamo and llm-d emit, signed or unsigned. ``input_length``
 
 Both formats may also carry ``priority`` (an int 0..100) and ``retain_for`` (clock
 ticks >= 1, only with a priority): the retention the request's client asks for its
-inserts (R-POL-5), which the ``priority`` policy honours and the others ignore.
+inserts (R-POL-5), which the ``priority`` policy honours and the others ignore; and
+``stage`` (an int >= 0): the load stage of a benchmark's rate ladder the request
+belongs to (TTFT is reported per stage, and ``--stage-gap`` runs them one after
+another).
+
+**Caps** (:data:`kachedb_radix.spec.inputs.LIMITS`): a prompt of at most
+``request_tokens`` tokens, an output of at most ``output_tokens``, at most
+``trace_requests`` requests, a line of at most ``line_bytes`` nested at most
+``json_depth`` deep: past any of them the trace is refused in one line naming where.
 
 **Hash ids to tree keys.** The tree's tokens are 32-bit, so a block-hash trace whose
 ids all lie in [0, 2**32) uses them as they are; otherwise every distinct id of the
@@ -37,8 +45,13 @@ equal -- for any trace with fewer than 2**32 distinct ids (any trace that fits i
 memory), and since only equality of ids matters, every figure is the same as if the
 tree held the ids themselves.
 
-A UTF-8 byte-order mark at the start of the file is skipped (editors on Windows write
-one); a UTF-16 file is refused, saying so.
+The file is read line by line through the shared input layer
+(:func:`kachedb_radix.spec.inputs.iter_lines`: missing, a directory, binary or not
+UTF-8 refused naming the file and the line); a line with more brackets than the
+nesting cap is parsed by :func:`~kachedb_radix.spec.inputs.loads_json` first, which
+refuses it in one line (msgspec would recurse), and so is the first line, which
+tells the format. A UTF-8 byte-order mark at the start of the file is skipped
+(editors on Windows write one); a UTF-16 file is refused, saying so.
 
 The format is taken from ``--format`` or detected from the first non-blank line (a
 ``hash_ids`` field means mooncake, a ``tokens`` field means tokens). A bad line
@@ -51,9 +64,11 @@ into records is timed in ``benchmarks/bench_simulate.py`` (``test_parse``).
 
 from __future__ import annotations
 
+import itertools
 import math
 import re
 from array import array
+from collections.abc import Iterable
 from dataclasses import replace
 from pathlib import Path
 from typing import Annotated, Any
@@ -61,6 +76,7 @@ from typing import Annotated, Any
 import msgspec
 from msgspec import Meta
 
+from ..inputs import LIMITS, InputError, iter_lines, loads_json
 from .errors import SimulateError, TraceLineError
 from .trace import Request, SkippedLine, Trace
 
@@ -72,8 +88,10 @@ UTF16_BOMS = (b"\xff\xfe", b"\xfe\xff")
 _WIDE = array("I")
 
 TokenId = Annotated[int, Meta(ge=0, lt=2**32)]
-Count = Annotated[int, Meta(ge=0)]
-Millis = Annotated[float, Meta(ge=0)]
+Count = Annotated[int, Meta(ge=0, le=LIMITS["request_tokens"].maximum)]
+Output = Annotated[int, Meta(ge=0, le=LIMITS["output_tokens"].maximum)]
+Millis = Annotated[float, Meta(ge=0, le=1e15)]  # 31,000 years: finite, never overflowing
+Stage = Annotated[int, Meta(ge=0, le=2**31)]
 Priority = Annotated[int, Meta(ge=0, le=100)]
 Ticks = Annotated[int, Meta(ge=1)]
 
@@ -83,23 +101,27 @@ class MooncakeLine(msgspec.Struct, kw_only=True):
 
     hash_ids: list[int]
     input_length: Count
-    output_length: Count = 0
+    output_length: Output = 0
     timestamp: Millis | None = None
     namespace: str | None = None
     priority: Priority | None = None
     retain_for: Ticks | None = None
+    stage: Stage | None = None
 
 
 class TokensLine(msgspec.Struct, kw_only=True):
     """One line of a token trace."""
 
     tokens: list[TokenId]
-    output_tokens: list[TokenId] | None = None
-    output_length: Count | None = None
+    output_tokens: (
+        Annotated[list[TokenId], Meta(max_length=LIMITS["output_tokens"].maximum)] | None
+    ) = None
+    output_length: Output | None = None
     timestamp: Millis | None = None
     namespace: str | None = None
     priority: Priority | None = None
     retain_for: Ticks | None = None
+    stage: Stage | None = None
 
 
 _AT = re.compile(r"^(?P<reason>.*) - at `\$(?P<path>.*)`$")
@@ -114,7 +136,8 @@ def read_trace(
     tokens_per_block: int = 512,
     skip_bad: bool = False,
 ) -> Trace:
-    """Read a trace file. Cost: O(size of the file).
+    """Read a trace file, line by line (see the module docstring). Cost: O(size of
+    the file).
 
     Args:
         path: a JSON-lines file.
@@ -124,21 +147,37 @@ def read_trace(
         skip_bad: count and leave out bad lines instead of raising.
 
     Raises:
-        SimulateError: the file cannot be read, the format is unknown or cannot be
-            told, or no request is left.
+        SimulateError: the file cannot be read (missing, a directory, binary, not UTF-8,
+            UTF-16), the format is unknown or cannot be told, a cap is passed, or no
+            request is left.
         TraceLineError: a bad line (without ``skip_bad``).
     """
+    lines = iter_lines(path, "trace")
     try:
-        data = Path(path).read_bytes()
-    except OSError as error:
-        raise SimulateError(f"cannot read trace {path}: {error.strerror or error}") from None
-    return parse_trace(
-        data,
-        str(path),
-        format=format,
-        block_size=block_size,
-        tokens_per_block=tokens_per_block,
-        skip_bad=skip_bad,
+        first = next(lines, None)
+    except InputError as error:
+        if _starts_utf16(Path(path)):
+            raise SimulateError(_utf16(str(path))) from None
+        raise SimulateError(str(error)) from None
+    ahead = [] if first is None else [(first[0], first[1].removeprefix("\ufeff"))]
+    return parse_lines(
+        itertools.chain(ahead, lines), str(path), format=format, block_size=block_size,
+        tokens_per_block=tokens_per_block, skip_bad=skip_bad,
+    )  # fmt: skip
+
+
+def _starts_utf16(path: Path) -> bool:
+    """Whether the readable file ``path`` starts with a UTF-16 byte-order mark. O(1)."""
+    try:
+        with path.open("rb") as file:
+            return file.read(2) in UTF16_BOMS
+    except OSError:
+        return False
+
+
+def _utf16(source: str) -> str:
+    return (
+        f"{source}: the trace is UTF-16 (it starts with a UTF-16 byte-order mark); save it as UTF-8"
     )
 
 
@@ -151,33 +190,72 @@ def parse_trace(
     tokens_per_block: int = 512,
     skip_bad: bool = False,
 ) -> Trace:
-    """Parse a trace held in memory; ``source`` names it in messages. See :func:`read_trace`."""
+    """Parse a trace held in memory; ``source`` names it in messages. See :func:`read_trace`.
+
+    Raises:
+        SimulateError: as :func:`read_trace`.
+        TraceLineError: a bad line (without ``skip_bad``).
+    """
+    if data.startswith(UTF16_BOMS):
+        raise SimulateError(_utf16(source))
+    try:
+        text = data.removeprefix(UTF8_BOM).decode("utf-8")
+    except UnicodeDecodeError as error:
+        raise SimulateError(f"{source}: not UTF-8 (byte 0x{data[error.start]:02x} at offset "
+                            f"{error.start})") from None  # fmt: skip
+    lines = enumerate(text.splitlines(), 1)
+    return parse_lines(lines, source, format=format, block_size=block_size,
+                       tokens_per_block=tokens_per_block, skip_bad=skip_bad)  # fmt: skip
+
+
+def parse_lines(
+    lines: Iterable[tuple[int, str]],
+    source: str,
+    *,
+    format: str = "auto",
+    block_size: int = 16,
+    tokens_per_block: int = 512,
+    skip_bad: bool = False,
+) -> Trace:
+    """Parse a trace's ``(line number, text)`` lines; ``source`` names it in messages.
+    See :func:`read_trace`. O(their size).
+
+    Raises:
+        SimulateError: as :func:`read_trace`.
+        TraceLineError: a bad line (without ``skip_bad``).
+    """
     if format not in ("auto", *FORMATS):
         raise SimulateError(f"unknown trace format {format!r}; choose auto, {', '.join(FORMATS)}")
     for name, value in (("block size", block_size), ("tokens per block", tokens_per_block)):
         if value < 1:
             raise SimulateError(f"{name} must be >= 1, got {value}")
-    if data.startswith(UTF16_BOMS):
-        raise SimulateError(
-            f"{source}: the trace is UTF-16 (it starts with a UTF-16 byte-order mark); "
-            "save it as UTF-8"
-        )
-    data = data.removeprefix(UTF8_BOM)
-    lines = [(number, raw) for number, raw in enumerate(data.splitlines(), 1) if raw.strip()]
-    if format == "auto":
-        format = detect_format(lines, source)
     requests: list[Request] = []
     skipped: list[SkippedLine] = []
-    decode = _mooncake_request if format == "mooncake" else _tokens_request
-    decoder = msgspec.json.Decoder(MooncakeLine if format == "mooncake" else TokensLine)
     wide: dict[int, list[int]] = {}  # the ids of lines with one beyond 32 bits, by line
-    for number, raw in lines:
-        try:
-            requests.append(decode(decoder, raw, number, source, tokens_per_block, wide))
-        except TraceLineError as error:
-            if not skip_bad:
-                raise
-            skipped.append(SkippedLine(number, error.detail))
+    decoder: Any = None
+    decode: Any = None
+    most = LIMITS["trace_requests"].maximum
+    try:
+        for number, text in lines:
+            if not text.strip():
+                continue
+            if decoder is None:
+                format = detect_format(number, text, source) if format == "auto" else format
+                decode = _mooncake_request if format == "mooncake" else _tokens_request
+                decoder = msgspec.json.Decoder(MooncakeLine if format == "mooncake" else TokensLine)
+            try:
+                _check_nesting(text, number, source)
+                requests.append(decode(decoder, text, number, source, tokens_per_block, wide))
+            except TraceLineError as error:
+                if not skip_bad:
+                    raise
+                skipped.append(SkippedLine(number, error.detail))
+            if len(requests) > most:
+                raise SimulateError(f"{source}: more than {most:,} requests (the cap)")
+    except InputError as error:
+        raise SimulateError(str(error)) from None
+    if decoder is None:
+        raise SimulateError(f"{source}: the trace is empty")
     if not requests:
         why = f" ({len(skipped)} bad lines skipped)" if skipped else ""
         raise SimulateError(f"{source}: no requests in the trace{why}")
@@ -186,6 +264,15 @@ def parse_trace(
             requests = dense_keys(requests, wide)
         return Trace(requests, format, 1, tokens_per_block, source, skipped)
     return Trace(requests, format, block_size, 1, source, skipped)
+
+
+def _check_nesting(text: str, number: int, source: str) -> None:
+    """Refuse a line nested past the cap before msgspec, which recurses, sees it. O(len)."""
+    if text.count("[") + text.count("{") > LIMITS["json_depth"].maximum:
+        try:
+            loads_json(text, "")
+        except InputError as error:
+            raise TraceLineError(source, number, None, str(error).lstrip(": ")) from None
 
 
 def dense_keys(requests: list[Request], wide: dict[int, list[int]]) -> list[Request]:
@@ -207,20 +294,17 @@ def dense_keys(requests: list[Request], wide: dict[int, list[int]]) -> list[Requ
     return remapped
 
 
-def detect_format(lines: list[tuple[int, bytes]], source: str) -> str:
-    """``mooncake`` or ``tokens``, from the first non-blank line's fields. O(that line).
+def detect_format(number: int, text: str, source: str) -> str:
+    """``mooncake`` or ``tokens``, from the first non-blank line's fields (parsed by
+    :func:`~kachedb_radix.spec.inputs.loads_json`: depth-capped, finite). O(that line).
 
     Raises:
-        SimulateError: the trace has no line.
         TraceLineError: the first line is not a JSON object of either format.
     """
-    if not lines:
-        raise SimulateError(f"{source}: the trace is empty")
-    number, raw = lines[0]
     try:
-        first: Any = msgspec.json.decode(raw)
-    except msgspec.DecodeError as error:
-        raise TraceLineError(source, number, None, f"not valid JSON ({error})") from None
+        first: Any = loads_json(text, "")
+    except InputError as error:
+        raise TraceLineError(source, number, None, str(error).lstrip(": ")) from None
     if isinstance(first, dict):
         if "hash_ids" in first:
             return "mooncake"
@@ -235,7 +319,7 @@ def detect_format(lines: list[tuple[int, bytes]], source: str) -> str:
     )
 
 
-def _decode(decoder: msgspec.json.Decoder[Any], raw: bytes, number: int, source: str) -> Any:
+def _decode(decoder: msgspec.json.Decoder[Any], raw: str, number: int, source: str) -> Any:
     try:
         return decoder.decode(raw)
     except msgspec.ValidationError as error:
@@ -257,7 +341,7 @@ def _validation_error(message: str, number: int, source: str) -> TraceLineError:
 
 def _mooncake_request(
     decoder: msgspec.json.Decoder[Any],
-    raw: bytes,
+    raw: str,
     number: int,
     source: str,
     per_block: int,
@@ -289,6 +373,7 @@ def _mooncake_request(
         number,
         line.priority,
         line.retain_for,
+        line.stage,
     )
 
 
@@ -302,7 +387,7 @@ def _check_retention(
 
 def _tokens_request(
     decoder: msgspec.json.Decoder[Any],
-    raw: bytes,
+    raw: str,
     number: int,
     source: str,
     _per_block: int,
@@ -333,4 +418,5 @@ def _tokens_request(
         number,
         line.priority,
         line.retain_for,
+        line.stage,
     )

@@ -25,7 +25,7 @@ import io
 import math
 from typing import Any
 
-from .hardware import Sizing
+from .plan.hardware import Sizing
 from .results import Results
 
 #: Colours and labels of the series, the same in every plot.
@@ -82,6 +82,10 @@ def _capacity_axis(axes: Any, results: Results) -> None:
     from matplotlib.ticker import FuncFormatter
 
     axes.set_xscale("log")
+    capacities = {point.capacity for point in results.points}
+    if len(capacities) == 1:  # one capacity: a span around it (a point has no width)
+        (capacity,) = capacities
+        axes.set_xlim(capacity / 2, capacity * 2)
     axes.xaxis.set_major_formatter(FuncFormatter(lambda value, _: f"{value:,.0f}"))
     axes.set_xlabel(f"pool capacity (blocks of {results.trace.tokens_per_block} tokens)")
     sizing = results.sizing or Sizing(results.trace.tokens_per_block)
@@ -182,10 +186,12 @@ def _ttft(results: Results) -> bytes:
         values = [point.runs["lru"].ttft_ms[name] / 1000.0 for point in points]
         axes.plot(capacities, values, marker="o", markersize=3.5, color=colour,
                   label=f"TTFT {name} (LRU)")  # fmt: skip
-    baseline = results.no_cache.get("1 worker")
-    if baseline is not None and baseline.ttft_ms:
-        axes.axhline(baseline.ttft_ms["p50"] / 1000.0, color="#7f7f7f", linestyle="--",
-                     label="TTFT p50 without a cache")  # fmt: skip
+    plain = [(p.capacity, p.no_cache["1 worker"].ttft_ms) for p in points
+             if "1 worker" in p.no_cache and p.no_cache["1 worker"].ttft_ms]  # fmt: skip
+    if plain:
+        axes.plot([c for c, _ in plain], [t["p50"] / 1000.0 for _, t in plain], color="#7f7f7f",
+                  linestyle="--", marker="x", markersize=3.5,
+                  label="TTFT p50 without a cache (same pool)")  # fmt: skip
     if results.slo is not None:
         axes.axhline(results.slo.ttft_ms / 1000.0, color="#2ca02c", linestyle="-.",
                      label=f"SLO {results.slo.ttft_ms:g} ms")  # fmt: skip

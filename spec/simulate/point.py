@@ -20,7 +20,7 @@ needs. :func:`run_task` is what a worker runs.
 
 from __future__ import annotations
 
-import math
+import dataclasses
 import time
 from array import array
 from dataclasses import dataclass, field
@@ -31,13 +31,14 @@ from kachedb_radix.reference.events import BlockHasher
 from ..conform.targets import tree_class
 from .bounds import belady_lengths
 from .cluster import HASH_SCHEME, ClusterSpec, Router, replay_cluster_sequential
-from .cost import CostModel
-from .hardware import Sizing
-from .metrics import HitStats, hit_stats, percentiles
+from .metrics import HitStats, hit_stats
+from .plan.cost import CostModel
+from .plan.figures import Offered, Service, service_figures
+from .plan.hardware import Sizing
+from .plan.service import ServiceModel
+from .plan.slo import Slo, search
 from .prefix import PrefixPaths
 from .sequential import Progress, Replay, replay_sequential
-from .service import ServiceModel
-from .slo import Slo, Throughput, attainment, search
 from .tiers import TieredWorkerTree, TierHits, TierSpec, make_tiered_trees, replay_tiered, tier_hits
 from .timed import replay_timed
 from .trace import Trace
@@ -115,6 +116,9 @@ class Job:
         windows: timeline windows.
         slo: the TTFT SLO (timed mode), or None.
         speed: the timed mode replays arrivals this many times faster (``--speedup``).
+        warmup: requests (the first to arrive) left out of the latency figures.
+        stage_gap_ms: run the trace's load stages one after another, each this long
+            after the last one drained (None: the arrivals as they are).
     """
 
     trace: Trace
@@ -132,6 +136,8 @@ class Job:
     windows: int = 100
     slo: Slo | None = None
     speed: float = 1.0
+    warmup: int = 0
+    stage_gap_ms: float | None = None
 
     @property
     def trace_rate(self) -> float:
@@ -148,37 +154,6 @@ class Task:
     kind: str
     capacity: int
     config: int = 0
-
-
-@dataclass(frozen=True)
-class Service:
-    """A timed run's service figures.
-
-    Attributes:
-        ttft_ms: TTFT p50, p90, p99 of the served requests.
-        tpot_ms: time per output token p50, p99.
-        offered_prefill_s: the prefill compute the trace's requests need, in seconds
-            (:meth:`CostModel.prefill_compute_ms` of the tokens their hits leave; a
-            refused request is offered in full).
-        trace_span_s: first to last arrival.
-        busy: the workers' step time over the run's span (1.0: never idle).
-        attainment: share of requests meeting the SLO (None without one).
-        throughput: the throughput at the SLO (None without a search).
-    """
-
-    ttft_ms: dict[str, float]
-    tpot_ms: dict[str, float]
-    offered_prefill_s: float
-    trace_span_s: float
-    busy: float
-    attainment: float | None = None
-    throughput: Throughput | None = None
-
-    def overload(self, workers: int) -> float:
-        """Offered prefill over what ``workers`` can compute in the trace's span. O(1)."""
-        if self.trace_span_s <= 0:
-            return 0.0
-        return self.offered_prefill_s / (self.trace_span_s * workers)
 
 
 @dataclass(frozen=True)
@@ -281,6 +256,7 @@ def _replay(
             router=router,
             progress=progress,
             speed=speed * job.speed,
+            stage_gap_ms=job.stage_gap_ms,
         )
     elif router is None and isinstance(trees[0], TieredWorkerTree):
         done = replay_tiered(job.trace, trees[0], progress)
@@ -298,9 +274,15 @@ def no_cache_cluster(cluster: ClusterSpec) -> ClusterSpec:
     return ClusterSpec(workers=cluster.workers, routing=routing, seed=cluster.seed)
 
 
-def _no_cache(job: Job, config: Config, speed: float = 1.0) -> Replay:
-    """The no-cache baseline: the same workers, nothing reused (see
-    :func:`no_cache_cluster`)."""
+def no_cache_label(cluster: ClusterSpec) -> str:
+    """How tables name the no-cache baseline of ``cluster``: ``1 worker``,
+    ``4xleast-loaded``. O(1)."""
+    return no_cache_cluster(cluster).label or "1 worker"
+
+
+def _no_cache(job: Job, config: Config, capacity: int, speed: float = 1.0) -> Replay:
+    """The no-cache baseline at ``capacity`` blocks in all: the same workers with the
+    same pools, nothing reused (see :func:`no_cache_cluster`)."""
     assert job.cost is not None
     cluster = no_cache_cluster(config.cluster)
     router = None
@@ -308,12 +290,13 @@ def _no_cache(job: Job, config: Config, speed: float = 1.0) -> Replay:
         router = Router(cluster, job.trace, [], None, job.service.max_running)
     return replay_timed(
         job.trace,
-        [None] * cluster.workers,
+        cluster.pools(capacity, job.limit),
         job.service,
         job.cost,
         router=router,
         speed=speed * job.speed,
         reuse=False,
+        stage_gap_ms=job.stage_gap_ms,
     )
 
 
@@ -328,7 +311,7 @@ def run_task(job: Job, task: Task, progress: Progress | None = None) -> TaskResu
         return TaskResult(task, belady=lengths, seconds=time.perf_counter() - started)
     config = job.configs[task.config]
     if task.kind == NO_CACHE:
-        done, name = _no_cache(job, config), "none"
+        done, name = _no_cache(job, config, task.capacity), "none"
     else:
         done, name = _replay(job, config, task.capacity, progress)
     service = None
@@ -348,36 +331,27 @@ def run_task(job: Job, task: Task, progress: Progress | None = None) -> TaskResu
 
 
 def _service(job: Job, config: Config, task: Task, done: Replay) -> Service:
-    cost = job.cost
-    assert cost is not None
-    trace = job.trace
-    offered = 0.0
-    for index, request in enumerate(trace.requests):
-        cached = trace.saved_tokens(request, max(done.lengths[index], 0))
-        offered += cost.prefill_compute_ms(cached, max(request.prompt_tokens - cached, 1))
-    stamps = [request.timestamp or 0.0 for request in trace.requests]
-    busy = sum(done.busy_ms) / (done.span_ms * len(done.busy_ms)) if done.span_ms else 0.0
-    tpot = [value for value in done.tpot if not math.isnan(value)]
+    """A timed run's figures (:mod:`.plan.figures`), its SLO search included."""
+    assert job.cost is not None
+    workers = config.cluster.workers
+    pool = max(1, min(task.capacity // workers, job.limit))
+    offered = Offered(job.trace, job.cost, job.service, pool)
     slo = job.slo
-    reached = None if slo is None else attainment(done.ttft, slo.ttft_ms)
-    throughput = None
-    if slo is not None and slo.runs:
-
-        def at_speed(speed: float) -> list[float]:
-            if task.kind == NO_CACHE:
-                return _no_cache(job, config, speed).ttft
-            return _replay(job, config, task.capacity, None, speed)[0].ttft
-
-        throughput = search(at_speed, slo, job.trace_rate * job.speed)
-    return Service(
-        ttft_ms=percentiles(done.ttft_ms),
-        tpot_ms=percentiles(tpot, (50, 99)),
-        offered_prefill_s=offered / 1000.0,
-        trace_span_s=(max(stamps) - min(stamps)) / 1000.0 / job.speed,
-        busy=min(1.0, busy),
-        attainment=reached,
-        throughput=throughput,
+    found = service_figures(
+        job.trace, done, offered, workers, job.warmup, None if slo is None else slo.ttft_ms
     )
+    if slo is None or not slo.runs:
+        return found
+
+    def at_speed(speed: float) -> list[float]:
+        if task.kind == NO_CACHE:
+            again = _no_cache(job, config, task.capacity, speed)
+        else:
+            again = _replay(job, config, task.capacity, None, speed)[0]
+        return [again.ttft[index] for index in again.order[job.warmup :]]
+
+    throughput = search(at_speed, slo, job.trace_rate * job.speed)
+    return dataclasses.replace(found, throughput=throughput)
 
 
 def _balance(job: Job, done: Replay, workers: int) -> Balance:
@@ -407,6 +381,9 @@ class Point:
         belady: Belady's hit counts (None without bounds).
         timeline: the hit ratio per window of requests, per series.
         belady_seconds: the bound's wall time.
+        no_cache: the timed mode's no-cache baselines at this capacity, by cluster
+            (``1 worker``, ``4xleast-loaded``; empty in the sequential mode and at the
+            knee's refinements).
     """
 
     capacity: int
@@ -414,6 +391,7 @@ class Point:
     belady: HitStats | None = None
     timeline: list[dict[str, Any]] = field(default_factory=list)
     belady_seconds: float = 0.0
+    no_cache: dict[str, Run] = field(default_factory=dict)
 
     @property
     def lru(self) -> HitStats:

@@ -20,19 +20,10 @@ from pathlib import Path
 
 from rich.table import Table
 
-from .hardware import Sizing
+from .plan.hardware import Sizing
+from .plan.report import cluster_table, overload_lines, service_table, stage_table
 from .results import Results
-from .summary import (
-    cluster_table,
-    knee_lines,
-    notes,
-    overload_lines,
-    service_table,
-    summary_table,
-    tier_lines,
-    tiers_table,
-    title,
-)
+from .summary import knee_lines, notes, summary_table, tier_lines, tiers_table, title
 
 STYLE = """
 body { font: 15px/1.45 system-ui, sans-serif; margin: 2em auto; max-width: 72em; color: #222; }
@@ -152,6 +143,9 @@ def render(results: Results, plots: dict[str, bytes] | None) -> str:
         parts += ["<h2>Service under load</h2>", html_table(service_table(results), "service")]
     if results.clusters:
         parts += ["<h2>Workers and routing</h2>", html_table(cluster_table(results), "cluster")]
+    stages = stage_table(results) if results.mode == "timed" else None
+    if stages is not None:
+        parts += ["<h2>Load stages</h2>", html_table(stages, "stages")]
     if results.tiered:
         parts += ["<h2>Tiers: device, host, disk</h2>", html_table(tiers_table(results), "tiers")]
     parts.append('<h2>Notes</h2><ul id="notes">')

@@ -6,7 +6,7 @@ per capacity, with two columns more per configuration beside LRU; the plots are
 drawn by :mod:`kachedb_radix.spec.simulate.plots` and the self-contained page by
 :mod:`kachedb_radix.spec.simulate.report`.
 
-The knees (:mod:`kachedb_radix.spec.simulate.knee`): for every configuration and
+The knees (:mod:`kachedb_radix.spec.simulate.plan.knee`): for every configuration and
 Belady, at every fraction asked for, the capacity interpolated where the curve
 reaches that fraction of the infinite-capacity token hit ratio.
 
@@ -18,27 +18,36 @@ fractions, the timed mode's service figures, the clusters and the no-cache basel
 ``tiered`` runs (every configuration with tiers, by label; never under ``policies`` or
 ``clusters``, so a version-3 reader's sums over those are what they were) and a tiered
 run's ``tiers`` figures (the hit ratio per tier, the restores), and in the cost model
-the disk bandwidth and the restore latencies.
+the disk bandwidth and the restore latencies; 5 the service model's memory (a running
+request holds its prompt's and its outputs' blocks; the no-cache baseline has the same
+pools): every point's ``no_cache`` baselines at its capacity (the top-level
+``no_cache`` is now the baseline at the timeline capacity, with the same memory, no
+longer one with unbounded memory), a run's ``preemptions`` and ``preempted``
+(``uncached_outputs`` is gone: outputs are held while they decode), and in a timed
+run's ``service`` the TTFT mean, the warm-up left out, the makespan, input and output
+tokens and requests a second, the offered decode, the load and whether it is
+overloaded or saturated, and the figures per load stage; in the settings, the
+scheduler's request overhead, the warm-up and the stage gap.
 """
 
 from __future__ import annotations
 
 import csv
-import json
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .cost import CostModel
-from .hardware import Sizing
-from .knee import DEFAULT_FRACTIONS, Knee, find_knee
+from ..inputs import dumps_json
 from .metrics import HitStats
+from .plan.cost import CostModel
+from .plan.hardware import Sizing
+from .plan.knee import DEFAULT_FRACTIONS, Knee, find_knee
+from .plan.service import ServiceModel
+from .plan.slo import Slo
 from .point import Config, Point, Run
-from .service import ServiceModel
-from .slo import Slo
 from .trace import Trace
 
-RESULTS_VERSION = 4
+RESULTS_VERSION = 5
 #: A tiered configuration's CSV columns: its token hit ratio from each tier.
 TIER_COLUMNS = ("device", "host", "disk")
 SCHEMA_PATH = Path(__file__).with_name("results.schema.json")
@@ -58,9 +67,14 @@ CSV_COLUMNS = (
     "truncated",
     "waited",
     "refused",
+    "preemptions",
     "ttft_p50_ms",
     "ttft_p90_ms",
     "ttft_p99_ms",
+    "output_tokens_per_s",
+    "load",
+    "no_cache_ttft_p50_ms",
+    "no_cache_ttft_p99_ms",
     "slo_attainment",
     "seconds",
 )
@@ -92,6 +106,8 @@ class Results:
     no_cache: dict[str, Run] = field(default_factory=dict)
     slo: Slo | None = None
     notes: list[str] = field(default_factory=list)
+    warmup: int = 0
+    stage_gap_ms: float | None = None
 
     @property
     def labels(self) -> list[str]:
@@ -135,6 +151,12 @@ class Results:
         if series == "belady":
             return point.belady
         return point.runs[series].stats
+
+    def shown(self) -> list[Point]:
+        """The points the tables show: the sweep's, not the knee's refinements (those are
+        in results.json, the CSV and the plots). O(points)."""
+        added = set(self.refined)
+        return [point for point in self.points if point.capacity not in added]
 
     def point(self, capacity: int) -> Point:
         """The point simulated at ``capacity``. O(points).
@@ -218,6 +240,8 @@ class Results:
                 "model": None if sizing.model is None else asdict(sizing.model),
                 "deployment": _deployment_json(sizing),
                 "slo": None if self.slo is None else asdict(self.slo),
+                "warmup_requests": self.warmup,
+                "stage_gap_ms": self.stage_gap_ms,
             },
             "infinite": None if self.infinite is None else self.infinite.to_json(),
             "knee": {
@@ -250,6 +274,7 @@ class Results:
             "belady": None if point.belady is None else point.belady.to_json(),
             "belady_seconds": round(point.belady_seconds, 4),
             "timeline": point.timeline,
+            "no_cache": {label: _run_json(run) for label, run in point.no_cache.items()},
         }
 
     def csv_rows(self) -> list[dict[str, Any]]:
@@ -260,7 +285,9 @@ class Results:
             done = point.replay
             gib = sizing.gib(point.capacity)
             baseline = point.runs["lru"]
-            reached = None if baseline.service is None else baseline.service.attainment
+            service = baseline.service
+            reached = None if service is None else service.attainment
+            plain = point.no_cache.get("1 worker")
             row: dict[str, Any] = {
                 "capacity_blocks": point.capacity,
                 "capacity_gib": "" if gib is None else round(gib, 3),
@@ -272,6 +299,13 @@ class Results:
                 "truncated": done.truncated,
                 "waited": done.waited,
                 "refused": done.refused,
+                "preemptions": done.preemptions,
+                "output_tokens_per_s": _cell(
+                    None if service is None else service.output_tokens_per_s
+                ),
+                "load": _cell(None if service is None else service.load),
+                "no_cache_ttft_p50_ms": "" if plain is None else plain.ttft_ms.get("p50", ""),
+                "no_cache_ttft_p99_ms": "" if plain is None else plain.ttft_ms.get("p99", ""),
                 "slo_attainment": "" if reached is None else round(reached, 6),
                 "seconds": round(point.seconds, 4),
             }
@@ -298,6 +332,10 @@ class Results:
                         row[f"{name}_ttft_{percentile}_ms"] = run.ttft_ms.get(percentile, "")
             rows.append(row)
         return rows
+
+
+def _cell(value: float | None) -> float | str:
+    return "" if value is None else round(value, 6)
 
 
 def _rounded(knee: Knee | None) -> int | None:
@@ -331,31 +369,14 @@ def _run_json(run: Run) -> dict[str, Any]:
         truncated=done.truncated,
         waited=done.waited,
         refused=done.refused,
-        uncached_outputs=done.uncached_outputs,
+        preemptions=done.preemptions,
+        preempted=done.preempted,
         ttft_ms=run.ttft_ms or None,
         seconds=round(run.seconds, 4),
         trees=run.trees,
     )
-    service = run.service
-    if service is not None:
-        throughput = service.throughput
-        found["service"] = {
-            "tpot_ms": service.tpot_ms or None,
-            "offered_prefill_s": round(service.offered_prefill_s, 3),
-            "trace_span_s": round(service.trace_span_s, 3),
-            "busy": round(service.busy, 6),
-            "slo_attainment": None if service.attainment is None else round(service.attainment, 6),
-            "throughput_at_slo": None
-            if throughput is None
-            else {
-                "speedup": round(throughput.speed, 6),
-                "requests_per_s": round(throughput.requests_per_s, 4),
-                "failed_at_speedup": None
-                if throughput.failed_at is None
-                else round(throughput.failed_at, 6),
-                "runs": throughput.runs,
-            },
-        }
+    if run.service is not None:
+        found["service"] = run.service.to_json()
     if run.tiers is not None:
         found["tiers"] = run.tiers.to_json()
     balance = run.balance
@@ -389,7 +410,7 @@ def write_results(results: Results, out: Path) -> list[Path]:
     """
     out.mkdir(parents=True, exist_ok=True)
     document = out / "results.json"
-    document.write_text(json.dumps(results.to_json(), indent=1) + "\n")
+    document.write_text(dumps_json(results.to_json(), indent=1) + "\n")
     table = out / "results.csv"
     with table.open("w", newline="") as stream:
         writer = csv.DictWriter(stream, fieldnames=results.csv_columns())

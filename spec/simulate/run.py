@@ -6,7 +6,7 @@ configurations, the prompts' block hashes when a router needs them -- and
 :func:`execute` runs the tasks on the chosen executor: every configuration and Belady
 at every capacity (and, in the timed mode, each cluster's no-cache baseline), then
 up to ``knee_rounds`` rounds of a few more capacities inside the knees' brackets
-(:mod:`~kachedb_radix.spec.simulate.knee`) of LRU's and Belady's curves (the other
+(:mod:`~kachedb_radix.spec.simulate.plan.knee`) of LRU's and Belady's curves (the other
 configurations' knees are interpolated on the same capacities). :func:`simulate`
 does both.
 
@@ -29,13 +29,16 @@ from kachedb_radix.reference.policies import check_policy
 from ..conform.targets import default_implementation
 from .bounds import infinite_lengths, next_uses
 from .cluster import HASH_SCHEME, ClusterSpec, prompt_hashes
-from .cost import CostModel
 from .errors import SimulateError
 from .executors import Session
-from .hardware import Deployment, Sizing
-from .knee import DEFAULT_FRACTIONS, Knee, find_knee, refinements
 from .metrics import HitStats, hit_stats, timeline
-from .models import ModelShape
+from .plan.cost import CostModel
+from .plan.hardware import Deployment, Sizing
+from .plan.knee import DEFAULT_FRACTIONS, Knee, find_knee, refinements
+from .plan.memory import footprint
+from .plan.models import ModelShape
+from .plan.service import ServiceModel
+from .plan.slo import Slo
 from .point import (
     BELADY,
     MODES,
@@ -48,11 +51,10 @@ from .point import (
     Task,
     TaskResult,
     no_cache_cluster,
+    no_cache_label,
 )
 from .prefix import prefix_paths
 from .results import Results
-from .service import ServiceModel
-from .slo import Slo
 from .sweep import AUTO_POINTS, auto_capacities
 from .tiers import TierSpec
 from .timed import arrival_order
@@ -88,8 +90,12 @@ class Settings:
             refinement rounds of how many capacities per bracket.
         deployment: the model and GPUs (sizes in GiB and GPUs; None: blocks only).
         slo: the TTFT SLO (timed mode).
-        no_cache: run the timed mode's no-cache baseline.
+        no_cache: run the timed mode's no-cache baseline (at every capacity of the
+            sweep, with the same pools).
         speed: replay the arrivals this many times faster (timed mode).
+        warmup: requests (the first to arrive) left out of the latency figures.
+        stage_gap_ms: run the trace's load stages one after another, each starting this
+            long after the previous one drained (None: the arrivals as they are).
     """
 
     mode: str = "sequential"
@@ -115,6 +121,8 @@ class Settings:
     slo: Slo | None = None
     no_cache: bool = True
     speed: float = 1.0
+    warmup: int = 0
+    stage_gap_ms: float | None = None
 
 
 @dataclass(frozen=True)
@@ -175,7 +183,15 @@ def plan(trace: Trace, settings: Settings) -> Plan:
     else:
         paths = None
     limit = working_set or sum(len(r.sequence) // trace.block_size for r in trace.requests)
+    if settings.mode == "timed":  # outputs' filler blocks are held too (plan.memory)
+        limit += sum(max(0, footprint(trace, r) - len(r.sequence) // trace.block_size)
+                     for r in trace.requests)  # fmt: skip
     limit = max(limit, 1)
+    if not 0 <= settings.warmup < len(trace.requests):
+        raise SimulateError(
+            f"--warmup {settings.warmup} leaves no request of the {len(trace.requests):,} "
+            "to measure"
+        )
     configs = configurations(settings)
     widest = max(config.cluster.workers for config in configs)
     sizing = Sizing(trace.tokens_per_block, settings.model, settings.deployment)
@@ -211,6 +227,8 @@ def plan(trace: Trace, settings: Settings) -> Plan:
         windows=settings.windows,
         slo=settings.slo if settings.mode == "timed" else None,
         speed=settings.speed,
+        warmup=settings.warmup,
+        stage_gap_ms=settings.stage_gap_ms,
     )
     return Plan(
         job=job,
@@ -252,7 +270,8 @@ def execute(
             clusters: dict[ClusterSpec, int] = {}
             for number, config in enumerate(job.configs):
                 clusters.setdefault(no_cache_cluster(config.cluster), number)
-            tasks += [Task(NO_CACHE, 0, number) for number in clusters.values()]
+            tasks += [Task(NO_CACHE, capacity, number) for capacity in capacities
+                      for number in clusters.values()]  # fmt: skip
         found += session.run(tasks, advance)
         for _ in range(settings.knee_rounds if prepared.infinite is not None else 0):
             points = _points(job, found, prepared)
@@ -265,11 +284,8 @@ def execute(
             found += session.run(_tasks(job, more, settings.bounds), advance)
     sweep_seconds = time.perf_counter() - started
     points = _points(job, found, prepared)
-    no_cache = {
-        no_cache_cluster(job.configs[result.task.config].cluster).label or "1 worker": result.run
-        for result in found
-        if result.task.kind == NO_CACHE and result.run is not None
-    }
+    timeline = prepared.timeline_capacity or points[0].capacity
+    no_cache = next((p.no_cache for p in points if p.capacity == timeline), {})
     options = {
         config.policy: check_policy(config.policy, config.options)[1] for config in job.configs
     }
@@ -292,6 +308,8 @@ def execute(
         no_cache=no_cache,
         slo=job.slo,
         notes=prepared.notes,
+        warmup=settings.warmup,
+        stage_gap_ms=settings.stage_gap_ms,
         seconds={
             "prepare": round(prepared.seconds, 4),
             "sweep": round(sweep_seconds, 4),
@@ -312,11 +330,15 @@ def _tasks(job: Job, capacities: list[int], bounds: bool) -> list[Task]:
 def _points(job: Job, found: list[TaskResult], prepared: Plan) -> list[Point]:
     """Gather the tasks' results into one point per capacity, sorted. O(tasks * n)."""
     runs: dict[int, dict[str, Run]] = {}
+    baselines: dict[int, dict[str, Run]] = {}
     belady: dict[int, tuple[list[int], float]] = {}
     for result in found:
         task = result.task
         if task.kind == RUN and result.run is not None:
             runs.setdefault(task.capacity, {})[job.configs[task.config].label] = result.run
+        elif task.kind == NO_CACHE and result.run is not None:
+            label = no_cache_label(job.configs[task.config].cluster)
+            baselines.setdefault(task.capacity, {})[label] = result.run
         elif task.kind == BELADY and result.belady is not None:
             belady[task.capacity] = (result.belady, result.seconds)
     points = []
@@ -336,6 +358,7 @@ def _points(job: Job, found: list[TaskResult], prepared: Plan) -> list[Point]:
                 belady=stats,
                 timeline=timeline(job.trace, job.order, series, job.windows),
                 belady_seconds=0.0 if bound is None else bound[1],
+                no_cache=baselines.get(capacity, {}),
             )
         )
     return points

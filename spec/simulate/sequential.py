@@ -50,7 +50,8 @@ class Replay:
         truncated: sequences longer than the pool, cached in part.
         waited: requests that waited for a full pool (timed mode).
         refused: requests refused (timed mode).
-        uncached_outputs: outputs left uncached for want of room (timed mode).
+        preemptions: times a running request was preempted for want of a block
+            (timed mode); preempted: requests preempted at least once.
         ttft: time to first token of each request, by trace index, in ms (timed
             mode; NaN for a refused one; empty in the sequential mode).
         tpot: time per output token after the first, likewise (NaN with fewer than
@@ -58,6 +59,8 @@ class Replay:
         worker_of: the worker each request went to, by trace index (None: one worker).
         busy_ms: per worker, the time its steps took (timed mode).
         span_ms: first arrival to last completion (timed mode).
+        arrival: each request's arrival as served, by trace index, in ms (timed mode:
+            after any speed-up and stage shift); finish: its completion (NaN: refused).
         restored: tree tokens restored from slower tiers (with tiers).
         tiers: per request, what its hit restored from each tier (None without tiers).
     """
@@ -69,12 +72,15 @@ class Replay:
     truncated: int = 0
     waited: int = 0
     refused: int = 0
-    uncached_outputs: int = 0
+    preemptions: int = 0
+    preempted: int = 0
     ttft: list[float] = field(default_factory=list)
     tpot: list[float] = field(default_factory=list)
     worker_of: list[int] | None = None
     busy_ms: list[float] = field(default_factory=list)
     span_ms: float = 0.0
+    arrival: list[float] = field(default_factory=list)
+    finish: list[float] = field(default_factory=list)
     restored: int = 0
     tiers: TierRecord | None = None
 

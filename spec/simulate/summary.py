@@ -20,43 +20,14 @@ from __future__ import annotations
 from rich.console import Console
 from rich.table import Table
 
-from .hardware import Sizing, format_gib
 from .metrics import HitStats
-from .point import Point, Run
+from .plan.hardware import Sizing, format_gib
+from .plan.report import cluster_table, service_lines, service_table, stage_table
 from .results import Results
-
-
-def percent(ratio: float | None) -> str:
-    """``0.4318`` -> ``43.2%``; None -> an em dash. O(1)."""
-    return "—" if ratio is None else f"{100 * ratio:.1f}%"
-
-
-def count(value: float) -> str:
-    """A count in three significant figures: ``39852661`` -> ``39.9M``. O(1)."""
-    for limit, suffix in ((1e9, "G"), (1e6, "M"), (1e3, "k")):
-        if abs(value) >= limit:
-            return f"{value / limit:.3g}{suffix}"
-    return f"{value:g}"
-
-
-def duration(milliseconds: float | None) -> str:
-    """``350.0`` -> ``350 ms``, ``1234.5`` -> ``1.23 s``, ``1589757`` -> ``1,590 s``;
-    None -> an em dash. O(1)."""
-    if milliseconds is None:
-        return "—"
-    if milliseconds < 1000:
-        return f"{milliseconds:.0f} ms"
-    seconds = milliseconds / 1000
-    if seconds < 100:
-        return f"{seconds:.3g} s"
-    return f"{float(f'{seconds:.3g}'):,.0f} s"
-
+from .text import count, duration, percent
 
 #: What the columns mean, under the table.
 CAPTION = "hit: prompt tokens reused / prompt tokens; LRU/Belady: LRU's share of the bound"
-
-#: Overload: offered prefill over what the workers can compute, from which it is said.
-OVERLOAD = 1.0
 
 
 def _ratio(stats: HitStats | None) -> float | None:
@@ -73,13 +44,6 @@ def _column_name(results: Results, label: str) -> str:
     config = results.config(label)
     plain = config.cluster.workers == 1 and config.tiers is None
     return f"hit {label.upper()}" if plain else f"hit {label}"
-
-
-def shown(results: Results) -> list[Point]:
-    """The points the tables show: the sweep's, not the knee's refinements (those are
-    in results.json, the CSV and the plots). O(points)."""
-    added = set(results.refined)
-    return [point for point in results.points if point.capacity not in added]
 
 
 def summary_table(results: Results) -> Table:
@@ -106,7 +70,7 @@ def summary_table(results: Results) -> Table:
     for name in columns:
         table.add_column(name, justify="right")
     hbm = _hbm_blocks(results)
-    for point in shown(results):
+    for point in results.shown():
         done = point.replay
         belady = _ratio(point.belady)
         share = None if not belady else point.lru.token_hit_ratio / belady
@@ -138,87 +102,6 @@ def summary_table(results: Results) -> Table:
     return table
 
 
-def service_table(results: Results) -> Table:
-    """The timed mode's service figures of LRU on one worker, one row per capacity and
-    one for no cache. O(points)."""
-    slo = results.slo
-    table = Table(
-        caption="TTFT: arrival to first token; TPOT: per output token after it; "
-        "busy: share of the span the GPUs computed; offered: prefill compute needed"
-    )
-    columns = ["blocks", "TTFT p50", "p90", "p99", "TPOT p50", "p99", "busy", "offered prefill"]
-    if slo is not None:
-        columns.append(f"TTFT ≤ {duration(slo.ttft_ms)}")
-        if slo.runs:
-            columns.append("req/s at SLO")
-    for name in columns:
-        table.add_column(name, justify="right")
-    rows: list[tuple[str, Run]] = [(f"{p.capacity:,}", p.runs["lru"]) for p in shown(results)]
-    if "1 worker" in results.no_cache:
-        rows.append(("no cache", results.no_cache["1 worker"]))
-    for name, run in rows:
-        service = run.service
-        assert service is not None
-        row = [
-            name,
-            *(duration(service.ttft_ms.get(p)) for p in ("p50", "p90", "p99")),
-            duration(service.tpot_ms.get("p50")),
-            duration(service.tpot_ms.get("p99")),
-            percent(service.busy),
-            f"{service.offered_prefill_s:,.0f} s",
-        ]
-        if slo is not None:
-            row.append(percent(service.attainment))
-            if slo.runs:
-                row.append(_throughput(run))
-        table.add_row(*row)
-    return table
-
-
-def _throughput(run: Run) -> str:
-    service = run.service
-    if service is None or service.throughput is None:
-        return "—"
-    found = service.throughput
-    if found.speed == 0:
-        return "< 1/64 of trace"
-    text = f"{found.requests_per_s:,.3g}"
-    return text if found.failed_at is not None else f"≥ {text}"
-
-
-def cluster_table(results: Results) -> Table:
-    """Each configuration at the timeline capacity: hit ratio, balance, TTFT. O(configs)."""
-    point = results.point(results.timeline_capacity)
-    timed = results.mode == "timed"
-    table = Table(
-        caption=f"at {point.capacity:,} blocks in all (split evenly over the workers); "
-        "imbalance: busiest worker's prompt tokens / mean"
-    )
-    columns = ["configuration", "hit", "requests per worker", "imbalance", "trees"]
-    if timed:
-        columns += ["TTFT p50", "p90", "p99"]
-    for name in columns:
-        table.add_column(name, justify="right" if name != "configuration" else "left")
-    rows = [(label, point.runs[label]) for label in results.labels]
-    rows += [(f"no cache, {label}", run) for label, run in results.no_cache.items()]
-    for label, run in rows:
-        balance = run.balance
-        spread = "—"
-        if balance is not None:
-            spread = f"{min(balance.requests):,} to {max(balance.requests):,}"
-        row = [
-            "lru (1 worker)" if label == "lru" else label,
-            percent(run.stats.token_hit_ratio),
-            spread,
-            "—" if balance is None else f"{balance.imbalance:.2f}",
-            run.trees,
-        ]
-        if timed:
-            row += [duration(run.ttft_ms.get(p)) for p in ("p50", "p90", "p99")]
-        table.add_row(*row)
-    return table
-
-
 #: What the tiers table's columns mean.
 TIERS_CAPTION = (
     "device / host / disk: prompt tokens each tier supplied; miss: prefilled (the four add "
@@ -239,7 +122,7 @@ def tiers_table(results: Results) -> Table:
                     "TTFT p50 without", "p99 "]  # fmt: skip
     for name in columns:
         table.add_column(name, justify="left" if name == "configuration" else "right")
-    for point in shown(results):
+    for point in results.shown():
         for label in results.tiered:
             run = point.runs[label]
             tiers = run.tiers
@@ -373,34 +256,6 @@ def knee_lines(results: Results) -> list[str]:
     return lines
 
 
-def overload_lines(results: Results) -> list[str]:
-    """Where the offered prefill exceeds what the workers can compute. O(points)."""
-    found = []
-    for point in shown(results):
-        service = point.runs["lru"].service
-        if service is not None and service.overload(1) > OVERLOAD:
-            found.append((f"{point.capacity:,} blocks", service))
-    runs = len(shown(results))
-    baseline = results.no_cache.get("1 worker")
-    service = None if baseline is None else baseline.service
-    if service is not None:
-        runs += 1
-        if service.overload(1) > OVERLOAD:
-            found.append(("no cache", service))
-    if not found:
-        return []
-    worst_name, worst = max(found, key=lambda item: item[1].overload(1))
-    best_name, best = min(found, key=lambda item: item[1].overload(1))
-    line = (
-        f"OVERLOAD at {len(found)} of {runs} runs (LRU on one worker): the "
-        f"trace offers more prefill than one worker computes in its {worst.trace_span_s:,.0f} s "
-        f"({worst.offered_prefill_s:,.0f} s of it, {worst.overload(1):.2f}x, at {worst_name}"
-    )
-    if best_name != worst_name:
-        line += f"; {best.overload(1):.2f}x at {best_name}"
-    return [line + "): requests queue and TTFT grows with the trace, not with the model"]
-
-
 def notes(results: Results) -> list[str]:
     """The lines printed under the tables. O(points)."""
     lines = []
@@ -437,36 +292,22 @@ def notes(results: Results) -> list[str]:
             )
     lines += knee_lines(results)
     lines += tier_lines(results)
-    if results.mode == "timed" and results.cost is not None and results.service is not None:
-        cost, service = results.cost, results.service
-        rates = (
-            f"prefill {cost.prefill_tokens_per_s:,.0f} tokens/s"
-            if cost.prefill_tokens_per_s is not None
-            else f"mfu {cost.mfu:g} of {cost.peak_flops / 1e12:,.0f} TFLOP/s"
-        )
-        decode = (
-            f"decode {cost.decode_ms:g} ms a step"
-            if cost.decode_ms is not None
-            else f"mbu {cost.mbu:g} of {cost.hbm_bytes_per_s / 1e12:,.2f} TB/s"
-        )
-        priced = f"{cost.label}, " if cost.label else ""
-        lines.append(
-            f"service model ({priced}per worker): {rates}, {decode}, "
-            f"{cost.overhead_ms:g} ms a step, {service.token_budget:,} tokens a step, "
-            f"{service.max_running} running at most, on a full pool: {service.on_full}; "
-            "bounds in arrival order"
-        )
-        if results.slo is not None:
-            slo = results.slo
-            lines.append(
-                f"SLO: TTFT ≤ {duration(slo.ttft_ms)} for {percent(slo.attainment)} of requests"
-            )
-        lines += overload_lines(results)
-    lines.append(
-        f"{len(shown(results))} capacities in {results.seconds['total']:.2f} s "
-        f"({results.executor} executor)"
-    )
+    lines += service_lines(results)
+    lines.append(verdict(results))
     return lines
+
+
+def verdict(results: Results) -> str:
+    """The last line: what was simulated -- requests, capacities, configurations -- and
+    how long it took. O(1)."""
+    runs, shown = len(results.configs), len(results.shown())
+    added = f" (+{len(results.refined)} refining the knees)" if results.refined else ""
+    return (
+        f"simulated {len(results.trace.requests):,} requests at {shown} "
+        f"capacit{'ies' if shown != 1 else 'y'}{added} x {runs} "
+        f"configuration{'s' if runs != 1 else ''} in "
+        f"{results.seconds['total']:.2f} s ({results.executor} executor)"
+    )
 
 
 def print_report(results: Results, console: Console) -> None:
@@ -477,6 +318,9 @@ def print_report(results: Results, console: Console) -> None:
         console.print(service_table(results))
     if results.clusters:
         console.print(cluster_table(results))
+    stages = stage_table(results) if results.mode == "timed" else None
+    if stages is not None:
+        console.print(stages)
     if results.tiered:
         console.print(tiers_table(results))
     for line in notes(results):

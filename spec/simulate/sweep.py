@@ -2,7 +2,7 @@
 
 ``--capacity 1000,5000,20000`` names pool sizes in blocks (``k`` and ``M`` suffixes
 allowed: ``20k``), or in tokens, bytes or GPUs (``2Mtok``, ``64GiB``, ``8gpu``: see
-:mod:`~kachedb_radix.spec.simulate.hardware`). ``--sweep auto`` (8 points) or
+:mod:`~kachedb_radix.spec.simulate.plan.hardware`). ``--sweep auto`` (8 points) or
 ``--sweep N`` spaces N capacities logarithmically from 1/128 of the trace's working
 set up to the working set itself -- the distinct blocks the trace ever inserts,
 which an infinite pool ends up holding -- so the last point is where LRU meets the
@@ -16,7 +16,7 @@ from __future__ import annotations
 import math
 
 from .errors import SimulateError
-from .hardware import Sizing
+from .plan.hardware import Sizing
 
 #: Points of ``--sweep auto``.
 AUTO_POINTS = 8

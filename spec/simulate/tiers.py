@@ -19,10 +19,10 @@ engines see a worker's tree):
    demotes what it evicts);
 3. the leases are released when the request is done.
 
-A restore is priced by :meth:`~kachedb_radix.spec.simulate.cost.CostModel.restore_ms`
+A restore is priced by :meth:`~kachedb_radix.spec.simulate.plan.cost.CostModel.restore_ms`
 per tier (bytes over the tier's bandwidth, plus a latency per restore); in the timed
 mode a worker's restores run one after another on its link and the request's prefill
-waits for its own (:mod:`~kachedb_radix.spec.simulate.engine`). Demotions and
+waits for its own (:mod:`~kachedb_radix.spec.simulate.plan.engine`). Demotions and
 write-through copies run device to host -- the link's other direction -- and host to
 disk, beside the compute: they are not charged. The sequential mode has no time: it
 reports the split, not restore times.
@@ -50,9 +50,10 @@ from typing import Any
 from kachedb_radix.reference.errors import InvalidArgumentError
 from kachedb_radix.reference.tiers.levels import DEVICE, DISK, HOST
 
+from ..twins import twin_class
 from .errors import SimulateError
-from .hardware import Sizing
 from .metrics import hit_stats, percentiles
+from .plan.hardware import Sizing
 from .sequential import PROGRESS_EVERY, Progress, Replay
 from .trace import Trace
 
@@ -153,15 +154,7 @@ def tiered_tree_class(implementation: str) -> Any:
         ValueError: an unknown implementation.
         ImportError: ``accel`` asked for but its C extension is not importable.
     """
-    if implementation == "reference":
-        from kachedb_radix.reference.tiers import TieredTree
-
-        return TieredTree
-    if implementation == "accel":
-        from kachedb_radix.accel import TieredTree as AccelTieredTree
-
-        return AccelTieredTree
-    raise ValueError(f"unknown implementation {implementation!r}")
+    return twin_class(implementation, "TieredTree")  # the one picker: spec/twins.py
 
 
 class TieredLease:

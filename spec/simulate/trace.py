@@ -49,6 +49,8 @@ class Request:
             or None for the namespace's default.
         retain_for: how many logical clock ticks that priority holds, or None (for as
             long as the blocks stay cached).
+        stage: the load stage the request belongs to (a benchmark's step of its rate
+            ladder, numbered from 0), or None: TTFT is also reported per stage.
     """
 
     tokens: array[int]
@@ -60,6 +62,7 @@ class Request:
     line: int = 0
     priority: int | None = None
     retain_for: int | None = None
+    stage: int | None = None
 
     def retention(self) -> dict[str, int]:
         """The insert keywords its retention asks for: none without a priority. O(1)."""

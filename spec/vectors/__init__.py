@@ -21,7 +21,7 @@ import json
 from pathlib import Path
 
 from ..conform.generate import Inputs, RandomChooser, draw_step
-from ..conform.levels import ordered
+from ..conform.levels import SNAPSHOTS, ordered
 from ..conform.lockstep import Lockstep, reference_oracle
 from ..conform.steps import Step
 
@@ -76,9 +76,9 @@ def generate_trace(levels: frozenset[str], seed: int, name: str) -> list[Step]:
         if done % DUMP_EVERY == 0 or done == STEPS:
             lockstep.run({"op": "dump"})
         kept = [h for h in range(1, lockstep.snapshots + 1) if h not in lockstep.dropped]
-        if "snapshots" in levels and kept and done % SNAPSHOT_DUMP_EVERY == 0:
+        if SNAPSHOTS in levels and kept and done % SNAPSHOT_DUMP_EVERY == 0:
             lockstep.run({"op": "snapshot_dump", "snapshot": kept[0]})
-    if "snapshots" in levels:
+    if SNAPSHOTS in levels:
         for handle in list(lockstep.inside):
             lockstep.run({"op": "leave", "snapshot": handle})
         lockstep.run({"op": "reclaim"})

@@ -33,9 +33,14 @@ def _missing(reason: str) -> None:
     pytest.skip(reason)
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:
-    """One headless Chromium for the explain tests."""
+    """One headless Chromium for each module of the explain tests.
+
+    Per module, not per session: while Playwright's sync API is open it keeps an asyncio
+    loop running on the main thread, so a later test's ``asyncio.run`` (the route
+    service's) would fail with "cannot be called from a running event loop".
+    """
     try:
         from playwright.sync_api import sync_playwright
     except ImportError:

@@ -220,10 +220,20 @@ def test_restore_plan_cases_run_on_their_twin(twin: str) -> None:
     """R-TIER-5, R-TIER-6: the gate times the twin's own tiered tree planning a restore of
     a path spread over the three tiers, per block brought up, and nothing else."""
     found = gate_tiers.tier_cases(twin, quick=True)
-    assert set(found) == {"tiers/restore-plan/128"}
+    bytes_cases = {
+        "tiers/copy/128": None,
+        "tiers/restore-host/128": "tiers/copy/128",
+        "tiers/demote-host/128": "tiers/copy/128",
+        "tiers/replay/plain": None,
+        "tiers/replay/tiered": "tiers/replay/plain",
+    }
+    assert {name: anchor for name, (_, anchor) in found.items()} == {
+        "tiers/restore-plan/128": None,
+        **bytes_cases,
+    }
     full = gate_tiers.tier_cases(twin, quick=False)
-    assert set(full) == {"tiers/restore-plan/128", "tiers/restore-plan/2048"}
-    work = found["tiers/restore-plan/128"]()
+    assert set(full) == {"tiers/restore-plan/128", "tiers/restore-plan/2048", *bytes_cases}
+    work = found["tiers/restore-plan/128"][0]()
     assert (work.unit, work.units, work.rounds) == ("block", 96, None)
     assert work.setup is not None
     for _ in range(2):  # each round's setup builds the same state again
@@ -246,6 +256,64 @@ def test_a_broken_restore_plan_case_is_refused(monkeypatch: pytest.MonkeyPatch) 
     monkeypatch.setattr(gate_tiers, "spread_path", lambda make, tokens: _all_on_device(tokens))
     with pytest.raises(AssertionError, match="the path is spread"):
         gate_tiers.restore_plan_workload("accel", 8)
+
+
+@pytest.mark.parametrize("twin", ["reference", "accel"])
+def test_the_byte_cases_move_the_bytes_their_anchor_copies(twin: str) -> None:
+    """R-TIER-6, R-TIER-3: a restore from the host and a demotion to it, per block, on the
+    twin's trees over the NumPy pool, beside numpy.copyto of the same bytes; each round's
+    setup makes the state its call needs."""
+    restore = gate_tiers.restore_host_workload(twin, 8)
+    demote = gate_tiers.demote_host_workload(twin, 8)
+    copy = gate_tiers.copy_workload(8)
+    assert (restore.units, restore.unit, copy.units, copy.setup) == (8, "block", 8, None)
+    for _ in range(2):
+        assert restore.setup is not None and demote.setup is not None
+        restore.setup()
+        done: Any = restore.run()
+        assert {move.source_tier for move in done.result.restored} == {"host"}
+        demote.setup()
+        evicted: Any = demote.run()
+        assert [move.target_tier for move in evicted.moves] == ["host"] * 8  # copied down
+    copy.run()
+    cache: Any = restore.keep[0]
+    assert cache.tiers.implementation == twin
+    cache.check_invariants()
+
+
+def test_a_broken_byte_case_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(gate_tiers, "tiered_tree_class", lambda twin: accel.TieredTree)
+    with pytest.raises(RuntimeError, match="asked for the reference tiered tree"):
+        gate_tiers.restore_host_workload("reference", 4)
+    with pytest.raises(RuntimeError, match="asked for the reference tree"):
+        gate_tiers.replay_workload("reference", True)
+    monkeypatch.undo()
+    from kachedb_radix.reference.tiers import KVCache
+
+    monkeypatch.setattr(KVCache, "read", lambda self, tokens, namespace=None: np.zeros(1))
+    with pytest.raises(AssertionError, match="not the stored ones"):
+        gate_tiers.restore_host_workload("accel", 4)
+
+
+@pytest.mark.parametrize(
+    ("twin", "tiered"), [("reference", True), ("accel", False), ("reference", False)]
+)
+def test_the_replay_cases_serve_a_chat_stream(twin: str, tiered: bool, monkeypatch: Any) -> None:
+    """The serving loop restores (tiered) or matches (plain) each prompt pinned, inserts
+    it, releases; the stream's conversations share system prompts and their own turns."""
+    monkeypatch.setattr(gate_tiers, "REPLAY_PROMPTS", 120)
+    prompts = gate_tiers.conversation_prompts(120)
+    assert prompts == gate_tiers.conversation_prompts(120)  # deterministic
+    assert all(len(prompt) % 16 == 0 for prompt in prompts)
+    assert len({tuple(prompt[:64]) for prompt in prompts}) <= 8  # the system prompts
+    work = gate_tiers.replay_workload(twin, tiered)
+    assert (work.unit, work.rounds) == ("replay", 3)
+    assert work.setup is not None
+    work.setup()
+    hits = work.run()
+    assert isinstance(hits, int) and hits > 0  # the conversations' turns hit
+    state: Any = work.keep[0]
+    assert state[0].implementation == twin
 
 
 def _all_on_device(tokens: list[int]) -> Any:
@@ -344,6 +412,9 @@ def test_quick_and_full_plans() -> None:
     assert {"router/apply/8", "router/lookup/64x16"} <= set(names)
     assert "tiers/restore-plan/128" in names and "tiers/restore-plan/2048" not in names
     assert {c.calibration for c in quick.cases if c.name.startswith("tiers/")} == {"memory"}
+    anchors = {c.name: c.anchor for c in quick.cases if c.name.startswith("tiers/")}
+    assert anchors["tiers/restore-host/128"] == "tiers/copy/128"
+    assert anchors["tiers/replay/tiered"] == "tiers/replay/plain"
     assert [m.name for m in quick.memory][-1] == "memory/grouped/100000"
     full = build_plan(target, quick=False)
     assert len(full.cases) > len(quick.cases) and full.mode == "full"

@@ -187,7 +187,7 @@ def test_steps_levels_traces_and_rules_edge_cases(tmp_path: Path) -> None:
         "ok": {"namespaces": [{"children": [5, {"children": None}]}]}
     }
     assert parse_levels(["core,,pinning,"]) == {"core", "pinning"}
-    reset = '{"op": "reset", "num_blocks": 2, "block_size": 1}'
+    reset = '{"op": "reset", "num_blocks": 1, "block_size": 1}'
     assert [step["op"] for step in parse_trace([reset, "", "  "])] == ["reset"]
     fake = "-".join(("R", "FAKE", "1"))  # spelt out, it would count as a cited rule id
     twice = tmp_path / "twice.md"

@@ -22,7 +22,14 @@ from kachedb_radix.spec.conform.operations import (
     operations_of,
     required_of,
 )
-from kachedb_radix.spec.conform.steps import OPS, READ_OPS, SNAPSHOT_OPS, LeaseBook, apply_step
+from kachedb_radix.spec.conform.steps import (
+    OPS,
+    READ_OPS,
+    SNAPSHOT_OPS,
+    LeaseBook,
+    StepError,
+    apply_step,
+)
 from kachedb_radix.spec.protocol.messages import ANSWER_FIELDS, REQUEST_FIELDS, load_schema
 from kachedb_radix.spec.protocol.timeout import TimedCandidate
 
@@ -65,15 +72,19 @@ def test_levels_versions_and_handles() -> None:
     everything = core | {"snapshots"}
     tier_ops = {op.name for op in OPERATIONS if op.level == "tiers"}
     assert tier_ops == {"lookup", "restore", "tier_evict"}
-    no_events = set(OPS) - {"events"} - tier_ops
+    clear = {"reset_prefix_cache"}  # protocol 7, optional, at the eviction level
+    no_events = set(OPS) - {"events"} - tier_ops - clear
     assert operations_of(core, 3) == operations_of(core, 1) == no_events - SNAPSHOT_OPS
+    assert operations_of(core, 7) == no_events - SNAPSHOT_OPS | clear
+    assert required_of(core | {"events", "tiers"}) == set(OPS) - SNAPSHOT_OPS - clear
     assert operations_of(everything, 2) == no_events - {"drop"}
     assert operations_of(everything, 3) == no_events
     assert required_of(everything) == no_events - {"drop"}
     assert operations_of(everything | {"events"}, 4) == no_events  # events: protocol 5
-    assert operations_of(everything | {"events"}, 5) == set(OPS) - tier_ops
-    assert operations_of(everything | {"events", "tiers"}, 5) == set(OPS) - tier_ops
-    assert operations_of(everything | {"events", "tiers"}, 6) == set(OPS)  # tiers: protocol 6
+    assert operations_of(everything | {"events"}, 5) == set(OPS) - tier_ops - clear
+    assert operations_of(everything | {"events", "tiers"}, 5) == set(OPS) - tier_ops - clear
+    assert operations_of(everything | {"events", "tiers"}, 6) == set(OPS) - clear  # tiers: 6
+    assert operations_of(everything | {"events", "tiers"}, 7) == set(OPS)
     issuing = {op.name for op in OPERATIONS if op.issues}
     assert issuing == {"match", "insert", "snapshot", "reader", "lookup", "restore"}
     handles = {a.name: a.handle for op in OPERATIONS for a in op.arguments if a.handle}
@@ -84,8 +95,8 @@ def test_levels_versions_and_handles() -> None:
 
 def test_a_step_is_applied_by_its_row() -> None:
     """Defaults fill what a step leaves out; handles become the candidate's ids; issued
-    ids become handles; a missing required argument is a KeyError, an unknown op a
-    ValueError (the trace is malformed, not the candidate)."""
+    ids become handles; a missing required argument or an unknown op is a StepError
+    (a ValueError: the trace is malformed, not the candidate)."""
     adapter, book = TreeAdapter(reference.RadixTree, "r"), LeaseBook()
     assert apply_step(adapter, {"op": "reset", "num_blocks": 4, "block_size": 1}, book) == {
         "ok": None
@@ -93,12 +104,10 @@ def test_a_step_is_applied_by_its_row() -> None:
     inserted = apply_step(adapter, {"op": "insert", "tokens": [1, 2], "pin": 1}, book)
     assert inserted["ok"]["lease"] == 1 and adapter.stats()["pinned"] == 2
     assert apply_step(adapter, {"op": "release", "lease": 1}, book) == {"ok": None}
-    assert apply_step(adapter, {"op": "release", "lease": 1}, book) == {
-        "error": "lease_released"
-    }
+    assert apply_step(adapter, {"op": "release", "lease": 1}, book) == {"error": "lease_released"}
     taken = apply_step(adapter, {"op": "reader"}, book)["ok"]["snapshot"]
     assert apply_step(adapter, {"op": "leave", "snapshot": taken}, book) == {"ok": None}
-    with pytest.raises(KeyError):
+    with pytest.raises(StepError, match="evict lacks count"):
         apply_step(adapter, {"op": "evict"}, book)
     with pytest.raises(ValueError):
         apply_step(adapter, {"op": "fly"}, book)
@@ -151,6 +160,7 @@ def test_wrappers_forward_every_operation_and_the_capabilities() -> None:
         {"op": "reader"},
         {"op": "drop", "snapshot": 3},
         {"op": "events"},
+        {"op": "reset_prefix_cache"},
         {"op": "reset", "num_blocks": 4, "block_size": 1, "tiers": {"host": 2}},
         {"op": "insert", "tokens": [1], "namespace": "t"},
         {"op": "lookup", "tokens": [1], "namespace": "t"},
@@ -162,6 +172,11 @@ def test_wrappers_forward_every_operation_and_the_capabilities() -> None:
     assert calls[2] == ("match", ([1], "t", True))
     core = TreeAdapter(reference.RadixTree, "core", frozenset({"core"}))
     tier_ops = {op.name for op in OPERATIONS if op.level == "tiers"}
-    assert offered(core) == set(OPS) - SNAPSHOT_OPS - {"events"} - tier_ops
+    # core alone: no clear (the eviction level's); a tree class without it does not offer it
+    clear = {"reset_prefix_cache"}
+    assert offered(core) == set(OPS) - SNAPSHOT_OPS - {"events"} - tier_ops - clear
     plain = type("Plain", (), {"levels": frozenset({"core", "snapshots"})})()
-    assert offered(plain) == set(OPS) - {"events"} - tier_ops  # every operation of its levels
+    every = {op.name for op in OPERATIONS if op.level in ("core", "snapshots")}
+    assert offered(plain) == every  # every operation of its levels
+    legacy = TreeAdapter(type("Legacy", (reference.RadixTree,), {"reset_prefix_cache": None}), "l")
+    assert "reset_prefix_cache" not in offered(legacy) and "drop" in offered(legacy)

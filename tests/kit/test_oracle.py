@@ -8,9 +8,11 @@ from typing import Any
 import pytest
 
 from kachedb_radix.reference.errors import InvalidArgumentError, OutOfBlocksError
-from kachedb_radix.spec.conform.candidate import CandidateError
+from kachedb_radix.spec.conform.lockstep import adopting_outcome
+from kachedb_radix.spec.conform.operations import BY_NAME
 from kachedb_radix.spec.conform.oracle import FollowingTree, Inadmissible, OracleAdapter
-from kachedb_radix.spec.conform.profile import STRICT, parse
+from kachedb_radix.spec.conform.profile import STRICT, Profile, parse
+from kachedb_radix.spec.conform.steps import LeaseBook
 
 COVERING = parse(
     {
@@ -33,6 +35,31 @@ def _tree() -> FollowingTree:
     return tree
 
 
+def _evicting(tree: FollowingTree, count: Any, freed: list[int], profile: Profile) -> Any:
+    """``evict(count)`` following a candidate that answered ``freed``: the one way the
+    oracle adopts (``adopting``, then the call); a refusal found after the call too."""
+    tree.adopting(BY_NAME["evict"], {"freed": freed}, profile)
+    result = tree.evict(count)
+    if tree.refused is not None:
+        raise tree.refused
+    return result
+
+
+def _inserting(
+    tree: FollowingTree,
+    tokens: list[int],
+    evicted: list[int] | None,
+    allocated: list[int] | None,
+    profile: Profile,
+) -> Any:
+    """``insert(tokens)`` following a candidate that evicted and allocated these."""
+    tree.adopting(BY_NAME["insert"], {"evicted": evicted, "allocated": allocated}, profile)
+    result = tree.insert(tokens)
+    if tree.refused is not None:
+        raise tree.refused
+    return result
+
+
 def _refused(call: Any, *args: Any) -> tuple[str, ...]:
     with pytest.raises(Inadmissible) as raised:
         call(*args)
@@ -43,9 +70,9 @@ def _refused(call: Any, *args: Any) -> tuple[str, ...]:
 def test_evictions_are_adopted_when_admissible() -> None:
     """R-EVICT-1, R-EVICT-4: whole leaf nodes, descendants first, the last one overshooting."""
     tree = _tree()
-    tree.evict_following(1, [5, 4], COVERING)  # the whole edge 5 6
+    _evicting(tree, 1, [5, 4], COVERING)  # the whole edge 5 6
     assert tree.stats().cached == 4 and sorted(tree.dump()["free"]) == [4, 5, 6, 7]
-    tree.evict_following(3, [3, 2, 0, 1], COVERING)  # the last node overshoots by one
+    _evicting(tree, 3, [3, 2, 0, 1], COVERING)  # the last node overshoots by one
     assert tree.stats().cached == 0
     tree.check_invariants()
 
@@ -66,7 +93,7 @@ def test_evictions_are_adopted_when_admissible() -> None:
 def test_inadmissible_evictions_are_refused(
     count: int, freed: list[int], profile: Any, rule: str
 ) -> None:
-    assert _refused(_tree().evict_following, count, freed, profile)[0] == rule
+    assert _refused(_evicting, _tree(), count, freed, profile)[0] == rule
 
 
 def test_exact_recency_requires_the_least_recent_leaf() -> None:
@@ -75,10 +102,10 @@ def test_exact_recency_requires_the_least_recent_leaf() -> None:
         {"tolerate": {"eviction_granularity": "whole_leaf_node", "evicted_set": "covering"}}
     )
     tree = _tree()
-    assert _refused(tree.evict_following, 1, [5, 4], whole_exact)[0] == "R-EVICT-2"
-    tree.evict_following(1, [2], whole_exact)  # block 2, stamped first, is the LRU tail
+    assert _refused(_evicting, tree, 1, [5, 4], whole_exact)[0] == "R-EVICT-2"
+    _evicting(tree, 1, [2], whole_exact)  # block 2, stamped first, is the LRU tail
     with pytest.raises(InvalidArgumentError):
-        tree.evict_following(-1, [], whole_exact)
+        _evicting(tree, -1, [], whole_exact)
 
 
 def test_pinned_and_path_blocks_are_never_adopted() -> None:
@@ -86,10 +113,10 @@ def test_pinned_and_path_blocks_are_never_adopted() -> None:
     tree = _tree()
     lease = tree.match([5, 6], pin=True).lease
     assert lease is not None
-    assert _refused(tree.evict_following, 1, [5], COVERING)[0] == "R-PIN-3"
+    assert _refused(_evicting, tree, 1, [5], COVERING)[0] == "R-PIN-3"
     full = FollowingTree(4, 1)
     full.insert([1, 2, 3, 4])
-    refused = _refused(full.insert_following, [1, 2, 3, 9], None, False, [3, 2], None, COVERING)
+    refused = _refused(_inserting, full, [1, 2, 3, 9], [3, 2], None, COVERING)
     assert refused[0] == "R-INS-5"
 
 
@@ -98,45 +125,54 @@ def test_inserts_adopt_evictions_and_allocations() -> None:
     tree = FollowingTree(4, 1)
     tree.insert([1, 2])
     tree.insert([3, 4])
-    result = tree.insert_following([9, 9], None, False, [1, 0], [1, 0], COVERING)
+    result = _inserting(tree, [9, 9], [1, 0], [1, 0], COVERING)
     assert result.blocks == (1, 0) and result.allocated == (1, 0)
     tree.check_invariants()
     # Evicting although the free blocks sufficed is not a choice.
     roomy = FollowingTree(8, 1)
     roomy.insert([1])
-    assert _refused(roomy.insert_following, [2], None, False, [0], None, COVERING)[0] == "R-INS-5"
+    assert _refused(_inserting, roomy, [2], [0], None, COVERING)[0] == "R-INS-5"
     # A refused insert is refused before anything is adopted.
     with pytest.raises(OutOfBlocksError):
-        FollowingTree(1, 1).insert_following([1, 2], None, False, [], None, COVERING)
+        _inserting(FollowingTree(1, 1), [1, 2], [], None, COVERING)
 
 
 def test_the_oracle_hands_out_the_candidates_ids_once() -> None:
     """R-ALLOC-1: through the reference's extension point, the ids a candidate allocated
     (checked free and distinct); the next insert allocates smallest first again."""
     tree = FollowingTree(4, 1)
-    assert tree.insert_following([5, 6], None, False, None, [2, 0], COVERING).allocated == (2, 0)
+    assert _inserting(tree, [5, 6], None, [2, 0], COVERING).allocated == (2, 0)
     assert tree.insert([7]).allocated == (1,)  # not followed: the smallest free
-    assert tree.insert_following([8], None, False, None, [3, 1], COVERING).allocated == (3,)
+    assert _inserting(tree, [8], None, [3, 1], COVERING).allocated == (3,)
     tree.check_invariants()  # two ids for one new block: not a choice to follow
     for ids in ([0], [9]):
         with pytest.raises(Inadmissible) as raised:
-            FollowingTree(4, 1).insert_following([1, 2], None, False, None, ids * 2, COVERING)
+            _inserting(FollowingTree(4, 1), [1, 2], None, ids * 2, COVERING)
         assert raised.value.rules == ("R-ALLOC-1",)
     taken = FollowingTree(4, 1)
     taken.insert([1])
     with pytest.raises(Inadmissible):
-        taken.insert_following([2], None, False, None, [0], COVERING)  # 0 holds [1]
+        _inserting(taken, [2], None, [0], COVERING)  # 0 holds [1]
     assert taken.dump()["free"] == [1, 2, 3]  # nothing taken by the refused choice
 
 
 def test_the_oracle_adapter_answers_as_plain_data() -> None:
-    oracle = OracleAdapter()
+    """Through the lockstep's one adoption path: the candidate's eviction adopted and
+    shown in its order, the lease filed, a refusal its kind."""
+    oracle, book = OracleAdapter(), LeaseBook()
     oracle.reset(4, 1)
     oracle.insert([1, 2], None, False)
-    answer = oracle.insert_following([3, 4, 5], None, True, [1], None, COVERING)
-    assert answer["evicted"] == [1] and answer["lease"] == 1
-    assert oracle.evict_following(1, [0], COVERING) == {"freed": [0]}
-    with pytest.raises(CandidateError) as raised:
-        oracle.insert_following(["x"], None, False, [], None, COVERING)
-    assert raised.value.kind == "token_type"
+    step = {"op": "insert", "tokens": [3, 4, 5], "namespace": None, "pin": True}
+    answer = {"evicted": [1], "allocated": [1, 2, 3]}
+    adopted = adopting_outcome(oracle, book, step, {"ok": answer}, COVERING)
+    assert adopted is not None and adopted["ok"]["evicted"] == [1]
+    assert adopted["ok"]["lease"] == 1
+    evict = {"op": "evict", "count": 1}
+    assert adopting_outcome(oracle, book, evict, {"ok": {"freed": [0]}}, COVERING) == {
+        "ok": {"freed": [0]}
+    }
+    bad = {"op": "insert", "tokens": ["x"], "namespace": None, "pin": False}
+    assert adopting_outcome(oracle, book, bad, {"ok": {"evicted": []}}, COVERING) == {
+        "error": "token_type"
+    }
     assert oracle.dump()["format"] == 2 and oracle.following.facts()["block_size"] == 1

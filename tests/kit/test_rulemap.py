@@ -36,7 +36,8 @@ def test_the_map_covers_every_rule_and_names_only_real_ones() -> None:
 def test_a_bad_map_is_refused(tmp_path: Path) -> None:
     text = (ROOT / "spec" / "conform" / "rulemap.toml").read_text()
     for old, new, message in [
-        ('reset = ["R-INV-2"]', 'reset = ["R-' + 'NOPE-9"]', "not in SPEC.md"),
+        ('token_type = ["R-TOK-2"]', 'token_type = ["R-' + 'NOPE-9"]', "not in SPEC.md"),
+        ('op = "snapshot"', 'op = "snapshop"', "unknown operation 'snapshop'"),
         ('when = ["one_more"]', 'when = ["no_such_predicate"]', "unknown predicate"),
         ('when = ["one_more"]', 'when = ["wat:x"]', "unknown predicate"),
         ('rules = ["@expected", "R-ERR-2", "R-ERR-3"]', 'rules = ["@nobody"]', "placeholder"),

@@ -87,6 +87,17 @@ def _strict_parser() -> argparse.ArgumentParser:
     return parser
 
 
+#: Placeholders the pages write for an input file, and a file of the checkout that stands
+#: in for them (an option checked where it is parsed refuses a path that is not there);
+#: the public Mooncake trace is outside the checkout, its first 300 lines inside.
+MOONCAKE_HEAD = str(ROOT / "tests" / "data" / "mooncake_head.jsonl")
+INPUT_PLACEHOLDERS = {
+    "TRACE": MOONCAKE_HEAD,
+    "mooncake_synthetic_trace.jsonl": MOONCAKE_HEAD,
+    "path/to/config.json": str(ROOT / "tests" / "data" / "qwen3-0.6b-config.json"),
+}
+
+
 def _parse_error(arguments: list[str]) -> str | None:
     """Why the command line's parser refuses ``arguments``, or None when it accepts them.
 
@@ -94,6 +105,7 @@ def _parse_error(arguments: list[str]) -> str | None:
     ``my-cache.toml`` (or ``perf/gate.json``'s folder) is the reader's own, so a file or
     folder the checkout lacks is no refusal of the command's spelling (one it has, such
     as a shipped profile, is read)."""
+    arguments = [INPUT_PLACEHOLDERS.get(word, word) for word in arguments]
     errors = io.StringIO()
     try:
         with contextlib.redirect_stderr(errors), contextlib.redirect_stdout(io.StringIO()):

@@ -44,7 +44,8 @@ def test_whole_kit_through_the_stdio_server() -> None:
         assert candidate.levels == parse_levels(
             ["core,pinning,eviction,namespaces,snapshots,policies,events,tiers"]
         )
-        assert candidate.protocol == 6 and "drop" in candidate.operations
+        assert candidate.protocol == 7 and "drop" in candidate.operations
+        assert "reset_prefix_cache" in candidate.operations  # protocol 7, optional
         assert {"events", "lookup", "restore", "tier_evict"} <= candidate.operations
         report = run_kit(candidate, kit=KitSettings(examples=40, budget=4_000))
     finally:
@@ -318,9 +319,7 @@ def _fake_hello(tmp_path: Path, hello: str) -> list[str]:
     """A program that answers ``hello`` with the dict built by the Python line ``hello``."""
     script = tmp_path / "hello.py"
     script.write_text(
-        "import json, sys\n"
-        + hello
-        + "for line in sys.stdin:\n"
+        "import json, sys\n" + hello + "for line in sys.stdin:\n"
         "    request = json.loads(line)\n"
         "    print(json.dumps({'id': request['id'], 'ok': hello}), flush=True)\n"
     )

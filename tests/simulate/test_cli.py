@@ -21,10 +21,10 @@ from kachedb_radix.spec.simulate.point import RUN, Task
 from kachedb_radix.spec.simulate.progress import RateColumn, progress_bar
 from kachedb_radix.spec.simulate.results import CSV_COLUMNS, SCHEMA_PATH
 from kachedb_radix.spec.simulate.run import Settings, execute, plan, simulate
-from kachedb_radix.spec.simulate.summary import count, duration, percent
 from kachedb_radix.spec.simulate.sweep import auto_capacities, parse_capacities, parse_sweep
+from kachedb_radix.spec.simulate.text import count, duration, percent, rate, ratio
 from kachedb_radix.spec.simulate.workload import WorkloadSpec, generate
-from tests.support.simulate import MOONCAKE_SAMPLE
+from tests.support.simulate import MOONCAKE_SAMPLE, exit_status
 
 SCHEMA = json.loads(SCHEMA_PATH.read_text())
 SMALL = ["--requests", "120", "--executor", "serial"]
@@ -43,7 +43,10 @@ def test_no_arguments_runs_the_embedded_workload(capsys: pytest.CaptureFixture[s
     assert "embedded workload (seed 0): 2,000 requests" in out
     assert "hit LRU" in out and "Belady" in out and "infinite" in out
     assert out.count("%") > 30 and "knee (LRU): 90% of the achievable hit ratio" in out
-    assert "8 capacities in" in out and "(process executor)" in out
+    assert (
+        "simulated 2,000 requests at 8 capacities (+8 refining the knees) x 1 configuration" in out
+    )
+    assert "(process executor)" in out
     assert "knee refinement ran" in out
 
 
@@ -94,8 +97,10 @@ def test_timed_mode_reports_ttft(tmp_path: Path, capsys: pytest.CaptureFixture[s
     document = json.loads((tmp_path / "results.json").read_text())
     _validate(document)
     small = document["points"][0]["lru"]
-    assert small["waited"] > 0 and set(small["ttft_ms"]) == {"p50", "p90", "p99"}
+    assert small["waited"] > 0 and set(small["ttft_ms"]) == {"p50", "p90", "p99", "mean"}
     assert document["settings"]["service"]["max_running"] == 16
+    assert document["points"][0]["no_cache"]["1 worker"]["trees"] == "none"
+    assert small["service"]["output_tokens_per_s"] > 0 and small["service"]["makespan_s"] > 0
 
 
 def test_no_bounds_and_the_knee_when_unreached(
@@ -127,7 +132,7 @@ def test_bad_lines_exit_2_naming_line_and_field(
     trace = tmp_path / "bad.jsonl"
     good = '{"timestamp": 0, "input_length": 600, "output_length": 1, "hash_ids": [1, 2]}'
     trace.write_text(good + '\n{"input_length": 6, "hash_ids": [1, "x"]}\n' + good + "\n")
-    assert main(["simulate", str(trace), *SMALL]) == 2
+    assert main(["simulate", str(trace), *SMALL[2:]]) == 2
     error = capsys.readouterr().err
     assert error == f"simulate: {trace}, line 2: field 'hash_ids[1]': Expected `int`, got `str`\n"
     assert (
@@ -150,50 +155,55 @@ def test_bad_input_never_shows_a_traceback(tmp_path: Path) -> None:
     assert "Traceback" not in done.stderr + done.stdout
 
 
-@pytest.mark.parametrize(
-    ("arguments", "message"),
-    [
-        (["--capacity", "10,abc"], "--capacity: 'abc' is not a whole number of blocks"),
-        (["--capacity", "0"], "--capacity: '0' is not a whole number"),
-        (["--sweep", "many"], "--sweep: expected 'auto' or a number"),
-        (["--jobs", "0"], "--jobs must be >= 1"),
-        (["--requests", "0"], "--requests must be >= 1"),
-        (["--block-size", "0"], "--block-size and --hash-block-tokens must be >= 1"),
-        (["--mode", "timed", "--prefill-tps", "0"], "prefill throughput must be > 0"),
-        (["--prefill-tps", "9"], "--prefill-tps applies to the timed mode"),
-        (["--ttft-slo", "1s"], "--ttft-slo applies to the timed mode"),
-        (["--mode", "timed", "--ttft-slo", "fast"], "expected a duration like 500ms"),
-        (["--knee", "0.9,1.2"], "--knee: '1.2' is not a fraction"),
-        (["--knee-rounds", "-1"], "--knee-rounds must be >= 0"),
-        (["--capacity", "64GiB"], "a size in bytes needs --model"),
-        (["--model", "llama-3-8b", "--capacity", "2gpu"], "GPUs need --model and --gpu"),
-        (["--model", "gpt-9"], "--model: unknown model 'gpt-9'"),
-        (["--model", "layers=2,kv_heads=x,head_dim=4"], "kv_heads='x' is not a number"),
-        (["--model", "layers=2,head_dim=4"], "kv_heads is missing"),
-        (["--model", "layers=2,kv_heads=1,head_dim=4,color=red"], "'color=red' is not key=value"),
-        (["--model", "llama-3-70b", "--gpu", "l40s"], "leave no room for KV on 1 x L40S"),
-        (["--gpu", "h100", "--gpu-mem-util", "1.5"], "--gpu-mem-util must be in (0, 1]"),
-        (["--workers", "0"], "--workers: '0' is not a number of workers"),
-        (["--workers", "2", "--routing", "magic"], "--routing: unknown routing 'magic'"),
-        (["--workers", "2", "--routing", "prefix", "--index", "x"], "--index: choose from"),
-        (["--router-delay", "soon"], "--router-delay: expected a number of requests or a time"),
-        (
-            ["--workers", "2", "--routing", "prefix", "--router-index", "nowhere:Index"],
-            "--router-index 'nowhere:Index'",
-        ),
-        (["--prefill-cost", "0"], "--prefill-cost: '0' is not a number of tokens"),
-        (["--out", "/dev/null/x"], "cannot write results to /dev/null/x"),
-        (["--capacity", "100", "--timeline-capacity", "5"], "--timeline-capacity 5 is not one"),
-        ([str(MOONCAKE_SAMPLE), "--save-workload", "x"], "--save-workload writes the embedded"),
-        (["missing.jsonl"], "cannot read trace missing.jsonl"),
-        (["--save-workload", "/nonexistent/dir/w.jsonl"], "cannot write /nonexistent/dir"),
-    ],
-)
+#: Refused where they are parsed (argparse: "argument --x: ..."), or once the trace is
+#: read ("simulate: ..."): each a one-line message naming the option, exit 2.
+USAGE_ERRORS = [
+    (["--capacity", "10,abc"], "argument --capacity: 'abc' is not a number of blocks or a size"),
+    (["--capacity", "0"], "--capacity: '0' is not a whole number"),
+    (["--sweep", "many"], "argument --sweep: expected 'auto' or a number"),
+    (["--jobs", "0"], "argument --jobs: 0 is below the least allowed, 1"),
+    (["--requests", "0"], "argument --requests: 0 is below the least allowed, 1"),
+    (["--block-size", "0"], "argument --block-size: 0 is below the least allowed, 1"),
+    (["--mode", "timed", "--prefill-tps", "0"], "argument --prefill-tps: 0 must be above 0"),
+    (["--prefill-tps", "9"], "--prefill-tps applies to the timed mode"),
+    (["--ttft-slo", "1s"], "--ttft-slo applies to the timed mode"),
+    (["--stage-gap", "1s"], "--stage-gap applies to the timed mode"),
+    (["--mode", "timed", "--ttft-slo", "fast"], "expected a duration like 500ms"),
+    (["--mode", "timed", "--ttft-slo", "0ms"], "argument --ttft-slo: '0ms' must be above 0 ms"),
+    (["--knee", "0.9,1.2"], "argument --knee: '1.2' is not a fraction"),
+    (["--knee-rounds", "-1"], "argument --knee-rounds: -1 is below the least allowed, 0"),
+    (["--capacity", "64GiB"], "a size in bytes needs --model"),
+    (["--model", "llama-3-8b", "--capacity", "2gpu"], "GPUs need --model and --gpu"),
+    (["--model", "gpt-9"], "argument --model: unknown model 'gpt-9'"),
+    (["--model", "layers=2,kv_heads=x,head_dim=4"], "kv_heads='x' is not a number"),
+    (["--model", "layers=2,head_dim=4"], "kv_heads is missing"),
+    (["--model", "layers=2,kv_heads=1,head_dim=4,color=red"], "'color=red' is not key=value"),
+    (["--model", "llama-3-70b", "--gpu", "l40s"], "leave no room for KV on 1 x L40S"),
+    (["--gpu", "h100", "--gpu-mem-util", "1.5"], "argument --gpu-mem-util: 1.5 is over the most"),
+    (["--workers", "0"], "argument --workers: 0 is below the least allowed, 1"),
+    (["--workers", "2", "--routing", "magic"], "argument --routing: unknown 'magic'"),
+    (["--workers", "2", "--routing", "prefix", "--index", "x"], "argument --index: unknown 'x'"),
+    (["--router-delay", "soon"], "'soon' is not a number of requests or a time like 50ms"),
+    (["--workers", "2", "--routing", "prefix", "--router-index", "nowhere:Index"],
+     "argument --router-index: No module named 'nowhere'"),
+    (["--prefill-cost", "0"], "argument --prefill-cost: 0 is below the least allowed, 1"),
+    (["--out", "/dev/null/x"], "argument --out: /dev/null/x: /dev/null is a file"),
+    (["--capacity", "100", "--timeline-capacity", "5"], "--timeline-capacity 5 is not one"),
+    ([str(MOONCAKE_SAMPLE), "--save-workload", "x"], "--save-workload applies to the embedded"),
+    (["missing.jsonl"], "argument TRACE: missing.jsonl: no such file"),
+    (["--save-workload", "/nonexistent/dir/w.jsonl"], "no directory /nonexistent/dir"),
+    (["--workload", "llm-d", "--requests", "5"], "--requests: the llm-d workload has its own"),
+    (["--warmup", "120"], "--warmup 120 leaves no request of the 120 to measure"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("arguments", "message"), USAGE_ERRORS)
 def test_usage_errors_exit_2(
     arguments: list[str], message: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    assert main(["simulate", *SMALL, *arguments]) == 2
-    assert message in capsys.readouterr().err
+    assert exit_status(["simulate", *SMALL, *arguments]) == 2
+    error = capsys.readouterr().err
+    assert message in error.strip().splitlines()[-1] and "Traceback" not in error
 
 
 def test_timed_mode_on_a_trace_without_timestamps(
@@ -210,12 +220,12 @@ def test_unwritable_out_and_missing_matplotlib(
 ) -> None:
     blocker = tmp_path / "file"
     blocker.write_text("")
-    assert main(["simulate", *SMALL, "--capacity", "500", "--out", str(blocker)]) == 2
-    assert "cannot write results to" in capsys.readouterr().err
+    assert exit_status(["simulate", *SMALL, "--capacity", "500", "--out", str(blocker)]) == 2
+    assert f"argument --out: {blocker}: a file, not a directory" in capsys.readouterr().err
     monkeypatch.setitem(sys.modules, "matplotlib", None)  # as if not installed
     assert main(["simulate", *SMALL, "--capacity", "500", "--out", str(tmp_path / "o")]) == 0
     out = capsys.readouterr().out
-    assert "plots skipped: matplotlib is not installed" in out
+    assert "plots skipped: matplotlib is not installed (pip install 'kachedb-radix[plot]')" in out
     assert "wrote results.json, results.csv, report.html to" in out
     assert "Plots skipped" in (tmp_path / "o" / "report.html").read_text()
 
@@ -285,6 +295,7 @@ def test_report_formats() -> None:
     assert (count(39852661), count(1234), count(5), count(2.5e9)) == ("39.9M", "1.23k", "5", "2.5G")
     assert (duration(None), duration(350.2), duration(1234.5)) == ("—", "350 ms", "1.23 s")
     assert duration(1_589_757.0) == "1,590 s"
+    assert (rate(8730.4), rate(None), ratio(1.7543), ratio(None)) == ("8.73k", "—", "1.75x", "—")
 
 
 def test_progress_bar_on_a_terminal_only() -> None:

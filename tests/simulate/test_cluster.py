@@ -23,14 +23,14 @@ from kachedb_radix.spec.simulate.cluster import (
     prompt_hashes,
     replay_cluster_sequential,
 )
-from kachedb_radix.spec.simulate.cost import CostModel
 from kachedb_radix.spec.simulate.errors import SimulateError
-from kachedb_radix.spec.simulate.hardware import GPUS, Deployment
-from kachedb_radix.spec.simulate.models import MODELS
+from kachedb_radix.spec.simulate.plan.cost import CostModel
+from kachedb_radix.spec.simulate.plan.hardware import GPUS, Deployment
+from kachedb_radix.spec.simulate.plan.models import MODELS
+from kachedb_radix.spec.simulate.plan.service import ServiceModel
 from kachedb_radix.spec.simulate.point import Config, Job, make_trees
 from kachedb_radix.spec.simulate.results import SCHEMA_PATH
 from kachedb_radix.spec.simulate.run import Settings, simulate
-from kachedb_radix.spec.simulate.service import ServiceModel
 from kachedb_radix.spec.simulate.timed import replay_timed
 from kachedb_radix.spec.simulate.trace import Trace
 from kachedb_radix.spec.simulate.workload import WorkloadSpec, generate
@@ -175,7 +175,7 @@ def test_the_timed_mode_routes_by_what_workers_hold_now() -> None:
     found: dict[str, tuple[list[int] | None, list[int]]] = {}
     for routing in ("prefix", "round-robin", "least-loaded"):
         spec = ClusterSpec(workers=2, routing=routing)
-        trees, router = _cluster(spaced, spec)
+        trees, router = _cluster(spaced, spec, pool=64)
         done = replay_timed(spaced, trees, service, cost, router=router)
         found[routing] = (done.worker_of, done.lengths)
         for tree in trees:

@@ -108,12 +108,46 @@ def test_traces_that_cannot_be_read(tmp_path: Path) -> None:
     for first in ({"prompt": [1]}, [1]):
         with pytest.raises(TraceLineError, match="line 1: cannot tell the format"):
             parse_trace(_lines(first), "x")
-    with pytest.raises(TraceLineError, match=r"line 1: not valid JSON"):
+    with pytest.raises(TraceLineError, match=r"line 1: not JSON"):
+        parse_trace(b"{x", "x")
+    with pytest.raises(SimulateError, match=r"x: not UTF-8 \(byte 0xff at offset 0\)"):
         parse_trace(b"\xff", "x")
     with pytest.raises(SimulateError, match=r"x: the trace is UTF-16 .*save it as UTF-8"):
         parse_trace('{"tokens": [1]}'.encode("utf-16"), "x")
-    with pytest.raises(SimulateError, match=r"cannot read trace .*missing.jsonl"):
+    with pytest.raises(SimulateError, match=r"trace .*missing.jsonl: no such file"):
         read_trace(tmp_path / "missing.jsonl")
+    (tmp_path / "utf16.jsonl").write_bytes('{"tokens": [1]}'.encode("utf-16"))
+    with pytest.raises(SimulateError, match=r"utf16.jsonl: the trace is UTF-16"):
+        read_trace(tmp_path / "utf16.jsonl")
+    for name, data, message in (
+        ("binary.jsonl", b'{"tokens": [1]}\n\x00\x01', "line 2: binary, not text"),
+        ("latin1.jsonl", b'{"tokens": [1]}\n{"tokens": [1], "namespace": "\xe9"}\n',
+         "line 2: not UTF-8"),
+        ("empty.jsonl", b"", "the trace is empty"),
+    ):  # fmt: skip
+        (tmp_path / name).write_bytes(data)
+        with pytest.raises(SimulateError, match=message):
+            read_trace(tmp_path / name)
+    with pytest.raises(SimulateError, match="a directory, not a file"):
+        read_trace(tmp_path)
+
+
+def test_lines_nested_past_the_cap_are_refused_in_one_line(tmp_path: Path) -> None:
+    """100,000 nested brackets (issue 32): a one-line refusal naming the line, never a
+    RecursionError, as the first line and as a later one (then skippable)."""
+    deep = '{"a":' * 100_000 + "1" + "}" * 100_000
+    good = '{"hash_ids": [1], "input_length": 10, "timestamp": 0}'
+    for lines, number in (
+        ([deep, good], 1),
+        ([good, deep.replace('{"a":', '{"hash_ids": [1], "input_length": 10, "x":', 1)], 2),
+    ):
+        path = tmp_path / f"deep{number}.jsonl"
+        path.write_text("\n".join(lines) + "\n")
+        with pytest.raises(
+            TraceLineError, match=f"line {number}: JSON nested deeper than 64 levels"
+        ):
+            read_trace(path)
+    assert len(read_trace(tmp_path / "deep2.jsonl", skip_bad=True).requests) == 1
 
 
 def test_token_trace_round_trip(tmp_path: Path) -> None:

@@ -5,6 +5,7 @@ a regression test for each bug the issue found."""
 from __future__ import annotations
 
 import base64
+import dataclasses
 import json
 import math
 import subprocess
@@ -18,19 +19,25 @@ import pytest
 
 from kachedb_radix.reference.blockpool import PRESETS
 from kachedb_radix.spec.cli.main import main
-from kachedb_radix.spec.simulate.cost import CostModel
 from kachedb_radix.spec.simulate.errors import SimulateError
 from kachedb_radix.spec.simulate.formats import read_trace
-from kachedb_radix.spec.simulate.hardware import GIB, GPUS, Deployment, Sizing, format_gib
-from kachedb_radix.spec.simulate.knee import find_knee, parse_fractions, refinements
-from kachedb_radix.spec.simulate.models import MODELS, parse_model
+from kachedb_radix.spec.simulate.plan.cost import CostModel
+from kachedb_radix.spec.simulate.plan.figures import Service
+from kachedb_radix.spec.simulate.plan.hardware import GIB, GPUS, Deployment, Sizing, format_gib
+from kachedb_radix.spec.simulate.plan.knee import find_knee, parse_fractions, refinements
+from kachedb_radix.spec.simulate.plan.models import CONFIGS, MODELS, count_parameters, parse_model
+from kachedb_radix.spec.simulate.plan.slo import Slo, attainment, parse_duration, search
 from kachedb_radix.spec.simulate.results import SCHEMA_PATH
 from kachedb_radix.spec.simulate.run import Settings, simulate
-from kachedb_radix.spec.simulate.slo import Slo, attainment, parse_duration, search
 from kachedb_radix.spec.simulate.trace import Trace
-from tests.support.simulate import MOONCAKE_SAMPLE
+from tests.support.simulate import MOONCAKE_SAMPLE, exit_status
 
 SCHEMA = json.loads(SCHEMA_PATH.read_text())
+#: A timed run's figures with nothing in them.
+QUIET = Service(ttft_ms={}, tpot_ms={}, warmup=0, makespan_s=0.0, input_tokens_per_s=None,
+                output_tokens_per_s=None, requests_per_s=None, offered_prefill_s=0.0,
+                offered_decode_s=0.0, offered_s=0.0, trace_span_s=0.0, busy=0.0,
+                load=None)  # fmt: skip
 H100_70B_FP8 = Deployment(MODELS["llama-3-70b-fp8"], GPUS["h100"], gpus=8)
 
 
@@ -46,8 +53,9 @@ def _head(lines: int, tmp_path: Path) -> Path:
 
 def test_model_presets_agree_with_the_block_pool() -> None:
     """One source of KV sizes: the block pool's presets (the seed's 160 KiB a token)."""
-    for name, model in MODELS.items():
-        assert model.kv_bytes_per_token == PRESETS[name].bytes_per_token
+    for name in ("llama-3-8b", "llama-3-70b", "llama-3-70b-fp8"):
+        assert MODELS[name].kv_bytes_per_token == PRESETS[name].bytes_per_token
+    assert MODELS["llama-3.1-8b"].kv_bytes_per_token == PRESETS["llama-3-8b"].bytes_per_token
     assert MODELS["llama-3-70b-fp8"].kv_bytes_per_token == 163_840
     assert MODELS["llama-3-8b"].layer_params == pytest.approx(6.979e9, rel=1e-3)
     custom = parse_model("layers=80,kv_heads=8,head_dim=128,dtype=fp8")
@@ -57,10 +65,82 @@ def test_model_presets_agree_with_the_block_pool() -> None:
     assert served.can_serve and served.layer_params == 1e6 - 160
     with pytest.raises(SimulateError, match="params must exceed the embeddings"):
         parse_model("layers=2,kv_heads=1,head_dim=4,hidden=8,heads=2,vocab=10,params=100")
-    with pytest.raises(SimulateError, match="layers must be a whole number"):
+    with pytest.raises(SimulateError, match="layers must be a finite whole number"):
         parse_model("layers=2.5,kv_heads=1,head_dim=4")
     with pytest.raises(SimulateError, match="unknown KV dtype"):
         parse_model("layers=2,kv_heads=1,head_dim=4,dtype=int3")
+
+
+def test_presets_come_from_their_configs() -> None:
+    """Every preset is its Hugging Face config read by from_config; the parameters
+    counted from it are within 1% of what the model's card publishes; the MoE ones
+    multiply through their active parameters, DeepSeek caches MLA's latent."""
+    for name, (repo, config, published) in CONFIGS.items():
+        total, active = count_parameters(config)
+        assert total == pytest.approx(published, rel=0.01), name
+        assert MODELS[name].source == repo and MODELS[name].params == total
+        assert MODELS[name].layer_params <= active
+    deepseek = MODELS["deepseek-v3"]
+    assert deepseek.kv_bytes_per_token == 61 * (512 + 64) * 2  # 70,272: MLA's latent, bf16
+    assert deepseek.weight_dtype == "fp8" and deepseek.compute_dtype == "fp8"
+    assert deepseek.active_params == pytest.approx(37e9, rel=0.02)
+    assert "MLA latent 576" in deepseek.describe()
+    qwen = MODELS["qwen3-30b-a3b"]
+    assert qwen.active_params == pytest.approx(3.3e9, rel=0.02)
+    assert qwen.weight_bytes == pytest.approx(2 * 30.5e9, rel=0.01)  # every expert in HBM
+    assert MODELS["qwen3-32b"].kv_bytes_per_token == 64 * 2 * 8 * 128 * 2  # 256 KiB
+    assert MODELS["llama-3.2-1b"].tied and MODELS["llama-3.2-1b"].layer_params == pytest.approx(
+        1.24e9 - 128256 * 2048, rel=0.01
+    )
+    assert parse_model("qwen3-8b", kv_dtype="fp8").kv_bytes_per_token == 36 * 2 * 8 * 128
+
+
+def test_a_config_json_is_a_model(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """--model path/to/config.json: read through the input layer, dimensions and
+    parameters from it; a multimodal config's text_config; every bad one one line."""
+    repo, config, _ = CONFIGS["qwen3-32b"]
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps({**config, "_name_or_path": repo}))
+    model = parse_model(str(path))
+    assert model.name == "qwen3-32b" and model.kv_bytes_per_token == 262_144
+    assert model.params == MODELS["qwen3-32b"].params and model.source == str(path)
+    nested = tmp_path / "vision" / "config.json"
+    nested.parent.mkdir()
+    nested.write_text(json.dumps({"torch_dtype": "float16", "text_config": config}))
+    assert parse_model(str(nested)).kv_dtype == "bf16"  # the text config's own dtype
+    assert parse_model(str(nested)).name == "vision"  # a checkout's folder names it
+    named = tmp_path / "Qwen3-8B.json"
+    named.write_text(json.dumps(config))
+    assert parse_model(str(named)).name == "qwen3-8b"  # else the file's stem
+    assert main(["simulate", "--model", str(path), "--capacity", "1GiB", "--requests", "40",
+                 "--no-bounds", "--executor", "serial", "--quiet"]) == 0  # fmt: skip
+    assert "model: qwen3-32b (64 layers, 8 KV heads x 128, bf16 KV: 256 KiB/token)" in (
+        capsys.readouterr().out
+    )
+    for body, message in (
+        ("[1]", "not a JSON object"),
+        ("{x", "not JSON"),
+        (json.dumps({**config, "hidden_size": "big"}), "'hidden_size' is 'big'"),
+        (json.dumps({"num_hidden_layers": 2}), "the config has no 'hidden_size'"),
+        (json.dumps({**config, "num_attention_heads": 0}), "must be >= 1"),
+    ):
+        path.write_text(body)
+        with pytest.raises(SimulateError, match=message):
+            parse_model(str(path))
+    with pytest.raises(SimulateError, match="no such file"):
+        parse_model(str(tmp_path / "missing.json"))
+    with pytest.raises(SimulateError, match="--kv-dtype: unknown KV dtype"):
+        parse_model("qwen3-8b", kv_dtype="int3")
+
+
+def test_every_gpu_has_its_datasheet() -> None:
+    """The GPU classes the issue names, each with the datasheet its figures come from."""
+    assert {"h100", "h100-pcie", "h200", "b200", "a100", "a100-40gb", "l40s", "mi300x"} <= set(GPUS)
+    for gpu in GPUS.values():
+        assert gpu.source and gpu.bf16_flops > 0 and gpu.hbm_bytes_per_s > 0
+        assert gpu.fp8_flops is None or gpu.fp8_flops == pytest.approx(2 * gpu.bf16_flops, 0.02)
+    assert GPUS["b200"].memory_gib == 180 and GPUS["mi300x"].hbm_bytes_per_s == 5.3e12
+    assert GPUS["a100-40gb"].fp8_flops is None and GPUS["h100-pcie"].bf16_flops == 756e12
 
 
 def test_a_deployment_and_the_sizes_it_gives() -> None:
@@ -206,11 +286,11 @@ def test_the_slo_search_brackets_the_rate() -> None:
     assert found.requests_per_s == pytest.approx(2 * found.speed)
     never = search(lambda speed: [math.nan], Slo(1.0, runs=10), rate=1.0)
     assert never.speed == 0.0 and never.requests_per_s == 0.0
-    from kachedb_radix.spec.simulate.point import Run, Service
-    from kachedb_radix.spec.simulate.summary import _throughput
+    from kachedb_radix.spec.simulate.plan.report import _throughput
+    from kachedb_radix.spec.simulate.point import Run
 
     def shown(found: Any) -> str:
-        service = Service({}, {}, 1.0, 1.0, 1.0, None, found)
+        service = dataclasses.replace(QUIET, throughput=found)
         return _throughput(Run(None, None, 0.0, "accel", service))  # type: ignore[arg-type]
 
     assert (shown(never), shown(found)) == ("< 1/64 of trace", f"{found.requests_per_s:,.3g}")
@@ -246,7 +326,7 @@ def test_the_planner_command_in_gib_gpus_ttft_and_overload(
     assert "knee (LRU): 80% of the achievable hit ratio" in out
     assert "knee (LRU): 90% of the achievable hit ratio" in out
     assert "GiB = " in out and "GPUs of this class (A100 SXM4 80 GB)" in out
-    assert "OVERLOAD at " in out and "more prefill than one worker computes" in out
+    assert "OVERLOAD in " in out and "offered more than their workers serve" in out
     assert "no cache" in out and "(HBM)" in out
 
 
@@ -365,13 +445,15 @@ def test_an_unwritable_out_is_refused_before_the_run(
     """It used to be reported after the whole run."""
     blocker = tmp_path / "file"
     blocker.write_text("")
-    status = main(["simulate", str(MOONCAKE_SAMPLE), "--out", str(blocker / "results")])
+    status = exit_status(["simulate", str(MOONCAKE_SAMPLE), "--out", str(blocker / "results")])
     captured = capsys.readouterr()
     assert status == 2 and captured.out == ""  # nothing ran, nothing printed
-    assert captured.err.startswith(f"simulate: cannot write results to {blocker / 'results'}")
+    assert f"argument --out: {blocker / 'results'}: {blocker} is a file" in captured.err
     fresh = tmp_path / "new" / "out"  # checked by making it; a run that fails leaves nothing
-    assert main(["simulate", str(tmp_path / "missing.jsonl"), "--out", str(fresh)]) == 2
-    assert not (tmp_path / "new").exists() and "cannot read trace" in capsys.readouterr().err
+    empty = tmp_path / "empty.jsonl"
+    empty.write_text("\n")
+    assert main(["simulate", str(empty), "--out", str(fresh)]) == 2
+    assert not (tmp_path / "new").exists() and "the trace is empty" in capsys.readouterr().err
 
 
 def test_64_bit_hash_ids_and_a_bom_through_the_command(tmp_path: Path) -> None:
@@ -418,14 +500,15 @@ def test_the_edges_of_the_planner(
     seconds from the command line, a report that cannot be written."""
     from kachedb_radix.spec.simulate import report
     from kachedb_radix.spec.simulate.executors import Session
-    from kachedb_radix.spec.simulate.hardware import get_gpu
+    from kachedb_radix.spec.simulate.plan.hardware import get_gpu
+    from kachedb_radix.spec.simulate.plan.report import service_table
+    from kachedb_radix.spec.simulate.plan.service import ServiceModel
     from kachedb_radix.spec.simulate.plots import figures
-    from kachedb_radix.spec.simulate.point import Job, Service
-    from kachedb_radix.spec.simulate.service import ServiceModel
-    from kachedb_radix.spec.simulate.summary import service_table
+    from kachedb_radix.spec.simulate.point import Job
 
-    with pytest.raises(SimulateError, match="unknown GPU 'b200'"):
-        get_gpu("b200")
+    with pytest.raises(SimulateError, match="unknown GPU 'b300'"):
+        get_gpu("b300")
+    assert get_gpu("H100-SXM") is GPUS["h100"] and get_gpu("a100-80gb") is GPUS["a100"]
     for bad, message in (({"gpus": 0}, "--gpus must be"), ({"reserve_gib": -1.0}, "--gpu-reserve")):
         with pytest.raises(SimulateError, match=message):
             Deployment(MODELS["llama-3-8b"], GPUS["h100"], **bad)
@@ -438,8 +521,7 @@ def test_the_edges_of_the_planner(
     assert Sizing(1).describe(5) == "5 blocks (5 tokens)"
     always = search(lambda speed: [0.0], Slo(1.0, runs=20), rate=1.0)
     assert always.speed == 64.0 and always.failed_at is None and always.runs == 7
-    quiet = Service({}, {}, 0.0, 0.0, 0.0)
-    assert quiet.overload(1) == 0.0
+    assert not QUIET.overloaded and not QUIET.saturated and QUIET.offered_s == 0.0
     assert Session(Job(trace=read_trace(_head(2, tmp_path)), mode="sequential",
                        implementation="reference", service=ServiceModel(),
                        order=[0, 1])).run([], print) == []  # fmt: skip
@@ -454,7 +536,7 @@ def test_the_edges_of_the_planner(
                                        model=sizes_only))  # fmt: skip
     table = service_table(results)
     assert [column.header for column in table.columns][-1] == "TTFT ≤ 1 ms" and not (
-        results.no_cache
+        results.no_cache or results.points[0].no_cache
     )
     assert set(figures(results)) == {"hit_ratio_vs_capacity.png", "hit_ratio_over_time.png",
                                      "ttft_vs_capacity.png"}  # fmt: skip
@@ -467,8 +549,11 @@ def test_the_edges_of_the_planner(
                  "--executor", "serial"]) == 0  # fmt: skip
     out = capsys.readouterr().out
     assert "seed-table workload (seed 0): 40 requests" in out and "2xprefix+1s" in out
-    assert main(["simulate", "--requests", "20", "--mode", "timed", "--max-running", "0"]) == 2
-    assert "max running requests must be >= 1" in capsys.readouterr().err
+    assert exit_status(["simulate", "--requests", "20", "--mode", "timed",
+                        "--max-running", "0"]) == 2  # fmt: skip
+    assert "argument --max-running: 0 is below the least allowed, 1" in capsys.readouterr().err
+    assert main(["simulate", "--requests", "20", "--mode", "timed", "--token-budget", "100"]) == 2
+    assert "must be >= max running requests" in capsys.readouterr().err
 
     def refuse(*args: object) -> None:
         raise OSError("disk full")

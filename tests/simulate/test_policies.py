@@ -17,7 +17,7 @@ from kachedb_radix.spec.simulate.formats import parse_trace
 from kachedb_radix.spec.simulate.results import SCHEMA_PATH
 from kachedb_radix.spec.simulate.run import Settings, simulate
 from kachedb_radix.spec.simulate.workload import WorkloadSpec, generate
-from tests.support.simulate import MOONCAKE_SAMPLE, token_trace
+from tests.support.simulate import MOONCAKE_SAMPLE, exit_status, token_trace
 
 SCHEMA = json.loads(SCHEMA_PATH.read_text())
 
@@ -39,7 +39,7 @@ def test_policies_are_compared_in_every_output(
     assert "knee 90% (blocks): lfu" in printed and ", slru " in printed
     document = json.loads((out / "results.json").read_text())
     jsonschema.Draft202012Validator(SCHEMA).validate(document)
-    assert document["version"] == 4
+    assert document["version"] == 5
     assert list(document["settings"]["policies"]) == ["lru", "lfu", "priority", "slru"]
     assert document["settings"]["policies"]["priority"]["namespaces"] == {"tenant-1": 60}
     for point in document["points"]:
@@ -94,8 +94,10 @@ def test_traces_may_carry_retention() -> None:
 @pytest.mark.parametrize(
     ("flags", "message"),
     [
-        (["--policy", "lru,mru"], "policy must be one of"),
-        (["--policy", "slru", "--policy-options", "[1]"], "map policy names"),
+        (["--policy", "lru,mru"], "argument --policy: unknown 'mru'"),
+        (["--policy", ",,,"], "argument --policy: ',,,' has an empty name"),
+        (["--policy", "slru", "--policy-options", "[1]"], "a JSON array, not an object"),
+        (["--policy", "slru", "--policy-options", '{"slru": 1}'], "map policy names"),
         (["--policy", "slru", "--policy-options", "{x"], "not JSON"),
         (["--policy", "lfu", "--policy-options", '{"slru": {}}'], "which --policy does not"),
         (["--policy", "slru", "--policy-options", '{"slru": {"protected_percent": 200}}'],
@@ -106,5 +108,5 @@ def test_bad_policy_flags_are_refused(
     flags: list[str], message: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """R-POL-1: a usage error naming what was wrong, nothing simulated."""
-    assert main(["simulate", str(MOONCAKE_SAMPLE), "--executor", "serial", *flags]) == 2
+    assert exit_status(["simulate", str(MOONCAKE_SAMPLE), "--executor", "serial", *flags]) == 2
     assert message in capsys.readouterr().err

@@ -19,10 +19,10 @@ import pytest
 from kachedb_radix.spec.cli.main import main
 from kachedb_radix.spec.simulate.cluster import INDEX_OF, ClusterSpec, Router, load_index_class
 from kachedb_radix.spec.simulate.errors import SimulateError
-from kachedb_radix.spec.simulate.hardware import Sizing
-from kachedb_radix.spec.simulate.models import MODELS
+from kachedb_radix.spec.simulate.plan.hardware import Sizing
+from kachedb_radix.spec.simulate.plan.models import MODELS
+from kachedb_radix.spec.simulate.plan.service import ServiceModel
 from kachedb_radix.spec.simulate.run import Settings, simulate
-from kachedb_radix.spec.simulate.service import ServiceModel
 from kachedb_radix.spec.simulate.tiers import (
     TierSpec,
     make_tiered_trees,
@@ -35,7 +35,7 @@ from kachedb_radix.spec.simulate.timed import replay_timed
 from kachedb_radix.spec.simulate.trace import Request, Trace
 from kachedb_radix.spec.simulate.workload import WorkloadSpec, generate
 from tests.simulate.test_engines import FLAT
-from tests.support.simulate import block_trace
+from tests.support.simulate import block_trace, exit_status
 
 SCHEMA = json.loads(
     (Path(__file__).parents[2] / "spec" / "simulate" / "results.schema.json").read_text()
@@ -101,7 +101,7 @@ def test_the_timed_mode_charges_each_tier_its_restore(impl_name: str) -> None:
     computes its 10 uncached tokens (10 ms); misses compute every token."""
     trace = _timed(PATHS, [1000.0 * n for n in range(len(PATHS))])
     tree = _tiered(impl_name)
-    done = replay_timed(trace, [tree], ServiceModel(), LINK)
+    done = replay_timed(trace, [tree], ServiceModel(request_overhead_ms=0.0), LINK)
     assert done.lengths == LENGTHS and done.tiers is not None
     assert done.ttft == pytest.approx([20.0, 20.0, 20.0, 42.0, 20.5, 30.0])
     assert done.tiers.restore_ms == pytest.approx([0, 0, 0, 41.0, 10.5, 0])
@@ -117,7 +117,7 @@ def test_restores_on_one_worker_share_its_link() -> None:
     paths = [A, B, C, D, A, B]
     trace = _timed(paths, [0.0, 100.0, 200.0, 300.0, 1000.0, 1000.0])
     tree = _tiered("reference", device=4, host=8, disk=0)
-    done = replay_timed(trace, [tree], ServiceModel(), LINK)
+    done = replay_timed(trace, [tree], ServiceModel(request_overhead_ms=0.0), LINK)
     assert done.lengths[4:] == [2, 2] and done.tiers is not None and done.tiers.host[4:] == [2, 2]
     assert done.tiers.restore_ms[4:] == pytest.approx([20.5, 41.0])
     assert done.ttft[4:] == pytest.approx([21.5, 42.0])
@@ -153,14 +153,24 @@ def test_tier_specs_parse_like_capacities() -> None:
         (["--tiers", "host=lots"], "--tiers host: 'lots' is not a whole number of blocks"),
         (["--write-through"], "--write-through applies to tiers: give --tiers"),
         (["--tiers", "host=99", "--disk-gbps", "5"], "--disk-gbps applies to the timed mode"),
-        (["--mode", "timed", "--tiers", "host=99", "--disk-gbps", "0"], "--disk-gbps must be > 0"),
-        (["--mode", "timed", "--tiers", "host=9", "--disk-latency-ms", "-1"], "--disk-latency-ms"),
+        (
+            ["--mode", "timed", "--tiers", "host=99", "--disk-gbps", "0"],
+            "argument --disk-gbps: 0 must be above 0",
+        ),
+        (
+            ["--mode", "timed", "--tiers", "host=9", "--disk-latency-ms", "-1"],
+            "argument --disk-latency-ms: -1 must be at least 0",
+        ),
+        (
+            ["--mode", "timed", "--tiers", "host=9", "--disk-latency-ms", "inf"],
+            "argument --disk-latency-ms: 'inf' is not a finite number",
+        ),
     ],
 )
 def test_bad_tier_options_are_a_message(
     arguments: list[str], message: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    assert main(["simulate", "--requests", "20", *arguments]) == 2
+    assert exit_status(["simulate", "--requests", "20", *arguments]) == 2
     error = capsys.readouterr().err
     assert message in error and "Traceback" not in error
 
@@ -180,7 +190,7 @@ def test_tiers_compose_with_policies_workers_and_routings(
     assert "│ lru+host600 " in out and "│ 2xprefix/lfu+host600 " in out  # two tables say so
     document = json.loads((tmp_path / "results.json").read_text())
     jsonschema.Draft202012Validator(SCHEMA).validate(document)
-    assert document["version"] == 4
+    assert document["version"] == 5
     labels = [config["label"] for config in document["settings"]["configurations"]]
     assert labels == ["lru", "lru+host600", "lfu", "lfu+host600", "2xprefix", "2xprefix+host600",
                       "2xprefix/lfu", "2xprefix/lfu+host600"]  # fmt: skip

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 from array import array
+from collections.abc import Sequence
 
+from kachedb_radix.spec.cli.main import main
 from kachedb_radix.spec.simulate.point import Point
 from kachedb_radix.spec.simulate.trace import Request, Trace
 from tests.support.paths import DATA
@@ -60,3 +62,12 @@ def assert_same_points(first: list[Point], second: list[Point]) -> None:
             b.timeline,
         )
         assert a.replay.lengths == b.replay.lengths
+
+
+def exit_status(arguments: Sequence[str]) -> int:
+    """``main``'s exit status, whether it returns it or argparse exits with it (an option
+    refused where it is parsed)."""
+    try:
+        return main(list(arguments))
+    except SystemExit as stop:
+        return int(str(stop.code))

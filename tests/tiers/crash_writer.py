@@ -26,7 +26,10 @@ the test be gone. After the worker is gone the zygote writes ``exit signal N`` o
 ``exit code N``.
 
 Command: ``run PATH SEED FIRST_GEN STEPS SYNC_PERCENT`` (block and metadata sizes come
-from the store itself). ``quit`` or the end of input ends the zygote.
+from the store itself), or ``run create PATH SLOTS BLOCK_BYTES``: a worker that creates a
+new store there (``begin create`` / ``done create``, then ``finished``), for the campaign
+that kills creators (``tests/tiers/test_slab_files.py``). ``quit`` or the end of input ends
+the zygote.
 """
 
 from __future__ import annotations
@@ -71,8 +74,24 @@ def work(path: str, seed: int, first_gen: int, steps: int, sync_percent: int) ->
     say("finished")
 
 
+def create(path: str, slots: int, block_bytes: int) -> None:
+    """One creator's life: create a store at ``path``, reporting before and after."""
+    say(f"pid {os.getpid()}")
+    say("begin create")
+    store = DiskBlockStore.create(path, slots, block_bytes, 64)
+    say("done create")
+    store.close()
+    say("finished")
+
+
 def main() -> None:
-    serve(lambda args: work(args[0], *map(int, args[1:])))
+    def dispatch(args: list[str]) -> None:
+        if args[0] == "create":
+            create(args[1], int(args[2]), int(args[3]))
+        else:
+            work(args[0], *map(int, args[1:]))
+
+    serve(dispatch)
 
 
 if __name__ == "__main__":

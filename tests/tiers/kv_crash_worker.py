@@ -45,7 +45,7 @@ import xxhash
 from kachedb_radix.reference.blockpool import PoolSpec
 from kachedb_radix.reference.tiers import KVCache, TieredTree
 from kachedb_radix.reference.tiers.persist import ROOT, chained_hash
-from tests.tiers.test_kv_cache import kv_of
+from tests.tiers.test_kv_cache import MODEL, kv_of
 from tests.tiers.zygote import say, serve
 
 #: Tokens per block.
@@ -95,7 +95,9 @@ def open_cache(
     cls = cache_class(twin)
     if planted:
         cls = type("PlantedKVCache", (cls,), {"_put_disk": _put_disk_with_a_gap})
-    cache = cls(spec, host_blocks=HOST_BLOCKS, disk_path=Path(path), disk_blocks=DISK_BLOCKS)
+    cache = cls(
+        spec, model=MODEL, host_blocks=HOST_BLOCKS, disk_path=Path(path), disk_blocks=DISK_BLOCKS
+    )
     assert cache.tiers.implementation == twin  # no silent fallback
     return cache
 

@@ -50,6 +50,9 @@ def test_the_cpu_figures_run(tmp_path: Path) -> None:
     assert "| host -> device: KVCache.restore |" in done.stdout
     assert "| disk -> device, cold page cache: KVCache.restore |" in done.stdout
     assert "| disk: dd bs=2M, cold page cache |" in done.stdout
+    assert "| device -> host: KVCache demotion (evict) |" in done.stdout
+    assert "| disk: sequential preadv of the same bytes, cold page cache |" in done.stdout
+    assert "| tiered / plain |" in done.stdout
     assert "Llama-3-70B FP8, disk -> device, cold, after a restart" in done.stdout
     assert "| lookup + restore, planning only, 128 blocks (2,048 tokens) |" in done.stdout
     results = json.loads(report.read_text())
@@ -59,9 +62,10 @@ def test_the_cpu_figures_run(tmp_path: Path) -> None:
     assert {fit for fit in results["prefix"]["fits"]} == {
         f"{preset}/{source}"
         for preset in ("llama-3-8b", "llama-3-70b-fp8")
-        for source in ("host", "disk", "reopen")
+        for source in ("host", "demote", "copy", "disk", "preadv", "reopen")
     }
     assert set(results["planning_ns_per_block"]) >= {"reference"}
+    assert set(results["replay"]["rounds"]) == {"read", "plain", "tiered"}
     assert [path.name for path in tmp_path.iterdir()] == ["tiers.json"]  # the slabs are gone
 
 

@@ -3,9 +3,11 @@
 A bad call (a slot out of range, a payload of the wrong size, metadata too long...) raises
 its own :class:`StoreError` subclass and leaves the file's bytes, the index and the counters
 exactly as they were. A bad file (empty, truncated, foreign, of another version, with a
-corrupted header or a geometry that does not add up) is refused by ``open`` with a
-:class:`StoreFormatError`. A bad *record* inside a good file is dropped and counted, never
-served: at open for a damaged header or metadata, at read for a damaged payload.
+corrupted header or padding, a malformed identity or a geometry that does not add up) is
+refused by ``open`` with a :class:`StoreFormatError`, the file untouched. A bad *record*
+inside a good file is left out and counted, never served: at open for a damaged header or
+metadata (and left in the file: opening writes nothing, R-TIER-12), at read for a damaged
+payload.
 """
 
 from __future__ import annotations
@@ -142,14 +144,17 @@ def test_a_bad_call_changes_nothing(
 # -- bad files ------------------------------------------------------------------------
 
 
-def _patch(path: Path, offset: int, fmt: str, value: int, *, reseal: bool) -> None:
+SUMMED = FILE_HEADER_BYTES - 16  # the header bytes its checksum covers
+
+
+def _patch(path: Path, offset: int, fmt: str, value: Any, *, reseal: bool) -> None:
     """Write ``value`` into the file header at ``offset``; ``reseal`` recomputes its checksum
     (a header that is consistent with itself, yet wrong)."""
     with path.open("r+b") as file:
-        raw = bytearray(file.read(FILE_HEADER_BYTES))
+        raw = bytearray(file.read(PAGE))
         struct.pack_into(fmt, raw, offset, value)
         if reseal:
-            raw[64:80] = checksum(bytes(raw[:64]))
+            raw[SUMMED:FILE_HEADER_BYTES] = checksum(bytes(raw[:SUMMED]))
         file.seek(0)
         file.write(raw)
 
@@ -180,10 +185,52 @@ BAD_FILES: list[tuple[str, Callable[[Path], object], type[StoreError], str]] = [
         "not a kachedb-radix disk store",
     ),
     (
-        "version 2",
-        lambda p: _patch(p, 8, "<I", 2, reseal=True),
+        "version 3",
+        lambda p: _patch(p, 8, "<I", 3, reseal=True),
         StoreVersionError,
-        "format version 2; this code reads version 1",
+        "format version 3; this code reads version 2 only",
+    ),
+    (
+        "version 1 (no identity)",
+        lambda p: _patch(p, 8, "<I", 1, reseal=False),
+        StoreVersionError,
+        r"format version 1, written before slab files recorded whose KV .* afresh",
+    ),
+    (
+        "a flipped padding byte",
+        lambda p: _patch(p, PAGE - 1, "<B", 1, reseal=False),
+        StoreFormatError,
+        "byte 4095 of the file header is 0x01, not zero",
+    ),
+    (
+        "the first padding byte",
+        lambda p: _patch(p, FILE_HEADER_BYTES, "<B", 0x80, reseal=True),
+        StoreFormatError,
+        f"byte {FILE_HEADER_BYTES} of the file header is 0x80",
+    ),
+    (
+        "a flipped identity byte",
+        lambda p: _patch(p, 64, "<I", 3, reseal=False),
+        StoreFormatError,
+        "fails its checksum",
+    ),
+    (
+        "a model name too long",
+        lambda p: _patch(p, 80, "<H", 257, reseal=True),
+        StoreFormatError,
+        "model field is bad: its length says 257 bytes",
+    ),
+    (
+        "bytes after a text",
+        lambda p: _patch(p, 82 + 200, "<B", 7, reseal=True),
+        StoreFormatError,
+        "model field is bad: bytes after its text are not zero",
+    ),
+    (
+        "a text not UTF-8",
+        lambda p: _patch(p, 468, "<I", 0xFEFF0002, reseal=True),  # length 2, bytes ff fe
+        StoreFormatError,
+        "dtype field is bad: its text is not UTF-8",
     ),
     (
         "version 7, no seal",
@@ -298,7 +345,7 @@ BAD_RECORDS: list[tuple[str, Callable[[Path], None], int, str]] = [
     ("metadata", lambda p: _flip(p, SLOT0 + RECORD_HEADER_BYTES + 3), 0, "fails its checksum"),
     ("moved to slot 1", lambda p: _copy(p, p, 0, 1), 1, "the record says slot 0"),
     ("another store's", _foreign_record, 0, "belongs to store"),
-    ("record version 2", lambda p: _reseal_record(p, 8, "<I", 2), 0, "record version 2"),
+    ("record version 3", lambda p: _reseal_record(p, 8, "<I", 3), 0, "record version 3"),
     ("meta_len too big", lambda p: _reseal_record(p, 32, "<I", META + 1), 0, "bad sizes"),
     ("flags set", lambda p: _reseal_record(p, 36, "<I", 1), 0, "bad sizes"),
 ]
@@ -320,13 +367,23 @@ def test_a_damaged_record_is_dropped_at_open(
         assert dropped[0] == slot and why in dropped[1]
         reader.check_invariants(deep=True)
     assert path.read_bytes() == damaged
-    with DiskBlockStore.open(path) as writer:  # drops and zeroes the header
-        assert writer.stats().dropped_at_open == 1 and slot not in writer
-        assert writer.stats().syncs == 1  # the repair is made durable at once
+    with DiskBlockStore.open(path) as writer:  # leaves it as well: opening writes nothing
+        stats = writer.stats()
+        assert (stats.dropped_at_open, stats.unusable, stats.unsynced) == (1, 1, 0)
+        assert slot not in writer
         writer.check_invariants(deep=True)
         kept = dict(writer.items())
-    with DiskBlockStore.open(path) as again:
-        assert again.stats().dropped_corrupt == 0 and dict(again.items()) == kept
+    assert path.read_bytes() == damaged  # R-TIER-12
+    with DiskBlockStore.open(path) as again:  # a put to its slot replaces it
+        assert again.stats().unusable == 1
+        again.put(slot, blocks.meta(slot, 9, META), blocks.payload(9, BLOCK))
+        assert again.stats().unusable == 0
+        again.check_invariants(deep=True)
+    with DiskBlockStore.open(path) as last:
+        assert last.stats().dropped_corrupt == 0 and dict(last.items()) == {
+            **kept,
+            slot: blocks.meta(slot, 9, META),
+        }
 
 
 @pytest.mark.parametrize("readonly", [False, True], ids=["writer", "reader"])

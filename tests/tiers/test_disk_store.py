@@ -200,7 +200,7 @@ def test_closed_store_refuses_every_call(tmp_path: Path) -> None:
 
 def test_the_constructor_is_not_public(tmp_path: Path) -> None:
     with pytest.raises(TypeError, match="create"):
-        DiskBlockStore(str(tmp_path), 0, None, readonly=False)  # type: ignore[arg-type]
+        DiskBlockStore(str(tmp_path), 0, None, None, None, readonly=False)  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize(
@@ -253,7 +253,7 @@ def test_create_reports_what_the_file_system_refused(
         make(tmp_path / "s")
     assert nospace.value.errno == errno.ENOSPC and list(tmp_path.iterdir()) == []
     with pytest.raises(StoreIOError, match="cannot open the file to replace"):
-        disk_io.refuse_if_open_elsewhere(str(tmp_path / "absent"))
+        disk_io.refuse_if_open_elsewhere(disk_io.SYSTEM, str(tmp_path / "absent"))
 
 
 def test_create_without_fallocate_sets_the_size(
@@ -323,7 +323,7 @@ def test_failed_reads_and_flushes_are_store_errors(
             store.check_invariants()
         os.truncate(path, PAGE + 100)
         with pytest.raises(StoreIOError, match="the file shrank"):
-            disk_io.pread_exact(store._fd, str(path), 200, PAGE, "read")
+            disk_io.pread_exact(store.io, store._fd, str(path), 200, PAGE, "read")
 
 
 def test_a_store_is_a_context_manager_that_syncs(tmp_path: Path) -> None:

@@ -26,8 +26,8 @@ from kachedb_radix.reference.tiers import (
     DiskBlockStore,
     KVCache,
     StoreClosedError,
-    StoreConfigError,
     StoreFormatError,
+    StoreIdentityError,
     TieredTree,
 )
 from tests.conftest import TIER_IMPLEMENTATIONS
@@ -35,6 +35,8 @@ from tests.support.blockpool import requires_gpu
 
 B = 2
 SPEC = PoolSpec(num_blocks=6, block_size=B, num_layers=2, num_kv_heads=2, head_dim=4)
+#: The model the tests' disk tiers record (R-TIER-11).
+MODEL = "test-model"
 
 Build = Callable[..., KVCache]
 
@@ -69,6 +71,8 @@ def make_cache(request: pytest.FixtureRequest, tmp_path: Path) -> Build:
     def build(spec: PoolSpec = SPEC, **options: Any) -> KVCache:
         if "disk_blocks" in options:
             options.setdefault("disk_path", tmp_path / "kv.slab")
+        if "disk_path" in options:
+            options.setdefault("model", MODEL)
         cache = cls(spec, **options)
         assert cache.tiers.implementation == tree  # no silent fallback
         assert type(cache.pool).__module__.startswith(
@@ -250,29 +254,42 @@ def _payload_offset(cache: KVCache, slot: int) -> int:
     return int(geometry.slot_offset(slot) + geometry.payload_offset)
 
 
-def test_reopen_leaves_out_orphans_and_refuses_foreign_files(
+def test_reopen_leaves_out_orphans_keeps_them_and_refuses_foreign_files(
     make_cache: Build, tmp_path: Path
 ) -> None:
+    """R-TIER-10, R-TIER-12: an orphan is left out, and left in the file until its slot is
+    needed (after every free slot); another geometry is refused whole, the file untouched."""
     cache = make_cache(host_blocks=4, disk_blocks=8)
     cache.store(path(1, 2, 3), kv_of(SPEC, path(1, 2, 3)))
     cache.evict(3)
     cache.evict(3, "host")
     middle = cache._slot_of[cache.lookup(path(1, 2, 3)).blocks[1]]
+    last = cache._slot_of[cache.lookup(path(1, 2, 3)).blocks[2]]
     cache.close()
     with DiskBlockStore.open(tmp_path / "kv.slab") as store:
         store.delete(middle)  # as if its record had been torn
     again = make_cache(host_blocks=4, disk_blocks=8)
-    assert again.stats().unusable == 1  # block 3 is an orphan: deleted, counted
+    stats = again.stats()
+    assert (stats.unusable, stats.unusable_left) == (1, 1)  # block 3 is an orphan, kept
     assert again.lookup(path(1, 2, 3)).length == B
+    assert again.disk is not None and last in again.disk  # still in the file
     again.check_invariants()
+    for block in range(4, 11):  # fill the disk tier: the orphan's slot is the last used
+        again.store(path(block), kv_of(SPEC, path(block)))
+        again.evict(1)
+        again.evict(1, "host")
+        again.check_invariants()
+        assert again.stats().unusable_left == (0 if block == 10 else 1), block
     again.close()
-    other = SPEC.with_blocks(2)
     wrong = PoolSpec(num_blocks=2, block_size=B, num_layers=1, num_kv_heads=2, head_dim=4)
-    with pytest.raises(StoreConfigError, match="not this cache's disk tier"):
+    before = (tmp_path / "kv.slab").read_bytes()
+    with pytest.raises(StoreIdentityError, match="layers is 2 in the file, 1 here") as raised:
         make_cache(wrong, disk_blocks=8)
+    assert raised.value.mismatches[0] == ("layers", 2, 1)
+    assert (tmp_path / "kv.slab").read_bytes() == before  # refused whole, not wiped
     (tmp_path / "kv.slab").write_bytes(b"not a store" * 100)
     with pytest.raises(StoreFormatError):
-        make_cache(other, disk_blocks=8)
+        make_cache(SPEC.with_blocks(2), disk_blocks=8)
 
 
 def test_bad_calls_change_nothing(make_cache: Build) -> None:

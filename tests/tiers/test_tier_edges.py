@@ -17,6 +17,8 @@ from kachedb_radix.reference.errors import (
     OutOfBlocksError,
 )
 from kachedb_radix.reference.tiers import DiskBlockStore, KVCache, StoreConfigError
+from kachedb_radix.reference.tiers.cache import slab_identity
+from kachedb_radix.reference.tiers.identity import ModelIdentity
 from kachedb_radix.reference.tiers.persist import (
     ROOT,
     chained_hash,
@@ -63,10 +65,12 @@ def test_every_tier_invariant_fires(make_tiers: TreeFactory) -> None:
     held = tiers.insert([1, 1, 2, 2], pin=True)
     tiers.check_invariants()
     registry = tiers._registry["device"]
-    registry._keys[0] = BlockKey("wrong", None, (1, 1))
+    right = registry._at[0]
+    registry._at[0] = ("wrong", *right[1:])
+    assert registry.key(0) == BlockKey("wrong", None, (1, 1))
     with pytest.raises(InvariantViolation, match="registry disagrees"):
         tiers.check_invariants()
-    registry._keys[0] = BlockKey(None, None, (1, 1))
+    registry._at[0] = right
     held.lease._released = True
     with pytest.raises(InvariantViolation, match="still filed"):
         tiers.check_invariants()
@@ -97,20 +101,21 @@ def test_the_cache_refuses_bad_arguments(tmp_path: Path) -> None:
         KVCache(SPEC, namespace_bytes=True)
     with pytest.raises(InvalidArgumentError, match="namespace_bytes must be in"):
         KVCache(SPEC, namespace_bytes=70000)
-    with pytest.raises(InvalidArgumentError, match="disk_blocks needs a disk_path"):
+    with pytest.raises(InvalidArgumentError, match="disk_blocks and disk_afresh need a disk_path"):
         KVCache(SPEC, disk_blocks=4)
     with pytest.raises(InvalidArgumentError, match="disk_blocks must be an int >= 1"):
-        KVCache(SPEC, disk_path=tmp_path / "a.slab")
+        KVCache(SPEC, model="m", disk_path=tmp_path / "a.slab")
     with pytest.raises(InvalidArgumentError, match="host_blocks"):
-        KVCache(SPEC, host_blocks=-1, disk_path=tmp_path / "b.slab", disk_blocks=2)
+        KVCache(SPEC, model="m", host_blocks=-1, disk_path=tmp_path / "b.slab", disk_blocks=2)
     assert not (tmp_path / "b.slab").exists()  # created only once every argument is right
-    KVCache(SPEC, disk_path=tmp_path / "b.slab", disk_blocks=2).close()
-    with KVCache(SPEC, disk_path=tmp_path / "b.slab") as reopened:  # the file was closed
+    KVCache(SPEC, model="m", disk_path=tmp_path / "b.slab", disk_blocks=2).close()
+    with KVCache(SPEC, model="m", disk_path=tmp_path / "b.slab") as reopened:  # closed before
         assert reopened.tiers.capacity("disk") == 2
-    with DiskBlockStore.create(tmp_path / "c.slab", 2, SPEC.bytes_per_block, 8):
+    identity = slab_identity(SPEC, ModelIdentity("m"))
+    with DiskBlockStore.create(tmp_path / "c.slab", 2, SPEC.bytes_per_block, 8, identity=identity):
         pass
     with pytest.raises(StoreConfigError, match="too few for 2 tokens"):
-        KVCache(SPEC, disk_path=tmp_path / "c.slab")
+        KVCache(SPEC, model="m", disk_path=tmp_path / "c.slab")
     cache = KVCache(SPEC, host_blocks=2, events=True)
     with pytest.raises(BufferDTypeError):
         cache.store([1, 1], kv(1).astype(np.float32))
@@ -125,7 +130,9 @@ def test_the_cache_refuses_bad_arguments(tmp_path: Path) -> None:
 
 def test_every_cache_invariant_fires(tmp_path: Path) -> None:
     def fresh() -> KVCache:
-        cache = KVCache(SPEC, host_blocks=2, disk_path=tmp_path / "kv.slab", disk_blocks=4)
+        cache = KVCache(
+            SPEC, model="m", host_blocks=2, disk_path=tmp_path / "kv.slab", disk_blocks=4
+        )
         cache.store([1, 1, 2, 2], kv(2))
         cache.evict(2)
         cache.evict(2, "host")

@@ -1,27 +1,39 @@
 """GPUs, deployments and sizes: blocks in, GiB and GPUs out (and back).
 
-**GPU classes** (:data:`GPUS`, ``--gpu``), from NVIDIA's datasheets. Datasheets
+**GPU classes** (:data:`GPUS`, ``--gpu``), from their makers' datasheets. Datasheets
 quote tensor-core rates "with sparsity"; a dense matmul gets half, which is what is
 kept here. The host link is one direction of the PCIe x16 link (datasheets quote
 both directions added: 128 GB/s for Gen5, 64 GB/s for Gen4); it is what restoring
 KV from host memory gets at best. Memory is the datasheet's figure, taken as GiB.
 
-===== ========================= ====== ========= ========= ========== ========== =========
-name  part                      memory HBM       host link BF16 dense FP8 dense  NVLink
-===== ========================= ====== ========= ========= ========== ========== =========
-h100  H100 SXM5 80 GB           80     3.35 TB/s 64 GB/s   989 TF/s   1,979 TF/s 900 GB/s
-h200  H200 SXM 141 GB           141    4.8 TB/s  64 GB/s   989 TF/s   1,979 TF/s 900 GB/s
-a100  A100 SXM4 80 GB           80     2.04 TB/s 32 GB/s   312 TF/s   --         600 GB/s
-l40s  L40S 48 GB (PCIe)         48     864 GB/s  32 GB/s   362 TF/s   733 TF/s   --
-===== ========================= ====== ========= ========= ========== ========== =========
+========== ============================ ====== ========= ========= ========== ========== ==========
+name       part                         memory HBM       host link BF16 dense FP8 dense  GPU link
+========== ============================ ====== ========= ========= ========== ========== ==========
+h100       H100 SXM5 80 GB              80     3.35 TB/s 64 GB/s   989 TF/s   1,979 TF/s 900 GB/s
+h100-pcie  H100 PCIe 80 GB              80     2.0 TB/s  64 GB/s   756 TF/s   1,513 TF/s 600 GB/s
+h200       H200 SXM 141 GB              141    4.8 TB/s  64 GB/s   989 TF/s   1,979 TF/s 900 GB/s
+b200       B200 180 GB (HGX)            180    8 TB/s    64 GB/s   2,250 TF/s 4,500 TF/s 1.8 TB/s
+a100       A100 SXM4 80 GB              80     2.04 TB/s 32 GB/s   312 TF/s   --         600 GB/s
+a100-40gb  A100 SXM4 40 GB              40     1.56 TB/s 32 GB/s   312 TF/s   --         600 GB/s
+l40s       L40S 48 GB (PCIe)            48     864 GB/s  32 GB/s   362 TF/s   733 TF/s   --
+mi300x     MI300X 192 GB (OAM)          192    5.3 TB/s  64 GB/s   1,307 TF/s 2,615 TF/s 896 GB/s
+========== ============================ ====== ========= ========= ========== ========== ==========
+
+Also named: ``h100-sxm`` (``h100``), ``a100-80gb`` (``a100``).
 
 Sources: "NVIDIA H100 Tensor Core GPU" datasheet (SXM: BF16 1,979 and FP8 3,958
-TFLOPS with sparsity, 3.35 TB/s, NVLink 900 GB/s, PCIe Gen5 128 GB/s); "NVIDIA H200
-Tensor Core GPU" datasheet (SXM: 141 GB HBM3e, 4.8 TB/s, the same tensor rates and
-links); "NVIDIA A100 Tensor Core GPU" datasheet (80 GB SXM: BF16 312 / 624 with
-sparsity, 2,039 GB/s, NVLink 600 GB/s, PCIe Gen4 64 GB/s; no FP8: an FP8 model's
-matmuls run at the BF16 rate); "NVIDIA L40S" datasheet (48 GB GDDR6, 864 GB/s, BF16
-362.05 / 733, FP8 733 / 1,466 TFLOPS, PCIe Gen4 x16 64 GB/s bidirectional).
+TFLOPS with sparsity, 3.35 TB/s, NVLink 900 GB/s, PCIe Gen5 128 GB/s; PCIe card: 80 GB
+HBM2e at 2 TB/s, BF16 1,513 and FP8 3,026 TFLOPS with sparsity, NVLink bridge 600
+GB/s); "NVIDIA H200 Tensor Core GPU" datasheet (SXM: 141 GB HBM3e, 4.8 TB/s, the same
+tensor rates and links); "NVIDIA DGX B200" and "HGX B200" datasheets (8 GPUs: 1,440 GB
+of HBM3e, 64 TB/s, FP8 72 and BF16 36 PFLOPS with sparsity, fifth-generation NVLink
+1.8 TB/s a GPU, PCIe Gen5 to the host); "NVIDIA A100 Tensor Core GPU" datasheet (80 GB
+SXM: 2,039 GB/s; 40 GB SXM: 1,555 GB/s; BF16 312 / 624 with sparsity, NVLink 600 GB/s,
+PCIe Gen4 64 GB/s; no FP8: an FP8 model's matmuls run at the BF16 rate); "NVIDIA L40S"
+datasheet (48 GB GDDR6, 864 GB/s, BF16 362.05 / 733, FP8 733 / 1,466 TFLOPS, PCIe Gen4
+x16 64 GB/s bidirectional); "AMD Instinct MI300X Accelerator" data sheet (192 GB HBM3,
+5.3 TB/s, FP16/BF16 1,307.4 / 2,614.9 and FP8 2,614.9 / 5,229.8 TFLOPS with sparsity,
+Infinity Fabric 896 GB/s peer to peer, PCIe Gen5 x16 128 GB/s).
 
 **A deployment** (:class:`Deployment`): each worker is one model replica on
 ``gpus`` GPUs (tensor parallel). Its KV budget is what vLLM's
@@ -46,7 +58,7 @@ import math
 import re
 from dataclasses import dataclass
 
-from .errors import SimulateError
+from ..errors import SimulateError
 from .models import ModelShape
 
 GIB = 1024**3
@@ -78,14 +90,26 @@ GPUS: dict[str, GpuClass] = {
     for gpu in (
         GpuClass("h100", "H100 SXM5 80 GB", 80, 3.35e12, 64e9, 900e9, 989e12, 1979e12,
                  "NVIDIA H100 Tensor Core GPU datasheet (SXM5)"),
+        GpuClass("h100-pcie", "H100 PCIe 80 GB", 80, 2.0e12, 64e9, 600e9, 756e12, 1513e12,
+                 "NVIDIA H100 Tensor Core GPU datasheet (PCIe)"),
         GpuClass("h200", "H200 SXM 141 GB", 141, 4.8e12, 64e9, 900e9, 989e12, 1979e12,
                  "NVIDIA H200 Tensor Core GPU datasheet (SXM)"),
+        GpuClass("b200", "B200 180 GB (HGX)", 180, 8.0e12, 64e9, 1800e9, 2250e12, 4500e12,
+                 "NVIDIA DGX B200 / HGX B200 datasheets (a GPU's share)"),
         GpuClass("a100", "A100 SXM4 80 GB", 80, 2.039e12, 32e9, 600e9, 312e12, None,
                  "NVIDIA A100 Tensor Core GPU datasheet (80 GB SXM)"),
+        GpuClass("a100-40gb", "A100 SXM4 40 GB", 40, 1.555e12, 32e9, 600e9, 312e12, None,
+                 "NVIDIA A100 Tensor Core GPU datasheet (40 GB SXM)"),
         GpuClass("l40s", "L40S 48 GB", 48, 864e9, 32e9, 0.0, 362.05e12, 733e12,
                  "NVIDIA L40S datasheet"),
+        GpuClass("mi300x", "MI300X 192 GB", 192, 5.3e12, 64e9, 896e9, 1307.4e12, 2614.9e12,
+                 "AMD Instinct MI300X Accelerator data sheet"),
     )
 }  # fmt: skip
+#: Other names of the same classes.
+ALIASES = {"h100-sxm": "h100", "a100-80gb": "a100"}
+#: Every name ``--gpu`` takes.
+GPU_NAMES = (*GPUS, *ALIASES)
 
 
 def get_gpu(name: str) -> GpuClass:
@@ -94,10 +118,11 @@ def get_gpu(name: str) -> GpuClass:
     Raises:
         SimulateError: an unknown name.
     """
+    word = name.strip().lower()
     try:
-        return GPUS[name.strip().lower()]
+        return GPUS[ALIASES.get(word, word)]
     except KeyError:
-        raise SimulateError(f"--gpu: unknown GPU {name!r}; known: {', '.join(GPUS)}") from None
+        raise SimulateError(f"--gpu: unknown GPU {name!r}; known: {', '.join(GPU_NAMES)}") from None
 
 
 @dataclass(frozen=True)
@@ -264,6 +289,22 @@ _SIZE = re.compile(
     r"(?P<unit>|blocks?|tok|tokens|[kKmMgGtT][iI]?[bB]|gpus?)",
     re.IGNORECASE,
 )
+
+
+def check_size(text: str) -> None:
+    """Refuse a word that is not a size in any unit ``--capacity`` takes (which unit it
+    is, and whether the model and GPU it needs are given, is for :meth:`Sizing.parse`).
+    O(len(text)).
+
+    Raises:
+        SimulateError: not a size.
+    """
+    word = text.strip().replace("_", "").replace(" ", "")
+    if _SIZE.fullmatch(word) is None:
+        raise SimulateError(
+            f"{text.strip()!r} is not a number of blocks or a size (expected blocks like "
+            "1000 or 20k, tokens like 2Mtok, bytes like 64GiB or 2TB, or GPUs like 8gpu)"
+        )
 
 
 def format_gib(gib: float) -> str:

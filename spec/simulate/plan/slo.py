@@ -26,7 +26,7 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from .errors import SimulateError
+from ..errors import SimulateError
 
 #: The search's range of speed-ups, both ways.
 SPEED_LIMIT = 64.0

@@ -3,7 +3,7 @@
 A worker (one model replica on ``G`` GPUs, tensor parallel) runs *steps*: each step
 carries a batch of tokens -- one decode token for every running request past its
 prefill, and chunks of prompts still being prefilled (chunked prefill, see
-:mod:`~kachedb_radix.spec.simulate.engine`). A step costs the longer of its compute
+:mod:`~kachedb_radix.spec.simulate.plan.engine`). A step costs the longer of its compute
 and its memory traffic, plus a fixed overhead::
 
     step_ms = overhead_ms + max(compute_ms, memory_ms)
@@ -63,9 +63,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .errors import SimulateError
+import numpy as np
+
+from ..errors import SimulateError
 from .hardware import Deployment
 
+#: Steps of a solo prefill priced at once (bounds its memory: 8 arrays of this many floats).
+SOLO_CHUNK = 1 << 16
 #: Disk read bandwidth per GPU of a worker, bytes/s (see the module docstring).
 DISK_BYTES_PER_S = 6.5e9
 #: A restore's fixed cost from each slower tier, ms (see the module docstring).
@@ -150,10 +154,10 @@ class CostModel:
             logits_flops=2.0 * model.vocab * model.hidden,
             weight_bytes=model.weight_bytes,
             kv_bytes_per_token=model.kv_bytes_per_token,
-            peak_flops=count * (peak_flops or gpu.peak_flops(model.compute_dtype)),
-            hbm_bytes_per_s=count * (hbm_bytes_per_s or gpu.hbm_bytes_per_s),
-            host_bytes_per_s=count * (host_bytes_per_s or gpu.host_bytes_per_s),
-            disk_bytes_per_s=count * (disk_bytes_per_s or DISK_BYTES_PER_S),
+            peak_flops=count * _given(peak_flops, gpu.peak_flops(model.compute_dtype)),
+            hbm_bytes_per_s=count * _given(hbm_bytes_per_s, gpu.hbm_bytes_per_s),
+            host_bytes_per_s=count * _given(host_bytes_per_s, gpu.host_bytes_per_s),
+            disk_bytes_per_s=count * _given(disk_bytes_per_s, DISK_BYTES_PER_S),
             label=f"{model.name} on {count} x {gpu.part}",
             **knobs,  # type: ignore[arg-type]
         )
@@ -242,24 +246,32 @@ class CostModel:
 
     def solo_prefill(self, prompt: int, cached: int, budget: int) -> dict[str, float]:
         """A prompt's prefill alone on an idle worker, chunked by ``budget`` tokens a
-        step: its FLOPs and time, split into the linear and attention terms. O(prompt /
-        budget).
+        step: its FLOPs and time, split into the linear and attention terms. Its steps
+        are priced as arrays, :data:`SOLO_CHUNK` at a time: O(prompt / budget) array
+        work in memory O(SOLO_CHUNK).
         """
         uncached = max(prompt - cached, 1)
         start = prompt - uncached
         linear = 2.0 * self.layer_params * uncached
         attention = 4.0 * self.layers * self.attention_width
         quadratic = attention * (uncached * start + uncached * (uncached + 1) / 2)
+        steps = -(-uncached // budget)
         total_ms = 0.0
-        steps = 0
-        done = 0
-        while done < uncached:
-            tokens = min(budget, uncached - done)
-            flops = self.chunk_flops(start + done, tokens, done + tokens == uncached)
-            kv = start + done + tokens
-            total_ms += self.step_ms(flops, tokens, 0, 0, kv)
-            done += tokens
-            steps += 1
+        for first in range(0, steps, SOLO_CHUNK):
+            done = np.arange(first, min(steps, first + SOLO_CHUNK), dtype=np.float64) * budget
+            tokens = np.minimum(float(budget), uncached - done)
+            position = start + done
+            flops = 2.0 * self.layer_params * tokens + attention * (
+                tokens * position + tokens * (tokens + 1) / 2
+            )
+            flops[-1] += self.logits_flops if first + SOLO_CHUNK >= steps else 0.0
+            if self.prefill_tokens_per_s is not None:
+                compute = tokens * 1000.0 / self.prefill_tokens_per_s
+            else:
+                compute = flops * 1000.0 / (self.peak_flops * self.mfu)
+            moved = self.weight_bytes + self.kv_bytes_per_token * (position + tokens)
+            memory = moved * 1000.0 / (self.hbm_bytes_per_s * self.mbu)
+            total_ms += float(np.sum(self.overhead_ms + np.maximum(compute, memory)))
         return {
             "linear_flops": linear,
             "attention_flops": quadratic,
@@ -267,3 +279,9 @@ class CostModel:
             "steps": float(steps),
             "ms": total_ms,
         }
+
+
+def _given(override: float | None, datasheet: float) -> float:
+    """An override when one is given (0 included: the model refuses it), else the
+    datasheet's figure. O(1)."""
+    return datasheet if override is None else override

@@ -30,7 +30,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from .errors import SimulateError
+from ..errors import SimulateError
 
 #: The fraction of the ceiling asked for by default.
 DEFAULT_FRACTIONS = (0.9,)

@@ -1,0 +1,58 @@
+"""The router's remembered block hashes (spec/router/hashes.py): exactly what the
+scheme's own chain gives, whatever was remembered and forgotten before."""
+
+from __future__ import annotations
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from kachedb_radix.reference.events import SCHEMES, BlockHasher
+from kachedb_radix.spec.router.hashes import ChainMemo
+
+_PROMPTS = st.lists(
+    st.tuples(
+        st.lists(st.integers(0, 3), max_size=24),  # few token values: prefixes are shared
+        st.sampled_from([None, "", "tenant"]),
+    ),
+    min_size=1,
+    max_size=12,
+)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    scheme=st.sampled_from(SCHEMES),
+    wire=st.sampled_from(["int", "bytes"]),
+    block_size=st.integers(1, 5),
+    generation=st.integers(1, 12),
+    prompts=_PROMPTS,
+)
+def test_the_memo_answers_what_the_chain_answers(
+    scheme: str,
+    wire: str,
+    block_size: int,
+    generation: int,
+    prompts: list[tuple[list[int], str | None]],
+) -> None:
+    """Any scheme and wire form, any generation size (so entries are dropped and moved
+    back), prompts that share prefixes in and across namespaces."""
+    hasher = BlockHasher(scheme, wire=wire)  # type: ignore[arg-type]
+    memo = ChainMemo(hasher, generation)
+    for tokens, namespace in prompts * 2:  # each again: answered from memory or not
+        want = [hasher.external(h) for h in hasher.chain(tokens, block_size, namespace)]
+        assert memo.external_chain(tokens, block_size, namespace) == want
+        assert len(memo) <= 2 * generation
+
+
+def test_a_prompt_seen_before_is_not_hashed_again() -> None:
+    memo = ChainMemo(BlockHasher("sha256"))
+    prompt = list(range(64))
+    memo.external_chain(prompt, 16)
+    assert (memo.hits, memo.misses) == (0, 4)
+    memo.external_chain(prompt, 16)
+    assert (memo.hits, memo.misses) == (4, 4)
+    memo.external_chain([*prompt, *range(100, 116)], 16)  # one block more: one hashed
+    assert (memo.hits, memo.misses) == (8, 5)
+    memo.external_chain(prompt, 16, "t")  # another namespace: a new chain
+    assert memo.misses == 9
+    assert memo.external_chain(prompt[:15], 16) == []

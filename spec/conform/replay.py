@@ -164,7 +164,8 @@ def check_trace_step(step: Any, where: str) -> Step:
         and ("ok" in expect or isinstance(expect.get("error"), str))
     ):
         raise TraceError(f'{where}: expect must be {{"ok": ANSWER}} or {{"error": KIND}}')
-    return step
+    checked: Step = step  # every check above has passed
+    return checked
 
 
 def refusal(reset: Step) -> str | None:

@@ -82,7 +82,7 @@ from .errors import (
 )
 from .events.hashing import BlockHasher, event_hasher
 from .events.recorder import EventRecorder
-from .events.schema import KVEventBatch
+from .events.schema import KVEventBatch, encode_batch
 from .eviction import EvictionQueue
 from .invariants import check_tree
 from .lease import Lease
@@ -394,6 +394,16 @@ class RadixTree:
         if self._events is None:
             raise InvalidArgumentError("this tree emits no events: build it with events=True")
         return self._events.take()
+
+    def take_event_payloads(self) -> list[bytes]:
+        """The KV event batches since the last call, as :meth:`take_events` would return
+        them, each encoded as the msgpack payload vLLM's publisher sends (R-EVENT-6,
+        ``encode_batch``). O(size of the batches).
+
+        Raises:
+            InvalidArgumentError: the tree was built without ``events``.
+        """
+        return [encode_batch(batch) for batch in self.take_events()]
 
     @property
     def events(self) -> BlockHasher | None:

@@ -25,10 +25,12 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from typing import Any
 
 from kachedb_radix.reference.events import SCHEMES
 
 from ..conform.candidate import Candidate, CandidateFailure
+from ..conform.operations import BY_NAME
 from ..conform.profile import Profile, ProfileError
 from ..conform.profile import parse as parse_profile
 from ..conform.replay import TraceError, read_trace, refusal
@@ -46,6 +48,7 @@ from ..explain import (
     text_report,
 )
 from ..explain.events import with_events
+from ..explain.view import exit_differs
 from ..inputs import LIMITS, count, input_path, output_dir, output_file
 from .options import add_timeout, profile_option, timeouts
 
@@ -138,6 +141,8 @@ def run_explain(args: argparse.Namespace) -> int:
                         f"--events: {target.name} does not declare the events level "
                         "(it emits no KV events the kit can read)"
                     )
+            if target is not None:
+                _builds(target, steps)
             recording = record(
                 steps,
                 target,
@@ -149,12 +154,34 @@ def run_explain(args: argparse.Namespace) -> int:
         finally:
             if target is not None:
                 target.close()
-        _write(args, recording, steps)
+        views = frame_views(recording)
+        _write(args, recording, steps, views)
     except (UsageError, RecordError) as exc:
         print(f"explain: {exc}", file=sys.stderr)
         return EXIT_USAGE
-    differs = recording.first_difference is not None
-    return EXIT_DIFFERS if differs else EXIT_OK
+    # The steps' rulings (the kit's finding list, spec/explain/ruling.py) decide, as the page says.
+    return EXIT_DIFFERS if exit_differs(views) else EXIT_OK
+
+
+def _builds(target: Candidate, steps: list[Step]) -> None:
+    """A target that builds an optional part at its first reset naming KV events (SGLang's
+    event hashes, built with pybind11 and a C++ compiler) and cannot: a one-line message,
+    before anything is recorded (the kit would file it as the target failing). Cost: one
+    reset of the target.
+
+    Raises:
+        UsageError: the part cannot be built (the target's own message says what is missing).
+    """
+    first = next((step for step in steps if BY_NAME[step["op"]].resets and step.get("events")),
+                 None)  # fmt: skip
+    if first is None:
+        return
+    try:
+        target.reset(first["num_blocks"], first["block_size"], events=first["events"])
+    except ImportError as exc:
+        raise UsageError(f"{target.name}: {exc}") from None
+    except (Exception, CandidateFailure):
+        return  # the recording says how the target answers it
 
 
 def _serve(args: argparse.Namespace) -> int:
@@ -302,8 +329,9 @@ def open_target(
         raise UsageError(f"--cmd {cmd}: {exc}") from None
 
 
-def _write(args: argparse.Namespace, recording: Recording, steps: list[Step]) -> None:
-    views = frame_views(recording)
+def _write(
+    args: argparse.Namespace, recording: Recording, steps: list[Step], views: list[Any]
+) -> None:
     try:
         if args.save_trace is not None:
             lines = [json.dumps(step) for step in steps]

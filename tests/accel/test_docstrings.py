@@ -290,10 +290,10 @@ ALLOWED: dict[str, tuple[Diff, ...]] = {
     "RadixTree.take_events": (
         Diff(
             "O(1).",
-            "O(1) here; O(B) per block logged since the last call to name it (the "
-            "reference's recorder hashes the blocks).",
-            "the C twin logs ids and tokens while it mutates and names them (hashes, vLLM's "
-            "structs) when they are taken, through the reference's recorder (accel/events.c)",
+            "O(size of the batches) here: decoded from the wire bytes the operations "
+            "encoded (:meth:`take_event_payloads`).",
+            "the C twin hashes and encodes its events while it mutates (accel/events.c) and "
+            "builds vLLM's structs only when asked for them; the reference keeps the structs",
         ),
     ),
     "RadixTree.check_invariants": (

@@ -425,7 +425,7 @@ def test_the_playground_page_turns_events_on(browser: Any) -> None:
     thread.start()
     try:
         page = browser.new_page(viewport=VIEWPORT)
-        page.set_default_timeout(5000)
+        page.set_default_timeout(30_000)  # a loaded two-core CI machine
         page.goto(server.url)
         assert page.locator(".events-box").is_hidden()
         assert page.locator("#legend .events-legend").is_hidden()

@@ -161,8 +161,9 @@ def test_the_parser_check_can_fail() -> None:
     """A renamed flag, a missing value, an unknown subcommand: each is refused."""
     assert _parse_error(["simulate", "--capacity", "1000"]) is None
     assert _parse_error(["--version"]) is None
-    assert _parse_error(["simulate", "--capacities", "1000"]) is not None
-    assert _parse_error(["simulate", "--capac", "1000"]) is not None  # a prefix, not the name
+    # (after the trace: a word taken for a missing trace would be the reader's file)
+    assert _parse_error(["simulate", "TRACE", "--capacities", "1000"]) is not None
+    assert _parse_error(["simulate", "TRACE", "--capac", "1000"]) is not None  # a prefix
     assert _parse_error(["gate", "accel"]) is not None  # --baseline is required
     assert _parse_error(["simulat"]) is not None
     assert _parse_error(["replay", "TRACE"]) is None  # the reader's file

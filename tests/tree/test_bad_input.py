@@ -243,5 +243,5 @@ def test_a_kv_cache_past_a_cap_creates_nothing(tmp_path: Any) -> None:
         KVCache(spec, host_blocks=10**12)
     disk = tmp_path / "disk"
     with pytest.raises(InvalidArgumentError, match="disk_blocks must be at most"):
-        KVCache(spec, disk_path=disk, disk_blocks=2**24 + 1)
+        KVCache(spec, disk_path=disk, disk_blocks=2**24 + 1, model="m")
     assert not disk.exists()

@@ -704,7 +704,9 @@ def test_re_measure_keeps_the_better_figure() -> None:
 
 def test_baseline_file_round_trip(tmp_path: Path) -> None:
     path = tmp_path / "b.json"
-    assert load_baseline(path).cases == {}
+    assert load_baseline(path, missing_ok=True).cases == {}  # --update-baseline starts one
+    with pytest.raises(BaselineError, match="no such file"):
+        load_baseline(path)  # a gate reading it must not pass on nothing (issue 32)
     path.write_text(json.dumps({"format": 2, "limits": {"match/x": {"max_ns": 9}}}))
     written = save_baseline(
         path, _plan(), {"match/x": [_m(2000), _m(1000)]}, {"memory/one_edge": 12.345},
@@ -779,7 +781,8 @@ def test_reports(monkeypatch: pytest.MonkeyPatch) -> None:
     result.verdicts = evaluate(result.results, {}, result.plan, Baseline())
     text = run.render_plain(result.verdicts)
     assert text.splitlines()[0].startswith("figure") and "NEW" in text
-    assert "without a baseline" in run.summary(result) and "GATE PASSED" in run.summary(result)
+    assert "without a baseline" in run.summary(result)
+    assert "GATE GATED NOTHING (0 checks on 3 timed" in run.summary(result)  # issue 32
     data = run.to_json(result, run.machine())
     assert data["exit_code"] == 0 and data["results"]["match/x"][0]["median_ns"] == 1000
     assert set(run.machine()) >= {"cpu", "python", "load_average"}
@@ -885,8 +888,8 @@ def test_cli_a_prior_run_counts_so_only_a_twice_failed_figure_fails(
         (None, "cannot be read"),
         ("{", "not JSON"),
         ("[]", "not the --json file"),
-        ('{"results": {}, "target": "accel", "mode": "quick"}', "target 'accel'"),
-        ('{"results": {}, "target": "reference", "mode": "full"}', "mode 'full'"),
+        ('{"results": {}, "target": "accel", "mode": "quick"}', "target \"accel\""),
+        ('{"results": {}, "target": "reference", "mode": "full"}', "mode \"full\""),
         ('{"results": {"x": [{"oops": 1}]}, "target": "reference", "mode": "quick"}',
          "not one"),
     ],
@@ -897,8 +900,15 @@ def test_cli_refuses_a_prior_run_it_cannot_use(
     prior = tmp_path / "prior.json"
     if content is not None:
         prior.write_text(content)
-    argv = ["reference", "--baseline", str(tmp_path / "b.json"), "--quick"]
-    assert gate_cli.main([*argv, "--only", "gpu-host", "--prior", str(prior)]) == 2
+    baseline = tmp_path / "b.json"
+    baseline.write_text(json.dumps({"format": 2}))
+    argv = ["reference", "--baseline", str(baseline), "--quick", "--only", "gpu-host"]
+    if content is None:  # refused while parsing, before anything runs
+        with pytest.raises(SystemExit) as stop:
+            gate_cli.main([*argv, "--prior", str(prior)])
+        assert stop.value.code == 2 and "no such file" in capsys.readouterr().err
+        return
+    assert gate_cli.main([*argv, "--prior", str(prior)]) == 2
     assert error in capsys.readouterr().err
 
 
@@ -930,9 +940,10 @@ def test_cli_prints_with_rich_when_it_can(
     monkeypatch.setattr(run, "render_rich", lambda verdicts, title: "a table")
     monkeypatch.setattr(gate_cli, "render_rich", lambda verdicts, title: "a table")
     baseline = tmp_path / "b.json"
-    only = ["--only", "gpu-host/ids/list"]
-    assert gate_cli.main(["reference", "--baseline", str(baseline), *only]) == 0
-    assert printed == ["a table"]
+    argv = ["reference", "--baseline", str(baseline), "--only", "gpu-host/ids/list"]
+    assert gate_cli.main([*argv, "--update-baseline"]) == 0
+    assert gate_cli.main(argv) == 0
+    assert printed == ["a table", "a table"]
 
 
 def test_cli_usage_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -120,7 +120,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         nargs="?",
         const="",
         default=None,
-        choices=("", *SCHEMES, *ENGINES),
+        choices=("", *dict.fromkeys((*SCHEMES, *ENGINES))),  # a name in both: the engine
         metavar="SCHEME",
         help="also check the KV event stream (the opt-in events level, R-EVENT-*, R-ROUTE-*): "
         "the batches against the reference's, an index fed them against the target's blocks, "

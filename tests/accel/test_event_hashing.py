@@ -78,7 +78,7 @@ def parents(draw: st.DrawFn, hasher: BlockHasher) -> Hash | None:
         return hasher.block_hash(None, block, draw(st.sampled_from([None, "ns"])))
     if hasher.scheme == "xxh3_64":
         return draw(st.integers(0, 2**64 - 1))
-    size = 16 if hasher.scheme.startswith("xxhash") else 32
+    size = 16 if hasher.scheme.startswith("xxhash") or hasher.scheme == "dynamo" else 32
     if hasher.scheme == "sglang_dynamo":
         size = draw(st.sampled_from([32, 64]))  # a digest, and the seed a namespace carries
     return draw(st.binary(min_size=size, max_size=size))

@@ -50,11 +50,11 @@ from pathlib import Path
 from typing import Any
 
 from kachedb_radix.reference.events import BlockHasher
-from kachedb_radix.spec.conform.targets import tree_class
 from kachedb_radix.spec.router.publisher import EventPublisher
 from kachedb_radix.spec.simulate.cluster import HASH_SCHEME, ClusterSpec
 from kachedb_radix.spec.simulate.formats import read_trace
 from kachedb_radix.spec.simulate.trace import Trace
+from kachedb_radix.spec.twins import twin_class
 
 from .route_service import free_port, get_json, post_json
 
@@ -177,7 +177,7 @@ def real_setup(
     names = [f"w{i}" for i in range(workers)]
     pools = ClusterSpec(workers=workers).pools(capacity, 1 << 40)
     hasher = BlockHasher(HASH_SCHEME)
-    factory = tree_class(implementation)
+    factory = twin_class(implementation)
     trees = [factory(pool, trace.block_size, events=hasher) for pool in pools]
     size = trace.block_size
     outcome = Outcome(requests=[0] * workers)

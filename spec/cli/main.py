@@ -14,13 +14,8 @@ from typing import NoReturn, cast
 
 from kachedb_radix.reference import __version__
 
-from ..conform.targets import (
-    IMPLEMENTATION_NAMES,
-    PURE_SWITCH,
-    default_implementation,
-    tree_class,
-)
 from ..inputs import InputError
+from ..twins import PURE_SWITCH, TWIN_NAMES, default_twin, twin_class
 from . import conform, explain, gate, route, serve, simulate
 from . import hash as hash_command
 from .demo import run_demo
@@ -52,7 +47,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     demo.add_argument(
         "--impl",
-        choices=IMPLEMENTATION_NAMES,
+        choices=TWIN_NAMES,
         default=None,
         help=f"tree implementation (default: accel, or reference when {PURE_SWITCH}=1)",
     )
@@ -68,9 +63,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _demo(args: argparse.Namespace) -> int:
-    name = args.impl or default_implementation()
+    name = args.impl or default_twin()
     try:
-        tree = tree_class(name)
+        tree = twin_class(name)
     except ImportError as error:
         print(f"kachedb-radix: {error}", file=sys.stderr)
         return 2

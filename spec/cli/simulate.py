@@ -34,7 +34,6 @@ from rich.console import Console
 from kachedb_radix.reference.errors import InvalidArgumentError
 from kachedb_radix.reference.policies import check_policy
 
-from ..conform.targets import default_implementation
 from ..inputs import InputError
 from ..simulate.cluster import ClusterSpec
 from ..simulate.errors import SimulateError
@@ -55,6 +54,7 @@ from ..simulate.text import duration
 from ..simulate.tiers import TierSpec, parse_tiers
 from ..simulate.trace import Trace
 from ..simulate.workload import WORKLOADS, generate
+from ..twins import default_twin
 from .simulate_options import add_options
 
 EXIT_OK = 0
@@ -264,7 +264,7 @@ def _settings(args: argparse.Namespace, trace: Trace) -> Settings:
     _check_pools(capacities, clusters)
     return Settings(
         policies=_policies(args), clusters=clusters, tiers=_tiers(args, sizing), mode=mode,
-        implementation=args.impl or default_implementation(), service=_service(args),
+        implementation=args.impl or default_twin(), service=_service(args),
         cost=cost, capacities=capacities, sweep_points=args.sweep, bounds=not args.no_bounds,
         executor=args.executor, jobs=args.jobs, ray_address=args.ray_address,
         timeline_capacity=args.timeline_capacity, knee_fractions=args.knee,

@@ -22,7 +22,6 @@ from typing import Any
 
 from kachedb_radix.reference.policies import POLICIES
 
-from ..conform.targets import IMPLEMENTATION_NAMES, PURE_SWITCH
 from ..inputs import (
     LIMITS,
     InputError,
@@ -47,6 +46,7 @@ from ..simulate.plan.slo import parse_duration
 from ..simulate.published import PUBLISHED
 from ..simulate.sweep import parse_sweep
 from ..simulate.workload import WORKLOADS, WorkloadSpec
+from ..twins import PURE_SWITCH, TWIN_NAMES
 
 #: Every ``--workload``: the generators and the published benchmarks' workloads.
 WORKLOAD_NAMES = (*WORKLOADS, *PUBLISHED)
@@ -202,7 +202,7 @@ GROUPS: tuple[tuple[str | None, tuple[Option, ...]], ...] = (
         Option(("--knee-rounds",), "rounds of extra capacities around the knees (default 2, "
                "0: none)", {"type": count(0, 10), "default": 2, "metavar": "N"}),
         Option(("--impl",), f"tree implementation (default: accel, or reference when "
-               f"{PURE_SWITCH}=1)", {"choices": IMPLEMENTATION_NAMES, "default": None}),
+               f"{PURE_SWITCH}=1)", {"choices": TWIN_NAMES, "default": None}),
         Option(("--policy",), "eviction policies to compare, e.g. lru,lfu,fifo,priority,slru "
                "(R-POL-*; LRU always runs: it is the baseline)",
                {"type": choice_list(POLICIES), "default": ["lru"], "metavar": "LIST"}),

@@ -20,9 +20,7 @@ died is restarted) and the deviation profile to check it under
 
 ``reference`` and ``accel`` are picked where every twin is picked,
 :mod:`kachedb_radix.spec.twins` (no silent fallback: asking for ``accel`` when its C
-extension did not build fails, saying so); :func:`tree_class` and
-:func:`default_implementation` are its names for a ``RadixTree`` class and the default
-twin, kept here for the callers that import them from the kit. ``gate`` builds its
+extension did not build fails, saying so). ``gate`` builds its
 timed trees from :func:`resolve` too (:mod:`kachedb_radix.spec.gate.trees`).
 
 Both functions are plain, for other tools too (``kachedb-radix explain`` resolves
@@ -45,32 +43,13 @@ from typing import Any
 from ..protocol.client import DEFAULT_STARTUP_TIMEOUT, DEFAULT_TIMEOUT, StdioCandidate
 from ..protocol.timeout import TimedCandidate
 from ..twins import PURE_SWITCH as PURE_SWITCH
-from ..twins import TWIN_NAMES, TwinUnavailable, default_twin, twin_class
+from ..twins import TWIN_NAMES, TwinUnavailable, twin_class
 from .adapter import TreeAdapter
 from .candidate import Candidate
 from .profile import STRICT, Profile, load
 
 _TREE_METHODS = ("match", "insert", "release", "evict", "dump")
 _CANDIDATE_METHODS = ("reset", "match", "insert", "release", "evict", "dump", "levels")
-
-
-#: The twins' names (:data:`kachedb_radix.spec.twins.TWIN_NAMES`), under the kit's old name.
-IMPLEMENTATION_NAMES = TWIN_NAMES
-
-
-def default_implementation() -> str:
-    """:func:`kachedb_radix.spec.twins.default_twin`. O(1)."""
-    return default_twin()
-
-
-def tree_class(name: str) -> Any:
-    """The ``RadixTree`` class of twin ``name`` (:func:`kachedb_radix.spec.twins.twin_class`).
-
-    Raises:
-        ValueError: unknown name (a ``TwinError``).
-        ImportError: ``accel`` asked for but its C extension is not importable.
-    """
-    return twin_class(name, "RadixTree")
 
 
 class TargetError(ValueError):

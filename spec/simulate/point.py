@@ -28,7 +28,7 @@ from typing import Any
 
 from kachedb_radix.reference.events import BlockHasher
 
-from ..conform.targets import tree_class
+from ..twins import twin_class
 from .bounds import belady_lengths
 from .cluster import HASH_SCHEME, ClusterSpec, Router, replay_cluster_sequential
 from .metrics import HitStats, hit_stats
@@ -224,13 +224,13 @@ def make_trees(job: Job, config: Config, capacity: int) -> tuple[list[Any], str]
     if config.cluster.uses_events:
         keywords["events"] = BlockHasher(HASH_SCHEME)
         try:
-            tree_class(name)(1, job.trace.block_size, **keywords)
+            twin_class(name)(1, job.trace.block_size, **keywords)
         except TypeError:  # this implementation does not emit events
             name = "reference"
     if config.tiers is not None:
         size = job.trace.block_size
         return make_tiered_trees(name, config.tiers, pools, job.limit, size, keywords), name
-    factory = tree_class(name)
+    factory = twin_class(name)
     return [factory(pool, job.trace.block_size, **keywords) for pool in pools], name
 
 

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from kachedb_radix.reference.events import BlockHasher
 from kachedb_radix.reference.policies import check_policy
 
-from ..conform.targets import default_implementation
+from ..twins import default_twin
 from .bounds import infinite_lengths, next_uses
 from .cluster import HASH_SCHEME, ClusterSpec, prompt_hashes
 from .errors import SimulateError
@@ -99,7 +99,7 @@ class Settings:
     """
 
     mode: str = "sequential"
-    implementation: str = field(default_factory=default_implementation)
+    implementation: str = field(default_factory=default_twin)
     service: ServiceModel = field(default_factory=ServiceModel)
     cost: CostModel | None = None
     capacities: tuple[int, ...] | None = None

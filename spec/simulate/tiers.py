@@ -147,16 +147,6 @@ def parse_tiers(text: str, sizing: Sizing, write_through: bool = False) -> TierS
     return TierSpec(sizes.get(HOST, 0), sizes.get(DISK, 0), through)
 
 
-def tiered_tree_class(implementation: str) -> Any:
-    """The ``TieredTree`` of ``implementation`` (``reference`` or ``accel``). O(1).
-
-    Raises:
-        ValueError: an unknown implementation.
-        ImportError: ``accel`` asked for but its C extension is not importable.
-    """
-    return twin_class(implementation, "TieredTree")  # the one picker: spec/twins.py
-
-
 class TieredLease:
     """A tiered tree's lease with the ``release()`` the engines call. O(1) to make."""
 
@@ -460,7 +450,7 @@ def make_tiered_trees(
     Raises:
         SimulateError: the tiered tree refuses an argument.
     """
-    factory = tiered_tree_class(implementation)
+    factory = twin_class(implementation, "TieredTree")
     trees = []
     for device, (host, disk) in zip(pools, spec.pools(len(pools), limit), strict=True):
         try:

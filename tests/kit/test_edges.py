@@ -338,7 +338,7 @@ def test_cli_usage_errors_and_json(
     captured = capsys.readouterr()
     assert "skipped (levels not declared)" in captured.out
     assert "runs none of the trace's 6 trace(s)" in captured.err
-    monkeypatch.setattr("kachedb_radix.spec.cli.main.tree_class", _no_tree)
+    monkeypatch.setattr("kachedb_radix.spec.cli.main.twin_class", _no_tree)
     assert cli_main(["demo", "--impl", "reference"]) == 2
     assert "no such tree" in capsys.readouterr().err
 

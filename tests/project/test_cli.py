@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from kachedb_radix.spec.cli.main import main
-from kachedb_radix.spec.conform.targets import default_implementation, tree_class
+from kachedb_radix.spec.twins import default_twin, twin_class
 
 #: In the quick suite (``python -m pytest -m quick``), run on the installed wheel in CI.
 pytestmark = pytest.mark.quick
@@ -36,11 +36,11 @@ def test_demo_prints_every_step_and_the_tree(
 def test_pure_switch_selects_the_reference(monkeypatch: pytest.MonkeyPatch) -> None:
     """KACHEDB_RADIX_PURE=1 is the only way to make the CLI use the reference by default."""
     monkeypatch.setenv("KACHEDB_RADIX_PURE", "1")
-    assert default_implementation() == "reference"
+    assert default_twin() == "reference"
     monkeypatch.setenv("KACHEDB_RADIX_PURE", "0")
-    assert default_implementation() == "accel"
+    assert default_twin() == "accel"
     with pytest.raises(ValueError, match="unknown implementation"):
-        tree_class("numpy")
+        twin_class("numpy")
 
 
 @pytest.mark.parametrize(

@@ -17,7 +17,6 @@ from typing import Any
 
 import pytest
 
-from kachedb_radix.spec.conform.targets import tree_class
 from kachedb_radix.spec.simulate.errors import SimulateError
 from kachedb_radix.spec.simulate.formats import read_trace
 from kachedb_radix.spec.simulate.metrics import REFUSED, hit_stats, percentiles, timeline
@@ -30,6 +29,7 @@ from kachedb_radix.spec.simulate.sequential import replay_sequential
 from kachedb_radix.spec.simulate.timed import arrival_order, replay_timed
 from kachedb_radix.spec.simulate.trace import Request, Trace
 from kachedb_radix.spec.simulate.workload import WorkloadSpec, generate
+from kachedb_radix.spec.twins import twin_class
 from tests.conftest import IMPLEMENTATIONS
 from tests.support.simulate import MOONCAKE_SAMPLE, block_trace, token_trace
 
@@ -70,7 +70,7 @@ def _replay(
     cost: CostModel = FLAT,
     **options: Any,
 ) -> Any:
-    tree = tree_class(impl)(capacity, trace.block_size)
+    tree = twin_class(impl)(capacity, trace.block_size)
     done = replay_timed(trace, [tree], service, cost, **options)
     tree.check_invariants()
     assert tree.stats().pinned == 0  # every lease released at the end
@@ -253,7 +253,7 @@ def test_a_burst_of_distinct_prompts_agrees_with_no_cache() -> None:
     blocks = pool.worker_blocks()
     assert blocks is not None and blocks * 16 < 256 * 2200  # not all of them fit
     service = ServiceModel()
-    cached = replay_timed(trace, [tree_class(TWINS[0])(blocks, 16)], service, COST)
+    cached = replay_timed(trace, [twin_class(TWINS[0])(blocks, 16)], service, COST)
     plain = replay_timed(trace, [blocks], service, COST, reuse=False)
     assert cached.waited > 0 and plain.waited > 0
     ours, theirs = percentiles(cached.ttft_ms)["p50"], percentiles(plain.ttft_ms)["p50"]
@@ -290,19 +290,19 @@ def test_the_timed_mode_needs_timestamps() -> None:
 
 def test_engines_check_the_block_size() -> None:
     trace = token_trace([[1, 2]])
-    tree = tree_class("reference")(4, 16)
+    tree = twin_class("reference")(4, 16)
     with pytest.raises(ValueError, match="block size"):
         replay_sequential(trace, tree)
     with pytest.raises(ValueError, match="block size"):
         replay_timed(trace, [tree], SERVICE, FLAT)
     with pytest.raises(ValueError, match="several workers need a router"):
-        replay_timed(trace, [tree_class("reference")(4, 2)] * 2, SERVICE, FLAT)
+        replay_timed(trace, [twin_class("reference")(4, 2)] * 2, SERVICE, FLAT)
 
 
 def test_a_sequence_longer_than_the_pool_caches_its_head(impl_name: str) -> None:
     trace = block_trace([[1, 2, 3, 4, 5], [1, 2, 3, 9]])
     seen: list[int] = []
-    done = replay_sequential(trace, tree_class(impl_name)(3, 1), seen.append)
+    done = replay_sequential(trace, twin_class(impl_name)(3, 1), seen.append)
     assert done.lengths == [0, 3] and done.truncated == 2 and sum(seen) == 2
 
 
@@ -435,7 +435,7 @@ def test_a_restored_request_goes_first_once_ready() -> None:
                         timestamps=[0.0, 100.0, 100.0], block_size=1)  # fmt: skip
     link = dataclasses.replace(FLAT, kv_bytes_per_token=1, host_bytes_per_s=1000.0,
                                hbm_bytes_per_s=1e15, host_latency_ms=0.0)  # fmt: skip
-    tree = tree_class("reference")(64, 1)
+    tree = twin_class("reference")(64, 1)
     small = dataclasses.replace(SERVICE, max_running=4, token_budget=4)
     done = replay_timed(trace, [tree], small, link,
                         restore=lambda worker, index, length: {"host": length})  # fmt: skip
@@ -444,7 +444,7 @@ def test_a_restored_request_goes_first_once_ready() -> None:
     assert done.restored == 4
     # A slower link (8 ms): r1 is still restoring at 104, so r2 goes on without it.
     slower = dataclasses.replace(link, host_bytes_per_s=500.0)
-    done = replay_timed(trace, [tree_class("reference")(64, 1)],
+    done = replay_timed(trace, [twin_class("reference")(64, 1)],
                         dataclasses.replace(SERVICE, max_running=4, token_budget=4), slower,
                         restore=lambda worker, index, length: {"host": length})  # fmt: skip
     # [100, 104): r2 4; [104, 108): r2 4 (r1 not ready); [108, 112): r1 4 (r2 waits);

@@ -17,7 +17,6 @@ import random
 
 import pytest
 
-from kachedb_radix.spec.conform.targets import default_implementation, tree_class
 from kachedb_radix.spec.simulate.bounds import belady_lengths, infinite_lengths, next_uses
 from kachedb_radix.spec.simulate.formats import read_trace
 from kachedb_radix.spec.simulate.metrics import hit_stats
@@ -25,6 +24,7 @@ from kachedb_radix.spec.simulate.prefix import prefix_paths
 from kachedb_radix.spec.simulate.sequential import replay_sequential
 from kachedb_radix.spec.simulate.trace import Trace
 from kachedb_radix.spec.simulate.workload import WorkloadSpec, generate
+from kachedb_radix.spec.twins import default_twin, twin_class
 from tests.support.simulate import MOONCAKE_SAMPLE, block_trace, token_trace
 
 Block = tuple[object, ...]
@@ -120,7 +120,7 @@ def test_sequential_matches_the_oracle_on_small_token_traces(impl_name: str, cap
         spaces.append(space)
         history[space] = prompt + output
     trace = token_trace(prompts, block_size=2, outputs=outputs, namespaces=spaces)
-    done = replay_sequential(trace, tree_class(impl_name)(capacity, 2))
+    done = replay_sequential(trace, twin_class(impl_name)(capacity, 2))
     assert (done.lengths, done.evictions) == oracle_lru(trace, capacity)
 
 
@@ -135,7 +135,7 @@ def test_sequential_matches_the_oracle_on_the_mooncake_sample(
 ) -> None:
     """The first 300 requests of the Mooncake trace: identical hits and evictions."""
     trace = read_trace(MOONCAKE_SAMPLE)
-    done = replay_sequential(trace, tree_class(impl_name)(capacity, 1))
+    done = replay_sequential(trace, twin_class(impl_name)(capacity, 1))
     assert (done.lengths, done.evictions) == _sample_oracle(capacity)
 
 
@@ -150,7 +150,7 @@ def _embedded_oracle() -> tuple[list[int], int]:
 def test_sequential_matches_the_oracle_on_the_embedded_workload(impl_name: str) -> None:
     """A small embedded workload (agents, chats, forks, tenants) at a tight pool."""
     trace = generate(EMBEDDED)
-    done = replay_sequential(trace, tree_class(impl_name)(120, 64))
+    done = replay_sequential(trace, twin_class(impl_name)(120, 64))
     lengths, evictions = _embedded_oracle()
     assert done.evictions == evictions > 0
     assert done.lengths == lengths
@@ -213,7 +213,7 @@ def test_belady_never_below_lru_on_real_traffic() -> None:
         belady = hit_stats(trace, belady_lengths(paths, order, capacity, 1))
         lru = hit_stats(
             trace,
-            replay_sequential(trace, tree_class(default_implementation())(capacity, 1)).lengths,
+            replay_sequential(trace, twin_class(default_twin())(capacity, 1)).lengths,
         )
         assert lru.saved_tokens <= belady.saved_tokens
 

@@ -29,11 +29,11 @@ from kachedb_radix.spec.simulate.tiers import (
     parse_tiers,
     replay_tiered,
     tier_hits,
-    tiered_tree_class,
 )
 from kachedb_radix.spec.simulate.timed import replay_timed
 from kachedb_radix.spec.simulate.trace import Request, Trace
 from kachedb_radix.spec.simulate.workload import WorkloadSpec, generate
+from kachedb_radix.spec.twins import twin_class
 from tests.simulate.test_engines import FLAT
 from tests.support.simulate import block_trace, exit_status
 
@@ -144,7 +144,7 @@ def test_tier_specs_parse_like_capacities() -> None:
     with pytest.raises(SimulateError, match=r"--tiers: .*policy"):  # the tiers refuse it
         make_tiered_trees("reference", TierSpec(8, 0), [4], 100, 16, {"policy": "nope"})
     with pytest.raises(ValueError, match="unknown implementation"):
-        tiered_tree_class("fortran")
+        make_tiered_trees("fortran", TierSpec(8, 0), [4], 100, 16, {})
 
 
 @pytest.mark.parametrize(
@@ -262,7 +262,7 @@ def test_a_chain_longer_than_the_host_is_dropped_whole(impl_name: str) -> None:
     """R-TIER-3: device 3 blocks, host 2: a 3-block chain evicted from the device finds an
     empty host that cannot hold it, and the whole path is dropped (a path is not cut to
     what fits), which the planner's per-tier figures then show."""
-    tiers = tiered_tree_class(impl_name)(3, 2, 0, 1)
+    tiers = twin_class(impl_name, "TieredTree")(3, 2, 0, 1)
     tiers.insert([1, 2, 3])
     done = tiers.insert([7, 8, 9])  # evicts the whole chain
     assert tiers.tree("host").stats().pinned == 0 and len(done.dropped) == 3

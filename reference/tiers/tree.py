@@ -595,33 +595,44 @@ class TieredTree:
         # on a chain already spelled is covered by it (eviction frees a tail before the
         # block above it), so demoting one path of n blocks spells it once -- two slices
         # of the registry's tuples (registry.Registry.path).
-        chains: list[tuple[str | None, tuple[int, ...], tuple[int, ...]]] = []
-        covered: set[int] = set()
-        for victim in victims:
-            if victim not in covered:
-                chain = registry.path(victim)
-                covered.update(chain[1])
-                chains.append(chain)
+        chains: list[tuple[str | None, tuple[int, ...], tuple[int, ...]]]
+        if len(victims) == 1:  # the usual call: one block, one chain, no set to keep
+            chains = [registry.path(victims[0])]
+        else:
+            chains = []
+            covered: set[int] = set()
+            for victim in victims:
+                if victim not in covered:
+                    chain = registry.path(victim)
+                    covered.update(chain[1])
+                    chains.append(chain)
         registry.remove(victims)
         target = self._next.get(tier)
-        moved: set[int] = set()
+        taken: list[tuple[int, ...]] = []  # the ids of each chain taken down
+        whole = target is not None  # whether every chain went down
         if target is not None:
             tree = self._trees[target]
             below = self._registry[target]
             moves = work.moves
+            events = self._hasher is not None
             for namespace, ids, token_list in chains:
                 try:
                     result = tree.insert(token_list, namespace)
                 except OutOfBlocksError:
+                    whole = False
                     continue  # no room for the whole path there (R-TIER-3): dropped whole
-                self._drain(target)
+                if events:
+                    self._drain(target)
                 if result.evicted:  # their moves come first
                     self._demote(target, list(result.evicted), work)
                 blocks, reused = result.blocks, result.reused
                 below.add_path(namespace, blocks, token_list, reused, self._block_size)
                 moves.extend(map(Move, repeat(tier), ids[reused:], repeat(target), blocks[reused:]))
                 self._demoted[target] += len(ids) - reused
-                moved.update(ids)
+                taken.append(ids)
+        if whole:  # each victim is on a chain taken down
+            return
+        moved = set().union(*taken)  # a victim is moved if any chain holding it was
         dropped = [(tier, victim) for victim in victims if victim not in moved]
         if dropped:
             work.dropped.extend(dropped)

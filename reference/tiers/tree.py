@@ -632,11 +632,13 @@ class TieredTree:
                 taken.append(ids)
         if whole:  # each victim is on a chain taken down
             return
-        moved = set().union(*taken)  # a victim is moved if any chain holding it was
+        # A victim is moved if any chain holding it went down. Never none dropped here:
+        # the victim a failed chain was spelled for is on no other chain (a chain spelled
+        # later ends at a block evicted later, never below it).
+        moved = set().union(*taken)
         dropped = [(tier, victim) for victim in victims if victim not in moved]
-        if dropped:
-            work.dropped.extend(dropped)
-            self._dropped[tier] += len(dropped)
+        work.dropped.extend(dropped)
+        self._dropped[tier] += len(dropped)
 
     def _write_host_copy(
         self, namespace: str | None, path: list[int], device_blocks: Sequence[int], work: _Work

@@ -9,6 +9,7 @@ twins, and their agreement).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -279,7 +280,7 @@ def test_bad_tokens_or_namespace_change_nothing(make_tiers: TreeFactory, bad: An
     tiers.insert(path(3, 4))  # (1, 2) demoted to the host
     tiers.evict(1, "host")
     before = tiers.dump()
-    calls = [
+    calls: list[Callable[[Any, Any], object]] = [
         lambda tokens, ns: tiers.lookup(tokens, ns),
         lambda tokens, ns: tiers.lookup(tokens, ns, pin=True),
         lambda tokens, ns: tiers.match(tokens, ns, pin=True),

@@ -1413,13 +1413,60 @@ static PyObject *Tree_get_hash_seed(TreeObject *self, void *c) {
 
 /* ------------------------------------------------------------------ construction */
 
-/* 1: obj is an int (not a bool) in [1, limit], stored in *out; 0: it is not. */
-static int parse_positive(PyObject *obj, uint64_t limit, uint32_t *out) {
+/* The sizes a pool accepts (SPEC.md R-LIMIT-*, reference/limits.py), refused in the
+ * reference's order -- num_blocks, block_size, their product -- with its error class. */
+#define LIMIT_NUM_BLOCKS (1u << 24)
+#define LIMIT_BLOCK_SIZE (1u << 16)
+#define LIMIT_TOKEN_SLOTS ((uint64_t)1 << 32)
+
+/* 1: obj is an int (not a bool) >= 1; *out its value, or limit + 1 for any larger
+ * value (so the caller tells "too large" from "not a size"); 0: it is not. */
+static int parse_size(PyObject *obj, uint32_t limit, uint64_t *out) {
     if (!PyLong_Check(obj) || PyBool_Check(obj)) return 0;
     int overflow = 0;
     long long v = int_value(obj, &overflow);
-    if (overflow || v < 1 || (uint64_t)v > limit) return 0;
-    *out = (uint32_t)v;
+    if (overflow < 0 || (!overflow && v < 1)) return 0;
+    *out = overflow || (uint64_t)v > limit ? (uint64_t)limit + 1u : (uint64_t)v;
+    return 1;
+}
+
+/* Always 0: InvalidArgumentError(message % repr(obj)) set; an int whose repr() is refused
+ * (more digits than sys.get_int_max_str_digits()) is described instead, as the reference
+ * does, so the refusal keeps its class. */
+static int refuse_size(const char *message, PyObject *obj) {
+    PyObject *shown = PyObject_Repr(obj);
+    if (shown == NULL) {
+        if (!PyErr_ExceptionMatches(PyExc_ValueError)) return 0;
+        PyErr_Clear();
+        shown = PyUnicode_FromString("an int of more digits than repr() shows");
+        if (shown == NULL) return 0;
+    }
+    PyErr_Format(G.InvalidArgumentError, message, shown);
+    Py_DECREF(shown);
+    return 0;
+}
+
+/* 1: both sizes within R-LIMIT-1..3, stored; 0 with InvalidArgumentError set. */
+static int check_pool(PyObject *n_obj, PyObject *b_obj, uint32_t *n, uint32_t *B) {
+    uint64_t blocks = 0, size = 16;
+    if (!parse_size(n_obj, LIMIT_NUM_BLOCKS, &blocks))
+        return refuse_size("num_blocks must be an int >= 1, got %U", n_obj);
+    if (blocks > LIMIT_NUM_BLOCKS)
+        return refuse_size("num_blocks must be at most 16,777,216 (2**24, R-LIMIT-1), got %U",
+                           n_obj);
+    if (b_obj != NULL && !parse_size(b_obj, LIMIT_BLOCK_SIZE, &size))
+        return refuse_size("block_size must be an int >= 1, got %U", b_obj);
+    if (size > LIMIT_BLOCK_SIZE)
+        return refuse_size("block_size must be at most 65,536 (2**16, R-LIMIT-2), got %U", b_obj);
+    if (blocks * size > LIMIT_TOKEN_SLOTS) {
+        PyErr_Format(G.InvalidArgumentError,
+                     "num_blocks * block_size must be at most 4,294,967,296 tokens (2**32, "
+                     "R-LIMIT-3), got %llu * %llu",
+                     (unsigned long long)blocks, (unsigned long long)size);
+        return 0;
+    }
+    *n = (uint32_t)blocks;
+    *B = (uint32_t)size;
     return 1;
 }
 
@@ -1432,16 +1479,7 @@ static PyObject *Tree_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
                                      &policy, &policy_options, &events, &seed_obj))
         return NULL;
     uint32_t B = 16, n = 0;
-    if (b_obj != NULL && !parse_positive(b_obj, 1u << 24, &B)) {
-        PyErr_Format(G.InvalidArgumentError,
-                     "block_size must be an int >= 1 (at most 2**24 in accel), got %R", b_obj);
-        return NULL;
-    }
-    if (!parse_positive(n_obj, MAX_POOL, &n)) {
-        PyErr_Format(G.InvalidArgumentError,
-                     "num_blocks must be an int >= 1 (at most %u in accel), got %R", MAX_POOL, n_obj);
-        return NULL;
-    }
+    if (!check_pool(n_obj, b_obj, &n, &B)) return NULL;
     uint64_t seed;
     if (seed_obj == Py_None) {
         PyObject *bytes = PyObject_CallFunction(G.urandom, "i", 8);
@@ -1454,10 +1492,6 @@ static PyObject *Tree_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
             return NULL;
         }
         seed = PyLong_AsUnsignedLongLongMask(seed_obj); /* an int: cannot fail */
-    }
-    if ((uint64_t)n * B > ((uint64_t)1 << 40)) {
-        PyErr_NoMemory();
-        return NULL;
     }
     TreeObject *t = (TreeObject *)type->tp_alloc(type, 0);
     if (t == NULL) return NULL;
@@ -1738,10 +1772,11 @@ PyTypeObject RadixTree_Type = {
               "events=None, _hash_seed=None)\n--\n\n"
               "A radix tree of whole token blocks over a fixed pool of KV block ids.\n\n"
               "Args:\n"
-              "    num_blocks: the pool size, an int >= 1 (at most 2**31 - 1 here); block ids\n"
-              "        are ``0 .. num_blocks-1``.\n"
-              "    block_size: tokens per block B, an int >= 1 (default 16; 1 gives a\n"
-              "        token-level tree; at most 2**24 here).\n"
+              "    num_blocks: the pool size, an int from 1 to 2**24 (R-LIMIT-1); block ids are\n"
+              "        ``0 .. num_blocks-1``.\n"
+              "    block_size: tokens per block B, an int from 1 to 2**16 (default 16; 1 gives a\n"
+              "        token-level tree; R-LIMIT-2); ``num_blocks * block_size`` at most 2**32\n"
+              "        (R-LIMIT-3).\n"
               "    policy: the eviction policy's name (R-POL-*): ``\"lru\"`` (the default),\n"
               "        ``\"lfu\"``, ``\"fifo\"``, ``\"priority\"`` or ``\"slru\"``; see\n"
               "        :mod:`kachedb_radix.reference.policies`.\n"
@@ -1752,11 +1787,10 @@ PyTypeObject RadixTree_Type = {
               "    _hash_seed: a test hook: the seed of the block-hash keys (default: drawn\n"
               "        from ``os.urandom``).\n\n"
               "Raises:\n"
-              "    InvalidArgumentError: a size is not an int >= 1 or is above its limit here,\n"
-              "        or the policy or one of its options is unknown or out of range. Also when\n"
-              "        ``events`` is neither None, True nor a ``BlockHasher``.\n"
-              "    MemoryError: ``num_blocks * block_size`` is above 2**40, or the pool's\n"
-              "        arrays cannot be allocated.\n"
+              "    InvalidArgumentError: a size is not an int >= 1 or is above its limit\n"
+              "        (R-LIMIT-*), or the policy or one of its options is unknown or out of\n"
+              "        range. Also when ``events`` is neither None, True nor a ``BlockHasher``.\n"
+              "    MemoryError: the pool's arrays cannot be allocated.\n"
               "    TypeError: ``_hash_seed`` is not an int or None.\n\n"
               "Cost: O(num_blocks / 64) to build (the per-block arrays are calloc'd). One\n"
               "writer thread at a time; ``snapshot()`` and ``reader()`` from any thread (see\n"

@@ -64,7 +64,12 @@ def text_report(recording: Recording, views: list[list[View]]) -> str:
     first = next((index for index, row in enumerate(views) if row and row[0]["ruling"].differs),
                  None)  # fmt: skip
     if len(recording.names) > 1:
-        verdict = f"first difference at step {first + 1}" if first is not None else "no difference"
+        steps = len(recording.frames)
+        verdict = (
+            f"first difference at step {first + 1} of {steps}"
+            if first is not None
+            else f"no difference in {steps} step{'s' * (steps != 1)}"
+        )
         waived = kinds.count("not compared")
         if waived:
             verdict += f" ({waived} step{'s' * (waived > 1)} not compared)"

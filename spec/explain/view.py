@@ -53,6 +53,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from kachedb_radix.reference.limits import check_pool
 from kachedb_radix.reference.render import describe_edge, id_ranges
 
 from ..conform.operations import (
@@ -229,9 +230,12 @@ def mine_before_ids(node: Node, kept: list[int]) -> list[int]:
 
 
 def _fresh(step: dict[str, Any], keys: KeySpace) -> DumpIndex | None:
+    """The empty pool a reset asks for; None for one no tree accepts (R-LIMIT-*: a refused
+    reset of 10**14 blocks draws nothing, rather than listing 10**14 free ids)."""
     try:
-        return index_dump(empty_dump(int(step["num_blocks"]), int(step["block_size"])), keys)
-    except (KeyError, TypeError, ValueError):
+        check_pool(step["num_blocks"], step["block_size"])
+        return index_dump(empty_dump(step["num_blocks"], step["block_size"]), keys)
+    except (KeyError, ValueError):  # InvalidArgumentError is a ValueError
         return None
 
 

@@ -182,8 +182,9 @@ def test_cli_profile_file_strict_and_errors(
     bad = tmp_path / "bad.toml"
     unknown = "R-" + "NOPE-1"  # spelt apart: tests/kit/test_rules.py reads every cited id
     bad.write_text(f'[waive]\n{unknown} = "x"\n')
-    assert cli_main(["explain", str(trace), *target, "--profile", str(bad)]) == 2
-    assert unknown in capsys.readouterr().err
+    with pytest.raises(SystemExit) as stop:  # refused while parsing (issue 32)
+        cli_main(["explain", str(trace), *target, "--profile", str(bad)])
+    assert stop.value.code == 2 and unknown in capsys.readouterr().err
     assert cli_main(["explain", str(trace), "--profile", str(profile)]) == 2
     assert "--profile needs a --target" in capsys.readouterr().err
 
@@ -233,7 +234,7 @@ def test_the_text_and_the_page_show_the_waiver() -> None:
     # The waived step is declared (the profile's reason); those after it are not compared.
     assert "declared: R-LRU-3 (keeps its own clock)" in text
     assert "≈ not compared: follows the waived R-LRU-3 difference at step 4" in text
-    assert "no difference (2 steps not compared); 1 declared difference" in text
+    assert "no difference in 6 steps (2 steps not compared); 1 declared difference" in text
     frames = page_data(recording, views)["frames"]
     assert [bool(frame["declared"]) for frame in frames] == [False] * 3 + [True] + [False] * 2
     assert [frame["waived"] is not None for frame in frames] == [False] * 4 + [True] * 2

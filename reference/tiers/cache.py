@@ -653,23 +653,35 @@ class KVCache:
                     data = self._memory.read([move.source for _, move in batch])
                 else:  # straight from the host rows: whole blocks
                     data = [self._memory.host[move.source] for _, move in batch]
-                for row, (_, move) in enumerate(batch):
-                    self._put_disk(move.target, data[row])
+                self._put_disk([move.target for _, move in batch], data)
             self._moved[target_tier] += len(batch) * self._spec.bytes_per_block
 
-    def _put_disk(self, block: int, payload: Any) -> None:
-        """Write disk block ``block``'s record; a record left unusable at reopen in its
-        slot is deleted first (its slot is needed now, R-TIER-12)."""
-        key = self._tiers.block_key(DISK, block)
-        parent = ROOT if key.parent is None else self._hash_of[key.parent]
+    def _put_disk(self, blocks: Sequence[int], payloads: Sequence[Any]) -> None:
+        """Write the records of disk blocks ``blocks`` (their payloads in order) in one
+        batch (``DiskBlockStore.put_many``: the hashing overlaps the writing); a record
+        left unusable at reopen in one of their slots is deleted first (its slot is needed
+        now, R-TIER-12). A block's key names the block before it by its chained hash,
+        which may be one of this batch's."""
         store = self._store
         assert store is not None
-        slot = self._slot_of[block]
-        if slot in self._unusable_slots:
-            store.delete(slot)
-            self._unusable_slots.discard(slot)
-        store.put(slot, encode_meta(key.namespace, parent, key.tokens), payload)
-        self._hash_of[block] = chained_hash(parent, key.namespace, key.tokens)
+        chained = self._hash_of
+        puts = []
+        for block, payload in zip(blocks, payloads, strict=True):
+            key = self._tiers.block_key(DISK, block)
+            parent = ROOT if key.parent is None else chained[key.parent]
+            slot = self._slot_of[block]
+            if slot in self._unusable_slots:
+                store.delete(slot)
+                self._unusable_slots.discard(slot)
+            puts.append((slot, encode_meta(key.namespace, parent, key.tokens), payload))
+            chained[block] = chained_hash(parent, key.namespace, key.tokens)
+        try:
+            store.put_many(puts)
+        except BaseException:
+            for block, (slot, _, _) in zip(blocks, puts, strict=False):
+                if slot not in store:  # not written: no record names it
+                    chained.pop(block, None)
+            raise
 
     def _forget_disk(self, block: int) -> None:
         """Delete disk block ``block``'s record, if it has one: a block written and

@@ -107,6 +107,11 @@ _SUMMED_BYTES = _FILE_FIELDS.size + _IDENTITY_COUNTS.size + _IDENTITY_TEXTS.size
 FILE_HEADER_BYTES = _SUMMED_BYTES + CHECKSUM_BYTES
 RECORD_HEADER_BYTES = _RECORD_FIELDS.size + CHECKSUM_BYTES
 EMPTY_HEADER = bytes(RECORD_HEADER_BYTES)
+#: What ``delete`` (and a drop) writes at a slot: its whole first page, zeros. The header
+#: needs only its 80 bytes zeroed, but a write of part of a page whose page is not in the
+#: page cache makes the kernel read that page from the disk first, synchronously: a
+#: whole-page write never waits for a read (see :func:`encode_record`).
+EMPTY_PAGE = bytes(PAGE)
 
 #: Limits of the geometry: the fields' widths, and metadata that fits a sane header.
 MAX_SLOTS = 2**32 - 1
@@ -303,7 +308,16 @@ class Record:
 
 
 def encode_record(geometry: Geometry, record: Record) -> bytes:
-    """The record header followed by its metadata, ready to be written at the slot. O(meta)."""
+    """The record header followed by its metadata and zeros up to the payload: the slot's
+    whole header region (``payload_offset`` bytes, whole pages), ready to be written at
+    the slot. O(meta_bytes).
+
+    Whole pages because the header is written after the payload, into a page of its own:
+    a write of part of a page that is not in the page cache (a large disk tier's usual
+    case, or any slot after its pages were reclaimed) makes the kernel read the page from
+    the disk before changing it, one synchronous read per put. A whole page replaces it
+    without a read. The zeros after the metadata are never read as data (``meta_len``
+    says where it ends)."""
     fields = _RECORD_FIELDS.pack(
         RECORD_MAGIC,
         FORMAT_VERSION,
@@ -315,7 +329,8 @@ def encode_record(geometry: Geometry, record: Record) -> bytes:
         geometry.block_bytes,
         record.payload_sum,
     )
-    return fields + checksum(fields, record.meta) + record.meta
+    head = fields + checksum(fields, record.meta) + record.meta
+    return head.ljust(geometry.payload_offset, b"\0")
 
 
 def decode_record(geometry: Geometry, slot: int, raw: bytes) -> Record | str | None:

@@ -82,10 +82,12 @@ class Registry:
         assert size == self._size, (size, self._size)
         ids = tuple(blocks)
         length = len(ids) * size
-        if isinstance(tokens, tuple) and len(tokens) == length:  # a path() answer: shared
-            path: tuple[int, ...] = tokens
-        else:
-            path = tuple(tokens[:length])
+        if len(tokens) != length:
+            path: tuple[int, ...] = tuple(tokens[:length])
+        elif isinstance(tokens, tuple):  # a path() answer: shared
+            path = tokens
+        else:  # the whole sequence: one copy, no slice first
+            path = tuple(tokens)
         at = self._at
         for position in range(start, len(ids)):
             at[ids[position]] = (namespace, ids, path, position)

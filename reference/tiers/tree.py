@@ -350,12 +350,12 @@ class TieredTree:
         path = token_list[: len(blocks) * size]
         device = self._trees[DEVICE]
         on_device = counts[DEVICE]
-        work = _Work()
-        if len(blocks) == on_device:
+        if len(blocks) == on_device:  # a match: no moves, no pins, no demotion
             found = device.match(path, namespace, pin=pin)
             lease = self._issue(namespace, path, {DEVICE: found.lease}) if pin else None
-            self._finish(work)
+            self._close_batch()
             return RestoreResult(found.length, tuple(found.blocks), (), (), (), (), lease)
+        work = _Work()
         result = device.insert(path, namespace, pin=pin)  # the only step that may fail
         self._drain(DEVICE)
         covered = on_device
@@ -371,7 +371,10 @@ class TieredTree:
         restored = tuple(
             map(Move, tiers[on_device:], blocks[on_device:], repeat(DEVICE), targets[on_device:])
         )
-        self._restored.update(tiers[on_device:])
+        for tier in self._order[1:]:  # the slower tiers: none of the device's leading run
+            count = tiers.count(tier)
+            if count:
+                self._restored[tier] += count
         lease = self._issue(namespace, path, {DEVICE: result.lease}) if pin else None
         moves = self._finish(work)
         return RestoreResult(
@@ -539,6 +542,15 @@ class TieredTree:
     # ------------------------------------------------------------------ the work
 
     def _validate(self, tokens: object, namespace: object) -> list[int]:
+        """The tokens as a list, for the tier layer's slices. A ``list`` is taken as it
+        is, unchecked here: every call's first step is a tier tree's ``match`` or
+        ``insert`` of these very tokens in this namespace, which checks both (R-TOK-*,
+        R-NS-*) and raises before anything changes -- checking them here as well cost a
+        tiered replay a second pass over every prompt. Anything else is checked and
+        copied into a list here (a tree's checks would be passed a list that is already
+        valid). O(n) for a non-list, O(1) for a list."""
+        if type(tokens) is list:
+            return tokens
         token_list = as_token_list(tokens)
         check_namespace(namespace)
         return token_list
@@ -586,40 +598,50 @@ class TieredTree:
         # on a chain already spelled is covered by it (eviction frees a tail before the
         # block above it), so demoting one path of n blocks spells it once -- two slices
         # of the registry's tuples (registry.Registry.path).
-        chains: list[tuple[str | None, tuple[int, ...], tuple[int, ...]]] = []
-        covered: set[int] = set()
-        for victim in victims:
-            if victim not in covered:
-                chain = registry.path(victim)
-                covered.update(chain[1])
-                chains.append(chain)
+        chains: list[tuple[str | None, tuple[int, ...], tuple[int, ...]]]
+        if len(victims) == 1:  # the usual call: one block, one chain, no set to keep
+            chains = [registry.path(victims[0])]
+        else:
+            chains = []
+            covered: set[int] = set()
+            for victim in victims:
+                if victim not in covered:
+                    chain = registry.path(victim)
+                    covered.update(chain[1])
+                    chains.append(chain)
         registry.remove(victims)
         target = self._next.get(tier)
-        moved: set[int] = set()
+        taken: list[tuple[int, ...]] = []  # the ids of each chain taken down
+        whole = target is not None  # whether every chain went down
         if target is not None:
             tree = self._trees[target]
             below = self._registry[target]
             moves = work.moves
+            events = self._hasher is not None
             for namespace, ids, token_list in chains:
                 try:
                     result = tree.insert(token_list, namespace)
                 except OutOfBlocksError:
+                    whole = False
                     continue  # no room for the whole path there (R-TIER-3): dropped whole
-                self._drain(target)
+                if events:
+                    self._drain(target)
                 if result.evicted:  # their moves come first
                     self._demote(target, list(result.evicted), work)
                 blocks, reused = result.blocks, result.reused
                 below.add_path(namespace, blocks, token_list, reused, self._block_size)
-                moves.extend(
-                    Move(tier, ids[position], target, blocks[position])
-                    for position in range(reused, len(ids))
-                )
+                moves.extend(map(Move, repeat(tier), ids[reused:], repeat(target), blocks[reused:]))
                 self._demoted[target] += len(ids) - reused
-                moved.update(ids)
-        for victim in victims:
-            if victim not in moved:
-                work.dropped.append((tier, victim))
-                self._dropped[tier] += 1
+                taken.append(ids)
+        if whole:  # each victim is on a chain taken down
+            return
+        # A victim is moved if any chain holding it went down. Never none dropped here:
+        # the victim a failed chain was spelled for is on no other chain (a chain spelled
+        # later ends at a block evicted later, never below it).
+        moved = set().union(*taken)
+        dropped = [(tier, victim) for victim in victims if victim not in moved]
+        work.dropped.extend(dropped)
+        self._dropped[tier] += len(dropped)
 
     def _write_host_copy(
         self, namespace: str | None, path: list[int], device_blocks: Sequence[int], work: _Work
@@ -668,8 +690,12 @@ class TieredTree:
         batch, and return its moves in the order they were made (R-TIER-8). O(moves)."""
         for tier, lease in reversed(work.pins):
             self._trees[tier].release(lease)
+        self._close_batch()
+        return tuple(work.moves)
+
+    def _close_batch(self) -> None:
+        """Close the call's event batch, if it has events (R-TIER-9). O(1)."""
         if self._pending:
             clock = self._trees[DEVICE].clock
             self._batches.append(KVEventBatch(float(clock), self._pending))
             self._pending = []
-        return tuple(work.moves)

@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import os
 import random
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -69,18 +70,18 @@ def cache_class(twin: str) -> type[KVCache]:
     return type("AccelTreeKVCache", (KVCache,), {"tiers_type": tiers_type})
 
 
-def _put_disk_with_a_gap(self: KVCache, block: int, payload: Any) -> None:
-    """A planted bug for the campaign's own test: each disk write first takes another
-    block's record out and puts it back after -- right at the end of every call, wrong
-    for a moment in between, which only a kill can see."""
+def _put_disk_with_a_gap(self: KVCache, blocks: Sequence[int], payloads: Sequence[Any]) -> None:
+    """A planted bug for the campaign's own test: each batch of disk writes first takes
+    another block's record out and puts it back after -- right at the end of every call,
+    wrong for a moment in between, which only a kill can see."""
     store = self._store
     assert store is not None
-    slot = self._slot_of[block]
-    other = next((taken for taken in sorted(store.slots()) if taken != slot), None)
+    slots = {self._slot_of[block] for block in blocks}
+    other = next((taken for taken in sorted(store.slots()) if taken not in slots), None)
     saved = None if other is None else store.get(other)
     if other is not None and saved is not None:
         store.delete(other)
-    KVCache._put_disk(self, block, payload)
+    KVCache._put_disk(self, blocks, payloads)
     if other is not None and saved is not None:
         store.put(other, *saved)
 

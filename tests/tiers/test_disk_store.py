@@ -43,7 +43,8 @@ from kachedb_radix.reference.tiers import (
     StoreLockedError,
     disk_io,
 )
-from kachedb_radix.reference.tiers.disk_format import PAGE
+from kachedb_radix.reference.tiers.disk_errors import MetaError, PayloadError
+from kachedb_radix.reference.tiers.disk_format import PAGE, RECORD_HEADER_BYTES
 from tests.tiers import blocks
 
 BLOCK = 3 * PAGE + 123  # a payload that ends inside a page
@@ -498,3 +499,87 @@ def test_a_failing_reopen_releases_the_file(
         with pytest.raises(StoreIOError, match="read a header: Input/output error"):
             DiskBlockStore.open(path)
     DiskBlockStore.open(path).close()  # the failed open left no lock behind
+
+
+def test_put_many_writes_what_puts_write(tmp_path: Path) -> None:
+    """A batch stores what the same puts one by one store (the hashing overlapped, the
+    writes in order): the same records, payloads and sequence numbers, after a reopen."""
+    items = [
+        (slot, blocks.meta(slot, slot, META), blocks.payload(slot, BLOCK)) for slot in (3, 0, 5)
+    ]
+    with make(tmp_path / "one") as one:
+        assert [one.put(*item) for item in items] == [1, 2, 3]
+    with make(tmp_path / "many") as many:
+        assert many.put_many(items) == [1, 2, 3]
+        assert many.put_many([]) == [] and many.put_many([(1, b"m", bytes(BLOCK))]) == [4]
+        many.check_invariants(deep=True)
+    with (
+        DiskBlockStore.open(tmp_path / "one") as one,
+        DiskBlockStore.open(tmp_path / "many") as many,
+    ):
+        assert [r.seq for r in one.records()] == [r.seq for r in many.records()][:3]
+        for slot, meta, payload in items:
+            found, want = many.get(slot), one.get(slot)
+            assert found is not None and want is not None and found[0] == want[0] == meta
+            assert np.array_equal(found[1], payload) and np.array_equal(want[1], payload)
+
+
+def test_a_header_is_written_as_whole_pages(tmp_path: Path) -> None:
+    """A record's header region is written whole (zeros after its metadata up to the
+    payload) and a delete zeroes the slot's first page: no write covers part of a page,
+    which would make the kernel read that page first when it is not cached."""
+    path = tmp_path / "s"
+    with make(path) as store:
+        geometry = store._geometry
+        start = geometry.slot_offset(2)
+        store.put(2, b"x" * META, bytes(BLOCK))
+        store.delete(2)
+        with path.open("rb") as file:
+            file.seek(start)
+            assert file.read(PAGE) == bytes(PAGE)  # the long metadata gone with the header
+        store.put(2, b"short", bytes(BLOCK))
+        with path.open("rb") as file:
+            file.seek(start)
+            region = file.read(geometry.payload_offset)
+        assert region[RECORD_HEADER_BYTES : RECORD_HEADER_BYTES + 5] == b"short"
+        assert region[RECORD_HEADER_BYTES + 5 :] == bytes(len(region) - RECORD_HEADER_BYTES - 5)
+        store.check_invariants(deep=True)
+
+
+def test_put_many_checks_every_block_before_writing_any(tmp_path: Path) -> None:
+    with make(tmp_path / "s") as store:
+        store.put(4, b"", bytes(BLOCK))
+        good = (1, b"meta", blocks.payload(1, BLOCK))
+        for bad, error in (
+            ((4, b"", bytes(BLOCK)), SlotOccupiedError),  # held
+            ((1, b"", bytes(BLOCK)), SlotOccupiedError),  # earlier in the batch
+            ((9, b"", bytes(BLOCK)), SlotRangeError),
+            ((2, bytes(META + 1), bytes(BLOCK)), MetaError),
+            ((2, b"", bytes(BLOCK - 1)), PayloadError),
+        ):
+            with pytest.raises(error):
+                store.put_many([good, bad])
+            assert list(store.slots()) == [4] and store.stats().puts == 1
+        store.check_invariants(deep=True)
+
+
+def test_a_failed_write_in_a_batch_keeps_the_blocks_before_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    real_pwrite = os.pwrite
+    calls = 0
+
+    def flaky(fd: int, data: Any, offset: int) -> int:
+        nonlocal calls
+        calls += 1
+        if calls == 3:  # the second block's payload
+            raise OSError(errno.EIO, "Input/output error")
+        return real_pwrite(fd, data, offset)
+
+    with make(tmp_path / "s") as store:
+        monkeypatch.setattr(os, "pwrite", flaky)
+        with pytest.raises(StoreIOError, match="Input/output error"):
+            store.put_many([(slot, b"m", blocks.payload(slot, BLOCK)) for slot in (0, 1, 2)])
+        monkeypatch.setattr(os, "pwrite", real_pwrite)
+        assert list(store.slots()) == [0] and store.stats().puts == 1
+        store.check_invariants(deep=True)

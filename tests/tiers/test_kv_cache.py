@@ -10,6 +10,8 @@ which parts it runs.
 
 from __future__ import annotations
 
+import errno
+import os
 import random
 from collections.abc import Callable
 from pathlib import Path
@@ -28,6 +30,7 @@ from kachedb_radix.reference.tiers import (
     StoreClosedError,
     StoreFormatError,
     StoreIdentityError,
+    StoreIOError,
     TieredTree,
 )
 from tests.conftest import TIER_IMPLEMENTATIONS
@@ -350,3 +353,33 @@ def test_a_closed_cache_refuses_every_call_and_changes_nothing(make_cache: Build
             call()
     assert cache.tiers.dump() == before
     cache.close()  # twice is harmless
+
+
+def test_a_failed_disk_batch_names_only_the_blocks_it_wrote(
+    make_cache: Build, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The host's eviction writes three disk blocks in one batch; the second payload's
+    write fails: the error reaches the caller, the first block's record is in the file and
+    a chained hash names it, the blocks not written get none."""
+    cache = make_cache(host_blocks=3, disk_blocks=3)
+    tokens = path(1, 2, 3)
+    cache.store(tokens, kv_of(SPEC, tokens))
+    cache.evict(3)  # to the host
+    real_pwrite = os.pwrite
+    calls = 0
+
+    def flaky(fd: int, data: Any, offset: int) -> int:
+        nonlocal calls
+        calls += 1
+        if calls == 3:
+            raise OSError(errno.EIO, "Input/output error")
+        return real_pwrite(fd, data, offset)
+
+    monkeypatch.setattr(os, "pwrite", flaky)
+    with pytest.raises(StoreIOError, match="Input/output error"):
+        cache.evict(3, "host")
+    monkeypatch.setattr(os, "pwrite", real_pwrite)
+    store = cache.disk
+    assert store is not None and len(store) == 1
+    named = set(cache._hash_of)
+    assert len(named) == 1 and all(cache._slot_of[block] in store for block in named)

@@ -9,6 +9,7 @@ twins, and their agreement).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -25,6 +26,7 @@ from hypothesis.stateful import (
 from kachedb_radix.reference.errors import (
     ForeignLeaseError,
     InvalidArgumentError,
+    InvalidTokensError,
     LeaseReleasedError,
     OutOfBlocksError,
 )
@@ -261,6 +263,37 @@ def test_bad_calls_change_nothing(make_tiers: TreeFactory) -> None:
     tiers.release(held.lease)
     with pytest.raises(LeaseReleasedError):
         tiers.release(held.lease)
+    tiers.check_invariants()
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [[1, 2, "x", 4], [1, True, 3, 4], [1, 2, -1, 4], [1, 2, 2**32, 4], (1, 2.0), "ab", 7],
+    ids=["str", "bool", "negative", "too-large", "tuple-float", "a-str", "an-int"],
+)
+def test_bad_tokens_or_namespace_change_nothing(make_tiers: TreeFactory, bad: Any) -> None:
+    """Every call that takes tokens refuses malformed ones (R-TOK-*) and a namespace that
+    is not None or a str, before any change -- a list reaches the tier trees unchecked by
+    the tier layer, and the first tree call's own checks refuse it."""
+    tiers = make_tiers(2, 2, 2, B)
+    tiers.insert(path(1, 2))
+    tiers.insert(path(3, 4))  # (1, 2) demoted to the host
+    tiers.evict(1, "host")
+    before = tiers.dump()
+    calls: list[Callable[[Any, Any], object]] = [
+        lambda tokens, ns: tiers.lookup(tokens, ns),
+        lambda tokens, ns: tiers.lookup(tokens, ns, pin=True),
+        lambda tokens, ns: tiers.match(tokens, ns, pin=True),
+        lambda tokens, ns: tiers.insert(tokens, ns, pin=True),
+        lambda tokens, ns: tiers.restore(tokens, ns, pin=True),
+        lambda tokens, ns: tiers.adopt("host", tokens, ns),
+    ]
+    for call in calls:
+        with pytest.raises(InvalidTokensError):
+            call(bad, None)
+        with pytest.raises(InvalidArgumentError):
+            call(path(1, 2), 5)
+        assert tiers.dump() == before
     tiers.check_invariants()
 
 

@@ -57,6 +57,7 @@ from ..gate.verdicts import (
     Measurement,
     evaluate,
     load_baseline,
+    machine_speed,
     save_baseline,
 )
 
@@ -168,6 +169,9 @@ def _run(args: argparse.Namespace, target: GateTarget, baseline: Baseline) -> in
         importlib.import_module("rich.console").Console(width=200).print(table)
     if args.json is not None:
         args.json.write_text(json.dumps(to_json(run, host), indent=1) + "\n", encoding="utf-8")
+    speed = machine_speed(run.results, baseline)
+    if speed:
+        print(speed)
     print(summary(run))
     print(f"took {time.perf_counter() - started:.0f} s")
     if args.update_baseline:

@@ -22,7 +22,7 @@ from typing import Any
 
 from .cases import Case, MemoryCase, Plan
 from .memory import bytes_per_block
-from .timing import Policy, calibrate, time_workload
+from .timing import CALIBRATION_WORK, Policy, time_workload
 from .verdicts import FAIL, NEW, PASS, Baseline, Measurement, Verdict, evaluate
 
 Measure = Callable[[Case], Measurement]
@@ -30,14 +30,19 @@ MeasureMemory = Callable[[MemoryCase], float]
 
 
 def measure_case(case: Case, policy: Policy) -> Measurement:
-    """Calibrate, time ``case`` (its tree is built untimed first), calibrate again; the
-    calibration kept is the faster of the two loops (noise only adds time)."""
-    before = calibrate(case.calibration, policy)
+    """Time ``case`` (its tree is built untimed first) with its calibration loop -- the
+    anchor of its kind -- timed in a batch after every round: the figure is the median of
+    the per-round ratios, so a slow minute slows both sides of each ratio."""
     work = case.make()
-    timing = time_workload(work, policy)
-    after = calibrate(case.calibration, policy)
+    timing = time_workload(work, policy, anchor=CALIBRATION_WORK[case.calibration])
+    assert timing.anchor_ns is not None
     return Measurement(
-        timing.median_ns, min(before, after), case.calibration, timing.rounds, work.unit
+        timing.median_ns,
+        timing.anchor_ns,
+        case.calibration,
+        timing.rounds,
+        work.unit,
+        ratio=timing.ratio,
     )
 
 

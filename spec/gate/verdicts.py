@@ -24,6 +24,7 @@ and calibration time; per memory case its value.
 from __future__ import annotations
 
 import json
+import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -51,10 +52,16 @@ class Measurement:
     #: Which pass over the cases measured it: a run's first pass follows a prior run's
     #: passes, a re-measure is the next. A ratio of two cases is taken within one pass.
     sweep: int = 0
+    #: The median over rounds of each round's time per its interleaved anchor batch
+    #: (None: a measurement without an interleaved anchor, or an older run's file).
+    ratio: float | None = None
 
     @property
     def normalised(self) -> float:
-        """The median in calibration loops: comparable across machines."""
+        """The median in calibration loops: comparable across machines.  The median of
+        the per-round ratios where the anchor was interleaved, else median / calibration."""
+        if self.ratio is not None:
+            return self.ratio
         return self.median_ns / self.calib_ns
 
 
@@ -89,6 +96,9 @@ class Baseline:
     cases: dict[str, dict[str, Any]] = field(default_factory=dict)
     limits: dict[str, dict[str, float]] = field(default_factory=dict)
     recorded_with: dict[str, str] = field(default_factory=dict)
+    #: The recording machine's anchors: per calibration kind, the median time of one loop
+    #: over every measurement of that kind (see :func:`anchor_times`).
+    anchors: dict[str, float] = field(default_factory=dict)
 
 
 class BaselineError(ValueError):
@@ -117,6 +127,7 @@ def load_baseline(path: Path) -> Baseline:
         dict(data.get("cases", {})),
         {k: dict(v) for k, v in data.get("limits", {}).items()},
         dict(data.get("recorded_with", {})),
+        {str(k): float(v) for k, v in data.get("anchors", {}).items()},
     )
 
 
@@ -167,10 +178,12 @@ def save_baseline(
         "about": (
             "Baseline of `kachedb-radix gate`: per timed case the median divided by its "
             "calibration loop timed in the same run (`normalised`); per memory case the "
-            "bytes per cached block beyond the tokens. `limits` are hand-written absolute "
+            "bytes per cached block beyond the tokens. `anchors`: the recording machine's "
+            "calibration loops, ns per loop by kind. `limits` are hand-written absolute "
             "bounds (max_ns for a timed case, max for a memory case), kept by updates."
         ),
         "recorded_with": {"command": command, **machine},
+        "anchors": {**old.anchors, **anchor_times(results)},
         "limits": old.limits,
         "cases": dict(sorted(cases.items())),
     }
@@ -179,6 +192,31 @@ def save_baseline(
 
 
 Results = Mapping[str, Sequence[Measurement]]
+
+
+def anchor_times(results: Results) -> dict[str, float]:
+    """Per calibration kind, the median of the anchor times of every measurement of that
+    kind: what the machine's anchors cost during the run.  O(measurements)."""
+    by_kind: dict[str, list[float]] = {}
+    for measured in results.values():
+        for m in measured:
+            by_kind.setdefault(m.calibration, []).append(m.calib_ns)
+    return {kind: round(statistics.median(times), 1) for kind, times in sorted(by_kind.items())}
+
+
+def machine_speed(results: Results, baseline: Baseline) -> str:
+    """One line comparing this run's anchors with the baseline machine's, by kind, or ""
+    when the baseline recorded none.  A kind far from 1x on one side only is the machine
+    difference its cases' normalisation cancels."""
+    now = anchor_times(results)
+    parts = [
+        f"{kind} {now[kind] / baseline.anchors[kind]:.2f}x"
+        for kind in now
+        if baseline.anchors.get(kind, 0) > 0
+    ]
+    if not parts:
+        return ""
+    return "anchors on this machine per the baseline's: " + ", ".join(parts)
 
 
 def _middle_median(measured: Sequence[Measurement]) -> float:
@@ -280,6 +318,14 @@ def evaluate(
             verdicts.append(_new(key, shown, f"<= {MAX_BASELINE_RATIO:g}x baseline", (key,)))
             continue
         keys: tuple[str, ...] = (key,)
+        if case.anchor is None and entry.get("calibration", case.calibration) != case.calibration:
+            # normalised by another kind of anchor: the two figures are not comparable
+            verdicts.append(
+                Verdict(key, shown, "no baseline", f"<= {MAX_BASELINE_RATIO:g}x baseline", NEW,
+                        (key,), f"the baseline's is per the {entry['calibration']} anchor, "
+                        f"this run's per {case.calibration}: record one with --update-baseline")
+            )  # fmt: skip
+            continue
         if case.anchor is None:
             normalised = best_normalised(results, key)
             how = f"{results[key][0].calibration} calibration"

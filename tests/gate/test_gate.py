@@ -83,18 +83,51 @@ def test_rounds_with_setup_and_fixed_rounds() -> None:
 
 def test_calibration_loops_and_formatting() -> None:
     assert timing.cpu_calibration() == timing.cpu_calibration()
-    assert timing.memory_calibration() == timing.memory_calibration()
-    # One call a batch (the fake clock says each call takes 7 ns): the loops run as few
-    # times as the rounds need.
-    policy = timing.Policy(
-        budget_s=1e-6, min_rounds=3, max_rounds=3, batch_ns=1.0, calibration_s=1e-6
-    )
-    for kind in timing.CALIBRATIONS:
-        assert timing.calibrate(kind, policy, fake_clock(7)) > 0
+    # The chase walks on from where the last call stopped (every step a fresh miss).
+    at = timing._CHASE_AT[0]
+    assert timing.memory_calibration() >= 48 and timing._CHASE_AT[0] != at
+    at = timing._CHASE_AT[0]
+    assert timing.chase_calibration() >= 0 and timing._CHASE_AT[0] != at
+    assert set(timing.CALIBRATION_WORK) == set(timing.CALIBRATIONS)
     assert timing.format_ns(12.5) == "12.5 ns"
     assert timing.format_ns(1500) == "1.5 us"
     assert timing.format_ns(2.5e6) == "2.5 ms"
     assert timing.format_ns(3e9) == "3 s"
+
+
+def test_the_anchor_is_timed_after_every_round() -> None:
+    log: list[str] = []
+
+    def anchor() -> int:
+        log.append("anchor")
+        return 0
+
+    policy = timing.Policy(budget_s=1e-6, min_rounds=4, max_rounds=4, batch_ns=1.0)
+    work = Workload(lambda: log.append("run"))
+    got = timing.time_workload(work, policy, fake_clock(10), anchor)
+    # after the warm-ups, each round of the case is followed by one anchor batch
+    assert log[-8:] == ["run", "anchor"] * 4
+    assert got.anchor_ns is not None and got.ratio is not None and got.ratio > 0
+    log.clear()
+    fixed = Workload(lambda: log.append("run"), lambda: log.append("setup"), rounds=2)
+    got = timing.time_workload(fixed, policy, fake_clock(10), anchor)
+    batches = timing.FIXED_ROUND_ANCHOR_BATCHES
+    assert log[-(2 + batches) :] == ["setup", "run", *["anchor"] * batches]
+    assert got.rounds == 2 and got.ratio is not None
+
+
+def test_per_round_ratios_cancel_a_slow_stretch() -> None:
+    # A clock whose ticks slow 3x for the second half of the run: case and anchor alike.
+    # The per-round ratio stays the same throughout; raw medians would not.
+    ticks = itertools.count()
+
+    def clock() -> int:
+        n = next(ticks)
+        return n * 10 if n < 400 else 4000 + (n - 400) * 30
+
+    policy = timing.Policy(budget_s=1e-6, min_rounds=101, max_rounds=101, batch_ns=1.0)
+    got = timing.time_workload(Workload(lambda: None), policy, clock, lambda: 0)
+    assert got.ratio == pytest.approx(1.0)
 
 
 # ---------------------------------------------------------------- shapes
@@ -768,17 +801,18 @@ def test_reports(monkeypatch: pytest.MonkeyPatch) -> None:
     assert table.rows[0][4] == "[cyan]NEW[/]"
 
 
-def test_measure_case_calibrates_around_the_case(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_measure_case_interleaves_the_anchor_of_its_kind(monkeypatch: pytest.MonkeyPatch) -> None:
     seen: list[str] = []
 
-    def calibrate(kind: str, policy: timing.Policy) -> float:
-        seen.append(kind)
-        return 100.0 * len(seen)
+    def anchor() -> int:
+        seen.append("memory")
+        return 0
 
-    monkeypatch.setattr(run, "calibrate", calibrate)
+    monkeypatch.setitem(timing.CALIBRATION_WORK, "memory", anchor)
     policy = timing.Policy(budget_s=1e-5, min_rounds=3, max_rounds=3)
     got = run.measure_case(Case("c", lambda: Workload(lambda: None), "memory"), policy)
-    assert seen == ["memory", "memory"] and got.calib_ns == 100.0 and got.calibration == "memory"
+    assert len(seen) >= 3 and got.calibration == "memory" and got.calib_ns > 0
+    assert got.ratio is not None and got.normalised == got.ratio
 
 
 # ---------------------------------------------------------------- the command line

@@ -11,8 +11,9 @@ each figure by a calibration loop timed in the same run, compares with the basel
 and its limits, re-measures what failed once, prints one table and exits:
 
 * 0 -- every check passed (cases without a baseline are reported, not gated);
-* 1 -- a regression: a case over 1.5x its baseline, the first eviction growing more than
-  3x from 10^3 to 10^6 cached blocks, a memory figure over its baseline, a limit exceeded;
+* 1 -- a regression: a case over 1.5x its baseline (``--max-ratio``), the first eviction
+  growing more than 3x from 10^3 to 10^6 cached blocks, a memory figure over its
+  baseline, a limit exceeded;
 * 2 -- a usage error: an unknown target, an unreadable baseline or prior run.
 
 ``--prior RUN.json`` (an earlier run's ``--json`` file, same target and mode) counts that
@@ -52,6 +53,7 @@ from ..gate.run import (
 from ..gate.timing import FULL_POLICY, QUICK_POLICY
 from ..gate.trees import GateTarget, gate_target
 from ..gate.verdicts import (
+    MAX_BASELINE_RATIO,
     Baseline,
     BaselineError,
     Measurement,
@@ -60,6 +62,7 @@ from ..gate.verdicts import (
     machine_speed,
     save_baseline,
 )
+from ..inputs import real
 
 EXIT_OK = 0
 EXIT_REGRESSION = 1
@@ -103,6 +106,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="an earlier run's --json file: a figure fails only when it failed in both runs",
     )
     parser.add_argument("--plain", action="store_true", help="a plain-text table even with rich")
+    parser.add_argument(
+        "--max-ratio",
+        type=real(1.0, 100.0, above=True),
+        default=MAX_BASELINE_RATIO,
+        metavar="R",
+        help=f"a timed case fails above R times its baseline (default {MAX_BASELINE_RATIO:g}; "
+        "above 1, at most 100)",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -152,7 +163,9 @@ def _run(args: argparse.Namespace, target: GateTarget, baseline: Baseline) -> in
     def progress(line: str) -> None:
         print("  " + line, flush=True)
 
-    run = run_gate(plan, baseline, measure, progress=progress, prior=prior)
+    run = run_gate(
+        plan, baseline, measure, progress=progress, prior=prior, max_ratio=args.max_ratio
+    )
     written = 0
     if args.update_baseline:
         for case in plan.cases:  # three measurements each, the middle one recorded
@@ -161,7 +174,9 @@ def _run(args: argparse.Namespace, target: GateTarget, baseline: Baseline) -> in
         named = args.target if args.cmd is None else f"--cmd {args.cmd!r}"
         command = f"kachedb-radix gate {named} --update-baseline" + (" --quick" * args.quick)
         written = save_baseline(args.baseline, plan, run.results, run.memory, host, command)
-        run.verdicts = evaluate(run.results, run.memory, plan, load_baseline(args.baseline))
+        run.verdicts = evaluate(
+            run.results, run.memory, plan, load_baseline(args.baseline), args.max_ratio
+        )
     table = None if args.plain else render_rich(run.verdicts, f"kachedb-radix gate: {plan.target}")
     if table is None:
         print(render_plain(run.verdicts))

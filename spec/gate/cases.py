@@ -43,7 +43,7 @@ from .blockpool import host_side_cases
 from .router import router_cases
 from .shapes import Workload
 from .tiers import tier_cases
-from .timing import CHASE, CPU, MEMORY
+from .timing import CPU, MEMORY
 from .trees import GateTarget
 
 #: (shape, length, input kinds) of the match cases; the quick set is a subset.
@@ -114,14 +114,12 @@ class Plan:
     notes: list[str] = field(default_factory=list)
 
 
-#: From this many cached blocks a tree is far larger than a core's caches: its first
-#: eviction is timed per the memory-latency anchor (``chase``), below per ``memory``.
-CHASE_FROM_BLOCKS = 100_000
-
-
-def evict_kind(size: int) -> str:
-    """The anchor kind of the first eviction from ``size`` cached blocks."""
-    return CHASE if size >= CHASE_FROM_BLOCKS else MEMORY
+#: The first eviction from a tree of at most this many blocks is timed over
+#: :data:`SMALL_EVICT_ROUNDS` fills (a fill costs milliseconds there): a median of three
+#: 25 us calls moved 20% from run to run on a loaded core, enough to hide half of a 1.5x
+#: regression or to fake one.  Larger trees keep three (a 10^6-block fill takes seconds).
+SMALL_EVICT_BLOCKS = 10_000
+SMALL_EVICT_ROUNDS = 9
 
 
 def first_evict_name(size: int, policy: str = "lru") -> str:
@@ -162,15 +160,16 @@ def build_plan(
             cases.append(Case(f"{name}/{length}", make, MEMORY))
     sizes = evict_sizes or (shapes.QUICK_EVICT_SIZES if quick else shapes.EVICT_SIZES)
     for size in sizes:
-        make = functools.partial(shapes.first_evict_workload, factory, impl, size)
-        cases.append(Case(first_evict_name(size), make, evict_kind(size)))
+        rounds = SMALL_EVICT_ROUNDS if size <= SMALL_EVICT_BLOCKS else 3
+        make = functools.partial(shapes.first_evict_workload, factory, impl, size, rounds=rounds)
+        cases.append(Case(first_evict_name(size), make, MEMORY))
     for policy in GROWTH_POLICIES if target.policies else ():
         for size in (min(sizes), max(sizes)):
             make = functools.partial(
                 shapes.first_evict_workload, factory, impl, size, rounds=2, policy=policy
             )
             anchor = first_evict_name(size)
-            cases.append(Case(first_evict_name(size, policy), make, evict_kind(size), anchor))
+            cases.append(Case(first_evict_name(size, policy), make, MEMORY, anchor))
     if target.pool is not None:
         for name, host_side in host_side_cases(target.pool).items():
             cases.append(Case(name, host_side, CPU))

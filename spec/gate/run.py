@@ -23,7 +23,16 @@ from typing import Any
 from .cases import Case, MemoryCase, Plan
 from .memory import bytes_per_block
 from .timing import CALIBRATION_WORK, Policy, time_workload
-from .verdicts import FAIL, NEW, PASS, Baseline, Measurement, Verdict, evaluate
+from .verdicts import (
+    FAIL,
+    MAX_BASELINE_RATIO,
+    NEW,
+    PASS,
+    Baseline,
+    Measurement,
+    Verdict,
+    evaluate,
+)
 
 Measure = Callable[[Case], Measurement]
 MeasureMemory = Callable[[MemoryCase], float]
@@ -79,11 +88,13 @@ def run_gate(
     memory: MeasureMemory = measure_memory,
     progress: Callable[[str], None] | None = None,
     prior: Mapping[str, Sequence[Measurement]] | None = None,
+    max_ratio: float = MAX_BASELINE_RATIO,
 ) -> GateRun:
     """Measure every case, evaluate, re-measure the cases of failing checks once, decide.
 
     ``prior``: an earlier run's measurements (:func:`load_prior`), kept before this run's
-    for the cases of this plan.  Cost: one measurement per case, again per failing one.
+    for the cases of this plan; ``max_ratio``: the limit of a timed case against its
+    baseline.  Cost: one measurement per case, again per failing one.
     """
     say = progress or (lambda line: None)
     earlier = prior or {}
@@ -98,7 +109,7 @@ def run_gate(
     for index, mem in enumerate(plan.memory, len(plan.cases) + 1):
         sizes[mem.name] = memory(mem)
         say(f"[{index}/{total}] {mem.name}: {sizes[mem.name]:.1f} bytes/block")
-    verdicts = evaluate(results, sizes, plan, baseline)
+    verdicts = evaluate(results, sizes, plan, baseline, max_ratio)
     suspects = {key for verdict in verdicts if verdict.status == FAIL for key in verdict.keys}
     remeasured: list[str] = []
     for case in plan.cases:
@@ -107,7 +118,7 @@ def run_gate(
             remeasured.append(case.name)
             say(f"re-measured {case.name}: {results[case.name][-1].median_ns:.4g} ns")
     if remeasured:
-        verdicts = evaluate(results, sizes, plan, baseline)
+        verdicts = evaluate(results, sizes, plan, baseline, max_ratio)
     return GateRun(plan, results, sizes, verdicts, remeasured)
 
 

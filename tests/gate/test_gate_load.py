@@ -1,0 +1,158 @@
+"""The gate on a loaded machine: no false failure under contention, a planted 1.5x caught.
+
+A baseline is recorded here (three passes, the middle one kept, as ``--update-baseline``
+does) on the machine as it is; then the gate runs twice with this process and two busy
+child processes pinned to one core (``os.sched_setaffinity``, what ``taskset`` does): a
+spinning interpreter (CPU contention: the gate gets a third of the core) and a loop
+streaming through 64 MiB (it evicts the gate's lines from every cache level between two
+of its time slices: a smaller cache).  Once with the cases as they are: nothing may fail.
+Once with every case planted 1.5x slower: the gate must fail (see the last test for
+which cases fail each time).
+
+The plant: every timed call is followed by a spin for half its own time, on the clock the
+gate times such a call with (the thread's CPU time for a call of 200 us or more, the wall
+clock below).  Both runs go through the wrapper, so the baseline pays for it too.
+
+At :data:`LIMIT` (``--max-ratio 1.3``), not the default 1.5: a 1.5x regression measured
+against a 1.5x limit sits on it and is caught about half the time, by construction.  One
+case per anchor kind and the cases the issue saw cry wolf, on the C twin, at the quick
+policy.  About 40 s: slow.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+
+from kachedb_radix.spec.gate.cases import Case, Plan, build_plan
+from kachedb_radix.spec.gate.run import GateRun, measure_case, render_plain, run_gate
+from kachedb_radix.spec.gate.shapes import Workload
+from kachedb_radix.spec.gate.timing import CALIBRATIONS, LONG_ROUND_NS, QUICK_POLICY
+from kachedb_radix.spec.gate.trees import gate_target
+from kachedb_radix.spec.gate.verdicts import (
+    FAIL,
+    PASS,
+    Measurement,
+    load_baseline,
+    save_baseline,
+)
+
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(not hasattr(os, "sched_setaffinity"), reason="needs sched_setaffinity"),
+]
+
+CASES = (
+    "match/long_edge/16384/int64",  # cpu
+    "cycle/pin-insert-release/1024",  # memory
+    "evict/first/1000",  # memory
+    "evict/first/100000",  # memory, a tree far larger than the caches
+    "router/apply/8",  # memory: events decoded and applied
+)
+#: The planted regression: every timed call takes this many times as long.
+PLANTED = 1.5
+LIMIT = 1.3
+
+SPIN = "while True: pass"
+THRASH = "import numpy as np\na = np.ones(8 << 20)\nwhile True: a += 1.0"
+
+
+def _plan() -> Plan:
+    plan = build_plan(gate_target("accel"), quick=True, evict_sizes=(1000, 100_000))
+    chosen = [case for case in plan.cases if case.name in CASES]
+    assert [case.name for case in chosen] == list(CASES)
+    return Plan(plan.target, plan.mode, chosen)
+
+
+def _slowed(case: Case, planted: bool) -> Case:
+    """``case`` through the wrapper: planted 1.5x slower, or not (see the module)."""
+
+    def make() -> Workload:
+        work = case.make()
+        call, wall, cpu = work.run, time.perf_counter_ns, time.thread_time_ns
+        factor = PLANTED if planted else 1.0
+
+        def run() -> None:
+            began, began_cpu = wall(), cpu()
+            call()
+            took = wall() - began
+            # the clock the gate times such a call on (LONG_ROUND_NS)
+            clock, start = (cpu, began_cpu) if took >= LONG_ROUND_NS else (wall, began)
+            until = start + (clock() - start) * factor
+            while clock() < until:
+                pass
+
+        return dataclasses.replace(work, run=run)
+
+    return dataclasses.replace(case, make=make)
+
+
+def _measure(planted: bool) -> Callable[[Case], Measurement]:
+    def measure(case: Case) -> Measurement:
+        return measure_case(_slowed(case, planted), QUICK_POLICY)
+
+    return measure
+
+
+@contextmanager
+def _loaded_core() -> Iterator[None]:
+    """This process and a spinner and a cache thrasher, all on one core."""
+    mine = os.sched_getaffinity(0)
+    core = {min(mine)}
+    children = [subprocess.Popen([sys.executable, "-c", code]) for code in (SPIN, THRASH)]
+    try:
+        for child in children:
+            os.sched_setaffinity(child.pid, core)
+        os.sched_setaffinity(0, core)
+        time.sleep(0.3)  # the thrasher has its 64 MiB
+        yield
+    finally:
+        os.sched_setaffinity(0, mine)
+        for child in children:
+            child.kill()
+            child.wait()
+
+
+def _table(run: GateRun) -> str:
+    return render_plain(run.verdicts)
+
+
+@pytest.fixture(scope="module")
+def recorded(tmp_path_factory: pytest.TempPathFactory) -> tuple[Plan, Path]:
+    plan = _plan()
+    measure = _measure(False)
+    results = {case.name: [measure(case) for _ in range(3)] for case in plan.cases}
+    path = tmp_path_factory.mktemp("gate") / "baseline.json"
+    save_baseline(path, plan, results, {}, {"cpu": "test"}, "test_gate_load")
+    return plan, path
+
+
+def test_every_anchor_kind_is_exercised() -> None:
+    assert {case.calibration for case in _plan().cases} == set(CALIBRATIONS)
+
+
+def test_a_loaded_core_fails_nothing(recorded: tuple[Plan, Path]) -> None:
+    plan, path = recorded
+    with _loaded_core():
+        run = run_gate(plan, load_baseline(path), _measure(False), max_ratio=LIMIT)
+    assert run.exit_code == 0, _table(run)
+    assert {verdict.status for verdict in run.verdicts} == {PASS}
+
+
+def test_a_planted_regression_fails_on_a_loaded_core(recorded: tuple[Plan, Path]) -> None:
+    plan, path = recorded
+    with _loaded_core():
+        run = run_gate(plan, load_baseline(path), _measure(True), max_ratio=LIMIT)
+    failed = {verdict.figure for verdict in run.verdicts if verdict.status == FAIL}
+    # The interpreter-bound match and the request cycle fail every time (1.44-1.71x in the
+    # runs seen); the C twin's first eviction and event stream read 0.6-0.85x their quiet
+    # baseline on the loaded core, so their 1.5x lands at 1.24-1.53x: not each every time.
+    assert run.exit_code == 1 and failed >= set(CASES[:2]), _table(run)

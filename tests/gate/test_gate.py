@@ -112,6 +112,59 @@ def test_the_anchor_is_timed_after_every_round() -> None:
     assert got.rounds == 2 and got.ratio is not None
 
 
+def test_a_preempted_round_is_timed_again() -> None:
+    # The scripted counter says the scheduler took the core during the first try of every
+    # round and anchor batch (the counter moves between its two readings), never after.
+    readings = (value for i in itertools.count() for value in (i, i + 1, i + 1, i + 1))
+
+    def switches() -> int:  # reading pairs alternate: moved (i, i + 1), then not
+        return next(readings)
+
+    log: list[str] = []
+    policy = timing.Policy(budget_s=1e-6, min_rounds=2, max_rounds=2, batch_ns=1.0)
+    work = Workload(lambda: log.append("run"), lambda: log.append("setup"))
+    got = timing.time_workload(work, policy, fake_clock(10), lambda: 0, switches=switches)
+    assert got.rounds == 2 and log.count("run") == 3 + 2 * 2  # warm-ups, then two tries each
+    log.clear()
+    always = itertools.count()  # preempted every time: the last try counts
+    timing.time_workload(work, policy, fake_clock(10), None, switches=lambda: next(always))
+    assert log.count("run") == 3 + 2 * (timing.PREEMPTED_RETRIES + 1)
+    log.clear()
+    always = itertools.count()  # a repeated call and a cold anchor, preempted every time
+    cold = Workload(
+        lambda: log.append("run"), lambda: None, rounds=1, cold=lambda: log.append("cold")
+    )
+    timing.time_workload(cold, policy, fake_clock(10), lambda: 0, switches=lambda: next(always))
+    tries = timing.PREEMPTED_RETRIES + 1
+    assert log.count("cold") == timing.FIXED_ROUND_ANCHOR_BATCHES * tries
+    log.clear()
+    repeated = Workload(lambda: log.append("run"))
+    got = timing.time_workload(repeated, policy, fake_clock(10), None, switches=lambda: 0)
+    once = len(log)
+    log.clear()
+    timing.time_workload(repeated, policy, fake_clock(10), None, switches=lambda: next(always))
+    assert len(log) == once + got.rounds * got.inner * (tries - 1)
+    assert timing.preemptions() >= 0
+
+
+def test_long_rounds_are_timed_on_the_cpu_clock() -> None:
+    cpu_reads: list[int] = []
+
+    def cpu_clock() -> int:
+        cpu_reads.append(1)
+        return 10 * len(cpu_reads)
+
+    slow = int(2 * timing.LONG_ROUND_NS)  # each wall reading: a long round later
+    policy = timing.Policy(budget_s=1e-6, min_rounds=3, max_rounds=3, batch_ns=1.0)
+    got = timing.time_workload(Workload(lambda: None), policy, fake_clock(slow), None, cpu_clock)
+    assert got.median_ns == 10 and len(cpu_reads) == 6
+    cpu_reads.clear()
+    rounds = Workload(lambda: None, lambda: None)
+    got = timing.time_workload(rounds, policy, fake_clock(slow), None, cpu_clock)
+    assert got.median_ns == 10 and len(cpu_reads) == 6
+    assert timing._never_switched() == 0
+
+
 def test_per_round_ratios_cancel_a_slow_stretch() -> None:
     # A clock whose ticks slow 3x for the second half of the run: case and anchor alike.
     # The per-round ratio stays the same throughout; raw medians would not.
@@ -679,6 +732,29 @@ def test_each_check_fails_on_its_own(
     assert len(failed) == 1 and failed[0].startswith(figure)
 
 
+def test_the_limit_and_the_anchor_kind_of_a_baseline_entry() -> None:
+    results = {"match/x": [_m(1400)]}  # 1.4x its baseline
+    assert _status(evaluate(results, {}, _plan(False), _baseline()), "match/x") == PASS
+    tight = evaluate(results, {}, _plan(False), _baseline(), max_ratio=1.3)
+    assert _status(tight, "match/x") == FAIL
+    other = _baseline()
+    other.cases["match/x"]["calibration"] = "memory"  # recorded per another anchor kind
+    row = next(v for v in evaluate(results, {}, _plan(False), other) if v.figure == "match/x")
+    assert row.status == NEW and "per the memory anchor" in row.note
+
+
+def test_the_machines_anchors_beside_the_baseline(tmp_path: Path) -> None:
+    results = {"a": [_m(1, calib=100.0), _m(1, calib=300.0)], "b": [_m(1, 50.0, "memory")]}
+    assert verdicts.anchor_times(results) == {"cpu": 200.0, "memory": 50.0}
+    assert verdicts.machine_speed(results, Baseline()) == ""
+    recorded = Baseline(anchors={"cpu": 100.0, "memory": 100.0})
+    line = verdicts.machine_speed(results, recorded)
+    assert line.endswith("cpu 2.00x, memory 0.50x")
+    path = tmp_path / "b.json"
+    save_baseline(path, _plan(False), {"match/x": [_m(1000, calib=200.0)]}, {}, {}, "c")
+    assert load_baseline(path).anchors == {"cpu": 200.0}
+
+
 def test_cases_without_a_baseline_are_new() -> None:
     results = {"match/x": [_m(1000)]}
     rows = evaluate(results, {"memory/one_edge": 5.0}, _plan(), Baseline())
@@ -935,6 +1011,9 @@ def test_cli_usage_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str]) ->
     bad.write_text("[")
     assert gate_cli.main(["reference", "--baseline", str(bad)]) == 2
     assert "not JSON" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        gate_cli.main(["reference", "--baseline", str(good), "--max-ratio", "1"])
+    assert "must be above 1" in capsys.readouterr().err
 
 
 def test_cli_notes_a_baseline_of_another_target(

@@ -138,6 +138,12 @@ LONG_ROUND_NS = 200_000.0
 #: a core shared with busy processes, and a median of nine such rounds is no figure.
 PREEMPTED_RETRIES = 3
 
+#: A fixed-round workload's setup is long (a fill of up to 10^6 blocks: seconds of CPU),
+#: and a process that has just used its share of a contended core is the next one the
+#: scheduler preempts: a short sleep after the setup lets it wake with a fresh share, so
+#: the one timed call seldom needs the retries above (each of which fills again).
+SETTLE_S = 0.001
+
 Switches = Callable[[], int]
 
 
@@ -254,6 +260,8 @@ def _time_rounds(
     for _ in range(rounds):
         for _attempt in range(PREEMPTED_RETRIES + 1):
             setup()
+            if work.rounds is not None:
+                time.sleep(SETTLE_S)
             switched = switches()
             began = clock()
             call()

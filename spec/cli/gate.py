@@ -7,8 +7,8 @@
 
 TARGET is any conformance target (``reference``, ``accel``, ``module:Class``; ``--cmd`` for
 a program speaking the stdio protocol).  The gate times the standard cases on it, divides
-each figure by a calibration loop timed in the same run, compares with the baseline file
-and its limits, re-measures what failed once, prints one table and exits:
+each figure by the anchor loop of its kind timed between its rounds, compares with the
+baseline file and its limits, re-measures what failed once, prints one table and exits:
 
 * 0 -- every check passed (cases without a baseline are reported, not gated);
 * 1 -- a regression: a case over 1.5x its baseline (``--max-ratio``), the first eviction
@@ -21,7 +21,8 @@ run's measurements with this one's: a figure fails only when it failed both time
 is how CI reruns a failed gate.
 
 ``--update-baseline`` measures every case three times and merges the middle one into FILE
-(its hand-written ``limits`` are kept).  Adding the gate to another project's CI: record a
+(its hand-written ``limits`` are kept), with the machine's anchor times (``anchors``); a
+run prints its own anchors per those.  Adding the gate to another project's CI: record a
 baseline once on the CI machine (``--update-baseline``), commit the file, and run the
 gate with ``--quick`` in CI.
 """

@@ -22,7 +22,7 @@
   memory copy of the same bytes; a tiered serving loop per the plain one
   (:mod:`kachedb_radix.spec.gate.tiers`).
 
-Each timed case names the calibration loop that normalises it
+Each timed case names the kind of anchor loop that normalises it, timed between its rounds
 (:mod:`kachedb_radix.spec.gate.timing`): ``cpu`` for matches and the pool's host side, ``memory``
 for the cases that allocate and walk large trees -- but for the first eviction under a
 policy other than lru, whose *anchor* is lru's first eviction of the same size in the

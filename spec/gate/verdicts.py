@@ -18,7 +18,8 @@ Checks, one row each:
 The baseline file (JSON, ``format`` 2) holds the target's name, the machine it was
 recorded on, ``limits`` (hand-written, kept by updates) and ``cases`` (written by
 ``--update-baseline``): per timed case its normalised median, calibration kind, raw median
-and calibration time; per memory case its value.
+and calibration time; per memory case its value; and ``anchors``, the recording machine's
+anchor time per kind.
 """
 
 from __future__ import annotations

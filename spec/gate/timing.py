@@ -107,13 +107,18 @@ class _Anchor:
         self.samples: list[float] = []
 
     def sample(self, batches: int = 1, cold: Callable[[], None] | None = None) -> float:
-        """Time ``batches`` batches now (each after ``cold()`` where given); keep and
-        return their median per loop."""
+        """Time ``batches`` batches now, each after ``cold()`` where given, else after one
+        untimed loop (a long round of the case, or another process on the core, leaves
+        the anchor's lines out of the caches: `router/apply/8`'s anchor read 0.6-0.9x of
+        its quiet figure beside a cache thrasher without it); keep and return their median
+        per loop."""
         loop, clock, times = self.loop, self.clock, []
         for _ in range(batches):
             for _attempt in range(PREEMPTED_RETRIES + 1):
                 if cold is not None:
                     cold()
+                else:  # untimed: the case's round (or another process) left its caches
+                    loop()
                 switched = self.switches()
                 began = clock()
                 for _ in itertools.repeat(None, self.inner):
@@ -136,7 +141,8 @@ class _Anchor:
 LONG_ROUND_NS = 200_000.0
 
 #: A shorter round during which the scheduler took the core away (the thread's count of
-#: involuntary context switches moved) is timed again, up to this many times: a round
+#: involuntary context switches moved) is timed again, after one untimed call (the core
+#: comes back with the caches another process left), up to this many times: a round
 #: right after a fill often lost the core for a slice of a few ms -- 100x its time -- on
 #: a core shared with busy processes, and a median of nine such rounds is no figure.
 PREEMPTED_RETRIES = 3
@@ -224,7 +230,9 @@ def _time_repeated(
         clock, switches = clocks[1], _never_switched
     samples: list[float] = []
     for _ in range(rounds):
-        for _attempt in range(PREEMPTED_RETRIES + 1):
+        for attempt in range(PREEMPTED_RETRIES + 1):
+            if attempt:
+                call()  # untimed: the core came back with the caches of another process
             switched = switches()
             began = clock()
             for _ in itertools.repeat(None, inner):

@@ -101,8 +101,9 @@ def test_the_anchor_is_timed_after_every_round() -> None:
     policy = timing.Policy(budget_s=1e-6, min_rounds=4, max_rounds=4, batch_ns=1.0)
     work = Workload(lambda: log.append("run"))
     got = timing.time_workload(work, policy, fake_clock(10), anchor)
-    # after the warm-ups, each round of the case is followed by one anchor batch
-    assert log[-8:] == ["run", "anchor"] * 4
+    # after the warm-ups, each round of the case is followed by one anchor batch, after
+    # one untimed anchor loop (the batch is one loop: batch_ns is 1)
+    assert log[-12:] == ["run", "anchor", "anchor"] * 4
     assert got.anchor_ns is not None and got.ratio is not None and got.ratio > 0
     log.clear()
     fixed = Workload(lambda: log.append("run"), lambda: log.append("setup"), rounds=2)

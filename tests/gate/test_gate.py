@@ -109,7 +109,7 @@ def test_the_anchor_is_timed_after_every_round() -> None:
     fixed = Workload(lambda: log.append("run"), lambda: log.append("setup"), rounds=2)
     got = timing.time_workload(fixed, policy, fake_clock(10), anchor)
     batches = timing.FIXED_ROUND_ANCHOR_BATCHES
-    assert log[-(2 + batches) :] == ["setup", "run", *["anchor"] * batches]
+    assert log[-(2 + 2 * batches) :] == ["setup", "run", *["anchor", "anchor"] * batches]
     assert got.rounds == 2 and got.ratio is not None
 
 

@@ -1,22 +1,26 @@
-"""The gate on a loaded machine: no false failure under contention, a planted 1.5x caught.
+"""The gate on a loaded machine: no false failure under contention, a planted regression caught.
 
 A baseline is recorded here (three passes, the middle one kept, as ``--update-baseline``
 does) on the machine as it is; then the gate runs twice with this process and two busy
 child processes pinned to one core (``os.sched_setaffinity``, what ``taskset`` does): a
 spinning interpreter (CPU contention: the gate gets a third of the core) and a loop
 streaming through 64 MiB (it evicts the gate's lines from every cache level between two
-of its time slices: a smaller cache).  Once with the cases as they are: nothing may fail.
-Once with every case planted 1.5x slower: the gate must fail (see the last test for
-which cases fail each time).
+of its time slices: a smaller cache).  Once with the cases as they are: nothing may fail
+at the gate's own limit (:data:`~kachedb_radix.spec.gate.verdicts.MAX_BASELINE_RATIO`).
+Once with every case planted :data:`PLANTED` times slower: every case must fail.
 
-The plant: every timed call is followed by a spin for half its own time, on the clock the
-gate times such a call with (the thread's CPU time for a call of 200 us or more, the wall
-clock below).  Both runs go through the wrapper, so the baseline pays for it too.
+The plant: every timed call is followed by a spin for the rest of ``PLANTED`` times its
+own time, on the clock the gate times such a call with (the thread's CPU time for a call
+of 200 us or more, the wall clock below).  Both runs go through the wrapper, so the
+baseline pays for it too.
 
-At :data:`LIMIT` (``--max-ratio 1.3``), not the default 1.5: a 1.5x regression measured
-against a 1.5x limit sits on it and is caught about half the time, by construction.  One
-case per anchor kind and the cases the issue saw cry wolf, on the C twin, at the quick
-policy.  About 40 s: slow.
+Why 2x and not the issue's 1.5x: a 1.5x regression against the 1.5x limit sits on the
+limit, and at ``--max-ratio 1.3`` the loaded core alone read the request cycle at 1.40x
+against a baseline recorded on a quiet machine (a cold cache after every slice of the
+thrasher; 1.03-1.26x against one recorded at load 5).  A planted 1.5x read 1.43-1.69x on
+every case at load 5, not a margin a test may assert on.  One case per anchor kind and
+the cases the issue saw cry wolf, on the C twin, at the quick policy.  About 25-80 s:
+slow.
 """
 
 from __future__ import annotations
@@ -39,6 +43,7 @@ from kachedb_radix.spec.gate.timing import CALIBRATIONS, LONG_ROUND_NS, QUICK_PO
 from kachedb_radix.spec.gate.trees import gate_target
 from kachedb_radix.spec.gate.verdicts import (
     FAIL,
+    MAX_BASELINE_RATIO,
     PASS,
     Measurement,
     load_baseline,
@@ -58,8 +63,8 @@ CASES = (
     "router/apply/8",  # memory: events decoded and applied
 )
 #: The planted regression: every timed call takes this many times as long.
-PLANTED = 1.5
-LIMIT = 1.3
+PLANTED = 2.0
+LIMIT = MAX_BASELINE_RATIO
 
 SPIN = "while True: pass"
 THRASH = "import numpy as np\na = np.ones(8 << 20)\nwhile True: a += 1.0"
@@ -152,7 +157,4 @@ def test_a_planted_regression_fails_on_a_loaded_core(recorded: tuple[Plan, Path]
     with _loaded_core():
         run = run_gate(plan, load_baseline(path), _measure(True), max_ratio=LIMIT)
     failed = {verdict.figure for verdict in run.verdicts if verdict.status == FAIL}
-    # The interpreter-bound match and the request cycle fail every time (1.44-1.71x in the
-    # runs seen); the C twin's first eviction and event stream read 0.6-0.85x their quiet
-    # baseline on the loaded core, so their 1.5x lands at 1.24-1.53x: not each every time.
-    assert run.exit_code == 1 and failed >= set(CASES[:2]), _table(run)
+    assert failed == set(CASES), _table(run)

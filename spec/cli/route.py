@@ -4,7 +4,7 @@ which worker should take a request.
 ::
 
     kachedb-radix route --worker w0=tcp://10.0.0.5:5557,tcp://10.0.0.5:5558 ... \\
-        [--listen 127.0.0.1:8700] [--block-size 16] [--hash sha256_cbor] [--duration S]
+        [--listen 127.0.0.1:8700] [--engine vllm] [--block-size 16] [--hash sha256] [--duration S]
     kachedb-radix route --demo [--workers 4] [--requests 600] [--blocks 1500]
 
 Each ``--worker NAME=PUB[,REPLAY]`` is a publisher speaking vLLM's wire
@@ -51,7 +51,14 @@ from rich.console import Console
 from rich.table import Table
 
 from kachedb_radix.reference import OutOfBlocksError, RadixTree
-from kachedb_radix.reference.events import SCHEMES, BlockHasher, dump_hashes
+from kachedb_radix.reference.events import (
+    DEFAULT_ENGINE,
+    ENGINE_NAMES,
+    SCHEMES,
+    BlockHasher,
+    dump_hashes,
+    engine_preset,
+)
 
 from ..inputs import LIMITS, count, real
 from ..inputs.http import split_host, unauthenticated_warning
@@ -148,14 +155,20 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "the addresses it listens on",
     )
     parser.add_argument(
-        "--block-size",
-        type=count(1, MAX_BLOCK_SIZE),
-        default=16,
-        help=f"the workers' tokens per block (1 to {MAX_BLOCK_SIZE:,})",
+        "--engine",
+        choices=ENGINE_NAMES,
+        default=DEFAULT_ENGINE,
+        help="the workers' engine: its block hash, salt reading and block size at its defaults "
+        f"(default: {DEFAULT_ENGINE}; kachedb-radix hash --engine E prints its hashes)",
     )
     parser.add_argument(
-        "--hash", choices=SCHEMES, default="sha256_cbor", help="the workers' block hash"
+        "--block-size",
+        type=count(1, MAX_BLOCK_SIZE),
+        default=None,
+        help=f"the workers' tokens per block (1 to {MAX_BLOCK_SIZE:,}; default: the engine's)",
     )
+    parser.add_argument("--hash", choices=SCHEMES, default=None,
+                        help="the workers' block hash (default: the engine's)")  # fmt: skip
     parser.add_argument("--seed", default=None, help="the hash's root seed (vLLM's PYTHONHASHSEED)")
     parser.add_argument(
         "--overlap-weight",
@@ -254,7 +267,15 @@ def run(args: argparse.Namespace) -> int:
     except UsageError as exc:
         print(f"kachedb-radix route: {exc}", file=sys.stderr)
         return EXIT_USAGE
-    hasher = BlockHasher(args.hash) if args.seed is None else BlockHasher(args.hash, args.seed)
+    engine = engine_preset(args.engine)
+    if args.block_size is None:
+        args.block_size = engine.block_size
+    hasher = BlockHasher(
+        args.hash or engine.scheme,
+        engine.seed if args.seed is None else args.seed,
+        engine.wire,
+        engine.empty_is_none,
+    )
     index_class: Any = twin_class(args.impl or default_twin(), "RouterIndex")
     sockets = 4 * args.workers if args.demo else 2 * len(args.worker)
     context = _context(sockets)

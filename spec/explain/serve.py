@@ -48,6 +48,7 @@ cache would be told. The saved trace keeps the scheme in its resets.
 
 from __future__ import annotations
 
+import json
 import logging
 import re
 import threading
@@ -173,11 +174,16 @@ def form_step(fields: dict[str, Any]) -> Step:
     if row.prompts:
         if "tokens" not in fields:
             raise PlayError("type a prompt (text, or token ids) first")
-        tokens = tokenize(fields["tokens"], fields.get("input", "text"))
+        mode = fields.get("input", "text")
+        tokens = tokenize(fields["tokens"], mode)
         if not tokens:
             raise PlayError("type a prompt (text, or token ids) first")
         pin = fields.get("pin", False)
-        return {"op": op, "tokens": tokens, "namespace": namespace or None, "pin": pin}
+        step: Step = {"op": op, "tokens": tokens, "namespace": namespace or None, "pin": pin}
+        if mode == "text":
+            # The prompt as typed: the page shows it beside its byte ids (the step's note).
+            step["note"] = f"typed as text: {json.dumps(fields['tokens'], ensure_ascii=False)}"
+        return step
     if not row.arguments:
         return {"op": op}
     number = _number(fields.get("number"), op)
@@ -351,13 +357,14 @@ _FORM = """<section id="playground" aria-label="playground"><form id="play-form"
 <option value="reset">reset the pool</option></select>
 <select id="play-input" aria-label="input"><option value="text">text (bytes)</option>
 <option value="ids">token ids</option></select>
-<input id="play-tokens" type="text" aria-label="prompt" placeholder="a prompt, or token ids">
+<input id="play-tokens" type="text" aria-label="prompt" placeholder="a prompt, or token ids"
+ required data-max-tokens="$max_tokens">
 <input id="play-namespace" type="text" aria-label="namespace" placeholder="namespace" size="9">
 <label><input type="checkbox" id="play-pin"> pin</label>
-<label id="play-number-label">number <input id="play-number" type="number" min="0" value="1"
- style="width: 5em"></label>
+<label id="play-number-label"><span>number</span> <input id="play-number" type="number" min="0"
+ step="1" value="1" required data-max-pool="$max_pool" style="width: 5em"></label>
 <label id="play-block-label">tokens per block <input id="play-block" type="number" min="1"
- value="4" style="width: 4em"></label>
+ max="64" step="1" value="4" required style="width: 4em"></label>
 <label title="what a router fed by this cache is told, step by step (R-EVENT-*)">KV events
 <select id="play-events" aria-label="KV events"><option value="">off</option>
 $schemes</select></label>
@@ -366,8 +373,12 @@ $schemes</select></label>
 <a id="play-trace" href="/trace.jsonl" download="playground.jsonl">save the session</a>
 <label>open a trace <input type="file" id="play-load" accept=".jsonl,.json,.txt"></label>
 </form><p id="play-error" role="alert" hidden></p></section>"""
-FORM = _FORM.replace(
-    "$schemes", "".join(f'<option value="{name}">{name}</option>' for name in SCHEMES)
+FORM = (
+    _FORM.replace(
+        "$schemes", "".join(f'<option value="{name}">{name}</option>' for name in SCHEMES)
+    )
+    .replace("$max_tokens", str(MAX_TOKENS))
+    .replace("$max_pool", str(MAX_POOL))
 )
 
 

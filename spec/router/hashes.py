@@ -62,12 +62,16 @@ class ChainMemo:
     def external_chain(
         self, tokens: Sequence[int], block_size: int, namespace: str | None = None
     ) -> list[ExternalHash]:
-        """``[hasher.external(h) for h in hasher.chain(tokens, block_size, namespace)]``.
-        ``tokens`` must be token ids already checked (ints in [0, 2**32)). O(n).
+        """``[hasher.external(h) for h in hasher.chain(tokens, block_size, namespace)]``,
+        under the hasher's own salt rule (``hasher.salt``: ``""`` and None share one
+        chain where the engine reads ``""`` as no salt; Dynamo's seed, carried in its
+        internal hashes, reaches every block). ``tokens`` must be token ids already
+        checked (ints in [0, 2**32)). O(n).
         """
         blocks = len(tokens) // block_size
         if blocks == 0:
             return []
+        namespace = self.hasher.salt(namespace)  # "" is no salt where the engine says so
         data = array("I", tokens[: blocks * block_size]).tobytes()
         width = 4 * block_size
         young, old = self._young, self._old

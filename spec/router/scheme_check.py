@@ -39,7 +39,7 @@ from typing import Any
 
 import msgspec
 
-from kachedb_radix.reference.events import SCHEMES, BlockHasher
+from kachedb_radix.reference.events import ENGINES, SCHEMES, BlockHasher
 from kachedb_radix.reference.router import APPLIED, RESTART
 from kachedb_radix.reference.tokens import TOKEN_LIMIT
 
@@ -52,15 +52,11 @@ CHECK_BATCHES = 256
 #: The schemes tried when a worker's hashes are not the router's.
 CANDIDATES: tuple[str, ...] = SCHEMES
 
-#: The engine each scheme is the default of, as ``route --engine`` names them (one small
-#: table: issue 33's engine presets own these facts once they land).
-ENGINE_OF: dict[str, str] = {
-    "sha256": "vllm",
-    "sha256_cbor": "kachedb",
-    "xxh3_64": "dynamo",
-    "sglang": "sglang",
-    "sglang_dynamo": "sglang",
-}
+#: The engine each scheme is the default of, as ``route --engine`` names them: read from
+#: the engine presets (:data:`~kachedb_radix.reference.events.ENGINES`, the one table of
+#: engines), so a scheme no engine ships by default (``xxh3_64``, ``sglang_dynamo``, the
+#: other vLLM options) is named by ``--hash`` alone.
+ENGINE_OF: dict[str, str] = {preset.scheme: preset.name for preset in ENGINES.values()}
 
 log = logging.getLogger("kachedb_radix.route")
 

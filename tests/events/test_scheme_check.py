@@ -14,6 +14,7 @@ from rich.console import Console
 
 from kachedb_radix.reference import RadixTree
 from kachedb_radix.reference.events import (
+    ENGINES,
     BlockHasher,
     BlockRemoved,
     BlockStored,
@@ -23,7 +24,7 @@ from kachedb_radix.reference.events import (
 from kachedb_radix.reference.router import RouterIndex
 from kachedb_radix.spec.cli import route as route_cli
 from kachedb_radix.spec.router.publisher import EventPublisher
-from kachedb_radix.spec.router.scheme_check import CHECK_BATCHES, SchemeCheck
+from kachedb_radix.spec.router.scheme_check import CHECK_BATCHES, ENGINE_OF, SchemeCheck
 from kachedb_radix.spec.router.service import Router, serve_in_thread, wait_caught_up
 from tests.support.vllm import require_vllm
 
@@ -60,7 +61,9 @@ def test_a_worker_that_hashes_as_the_router_does_is_ok() -> None:
     ("theirs", "hint"),
     [
         (BlockHasher("sha256"), "they look like sha256: use --engine vllm"),
-        (BlockHasher("xxh3_64"), "they look like xxh3_64: use --engine dynamo"),
+        (BlockHasher("dynamo"), "they look like dynamo: use --engine dynamo"),
+        # unsalted, xxh3_64 is Dynamo's chain: the engine is named (dynamo comes first)
+        (BlockHasher("xxh3_64"), "they look like dynamo: use --engine dynamo"),
         (BlockHasher("xxhash"), "they look like xxhash: use --hash xxhash"),
         (BlockHasher("sha256_cbor", wire="bytes"), "sha256_cbor (bytes, not ints)"),
         (BlockHasher("sha256_cbor", seed="42"), "nor any scheme this router knows"),
@@ -73,6 +76,17 @@ def test_another_scheme_is_named(theirs: BlockHasher, hint: str) -> None:
     problem = _verdict(ours, _stored(theirs, TOKENS)).verdict("w0").problem
     assert problem is not None and problem.startswith(f"worker w0's hashes are not {ours.scheme}")
     assert hint in problem
+
+
+def test_a_scheme_no_engine_ships_is_named_by_its_hash_alone() -> None:
+    """Salted, xxh3_64 is not Dynamo's hash (Dynamo seeds every block): the hint names
+    the scheme, and no engine, as ENGINE_OF (read from the presets) has none for it."""
+    assert {p.scheme: p.name for p in ENGINES.values()} == ENGINE_OF
+    assert "xxh3_64" not in ENGINE_OF
+    theirs = BlockHasher("xxh3_64")
+    problem = _verdict(BlockHasher("sha256"), _stored(theirs, TOKENS, salt="t")).verdict("w0")
+    assert problem.problem is not None
+    assert "they look like xxh3_64: use --hash xxh3_64" in problem.problem
 
 
 def test_salt_semantics_are_told_apart() -> None:
@@ -130,7 +144,7 @@ def test_a_chain_continued_from_a_checked_parent_is_checked_and_a_restart_checks
     assert check.settled("w0") and check.verdict("w0").checked == 8
     check.observe("w0", "restart", _stored(BlockHasher("xxh3_64"), TOKENS))
     problem = check.verdict("w0").problem
-    assert problem is not None and "xxh3_64" in problem  # the restarted worker, checked anew
+    assert problem is not None and "dynamo" in problem  # the restarted worker, checked anew
     check.observe("w0", "repeat", b"")  # a batch the index ignored is not looked at
 
 

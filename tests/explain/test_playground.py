@@ -51,7 +51,8 @@ def test_the_form_becomes_steps_and_bad_fields_say_why() -> None:
     with pytest.raises(PlayError, match="'x' is not a token id"):
         tokenize("1 x", "ids")
     insert = form_step({"op": "insert", "tokens": "abcd", "input": "text", "pin": True})
-    assert insert == {"op": "insert", "tokens": [97, 98, 99, 100], "namespace": None, "pin": True}
+    assert insert == {"op": "insert", "tokens": [97, 98, 99, 100], "namespace": None, "pin": True,
+                      "note": 'typed as text: "abcd"'}  # fmt: skip
     assert form_step({"op": "evict", "number": "2"}) == {"op": "evict", "count": 2}
     assert form_step({"op": "release", "number": 1}) == {"op": "release", "lease": 1}
     for fields, message in (
@@ -82,7 +83,7 @@ def test_the_playground_answers_in_the_browser(browser: Any, server: PlayServer)
     problems: list[str] = []
     page.on("pageerror", lambda error: problems.append(str(error)))
     page.on("console", lambda m: problems.append(m.text) if m.type == "error" else None)
-    page.set_default_timeout(5000)
+    page.set_default_timeout(30_000)  # a loaded two-core CI machine
     page.goto(server.url)
     page.fill("#play-tokens", "hello world, hello!")
     page.click("#play-go")
@@ -103,7 +104,9 @@ def test_the_playground_answers_in_the_browser(browser: Any, server: PlayServer)
     page.fill("#play-tokens", "1 2 x")
     page.click("#play-go")
     page.locator("#play-error").wait_for(state="visible")
-    assert page.locator("#play-error").inner_text() == "'x' is not a token id (a whole number)"
+    # The browser itself refuses it (nothing is sent), saying why as the server would.
+    said = page.locator("#play-error").inner_text()
+    assert said == "prompt: 'x' is not a token id (a whole number)"
     page.uncheck("#play-pin")
     page.select_option("#play-op", "insert")
     page.fill("#play-tokens", "1 2 3 4294967296")
@@ -120,9 +123,8 @@ def test_the_playground_answers_in_the_browser(browser: Any, server: PlayServer)
     page.click("#play-undo")
     page.wait_for_function("document.body.dataset.live === '3'")
     page.close()
-    # Chromium logs the refused form (HTTP 400) itself; nothing else went wrong.
-    assert [p for p in problems if "status of 400" not in p] == []
-    assert len(problems) == 1
+    # The refused field never reached the server: no HTTP 400 logged, nothing went wrong.
+    assert problems == []
     Session(steps)  # the saved trace opens again
 
 
@@ -226,10 +228,11 @@ def test_the_command_refuses_what_it_cannot_serve(capsys: pytest.CaptureFixture[
 
     assert main(["explain", "--serve", "--target", "accel"]) == 2
     assert "--serve runs the reference alone" in capsys.readouterr().err
-    assert main(["explain", "--serve", "--port", "70000"]) == 2
-    assert "a port from 0 to 65535" in capsys.readouterr().err
-    assert main(["explain", "--serve", "missing.jsonl"]) == 2
-    assert "cannot read the trace" in capsys.readouterr().err
+    for args, said in ((["--port", "70000"], "over the most allowed, 65,535"),
+                       (["missing.jsonl"], "missing.jsonl: no such file")):  # fmt: skip
+        with pytest.raises(SystemExit) as stop:  # refused while parsing (issue 32)
+            main(["explain", "--serve", *args])
+        assert stop.value.code == 2 and said in capsys.readouterr().err
 
 
 def _raw(server: PlayServer, method: str, path: str, body: bytes = b"",

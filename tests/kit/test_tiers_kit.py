@@ -128,8 +128,9 @@ def test_conform_events_and_saved_traces_from_the_command_line(
     assert cli(["conform", "reference", "--events", "xxh3_64", "--budget", "300",
                 "--examples", "4"]) == 0  # fmt: skip
     assert "events" in capsys.readouterr().out
-    assert cli(["conform", "reference", "--events", "no-such-scheme", "--budget", "50"]) == 2
-    assert "no-such-scheme" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as stop:  # refused while parsing (issue 32)
+        cli(["conform", "reference", "--events", "no-such-scheme", "--budget", "50"])
+    assert stop.value.code == 2 and "no-such-scheme" in capsys.readouterr().err
     target = "kachedb_radix.spec.mutants.eviction:LruReversed"
     status = cli(["conform", target, "--first", "--budget", "2000",
                   "--save-traces", str(tmp_path)])  # fmt: skip

@@ -7,13 +7,14 @@
 
 TARGET is any conformance target (``reference``, ``accel``, ``module:Class``; ``--cmd`` for
 a program speaking the stdio protocol).  The gate times the standard cases on it, divides
-each figure by a calibration loop timed in the same run, compares with the baseline file
-and its limits, re-measures what failed once, prints one table and exits:
+each figure by the anchor loop of its kind timed between its rounds, compares with the
+baseline file and its limits, re-measures what failed once, prints one table and exits:
 
 * 0 -- every check passed (cases without a baseline are reported, not gated); the last
   line says how many checks on how many cases;
-* 1 -- a regression: a case over 1.5x its baseline, the first eviction growing more than
-  3x from 10^3 to 10^6 cached blocks, a memory figure over its baseline, a limit exceeded;
+* 1 -- a regression: a case over 1.5x its baseline (``--max-ratio``), the first eviction
+  growing more than 3x from 10^3 to 10^6 cached blocks, a memory figure over its
+  baseline, a limit exceeded;
 * 2 -- a usage error: an unknown target; a baseline that is missing (without
   ``--update-baseline``), unreadable or malformed (the field is named); a prior run that
   cannot be used; an ``--only`` that matches no case; or a run that gated nothing (no
@@ -24,7 +25,8 @@ run's measurements with this one's: a figure fails only when it failed both time
 is how CI reruns a failed gate.
 
 ``--update-baseline`` measures every case three times and merges the middle one into FILE
-(its hand-written ``limits`` are kept).  Adding the gate to another project's CI: record a
+(its hand-written ``limits`` are kept), with the machine's anchor times (``anchors``); a
+run prints its own anchors per those.  Adding the gate to another project's CI: record a
 baseline once on the CI machine (``--update-baseline``), commit the file, and run the
 gate with ``--quick`` in CI.
 """
@@ -57,15 +59,17 @@ from ..gate.trees import GateTarget, gate_target
 from ..gate.verdicts import (
     CASE_FIGURES,
     FAIL,
+    MAX_BASELINE_RATIO,
     PASS,
     Baseline,
     BaselineError,
     Measurement,
     evaluate,
     load_baseline,
+    machine_speed,
     save_baseline,
 )
-from ..inputs import input_path, output_file
+from ..inputs import input_path, output_file, real
 from .options import add_timeout, timeouts
 
 EXIT_OK = 0
@@ -118,6 +122,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="an earlier run's --json file: a figure fails only when it failed in both runs",
     )
     parser.add_argument("--plain", action="store_true", help="a plain-text table even with rich")
+    parser.add_argument(
+        "--max-ratio",
+        type=real(1.0, 100.0, above=True),
+        default=MAX_BASELINE_RATIO,
+        metavar="R",
+        help=f"a timed case fails above R times its baseline (default {MAX_BASELINE_RATIO:g}; "
+        "above 1, at most 100)",
+    )
 
 
 def _text(word: str) -> str:
@@ -186,7 +198,9 @@ def _run(args: argparse.Namespace, target: GateTarget, baseline: Baseline) -> in
     def progress(line: str) -> None:
         print("  " + line, flush=True)
 
-    run = run_gate(plan, baseline, measure, progress=progress, prior=prior)
+    run = run_gate(
+        plan, baseline, measure, progress=progress, prior=prior, max_ratio=args.max_ratio
+    )
     written = 0
     if args.update_baseline:
         for case in plan.cases:  # three measurements each, the middle one recorded
@@ -195,7 +209,9 @@ def _run(args: argparse.Namespace, target: GateTarget, baseline: Baseline) -> in
         named = args.target if args.cmd is None else f"--cmd {args.cmd!r}"
         command = f"kachedb-radix gate {named} --update-baseline" + (" --quick" * args.quick)
         written = save_baseline(args.baseline, plan, run.results, run.memory, host, command)
-        run.verdicts = evaluate(run.results, run.memory, plan, load_baseline(args.baseline))
+        run.verdicts = evaluate(
+            run.results, run.memory, plan, load_baseline(args.baseline), args.max_ratio
+        )
     table = None if args.plain else render_rich(run.verdicts, f"kachedb-radix gate: {plan.target}")
     if table is None:
         print(render_plain(run.verdicts))
@@ -207,6 +223,9 @@ def _run(args: argparse.Namespace, target: GateTarget, baseline: Baseline) -> in
         return EXIT_USAGE
     if args.json is not None:
         args.json.write_text(json.dumps(to_json(run, host), indent=1) + "\n", encoding="utf-8")
+    speed = machine_speed(run.results, baseline)
+    if speed:
+        print(speed)
     print(summary(run))
     print(f"took {time.perf_counter() - started:.0f} s")
     if args.update_baseline:

@@ -25,7 +25,7 @@
   memory copy of the same bytes; a tiered serving loop per the plain one
   (:mod:`kachedb_radix.spec.gate.tiers`).
 
-Each timed case names the calibration loop that normalises it
+Each timed case names the kind of anchor loop that normalises it, timed between its rounds
 (:mod:`kachedb_radix.spec.gate.timing`): ``cpu`` for matches and the pool's host side, ``memory``
 for the cases that allocate and walk large trees -- but for the first eviction under a
 policy other than lru, whose *anchor* is lru's first eviction of the same size in the
@@ -117,6 +117,14 @@ class Plan:
     notes: list[str] = field(default_factory=list)
 
 
+#: The first eviction from a tree of at most this many blocks is timed over
+#: :data:`SMALL_EVICT_ROUNDS` fills (a fill costs milliseconds there): a median of three
+#: 25 us calls moved 20% from run to run on a loaded core, enough to hide half of a 1.5x
+#: regression or to fake one.  Larger trees keep three (a 10^6-block fill takes seconds).
+SMALL_EVICT_BLOCKS = 10_000
+SMALL_EVICT_ROUNDS = 9
+
+
 def first_evict_name(size: int, policy: str = "lru") -> str:
     return f"evict/first/{size}" if policy == "lru" else f"evict/first/{policy}/{size}"
 
@@ -155,7 +163,8 @@ def build_plan(
             cases.append(Case(f"{name}/{length}", make, MEMORY))
     sizes = evict_sizes or (shapes.QUICK_EVICT_SIZES if quick else shapes.EVICT_SIZES)
     for size in sizes:
-        make = functools.partial(shapes.first_evict_workload, factory, impl, size)
+        rounds = SMALL_EVICT_ROUNDS if size <= SMALL_EVICT_BLOCKS else 3
+        make = functools.partial(shapes.first_evict_workload, factory, impl, size, rounds=rounds)
         cases.append(Case(first_evict_name(size), make, MEMORY))
     for policy in GROWTH_POLICIES if target.policies else ():
         for size in (min(sizes), max(sizes)):

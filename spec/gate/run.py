@@ -22,22 +22,37 @@ from typing import Any
 from ..inputs import InputError, read_json
 from .cases import Case, MemoryCase, Plan
 from .memory import bytes_per_block
-from .timing import Policy, calibrate, time_workload
-from .verdicts import FAIL, NEW, PASS, Baseline, Measurement, Verdict, evaluate, shown
+from .timing import CALIBRATION_WORK, Policy, time_workload
+from .verdicts import (
+    FAIL,
+    MAX_BASELINE_RATIO,
+    NEW,
+    PASS,
+    Baseline,
+    Measurement,
+    Verdict,
+    evaluate,
+    shown,
+)
 
 Measure = Callable[[Case], Measurement]
 MeasureMemory = Callable[[MemoryCase], float]
 
 
 def measure_case(case: Case, policy: Policy) -> Measurement:
-    """Calibrate, time ``case`` (its tree is built untimed first), calibrate again; the
-    calibration kept is the faster of the two loops (noise only adds time)."""
-    before = calibrate(case.calibration, policy)
+    """Time ``case`` (its tree is built untimed first) with its calibration loop -- the
+    anchor of its kind -- timed in a batch after every round: the figure is the median of
+    the per-round ratios, so a slow minute slows both sides of each ratio."""
     work = case.make()
-    timing = time_workload(work, policy)
-    after = calibrate(case.calibration, policy)
+    timing = time_workload(work, policy, anchor=CALIBRATION_WORK[case.calibration])
+    assert timing.anchor_ns is not None
     return Measurement(
-        timing.median_ns, min(before, after), case.calibration, timing.rounds, work.unit
+        timing.median_ns,
+        timing.anchor_ns,
+        case.calibration,
+        timing.rounds,
+        work.unit,
+        ratio=timing.ratio,
     )
 
 
@@ -74,11 +89,13 @@ def run_gate(
     memory: MeasureMemory = measure_memory,
     progress: Callable[[str], None] | None = None,
     prior: Mapping[str, Sequence[Measurement]] | None = None,
+    max_ratio: float = MAX_BASELINE_RATIO,
 ) -> GateRun:
     """Measure every case, evaluate, re-measure the cases of failing checks once, decide.
 
     ``prior``: an earlier run's measurements (:func:`load_prior`), kept before this run's
-    for the cases of this plan.  Cost: one measurement per case, again per failing one.
+    for the cases of this plan; ``max_ratio``: the limit of a timed case against its
+    baseline.  Cost: one measurement per case, again per failing one.
     """
     say = progress or (lambda line: None)
     earlier = prior or {}
@@ -93,7 +110,7 @@ def run_gate(
     for index, mem in enumerate(plan.memory, len(plan.cases) + 1):
         sizes[mem.name] = memory(mem)
         say(f"[{index}/{total}] {mem.name}: {sizes[mem.name]:.1f} bytes/block")
-    verdicts = evaluate(results, sizes, plan, baseline)
+    verdicts = evaluate(results, sizes, plan, baseline, max_ratio)
     suspects = {key for verdict in verdicts if verdict.status == FAIL for key in verdict.keys}
     remeasured: list[str] = []
     for case in plan.cases:
@@ -102,7 +119,7 @@ def run_gate(
             remeasured.append(case.name)
             say(f"re-measured {case.name}: {results[case.name][-1].median_ns:.4g} ns")
     if remeasured:
-        verdicts = evaluate(results, sizes, plan, baseline)
+        verdicts = evaluate(results, sizes, plan, baseline, max_ratio)
     return GateRun(plan, results, sizes, verdicts, remeasured)
 
 
@@ -229,6 +246,8 @@ _MEASUREMENT_FIELDS: dict[str, Callable[[Any], bool]] = {
     "rounds": lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 0,
     "unit": lambda v: isinstance(v, str),
     "sweep": lambda v: isinstance(v, int) and not isinstance(v, bool) and 0 <= v < 2**31,
+    # the median of the per-round ratios: null, or absent in a file of an older gate
+    "ratio": lambda v: v is None or (_number(v) and 0 < v <= 1e300),
 }
 
 
@@ -240,8 +259,8 @@ def _is_measurement(value: Any) -> bool:
     """Whether ``value`` is a measurement as :func:`to_json` writes one. O(1)."""
     return (
         isinstance(value, dict)
-        and set(value) == set(_MEASUREMENT_FIELDS)
-        and all(check(value[name]) for name, check in _MEASUREMENT_FIELDS.items())
+        and set(_MEASUREMENT_FIELDS) - {"ratio"} <= set(value) <= set(_MEASUREMENT_FIELDS)
+        and all(check(value[name]) for name, check in _MEASUREMENT_FIELDS.items() if name in value)
     )
 
 

@@ -291,6 +291,10 @@ class Workload:
         keep: objects the workload keeps alive (the tree).
         rounds: a fixed number of timed rounds with no warm-up, for a call whose setup
             is expensive and whose first run is the point (None: sized by the policy).
+        cold: called before each batch of the interleaved anchor, to give the anchor the
+            state the timed call found (the first eviction's flushed caches: an anchor
+            timed warm beside a call timed cold drifts with the neighbours' use of the
+            caches, which the call does not).  None: the anchor runs as it finds things.
     """
 
     run: Callable[[], object]
@@ -299,6 +303,7 @@ class Workload:
     unit: str = "call"
     keep: list[object] = field(default_factory=list)
     rounds: int | None = None
+    cold: Callable[[], None] | None = None
 
 
 def match_workload(tree: Any, tokens: list[int], kind: str) -> Workload:
@@ -542,4 +547,6 @@ def first_evict_workload(
             raise AssertionError(f"{impl}: evict({batch}) freed {len(freed)} blocks")
         return freed
 
-    return Workload(run, fill, units=batch, unit="block", keep=[trees], rounds=rounds)
+    return Workload(
+        run, fill, units=batch, unit="block", keep=[trees], rounds=rounds, cold=flush_caches
+    )

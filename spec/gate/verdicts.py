@@ -18,13 +18,15 @@ Checks, one row each:
 The baseline file (JSON, ``format`` 2) holds the target's name, the machine it was
 recorded on, ``limits`` (hand-written, kept by updates) and ``cases`` (written by
 ``--update-baseline``): per timed case its normalised median, calibration kind, raw median
-and calibration time; per memory case its value.
+and calibration time; per memory case its value; and ``anchors``, the recording machine's
+anchor time per kind.
 """
 
 from __future__ import annotations
 
 import json
 import math
+import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -54,10 +56,16 @@ class Measurement:
     #: Which pass over the cases measured it: a run's first pass follows a prior run's
     #: passes, a re-measure is the next. A ratio of two cases is taken within one pass.
     sweep: int = 0
+    #: The median over rounds of each round's time per its interleaved anchor batch
+    #: (None: a measurement without an interleaved anchor, or an older run's file).
+    ratio: float | None = None
 
     @property
     def normalised(self) -> float:
-        """The median in calibration loops: comparable across machines."""
+        """The median in calibration loops: comparable across machines.  The median of
+        the per-round ratios where the anchor was interleaved, else median / calibration."""
+        if self.ratio is not None:
+            return self.ratio
         return self.median_ns / self.calib_ns
 
 
@@ -92,6 +100,9 @@ class Baseline:
     cases: dict[str, dict[str, Any]] = field(default_factory=dict)
     limits: dict[str, dict[str, float]] = field(default_factory=dict)
     recorded_with: dict[str, str] = field(default_factory=dict)
+    #: The recording machine's anchors: per calibration kind, the median time of one loop
+    #: over every measurement of that kind (see :func:`anchor_times`).
+    anchors: dict[str, float] = field(default_factory=dict)
 
 
 class BaselineError(ValueError):
@@ -149,7 +160,14 @@ def load_baseline(path: Path, *, missing_ok: bool = False) -> Baseline:
     recorded = data.get("recorded_with", {})
     if not isinstance(recorded, dict):
         raise BaselineError(f"{where}: recorded_with must be an object, not {shown(recorded)}")
-    return Baseline(target, cases, limits, dict(recorded))
+    anchors = data.get("anchors", {})
+    if not isinstance(anchors, dict):
+        raise BaselineError(f"{where}: anchors must be an object, not {shown(anchors)}")
+    for kind, anchor_ns in anchors.items():
+        _positive(anchor_ns, f"{where}: anchors.{kind}")
+    return Baseline(
+        target, cases, limits, dict(recorded), {str(k): float(v) for k, v in anchors.items()}
+    )
 
 
 def shown(value: Any) -> str:
@@ -229,10 +247,12 @@ def save_baseline(
         "about": (
             "Baseline of `kachedb-radix gate`: per timed case the median divided by its "
             "calibration loop timed in the same run (`normalised`); per memory case the "
-            "bytes per cached block beyond the tokens. `limits` are hand-written absolute "
+            "bytes per cached block beyond the tokens. `anchors`: the recording machine's "
+            "calibration loops, ns per loop by kind. `limits` are hand-written absolute "
             "bounds (max_ns for a timed case, max for a memory case), kept by updates."
         ),
         "recorded_with": {"command": command, **machine},
+        "anchors": {**old.anchors, **anchor_times(results)},
         "limits": old.limits,
         "cases": dict(sorted(cases.items())),
     }
@@ -241,6 +261,31 @@ def save_baseline(
 
 
 Results = Mapping[str, Sequence[Measurement]]
+
+
+def anchor_times(results: Results) -> dict[str, float]:
+    """Per calibration kind, the median of the anchor times of every measurement of that
+    kind: what the machine's anchors cost during the run.  O(measurements)."""
+    by_kind: dict[str, list[float]] = {}
+    for measured in results.values():
+        for m in measured:
+            by_kind.setdefault(m.calibration, []).append(m.calib_ns)
+    return {kind: round(statistics.median(times), 1) for kind, times in sorted(by_kind.items())}
+
+
+def machine_speed(results: Results, baseline: Baseline) -> str:
+    """One line comparing this run's anchors with the baseline machine's, by kind, or ""
+    when the baseline recorded none.  A kind far from 1x on one side only is the machine
+    difference its cases' normalisation cancels."""
+    now = anchor_times(results)
+    parts = [
+        f"{kind} {now[kind] / baseline.anchors[kind]:.2f}x"
+        for kind in now
+        if baseline.anchors.get(kind, 0) > 0
+    ]
+    if not parts:
+        return ""
+    return "anchors on this machine per the baseline's: " + ", ".join(parts)
 
 
 def _middle_median(measured: Sequence[Measurement]) -> float:
@@ -293,9 +338,14 @@ def _new(key: str, shown: str, limit: str, keys: tuple[str, ...] = ()) -> Verdic
 
 
 def evaluate(
-    results: Results, memory: Mapping[str, float], plan: Plan, baseline: Baseline
+    results: Results,
+    memory: Mapping[str, float],
+    plan: Plan,
+    baseline: Baseline,
+    max_ratio: float = MAX_BASELINE_RATIO,
 ) -> list[Verdict]:
-    """Every check of the gate, from the measurements so far."""
+    """Every check of the gate, from the measurements so far (``max_ratio``: the limit of
+    a timed case against its baseline)."""
     verdicts: list[Verdict] = []
     for small, large in plan.evict_keys:
         if small not in results or large not in results:
@@ -339,9 +389,17 @@ def evaluate(
             )
         entry = baseline.cases.get(key)
         if entry is None or "normalised" not in entry:
-            verdicts.append(_new(key, shown, f"<= {MAX_BASELINE_RATIO:g}x baseline", (key,)))
+            verdicts.append(_new(key, shown, f"<= {max_ratio:g}x baseline", (key,)))
             continue
         keys: tuple[str, ...] = (key,)
+        if case.anchor is None and entry.get("calibration", case.calibration) != case.calibration:
+            # normalised by another kind of anchor: the two figures are not comparable
+            verdicts.append(
+                Verdict(key, shown, "no baseline", f"<= {max_ratio:g}x baseline", NEW,
+                        (key,), f"the baseline's is per the {entry['calibration']} anchor, "
+                        f"this run's per {case.calibration}: record one with --update-baseline")
+            )  # fmt: skip
+            continue
         if case.anchor is None:
             normalised = best_normalised(results, key)
             how = f"{results[key][0].calibration} calibration"
@@ -357,8 +415,8 @@ def evaluate(
                 key,
                 shown,
                 f"{ratio:.2f}x baseline",
-                f"<= {MAX_BASELINE_RATIO:g}x baseline",
-                PASS if ratio <= MAX_BASELINE_RATIO else FAIL,
+                f"<= {max_ratio:g}x baseline",
+                PASS if ratio <= max_ratio else FAIL,
                 keys,
                 _join(how, history),
             )

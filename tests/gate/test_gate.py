@@ -83,18 +83,102 @@ def test_rounds_with_setup_and_fixed_rounds() -> None:
 
 def test_calibration_loops_and_formatting() -> None:
     assert timing.cpu_calibration() == timing.cpu_calibration()
-    assert timing.memory_calibration() == timing.memory_calibration()
-    # One call a batch (the fake clock says each call takes 7 ns): the loops run as few
-    # times as the rounds need.
-    policy = timing.Policy(
-        budget_s=1e-6, min_rounds=3, max_rounds=3, batch_ns=1.0, calibration_s=1e-6
-    )
-    for kind in timing.CALIBRATIONS:
-        assert timing.calibrate(kind, policy, fake_clock(7)) > 0
+    assert timing.memory_calibration() == 96
+    assert set(timing.CALIBRATION_WORK) == set(timing.CALIBRATIONS)
     assert timing.format_ns(12.5) == "12.5 ns"
     assert timing.format_ns(1500) == "1.5 us"
     assert timing.format_ns(2.5e6) == "2.5 ms"
     assert timing.format_ns(3e9) == "3 s"
+
+
+def test_the_anchor_is_timed_after_every_round() -> None:
+    log: list[str] = []
+
+    def anchor() -> int:
+        log.append("anchor")
+        return 0
+
+    policy = timing.Policy(budget_s=1e-6, min_rounds=4, max_rounds=4, batch_ns=1.0)
+    work = Workload(lambda: log.append("run"))
+    got = timing.time_workload(work, policy, fake_clock(10), anchor)
+    # after the warm-ups, each round of the case is followed by one anchor batch, after
+    # one untimed anchor loop (the batch is one loop: batch_ns is 1)
+    assert log[-12:] == ["run", "anchor", "anchor"] * 4
+    assert got.anchor_ns is not None and got.ratio is not None and got.ratio > 0
+    log.clear()
+    fixed = Workload(lambda: log.append("run"), lambda: log.append("setup"), rounds=2)
+    got = timing.time_workload(fixed, policy, fake_clock(10), anchor)
+    batches = timing.FIXED_ROUND_ANCHOR_BATCHES
+    assert log[-(2 + 2 * batches) :] == ["setup", "run", *["anchor", "anchor"] * batches]
+    assert got.rounds == 2 and got.ratio is not None
+
+
+def test_a_preempted_round_is_timed_again() -> None:
+    # The scripted counter says the scheduler took the core during the first try of every
+    # round and anchor batch (the counter moves between its two readings), never after.
+    readings = (value for i in itertools.count() for value in (i, i + 1, i + 1, i + 1))
+
+    def switches() -> int:  # reading pairs alternate: moved (i, i + 1), then not
+        return next(readings)
+
+    log: list[str] = []
+    policy = timing.Policy(budget_s=1e-6, min_rounds=2, max_rounds=2, batch_ns=1.0)
+    work = Workload(lambda: log.append("run"), lambda: log.append("setup"))
+    got = timing.time_workload(work, policy, fake_clock(10), lambda: 0, switches=switches)
+    assert got.rounds == 2 and log.count("run") == 3 + 2 * 2  # warm-ups, then two tries each
+    log.clear()
+    always = itertools.count()  # preempted every time: the last try counts
+    timing.time_workload(work, policy, fake_clock(10), None, switches=lambda: next(always))
+    assert log.count("run") == 3 + 2 * (timing.PREEMPTED_RETRIES + 1)
+    log.clear()
+    always = itertools.count()  # a repeated call and a cold anchor, preempted every time
+    cold = Workload(
+        lambda: log.append("run"), lambda: None, rounds=1, cold=lambda: log.append("cold")
+    )
+    timing.time_workload(cold, policy, fake_clock(10), lambda: 0, switches=lambda: next(always))
+    tries = timing.PREEMPTED_RETRIES + 1
+    assert log.count("cold") == timing.FIXED_ROUND_ANCHOR_BATCHES * tries
+    log.clear()
+    repeated = Workload(lambda: log.append("run"))
+    got = timing.time_workload(repeated, policy, fake_clock(10), None, switches=lambda: 0)
+    once = len(log)
+    log.clear()
+    timing.time_workload(repeated, policy, fake_clock(10), None, switches=lambda: next(always))
+    # each retry: one untimed call (the caches of whoever had the core), then the batch
+    assert len(log) == once + got.rounds * (got.inner + 1) * (tries - 1)
+    assert timing.preemptions() >= 0
+
+
+def test_long_rounds_are_timed_on_the_cpu_clock() -> None:
+    cpu_reads: list[int] = []
+
+    def cpu_clock() -> int:
+        cpu_reads.append(1)
+        return 10 * len(cpu_reads)
+
+    slow = int(2 * timing.LONG_ROUND_NS)  # each wall reading: a long round later
+    policy = timing.Policy(budget_s=1e-6, min_rounds=3, max_rounds=3, batch_ns=1.0)
+    got = timing.time_workload(Workload(lambda: None), policy, fake_clock(slow), None, cpu_clock)
+    assert got.median_ns == 10 and len(cpu_reads) == 6
+    cpu_reads.clear()
+    rounds = Workload(lambda: None, lambda: None)
+    got = timing.time_workload(rounds, policy, fake_clock(slow), None, cpu_clock)
+    assert got.median_ns == 10 and len(cpu_reads) == 6
+    assert timing._never_switched() == 0
+
+
+def test_per_round_ratios_cancel_a_slow_stretch() -> None:
+    # A clock whose ticks slow 3x for the second half of the run: case and anchor alike.
+    # The per-round ratio stays the same throughout; raw medians would not.
+    ticks = itertools.count()
+
+    def clock() -> int:
+        n = next(ticks)
+        return n * 10 if n < 400 else 4000 + (n - 400) * 30
+
+    policy = timing.Policy(budget_s=1e-6, min_rounds=101, max_rounds=101, batch_ns=1.0)
+    got = timing.time_workload(Workload(lambda: None), policy, clock, lambda: 0)
+    assert got.ratio == pytest.approx(1.0)
 
 
 # ---------------------------------------------------------------- shapes
@@ -568,7 +652,10 @@ def test_plan_cases_build_their_workloads() -> None:
     assert work.run().length == 1024  # type: ignore[attr-defined]
     by_name["match/branchy/1024/uint32"].make()  # the same tree, reused
     first = by_name[first_evict_name(400)].make()
-    assert first.rounds == 3
+    assert first.rounds == cases.SMALL_EVICT_ROUNDS and first.cold is shapes.flush_caches
+    large = build_plan(target, quick=True, evict_sizes=(200, cases.SMALL_EVICT_BLOCKS + 1))
+    big = next(case for case in large.cases if case.name == first_evict_name(10_001))
+    assert big.make().rounds == 3
 
 
 @pytest.mark.parametrize("impl", ["reference", "accel"])
@@ -687,6 +774,29 @@ def test_each_check_fails_on_its_own(
     rows = evaluate(results, sizes, _plan(), baseline)
     failed = [row.figure for row in rows if row.status == FAIL]
     assert len(failed) == 1 and failed[0].startswith(figure)
+
+
+def test_the_limit_and_the_anchor_kind_of_a_baseline_entry() -> None:
+    results = {"match/x": [_m(1400)]}  # 1.4x its baseline
+    assert _status(evaluate(results, {}, _plan(False), _baseline()), "match/x") == PASS
+    tight = evaluate(results, {}, _plan(False), _baseline(), max_ratio=1.3)
+    assert _status(tight, "match/x") == FAIL
+    other = _baseline()
+    other.cases["match/x"]["calibration"] = "memory"  # recorded per another anchor kind
+    row = next(v for v in evaluate(results, {}, _plan(False), other) if v.figure == "match/x")
+    assert row.status == NEW and "per the memory anchor" in row.note
+
+
+def test_the_machines_anchors_beside_the_baseline(tmp_path: Path) -> None:
+    results = {"a": [_m(1, calib=100.0), _m(1, calib=300.0)], "b": [_m(1, 50.0, "memory")]}
+    assert verdicts.anchor_times(results) == {"cpu": 200.0, "memory": 50.0}
+    assert verdicts.machine_speed(results, Baseline()) == ""
+    recorded = Baseline(anchors={"cpu": 100.0, "memory": 100.0})
+    line = verdicts.machine_speed(results, recorded)
+    assert line.endswith("cpu 2.00x, memory 0.50x")
+    path = tmp_path / "b.json"
+    save_baseline(path, _plan(False), {"match/x": [_m(1000, calib=200.0)]}, {}, {}, "c")
+    assert load_baseline(path).anchors == {"cpu": 200.0}
 
 
 def test_cases_without_a_baseline_are_new() -> None:
@@ -813,17 +923,18 @@ def test_reports(monkeypatch: pytest.MonkeyPatch) -> None:
     assert table.rows[0][4] == "[cyan]NEW[/]"
 
 
-def test_measure_case_calibrates_around_the_case(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_measure_case_interleaves_the_anchor_of_its_kind(monkeypatch: pytest.MonkeyPatch) -> None:
     seen: list[str] = []
 
-    def calibrate(kind: str, policy: timing.Policy) -> float:
-        seen.append(kind)
-        return 100.0 * len(seen)
+    def anchor() -> int:
+        seen.append("memory")
+        return 0
 
-    monkeypatch.setattr(run, "calibrate", calibrate)
+    monkeypatch.setitem(timing.CALIBRATION_WORK, "memory", anchor)
     policy = timing.Policy(budget_s=1e-5, min_rounds=3, max_rounds=3)
     got = run.measure_case(Case("c", lambda: Workload(lambda: None), "memory"), policy)
-    assert seen == ["memory", "memory"] and got.calib_ns == 100.0 and got.calibration == "memory"
+    assert len(seen) >= 3 and got.calibration == "memory" and got.calib_ns > 0
+    assert got.ratio is not None and got.normalised == got.ratio
 
 
 # ---------------------------------------------------------------- the command line
@@ -955,6 +1066,9 @@ def test_cli_usage_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str]) ->
     bad.write_text("[")
     assert gate_cli.main(["reference", "--baseline", str(bad)]) == 2
     assert "not JSON" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        gate_cli.main(["reference", "--baseline", str(good), "--max-ratio", "1"])
+    assert "must be above 1" in capsys.readouterr().err
 
 
 def test_cli_notes_a_baseline_of_another_target(
@@ -973,3 +1087,14 @@ def test_cli_notes_a_baseline_of_another_target(
 def test_module_docs_name_every_check() -> None:
     assert "MAX_EVICT_GROWTH" in (verdicts.__doc__ or "")
     assert cases.MAX_EVICT_GROWTH == 3.0
+
+
+def test_a_baseline_s_anchors_are_checked(tmp_path: Path) -> None:
+    path = tmp_path / "b.json"
+    for anchors, error in (([1], "anchors must be an object"), ({"cpu": 0}, "anchors.cpu")):
+        path.write_text(json.dumps({"format": 2, "anchors": anchors}))
+        with pytest.raises(BaselineError, match=error):
+            load_baseline(path)
+    for twin in ("accel", "reference"):  # the committed baselines record theirs
+        committed = load_baseline(Path(__file__).parents[2] / f"benchmarks/baseline-{twin}.json")
+        assert set(committed.anchors) == set(timing.CALIBRATIONS)

@@ -50,14 +50,18 @@ from kachedb_radix.spec.gate.verdicts import (
     save_baseline,
 )
 
+#: A timing check (unit tests assert no timings; this one asserts the gate's verdicts on a
+#: loaded core): run by hand with KACHEDB_RADIX_GATE_LOAD=1. Known gap (issue 37 item 4,
+#: left open): against a baseline recorded on a quiet machine the loaded core alone read
+#: the request cycle at 1.40-1.56x in 2 of 7 runs, and a planted 2x left one first
+#: eviction under 1.5x in 2 of 7: not yet a verdict CI may rest on.
 pytestmark = [
     pytest.mark.slow,
-    # Known gap (issue 37 item 4, left open): against a baseline recorded on a quiet
-    # machine the loaded core alone read the request cycle at 1.40-1.56x (a cold cache
-    # after every slice of the thrasher; 1.03-1.26x against one recorded at load 5), and
-    # a planted 2x left one first eviction under 1.5x in 2 of 7 runs.  Non-strict until
-    # the memory anchor follows a thrashed cache: CI reports XFAIL/XPASS, never red.
-    pytest.mark.xfail(strict=False, reason="the loaded-core verdicts are not yet reliable"),
+    pytest.mark.skipif(
+        os.environ.get("KACHEDB_RADIX_GATE_LOAD") != "1",
+        reason="a timing check on a loaded core, run by hand (KACHEDB_RADIX_GATE_LOAD=1): "
+        "its verdicts are not yet reliable enough for CI (benchmarks/README.md)",
+    ),
     pytest.mark.skipif(not hasattr(os, "sched_setaffinity"), reason="needs sched_setaffinity"),
 ]
 

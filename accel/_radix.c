@@ -88,6 +88,18 @@ static inline uint32_t node_last_of(const TreeObject *t, uint32_t n) {
     return node_last(t, &t->nodes[n]);
 }
 
+/* After a match stamped the path that ends at node n (R-LRU-1) and told the policy: n's
+ * tail key can only have grown -- a newer stamp, one more hit, the protected segment; its
+ * priority and birth unchanged, and a key the policy lowered meanwhile (an expiry, a
+ * demotion) already re-filed by it -- and whether n is an evictable leaf has not changed,
+ * so its entry, if it has one, can only sink.  O(log h). */
+static void heap_sink(TreeObject *t, uint32_t n) {
+    uint32_t pos = t->heap_pos[n];
+    if (pos == NIL) return;
+    t->heap[pos].key = pol_rank(t, node_last_of(t, n));
+    sift_down(t, pos);
+}
+
 static inline int is_evictable_leaf(const TreeObject *t, const Node *x) {
     return x->parent < NODE_FREE && x->nblocks > 0 && x->nchildren == 0 &&
            t->pins[node_last(t, x)] == 0;
@@ -270,7 +282,15 @@ static int path_reserve(TreeObject *t, Py_ssize_t n) {
 /* Stamp the blocks (R-LRU-1); the caller then tells the policy and re-files `last`. */
 static void stamp_path(TreeObject *t, const uint32_t *blocks, Py_ssize_t n, uint64_t now) {
     uint64_t *stamps = t->stamps;
-    for (Py_ssize_t i = 0; i < n; i++) stamps[blocks[i]] = now;
+    Py_ssize_t i = 0;
+    for (; i + 4 <= n; i += 4) { /* four a step: a 1,024-token match stamps 64 blocks */
+        uint32_t a = blocks[i], b = blocks[i + 1], c = blocks[i + 2], d = blocks[i + 3];
+        stamps[a] = now;
+        stamps[b] = now;
+        stamps[c] = now;
+        stamps[d] = now;
+    }
+    for (; i < n; i++) stamps[blocks[i]] = now;
 }
 
 static void pin_path(TreeObject *t, const uint32_t *blocks, Py_ssize_t n, uint32_t last, int delta) {
@@ -671,9 +691,13 @@ static void lease_unlink(TreeObject *t, LeaseObject *l) {
 static PyObject *Tree_match(TreeObject *self, PyObject *const *args, Py_ssize_t nargs,
                             PyObject *kwnames) {
     PyObject *tokens_obj, *ns_obj, *ns = NULL;
-    int pin;
-    if (parse_call("match", args, nargs, kwnames, &tokens_obj, &ns_obj, &pin, NULL, NULL) < 0)
+    int pin = 0;
+    if (nargs == 1 && kwnames == NULL) { /* match(tokens): the common call, nothing to parse */
+        tokens_obj = args[0];
+        ns_obj = Py_None;
+    } else if (parse_call("match", args, nargs, kwnames, &tokens_obj, &ns_obj, &pin, NULL, NULL) < 0) {
         return NULL;
+    }
     LeaseObject *lease = NULL;
     if (pin && (lease = lease_alloc()) == NULL) return NULL;
     Tokens tk;
@@ -682,20 +706,32 @@ static PyObject *Tree_match(TreeObject *self, PyObject *const *args, Py_ssize_t 
     if (norm_namespace(ns_obj, &ns) < 0) goto fail;
     uint32_t root = tree_root_of(self, ns);
     if (shadow_ensure(self) < 0) goto fail;
-    Py_ssize_t limit = tk.n / self->B;
-    if (path_reserve(self, limit) < 0) goto fail;
+    Py_ssize_t limit = tk.n / self->B, matched;
     uint32_t last, used;
-    Py_ssize_t matched = tree_walk(self, root, tk.data, limit, self->scratch_path, &last, &used);
-    res = match_result_new(matched);
-    if (res == NULL) goto fail;
+    if (limit <= RESULT_SMALL_IDS) {
+        /* A small result has room for every block the walk can find (objects.c): the walk
+         * writes the ids into it, and the result keeps as many as it found. */
+        if ((res = match_result_new(limit)) == NULL) goto fail;
+        matched = tree_walk(self, root, tk.data, limit, res->ids, &last, &used);
+        Py_SET_SIZE(res, matched);
+    } else {
+        if (path_reserve(self, limit) < 0) goto fail;
+        matched = tree_walk(self, root, tk.data, limit, self->scratch_path, &last, &used);
+        if ((res = match_result_new(matched)) == NULL) goto fail;
+        memcpy(res->ids, self->scratch_path, (size_t)matched * sizeof(uint32_t));
+    }
     if (pin && lease_fill(self, lease, tk.data, matched) < 0) goto fail;
     if (pol_reserve(self, matched) < 0) goto fail;
     /* ---- mutation phase: nothing below can fail */
-    memcpy(res->ids, self->scratch_path, (size_t)matched * sizeof(uint32_t));
     res->length = matched * (Py_ssize_t)self->B;
     stamp_path(self, res->ids, matched, pol_tick(self));
     if (self->pol.kind != POL_LRU) pol_found(self, res->ids, matched, NULL);
-    if (last != NIL) heap_update(self, last);
+    if (last != NIL) {
+        if (pin)
+            heap_update(self, last);
+        else
+            heap_sink(self, last);
+    }
     if (pin) {
         pin_path(self, res->ids, matched, last, +1);
         lease_link(self, lease, ns, res->ids);
@@ -768,8 +804,7 @@ static PyObject *Tree_insert(TreeObject *self, PyObject *const *args, Py_ssize_t
     if (res == NULL) goto fail;
     if (pin && lease_fill(self, lease, tk.data, wanted) < 0) goto fail;
     if (reserve(self) < 0 || pol_reserve(self, wanted) < 0) goto fail;
-    if (self->ev.recorder != NULL && ev_reserve(self, ev_insert_words(B, needed, nevict)) < 0)
-        goto fail;
+    if (self->ev != NULL && ev_prepare_insert(self, ns, needed, nevict) < 0) goto fail;
     if (needed > 0 && chunk_reserve(self, last, used, reused, needed, nevict) < 0) goto fail;
     if (needed > 0 && root == NIL) {
         root = root_create(self, ns);
@@ -786,7 +821,7 @@ static PyObject *Tree_insert(TreeObject *self, PyObject *const *args, Py_ssize_t
         pin_path(self, path, reused, last, +1);
         evict_blocks(self, nevict, out_evict, root);
         pin_path(self, path, reused, last, -1);
-        if (self->ev.recorder != NULL) ev_log_remove(self, out_evict, nevict); /* R-EVENT-4 */
+        if (self->ev != NULL) ev_log_remove(self, out_evict, nevict); /* R-EVENT-4 */
         /* Eviction may have trimmed the unpinned tail of the last edge we reached. */
         reused = tree_walk(self, root, tk.data, wanted, path, &last, &used);
     }
@@ -794,8 +829,8 @@ static PyObject *Tree_insert(TreeObject *self, PyObject *const *args, Py_ssize_t
         for (Py_ssize_t i = 0; i < needed; i++) out_alloc[i] = ba_take_smallest(&self->alloc);
         last = attach(self, root, last, used, reused, tk.data, out_alloc, needed);
         memcpy(path + reused, out_alloc, (size_t)needed * sizeof(uint32_t));
-        if (self->ev.recorder != NULL) /* the new blocks end the path (R-EVENT-2, R-EVENT-3) */
-            ev_log_store(self, ns, reused > 0 ? path[reused - 1] : NIL, out_alloc,
+        if (self->ev != NULL) /* the new blocks end the path (R-EVENT-2, R-EVENT-3) */
+            ev_log_store(self, reused > 0 ? path[reused - 1] : NIL, out_alloc,
                          tk.data + (size_t)reused * B, needed);
     }
     memcpy(out_blocks, path, (size_t)wanted * sizeof(uint32_t));
@@ -814,7 +849,7 @@ static PyObject *Tree_insert(TreeObject *self, PyObject *const *args, Py_ssize_t
         Py_SETREF(res->lease, (PyObject *)lease);
     }
     self->version++;
-    if (self->ev.recorder != NULL) ev_flush(self); /* one batch per operation (R-EVENT-5) */
+    if (self->ev != NULL) ev_flush(self); /* one batch per operation (R-EVENT-5) */
     chunk_unreserve(self);
     tokens_release(self, &tk);
     Py_XDECREF(ns);
@@ -1034,10 +1069,10 @@ static PyObject *Tree_evict(TreeObject *self, PyObject *arg) {
         PyTuple_SET_ITEM(tuple, i, id);
     }
     if (self->nreaders > 0 && q_reserve(self, (size_t)n) < 0) goto fail;
-    if (self->ev.recorder != NULL && n > 0 && ev_reserve(self, 5u + (size_t)n) < 0) goto fail;
+    if (self->ev != NULL && n > 0 && ev_prepare_evict(self, n) < 0) goto fail;
     /* ---- mutation phase: nothing below can fail; it evicts the very ids boxed above */
     evict_blocks(self, n, out, NIL);
-    if (self->ev.recorder != NULL && n > 0) {
+    if (self->ev != NULL && n > 0) {
         ev_log_remove(self, out, n); /* R-EVENT-4 */
         ev_flush(self);              /* R-EVENT-5 */
     }
@@ -1061,13 +1096,13 @@ static PyObject *Tree_reset_prefix_cache(TreeObject *self, PyObject *unused) {
     Py_ssize_t n = (Py_ssize_t)self->cached;
     uint32_t *out = PyMem_Malloc((size_t)(n ? n : 1) * sizeof(uint32_t));
     if (out == NULL) return PyErr_NoMemory();
-    if (self->ev.recorder != NULL && ev_reserve(self, 4u) < 0) {
+    if (self->ev != NULL && ev_prepare_clear(self) < 0) {
         PyMem_Free(out);
         return NULL;
     }
     /* ---- mutation phase: nothing below can fail */
     evict_blocks(self, n, out, NIL); /* R-CLEAR-1; one published version if any */
-    if (self->ev.recorder != NULL) {
+    if (self->ev != NULL) {
         ev_log_clear(self); /* R-EVENT-7 */
         ev_flush(self);     /* R-EVENT-5 */
     }
@@ -1145,15 +1180,21 @@ static PyObject *Tree_get_policy_options(TreeObject *self, void *unused) {
     return pol_options_copy(&self->pol);
 }
 
-static PyObject *Tree_eviction_key(TreeObject *self, PyObject *arg) {
+int tree_block_id(TreeObject *t, PyObject *arg, uint32_t *out) {
     int overflow = 0;
     long long v = PyLong_Check(arg) && !PyBool_Check(arg) ? int_value(arg, &overflow) : -1;
-    if (overflow || v < 0 || (uint64_t)v >= self->num_blocks) {
+    if (overflow || v < 0 || (uint64_t)v >= t->num_blocks) {
         PyErr_Format(G.ForeignBlockError, "%R is not a block id of this pool (ids are 0..%u)",
-                     arg, self->num_blocks - 1u);
-        return NULL;
+                     arg, t->num_blocks - 1u);
+        return -1;
     }
-    return pol_key(self, (uint32_t)v);
+    *out = (uint32_t)v;
+    return 0;
+}
+
+static PyObject *Tree_eviction_key(TreeObject *self, PyObject *arg) {
+    uint32_t b;
+    return tree_block_id(self, arg, &b) < 0 ? NULL : pol_key(self, b);
 }
 
 static PyObject *Tree_reclaim(TreeObject *self, PyObject *unused) {
@@ -1231,17 +1272,6 @@ static PyObject *Tree_clone(TreeObject *self, PyObject *unused) {
         if ((made[nmade] = lease_alloc()) == NULL) goto fail;
         nmade++;
     }
-    /* The event recorder's copy is Python code too; the records it has not named yet are
-     * copied below, so nothing may name any in between (a finalizer calling
-     * take_events() on this tree). */
-    size_t ev_head = self->ev.head, ev_len = self->ev.len;
-    if (self->ev.recorder != NULL &&
-        (c->ev.recorder = PyObject_CallMethod(self->ev.recorder, "copy", NULL)) == NULL)
-        goto fail;
-    if (self->ev.head != ev_head || self->ev.len != ev_len) {
-        PyErr_SetString(PyExc_RuntimeError, "the tree changed while it was being cloned");
-        goto fail;
-    }
     /* From here on no Python code runs and nothing the collector tracks is allocated. */
     if (shadow_ensure(self) < 0) goto fail;
     if (PyDict_Update(c->ns_roots, self->ns_roots) < 0) goto fail;
@@ -1267,7 +1297,7 @@ static PyObject *Tree_clone(TreeObject *self, PyObject *unused) {
                   self->qb_len - self->qb_head, sizeof(QBatch)) < 0 ||
         dup_array(&c->qids, self->qids + self->qid_head, self->qid_len - self->qid_head,
                   self->qid_len - self->qid_head, sizeof(uint32_t)) < 0 ||
-        ev_copy_log(&c->ev, &self->ev, self->B) < 0)
+        ev_copy(&c->ev, self->ev) < 0)
         goto fail;
     /* ---- nothing below fails */
     c->B = self->B;
@@ -1383,13 +1413,60 @@ static PyObject *Tree_get_hash_seed(TreeObject *self, void *c) {
 
 /* ------------------------------------------------------------------ construction */
 
-/* 1: obj is an int (not a bool) in [1, limit], stored in *out; 0: it is not. */
-static int parse_positive(PyObject *obj, uint64_t limit, uint32_t *out) {
+/* The sizes a pool accepts (SPEC.md R-LIMIT-*, reference/limits.py), refused in the
+ * reference's order -- num_blocks, block_size, their product -- with its error class. */
+#define LIMIT_NUM_BLOCKS (1u << 24)
+#define LIMIT_BLOCK_SIZE (1u << 16)
+#define LIMIT_TOKEN_SLOTS ((uint64_t)1 << 32)
+
+/* 1: obj is an int (not a bool) >= 1; *out its value, or limit + 1 for any larger
+ * value (so the caller tells "too large" from "not a size"); 0: it is not. */
+static int parse_size(PyObject *obj, uint32_t limit, uint64_t *out) {
     if (!PyLong_Check(obj) || PyBool_Check(obj)) return 0;
     int overflow = 0;
     long long v = int_value(obj, &overflow);
-    if (overflow || v < 1 || (uint64_t)v > limit) return 0;
-    *out = (uint32_t)v;
+    if (overflow < 0 || (!overflow && v < 1)) return 0;
+    *out = overflow || (uint64_t)v > limit ? (uint64_t)limit + 1u : (uint64_t)v;
+    return 1;
+}
+
+/* Always 0: InvalidArgumentError(message % repr(obj)) set; an int whose repr() is refused
+ * (more digits than sys.get_int_max_str_digits()) is described instead, as the reference
+ * does, so the refusal keeps its class. */
+static int refuse_size(const char *message, PyObject *obj) {
+    PyObject *shown = PyObject_Repr(obj);
+    if (shown == NULL) {
+        if (!PyErr_ExceptionMatches(PyExc_ValueError)) return 0;
+        PyErr_Clear();
+        shown = PyUnicode_FromString("an int of more digits than repr() shows");
+        if (shown == NULL) return 0;
+    }
+    PyErr_Format(G.InvalidArgumentError, message, shown);
+    Py_DECREF(shown);
+    return 0;
+}
+
+/* 1: both sizes within R-LIMIT-1..3, stored; 0 with InvalidArgumentError set. */
+static int check_pool(PyObject *n_obj, PyObject *b_obj, uint32_t *n, uint32_t *B) {
+    uint64_t blocks = 0, size = 16;
+    if (!parse_size(n_obj, LIMIT_NUM_BLOCKS, &blocks))
+        return refuse_size("num_blocks must be an int >= 1, got %U", n_obj);
+    if (blocks > LIMIT_NUM_BLOCKS)
+        return refuse_size("num_blocks must be at most 16,777,216 (2**24, R-LIMIT-1), got %U",
+                           n_obj);
+    if (b_obj != NULL && !parse_size(b_obj, LIMIT_BLOCK_SIZE, &size))
+        return refuse_size("block_size must be an int >= 1, got %U", b_obj);
+    if (size > LIMIT_BLOCK_SIZE)
+        return refuse_size("block_size must be at most 65,536 (2**16, R-LIMIT-2), got %U", b_obj);
+    if (blocks * size > LIMIT_TOKEN_SLOTS) {
+        PyErr_Format(G.InvalidArgumentError,
+                     "num_blocks * block_size must be at most 4,294,967,296 tokens (2**32, "
+                     "R-LIMIT-3), got %llu * %llu",
+                     (unsigned long long)blocks, (unsigned long long)size);
+        return 0;
+    }
+    *n = (uint32_t)blocks;
+    *B = (uint32_t)size;
     return 1;
 }
 
@@ -1402,16 +1479,7 @@ static PyObject *Tree_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
                                      &policy, &policy_options, &events, &seed_obj))
         return NULL;
     uint32_t B = 16, n = 0;
-    if (b_obj != NULL && !parse_positive(b_obj, 1u << 24, &B)) {
-        PyErr_Format(G.InvalidArgumentError,
-                     "block_size must be an int >= 1 (at most 2**24 in accel), got %R", b_obj);
-        return NULL;
-    }
-    if (!parse_positive(n_obj, MAX_POOL, &n)) {
-        PyErr_Format(G.InvalidArgumentError,
-                     "num_blocks must be an int >= 1 (at most %u in accel), got %R", MAX_POOL, n_obj);
-        return NULL;
-    }
+    if (!check_pool(n_obj, b_obj, &n, &B)) return NULL;
     uint64_t seed;
     if (seed_obj == Py_None) {
         PyObject *bytes = PyObject_CallFunction(G.urandom, "i", 8);
@@ -1424,10 +1492,6 @@ static PyObject *Tree_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
             return NULL;
         }
         seed = PyLong_AsUnsignedLongLongMask(seed_obj); /* an int: cannot fail */
-    }
-    if ((uint64_t)n * B > ((uint64_t)1 << 40)) {
-        PyErr_NoMemory();
-        return NULL;
     }
     TreeObject *t = (TreeObject *)type->tp_alloc(type, 0);
     if (t == NULL) return NULL;
@@ -1465,7 +1529,7 @@ static void unlink_all_leases(TreeObject *t) {
 
 static int Tree_traverse(TreeObject *self, visitproc visit, void *arg) {
     for (LeaseObject *l = self->lease_head; l; l = l->lnext) Py_VISIT((PyObject *)l);
-    Py_VISIT(self->ev.recorder);
+    if (self->ev != NULL) Py_VISIT(self->ev->hasher);
     return 0;
 }
 
@@ -1582,9 +1646,21 @@ static PyMethodDef Tree_methods[] = {
     {"take_events", (PyCFunction)Tree_take_events, METH_NOARGS,
      "take_events($self, /)\n--\n\n"
      "The KV event batches since the last call, oldest first: one per operation\n"
-     "that cached or evicted blocks (R-EVENT-1..5). O(1) here; O(B) per block logged\n"
-     "since the last call to name it (the reference's recorder hashes the blocks).\n\n"
+     "that cached or evicted blocks (R-EVENT-1..5). O(size of the batches) here:\n"
+     "decoded from the wire bytes the operations encoded (:meth:`take_event_payloads`).\n\n"
      "Raises:\n    InvalidArgumentError: the tree was built without ``events``."},
+    {"take_event_payloads", (PyCFunction)Tree_take_event_payloads, METH_NOARGS,
+     "take_event_payloads($self, /)\n--\n\n"
+     "The KV event batches since the last call, as :meth:`take_events` would return\n"
+     "them, each encoded as the msgpack payload vLLM's publisher sends (R-EVENT-6,\n"
+     "``encode_batch``). O(size of the batches).\n\n"
+     "Raises:\n    InvalidArgumentError: the tree was built without ``events``."},
+    {"_event_hash", (PyCFunction)Tree_event_hash, METH_O,
+     "_event_hash($self, block_id, /)\n--\n\n"
+     "Test hook: the external hash this tree's events name cached block ``block_id`` by,\n"
+     "or None if it is not cached (the reference's EventRecorder.hash_of). O(1).\n\n"
+     "Raises:\n    InvalidArgumentError: the tree was built without ``events``.\n"
+     "    ForeignBlockError: ``block_id`` is not an id of this pool."},
     {"snapshot", (PyCFunction)Tree_snapshot, METH_NOARGS,
      "snapshot($self, /)\n--\n\n"
      "An O(1) immutable view of the latest published version (R-SNAP-2).\n\n"
@@ -1680,9 +1756,6 @@ static PyGetSetDef Tree_getset[] = {
      "The eviction policy's options in force, defaults included. O(1).", NULL},
     {"events", (getter)Tree_get_events, NULL,
      "How the tree names blocks in its events, or None when it emits none.", NULL},
-    {"_event_recorder", (getter)Tree_get_event_recorder, NULL,
-     "Test hook: the reference EventRecorder that names this tree's events, every logged\n"
-     "record named first (None when the tree emits no events).", NULL},
     {"_hash_seed", (getter)Tree_get_hash_seed, NULL,
      "The seed the block-hash keys were drawn from (a test hook).", NULL},
     {NULL, NULL, NULL, NULL, NULL},
@@ -1699,10 +1772,11 @@ PyTypeObject RadixTree_Type = {
               "events=None, _hash_seed=None)\n--\n\n"
               "A radix tree of whole token blocks over a fixed pool of KV block ids.\n\n"
               "Args:\n"
-              "    num_blocks: the pool size, an int >= 1 (at most 2**31 - 1 here); block ids\n"
-              "        are ``0 .. num_blocks-1``.\n"
-              "    block_size: tokens per block B, an int >= 1 (default 16; 1 gives a\n"
-              "        token-level tree; at most 2**24 here).\n"
+              "    num_blocks: the pool size, an int from 1 to 2**24 (R-LIMIT-1); block ids are\n"
+              "        ``0 .. num_blocks-1``.\n"
+              "    block_size: tokens per block B, an int from 1 to 2**16 (default 16; 1 gives a\n"
+              "        token-level tree; R-LIMIT-2); ``num_blocks * block_size`` at most 2**32\n"
+              "        (R-LIMIT-3).\n"
               "    policy: the eviction policy's name (R-POL-*): ``\"lru\"`` (the default),\n"
               "        ``\"lfu\"``, ``\"fifo\"``, ``\"priority\"`` or ``\"slru\"``; see\n"
               "        :mod:`kachedb_radix.reference.policies`.\n"
@@ -1713,11 +1787,10 @@ PyTypeObject RadixTree_Type = {
               "    _hash_seed: a test hook: the seed of the block-hash keys (default: drawn\n"
               "        from ``os.urandom``).\n\n"
               "Raises:\n"
-              "    InvalidArgumentError: a size is not an int >= 1 or is above its limit here,\n"
-              "        or the policy or one of its options is unknown or out of range. Also when\n"
-              "        ``events`` is neither None, True nor a ``BlockHasher``.\n"
-              "    MemoryError: ``num_blocks * block_size`` is above 2**40, or the pool's\n"
-              "        arrays cannot be allocated.\n"
+              "    InvalidArgumentError: a size is not an int >= 1 or is above its limit\n"
+              "        (R-LIMIT-*), or the policy or one of its options is unknown or out of\n"
+              "        range. Also when ``events`` is neither None, True nor a ``BlockHasher``.\n"
+              "    MemoryError: the pool's arrays cannot be allocated.\n"
               "    TypeError: ``_hash_seed`` is not an int or None.\n\n"
               "Cost: O(num_blocks / 64) to build (the per-block arrays are calloc'd). One\n"
               "writer thread at a time; ``snapshot()`` and ``reader()`` from any thread (see\n"
@@ -1797,6 +1870,12 @@ static PyMethodDef module_methods[] = {
      "_corrupt_kinds($module, /)\n--\n\n"
      "Test hook: the kinds RadixTree._corrupt_check breaks, in the order the checks run."},
 #endif
+    {"_event_block_hash", (PyCFunction)(void (*)(void))mod_event_block_hash, METH_FASTCALL,
+     "_event_block_hash(hasher, parent, tokens, salt, /)\n--\n\n"
+     "Test hook: the (internal, external) hashes of one block of ``tokens`` after the block\n"
+     "whose internal hash is ``parent`` (None: a path's first block, salted by ``salt``),\n"
+     "hashed by the C twin under ``hasher``'s scheme (accel/hashing.c); the reference's\n"
+     "``hasher.block_hash`` and ``hasher.external`` give the same."},
     {"_hash_keys", (PyCFunction)(void (*)(void))mod_hash_keys, METH_FASTCALL,
      "_hash_keys(seed, block_size, /)\n--\n\n"
      "Test hook: the block_size + 1 NH keys (uint32) drawn from ``seed``."},
@@ -1858,7 +1937,7 @@ PyMODINIT_FUNC PyInit__radix(void) {
     IMPORT(dump_format, "kachedb_radix.reference.dump", "DUMP_FORMAT");
     IMPORT(check_policy, "kachedb_radix.reference.policies", "check_policy");
     IMPORT(event_hasher, "kachedb_radix.reference.events", "event_hasher");
-    IMPORT(EventRecorder, "kachedb_radix.reference.events", "EventRecorder");
+    IMPORT(decode_batch, "kachedb_radix.reference.events", "decode_batch");
     IMPORT(BlockHasher, "kachedb_radix.reference.events", "BlockHasher");
     IMPORT(KVEventBatch, "kachedb_radix.reference.events", "KVEventBatch");
     IMPORT(BlockStored, "kachedb_radix.reference.events", "BlockStored");
@@ -1892,6 +1971,7 @@ PyMODINIT_FUNC PyInit__radix(void) {
     INTERN(s_stamps, "stamps");
     INTERN(s_quarantine, "quarantine");
     INTERN(s_version, "version");
+    INTERN(s_cache_salt, "cache_salt"); /* the reference's extra-key tag, interned */
 
     PyObject *impl = PyUnicode_InternFromString("accel");
     int set = impl != NULL &&

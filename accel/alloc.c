@@ -134,10 +134,11 @@ static PyObject *Alloc_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
     PyObject *n_obj;
     if (!PyArg_ParseTupleAndKeywords(args, kwds, "O:BlockAllocator", kwlist, &n_obj)) return NULL;
     uint32_t n = 0;
-    if (!exact_index(n_obj, (uint64_t)MAX_POOL + 1u, &n) || n < 1) {
+    /* R-LIMIT-1 (reference/limits.py): the reference's cap, with its error class. */
+    if (!exact_index(n_obj, (1u << 24) + 1u, &n) || n < 1) {
         PyErr_Format(G.InvalidArgumentError,
-                     "num_blocks must be an int >= 1 (at most %u in accel), got %R",
-                     MAX_POOL, n_obj);
+                     "num_blocks must be an int from 1 to 16,777,216 (2**24, R-LIMIT-1), got %R",
+                     n_obj);
         return NULL;
     }
     AllocObject *self = (AllocObject *)type->tp_alloc(type, 0);
@@ -416,9 +417,8 @@ PyTypeObject BlockAllocator_Type = {
     .tp_flags = Py_TPFLAGS_DEFAULT,
     .tp_doc = "BlockAllocator(num_blocks)\n--\n\n"
               "A fixed pool of block ids, handed out smallest-first.\n\n"
-              "Args:\n    num_blocks: pool size, an int >= 1 (at most 2**31 - 1 here).\n\n"
-              "Raises:\n    InvalidArgumentError: ``num_blocks`` is not an int >= 1, or is above\n"
-              "        2**31 - 1.\n\n"
+              "Args:\n    num_blocks: pool size, an int from 1 to 2**24 (R-LIMIT-1).\n\n"
+              "Raises:\n    InvalidArgumentError: ``num_blocks`` is not an int from 1 to 2**24.\n\n"
               "Cost: O(num_blocks / 64) to build (a bitmap of the free ids).",
     .tp_methods = Alloc_methods,
     .tp_getset = Alloc_getset,

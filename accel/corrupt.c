@@ -225,7 +225,7 @@ static const char *const KINDS[] = {
     "pub_trie_count", "array_child_no_edge", "array_child_no_chunk", "array_key",
     "array_unsorted", "pub_nid", "pub_chunk", "pub_off", "pub_parent_missing",
     "pub_not_found",
-    "events_open",
+    "events_open", "events_hash", "events_known",
     NULL,
 };
 
@@ -617,6 +617,35 @@ static int corrupt_published(TreeObject *t, const char *kind, Undo *u) {
     return 1;
 }
 
+/* The events' state (events.c's ev_check): an operation left open, a cached block's hash
+ * changed, a cached block's hash forgotten. */
+static PyObject *corrupt_events(TreeObject *self, const char *kind, PyObject *arg) {
+    struct EvState *ev = self->ev;
+    if (ev == NULL) {
+        PyErr_Format(PyExc_ValueError, "this tree emits no events: it cannot show %s", kind);
+        return NULL;
+    }
+    uint32_t leaf = find_leaf(self, 1, 0), b = leaf == NIL ? NIL : node_last(self, &self->nodes[leaf]);
+    Undo u = {.n = 0, .temp = NULL};
+    if (IS("events_open")) {
+        PUT(&u, ev->open, ev->open + 1u);
+    } else if (IS("events_hash") || IS("events_known")) {
+        if (b == NIL) {
+            PyErr_Format(PyExc_ValueError, "this tree has no cached block to show %s", kind);
+            return NULL;
+        }
+        if (IS("events_hash")) PUT(&u, ev->dig[(size_t)b * ev->scheme.dlen], (uint8_t)~ev->dig[(size_t)b * ev->scheme.dlen]);
+        else PUT(&u, ev->known[b >> 6], ev->known[b >> 6] & ~((uint64_t)1 << (b & 63)));
+    } else {
+        PyErr_Format(PyExc_ValueError, "unknown kind %R", arg);
+        return NULL;
+    }
+    int failed = ev_check(self) < 0;
+    undo(&u);
+    if (!failed) Py_RETURN_NONE;
+    return violation_message();
+}
+
 PyObject *Tree_corrupt_check(TreeObject *self, PyObject *arg) {
     const char *kind = kind_of(arg);
     if (kind == NULL) return NULL;
@@ -634,18 +663,7 @@ PyObject *Tree_corrupt_check(TreeObject *self, PyObject *arg) {
         PyErr_Format(PyExc_ValueError, "the published shape is dropped: it cannot show %s", kind);
         return NULL;
     }
-    if (IS("events_open")) { /* events.c's ev_check: an operation's records left open */
-        if (self->ev.recorder == NULL) {
-            PyErr_SetString(PyExc_ValueError, "this tree emits no events: it cannot show events_open");
-            return NULL;
-        }
-        Undo u = {.n = 0, .temp = NULL};
-        PUT(&u, self->ev.mark, self->ev.len + 1u);
-        int failed = ev_check(self) < 0;
-        undo(&u);
-        if (!failed) Py_RETURN_NONE;
-        return violation_message();
-    }
+    if (strncmp(kind, "events_", 7) == 0) return corrupt_events(self, kind, arg);
     if (drop) shadow_drop(self);
     Undo u = {.n = 0, .temp = NULL};
     int done = corrupt_alloc(&self->alloc, kind, &u);

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 
 #include "alloc.h"
+#include "events.h"
 #include "objects.h"
 #include "policy.h"
 #include "snapshot.h"
@@ -533,7 +534,7 @@ PyObject *tree_memory(TreeObject *t) {
     size_t published = shadow_bytes(t);
     size_t quarantine = t->qb_cap * sizeof(QBatch) + t->qid_cap * sizeof(uint32_t) +
                         (size_t)t->readers_cap * sizeof(uint64_t) + t->anc_cap * sizeof(uint32_t);
-    size_t events = t->ev.cap * sizeof(uint32_t); /* the log not yet named (events.c) */
+    size_t events = ev_bytes(t->ev); /* hashes and encoded events (events.c) */
     size_t total = tokens + edges + per_block + allocator + nodes + heap + roots + scratch +
                    leases + object + published + quarantine + events;
     return Py_BuildValue("{s:n,s:n,s:n,s:n,s:n,s:n,s:n,s:n,s:n,s:n,s:n,s:n,s:n,s:n,s:K,s:I}",

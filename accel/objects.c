@@ -322,9 +322,39 @@ PyTypeObject BlocksIter_Type = {
 
 /* ------------------------------------------------------------------ MatchResult */
 
+/* A match makes and drops a result at the rate of the calls, and pymalloc's allocation
+ * and free of it cost about what the rest of a short match does: results of up to
+ * RESULT_SMALL_IDS ids are allocated in size classes (a power of two of ids, at least 4)
+ * and their memory kept on a short free list per class when they die, as CPython keeps
+ * its floats and tuples.  A result made for n ids may shrink (a walk found fewer): it is
+ * then kept under the class of its size, room to spare.  The GIL guards the lists. */
+#define FREE_IDS RESULT_SMALL_IDS
+#define FREE_CLASSES 5 /* 4, 8, 16, 32, 64 ids */
+#define FREE_DEPTH 4
+
+static void *free_results[FREE_CLASSES][FREE_DEPTH];
+static int free_count[FREE_CLASSES];
+
+/* The class of a result of n <= FREE_IDS ids: the least c with 4 << c >= n. */
+static inline int size_class(Py_ssize_t nblocks) {
+    return nblocks <= 4 ? 0 : 30 - __builtin_clz((unsigned)(nblocks - 1));
+}
+
+static inline size_t class_bytes(int c) {
+    return (size_t)MatchResult_Type.tp_basicsize + ((size_t)4 << c) * sizeof(uint32_t);
+}
+
 MatchResultObject *match_result_new(Py_ssize_t nblocks) {
-    MatchResultObject *r = PyObject_NewVar(MatchResultObject, &MatchResult_Type, nblocks);
-    if (r == NULL) return NULL;
+    MatchResultObject *r;
+    if (nblocks <= FREE_IDS) {
+        int c = size_class(nblocks);
+        void *mem = free_count[c] > 0 ? free_results[c][--free_count[c]] : PyObject_Malloc(class_bytes(c));
+        if (mem == NULL) return (MatchResultObject *)PyErr_NoMemory();
+        r = (MatchResultObject *)PyObject_InitVar(mem, &MatchResult_Type, nblocks);
+    } else {
+        r = PyObject_NewVar(MatchResultObject, &MatchResult_Type, nblocks);
+        if (r == NULL) return NULL;
+    }
     r->length = 0;
     r->lease = Py_NewRef(Py_None);
     return r;
@@ -332,6 +362,14 @@ MatchResultObject *match_result_new(Py_ssize_t nblocks) {
 
 static void MatchResult_dealloc(MatchResultObject *self) {
     Py_DECREF(self->lease);
+    Py_ssize_t n = Py_SIZE(self);
+    if (n <= FREE_IDS) {
+        int c = size_class(n);
+        if (free_count[c] < FREE_DEPTH) {
+            free_results[c][free_count[c]++] = self;
+            return;
+        }
+    }
     PyObject_Free(self);
 }
 

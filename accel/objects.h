@@ -15,6 +15,11 @@ extern PyTypeObject InsertResult_Type;
 extern PyTypeObject Blocks_Type;
 extern PyTypeObject BlocksIter_Type;
 
+/* A MatchResult of up to this many ids has room for the ids of its size class (a power
+ * of two, at least 4): one made for a walk's limit can shrink to what the walk found
+ * (Py_SET_SIZE). */
+#define RESULT_SMALL_IDS 64
+
 PyObject *blocks_view(PyObject *owner, const uint32_t *ids, Py_ssize_t n);
 MatchResultObject *match_result_new(Py_ssize_t nblocks);
 InsertResultObject *insert_result_new(Py_ssize_t nblocks, Py_ssize_t nalloc, Py_ssize_t nevict);

@@ -85,7 +85,7 @@ typedef struct {
     PyObject *dump_format;   /* reference.dump.DUMP_FORMAT */
     PyObject *check_policy;  /* reference.policies.check_policy */
     PyObject *event_hasher;  /* reference.events.event_hasher */
-    PyObject *EventRecorder; /* reference.events.EventRecorder */
+    PyObject *decode_batch;  /* reference.events.decode_batch */
     /* the router index (router.c) */
     PyObject *BlockHasher, *KVEventBatch, *BlockStored, *BlockRemoved, *AllBlocksCleared,
         *decode_for_router, *RoutedStored, *RoutedRemoved, *RoutedCleared, *EventDecodeError,
@@ -94,7 +94,7 @@ typedef struct {
     PyObject *s_tokens, *s_namespace, *s_pin, *s_priority, *s_retain_for;
     PyObject *s_format, *s_block_size, *s_num_blocks, *s_clock, *s_free, *s_namespaces,
         *s_children, *s_blocks, *s_pins, *s_stamps, *s_quarantine, *s_version, *s_policy,
-        *s_name, *s_options, *s_lru;
+        *s_name, *s_options, *s_lru, *s_cache_salt;
 } Globals;
 
 extern Globals G;
@@ -282,16 +282,9 @@ typedef struct {
     uint32_t node; /* NIL: slot unused */
 } RootSlot;
 
-/* KV events (events.c): the log of what changed, named by the reference's recorder when
- * taken.  recorder NULL: events off. */
-typedef struct {
-    PyObject *recorder; /* kachedb_radix.reference.events.EventRecorder */
-    uint32_t *log;
-    size_t len, cap;
-    size_t head; /* records before it were named already */
-    size_t mark; /* the log's length when the current operation began */
-    int draining;
-} EvLog;
+/* KV events (events.c, events.h): the per-block hashes and the encoded events not yet
+ * taken; NULL with events off. */
+struct EvState;
 
 typedef struct {
     uint64_t epoch;
@@ -367,7 +360,7 @@ typedef struct {
     uint32_t *qids;    /* their ids, qids[qid_head .. qid_len) */
     size_t qid_head, qid_len, qid_cap;
     uint64_t quarantined;
-    EvLog ev; /* KV events (R-EVENT-*) */
+    struct EvState *ev; /* KV events (R-EVENT-*); NULL: events off */
 } TreeObject;
 
 /* router.c, the router index (it includes this header only) */

@@ -378,7 +378,9 @@ static inline int block_cmp(const uint32_t *a, const uint32_t *b, uint32_t n) {
 
 /* The index of the entry whose first block is blk in the sorted array `arr` of n, or
  * -(insertion point) - 1. */
-static inline Py_ssize_t arr_find(void *arr, uint32_t n, const uint32_t *blk, uint32_t B) {
+static inline __attribute__((always_inline)) Py_ssize_t arr_find(void *arr, uint32_t n,
+                                                                 const uint32_t *blk,
+                                                                 uint32_t B) {
     PNode *const *nodes = arr_nodes(arr);
     const uint32_t *keys = arr_keys(arr, n);
     Py_ssize_t lo = 0, hi = n;
@@ -403,8 +405,11 @@ static inline Py_ssize_t arr_find(void *arr, uint32_t n, const uint32_t *blk, ui
     return -lo - 1;
 }
 
-/* p's child whose first block is blk, or NULL.  Reads only. */
-static inline const PNode *kids_find(const PNode *p, const PCtx *ctx, const uint32_t *blk) {
+/* p's child whose first block is blk, or NULL.  Reads only.  Inlined into the walk; the
+ * other callers share one copy (kids_find). */
+static inline __attribute__((always_inline)) const PNode *kids_find_inline(const PNode *p,
+                                                                           const PCtx *ctx,
+                                                                           const uint32_t *blk) {
     const uint32_t B = ctx->B;
     uintptr_t w = kids_word(p);
     uint32_t n = kids_tag(w);
@@ -412,6 +417,10 @@ static inline const PNode *kids_find(const PNode *p, const PCtx *ctx, const uint
     void *arr = kids_ptr(w);
     Py_ssize_t i = arr_find(arr, n, blk, B);
     return i >= 0 ? arr_nodes(arr)[i] : NULL;
+}
+
+static const PNode *kids_find(const PNode *p, const PCtx *ctx, const uint32_t *blk) {
+    return kids_find_inline(p, ctx, blk);
 }
 
 /* The slot holding writer-owned p's child whose first block is blk (the trie path made
@@ -1247,40 +1256,60 @@ static void Reader_dealloc(ReaderObject *self) {
     Snapshot_dealloc(&self->snap);
 }
 
+/* n block ids from src to dst, four a step: an edge's ids are a few hundred bytes, for
+ * which libc's memcpy (its dispatch, its size classes) costs several times the copy. */
+static inline void copy_ids(uint32_t *dst, const uint32_t *src, Py_ssize_t n) {
+    Py_ssize_t i = 0;
+#if defined(__SSE2__)
+    for (; i + 4 <= n; i += 4)
+        _mm_storeu_si128((__m128i *)(dst + i), _mm_loadu_si128((const __m128i *)(src + i)));
+#endif
+    for (; i < n; i++) dst[i] = src[i];
+}
+
 /* Follow tok's first `limit` blocks down one published version; ids go to out. Reads
  * only immutable data, so it runs without the GIL. */
 /* The published walk (R-MATCH-1) from `node`: the matched block ids go to out; returns
  * how many.  *last gets the last node visited (NULL if none) and *last_used how many of
  * its blocks matched.  Reads only PNodes and chunks: safe without the GIL on any version
  * a snapshot holds, and the writer's own walk (over its current version). */
-static inline Py_ssize_t pn_walk(const PNode *node, const PCtx *ctx, const uint32_t *tok,
-                                 Py_ssize_t limit, uint32_t *out, const PNode **last,
-                                 uint32_t *last_used) {
+static inline __attribute__((always_inline)) Py_ssize_t pn_walk(const PNode *node,
+                                                                const PCtx *ctx,
+                                                                const uint32_t *tok,
+                                                                Py_ssize_t limit, uint32_t *out,
+                                                                const PNode **last,
+                                                                uint32_t *last_used) {
     const uint32_t B = ctx->B;
     Py_ssize_t matched = 0;
-    *last = NULL;
-    *last_used = 0;
+    const PNode *at = NULL; /* the last node and its blocks matched, kept in registers: */
+    uint32_t used = 0;      /* stores through the out pointers could alias `out` */
     while (node != NULL && matched < limit) {
         const uint32_t *blk = tok + (size_t)matched * B;
-        const PNode *c = kids_find(node, ctx, blk);
+        const PNode *c = kids_find_inline(node, ctx, blk);
         if (c == NULL) break;
-        Py_ssize_t usable = limit - matched;
-        if ((Py_ssize_t)c->count < usable) usable = c->count;
-        const uint32_t *edge = pn_tokens(c, B);
-        Py_ssize_t taken = usable;
-        if (usable > 1 && memcmp(edge + B, blk + B, (size_t)(usable - 1) * B * 4u) != 0) {
-            taken = 1;
-            while (tokens_equal(edge + (size_t)taken * B, blk + (size_t)taken * B, B)) taken++;
+        const PChunk *chunk = c->chunk;
+        const uint32_t *ids = chunk->tok + (size_t)chunk->cap * B + c->off;
+        Py_ssize_t taken = 1;
+        if (c->count == 1) { /* a one-block node: its block is the one just found */
+            out[matched] = ids[0];
+        } else {
+            Py_ssize_t usable = limit - matched;
+            if ((Py_ssize_t)c->count < usable) usable = c->count;
+            const uint32_t *edge = chunk->tok + (size_t)c->off * B;
+            taken = usable;
+            if (usable > 1 && memcmp(edge + B, blk + B, (size_t)(usable - 1) * B * 4u) != 0) {
+                taken = 1;
+                while (tokens_equal(edge + (size_t)taken * B, blk + (size_t)taken * B, B)) taken++;
+            }
+            copy_ids(out + matched, ids, taken);
         }
-        if (taken == 1)
-            out[matched] = pn_ids(c, B)[0];
-        else
-            memcpy(out + matched, pn_ids(c, B), (size_t)taken * sizeof(uint32_t));
         matched += taken;
-        *last = c;
-        *last_used = (uint32_t)taken;
+        at = c;
+        used = (uint32_t)taken;
         node = taken == (Py_ssize_t)c->count ? c : NULL;
     }
+    *last = at;
+    *last_used = used;
     return matched;
 }
 
@@ -1299,6 +1328,15 @@ Py_ssize_t pub_walk(TreeObject *t, uint32_t root, const uint32_t *tok, Py_ssize_
 uint32_t pub_child(TreeObject *t, uint32_t parent, const uint32_t *blk) {
     const PNode *c = kids_find(t->pub[parent], t->pctx, blk);
     return c != NULL ? c->nid : NIL;
+}
+
+/* A snapshot's walk: one copy of pn_walk for both of Snapshot_match's paths (with and
+ * without the GIL). */
+static __attribute__((noinline)) Py_ssize_t snap_walk(const PNode *root, const PCtx *ctx,
+                                                      const uint32_t *tok, Py_ssize_t limit,
+                                                      uint32_t *out, const PNode **last,
+                                                      uint32_t *last_used) {
+    return pn_walk(root, ctx, tok, limit, out, last, last_used);
 }
 
 static PNode *snap_root(SnapshotObject *self, PyObject *ns) {
@@ -1362,11 +1400,11 @@ static PyObject *Snapshot_match(SnapshotObject *self, PyObject *const *args, Py_
          * unchanged; the tokens are owned or a held buffer view. */
         Py_INCREF(self);
         Py_BEGIN_ALLOW_THREADS
-        matched = pn_walk(root, self->ctx, tk.data, limit, out, &last, &last_used);
+        matched = snap_walk(root, self->ctx, tk.data, limit, out, &last, &last_used);
         Py_END_ALLOW_THREADS
         Py_DECREF(self);
     } else {
-        matched = pn_walk(root, self->ctx, tk.data, limit, out, &last, &last_used);
+        matched = snap_walk(root, self->ctx, tk.data, limit, out, &last, &last_used);
     }
     tokens_release(NULL, &tk);
     MatchResultObject *res = match_result_new(matched);

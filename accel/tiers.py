@@ -27,10 +27,12 @@ class TieredTree(_ReferenceTieredTree):
     (:class:`kachedb_radix.accel.RadixTree`).
 
     Args:
-        device_blocks: the device tier's capacity, an int >= 1.
-        host_blocks: the host tier's capacity, an int >= 0 (0: no host tier).
-        disk_blocks: the disk tier's capacity, an int >= 0 (0: no disk tier).
-        block_size: tokens per block, an int >= 1.
+        device_blocks: the device tier's capacity, an int from 1 to 2**24.
+        host_blocks: the host tier's capacity, an int from 0 to 2**24 (0: no host tier).
+        disk_blocks: the disk tier's capacity, an int from 0 to 2**24 (0: no disk tier).
+            Each tier's pool is sized as a tree's is (R-LIMIT-*): with ``block_size`` at
+            most 2**16, and at most 2**32 tokens.
+        block_size: tokens per block, an int from 1 to 2**16.
         policy, policy_options: every tier's eviction policy (R-POL-*).
         write_through: copy every stored path to the host at insert (R-TIER-4).
         events: as for :class:`~kachedb_radix.reference.RadixTree` (R-EVENT-*).

@@ -22,6 +22,7 @@
 enum { FMT_BAD = 0, FMT_U32, FMT_I32, FMT_I64 };
 
 static int classify_format(const char *fmt, Py_ssize_t itemsize) {
+    if (fmt != NULL && fmt[0] == 'I' && fmt[1] == 0 && itemsize == 4) return FMT_U32; /* NumPy's */
     if (fmt == NULL) fmt = "B";
     size_t len = strlen(fmt);
     if (len == 0) return FMT_BAD;
@@ -204,7 +205,8 @@ static PyObject *u_ssize_tuple(const Py_ssize_t *values, int n) {
     return t;
 }
 
-static int from_buffer(TreeObject *tree, Tokens *out) {
+/* `contiguous`: the export was asked for a C-contiguous buffer, so it is one. */
+static inline int from_buffer(TreeObject *tree, Tokens *out, int contiguous) {
     Py_buffer *v = &out->view;
     int kind = classify_format(v->format, v->itemsize);
     if (kind == FMT_BAD) {
@@ -215,7 +217,7 @@ static int from_buffer(TreeObject *tree, Tokens *out) {
         return -1;
     }
     /* PyBUF_FULL_RO asks for the shape and the strides: an exporter fills both. */
-    if (v->ndim != 1 || !PyBuffer_IsContiguous(v, 'C')) {
+    if (v->ndim != 1 || !(contiguous || PyBuffer_IsContiguous(v, 'C'))) {
         PyObject *shape = u_ssize_tuple(v->shape, v->ndim);
         PyObject *strides = shape ? u_ssize_tuple(v->strides, v->ndim) : NULL;
         if (strides != NULL)
@@ -263,13 +265,25 @@ static int from_buffer(TreeObject *tree, Tokens *out) {
     return 0;
 }
 
-static int tokens_get_impl(TreeObject *tree, PyObject *obj, Tokens *out) {
-    memset(out, 0, sizeof(*out));
+static inline int tokens_get_impl(TreeObject *tree, PyObject *obj, Tokens *out) {
+    out->data = NULL; /* the view is the exporter's to fill */
+    out->n = 0;
+    out->has_view = out->scratch = 0;
+    out->owned = NULL;
     if (PyList_Check(obj) || PyTuple_Check(obj)) return from_items(tree, obj, out);
-    if (PyObject_CheckBuffer(obj)) {
+    PyBufferProcs *procs = Py_TYPE(obj)->tp_as_buffer;
+    if (procs != NULL && procs->bf_getbuffer != NULL) { /* PyObject_CheckBuffer, inline */
+        /* First the request a token array meets (its format, C-contiguous: no contiguity
+         * to check); an exporter that refuses it is asked again as before, for the shape
+         * and strides the reference's order of checks and messages needs. */
+        if (PyObject_GetBuffer(obj, &out->view, PyBUF_FORMAT | PyBUF_C_CONTIGUOUS) == 0) {
+            out->has_view = 1;
+            return from_buffer(tree, out, 1);
+        }
+        PyErr_Clear();
         if (PyObject_GetBuffer(obj, &out->view, PyBUF_FULL_RO) == 0) {
             out->has_view = 1;
-            return from_buffer(tree, out);
+            return from_buffer(tree, out, 0);
         }
         if (!PyErr_ExceptionMatches(PyExc_TypeError)) return -1;
         PyErr_Clear();
@@ -297,7 +311,7 @@ int tokens_get(TreeObject *tree, PyObject *obj, Tokens *out) {
 
 int tokens_get_plain(PyObject *obj, Tokens *out) { return tokens_get(NULL, obj, out); }
 
-void tokens_release(TreeObject *tree, Tokens *tk) {
+void tokens_release_slow(TreeObject *tree, Tokens *tk) {
     if (tk->has_view) {
         PyBuffer_Release(&tk->view);
         tk->has_view = 0;

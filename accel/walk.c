@@ -31,14 +31,12 @@ uint32_t tree_find_child(TreeObject *t, uint32_t parent, const uint32_t *blk) {
     return t->shadow_ok ? pub_child(t, parent, blk) : scan_child(t, parent, blk);
 }
 
-/* O(limit * B): per node, a child lookup in the published shape (a binary search on
- * first tokens, or a trie lookup past 15 children) that compares the edge's first block,
- * then one memcmp over the rest of the edge, contiguous in its chunk.  Without a
- * published shape (after an allocation failure, until rebuilt) each lookup scans the
- * node records: O(N). */
-Py_ssize_t tree_walk(TreeObject *t, uint32_t root, const uint32_t *tok, Py_ssize_t limit,
-                     uint32_t *out, uint32_t *last_node, uint32_t *last_used) {
-    if (t->shadow_ok) return pub_walk(t, root, tok, limit, out, last_node, last_used);
+/* Without a published shape (after an allocation failure, until rebuilt) each lookup
+ * scans the node records: O(N).  (With it, tree_walk is snapshot.c's pub_walk: per node a
+ * child lookup, a binary search on first tokens or a trie lookup past 15 children, that
+ * compares the edge's first block, then one memcmp over the rest of the edge.) */
+Py_ssize_t tree_walk_scan(TreeObject *t, uint32_t root, const uint32_t *tok, Py_ssize_t limit,
+                          uint32_t *out, uint32_t *last_node, uint32_t *last_used) {
     const uint32_t B = t->B;
     Py_ssize_t matched = 0;
     uint32_t node = root;

@@ -7,6 +7,8 @@
 
 #include "radix.h"
 
+#include "snapshot.h"
+
 #if defined(__GNUC__)
 #pragma GCC visibility push(hidden)
 #endif
@@ -19,11 +21,20 @@ uint32_t tree_root_of(TreeObject *t, PyObject *ns);
 /* The child of writer node `parent` whose first block is blk, or NIL. */
 uint32_t tree_find_child(TreeObject *t, uint32_t parent, const uint32_t *blk);
 
+/* The walk over the node records alone, while the published shape is dropped. */
+Py_ssize_t tree_walk_scan(TreeObject *t, uint32_t root, const uint32_t *tok, Py_ssize_t limit,
+                          uint32_t *out, uint32_t *last_node, uint32_t *last_used);
+
 /* Follow the cached path of tok's first `limit` blocks from `root` (NIL: none).  Writes
  * the matched block ids to out, returns how many; *last_node is the last node visited
- * (NIL if none) and *last_used how many of its blocks matched. */
-Py_ssize_t tree_walk(TreeObject *t, uint32_t root, const uint32_t *tok, Py_ssize_t limit,
-                     uint32_t *out, uint32_t *last_node, uint32_t *last_used);
+ * (NIL if none) and *last_used how many of its blocks matched.  O(limit * B) through the
+ * published shape (snapshot.c's pub_walk), O(N) a lookup while it is dropped. */
+static inline Py_ssize_t tree_walk(TreeObject *t, uint32_t root, const uint32_t *tok,
+                                   Py_ssize_t limit, uint32_t *out, uint32_t *last_node,
+                                   uint32_t *last_used) {
+    if (t->shadow_ok) return pub_walk(t, root, tok, limit, out, last_node, last_used);
+    return tree_walk_scan(t, root, tok, limit, out, last_node, last_used);
+}
 
 #if defined(__GNUC__)
 #pragma GCC visibility pop

@@ -20,6 +20,7 @@ echo "$1: building in $work"
 
 mkdir -p "$work/accel/blockpool" "$work/tests"
 cp "$root"/accel/*.c "$root"/accel/*.h "$root"/accel/*.py "$root"/accel/*.pyi "$work/accel/"
+cp -r "$root/accel/vendor" "$work/accel/"  # xxHash, vendored (accel/vendor/README.md)
 cp "$root"/accel/blockpool/*.py "$work/accel/blockpool/"
 cp -r "$root/reference" "$root/spec" "$work/"
 cp "$root/pyproject.toml" "$root/README.md" "$root/LICENSE" "$work/"

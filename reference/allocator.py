@@ -37,16 +37,17 @@ from .errors import (
     InvariantViolation,
     OutOfBlocksError,
 )
+from .limits import check_num_blocks
 
 
 class BlockAllocator:
     """A fixed pool of block ids, handed out smallest-first.
 
     Args:
-        num_blocks: pool size, an int >= 1.
+        num_blocks: pool size, an int from 1 to 2**24 (R-LIMIT-1).
 
     Raises:
-        InvalidArgumentError: ``num_blocks`` is not an int >= 1.
+        InvalidArgumentError: ``num_blocks`` is not an int from 1 to 2**24.
 
     Cost: O(num_blocks) to build.
     """
@@ -54,9 +55,7 @@ class BlockAllocator:
     __slots__ = ("_allocated", "_free_heap", "_num_blocks")
 
     def __init__(self, num_blocks: int) -> None:
-        if not _is_int(num_blocks) or num_blocks < 1:
-            raise InvalidArgumentError(f"num_blocks must be an int >= 1, got {num_blocks!r}")
-        self._num_blocks = num_blocks
+        self._num_blocks = check_num_blocks(num_blocks)  # R-LIMIT-1
         # Ascending ids already form a valid min-heap.
         self._free_heap: list[int] = list(range(num_blocks))
         self._allocated = bytearray(num_blocks)

@@ -82,10 +82,11 @@ from .errors import (
 )
 from .events.hashing import BlockHasher, event_hasher
 from .events.recorder import EventRecorder
-from .events.schema import KVEventBatch
+from .events.schema import KVEventBatch, encode_batch
 from .eviction import EvictionQueue
 from .invariants import check_tree
 from .lease import Lease
+from .limits import check_pool
 from .namespaces import check_namespace, namespace_order
 from .node import EMPTY_CHILDREN, Node
 from .numbering import Numbering
@@ -101,9 +102,11 @@ class RadixTree:
     """A radix tree of whole token blocks over a fixed pool of KV block ids.
 
     Args:
-        num_blocks: the pool size, an int >= 1; block ids are ``0 .. num_blocks-1``.
-        block_size: tokens per block B, an int >= 1 (default 16; 1 gives a
-            token-level tree).
+        num_blocks: the pool size, an int from 1 to 2**24 (R-LIMIT-1); block ids are
+            ``0 .. num_blocks-1``.
+        block_size: tokens per block B, an int from 1 to 2**16 (default 16; 1 gives a
+            token-level tree; R-LIMIT-2); ``num_blocks * block_size`` at most 2**32
+            (R-LIMIT-3).
         policy: the eviction policy's name (R-POL-*): ``"lru"`` (the default),
             ``"lfu"``, ``"fifo"``, ``"priority"`` or ``"slru"``; see
             :mod:`kachedb_radix.reference.policies`.
@@ -113,9 +116,9 @@ class RadixTree:
             naming the scheme (R-EVENT-*); :meth:`take_events` returns them.
 
     Raises:
-        InvalidArgumentError: a size is not an int >= 1, or the policy or one of its
-            options is unknown or out of range. Also when ``events`` is neither None,
-            True nor a ``BlockHasher``.
+        InvalidArgumentError: a size is not an int >= 1 or is above its limit
+            (R-LIMIT-*), or the policy or one of its options is unknown or out of
+            range. Also when ``events`` is neither None, True nor a ``BlockHasher``.
 
     Cost: O(num_blocks) to build. One writer thread at a time; ``snapshot()`` and
     ``reader()`` from any thread (see :mod:`kachedb_radix.reference.snapshot`).
@@ -132,8 +135,7 @@ class RadixTree:
         policy_options: dict[str, object] | None = None,
         events: BlockHasher | bool | None = None,
     ) -> None:
-        if isinstance(block_size, bool) or not isinstance(block_size, int) or block_size < 1:
-            raise InvalidArgumentError(f"block_size must be an int >= 1, got {block_size!r}")
+        check_pool(num_blocks, block_size)  # R-LIMIT-*: before anything is reserved
         hasher = event_hasher(events)
         self._allocator = BlockAllocator(num_blocks)
         self._block_size = block_size
@@ -392,6 +394,16 @@ class RadixTree:
         if self._events is None:
             raise InvalidArgumentError("this tree emits no events: build it with events=True")
         return self._events.take()
+
+    def take_event_payloads(self) -> list[bytes]:
+        """The KV event batches since the last call, as :meth:`take_events` would return
+        them, each encoded as the msgpack payload vLLM's publisher sends (R-EVENT-6,
+        ``encode_batch``). O(size of the batches).
+
+        Raises:
+            InvalidArgumentError: the tree was built without ``events``.
+        """
+        return [encode_batch(batch) for batch in self.take_events()]
 
     @property
     def events(self) -> BlockHasher | None:

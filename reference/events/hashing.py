@@ -7,26 +7,31 @@ a name (but by a collision of the hash function).  The namespace is the only ext
 this tree has: it is vLLM's ``cache_salt``, so like the salt it is an extra key of a
 path's first block only -- ``(("cache_salt", namespace),)``, as vLLM 0.33 tags it --
 and it reaches every deeper block through the chain.  Events carry it untagged, as
-vLLM's do: ``extra_keys`` ``[(namespace,), None, ...]``.
+vLLM's do: ``extra_keys`` ``[(namespace,), None, ...]``.  (vLLM takes a salt of ``""``
+as no salt; this module hashes what it is given: the engine presets,
+:mod:`.engines`, say which engine treats ``""`` as none.)
 
-The schemes (:data:`SCHEMES`), the first four as vLLM computes them, the last as
-NVIDIA Dynamo's router does:
+The schemes (:data:`SCHEMES`), the first four as vLLM computes them, the others as
+NVIDIA Dynamo's router and SGLang's events do:
 
 =============== ============================================================ ===========
 name            hash(parent, tokens, extra)                                  portable
 =============== ============================================================ ===========
 ``sha256_cbor`` SHA-256 of canonical CBOR ``[parent, [tokens...], extra]``   yes
-                (the default; a first block's parent is the *root hash*,
-                SHA-256 of canonical CBOR of the seed string, vLLM's
-                ``"vllm-none-hash"`` by default)
+                (this module's default, a vLLM option; a first block's
+                parent is the *root hash*, SHA-256 of canonical CBOR of the
+                seed string, vLLM's ``"vllm-none-hash"`` by default)
 ``xxhash_cbor`` the same CBOR, xxHash XXH3-128                               yes
-``sha256``      SHA-256 of the same triple pickled (highest protocol)        Python only
+``sha256``      SHA-256 of the same triple pickled (highest protocol):       Python only
+                vLLM 0.33's default (``CacheConfig.prefix_caching_hash_algo``)
 ``xxhash``      XXH3-128 of the same pickle                                  Python only
-``xxh3_64``     Dynamo: ``local`` = XXH3-64 (seed 1337, or 1337 + XXH3-64 of yes
-                the namespace) of the tokens as little-endian u32; a first
-                block's hash is its ``local``, a deeper one's XXH3-64 (seed
-                1337) of its parent's hash and its ``local`` as little-endian
-                u64s
+``dynamo``      Dynamo's sequence hash: every block's local hash XXH3-64 of  yes
+                its tokens seeded by the LoRA name and the namespace, chained
+                by XXH3-64 (seed 1337) of the parent's and its own
+                (:mod:`.dynamo_scheme`)
+``xxh3_64``     Dynamo's chain with no namespace and no adapter; a named     yes
+                namespace seeds the first block alone, with 1337 + XXH3-64
+                of the name (not what Dynamo does: use ``dynamo``)
 ``sglang``      SGLang 0.5.23's events: SHA-256 of the parent's digest and   yes
                 the tokens as little-endian u32, the first 8 bytes as a
                 signed int64; the namespace left out (:mod:`.sglang_scheme`)
@@ -36,9 +41,9 @@ name            hash(parent, tokens, extra)                                  por
 
 The hashes vLLM's events carry are *external* hashes: by default (vLLM's
 ``VLLM_KV_EVENTS_USE_INT_BLOCK_HASHES=1``) the low 64 bits of the digest read as a
-big-endian integer; with ``wire="bytes"`` the digest itself.  ``xxh3_64`` hashes are
-integers already.  :class:`BlockHasher` computes the internal hash (used to chain) and
-its external form (what events carry and the router index keys by).
+big-endian integer; with ``wire="bytes"`` the digest itself.  ``xxh3_64`` and
+``dynamo`` hashes are integers already.  :class:`BlockHasher` computes the internal hash
+(used to chain) and its external form (what events carry and the router index keys by).
 
 Cost: every scheme is O(B) per block.
 """
@@ -57,7 +62,7 @@ import cbor2
 import xxhash
 
 from ..errors import InvalidArgumentError
-from . import sglang_scheme
+from . import dynamo_scheme, sglang_scheme
 
 #: A hash as the chain computes it: a digest (bytes) or, for ``xxh3_64``, an integer.
 Hash: TypeAlias = bytes | int
@@ -67,6 +72,8 @@ ExternalHash: TypeAlias = bytes | int
 ExtraKeys: TypeAlias = tuple[object, ...] | None
 Wire = Literal["int", "bytes"]
 
+#: This module's default: portable across languages (vLLM 0.33's own default is
+#: ``sha256``, a pickle: see :mod:`.engines`).
 DEFAULT_SCHEME = "sha256_cbor"
 #: The seed of the root hash: vLLM 0.33's default for its SHA-256 schemes when
 #: ``PYTHONHASHSEED`` is unset (that variable, when set, is the seed instead).
@@ -105,7 +112,7 @@ _VLLM_SCHEMES: dict[str, tuple[Callable[[object], bytes], Callable[[bytes], byte
 SGLANG_SCHEMES = ("sglang", "sglang_dynamo")
 
 #: Every scheme's name.
-SCHEMES: tuple[str, ...] = (*_VLLM_SCHEMES, "xxh3_64", *SGLANG_SCHEMES)
+SCHEMES: tuple[str, ...] = (*_VLLM_SCHEMES, "dynamo", "xxh3_64", *SGLANG_SCHEMES)
 
 
 def _u64le(value: int) -> bytes:
@@ -120,14 +127,18 @@ class BlockHasher:
         scheme: one of :data:`SCHEMES`.
         seed: the root hash's seed string (the CBOR and pickle schemes).
         wire: ``"int"`` (vLLM's default: the digest's low 64 bits) or ``"bytes"``.
+        empty_is_none: hash a namespace of ``""`` as no namespace (vLLM's and Dynamo's
+            reading of an empty salt); by default ``""`` is a namespace of its own.
 
     Raises:
-        InvalidArgumentError: an unknown scheme or wire form, or a seed that is not a str.
+        InvalidArgumentError: an unknown scheme or wire form, a seed that is not a str,
+            or an ``empty_is_none`` that is not a bool.
     """
 
     scheme: str = DEFAULT_SCHEME
     seed: str = DEFAULT_SEED
     wire: Wire = "int"
+    empty_is_none: bool = False
 
     def __post_init__(self) -> None:
         if self.scheme not in SCHEMES:
@@ -138,21 +149,34 @@ class BlockHasher:
             raise InvalidArgumentError(f"a hash seed is a str, got {self.seed!r}")
         if self.wire not in ("int", "bytes"):
             raise InvalidArgumentError(f"wire must be 'int' or 'bytes', got {self.wire!r}")
+        if not isinstance(self.empty_is_none, bool):
+            raise InvalidArgumentError(f"empty_is_none is a bool, got {self.empty_is_none!r}")
 
     @functools.cached_property
     def root(self) -> Hash | None:
-        """The parent hash a path's first block is chained to (None for ``xxh3_64`` and
+        """The parent hash a path's first block is chained to (None for Dynamo's and
         SGLang's, whose first block has no parent). O(1) after the first call."""
-        if self.scheme == "xxh3_64" or self.scheme in SGLANG_SCHEMES:
+        if self.scheme in ("xxh3_64", "dynamo") or self.scheme in SGLANG_SCHEMES:
             return None
         serialize, digest = _VLLM_SCHEMES[self.scheme]
         return digest(serialize(self.seed))
+
+    def salt(self, namespace: str | None) -> str | None:
+        """The salt ``namespace`` is to this hasher: None (no salt) for ``""`` where
+        ``empty_is_none`` (vLLM's and Dynamo's reading), else ``namespace`` itself. The
+        one place that rule is written: :meth:`block_hash`, :meth:`chain` and the
+        router's remembered chains (``spec/router/hashes.py``) read it. O(1)."""
+        return None if namespace == "" and self.empty_is_none else namespace
 
     def block_hash(
         self, parent: Hash | None, tokens: Sequence[int], salt: str | None = None
     ) -> Hash:
         """The hash of a block of ``tokens`` after ``parent`` (None: a path's first
         block), salted by ``salt`` (a first block's namespace, else None). O(B)."""
+        salt = self.salt(salt)
+        if self.scheme == "dynamo":
+            assert parent is None or isinstance(parent, bytes)
+            return dynamo_scheme.block_hash(parent, tokens, salt)
         if self.scheme == "xxh3_64":
             return self._dynamo(parent, tokens, salt)
         if self.scheme in SGLANG_SCHEMES:
@@ -179,20 +203,43 @@ class BlockHasher:
         if self.scheme in SGLANG_SCHEMES:
             assert isinstance(internal, bytes)
             return sglang_scheme.external(internal)
+        if self.scheme == "dynamo":
+            assert isinstance(internal, bytes)
+            return dynamo_scheme.external(internal)
         if isinstance(internal, int) or self.wire == "bytes":
             return internal
         return int.from_bytes(internal, "big") & _LOW_64
 
     def chain(
-        self, tokens: Sequence[int], block_size: int, namespace: str | None = None
+        self,
+        tokens: Sequence[int],
+        block_size: int,
+        namespace: str | None = None,
+        lora: str | None = None,
     ) -> list[Hash]:
         """The internal hashes of every whole block of ``tokens`` from a root, in path
-        order (the namespace as the first block's extra key). O(len(tokens))."""
+        order (the namespace as the first block's extra key; in the ``dynamo`` scheme,
+        the namespace and LoRA adapter ``lora`` seed every block). O(len(tokens)).
+
+        Raises:
+            InvalidArgumentError: a LoRA adapter named in a scheme other than ``dynamo``.
+        """
+        if lora is not None and self.scheme != "dynamo":
+            raise InvalidArgumentError(
+                f"the {self.scheme} scheme does not name LoRA adapters here (only dynamo)"
+            )
         hashes: list[Hash] = []
         parent: Hash | None = None
         for index in range(len(tokens) // block_size):
             block = tokens[index * block_size : (index + 1) * block_size]
-            parent = self.block_hash(parent, block, namespace if index == 0 else None)
+            salt = namespace if index == 0 else None
+            if lora is None:
+                parent = self.block_hash(parent, block, salt)
+            else:  # the adapter seeds the path (dynamo_scheme), from its first block
+                assert parent is None or isinstance(parent, bytes)
+                salt = self.salt(salt)
+                adapter = lora if index == 0 else None
+                parent = dynamo_scheme.block_hash(parent, block, salt, adapter)
             hashes.append(parent)
         return hashes
 

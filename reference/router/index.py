@@ -19,10 +19,10 @@ prefix: a worker's *matched depth* for hashes ``h1..hn`` is the number of leadin
   (what it stored since), never a block it no longer has.  ``AllBlocksCleared`` or a
   restart makes it exact again.
 * **Bad events** (R-ROUTE-3), each counted per worker, none ever touching another
-  worker's entries: a store of a hash the worker already holds changes nothing (a
-  duplicate store never wipes anything); a store whose parent the worker does not
-  hold is applied (the worker says it holds the blocks) and counted; a removal of a
-  hash the worker does not hold changes nothing.  A batch is *malformed* -- the
+  worker's entries: a store of a hash the worker already holds is counted (and adds a
+  copy, R-ROUTE-5: a duplicate store never wipes anything); a store whose parent the
+  worker does not hold is applied (the worker says it holds the blocks) and counted; a
+  removal of a hash the worker does not hold changes nothing.  A batch is *malformed* -- the
   worker's entries are cleared and it is stale, as for lost batches -- when its
   payload does not decode, or when a batch object breaks the schema: events or hashes
   not in a list, an event of another type, a hash that is neither bytes nor an int in
@@ -32,10 +32,17 @@ prefix: a worker's *matched depth* for hashes ``h1..hn`` is the number of leadin
   of at least one; a stale worker is reported as such.  Namespaces are kept apart by
   the hashes themselves: a namespace is an extra key of a path's first block, so the
   same tokens in two namespaces have different hashes.
+* **Copies** (R-ROUTE-5).  A worker may cache one block twice (vLLM does, when its
+  scheduler recomputes a prompt's last block): the index counts copies per (hash,
+  worker, medium).  A store of an entry the worker holds adds a copy, a removal takes
+  one away, and the entry stays matched while any copy remains; a clear, a restart, a
+  loss or removing the worker drops every copy.  At most :data:`MAX_COPIES` are
+  counted: a store past them adds none (the index then under-counts, never over).
 
 Invariants (:meth:`RouterIndex.check_invariants`): a worker is a holder of a hash in
 the global table exactly when one of its entries has that hash; no empty sets; every
-expected sequence number is >= 0; every entry's medium is a known one.
+entry holds 1 to :data:`MAX_COPIES` copies; every expected sequence number is >= 0;
+every entry's medium is a known one.
 """
 
 from __future__ import annotations
@@ -73,6 +80,9 @@ APPLIED, REPEAT, GAP, RESTART, MALFORMED = "applied", "repeat", "gap", "restart"
 MAX_MEDIA = 32
 #: The range of an int hash: what msgpack carries (int64 and uint64).
 HASH_MIN, HASH_LIMIT = -(1 << 63), 1 << 64
+#: The copies of one (hash, worker, medium) an index counts (R-ROUTE-5; the C twin keeps
+#: a count in 16 bits).
+MAX_COPIES = 65_535
 
 #: The counters every worker has (R-ROUTE-3, R-ROUTE-1, R-ROUTE-2).
 COUNTERS = (
@@ -119,9 +129,10 @@ _APPLIED, _REPEAT, _RESTART, _MALFORMED = (
 
 @dataclass
 class WorkerState:
-    """One worker's entries, next sequence number, staleness and counters."""
+    """One worker's entries (each with its copies), next sequence number, staleness and
+    counters."""
 
-    entries: dict[Entry, None] = field(default_factory=dict)
+    entries: dict[Entry, int] = field(default_factory=dict)
     expected: int = 0
     stale: bool = False
     counts: dict[str, int] = field(default_factory=lambda: dict.fromkeys(COUNTERS, 0))
@@ -267,19 +278,28 @@ class RouterIndex:
             state.stale = False
 
     def _add(self, worker: Worker, state: WorkerState, entry: Entry) -> bool:
-        if entry in state.entries:
+        """Store one copy of ``entry``: True when it is new to ``worker`` (R-ROUTE-5)."""
+        copies = state.entries.get(entry, 0)
+        if copies:
+            state.entries[entry] = min(copies + 1, MAX_COPIES)
             return False
-        state.entries[entry] = None
+        state.entries[entry] = 1
         state.counts["stored"] += 1
         holders = self._holders.setdefault(entry[0], {})
         holders[worker] = holders.get(worker, 0) + 1
         return True
 
     def _drop(self, worker: Worker, state: WorkerState, entry: Entry, counted: bool = True) -> bool:
-        if entry not in state.entries:
+        """Remove one copy of ``entry`` (``counted``, a removal event) or every copy (a
+        clear): False when ``worker`` holds none (R-ROUTE-5)."""
+        copies = state.entries.get(entry, 0)
+        if not copies:
             return False
-        del state.entries[entry]
         state.counts["removed"] += counted
+        if counted and copies > 1:
+            state.entries[entry] = copies - 1
+            return True
+        del state.entries[entry]
         holders = self._holders[entry[0]]
         holders[worker] -= 1
         if holders[worker] == 0:
@@ -378,6 +398,20 @@ class RouterIndex:
         """
         return set(self._state(worker).entries)
 
+    def copies(self, worker: Worker, block_hash: ExternalHash, medium: str | None) -> int:
+        """How many copies of ``block_hash`` on ``medium`` ``worker`` holds (R-ROUTE-5); 0
+        when none. O(1).
+
+        Raises:
+            InvalidArgumentError: an unknown worker, or a hash neither an int nor bytes.
+        """
+        state = self._state(worker)
+        if isinstance(block_hash, bool) or not isinstance(block_hash, int | bytes):
+            raise InvalidArgumentError(
+                f"a block hash is an int or bytes, got {type(block_hash).__name__}"
+            )
+        return state.entries.get((block_hash, medium), 0)
+
     def held(self, worker: Worker) -> int:
         """How many entries ``worker`` holds. O(1).
 
@@ -404,8 +438,9 @@ class RouterIndex:
         return sum(len(state.entries) for state in self._workers.values())
 
     def dump(self) -> dict[str, Any]:
-        """Plain data: every worker's expected number, staleness, counters and entries
-        (sorted), in the order first seen. O(entries log entries)."""
+        """Plain data: every worker's expected number, staleness, counters, entries
+        (sorted) and the copies of those it holds more than once (``(hash, medium,
+        copies)``, sorted), in the order first seen. O(entries log entries)."""
         return {
             "workers": [
                 {
@@ -414,6 +449,9 @@ class RouterIndex:
                     "stale": state.stale,
                     "counts": dict(state.counts),
                     "entries": sorted(state.entries, key=repr),
+                    "copies": sorted(
+                        ((h, m, n) for (h, m), n in state.entries.items() if n > 1), key=repr
+                    ),
                 }
                 for worker, state in self._workers.items()
             ]
@@ -429,7 +467,9 @@ class RouterIndex:
         for worker, state in self._workers.items():
             if state.expected < 0:
                 raise InvariantViolation(f"worker {worker!r} expects {state.expected}")
-            for block_hash, _medium in state.entries:
+            for (block_hash, _medium), copies in state.entries.items():
+                if not 1 <= copies <= MAX_COPIES:
+                    raise InvariantViolation(f"worker {worker!r} holds {copies} copies")
                 media = seen.setdefault(block_hash, {})
                 media[worker] = media.get(worker, 0) + 1
             for _hash, medium in state.entries:

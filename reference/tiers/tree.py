@@ -65,6 +65,7 @@ from ..errors import (
 )
 from ..events.hashing import BlockHasher, event_hasher
 from ..events.schema import KVEvent, KVEventBatch
+from ..limits import check_num_blocks, check_pool
 from ..namespaces import check_namespace, namespace_order
 from ..numbering import Numbering
 from ..policies import DEFAULT_POLICY
@@ -97,10 +98,12 @@ class TieredTree:
     """One prefix index over up to three tiers of KV block ids.
 
     Args:
-        device_blocks: the device tier's capacity, an int >= 1.
-        host_blocks: the host tier's capacity, an int >= 0 (0: no host tier).
-        disk_blocks: the disk tier's capacity, an int >= 0 (0: no disk tier).
-        block_size: tokens per block, an int >= 1.
+        device_blocks: the device tier's capacity, an int from 1 to 2**24.
+        host_blocks: the host tier's capacity, an int from 0 to 2**24 (0: no host tier).
+        disk_blocks: the disk tier's capacity, an int from 0 to 2**24 (0: no disk tier).
+            Each tier's pool is sized as a tree's is (R-LIMIT-*): with ``block_size`` at
+            most 2**16, and at most 2**32 tokens.
+        block_size: tokens per block, an int from 1 to 2**16.
         policy, policy_options: every tier's eviction policy (R-POL-*).
         write_through: copy every stored path to the host at insert (R-TIER-4).
         events: as for :class:`~kachedb_radix.reference.RadixTree` (R-EVENT-*).
@@ -129,10 +132,10 @@ class TieredTree:
         events: BlockHasher | bool | None = None,
     ) -> None:
         sizes = {DEVICE: device_blocks, HOST: host_blocks, DISK: disk_blocks}
-        for tier, size in sizes.items():
-            least = 1 if tier == DEVICE else 0
-            if isinstance(size, bool) or not isinstance(size, int) or size < least:
-                raise InvalidArgumentError(f"{tier}_blocks must be an int >= {least}, got {size!r}")
+        for tier, size in sizes.items():  # R-LIMIT-*: each tier's pool, before any is built
+            check_num_blocks(size, f"{tier}_blocks", 1 if tier == DEVICE else 0)
+            if size:
+                check_pool(size, block_size, f"{tier}_blocks")
         if not isinstance(write_through, bool):
             raise InvalidArgumentError(f"write_through must be a bool, got {write_through!r}")
         if write_through and not host_blocks:

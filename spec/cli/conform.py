@@ -10,9 +10,12 @@ finding or failure. ``--mutants`` also runs the kit against every planted bug in
 JSON-lines trace (a golden vector file or a reported finding) and shows where T differs.
 
 Exit status: 0 all agree (and every mutant killed), 1 a disagreement, a failure or
-a surviving mutant, 2 a usage error (unknown target, unreadable trace, bad level), 3 a
-kit error: the kit itself raised (its bug, not the target's; nothing after it was
+a surviving mutant, 2 a usage error (unknown target, unreadable trace, bad level), or a
+run that would check nothing (no examples; a trace of no steps, or every trace skipped),
+3 a kit error: the kit itself raised (its bug, not the target's; nothing after it was
 judged), its trace and traceback saved (:mod:`kachedb_radix.spec.conform.errors`).
+Every option is checked when the command line is parsed (:mod:`kachedb_radix.spec.inputs`),
+its caps stated in ``--help`` and ``docs/reliability.md``.
 
 :mod:`kachedb_radix.spec.cli` calls :func:`register`; :func:`main` runs the two subcommands on their
 own.
@@ -29,6 +32,9 @@ import tempfile
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
+
+from kachedb_radix.reference.events import ENGINES, SCHEMES
+from kachedb_radix.reference.policies import POLICIES
 
 from ..conform.candidate import CandidateFailure
 from ..conform.errors import EXIT_KIT_ERROR, KitError
@@ -48,7 +54,17 @@ from ..conform.replay import ReplayResult, TraceError, read_trace, replay
 from ..conform.run import KitReport, KitSettings, dumps, kit_json, run_kit
 from ..conform.steps import Step
 from ..conform.targets import Target, TargetError, command, resolve
-from ..protocol.client import DEFAULT_TIMEOUT
+from ..inputs import (
+    LIMITS,
+    choice_list,
+    count,
+    count_list,
+    count_range,
+    input_path,
+    json_object,
+    output_dir,
+)
+from .options import add_timeout, profile_name, profile_option, timeouts
 
 EXIT_OK = 0
 EXIT_DIFFERS = 1
@@ -72,26 +88,30 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     _add_cmd(conform)
     conform.add_argument(
         "--examples",
-        type=int,
+        type=count(1, LIMITS["kit_examples"].maximum),
         default=KitSettings.examples,
-        help=f"operation sequences to try (default {KitSettings.examples})",
+        help=f"operation sequences to try, at least 1 and {LIMITS['kit_examples'].describe()} "
+        f"(default {KitSettings.examples})",
     )
     conform.add_argument(
         "--seed",
-        type=int,
+        type=count(0, 2**64 - 1),
         default=KitSettings.seed,
-        help="search seed; the same seed repeats the same search (default 0)",
+        help="search seed, 0 to 2**64 - 1; the same seed repeats the same search (default 0)",
     )
     conform.add_argument(
         "--steps",
-        type=int,
+        type=count(1, LIMITS["kit_steps"].maximum),
         default=KitSettings.steps,
-        help=f"most operations per sequence (default {KitSettings.steps})",
+        help=f"most operations per sequence, at least 1 and {LIMITS['kit_steps'].describe()} "
+        f"(default {KitSettings.steps})",
     )
     conform.add_argument(
         "--levels",
         action="append",
+        type=choice_list(LEVELS),
         default=None,
+        metavar="LEVEL,...",
         help=f"levels to check, comma-separated from {', '.join(LEVELS)} (default: all "
         "the target declares; core is always included)",
     )
@@ -100,11 +120,13 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         nargs="?",
         const="",
         default=None,
+        choices=("", *dict.fromkeys((*SCHEMES, *ENGINES))),  # a name in both: the engine
         metavar="SCHEME",
         help="also check the KV event stream (the opt-in events level, R-EVENT-*, R-ROUTE-*): "
         "the batches against the reference's, an index fed them against the target's blocks, "
         "recovery from dropped batches, late subscribers and restarts; SCHEME names the block "
-        "hashes (default: the profile's [events], else sha256_cbor)",
+        f"hashes, one of {', '.join(SCHEMES)}, or an engine's ({', '.join(ENGINES)}: its "
+        "scheme and seed at its defaults) (default: the profile's [events], else sha256_cbor)",
     )
     conform.add_argument(
         "--tiers",
@@ -126,7 +148,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     )
     conform.add_argument(
         "--profile",
-        type=Path,
+        type=profile_option,
         default=None,
         metavar="FILE",
         help="a deviation profile (TOML, spec/conform/profile.py) for every target named, or "
@@ -135,37 +157,48 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     conform.add_argument(
         "--policy",
         default=None,
+        choices=POLICIES,
         metavar="NAME",
-        help="the eviction policy the targets run and the oracle follows (R-POL-*: lru, lfu, "
-        "fifo, priority, slru; default: the profile's, else lru)",
+        help="the eviction policy the targets run and the oracle follows (R-POL-*: "
+        f"{', '.join(POLICIES)}; default: the profile's, else lru)",
     )
     conform.add_argument(
         "--policy-options",
+        type=json_object,
         default=None,
         metavar="JSON",
-        help='that policy\'s options as a JSON object, e.g. \'{"protected_percent": 50}\'',
+        help="that policy's options as a JSON object, e.g. '{\"protected_percent\": 50}'",
     )
     conform.add_argument(
         "--block-sizes",
+        type=count_list(
+            1, LIMITS["kit_block_tokens"].maximum, most_items=LIMITS["list_items"].maximum
+        ),
         default=None,
         metavar="B,B,...",
-        help="block sizes to draw (default 1,2,3,4; intersected with the target's)",
+        help="block sizes to draw, each at least 1 and "
+        f"{LIMITS['kit_block_tokens'].describe()}, {LIMITS['list_items'].describe()} "
+        "(default 1,2,3,4; intersected with the target's)",
     )
     conform.add_argument(
         "--pool-sizes",
+        type=count_range(1, LIMITS["kit_pool_blocks"].maximum),
         default=None,
         metavar="MIN-MAX",
-        help=f"pool sizes to draw from (default {KitSettings.pool[0]}-{KitSettings.pool[1]})",
+        help="pool sizes to draw from, each at least 1 and "
+        f"{LIMITS['kit_pool_blocks'].describe()} "
+        f"(default {KitSettings.pool[0]}-{KitSettings.pool[1]})",
     )
     conform.add_argument(
         "--budget",
-        type=int,
+        type=count(1, LIMITS["kit_budget"].maximum),
         default=KitSettings.budget,
-        help=f"most operations a search runs, fills included (default {KitSettings.budget})",
+        help="most operations a search runs, fills included, at least 1 and "
+        f"{LIMITS['kit_budget'].describe()} (default {KitSettings.budget})",
     )
     conform.add_argument(
         "--report",
-        type=Path,
+        type=output_dir,
         default=None,
         metavar="DIR",
         help="also write DIR/index.html and DIR/report.json: targets x rules",
@@ -182,7 +215,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     )
     conform.add_argument(
         "--save-traces",
-        type=Path,
+        type=output_dir,
         default=None,
         metavar="DIR",
         help="write each finding's shrunk trace as DIR/<target>-<rule>.jsonl (replayable)",
@@ -195,14 +228,20 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         description="Replay TRACE (golden vectors or a reported disagreement) and show the "
         "first step where the target's answer differs from the expected one.",
     )
-    replayer.add_argument("trace", type=Path, metavar="TRACE", help="a JSON-lines trace file")
+    replayer.add_argument(
+        "trace",
+        type=input_path,
+        metavar="TRACE",
+        help=f"a JSON-lines trace file ({LIMITS['trace_bytes'].describe()}, "
+        f"{LIMITS['trace_steps'].describe()})",
+    )
     replayer.add_argument(
         "--target", default=None, help="reference (default), accel or module:attribute"
     )
-    _add_cmd(replayer)
+    _add_cmd(replayer, "the program to replay on, instead of --target")
     replayer.add_argument(
         "--profile",
-        type=Path,
+        type=profile_option,
         default=None,
         metavar="FILE",
         help="judge under this deviation profile, or 'strict' for none (default: the "
@@ -212,20 +251,12 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     replayer.set_defaults(handler=run_replay)
 
 
-def _add_cmd(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--cmd",
-        action="append",
-        default=[],
-        metavar="'PROGRAM ARGS'",
-        help="a program speaking the stdio protocol (SPEC.md); repeatable",
-    )
-    parser.add_argument(
-        "--timeout",
-        type=float,
-        default=DEFAULT_TIMEOUT,
-        help=f"seconds allowed per call, over stdio and in-process (default {DEFAULT_TIMEOUT:g})",
-    )
+def _add_cmd(
+    parser: argparse.ArgumentParser,
+    what: str = "a program speaking the stdio protocol (SPEC.md); repeatable",
+) -> None:
+    parser.add_argument("--cmd", action="append", default=[], metavar="'PROGRAM ARGS'", help=what)
+    add_timeout(parser, "per call, over stdio and in-process")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -246,12 +277,12 @@ def run_conform(args: argparse.Namespace) -> int:
     if not args.targets and not args.cmd and not args.mutants:
         print("conform: name a TARGET, a --cmd, or --mutants", file=sys.stderr)
         return EXIT_USAGE
-    try:
-        levels = None if args.levels is None else parse_levels(args.levels)
-        kit = _settings(args)
-    except (LevelError, ValueError) as exc:
-        print(f"conform: {exc}", file=sys.stderr)
-        return EXIT_USAGE
+    levels = (
+        None
+        if args.levels is None
+        else parse_levels(name for group in args.levels for name in group)
+    )
+    kit = _settings(args)
     reports: list[KitReport] = []
     for name in [*args.targets, *(f"--cmd {line}" for line in args.cmd)]:
         report = _check(name, args, levels, kit)
@@ -266,6 +297,10 @@ def run_conform(args: argparse.Namespace) -> int:
             undeclared = [level for level in LEVELS if level not in report.levels]
             if levels is None and undeclared:
                 print(f"  not checked (not declared): {', '.join(undeclared)}", flush=True)
+    idle = [report.candidate for report in reports if report.examples == 0 and report.passed]
+    if idle:  # a pass must rest on something; nothing is written for it
+        print(f"conform: {', '.join(idle)}: no example ran, nothing was checked", file=sys.stderr)
+        return EXIT_USAGE
     mutants = _run_mutants(kit, quiet=args.json) if args.mutants else None
     if args.save_traces is not None:
         for path in save_traces(reports, args.save_traces):
@@ -274,8 +309,8 @@ def run_conform(args: argparse.Namespace) -> int:
     if args.report is not None and reports:
         made_by = {
             "targets": [*args.targets, *(f"--cmd {line}" for line in args.cmd)],
-            "profile": None if args.profile is None else str(args.profile),
-            "levels": None if args.levels is None else list(args.levels),
+            "profile": profile_name(args.profile),
+            "levels": None if args.levels is None else [",".join(group) for group in args.levels],
             "settings": kit_json(kit),
         }
         names = [*args.targets, *(f"--cmd {line}" for line in args.cmd)]
@@ -358,42 +393,17 @@ def _explainer(
 
 
 def _settings(args: argparse.Namespace) -> KitSettings:
-    """The kit settings the flags ask for.
-
-    Raises:
-        ValueError: a malformed ``--block-sizes`` or ``--pool-sizes``.
-    """
-    block_sizes = KitSettings.block_sizes
-    if args.block_sizes is not None:
-        block_sizes = tuple(
-            _positive(part, "--block-sizes") for part in args.block_sizes.split(",")
-        )
-    pool = KitSettings.pool
-    if args.pool_sizes is not None:
-        low, _, high = args.pool_sizes.partition("-")
-        pool = (_positive(low, "--pool-sizes"), _positive(high or low, "--pool-sizes"))
-        if pool[0] > pool[1]:
-            raise ValueError(f"--pool-sizes {args.pool_sizes}: the smallest comes first")
+    """The kit settings the flags ask for (each checked when parsed)."""
     return KitSettings(
         examples=args.examples,
         seed=args.seed,
         steps=args.steps,
         shrink=not args.no_shrink,
-        block_sizes=block_sizes,
-        pool=pool,
+        block_sizes=args.block_sizes or KitSettings.block_sizes,
+        pool=args.pool_sizes or KitSettings.pool,
         first=args.first,
         budget=args.budget,
     )
-
-
-def _positive(text: str, flag: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise ValueError(f"{flag}: {text!r} is not an integer") from None
-    if value < 1:
-        raise ValueError(f"{flag}: {value} is not >= 1")
-    return value
 
 
 def _check(
@@ -405,17 +415,19 @@ def _check(
         return None
     if args.policy is not None or args.policy_options is not None:
         try:
-            options = None if args.policy_options is None else json.loads(args.policy_options)
+            options = args.policy_options
             policy = args.policy or target.profile.policy
             target = dataclasses.replace(
                 target, profile=target.profile.with_policy(policy, options)
             )
-        except (ValueError, ProfileError) as exc:
+        except ProfileError as exc:
             print(f"conform: --policy: {exc}", file=sys.stderr)
             return None
     if args.events:
         try:
-            events = {**target.profile.events, "scheme": args.events}
+            engine = ENGINES.get(args.events)  # an engine's name: its scheme and seed
+            named = {"scheme": engine.scheme, "seed": engine.seed} if engine else {}
+            events = {**target.profile.events, "scheme": args.events, **named}
             profile = parse_profile({"events": events}, "--events")
         except ProfileError as exc:
             print(f"conform: {exc}", file=sys.stderr)
@@ -445,17 +457,19 @@ def _check(
 
 
 def _target(name: str, args: argparse.Namespace) -> Target | None:
+    per_call, startup = timeouts(args.timeout)
     try:
         if name.startswith("--cmd "):
-            return command(name.removeprefix("--cmd "), timeout=args.timeout, profile=args.profile)
-        return resolve(name, profile=args.profile, timeout=args.timeout)
+            line = name.removeprefix("--cmd ")
+            return command(line, timeout=per_call, profile=args.profile, startup_timeout=startup)
+        return resolve(name, profile=args.profile, timeout=per_call)
     except (TargetError, ProfileError) as exc:
         print(f"conform: {exc}", file=sys.stderr)
     return None
 
 
 def _summary(reports: list[KitReport]) -> str:
-    rows = [("implementation", "levels", "verdict", "examples", "rules", "seconds")]
+    rows = [("implementation", "levels", "verdict", "examples", "operations", "rules", "seconds")]
     for report in reports:
         rows.append(
             (
@@ -463,6 +477,7 @@ def _summary(reports: list[KitReport]) -> str:
                 ",".join(report.levels),
                 _short(report),
                 str(report.examples),
+                str(report.operations),
                 str(len(report.exercised)),
                 f"{report.seconds:.1f}",
             )
@@ -551,10 +566,13 @@ def run_replay(args: argparse.Namespace) -> int:
     if args.target is not None and args.cmd:
         print("replay: give --target or --cmd, not both", file=sys.stderr)
         return EXIT_USAGE
+    if len(args.cmd) > 1:
+        print("replay: one --cmd (replay runs one program)", file=sys.stderr)
+        return EXIT_USAGE
     name = f"--cmd {args.cmd[0]}" if args.cmd else (args.target or "reference")
     try:
         steps = read_trace(args.trace)
-    except (OSError, TraceError) as exc:
+    except TraceError as exc:
         print(f"replay: {exc}", file=sys.stderr)
         return EXIT_USAGE
     target = _target(name, argparse.Namespace(timeout=args.timeout, profile=args.profile))
@@ -580,7 +598,16 @@ def run_replay(args: argparse.Namespace) -> int:
         print(_replay_text(result, args.trace))
     if result.kit_error is not None:
         return EXIT_KIT_ERROR
-    return EXIT_OK if result.passed else EXIT_DIFFERS
+    if not result.passed:
+        return EXIT_DIFFERS
+    if result.steps == 0:  # every trace skipped: a pass must rest on something
+        print(
+            f"replay: {result.candidate} runs none of the trace's {len(result.skipped)} "
+            "trace(s) (levels or sizes it does not declare): nothing was checked",
+            file=sys.stderr,
+        )
+        return EXIT_USAGE
+    return EXIT_OK
 
 
 def _replay_text(result: ReplayResult, trace: Path) -> str:

@@ -15,8 +15,9 @@ differences are followed rather than marked. ``--events`` shows each step's KV e
 trace whose reset names one shows them without it).
 
 Exit status: 0 done (and the target agrees), 1 the target differs or failed,
-2 a usage error (unknown scenario, unreadable trace, bad target, unwritable
-output).
+2 a usage error (unknown scenario, unreadable or empty trace, bad target, unwritable
+output). Every option is checked when the command line is parsed
+(:mod:`kachedb_radix.spec.inputs`), its caps stated in ``--help``.
 """
 
 from __future__ import annotations
@@ -24,14 +25,17 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from pathlib import Path
+from typing import Any
+
+from kachedb_radix.reference.events import SCHEMES
 
 from ..conform.candidate import Candidate, CandidateFailure
+from ..conform.operations import BY_NAME
 from ..conform.profile import Profile, ProfileError
 from ..conform.profile import parse as parse_profile
-from ..conform.replay import TraceError, read_trace
+from ..conform.replay import TraceError, read_trace, refusal
 from ..conform.steps import Step
-from ..conform.targets import TargetError, command, resolve
+from ..conform.targets import ProfileSpec, TargetError, command, resolve
 from ..explain import (
     SCENARIOS,
     RecordError,
@@ -44,7 +48,9 @@ from ..explain import (
     text_report,
 )
 from ..explain.events import with_events
-from ..protocol.client import DEFAULT_TIMEOUT
+from ..explain.view import exit_differs
+from ..inputs import LIMITS, count, input_path, output_dir, output_file
+from .options import add_timeout, profile_option, timeouts
 
 EXIT_OK = 0
 EXIT_DIFFERS = 1
@@ -64,20 +70,32 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "(and a target beside it) and show every step: an HTML page to step through, one SVG "
         "per step, or text.",
     )
-    parser.add_argument("trace", nargs="?", type=Path, metavar="TRACE", help="a JSON-lines trace")
+    parser.add_argument(
+        "trace",
+        nargs="?",
+        type=input_path,
+        metavar="TRACE",
+        help=f"a JSON-lines trace ({LIMITS['trace_bytes'].describe()}, "
+        f"{LIMITS['trace_steps'].describe()}, each pool "
+        f"{LIMITS['explain_pool_blocks'].describe()})",
+    )
     parser.add_argument(
         "--scenario", choices=list(SCENARIOS), help="a built-in scenario instead of a trace"
     )
-    parser.add_argument("--html", type=Path, metavar="OUT.html", help="write the page here")
-    parser.add_argument("--svg", type=Path, metavar="DIR", help="write one SVG per step here")
+    parser.add_argument("--html", type=output_file, metavar="OUT.html", help="write the page here")
+    parser.add_argument("--svg", type=output_dir, metavar="DIR", help="write one SVG per step here")
     parser.add_argument("--text", action="store_true", help="print the steps (the default)")
     parser.add_argument(
-        "--save-trace", type=Path, metavar="FILE", help="also write the steps as a JSON-lines trace"
+        "--save-trace",
+        type=output_file,
+        metavar="FILE",
+        help="also write the steps as a JSON-lines trace",
     )
     parser.add_argument("--target", help="run beside the reference: accel or module:attribute")
     parser.add_argument("--cmd", metavar="'PROGRAM ARGS'", help="... or a stdio program")
     parser.add_argument(
         "--profile",
+        type=profile_option,
         metavar="FILE",
         help="compare the target under this deviation profile (TOML, spec/conform/profile.py; "
         "'strict' for none; default: the target's own, e.g. sglang's)",
@@ -87,6 +105,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         nargs="?",
         const="",
         default=None,
+        choices=("", *SCHEMES),
         metavar="SCHEME",
         help="show the KV event batches each side emits per step (R-EVENT-*): every reset "
         "names the hash scheme SCHEME (default: the target's profile's [events], else "
@@ -99,16 +118,11 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     )
     parser.add_argument(
         "--port",
-        type=int,
+        type=count(0, 65535),
         default=8765,
-        help="the playground's port on 127.0.0.1 (default 8765; 0 for any free one)",
+        help="the playground's port on 127.0.0.1, 0 to 65535 (default 8765; 0 for any free one)",
     )
-    parser.add_argument(
-        "--timeout",
-        type=float,
-        default=DEFAULT_TIMEOUT,
-        help=f"seconds allowed per answer over stdio (default {DEFAULT_TIMEOUT:g})",
-    )
+    add_timeout(parser, "per answer of --target or --cmd")
     parser.set_defaults(handler=run_explain)
 
 
@@ -127,6 +141,8 @@ def run_explain(args: argparse.Namespace) -> int:
                         f"--events: {target.name} does not declare the events level "
                         "(it emits no KV events the kit can read)"
                     )
+            if target is not None:
+                _builds(target, steps)
             recording = record(
                 steps,
                 target,
@@ -138,12 +154,34 @@ def run_explain(args: argparse.Namespace) -> int:
         finally:
             if target is not None:
                 target.close()
-        _write(args, recording, steps)
+        views = frame_views(recording)
+        _write(args, recording, steps, views)
     except (UsageError, RecordError) as exc:
         print(f"explain: {exc}", file=sys.stderr)
         return EXIT_USAGE
-    differs = recording.first_difference is not None
-    return EXIT_DIFFERS if differs else EXIT_OK
+    # The steps' rulings (the kit's finding list, spec/explain/ruling.py) decide, as the page says.
+    return EXIT_DIFFERS if exit_differs(views) else EXIT_OK
+
+
+def _builds(target: Candidate, steps: list[Step]) -> None:
+    """A target that builds an optional part at its first reset naming KV events (SGLang's
+    event hashes, built with pybind11 and a C++ compiler) and cannot: a one-line message,
+    before anything is recorded (the kit would file it as the target failing). Cost: one
+    reset of the target.
+
+    Raises:
+        UsageError: the part cannot be built (the target's own message says what is missing).
+    """
+    first = next((step for step in steps if BY_NAME[step["op"]].resets and step.get("events")),
+                 None)  # fmt: skip
+    if first is None:
+        return
+    try:
+        target.reset(first["num_blocks"], first["block_size"], events=first["events"])
+    except ImportError as exc:
+        raise UsageError(f"{target.name}: {exc}") from None
+    except (Exception, CandidateFailure):
+        return  # the recording says how the target answers it
 
 
 def _serve(args: argparse.Namespace) -> int:
@@ -155,9 +193,6 @@ def _serve(args: argparse.Namespace) -> int:
     if args.target is not None or args.cmd is not None or args.profile is not None:
         print("explain: --serve runs the reference alone (no --target, --cmd or --profile)",
               file=sys.stderr)  # fmt: skip
-        return EXIT_USAGE
-    if not 0 <= args.port <= 65535:
-        print(f"explain: --port {args.port}: a port from 0 to 65535", file=sys.stderr)
         return EXIT_USAGE
     try:
         steps = None
@@ -207,9 +242,42 @@ def _steps(args: argparse.Namespace) -> tuple[list[Step], str, str, str]:
         return chosen.steps, chosen.title, f"--scenario {chosen.name}", chosen.lesson
     try:
         steps = read_trace(args.trace)
-    except (OSError, UnicodeDecodeError, TraceError) as exc:
+    except TraceError as exc:
         raise UsageError(f"cannot read the trace: {exc}") from None
+    _check_pools(steps, str(args.trace), compared=args.target is not None or args.cmd is not None)
     return steps, args.trace.name, str(args.trace), ""
+
+
+def _check_pools(steps: list[Step], source: str, *, compared: bool) -> None:
+    """What explain can draw: every reset's pool at most ``LIMITS["explain_pool_blocks"]``
+    blocks (each block is drawn), and no step after a reset the reference refuses (it has
+    no tree to run on; the refusal itself is shown, alone: with a target ``compared``
+    beside it there is nothing to compare). Cost: building each reset's tree.
+
+    Raises:
+        UsageError: naming the step.
+    """
+    cap = LIMITS["explain_pool_blocks"].maximum
+    refused: str | None = None
+    for number, step in enumerate(steps, 1):
+        if step["op"] == "reset":
+            blocks = step["num_blocks"]
+            if isinstance(blocks, int) and not isinstance(blocks, bool) and blocks > cap:
+                raise UsageError(
+                    f"{source}: step {number}: a pool of {blocks:,} blocks; explain draws "
+                    f"every block, {LIMITS['explain_pool_blocks'].describe()}"
+                )
+            refused = refusal(step)
+            if refused is not None and compared:
+                raise UsageError(
+                    f"{source}: step {number}: the reference refuses this reset ({refused}): "
+                    "there is no tree to compare the target with"
+                )
+        elif refused is not None:
+            raise UsageError(
+                f"{source}: step {number} follows a reset the reference refuses ({refused}): "
+                "there is no tree to run it on"
+            )
 
 
 def events_scheme(scheme: str, profile: Profile) -> dict[str, str]:
@@ -230,12 +298,13 @@ def events_scheme(scheme: str, profile: Profile) -> dict[str, str]:
 
 
 def open_target(
-    target: str | None, cmd: str | None, timeout: float, profile: str | None = None
+    target: str | None, cmd: str | None, timeout: float | None, profile: ProfileSpec = None
 ) -> tuple[Candidate | None, Profile]:
     """The candidate named by ``--target`` or ``--cmd`` (None for neither), resolved as the kit
     resolves them (:mod:`kachedb_radix.spec.conform.targets`), and the deviation profile to compare
     it under: ``profile`` (a file or ``"strict"``), else the target's own. Cost: an import, or
-    starting the program; reading the profile.
+    starting the program; reading the profile. ``timeout`` None means the defaults
+    (:func:`~kachedb_radix.spec.cli.options.timeouts`).
 
     Raises:
         UsageError: both given, a profile without a target, an unknown target, a bad
@@ -246,8 +315,9 @@ def open_target(
     if profile is not None and target is None and cmd is None:
         raise UsageError("--profile needs a --target or --cmd to compare")
     try:
+        per_call, startup = timeouts(timeout)
         if cmd is not None:
-            resolved = command(cmd, timeout=timeout, profile=profile)
+            resolved = command(cmd, timeout=per_call, profile=profile, startup_timeout=startup)
         elif target is not None:
             resolved = resolve(target, profile=profile)
         else:
@@ -259,8 +329,9 @@ def open_target(
         raise UsageError(f"--cmd {cmd}: {exc}") from None
 
 
-def _write(args: argparse.Namespace, recording: Recording, steps: list[Step]) -> None:
-    views = frame_views(recording)
+def _write(
+    args: argparse.Namespace, recording: Recording, steps: list[Step], views: list[Any]
+) -> None:
     try:
         if args.save_trace is not None:
             lines = [json.dumps(step) for step in steps]

@@ -10,10 +10,14 @@ a program speaking the stdio protocol).  The gate times the standard cases on it
 each figure by a calibration loop timed in the same run, compares with the baseline file
 and its limits, re-measures what failed once, prints one table and exits:
 
-* 0 -- every check passed (cases without a baseline are reported, not gated);
+* 0 -- every check passed (cases without a baseline are reported, not gated); the last
+  line says how many checks on how many cases;
 * 1 -- a regression: a case over 1.5x its baseline, the first eviction growing more than
   3x from 10^3 to 10^6 cached blocks, a memory figure over its baseline, a limit exceeded;
-* 2 -- a usage error: an unknown target, an unreadable baseline or prior run.
+* 2 -- a usage error: an unknown target; a baseline that is missing (without
+  ``--update-baseline``), unreadable or malformed (the field is named); a prior run that
+  cannot be used; an ``--only`` that matches no case; or a run that gated nothing (no
+  case has a baseline and no check needs none). Paths are checked before anything runs.
 
 ``--prior RUN.json`` (an earlier run's ``--json`` file, same target and mode) counts that
 run's measurements with this one's: a figure fails only when it failed both times, which
@@ -33,11 +37,10 @@ import json
 import sys
 import time
 from collections.abc import Sequence
-from pathlib import Path
 
 from ..conform.candidate import CandidateFailure
 from ..conform.targets import TargetError
-from ..gate.cases import Case, build_plan
+from ..gate.cases import Case, Plan, build_plan
 from ..gate.run import (
     PriorError,
     load_prior,
@@ -52,6 +55,9 @@ from ..gate.run import (
 from ..gate.timing import FULL_POLICY, QUICK_POLICY
 from ..gate.trees import GateTarget, gate_target
 from ..gate.verdicts import (
+    CASE_FIGURES,
+    FAIL,
+    PASS,
     Baseline,
     BaselineError,
     Measurement,
@@ -59,6 +65,8 @@ from ..gate.verdicts import (
     load_baseline,
     save_baseline,
 )
+from ..inputs import input_path, output_file
+from .options import add_timeout, timeouts
 
 EXIT_OK = 0
 EXIT_REGRESSION = 1
@@ -86,22 +94,40 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="reference, accel, or module:attribute (a tree class or a plain-data candidate)",
     )
     parser.add_argument("--cmd", help="a program speaking the stdio protocol, instead of TARGET")
-    parser.add_argument("--baseline", type=Path, required=True, help="the baseline file (JSON)")
+    add_timeout(parser, "per answer of --cmd")
+    parser.add_argument(
+        "--baseline",
+        type=output_file,
+        required=True,
+        help="the baseline file (JSON); it must exist unless --update-baseline starts it",
+    )
     parser.add_argument(
         "--update-baseline",
         action="store_true",
         help="measure every case three times and merge the middle one into the baseline file",
     )
     parser.add_argument("--quick", action="store_true", help="the CI set (a minute or two)")
-    parser.add_argument("--only", help="only the cases whose name holds this text")
-    parser.add_argument("--json", type=Path, help="also write the results and verdicts here")
+    parser.add_argument(
+        "--only", type=_text, help="only the cases whose name holds this text (one at least)"
+    )
+    parser.add_argument("--json", type=output_file, help="also write the results and verdicts here")
     parser.add_argument(
         "--prior",
-        type=Path,
+        type=input_path,
         metavar="RUN.json",
         help="an earlier run's --json file: a figure fails only when it failed in both runs",
     )
     parser.add_argument("--plain", action="store_true", help="a plain-text table even with rich")
+
+
+def _text(word: str) -> str:
+    """``--only``'s type: some text (an empty one would match every case). O(1)."""
+    if not word:
+        raise argparse.ArgumentTypeError("an empty text matches every case; leave --only out")
+    return word
+
+
+_text.__name__ = "text"
 
 
 def run(args: argparse.Namespace) -> int:
@@ -110,8 +136,8 @@ def run(args: argparse.Namespace) -> int:
         print("kachedb-radix gate: give a TARGET or --cmd, not both", file=sys.stderr)
         return EXIT_USAGE
     try:
-        baseline = load_baseline(args.baseline)
-        target = gate_target(args.target, args.cmd)
+        baseline = load_baseline(args.baseline, missing_ok=args.update_baseline)
+        target = gate_target(args.target, args.cmd, timeouts(args.timeout))
     except (TargetError, BaselineError, CandidateFailure) as exc:
         print(f"kachedb-radix gate: {exc}", file=sys.stderr)
         return EXIT_USAGE
@@ -124,6 +150,13 @@ def run(args: argparse.Namespace) -> int:
 def _run(args: argparse.Namespace, target: GateTarget, baseline: Baseline) -> int:
     started = time.perf_counter()
     plan = build_plan(target, args.quick, args.only)
+    if not plan.cases and not plan.memory:
+        print(
+            f"kachedb-radix gate: no {plan.mode} case of {target.name} has {args.only!r} in "
+            "its name: nothing to gate",
+            file=sys.stderr,
+        )
+        return EXIT_USAGE
     policy = QUICK_POLICY if args.quick else FULL_POLICY
     host = machine()
     print(
@@ -135,12 +168,14 @@ def _run(args: argparse.Namespace, target: GateTarget, baseline: Baseline) -> in
         print(f"note: the baseline was recorded for {baseline.target!r}")
     for note in plan.notes:
         print(note)
-    if args.update_baseline:
-        baseline = Baseline(limits=baseline.limits)  # record afresh, gate on limits only
     try:
         prior = None if args.prior is None else load_prior(args.prior, plan)
     except PriorError as exc:
         print(f"kachedb-radix gate: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    if args.update_baseline:
+        baseline = Baseline(limits=baseline.limits)  # record afresh, gate on limits only
+    elif _nothing_gated(plan, baseline, args.baseline):
         return EXIT_USAGE
     if prior is not None:
         print(f"counting the measurements of {args.prior} with this run's")
@@ -166,6 +201,10 @@ def _run(args: argparse.Namespace, target: GateTarget, baseline: Baseline) -> in
         print(render_plain(run.verdicts))
     else:
         importlib.import_module("rich.console").Console(width=200).print(table)
+    if not args.update_baseline and not any(v.status in (PASS, FAIL) for v in run.verdicts):
+        # Not foreseen by _nothing_gated (a case whose anchor was not measured): the same.
+        print("kachedb-radix gate: nothing was gated (every case is NEW)", file=sys.stderr)
+        return EXIT_USAGE
     if args.json is not None:
         args.json.write_text(json.dumps(to_json(run, host), indent=1) + "\n", encoding="utf-8")
     print(summary(run))
@@ -174,6 +213,24 @@ def _run(args: argparse.Namespace, target: GateTarget, baseline: Baseline) -> in
         print(f"baseline: wrote {written} cases to {args.baseline}")
         return EXIT_OK
     return run.exit_code
+
+
+def _nothing_gated(plan: Plan, baseline: Baseline, where: object) -> bool:
+    """Say so and return True when no check of ``plan`` can pass or fail against
+    ``baseline`` (every case would be NEW): a gate that would check nothing. O(cases)."""
+    gated = bool(plan.evict_keys) or any(
+        name in baseline.limits
+        or any(figure in baseline.cases.get(name, {}) for figure in CASE_FIGURES)
+        for name in [case.name for case in plan.cases] + [case.name for case in plan.memory]
+    )
+    if not gated:
+        print(
+            f"kachedb-radix gate: nothing to gate: none of the {len(plan.cases)} timed and "
+            f"{len(plan.memory)} memory cases has a baseline or a limit in {where} "
+            "(record them with --update-baseline)",
+            file=sys.stderr,
+        )
+    return not gated
 
 
 def main(argv: Sequence[str] | None = None) -> int:

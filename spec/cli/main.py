@@ -10,6 +10,7 @@ import argparse
 import os
 import sys
 from collections.abc import Sequence
+from typing import NoReturn, cast
 
 from kachedb_radix.reference import __version__
 
@@ -19,18 +20,33 @@ from ..conform.targets import (
     default_implementation,
     tree_class,
 )
+from ..inputs import InputError
 from . import conform, explain, gate, route, serve, simulate
+from . import hash as hash_command
 from .demo import run_demo
+
+
+class Parser(argparse.ArgumentParser):
+    """An argument parser whose refusal is one line: what was wrong, and where the
+    options are listed (argparse's own prints the whole usage first), exit status 2."""
+
+    def error(self, message: str) -> NoReturn:
+        """Print ``prog: message (prog --help lists the options)`` and exit 2."""
+        self.exit(2, f"{self.prog}: {message} ({self.prog} --help lists the options)\n")
 
 
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser with every subcommand registered."""
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog="kachedb-radix",
         description="Reference radix tree for LLM KV prefix caching.",
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
-    commands = parser.add_subparsers(dest="command", required=True)
+    # Each subcommand's parser is a Parser too (its refusals one line); registered as any.
+    commands = cast(
+        "argparse._SubParsersAction[argparse.ArgumentParser]",
+        parser.add_subparsers(dest="command", required=True, parser_class=Parser),
+    )
     demo = commands.add_parser(
         "demo", help="replay a small multi-turn scenario and draw the resulting tree"
     )
@@ -47,6 +63,7 @@ def build_parser() -> argparse.ArgumentParser:
     gate.register(commands)
     serve.register(commands)
     route.register(commands)
+    hash_command.register(commands)
     return parser
 
 
@@ -69,14 +86,19 @@ CLOSED_OUTPUT_STATUS = 141
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the console script; returns the exit status.
 
-    A reader that stops reading (``kachedb-radix explain --text | head -n 3``) ends the
-    command quietly with status 141, as SIGPIPE would, never with a traceback: the rest of
-    the output goes to ``os.devnull``, so the interpreter's final flush cannot fail either.
+    Input refused anywhere below (:class:`~kachedb_radix.spec.inputs.InputError`) ends
+    the command with its one line and status 2. A reader that stops reading
+    (``kachedb-radix explain --text | head -n 3``) ends the command quietly with status
+    141, as SIGPIPE would, never with a traceback: the rest of the output goes to
+    ``os.devnull``, so the interpreter's final flush cannot fail either.
     """
     args = build_parser().parse_args(argv)
     try:
         status: int = args.handler(args)
         sys.stdout.flush()
+    except InputError as exc:  # refused input a command did not word itself: one line
+        print(f"kachedb-radix {args.command}: {exc}", file=sys.stderr)
+        return 2
     except BrokenPipeError:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())

@@ -41,7 +41,7 @@ TIERS_EXCLUDE: frozenset[str] = frozenset({SNAPSHOTS, EVENTS})
 
 #: The rule groups (the middle part of a rule id ``R-GROUP-n``) of each level.
 LEVEL_GROUPS: dict[str, tuple[str, ...]] = {
-    CORE: ("TOK", "MATCH", "INS", "SPLIT", "EDGE", "ALLOC", "ERR", "DUMP", "INV"),
+    CORE: ("TOK", "MATCH", "INS", "SPLIT", "EDGE", "ALLOC", "LIMIT", "ERR", "DUMP", "INV"),
     PINNING: ("PIN",),
     EVICTION: ("EVICT", "LRU", "CLEAR"),
     NAMESPACES: ("NS",),

@@ -86,7 +86,6 @@ finding attributed to one is reported as waived. The safety rules
 
 from __future__ import annotations
 
-import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -97,6 +96,7 @@ from kachedb_radix.reference.errors import ERROR_KINDS, InvalidArgumentError
 from kachedb_radix.reference.events import DEFAULT_SCHEME, DEFAULT_SEED, BlockHasher
 from kachedb_radix.reference.policies import DEFAULT_POLICY, check_policy
 
+from ..inputs import InputError, read_toml
 from .rules import load_rules
 
 #: Each tolerance and its allowed values; the first is the spec's own (strict) choice.
@@ -372,11 +372,9 @@ def load(path: str | Path) -> Profile:
     """
     path = Path(path)
     try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise ProfileError(f"profile {path}: cannot read it ({exc.strerror or exc})") from None
-    except tomllib.TOMLDecodeError as exc:
-        raise ProfileError(f"profile {path}: not TOML ({exc})") from None
+        data = read_toml(path, "profile")  # missing, binary, not UTF-8, nested too deeply
+    except InputError as exc:
+        raise ProfileError(str(exc)) from None
     return parse(data, str(path))
 
 

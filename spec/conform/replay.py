@@ -21,17 +21,22 @@ import json
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
-from .candidate import Candidate, CandidateFailure
+from ..inputs import LIMITS, InputError, iter_lines, loads_json, quote
+from .candidate import Candidate, CandidateError, CandidateFailure
 from .errors import KitError
-from .levels import parse_levels
+from .levels import LevelError, parse_levels
 from .lockstep import Difference, Disagreement, Lockstep, first_difference
+from .operations import REQUIRED, operation
+from .oracle import OracleAdapter
 from .profile import STRICT, Profile
 from .steps import Step, StepError, bare, check_step, describe, normalise, resets
 
 
-class TraceError(ValueError):
-    """A trace file that is not a list of steps; the message names the line."""
+class TraceError(InputError):
+    """A trace that is not a list of steps the reference can run; the message, one line,
+    names the file and line (or step) and what is wrong."""
 
 
 @dataclass
@@ -71,35 +76,116 @@ class ReplayResult:
 
 
 def read_trace(path: Path) -> list[Step]:
-    """Read a JSON-lines trace; blank lines are skipped. O(size of the file).
+    """Read a JSON-lines trace; blank lines are skipped. O(size of the file), which is at
+    most ``LIMITS["trace_bytes"]`` (each line at most ``LIMITS["line_bytes"]``).
 
     Raises:
-        TraceError: a line is not a JSON object with a known ``"op"``.
+        TraceError: the file cannot be read (missing, a directory, binary, not UTF-8,
+            over a cap), holds no step (an empty trace checks nothing), or a line is not
+            a step (:func:`parse_trace`).
     """
-    return parse_trace(path.read_text(encoding="utf-8").splitlines(), str(path))
+    cap = LIMITS["trace_bytes"].maximum
+    lines: list[str] = []
+    size = 0
+    try:
+        for _, line in iter_lines(path, "trace"):
+            size += len(line.encode("utf-8")) + 1
+            if size > cap:
+                raise TraceError(f"trace {path}: over the cap of {cap:,} bytes")
+            lines.append(line)
+    except TraceError:
+        raise
+    except InputError as exc:
+        raise TraceError(str(exc)) from None
+    steps = parse_trace(lines, f"trace {path}")
+    if not steps:
+        raise TraceError(f"trace {path}: no steps (an empty trace checks nothing)")
+    return steps
 
 
 def parse_trace(lines: Iterable[str], source: str = "<trace>") -> list[Step]:
-    """Parse JSON lines into steps. O(size).
+    """Parse JSON lines into steps, each checked by :func:`check_trace_step`; at most
+    ``LIMITS["trace_steps"]`` of them. O(size).
 
     Raises:
-        TraceError: a line is not a JSON object calling a known operation with every
-            argument it requires (:func:`~kachedb_radix.spec.conform.steps.check_step`).
+        TraceError: a line is not JSON (nested too deeply, a non-finite number), not a
+            step (:func:`check_trace_step`), or one step too many.
     """
+    cap = LIMITS["trace_steps"].maximum
     steps: list[Step] = []
     for number, line in enumerate(lines, 1):
         if not line.strip():
             continue
+        where = f"{source} line {number}"
         try:
-            step = json.loads(line)
-        except ValueError as exc:
-            raise TraceError(f"{source}:{number}: not JSON ({exc})") from None
-        try:
-            check_step(step)
-        except StepError as exc:
-            raise TraceError(f"{source}:{number}: not a step ({exc})") from None
-        steps.append(step)
+            step = loads_json(line, where)
+        except InputError as exc:
+            raise TraceError(str(exc)) from None
+        steps.append(check_trace_step(step, where))
+        if len(steps) > cap:
+            raise TraceError(f"{source}: more than {cap:,} steps (the cap of a trace)")
     return steps
+
+
+def check_trace_step(step: Any, where: str) -> Step:
+    """``step`` if it is one the kit can apply: a call of an operation with every
+    argument its row requires (:func:`~kachedb_radix.spec.conform.steps.check_step`),
+    handles that are integers >= 0, ``levels`` a list of level names, ``expect`` an
+    outcome. Argument *values* are
+    the implementations' to judge (R-ERR-1), so they are not checked here. O(size).
+
+    Raises:
+        TraceError: naming ``where`` and what is wrong.
+    """
+    try:
+        op = check_step(step)
+    except StepError as exc:
+        raise TraceError(f"{where}: not a step ({exc})") from None
+    for argument in op.arguments:
+        value = step.get(argument.name, 0)
+        if argument.handle is not None and (
+            isinstance(value, bool) or not isinstance(value, int) or value < 0
+        ):
+            raise TraceError(
+                f"{where}: {argument.name} names a {argument.handle} by its handle, an "
+                f"integer >= 0, not {quote(json.dumps(value))}"
+            )
+    levels = step.get("levels", [])
+    if not isinstance(levels, list) or not all(isinstance(level, str) for level in levels):
+        raise TraceError(f"{where}: levels must be a list of level names")
+    try:
+        parse_levels(levels)
+    except LevelError as exc:
+        raise TraceError(f"{where}: {exc}") from None
+    expect = step.get("expect", {"ok": None})
+    if not (
+        isinstance(expect, dict)
+        and len(expect) == 1
+        and ("ok" in expect or isinstance(expect.get("error"), str))
+    ):
+        raise TraceError(f'{where}: expect must be {{"ok": ANSWER}} or {{"error": KIND}}')
+    checked: Step = step  # every check above has passed
+    return checked
+
+
+def refusal(reset: Step) -> str | None:
+    """Why the reference refuses ``reset`` (its error kind and message), or None when it
+    builds that tree. A trace whose reset the reference refuses cannot be replayed:
+    there is no tree to compare with. Cost: building the tree (O(num_blocks)).
+    """
+    oracle = OracleAdapter()
+    arguments = [
+        reset[argument.name] if argument.default is REQUIRED
+        else reset.get(argument.name, argument.default)
+        for argument in operation("reset").arguments
+    ]  # fmt: skip
+    try:
+        oracle.reset(*arguments)
+    except CandidateError as exc:
+        return str(exc)
+    finally:
+        oracle.close()
+    return None
 
 
 def replay(steps: list[Step], candidate: Candidate, *, profile: Profile = STRICT) -> ReplayResult:
@@ -108,7 +194,8 @@ def replay(steps: list[Step], candidate: Candidate, *, profile: Profile = STRICT
     kit's reads after each.
 
     Raises:
-        TraceError: the trace does not start with a ``reset`` step.
+        TraceError: the trace does not start with a ``reset`` step, or the reference
+            refuses one of its resets (:func:`refusal`).
     """
     if steps and not resets(steps[0]):
         raise TraceError("a trace starts with a reset step (it sets the pool and block size)")
@@ -118,6 +205,12 @@ def replay(steps: list[Step], candidate: Candidate, *, profile: Profile = STRICT
     try:
         for number, step in enumerate(steps, 1):
             if resets(step):
+                refused = refusal(step)
+                if refused is not None:
+                    raise TraceError(
+                        f"step {number} ({describe(bare(step))}): the reference refuses "
+                        f"this reset ({refused}), so there is nothing to compare with"
+                    )
                 if lockstep is not None:
                     lockstep.finish(final=True)
                 skipping = _skips(step, candidate, profile)

@@ -100,6 +100,7 @@ class KitReport:
         profile: the deviations it declared.
         passed: no finding (deviations declared by the profile allowed).
         examples: examples run (shrinking replays not counted).
+        operations: operations they ran, fills included (the budget's count).
         seconds: wall time of the run, shrinking included.
         first_finding_seconds: time from the start to the first finding.
         findings: the shrunk findings, one per rule, in the order found.
@@ -116,6 +117,7 @@ class KitReport:
     profile: Profile = STRICT
     passed: bool = False
     examples: int = 0
+    operations: int = 0
     seconds: float = 0.0
     first_finding_seconds: float | None = None
     findings: list[Difference] = field(default_factory=list)
@@ -244,7 +246,8 @@ class KitReport:
         lines = [
             f"{self.candidate}: {self.headline().upper() if not self.findings else self.headline()}"
             f" at levels {', '.join(self.levels)} ({self.examples} examples, "
-            f"{self.seconds:.1f} s, {len(self.exercised)} rules exercised)"
+            f"{self.operations} operations, {self.seconds:.1f} s, "
+            f"{len(self.exercised)} rules exercised)"
         ]
         if self.profile.shown_source is not None:
             lines.append(f"  profile: {self.profile.name} ({self.profile.shown_source})")
@@ -378,6 +381,7 @@ def run_kit(
         profile=profile,
         passed=not findings and kit_error is None,
         examples=session.examples,
+        operations=session.operations,
         seconds=time.perf_counter() - session.started,
         first_finding_seconds=session.first_at,
         findings=findings,

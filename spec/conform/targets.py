@@ -42,7 +42,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..protocol.client import DEFAULT_TIMEOUT, StdioCandidate
+from ..protocol.client import DEFAULT_STARTUP_TIMEOUT, DEFAULT_TIMEOUT, StdioCandidate
 from ..protocol.timeout import TimedCandidate
 from ..twins import PURE_SWITCH as PURE_SWITCH
 from ..twins import TWIN_NAMES, TwinUnavailable, default_twin, twin_class
@@ -203,8 +203,15 @@ def wrap(found: Any, name: str) -> Candidate:
     )
 
 
-def command(line: str, *, timeout: float = DEFAULT_TIMEOUT, profile: ProfileSpec = None) -> Target:
-    """The program ``line`` (split like a shell would) as a stdio target.
+def command(
+    line: str,
+    *,
+    timeout: float = DEFAULT_TIMEOUT,
+    profile: ProfileSpec = None,
+    startup_timeout: float = DEFAULT_STARTUP_TIMEOUT,
+) -> Target:
+    """The program ``line`` (split like a shell would) as a stdio target, ``timeout``
+    seconds allowed per answer and ``startup_timeout`` for its start and ``hello``.
 
     Opening it starts the program and says ``hello`` (raising
     :class:`~kachedb_radix.spec.conform.candidate.CandidateFailure` when it does not start or fails
@@ -222,7 +229,7 @@ def command(line: str, *, timeout: float = DEFAULT_TIMEOUT, profile: ProfileSpec
         raise TargetError("--cmd needs a program")
     return Target(
         f"--cmd {line}",
-        lambda: StdioCandidate(argv, timeout=timeout),
+        lambda: StdioCandidate(argv, timeout=timeout, startup_timeout=startup_timeout),
         load_profile(profile),
     )
 

@@ -42,15 +42,6 @@
   }
   const isHot = (n) => n.kind === "ghost" || n.flags.some((flag) => CHANGE.has(flag));
   const textLength = (line) => Array.from(line).length;
-  // The state of a tree before its step: change flags, ghosts and versions left out.
-  function cleanTree(roots) {
-    const clean = (n) => ({
-      ...n, flags: n.flags.filter((flag) => !CHANGE.has(flag)),
-      children: n.children.filter((kid) => kid.kind !== "ghost").map(clean),
-    });
-    return roots.filter((n) => n.kind !== "version" && !n.flags.includes("ghost")).map(clean);
-  }
-
   // An edge opened by a click lists its blocks: id, pins, stamp and tokens; a leaf's
   // last block also its eviction key under the tree's policy (R-POL-1).
   function labelLines(n) {
@@ -302,20 +293,43 @@
       el("rect", { width: fmt(p.width), height: fmt(p.height), rx: 5 }, body);
       const text = el("text", {}, body);
       labelLines(n).forEach((line, i) => {
+        if (i) text.append(" ");  // (between the lines, for the text as read: not drawn)
         el("tspan", { x: K.padX, y: K.padY + K.lineH * (i + 1) - 3 }, text).textContent = line;
       });
       const marks = BADGES.filter(([flag]) => n.flags.includes(flag)).map(([, word]) => word);
       if (marks.length) {
+        body.append(" ");
         const badge = el("text", { class: "badge", x: fmt(p.width - 4), y: -4, "text-anchor": "end" }, body);
         badge.textContent = marks.join(" · ");
       }
-      const tip = [n.diff ? "differs: " + n.diff : "", n.flags.length ? "marks: " + n.flags.join(", ") : ""].filter(Boolean);
-      if (tip.length) el("title", {}, g).textContent = tip.join("\n");
+      // What it is, its marks and how it differs: said in the line under the tree when the
+      // pointer or the keyboard is on it (and its accessible name).
+      // (a path, not a rect: the stylesheet's node rules style every rect of a node)
+      el("path", { class: "focus-ring", d: "M-4,-4h" + fmt(p.width + 8) + "v" + fmt(p.height + 8) + "h" + fmt(-p.width - 8) + "z" }, g);
+      // Every node is reached by Tab; a fold or an edge opens with Enter or Space too.
+      g.setAttribute("tabindex", "0");
+      const [seen, ...what] = describeNode(n);
+      g.setAttribute("aria-label", [seen + (marks.length ? " " + marks.join(" · ") : ""), ...what].join("; "));
       const opens = n.kind === "edge" && (n.blocks.length > 1 || n.key || n.tokens);
       if (n.kind === "more" || n.kind === "chain" || opens) {
         g.classList.add("clickable");
+        g.setAttribute("role", "button");
+        if (n.kind === "edge") g.setAttribute("aria-expanded", String(state.open.has(n.id)));
         g.addEventListener("click", (event) => { event.stopPropagation(); toggle(n); });
+        g.addEventListener("keydown", (event) => {
+          if (event.key !== "Enter" && event.key !== " ") return;
+          event.preventDefault();
+          event.stopPropagation();
+          toggle(n);
+        });
+      } else {
+        g.setAttribute("role", "img");
       }
+      g.addEventListener("focus", () => {
+        showNode(view, n);
+        if (g.matches(":focus-visible")) bringIntoView(view, p);  // by keyboard, not a click
+      });
+      g.addEventListener("mouseenter", () => showNode(view, n));
       positions.set(n.id, { x: p.x, y: p.y });
       if (n.blocks.length && n.kind !== "ghost") blockPositions.set(n.blocks[0], { x: p.x, y: p.y });
       if (animate && last) {
@@ -345,43 +359,106 @@
     } else {
       state.expanded.add(n.id);
     }
+    const focused = document.activeElement && document.activeElement.dataset &&
+      document.activeElement.dataset.node;
     render(false);
+    // The drawing is made again: the keyboard stays where it was (on the opened node, or
+    // on the first of the nodes a fold opened).
+    if (focused) {
+      const again = document.querySelector('g.node[data-node="' + CSS.escape(focused) + '"]') ||
+        document.querySelector('g.node[data-node]:not([data-kind="root"])');
+      if (again) again.focus();
+    }
   }
-  function drawPool(svg, pool, highlight) {
-    svg.replaceChildren();
-    if (!pool) return;
+  // What a node is, in words: its lines, what the step changed on it, how it differs.
+  function describeNode(n) {
+    const said = { root: "a namespace root", edge: "an edge", ghost: "evicted", more: "a fold",
+      chain: "a fold", version: "a reader's version" }[n.kind] || n.kind;
+    // The visible text first, word for word (a name that says what is seen), then what it is.
+    const words = [labelLines(n).join(" "), said];
+    const marks = n.flags.filter((flag) => flag !== "ghost");
+    if (marks.length) words.push("marks: " + marks.join(", "));
+    if (n.diff) words.push("differs: " + n.diff);
+    return words;
+  }
+  function showNode(view, n) {
+    say(view.section.querySelector(".node-info"), describeNode(n).join(" · "));
+  }
+  // A node reached by Tab outside the view: the view moves to it (scale kept).
+  function bringIntoView(view, p) {
+    const [frameW, frameH] = frameSize(view);
+    const w = frameW / view.scale, h = frameH / view.scale;
+    const left = p.x - p.width / 2, top = p.y;
+    if (left >= view.x && left + p.width <= view.x + w && top >= view.y && top + p.height <= view.y + h) return;
+    view.x = p.x - w / 2;
+    view.y = Math.max(0, p.y + p.height / 2 - h / 2);
+    view.touched = true;
+    applyView(view);
+  }
+  // The pool: one cell per block id, in rows as wide as the side's column allows; a
+  // cell's fill is its state, a red frame says it was evicted now, a green inner frame
+  // that it was allocated now (both, when an id was evicted and handed out again). The
+  // cells are kept from step to step and only their marks change.
+  function drawPool(view, pool, highlight) {
+    const svg = view.pool;
+    if (!pool) { svg.replaceChildren(); svg.dataset.size = ""; return; }
     const size = pool.s.length, labelled = size <= K.labelledPool;
-    const columns = labelled ? K.poolColumns : K.wideColumns, cellSize = labelled ? K.cell : K.smallCell;
-    const pitch = cellSize + K.cellGap;
-    const width = Math.min(size, columns) * pitch;
-    const height = Math.max(1, Math.ceil(size / columns)) * pitch;
-    svg.setAttribute("viewBox", "0 0 " + width + " " + height);
-    svg.setAttribute("width", width);
-    svg.setAttribute("height", height);
+    const cellSize = labelled ? K.cell : K.smallCell, pitch = cellSize + K.cellGap;
+    const room = Math.max(8, Math.floor((frameSize(view)[0] - 4) / pitch));
+    const columns = Math.min(labelled ? K.poolColumns : K.wideColumns, room);
+    const shape = size + "/" + columns;
+    if (svg.dataset.size !== shape) {
+      svg.replaceChildren();
+      svg.dataset.size = shape;
+      const width = Math.min(size, columns) * pitch, height = Math.max(1, Math.ceil(size / columns)) * pitch;
+      svg.setAttribute("viewBox", "0 0 " + width + " " + height);
+      svg.setAttribute("width", width);
+      svg.setAttribute("height", height);
+      for (let block = 0; block < size; block++) {
+        const x = (block % columns) * pitch, y = Math.floor(block / columns) * pitch;
+        const cell = el("rect", { class: "cell", "data-block": block, x, y, width: cellSize, height: cellSize }, svg);
+        el("title", {}, cell);
+        el("rect", { class: "mark", x: x + 3, y: y + 3, width: cellSize - 6, height: cellSize - 6 }, svg);
+        if (labelled) {
+          el("text", { class: "cell-id", x: x + cellSize / 2, y: y + cellSize / 2 + 3.5, "text-anchor": "middle" }, svg)
+            .textContent = String(block);
+        }
+      }
+    }
     const changed = new Map();
     for (const change of K.poolChanges) {
       for (const block of pool[change] || []) changed.set(block, (changed.get(block) || []).concat([change]));
     }
+    const cells = svg.querySelectorAll("rect.cell"), marks = svg.querySelectorAll("rect.mark");
+    const labels = svg.querySelectorAll("text.cell-id");
+    if (svg.dataset.size !== view.poolShape) { view.poolShape = svg.dataset.size; view.poolShown = []; }
     for (let block = 0; block < size; block++) {
       const stateName = K.states[pool.s[block]], changes = changed.get(block) || [];
       const names = [stateName].concat(changes).join(" ");
-      const x = (block % columns) * pitch, y = Math.floor(block / columns) * pitch;
-      const cell = el("rect", {
-        class: "cell " + names + (highlight && highlight.has(block) ? " sub" : ""), "data-block": block,
-        "data-state": stateName, "data-change": changes.join(" "), x, y, width: cellSize, height: cellSize,
-      }, svg);
-      el("title", {}, cell).textContent = "#" + block + " " + names;
-      if (labelled) {
-        const label = el("text", { class: "cell-id " + stateName, x: x + cellSize / 2, y: y + cellSize / 2 + 3, "text-anchor": "middle" }, svg);
-        label.textContent = String(block);
-      }
+      const mark = names + (highlight && highlight.has(block) ? " sub" : "");
+      if (view.poolShown[block] === mark) continue;  // as drawn already
+      view.poolShown[block] = mark;
+      const cell = cells[block];
+      cell.setAttribute("class", "cell " + names + (highlight && highlight.has(block) ? " sub" : ""));
+      cell.dataset.state = stateName;
+      cell.dataset.change = changes.join(" ");
+      cell.firstChild.textContent = "#" + block + " " + stateName +
+        (changes.length ? ", " + changes.join(" and ") + " now" : "");
+      marks[block].setAttribute("class", "mark" + (changes.includes("allocated") ? " allocated" : ""));
+      if (labels.length) labels[block].setAttribute("class", "cell-id " + stateName);
     }
   }
 
   // ---------------------------------------------------------------- pan, zoom, minimap
+  // The frame's size, kept by a ResizeObserver: measuring it while drawing would make the
+  // browser lay the whole page out again at every step.
   function frameSize(view) {
-    const box = view.frame.getBoundingClientRect();
-    return [box.width || 800, box.height || 500];
+    if (!view.size) {
+      const box = view.frame.getBoundingClientRect();
+      if (!box.width) return [800, 500];
+      view.size = [box.width, box.height];
+    }
+    return view.size;
   }
   // Fit the whole tree, but never below a scale whose labels can still be read: past
   // that the minimap shows the whole and the view stays on what changed.
@@ -480,6 +557,20 @@
       applyView(view);
     });
     frame.addEventListener("pointerup", () => { drag = null; });
+    // On the frame itself (focused by Tab), the arrow keys pan the view.
+    frame.addEventListener("keydown", (event) => {
+      if (event.target !== frame) return;
+      const moves = { ArrowLeft: [-1, 0], ArrowRight: [1, 0], ArrowUp: [0, -1], ArrowDown: [0, 1] };
+      const move = moves[event.key];
+      if (!move) return;
+      event.preventDefault();
+      event.stopPropagation();
+      const [frameW, frameH] = frameSize(view);
+      view.x += move[0] * frameW / 4 / view.scale;
+      view.y += move[1] * frameH / 4 / view.scale;
+      view.touched = true;
+      applyView(view);
+    });
     view.minimap.addEventListener("click", (event) => {
       const box = view.minimap.getBoundingClientRect();
       const worldX = (event.clientX - box.left) / box.width * view.width;
@@ -491,7 +582,10 @@
       applyView(view);
     });
     if (window.ResizeObserver) {
-      new ResizeObserver(() => {
+      new ResizeObserver((entries) => {
+        const border = entries[entries.length - 1].borderBoxSize;
+        const box = border && border[0];
+        view.size = box && box.inlineSize ? [box.inlineSize, box.blockSize] : null;
         if (!view.width) return;
         if (view.touched) applyView(view); else focusView(view, view.highlight);
       }).observe(frame);
@@ -509,16 +603,38 @@
     link.textContent = rule;
     return link;
   }
-  // Text with every rule id in it a link to the rule's text.
+  // Text with every rule id in it a link to the rule's text, wrapping between words only:
+  // a word a browser could cut (at a hyphen: R-LRU-1, sglang-0.5.23, 6-7) is kept whole,
+  // and a long list or path wraps after its commas and slashes, nowhere else.
+  const CUTTABLE = /.[-/\u2010={[(]/;
   function linked(text) {
     const out = document.createDocumentFragment();
-    let at = 0;
-    for (const found of text.matchAll(RULE_TEXT)) {
-      out.append(text.slice(at, found.index), ruleLink(found[0]));
-      at = found.index + found[0].length;
+    for (const part of String(text).split(/(\s+)/)) {
+      if (!part) continue;
+      if (/^\s/.test(part) || !(CUTTABLE.test(part) || part.search(RULE_TEXT) >= 0)) {
+        out.append(part);
+        continue;
+      }
+      const pieces = part.length > 24 ? part.split(/(?<=[,/])/) : [part];
+      pieces.forEach((piece, i) => {
+        if (i) out.append(document.createElement("wbr"));
+        const span = document.createElement("span");
+        span.className = "nw";
+        let at = 0;
+        for (const found of piece.matchAll(RULE_TEXT)) {
+          span.append(piece.slice(at, found.index), ruleLink(found[0]));
+          at = found.index + found[0].length;
+        }
+        span.append(piece.slice(at));
+        out.append(span);
+      });
     }
-    out.append(text.slice(at));
     return out;
+  }
+  // An element's text, said with linked().
+  function say(element, text) {
+    element.replaceChildren(linked(text || ""));
+    return element;
   }
   function panel(name, index) {
     const section = document.createElement("section");
@@ -533,16 +649,18 @@
       '<p class="events-head"></p><div class="events"></div></div>' +
       '<div class="picture"><p class="sub-note" hidden><span class="sub-count"></span> <span class="sub-text"></span></p>' +
       '<p class="counts"></p><div class="pool-frame"></div>' +
-      '<div class="tree-frame"><p class="blank" hidden></p><svg class="minimap" hidden></svg>' +
+      '<div class="tree-frame" tabindex="0" role="group" aria-label="the tree (arrow keys pan, + and − zoom)">' +
+      '<p class="blank" hidden></p><svg class="minimap" aria-hidden="true" hidden></svg>' +
       '<div class="zoom"><button class="zoom-in" title="zoom in (+)">+</button>' +
       '<button class="zoom-out" title="zoom out (−)">−</button><button class="zoom-fit" title="fit (0)">fit</button>' +
-      '<button class="zoom-follow" title="frame what changed (f)">follow</button></div></div></div>' +
+      '<button class="zoom-follow" title="frame what changed (f)">follow</button></div></div>' +
+      '<p class="node-info" aria-live="polite"></p></div>' +
       '<div class="explain"><div class="rules-box"><h3></h3><ul class="rules"></ul></div>' +
       '<div class="why-box"><h3>why</h3><div class="why"></div></div></div>';
     section.querySelector("h2").textContent = index === 0 ? name + " (the spec)" : name;
     section.querySelector(".rules-box h3").textContent =
       index === 0 ? "rules that decided it" : "rules it follows or departs from";
-    const pool = el("svg", { class: "pool" }, section.querySelector(".pool-frame"));
+    const pool = el("svg", { class: "pool", role: "img" }, section.querySelector(".pool-frame"));
     const frame = section.querySelector(".tree-frame");
     const svg = el("svg", { class: "tree", "data-side": name }, frame);
     const minimap = section.querySelector(".minimap");
@@ -574,113 +692,152 @@
     document.body.classList.toggle("single", views.length === 1);
     // A reviewer's two columns need the room: the legend starts folded there.
     const legend = document.querySelector("#legend details");
-    if (legend && views.length > 1) legend.open = false;
+    const narrow = window.matchMedia && window.matchMedia("(max-width: 700px)").matches;
+    if (legend && (views.length > 1 || narrow)) legend.open = false;
   }
 
-  // The tree a side draws: the sub-step's (the state before the step for the walk), the
-  // adopted state when asked for, else the step's own.
-  function sideTree(side, frameIndex, column, sub) {
-    if (sub && sub.on === "before") {
-      const previous = frameIndex > 0 ? frames[frameIndex - 1].sides[column] : null;
-      if (!previous) return [];
-      const roots = previous.adopted ? previous.adopted.tree : previous.tree;
-      return cleanTree(roots.map(node));
+  // What a side draws: the adopted state when asked for (a whole side of its own: its
+  // outcome, tree, pool, counts, rules, why and sub-steps), else the step's own.
+  function shownSide(side, column) {
+    return state.adopted.has(column) && side.adopted ? { ...side.adopted, name: side.name } : side;
+  }
+  // A sub-step's pool: the step's own, each later sub-step's differing cells undone
+  // (spec/explain/page.py stores them so); its counts: the last ones given up to it.
+  function subPool(side, at) {
+    const cells = side.pool.s.split("");
+    for (let i = side.sub.length - 1; i >= at; i--) {
+      for (const [block, code] of side.sub[i].pool.ds || []) cells[block] = code;
     }
-    if (state.adopted.has(column) && side.adopted) return side.adopted.tree.map(node);
-    return side.tree.map(node);
+    return { ...side.sub[at].pool, s: cells.join("") };
+  }
+  function subCounts(side, at) {
+    for (let i = at; i >= 0; i--) if (side.sub[i].counts) return side.sub[i].counts;
+    return side.counts;
   }
   function subOf(side) {
     const list = side.sub || [];
     if (state.sub < 0 || !list.length) return null;
     return list[Math.min(state.sub, list.length - 1)];
   }
-  function fillSide(view, side, frame, frameIndex, animate) {
+  function fillSide(view, own, frame, frameIndex, animate) {
     const section = view.section;
     const column = view.index;
-    section.querySelector(".outcome").textContent = side.step + "  →  " + side.outcome;
+    const side = shownSide(own, column);
+    const showing = side !== own;
+    const sub = subOf(side);
+    const at = sub ? Math.min(state.sub, side.sub.length - 1) : -1;
+    say(section.querySelector(".outcome"), side.step + "  →  " + side.outcome);
     section.classList.toggle("failed", !side.ok);
     const note = section.querySelector(".side-note");
-    note.hidden = !side.note;
-    note.textContent = side.note || "";
+    note.hidden = !own.note;
+    say(note, own.note);
     const origin = section.querySelector(".origin");
-    origin.hidden = !side.origin;
-    origin.textContent = side.origin || "";
+    origin.hidden = !own.origin;
+    say(origin, own.origin);
     const adopted = section.querySelector(".adopted");
-    adopted.hidden = !side.adopted;
-    const showing = state.adopted.has(column) && side.adopted;
-    if (side.adopted) {
-      section.querySelector(".adopted-text").textContent = (showing ? "Drawn: the adopted state, " : "The kit then adopts ") +
-        DATA.names[1] + "'s choice (" + side.adopted.outcome + ") so the steps after this one stay comparable; " +
-        "the spec's own is " + (showing ? "its outcome above." : "drawn here.");
+    adopted.hidden = !own.adopted;
+    if (own.adopted) {
+      say(section.querySelector(".adopted-text"), (showing ? "Drawn: the adopted state, " : "The kit then adopts ") +
+        DATA.names[1] + "'s choice (" + own.adopted.outcome + ") so the steps after this one stay comparable; " +
+        (showing ? "the spec's own: " + own.outcome + "." : "the spec's own is drawn here."));
       section.querySelector(".show-adopted").textContent = showing ? "show the spec's own" : "show the adopted state";
     }
-    section.classList.toggle("showing-adopted", Boolean(showing));
-    section.querySelector(".counts").textContent = side.counts || "";
+    section.classList.toggle("showing-adopted", showing);
+    say(section.querySelector(".counts"), (sub ? subCounts(side, at) : side.counts) || "");
+    section.querySelector(".rules-box h3").textContent = column === 0 && !showing ?
+      "rules that decided it" : "rules it follows or departs from";
+    // Within a sub-step, the rules and the why that come later in the step say so.
+    const when = (first) => at < 0 || first < 0 ? "" : first > at ? "later" : first === at ? "now" : "done";
     const rules = section.querySelector(".rules");
     rules.replaceChildren();
     side.rules.forEach(([rule, reason], i) => {
       const verdict = (side.verdicts || [])[i] || "";
       const item = document.createElement("li");
-      item.className = verdict;
+      const moment = when((side.rulesAt || [])[i] ?? -1);
+      item.className = [verdict, moment].filter(Boolean).join(" ");
       item.dataset.rule = rule;
       if (verdict) {
         const mark = document.createElement("span");
         mark.className = "verdict";
-        mark.textContent = verdict === "follows" ? "✓ follows " : "✗ departs from ";
+        // The mark is the step's ruling's (spec/explain/ruling.py): the banner says the same.
+        mark.textContent = { follows: "✓ follows ", departs: "✗ departs from ", declared: "≈ declared: ",
+          note: "· " }[verdict] || "";
         item.append(mark);
       }
-      item.append(ruleLink(rule), " " + reason);
+      item.append(ruleLink(rule), " ", linked(reason));
+      if (moment === "later") item.append(laterMark());
       rules.appendChild(item);
     });
     const why = section.querySelector(".why");
     why.replaceChildren();
-    for (const [title, lines] of side.why) {
+    side.why.forEach(([title, lines], i) => {
       const part = document.createElement("div");
-      part.className = "why-part";
+      const moment = when((side.whyAt || [])[i] ?? -1);
+      part.className = "why-part" + (moment ? " " + moment : "");
       const head = document.createElement("h4");
       head.textContent = title;
+      if (moment === "later") head.append(laterMark());
       const body = document.createElement("pre");
       body.append(linked(lines.join("\n")));
       part.append(head, body);
       why.appendChild(part);
-    }
-    const sub = subOf(side);
+    });
     const subNote = section.querySelector(".sub-note");
     subNote.hidden = !sub;
     if (sub) {
-      section.querySelector(".sub-count").textContent =
-        "sub-step " + (Math.min(state.sub, side.sub.length - 1) + 1) + " of " + side.sub.length + ":";
+      section.querySelector(".sub-count").textContent = "sub-step " + (at + 1) + " of " + side.sub.length + ":";
       const text = section.querySelector(".sub-text");
-      text.replaceChildren(sub.t);
+      say(text, sub.t);
       if (sub.r) text.append(" (", ruleLink(sub.r), ")");
     }
     const highlight = sub ? new Set(sub.n) : null;
     view.highlight = highlight;
-    const pool = showing ? side.adopted.pool : side.pool;
-    drawPool(view.pool, pool, sub ? new Set(sub.b) : null);
-    const roots = sideTree(side, frameIndex, column, sub);
+    drawPool(view, sub ? subPool(side, at) : side.pool, sub ? new Set(sub.b) : null);
+    const roots = (sub ? sub.tree : side.tree).map(node);
     const [width, height] = drawTree(view, roots, highlight, animate);
     view.width = width;
     view.height = height;
     view.svg.dataset.step = String(frame.number - 1);
+    view.svg.dataset.sub = String(at);
     view.svg.dataset.width = fmt(width);
     view.svg.dataset.height = fmt(height);
-    view.svg.dataset.tree = sub && sub.on === "before" ? "before" : showing ? "adopted" : "step";
+    view.svg.dataset.tree = showing ? "adopted" : "step";
+    view.svg.dataset.clock = String((sub ? sub.clock : side.clock) ?? "");
     const blank = section.querySelector(".blank");
     blank.hidden = !side.blank;
-    blank.textContent = side.blank || "";
+    say(blank, side.blank);
     blank.classList.toggle("below", roots.length > 0);
+    view.pool.setAttribute("aria-label", "the pool: " + section.querySelector(".counts").textContent);
+    // Every difference is listed; past the first four they fold, one click (or key) away.
     const diffs = section.querySelector(".diffs");
     const differing = roots.length ? collectDiffs(roots) : [];
     diffs.hidden = !differing.length;
-    diffs.replaceChildren(...differing.slice(0, 6).map((text) => {
-      const item = document.createElement("li");
-      item.textContent = "≠ " + text;
-      return item;
-    }));
+    const item = (text) => {
+      const entry = document.createElement("li");
+      say(entry, "≠ " + text);
+      return entry;
+    };
+    diffs.replaceChildren(...differing.slice(0, 4).map(item));
+    if (differing.length > 4) {
+      const more = document.createElement("li");
+      const fold = document.createElement("details");
+      const summary = document.createElement("summary");
+      summary.textContent = (differing.length - 4) + " more differences";
+      const rest = document.createElement("ul");
+      rest.replaceChildren(...differing.slice(4).map(item));
+      fold.append(summary, rest);
+      more.append(fold);
+      diffs.append(more);
+    }
     drawMinimap(view);
     if (!view.touched) focusView(view, highlight); else applyView(view);
     fillEvents(view, side, frame);
+  }
+  function laterMark() {
+    const mark = document.createElement("span");
+    mark.className = "later-mark";
+    mark.textContent = " (later in this step)";
+    return mark;
   }
 
   // ---------------------------------------------------------------- KV events
@@ -718,7 +875,7 @@
     if (differs) {
       const where = document.createElement("span");
       where.className = "where";
-      where.textContent = "(marked ≠; compared as the kit compares them, first at " + frame.eventsDiffer + ")";
+      say(where, "(marked ≠; compared as the kit compares them, first at " + frame.eventsDiffer + ")");
       head.append(where);
     } else if (!count && !found) {
       head.append(linked(side.step.startsWith("reset") ? "none: a fresh cache has nothing to report" :
@@ -731,8 +888,8 @@
       part.className = "batch" + (batch.x ? " differs" : "");
       const title = document.createElement("p");
       title.className = "batch-head";
-      title.textContent = (batch.x ? "≠ " : "") + "batch " + (number + 1) + " of " + side.events.length +
-        (batch.ts !== undefined && batch.ts !== null ? " · ts " + batch.ts : "") + (batch.note ? " · " + batch.note : "");
+      say(title, (batch.x ? "≠ " : "") + "batch " + (number + 1) + " of " + side.events.length +
+        (batch.ts !== undefined && batch.ts !== null ? " · ts " + batch.ts : "") + (batch.note ? " · " + batch.note : ""));
       const items = document.createElement("ul");
       batch.lines.forEach((line) => {
         const item = document.createElement("li");
@@ -771,7 +928,8 @@
   // ---------------------------------------------------------------- stepping
   const slider = document.getElementById("slider");
   const counter = document.getElementById("counter");
-  const subCount = () => Math.max(0, ...frames[state.step].sides.map((side) => (side.sub || []).length));
+  const subCount = (step = state.step) =>
+    Math.max(0, ...frames[step].sides.map((side, i) => (shownSide(side, i).sub || []).length));
   function banner(id, show, build) {
     const element = document.getElementById(id);
     element.hidden = !show;
@@ -787,21 +945,21 @@
     slider.max = String(Math.max(frames.length - 1, 0));
     slider.value = String(state.step);
     const subs = subCount();
-    counter.textContent = "step " + (state.step + 1) + " of " + frames.length +
+    say(counter, "step " + (state.step + 1) + " of " + frames.length +
       (state.sub >= 0 && subs ? " · sub-step " + (Math.min(state.sub, subs - 1) + 1) + " of " + subs : "") +
-      (frame.trace ? " · trace " + frame.trace : "");
-    document.getElementById("step-note").textContent = frame.note || "";
+      (frame.trace ? " · trace " + frame.trace : ""));
+    say(document.getElementById("step-note"), frame.note);
     const names = DATA.names;
     banner("step-declared", frame.declared && frame.declared.length, (element) => {
       element.append("declared: ");
       frame.declared.forEach(([rule, reason], i) => {
         if (i) element.append("; ");
-        element.append(ruleLink(rule), " (" + reason.replace(/^declared: /, "") + ")");
+        element.append(ruleLink(rule), " ", linked("(" + reason.replace(/^declared: /, "") + ")"));
       });
       const outcomes = frame.sides.map((side) => side.name + " " + side.outcome.replace(/^cached \d+ tokens: /, ""));
       const both = document.createElement("span");
       both.className = "both";
-      both.textContent = " — both outcomes shown: " + outcomes.join("; ");
+      both.append(" — ", linked("both outcomes shown: " + outcomes.join("; ")));
       element.append(both);
     });
     const major = frame.differs !== null && frame.differs !== undefined && (!frame.minor || state.minor);
@@ -812,16 +970,16 @@
         if (i) element.append(", ");
         element.append(rule === "?" ? "?" : ruleLink(rule));
       });
-      element.append(": " + names[1] + " " + (frame.cause || "parts ways with the reference"));
+      element.append(": ", linked(names[1] + " " + (frame.cause || "parts ways with the reference")));
       const where = document.createElement("span");
       where.className = "where";
-      where.textContent = " (at " + frame.differs + ")";
+      where.append(" ", linked("(at " + frame.differs + ")"));
       element.append(where);
     }).classList.toggle("safety", Boolean(frame.safety));
     banner("step-minor", frame.differs !== null && frame.differs !== undefined && frame.minor && !state.minor, (element) => {
       element.append("≈ stamps only: ");
       frame.rules.forEach((rule, i) => { if (i) element.append(", "); element.append(ruleLink(rule)); });
-      element.append(" — " + names[1] + "'s recency differs, nothing else; folded (m shows stamp-only differences)");
+      element.append(" — ", linked(names[1] + "'s recency differs, nothing else; folded (m shows stamp-only differences)"));
     });
     document.body.classList.toggle("differs", major);
     banner("step-waived", Boolean(frame.waived) && !(frame.declared && frame.declared.length), (element) => {
@@ -834,11 +992,22 @@
       tick.classList.toggle("current", +tick.dataset.step === state.step);
     });
     const hash = "#step=" + (state.step + 1) + (state.sub >= 0 ? "&sub=" + (state.sub + 1) : "");
-    if (location.hash !== hash && !location.hash.startsWith("#rule-")) history.replaceState(null, "", hash);
+    address(hash);
     document.getElementById("play").textContent = state.playing ? "❚❚ pause" : "▶ play";
     document.getElementById("subs").setAttribute("aria-pressed", String(state.subs));
     document.getElementById("follow").setAttribute("aria-pressed", String(state.follow));
     document.getElementById("animate").setAttribute("aria-pressed", String(state.animate));
+  }
+  // The address follows the step, at most a few times a second (browsers throttle
+  // history updates made faster, and each one costs).
+  let addressTimer = null, wanted = "";
+  function address(hash) {
+    wanted = hash;
+    if (addressTimer !== null) return;
+    addressTimer = setTimeout(() => {
+      addressTimer = null;
+      if (location.hash !== wanted && !location.hash.startsWith("#rule-")) history.replaceState(null, "", wanted);
+    }, 150);
   }
   function go(step, sub) {
     const target = Math.max(0, Math.min(frames.length - 1, step));
@@ -855,8 +1024,8 @@
     const next = state.sub + delta;
     if (next < -1 || (next === -1 && delta < 0)) {
       if (state.step === 0) return;
-      const previous = frames[state.step - 1].sides.map((side) => (side.sub || []).length);
-      return go(state.step - 1, Math.max(...previous) ? Math.max(...previous) - 1 : -1);
+      const previous = subCount(state.step - 1);
+      return go(state.step - 1, previous ? previous - 1 : -1);
     }
     if (next >= subs) return go(state.step + 1, 0);
     state.sub = next;
@@ -931,7 +1100,14 @@
     render(false);
   }
   const ruleView = document.getElementById("rule-view");
-  document.getElementById("rule-close").addEventListener("click", () => { ruleView.hidden = true; });
+  let ruleFrom = null;  // the link that opened the rule's text: the keyboard goes back to it
+  function closeRule() {
+    if (ruleView.hidden) return;
+    ruleView.hidden = true;
+    if (ruleFrom && document.contains(ruleFrom)) ruleFrom.focus();
+    ruleFrom = null;
+  }
+  document.getElementById("rule-close").addEventListener("click", closeRule);
   document.addEventListener("click", (event) => {
     const link = event.target.closest && event.target.closest("a.rule");
     if (!link) return;
@@ -941,10 +1117,15 @@
     document.getElementById("rule-body").innerHTML = text.innerHTML;
     ruleView.dataset.rule = link.dataset.rule;
     ruleView.hidden = false;
+    ruleFrom = link;
+    ruleView.focus();
   });
   document.addEventListener("keydown", (event) => {
     const typing = event.target.closest && event.target.closest("input:not([type=range]), textarea, select");
     if (typing) return;
+    // Space and Enter press the focused button, link or node (their own meaning first).
+    const pressable = event.target.closest && event.target.closest("button, a, summary, [role=button]");
+    if (pressable && (event.key === " " || event.key === "Enter")) return;
     if (event.target === slider && (event.key === "ArrowLeft" || event.key === "ArrowRight")) {
       event.preventDefault();
     }
@@ -953,7 +1134,7 @@
       ",": () => subStep(-1), ".": () => subStep(1),
       Home: () => go(0), End: () => go(frames.length - 1),
       d: first, n: () => { const found = nextDifference(state.step); if (found !== null) go(found); },
-      c: foldAll, Escape: () => { ruleView.hidden = true; },
+      c: foldAll, Escape: closeRule,
       " ": () => setPlaying(!state.playing), s: toggles.subs, f: toggles.follow, a: toggles.animate,
       m: toggles.minor,
       "+": () => views.forEach((view) => zoom(view, 1.25)),
@@ -968,6 +1149,8 @@
   });
   // #step=N (1-based) and &sub=K open that step (and sub-step).
   function fromHash() {
+    clearTimeout(addressTimer);  // the address asked for wins over one still to be written
+    addressTimer = null;
     const found = /step=(\d+)(?:&sub=(\d+))?/.exec(location.hash);
     if (!found) return false;
     if (found[2]) state.subs = true;
@@ -989,6 +1172,10 @@
       go(step === undefined ? frames.length - 1 : step);
     },
     state,
+    // For tests and for scripting the page: open step (0-based) at sub-step (-1: none).
+    go(step, sub) { state.subs = sub >= 0; go(step, sub); },
+    subCount,
+    steps: () => frames.length,
   };
   buildPanels();
   buildTicks();

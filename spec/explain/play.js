@@ -15,15 +15,53 @@
     for (const id of ["play-input", "play-tokens", "play-namespace"]) $(id).disabled = !tokens;
     $("play-pin").disabled = !tokens;
     $("play-number-label").hidden = !(op in NUMBER);
-    $("play-number-label").firstChild.textContent = (NUMBER[op] || "number") + " ";
+    $("play-number").disabled = !(op in NUMBER);
+    $("play-number-label").firstChild.textContent = NUMBER[op] || "number";
     $("play-block-label").hidden = op !== "reset";
+    $("play-block").disabled = op !== "reset";
+    // A pool is 1 to MAX_POOL blocks; a count, a lease or a reader any whole number.
+    $("play-number").min = op === "reset" ? "1" : "0";
+    if (op === "reset") $("play-number").max = $("play-number").dataset.maxPool;
+    else $("play-number").removeAttribute("max");
+    checkTokens();
   }
+  // The checks the browser can make before anything is sent (the server makes them again):
+  // a prompt is typed, token ids are whole numbers (digits, apart by spaces or commas), at
+  // most MAX_TOKENS tokens (UTF-8 bytes as text). A field the browser refuses says why
+  // where the server's refusals are said.
+  function checkTokens() {
+    const field = $("play-tokens"), text = field.value, most = +field.dataset.maxTokens;
+    let problem = "";
+    if (!field.disabled && text) {
+      if ($("play-input").value === "ids") {
+        const words = text.split(/[ ,]+/).filter(Boolean);
+        const bad = words.find((word) => !/^[0-9]+$/.test(word));
+        const count = words.length;
+        if (bad !== undefined) problem = "'" + bad.slice(0, 40) + "' is not a token id (a whole number)";
+        else if (count > most) problem = count + " tokens: the playground takes at most " + most;
+      } else {
+        const count = new TextEncoder().encode(text).length;
+        if (count > most) problem = count + " tokens: the playground takes at most " + most;
+      }
+    }
+    field.setCustomValidity(problem);
+  }
+  function refuse(message) {
+    error.textContent = message;
+    error.hidden = false;
+  }
+  form.addEventListener("invalid", (event) => {
+    const field = event.target;
+    const name = field.getAttribute("aria-label") || (field.labels[0] ? field.labels[0].textContent.trim() : "");
+    refuse((name ? name + ": " : "") + field.validationMessage);
+  }, true);
+  $("play-tokens").addEventListener("input", checkTokens);
+  $("play-input").addEventListener("change", checkTokens);
   async function send(path, body) {
     const response = await fetch(path, { method: "POST", headers: { "Content-Type": "application/json" }, body });
     const answer = await response.json();
     if (!response.ok) {
-      error.textContent = answer.error || "the server refused the request";
-      error.hidden = false;
+      refuse(answer.error || "the server refused the request");
       return;
     }
     error.hidden = true;

@@ -11,7 +11,8 @@ which ``explain TRACE`` (or ``explain --serve TRACE``) opens again anywhere.
 One process, the standard library's :class:`http.server.ThreadingHTTPServer` on the
 loopback interface only (no dependency, nothing reachable from elsewhere). The session is
 kept as its list of steps and recorded again after each change (a few milliseconds for the
-sizes a person types); a lock serialises changes. Routes:
+sizes a person types); a lock serialises changes. The routes, described by the OpenAPI 3.1
+document ``openapi.json`` beside this module (served at ``GET /openapi.json``):
 
 ========================  ==========================================================
 ``GET /``                 the page
@@ -24,7 +25,21 @@ sizes a person types); a lock serialises changes. Routes:
                           schemes) or off (``{"scheme": ""}``): every reset of the session
                           names the scheme and each step shows the batches it emitted
 ``GET /trace.jsonl``      the session as a trace file
+``GET /openapi.json``     the API's description
 ========================  ==========================================================
+
+**Who may use it.** The playground has no authentication, so every request passes
+:class:`~kachedb_radix.spec.inputs.http.RequestGuard` first: a ``Host`` that is not this
+server's loopback address is refused (421: a page on another name rebound to 127.0.0.1),
+and so is a write whose ``Origin`` is another site's (403: any page the user visits could
+otherwise POST a ``text/plain`` body to it). Every answer is strict JSON (or the page,
+or the trace); an error in a handler is a 500 with a one-line message, never a reset
+connection. **How much.** A body is at most ``LIMITS["http_body_bytes"]``, JSON nests at
+most ``LIMITS["json_depth"]`` levels, a session (typed or loaded) holds at most
+``LIMITS["playground_steps"]`` steps, a step at most ``LIMITS["playground_tokens"]``
+tokens, and a reset (the form's or a loaded trace's, its tiers too) at most
+``LIMITS["playground_blocks"]`` blocks of at most ``LIMITS["playground_block_size"]``
+tokens.
 
 With events on (the form's "KV events" choice, or ``explain --serve --events``), each step
 lists the KV event batches the reference emitted (R-EVENT-*): what a router fed by this
@@ -34,16 +49,23 @@ cache would be told. The saved trace keeps the scheme in its resets.
 from __future__ import annotations
 
 import json
+import logging
+import re
 import threading
+from collections.abc import Mapping
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any, Final
 
 from kachedb_radix.reference.events import DEFAULT_SEED, SCHEMES
 
 from ..conform.operations import BY_NAME
 from ..conform.replay import TraceError, parse_trace
 from ..conform.steps import Step, resets
+from ..inputs import LIMITS, InputError, dumps_json, loads_json_object
+from ..inputs.http import HttpRefusal, RequestGuard, header_lists
 from .events import with_events, without_events
 from .page import page_data, page_html
 from .record import RecordError, record
@@ -53,10 +75,17 @@ from .view import frame_views
 DEFAULT_BLOCKS, DEFAULT_BLOCK_SIZE = 24, 4
 
 #: The most steps a session keeps (each change records the session again).
-MAX_STEPS = 2000
+MAX_STEPS = LIMITS["playground_steps"].maximum
 
 #: The most tokens one step may carry, and the largest pool a reset may ask for.
-MAX_TOKENS, MAX_POOL = 4096, 4096
+MAX_TOKENS, MAX_POOL = LIMITS["playground_tokens"].maximum, LIMITS["playground_blocks"].maximum
+#: The most tokens a block of a reset may hold.
+MAX_BLOCK_SIZE = LIMITS["playground_block_size"].maximum
+
+#: The OpenAPI 3.1 document of the playground's API (committed; served as it is).
+OPENAPI = Path(__file__).with_name("openapi.json")
+
+log = logging.getLogger("kachedb_radix.explain.serve")
 
 #: The operations the form offers.
 FORM_OPS = ("match", "insert", "release", "evict", "reader", "leave", "reset")
@@ -68,21 +97,27 @@ class PlayError(ValueError):
 
 def tokenize(text: str, mode: str) -> list[int]:
     """The tokens of ``text``: ``mode`` ``"text"`` is the byte tokenizer (each UTF-8 byte
-    one token, 0-255); ``"ids"`` reads integers separated by spaces or commas (any
-    integer: the tree itself refuses what is not a token, R-TOK-3). O(len(text)).
+    one token, 0-255); ``"ids"`` reads whole numbers (ASCII digits) separated by spaces or
+    commas (any size: the tree itself refuses what is not a token, R-TOK-3).
+    O(len(text)).
 
     Raises:
-        PlayError: an unknown mode, a word that is not an integer, too many tokens.
+        PlayError: an unknown mode, a word that is not a whole number, text that is not
+            Unicode (a lone surrogate), too many tokens.
     """
     if mode == "text":
-        tokens = list(text.encode("utf-8"))
+        try:
+            tokens = list(text.encode("utf-8"))
+        except UnicodeEncodeError:
+            raise PlayError("the prompt is not Unicode text (a lone surrogate)") from None
     elif mode == "ids":
         tokens = []
-        for word in text.replace(",", " ").split():
-            try:
-                tokens.append(int(word))
-            except ValueError:
-                raise PlayError(f"{word!r} is not a token id (an integer)") from None
+        for word in re.split("[ ,]+", text):
+            if not word:
+                continue
+            if not (word.isascii() and word.isdigit()):
+                raise PlayError(f"{word[:40]!r} is not a token id (a whole number)")
+            tokens.append(int(word))
     else:
         raise PlayError(f"unknown input mode {mode!r}: text or ids")
     if len(tokens) > MAX_TOKENS:
@@ -90,46 +125,102 @@ def tokenize(text: str, mode: str) -> list[int]:
     return tokens
 
 
+#: The type every field of the form must have, whichever operation reads it.
+_FIELD_TYPES: dict[str, tuple[type, ...]] = {
+    "tokens": (str,),
+    "input": (str,),
+    "namespace": (str, type(None)),
+    "pin": (bool,),
+    "number": (int, float, str),
+    "block_size": (int, float, str),
+}
+
+
 def form_step(fields: dict[str, Any]) -> Step:
     """The trace step the form's ``fields`` ask for. O(tokens).
 
-    Fields: ``op`` (one of :data:`FORM_OPS`), ``tokens`` and ``input`` (``text`` or
-    ``ids``) for match and insert, ``namespace`` ("" for the default), ``pin``, and
-    ``number``: the count to evict, the lease to release, the reader to leave, or the pool
-    size of a reset (with ``block_size``).
+    Fields (``openapi.json``'s ``Fields``): ``op`` (one of :data:`FORM_OPS`),
+    ``tokens`` (text) and ``input`` (``text`` or ``ids``) for match and insert,
+    ``namespace`` ("" or null for the default), ``pin``, and ``number``: the count to
+    evict, the lease to release, the reader to leave, or the pool size of a reset (with
+    ``block_size``); a number is a whole number or its decimal digits. Every field is
+    checked for its type, whichever operation reads it; no other field is taken.
 
     Raises:
-        PlayError: an unknown operation, a missing or malformed field.
+        PlayError: an unknown operation or field, a missing or malformed one.
     """
     op = fields.get("op")
     if op not in FORM_OPS:
-        raise PlayError(f"unknown operation {op!r}: one of {', '.join(FORM_OPS)}")
+        raise PlayError(f"unknown operation {str(op)[:40]!r}: one of {', '.join(FORM_OPS)}")
+    for name, value in fields.items():
+        if name == "op":
+            continue
+        kinds = _FIELD_TYPES.get(name)
+        if kinds is None:
+            raise PlayError(f"unknown field {name[:40]!r}")
+        whole = not isinstance(value, float) or value.is_integer()
+        if not isinstance(value, kinds) or (isinstance(value, bool) and bool not in kinds):
+            raise PlayError(f"the field {name!r} has the wrong type ({type(value).__name__})")
+        if not whole:
+            raise PlayError(f"the field {name!r} must be a whole number, not {value!r}")
+        if isinstance(value, str) and name == "tokens" and len(value) > MAX_TOKENS:
+            raise PlayError(f"{len(value):,} characters of prompt: at most {MAX_TOKENS:,}")
+    if fields.get("input", "text") not in ("text", "ids"):
+        raise PlayError(f"unknown input mode {str(fields['input'])[:40]!r}: text or ids")
+    namespace = fields.get("namespace")
+    if namespace is not None and not _unicode(namespace):
+        raise PlayError("the namespace is not Unicode text (a lone surrogate)")
     row = BY_NAME[op]  # the form's fields are the row's arguments
     if row.prompts:
-        tokens = tokenize(str(fields.get("tokens", "")), str(fields.get("input", "text")))
+        if "tokens" not in fields:
+            raise PlayError("type a prompt (text, or token ids) first")
+        mode = fields.get("input", "text")
+        tokens = tokenize(fields["tokens"], mode)
         if not tokens:
             raise PlayError("type a prompt (text, or token ids) first")
-        namespace = str(fields.get("namespace") or "") or None
-        return {"op": op, "tokens": tokens, "namespace": namespace, "pin": bool(fields.get("pin"))}
+        pin = fields.get("pin", False)
+        step: Step = {"op": op, "tokens": tokens, "namespace": namespace or None, "pin": pin}
+        if mode == "text":
+            # The prompt as typed: the page shows it beside its byte ids (the step's note).
+            step["note"] = f"typed as text: {json.dumps(fields['tokens'], ensure_ascii=False)}"
+        return step
     if not row.arguments:
         return {"op": op}
     number = _number(fields.get("number"), op)
     if not row.resets:  # its one argument: the count, the lease or the reader
         return {"op": op, row.arguments[0].name: number}
     size = _number(fields.get("block_size"), op)
-    if not 1 <= number <= MAX_POOL or not 1 <= size <= 64:
-        raise PlayError(f"a pool of 1 to {MAX_POOL} blocks, of 1 to 64 tokens each")
+    if not 1 <= number <= MAX_POOL or not 1 <= size <= MAX_BLOCK_SIZE:
+        raise PlayError(f"a pool of 1 to {MAX_POOL} blocks, of 1 to {MAX_BLOCK_SIZE} tokens each")
     return {"op": op, "num_blocks": number, "block_size": size, "trace": "playground"}
 
 
-def _number(value: Any, op: str) -> int:
+def _unicode(text: str) -> bool:
     try:
-        number = int(str(value).strip())
-    except ValueError:
-        raise PlayError(f"{op} needs a whole number, not {value!r}") from None
-    if number < 0:
-        raise PlayError(f"{op} needs a number of 0 or more, not {number}")
-    return number
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+#: The largest number a field takes (19 digits).
+MAX_NUMBER = 10**19 - 1
+
+
+def _number(value: Any, op: str) -> int:
+    """A whole number from 0 to :data:`MAX_NUMBER`: an int, a float with no fraction
+    (JSON does not tell ``2`` from ``2.0``), or its decimal digits (as the page's
+    inputs send it)."""
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    digits = isinstance(value, str) and value.isascii() and value.isdigit()
+    if digits and len(value.lstrip("0")) <= 19:  # leading zeros are no size
+        value = int(value)
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise PlayError(f"{op} needs a whole number, not {str(value)[:40]!r}")
+    if not 0 <= value <= MAX_NUMBER:
+        raise PlayError(f"{op} needs a number from 0 to {MAX_NUMBER}, not {value}")
+    return value
 
 
 class Session:
@@ -164,8 +255,11 @@ class Session:
         when events are on); its data. O(recording).
 
         Raises:
-            PlayError: the steps cannot be recorded (the session is unchanged).
+            PlayError: more than :data:`MAX_STEPS` steps, or the steps cannot be recorded
+                (the session is unchanged).
         """
+        if len(steps) > MAX_STEPS:
+            raise PlayError(f"{len(steps):,} steps: a session holds at most {MAX_STEPS:,}")
         with self.lock:
             if self.events is not None:
                 steps = with_events(steps, self.events)
@@ -224,7 +318,7 @@ class Session:
 
     def trace(self) -> str:
         """The session as JSON lines (a trace the kit and ``explain`` read)."""
-        return "".join(json.dumps(step) + "\n" for step in self.steps)
+        return "".join(dumps_json(step) + "\n" for step in self.steps)
 
     def page(self) -> str:
         """The whole page, the form above it."""
@@ -263,13 +357,14 @@ _FORM = """<section id="playground" aria-label="playground"><form id="play-form"
 <option value="reset">reset the pool</option></select>
 <select id="play-input" aria-label="input"><option value="text">text (bytes)</option>
 <option value="ids">token ids</option></select>
-<input id="play-tokens" type="text" aria-label="prompt" placeholder="a prompt, or token ids">
+<input id="play-tokens" type="text" aria-label="prompt" placeholder="a prompt, or token ids"
+ required data-max-tokens="$max_tokens">
 <input id="play-namespace" type="text" aria-label="namespace" placeholder="namespace" size="9">
 <label><input type="checkbox" id="play-pin"> pin</label>
-<label id="play-number-label">number <input id="play-number" type="number" min="0" value="1"
- style="width: 5em"></label>
+<label id="play-number-label"><span>number</span> <input id="play-number" type="number" min="0"
+ step="1" value="1" required data-max-pool="$max_pool" style="width: 5em"></label>
 <label id="play-block-label">tokens per block <input id="play-block" type="number" min="1"
- value="4" style="width: 4em"></label>
+ max="64" step="1" value="4" required style="width: 4em"></label>
 <label title="what a router fed by this cache is told, step by step (R-EVENT-*)">KV events
 <select id="play-events" aria-label="KV events"><option value="">off</option>
 $schemes</select></label>
@@ -278,8 +373,28 @@ $schemes</select></label>
 <a id="play-trace" href="/trace.jsonl" download="playground.jsonl">save the session</a>
 <label>open a trace <input type="file" id="play-load" accept=".jsonl,.json,.txt"></label>
 </form><p id="play-error" role="alert" hidden></p></section>"""
-FORM = _FORM.replace(
-    "$schemes", "".join(f'<option value="{name}">{name}</option>' for name in SCHEMES)
+FORM = (
+    _FORM.replace(
+        "$schemes", "".join(f'<option value="{name}">{name}</option>' for name in SCHEMES)
+    )
+    .replace("$max_tokens", str(MAX_TOKENS))
+    .replace("$max_pool", str(MAX_POOL))
+)
+
+
+#: The playground's routes and the method each takes.
+ROUTES: Final[Mapping[str, str]] = MappingProxyType(
+    {
+        "/": "GET",
+        "/index.html": "GET",
+        "/api/data": "GET",
+        "/trace.jsonl": "GET",
+        "/openapi.json": "GET",
+        "/api/step": "POST",
+        "/api/undo": "POST",
+        "/api/load": "POST",
+        "/api/events": "POST",
+    }
 )
 
 
@@ -288,60 +403,124 @@ class _Handler(BaseHTTPRequestHandler):
 
     server: PlayServer
 
+    #: The routes and their methods (anything else on them: 405 with ``Allow``).
+    routes = ROUTES
+
     def log_message(self, format: str, *args: Any) -> None:
         """Quiet: a request log would drown the terminal the command runs in."""
 
+    def send_error(self, code: int, message: str | None = None, explain: str | None = None) -> None:
+        """The standard library's own refusals (a malformed request line, headers too
+        long) as JSON, like every other answer."""
+        self.close_connection = True
+        text = message or HTTPStatus(code).phrase
+        self._json(HTTPStatus(code), {"error": " ".join(text.split())})
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("do_"):  # a method no route takes: 405, not the library's 501
+            return self._not_allowed
+        raise AttributeError(name)
+
+    def _not_allowed(self) -> None:
+        path = self.path.split("?", 1)[0]
+        if self._guarded(self.command) is None:
+            return
+        if path not in self.routes:
+            self._json(HTTPStatus.NOT_FOUND, {"error": f"no such page: {path[:80]}"})
+            return
+        allowed = self.routes[path]
+        message = f"{self.command[:20]} is not allowed on {path} ({allowed} is)"
+        self._json(HTTPStatus.METHOD_NOT_ALLOWED, {"error": message}, {"Allow": allowed})
+
+    def _guarded(self, method: str) -> int | None:
+        """The body's length when the request may be served; else None, refused."""
+        try:
+            return self.server.guard.check(method, header_lists(self.headers.items()))
+        except HttpRefusal as refusal:
+            self.close_connection = True
+            self._json(HTTPStatus(refusal.status), {"error": str(refusal)})
+            return None
+
     def do_GET(self) -> None:
+        if self._guarded("GET") is None:
+            return
+        try:
+            self._get()
+        except Exception as exc:  # a bug: say so in one line, keep serving
+            self._failed(exc)
+
+    def _get(self) -> None:
         session = self.server.session
-        if self.path in ("/", "/index.html") or self.path.startswith("/?"):
+        path = self.path.split("?", 1)[0]
+        if path in ("/", "/index.html"):
             self._send(HTTPStatus.OK, session.page(), "text/html; charset=utf-8")
-        elif self.path == "/api/data":
+        elif path == "/api/data":
             self._json(HTTPStatus.OK, session.data)
-        elif self.path == "/trace.jsonl":
+        elif path == "/trace.jsonl":
             self._send(
                 HTTPStatus.OK,
                 session.trace(),
                 "application/x-ndjson; charset=utf-8",
                 {"Content-Disposition": 'attachment; filename="playground.jsonl"'},
             )
+        elif path == "/openapi.json":
+            self._send(HTTPStatus.OK, OPENAPI.read_text("utf-8"), "application/json")
+        elif path in self.routes:
+            self._not_allowed()
         else:
-            self._json(HTTPStatus.NOT_FOUND, {"error": f"no such page: {self.path}"})
+            self._json(HTTPStatus.NOT_FOUND, {"error": f"no such page: {path[:80]}"})
 
     def do_POST(self) -> None:
-        session = self.server.session
+        length = self._guarded("POST")
+        if length is None:
+            return
         try:
-            body = self._body()
-            if self.path == "/api/step":
-                fields = json.loads(body or "{}")
-                if not isinstance(fields, dict):
-                    raise PlayError("send the form's fields as a JSON object")
+            self._post(length)
+        except Exception as exc:  # a bug: say so in one line, keep serving
+            self._failed(exc)
+
+    def _post(self, length: int) -> None:
+        session = self.server.session
+        path = self.path.split("?", 1)[0]
+        try:
+            body = self.rfile.read(length).decode("utf-8")
+        except UnicodeDecodeError as exc:
+            self._json(HTTPStatus.BAD_REQUEST, {"error": f"the body is not UTF-8 ({exc.reason})"})
+            return
+        try:
+            if path == "/api/step":
+                fields = loads_json_object(body or "{}", "the form's fields")
                 data = session.apply(form_step(fields))
-            elif self.path == "/api/undo":
+            elif path == "/api/undo":
+                if body.strip():  # the page sends {}; nothing else is an undo
+                    loads_json_object(body, "an undo's body")
                 data = session.undo()
-            elif self.path == "/api/load":
+            elif path == "/api/load":
                 data = session.load(_trace(body))
-            elif self.path == "/api/events":
-                fields = json.loads(body or "{}")
-                if not isinstance(fields, dict) or not isinstance(fields.get("scheme"), str):
-                    raise PlayError('send {"scheme": NAME} (or "" for off)')
+            elif path == "/api/events":
+                fields = loads_json_object(body or "{}", "the events choice")
+                if set(fields) != {"scheme"} or not isinstance(fields["scheme"], str):
+                    raise PlayError('send {"scheme": NAME} (or "" for off), nothing else')
                 data = session.set_events(fields["scheme"])
-            else:
-                self._json(HTTPStatus.NOT_FOUND, {"error": f"no such action: {self.path}"})
+            elif path in self.routes:
+                self._not_allowed()
                 return
-        except (PlayError, json.JSONDecodeError, UnicodeDecodeError) as exc:
+            else:
+                self._json(HTTPStatus.NOT_FOUND, {"error": f"no such action: {path[:80]}"})
+                return
+        except (InputError, PlayError) as exc:
             self._json(HTTPStatus.BAD_REQUEST, {"error": str(exc)})
             return
         self._json(HTTPStatus.OK, data)
 
-    def _body(self) -> str:
-        length = int(self.headers.get("Content-Length") or 0)
-        if length > 16 * 2**20:
-            raise PlayError("the request is too large (16 MiB at most)")
-        return self.rfile.read(length).decode("utf-8")
+    def _failed(self, exc: Exception) -> None:
+        log.error("a playground handler failed", exc_info=exc)
+        text = " ".join(f"{type(exc).__name__}: {exc}".split())[:200]
+        self.close_connection = True
+        self._json(HTTPStatus.INTERNAL_SERVER_ERROR, {"error": f"internal error ({text})"})
 
-    def _json(self, status: HTTPStatus, value: Any) -> None:
-        text = json.dumps(value, separators=(",", ":"))
-        self._send(status, text, "application/json")
+    def _json(self, status: HTTPStatus, value: Any, headers: dict[str, str] | None = None) -> None:
+        self._send(status, dumps_json(value), "application/json", headers)
 
     def _send(
         self, status: HTTPStatus, text: str, kind: str, headers: dict[str, str] | None = None
@@ -351,15 +530,32 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_header("Content-Type", kind)
         self.send_header("Content-Length", str(len(payload)))
         self.send_header("Cache-Control", "no-store")
+        self.send_header("X-Content-Type-Options", "nosniff")
         for name, value in (headers or {}).items():
             self.send_header(name, value)
         self.end_headers()
-        self.wfile.write(payload)
+        if self.command != "HEAD":
+            self.wfile.write(payload)
 
 
 def _trace(text: str) -> list[Step]:
+    """The steps of an uploaded trace, each line depth-capped JSON, the session's caps
+    checked before anything is recorded. O(size).
+
+    Raises:
+        PlayError: not a trace, or a cap exceeded (naming the line).
+    """
+    lines = [line for line in text.splitlines() if line.strip()]
+    if len(lines) > MAX_STEPS:
+        raise PlayError(f"{len(lines):,} steps: a session holds at most {MAX_STEPS:,}")
+    for number, line in enumerate(lines, 1):
+        try:
+            step = loads_json_object(line, f"not a trace: line {number}")
+        except InputError as exc:
+            raise PlayError(str(exc)) from None
+        _check_caps(step, number)
     try:
-        steps = parse_trace(text.splitlines(), "the uploaded trace")
+        steps = parse_trace(lines, "the uploaded trace")
     except TraceError as exc:
         raise PlayError(f"not a trace: {exc}") from None
     if not steps or not resets(steps[0]):
@@ -367,15 +563,39 @@ def _trace(text: str) -> list[Step]:
     return steps
 
 
+def _check_caps(step: dict[str, Any], number: int) -> None:
+    """Refuse a step of a loaded trace that the form would refuse for its size."""
+    tokens: Any = step.get("tokens")
+    if isinstance(tokens, list | str) and len(tokens) > MAX_TOKENS:
+        raise PlayError(f"line {number}: {len(tokens):,} tokens, at most {MAX_TOKENS:,} a step")
+    if not resets(step):
+        return
+    sizes: list[tuple[str, object, int]] = [
+        ("num_blocks", step.get("num_blocks"), MAX_POOL),
+        ("block_size", step.get("block_size"), MAX_BLOCK_SIZE),
+    ]
+    tiers = step.get("tiers")
+    if isinstance(tiers, dict):
+        sizes += [(f"tiers.{k}", v, MAX_POOL) for k, v in tiers.items() if k != "write_through"]
+    for name, value, cap in sizes:
+        if isinstance(value, int) and not isinstance(value, bool) and value > cap:
+            raise PlayError(
+                f"line {number}: a reset's {name} of {value:,}: the playground takes at most "
+                f"{cap:,}"
+            )
+
+
 class PlayServer(ThreadingHTTPServer):
-    """The playground's server: loopback only, one session. Stop it with
-    :meth:`shutdown` (from another thread) and :meth:`server_close`."""
+    """The playground's server: loopback only, one session, every request through the
+    guard (the module docstring). Stop it with :meth:`shutdown` (from another thread)
+    and :meth:`server_close`."""
 
     daemon_threads = True
 
     def __init__(self, session: Session, port: int = 0, host: str = "127.0.0.1") -> None:
         self.session = session
         super().__init__((host, port), _Handler)
+        self.guard = RequestGuard(host, self.server_address[1])
 
     @property
     def url(self) -> str:

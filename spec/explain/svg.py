@@ -30,7 +30,7 @@ from .view import Node
 
 #: Block cells per row of the pool strip, and a cell's size and spacing.
 POOL_COLUMNS = 40
-CELL, CELL_GAP = 16, 2
+CELL, CELL_GAP = 20, 2
 
 #: Pools up to this many blocks have each cell numbered with its block id; larger ones
 #: are drawn with :data:`SMALL_CELL` cells, :data:`WIDE_COLUMNS` to a row, unnumbered.
@@ -62,11 +62,12 @@ text { font: 11.5px ui-monospace, 'DejaVu Sans Mono', Menlo, monospace; fill: #1
 .node.split rect { stroke: #c26a00; stroke-width: 2.5; }
 .node.ghost rect { fill: #fde8e8; stroke: #c0392b; stroke-dasharray: 4 3; }
 .node.more rect, .node.chain rect { fill: #f3f3f3; stroke-dasharray: 2 2; }
-.cell.free { fill: #e8ebf0; } .cell.cached { fill: #7d8db0; }
-.cell.pinned { fill: #6b3fa0; } .cell.quarantined { fill: #e0a030; }
-.cell.allocated { stroke: #2e8b45; stroke-width: 2; }
-.cell.evicted, .cell.quarantined { stroke: #c0392b; stroke-width: 2; }
-.cell-id { font: 8px ui-monospace, monospace; fill: #1d2330; }
+.cell.free { fill: #e8ebf0; } .cell.cached { fill: #56658a; }
+.cell.pinned { fill: #6b3fa0; } .cell.quarantined { fill: #e0a030; } .cell.taken { fill: #c9d3e6; }
+.cell.evicted, .cell.quarantined { stroke: #c0392b; stroke-width: 2.5; }
+.mark.allocated { fill: none; stroke: #1f7a3a; stroke-width: 2.5; }
+.cell.cached + .mark.allocated, .cell.pinned + .mark.allocated { stroke: #8cf5a8; }
+.cell-id { font: 10px ui-monospace, 'DejaVu Sans Mono', monospace; fill: #1d2330; }
 .cell-id.pinned, .cell-id.cached { fill: #fff; }
 .node.ghost rect { opacity: .8; }
 .node.version rect { fill: #e7f4f8; stroke: #2d7d9a; stroke-dasharray: 6 3; }
@@ -128,6 +129,7 @@ def tree_svg(
 def pool_cells(pool: dict[str, Any]) -> list[tuple[str, list[str]]]:
     """Each block id's state and the step's changes to it, by id. O(pool)."""
     free, quarantine, pinned = set(pool["free"]), set(pool["quarantine"]), set(pool["pinned"])
+    taken = set(pool.get("taken", []))
     changed: dict[int, list[str]] = {}
     for change in POOL_CHANGES:
         for block in pool[change]:
@@ -138,6 +140,8 @@ def pool_cells(pool: dict[str, Any]) -> list[tuple[str, list[str]]]:
             state = "free"
         elif block in quarantine:
             state = "quarantined"
+        elif block in taken:
+            state = "taken"
         else:
             state = "pinned" if block in pinned else "cached"
         cells.append((state, changed.get(block, [])))
@@ -164,10 +168,15 @@ def pool_svg(pool: dict[str, Any]) -> tuple[str, float, float]:
             f'data-change="{" ".join(changes)}" x="{column * pitch}" y="{row * pitch}" '
             f'width="{cell}" height="{cell}"><title>#{block} {names}</title></rect>'
         )
+        if "allocated" in changes:
+            rects.append(
+                f'<rect class="mark allocated" x="{column * pitch + 3}" y="{row * pitch + 3}" '
+                f'width="{cell - 6}" height="{cell - 6}"/>'
+            )
         if numbered:
             rects.append(
                 f'<text class="cell-id {state}" x="{column * pitch + cell / 2:g}" '
-                f'y="{row * pitch + cell / 2 + 3:g}" text-anchor="middle">{block}</text>'
+                f'y="{row * pitch + cell / 2 + 3.5:g}" text-anchor="middle">{block}</text>'
             )
     svg = (
         f'<svg class="pool" xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {width} {height}" '

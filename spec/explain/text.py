@@ -16,6 +16,7 @@ from typing import Any
 from kachedb_radix.reference.render import id_ranges, render_dump
 
 from .record import Recording, finding_line
+from .ruling import Ruling
 from .view import View, all_nodes
 
 
@@ -29,38 +30,52 @@ def text_report(recording: Recording, views: list[list[View]]) -> str:
         trace = f" · trace {frame.trace}" if frame.trace else ""
         note = f"  {frame.step['note']}" if frame.step.get("note") else ""
         lines += ["", f"── step {frame.number}/{total}{trace} ──{note}"]
-        if frame.difference is not None:
-            stamps = " (stamps only)" if frame.minor else ""
+        ruling: Ruling = row[0]["ruling"]  # the step's one ruling, as the page says it
+        if ruling.differs:
+            stamps = " (stamps only)" if ruling.kind == "minor" else ""
+            rules = ", ".join(ruling.rules("departs")) or "?"
             lines.append(
-                f"≠ {row[-1]['name']} parts ways with the reference at {frame.difference}{stamps}"
+                f"≠ {row[-1]['name']} parts ways with the reference at {ruling.where}{stamps}: "
+                f"{rules}: {ruling.cause}"
             )
-            if frame.finding is not None:
+            if frame.finding is not None and not ruling.refused:
                 lines.append(f"  {finding_line(frame.finding)}")
-            if frame.events_late is not None and frame.difference.startswith("events"):
+            if frame.events_late is not None and (ruling.where or "").startswith("events"):
                 lines.append(
                     f"  (the kit compared step {frame.events_late}'s KV events only here: "
                     "it stopped at that step's finding first)"
                 )
-        if frame.declared:
+        declared = [(mark.rule, mark.reason) for mark in ruling.marks if mark.status == "declared"]
+        if declared:
             said = "; ".join(
-                f"{rule} ({reason.removeprefix('declared: ')})" for rule, reason in frame.declared
+                f"{rule} ({reason.removeprefix('declared: ')})" for rule, reason in declared
             )
             lines.append(f"declared: {said}")
-        if frame.waived is not None:
-            lines.append(f"≈ not marked: {frame.waived}")
-        if frame.events_differ is not None and not (frame.difference or "").startswith("events"):
+        if ruling.kind == "not compared":
+            lines.append(f"≈ not compared: {ruling.cause}")
+        compared = ruling.kind != "not compared"
+        if compared and frame.events_differ is not None and not (ruling.where or "").startswith(
+            "events"
+        ):
             lines.append(f"≠ their KV events differ (first at {frame.events_differ})")
         for view, side in zip(row, frame.sides, strict=True):
             lines += _side(view, side.dump)
-    first = recording.first_difference
+    kinds = [row[0]["ruling"].kind for row in views if row]
+    first = next((index for index, row in enumerate(views) if row and row[0]["ruling"].differs),
+                 None)  # fmt: skip
     if len(recording.names) > 1:
-        verdict = f"first difference at step {first + 1}" if first is not None else "no difference"
-        waived = sum(frame.waived is not None for frame in recording.frames)
+        steps = len(recording.frames)
+        verdict = (
+            f"first difference at step {first + 1} of {steps}"
+            if first is not None
+            else f"no difference in {steps} step{'s' * (steps != 1)}"
+        )
+        waived = kinds.count("not compared")
         if waived:
-            verdict += f" ({waived} step{'s' * (waived > 1)} not marked under the profile)"
-        declared = sum(bool(frame.declared) for frame in recording.frames)
-        if declared:
-            verdict += f"; {declared} declared difference{'s' * (declared > 1)}"
+            verdict += f" ({waived} step{'s' * (waived > 1)} not compared)"
+        declaring = kinds.count("declared")
+        if declaring:
+            verdict += f"; {declaring} declared difference{'s' * (declaring > 1)}"
         lines += ["", f"{recording.names[1]} against the reference: {verdict}"]
     return "\n".join(lines)
 

@@ -295,7 +295,10 @@ def _lease_covers(context: Context) -> Verdict | None:
     blocks = context.answer.get("blocks") or []
     if not context.facts.step.get("pin"):
         return None
-    pinned = {context.after.blocks[key].block for key in context.facts.changes.pinned}
+    changes, after = context.facts.changes, context.after
+    # Pins taken on blocks cached before, and on the new blocks the step cached pinned.
+    pinned = {after.blocks[key].block for key in changes.pinned}
+    pinned |= {after.blocks[key].block for key in changes.new if after.blocks[key].pin}
     if pinned == set(blocks):
         return True, f"lease {context.answer.get('lease')} pins exactly #{id_ranges(blocks)}"
     return False, f"pinned #{id_ranges(sorted(pinned))}; the lease covers #{id_ranges(blocks)}"

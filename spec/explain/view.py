@@ -17,12 +17,20 @@ For each frame of a :class:`~kachedb_radix.spec.explain.record.Recording` and ea
 * ``step``, ``outcome``, ``rules`` (:mod:`kachedb_radix.spec.explain.decide`; for a
   target, only rules it follows or departs from, :mod:`kachedb_radix.spec.explain.verdict`,
   with ``verdicts`` beside them) and ``why`` (:mod:`kachedb_radix.spec.explain.why`);
-* ``sub`` -- the step's sub-steps (:mod:`kachedb_radix.spec.explain.substeps`), each with
-  the node ids and pool cells to highlight;
+* ``ruling`` -- the step's one ruling beside a target (the kit's finding list, the
+  target's panel marked from it: :mod:`kachedb_radix.spec.explain.ruling`), the same object
+  on both sides;
+* ``sub`` -- the step's sub-steps, one per phase (:mod:`kachedb_radix.spec.explain.phases`):
+  each with its text and rule, the node ids and pool cells to point at, and its own
+  tree, pool, counts and clock -- the state of that moment (the last one's are the
+  step's own); ``rulesAt``/``whyAt`` -- per rule and per "why" section, the sub-step it
+  is about, so the page says which come later in the step;
 * ``counts`` -- the pool in words; ``blank`` -- a sentence for a canvas that would
   otherwise say nothing (an empty tree, a refused call);
 * ``adopted`` -- on the reference's side of a declared step, the state the kit goes on
-  from (its outcome, tree and pool); ``origin`` -- on the step after, that it starts there;
+  from: a whole side view of its own (outcome, tree, pool, counts, sub-steps, the rules
+  judged and the "why" said as the target's choice it carries out); ``origin`` -- on the
+  step after, that it starts there;
 * ``events`` -- when the trace's reset names an events scheme, the KV event batches the
   side emitted during the step, each event one line naming the blocks of this side's
   tree its hashes belong to, and the drawn nodes holding them
@@ -45,6 +53,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from kachedb_radix.reference.limits import check_pool
 from kachedb_radix.reference.render import describe_edge, id_ranges
 
 from ..conform.operations import (
@@ -61,9 +70,10 @@ from ..conform.operations import (
 from .compare import compare
 from .decide import ERROR_RULES, StepFacts, decide
 from .events import Names, Place, event_lines
-from .model import Changes, DumpIndex, KeySpace, diff, empty_dump, index_dump
+from .model import Changes, DumpIndex, KeySpace, diff, empty_dump, evictable, index_dump
+from .phases import PHASE_RULES, Phase, phases
 from .record import Frame, Recording, Side
-from .substeps import substeps
+from .ruling import rulings, settle
 from .verdict import Context, judge
 from .why import explain_step, key_text
 
@@ -110,6 +120,7 @@ def frame_views(recording: Recording) -> list[list[View]]:
                 column.origin = None
                 column.names = None if frame.events is None else Names(frame.events)
             before = column.before
+            _leaving(frame.step, side, column)
             view, after = side_view(frame, side, before, keys, column, recording)
             changes = None
             if after is not None and before is not None and before.block_size == after.block_size:
@@ -120,39 +131,34 @@ def frame_views(recording: Recording) -> list[list[View]]:
                 column.origin = None
             column.before = after if after is not None else column.before
             if side.adopted is not None and side.adopted.dump is not None and after is not None:
-                view["adopted"] = _adopted_view(
-                    frame, side.adopted, before or after, keys, column.names
+                theirs = frame.sides[-1].name
+                view["adopted"], adopted = side_view(
+                    frame, side.adopted, before, keys, column, recording, who=theirs
                 )
-                column.before = index_dump(side.adopted.dump, keys)
+                column.before = adopted
                 column.origin = (
                     f"starts from the state the kit adopted at step {frame.number} "
-                    f"({frame.sides[-1].name}'s choice), not the spec's own drawn there"
+                    f"({theirs}'s choice), not the spec's own drawn there"
                 )
             _track(frame.step, side, column, after)
             row.append(view)
         if len(row) == 2:
             _contrast(row, states, recording)
         views.append(row)
+    for row, ruling in zip(views, rulings(recording), strict=True):
+        # One ruling per step: the target's panel (and the adopted state's) marked from it.
+        if len(row) == 2:
+            settle(ruling, row[1], recording.deviations)
+            if row[0].get("adopted") is not None:
+                settle(ruling, row[0]["adopted"], recording.deviations)
+        for view in row:
+            view["ruling"] = ruling
     return views
 
 
-def _adopted_view(
-    frame: Frame, adopted: Side, before: DumpIndex, keys: KeySpace, names: Names | None
-) -> View:
-    """The adopted state at a declared step: its outcome, tree and pool (and the event
-    batches the kit's reference emitted, adopting the choice)."""
-    assert adopted.dump is not None and adopted.outcome is not None
-    after = index_dump(adopted.dump, keys)
-    changes = diff(before, after)
-    tree = build_tree(frame.step, adopted.outcome, before, after, changes)
-    found: View = {
-        "outcome": describe_outcome(frame.step["op"], adopted.outcome),
-        "tree": tree,
-        "pool": build_pool(before, after, changes),
-    }
-    if adopted.events is not None and names is not None:
-        found["events"] = _events(frame.step, adopted, before, after, tree, names)
-    return found
+def exit_differs(views: list[list[View]]) -> bool:
+    """Whether any step's ruling is a difference (``explain`` exits 1). O(steps)."""
+    return any(row[0]["ruling"].differs for row in views if row)
 
 
 def _track(step: dict[str, Any], side: Side, column: _Column, after: DumpIndex | None) -> None:
@@ -167,7 +173,14 @@ def _track(step: dict[str, Any], side: Side, column: _Column, after: DumpIndex |
         column.versions[answer[SNAPSHOT]] = (after, answer.get("version"), row.enters)
         if row.enters:
             column.inside.append(answer[SNAPSHOT])
-    if row.ends in (ENDS_EPOCH, ENDS_READER) and step.get(SNAPSHOT) in column.inside:
+
+
+def _leaving(step: dict[str, Any], side: Side, column: _Column) -> None:
+    """A reader that leaves at this step is not inside any more, at this step already:
+    its version is not drawn beside the live tree (the readers' count says 0)."""
+    row = BY_NAME[step["op"]]
+    left = row.ends in (ENDS_EPOCH, ENDS_READER) and "ok" in (side.outcome or {})
+    if left and step.get(SNAPSHOT) in column.inside:
         column.inside.remove(step[SNAPSHOT])
 
 
@@ -197,9 +210,7 @@ def _contrast(
                     for key in hits
                 )
                 node["flags"].append("differs-stamp" if stamp_only else "differs")
-                node["diff"] = "; ".join(found.text[key] for key in hits[:3]) + (
-                    f"; {len(hits) - 3} more" if len(hits) > 3 else ""
-                )
+                node["diff"] = "; ".join(found.text[key] for key in hits)
             elif node["kind"] == "ghost" and gone_here is not None and gone_there is not None:
                 ghost_keys = node.get("keys", [])
                 kept = [key for key in ghost_keys if key not in gone_there.gone]
@@ -219,9 +230,12 @@ def mine_before_ids(node: Node, kept: list[int]) -> list[int]:
 
 
 def _fresh(step: dict[str, Any], keys: KeySpace) -> DumpIndex | None:
+    """The empty pool a reset asks for; None for one no tree accepts (R-LIMIT-*: a refused
+    reset of 10**14 blocks draws nothing, rather than listing 10**14 free ids)."""
     try:
-        return index_dump(empty_dump(int(step["num_blocks"]), int(step["block_size"])), keys)
-    except (KeyError, TypeError, ValueError):
+        check_pool(step["num_blocks"], step["block_size"])
+        return index_dump(empty_dump(step["num_blocks"], step["block_size"]), keys)
+    except (KeyError, ValueError):  # InvalidArgumentError is a ValueError
         return None
 
 
@@ -232,8 +246,14 @@ def side_view(
     keys: KeySpace,
     column: _Column | None = None,
     recording: Recording | None = None,
+    *,
+    who: str | None = None,
 ) -> tuple[View, DumpIndex | None]:
-    """One implementation's view of one frame, and its state index after it. O(state)."""
+    """One implementation's view of one frame, and its state index after it. O(state).
+
+    ``who`` names whose choices the side shows when it is not ``side.name``: the adopted
+    state at a declared step is the reference carrying out the target's choice, judged
+    and explained as that choice."""
     column = column or _Column()
     op = frame.step["op"]
     view: View = {
@@ -260,6 +280,7 @@ def side_view(
         ]
         view["verdicts"] = [""] * len(view["rules"])
         view["blank"] = f"refused with {kind}: no tree was built"
+        view["why"] = [["why it was refused", [f"refused with {kind}: no tree was built"]]]
     if side.dump is None or side.outcome is None:
         return view, None
     try:
@@ -271,11 +292,12 @@ def side_view(
         before = index_dump(empty_dump(after.dump["num_blocks"], after.block_size), keys)
     changes = diff(before, after)
     facts = StepFacts(frame.step, side.outcome, before, after, changes, side.stats)
-    tree = build_tree(frame.step, side.outcome, before, after, changes)
+    labels: Labels = {}
+    tree = build_tree(frame.step, side.outcome, before, after, changes, labels=labels)
     view["tree"] = tree
     view["pool"] = build_pool(before, after, changes)
     decisions = [(decision.rule, decision.reason) for decision in decide(facts)]
-    is_spec = not frame.sides or side is frame.sides[0]
+    is_spec = who is None and (not frame.sides or side is frame.sides[0])
     if is_spec:
         view["rules"] = [list(pair) for pair in decisions]
         view["verdicts"] = [""] * len(decisions)
@@ -293,29 +315,143 @@ def side_view(
         judged = judge(context, decisions)
         view["rules"] = [[rule, text] for rule, text, _ in judged]
         view["verdicts"] = [verdict for _, _, verdict in judged]
-    name = "" if is_spec else side.name
+    name = "" if is_spec else (who or side.name)
     view["why"] = [
         [title, lines]
         for title, lines in explain_step(
             frame.step, side.outcome, before, after, changes, keys, side.stats, name=name
         )
     ]
-    view["sub"] = _resolve(
-        substeps(frame.step, side.outcome, before, after, changes, keys, name=name),
-        before,
-        tree,
-    )
     view["clock"] = after.dump.get("clock")
-    view["counts"] = _counts(after, side.stats)
+    view["counts"] = counts(after, side.stats)
     view["blank"] = _blank(frame.step, side.outcome, after, changes)
     if side.events is not None and frame.events is not None:
         if column.names is None:
             column.names = Names(frame.events)
         view["events"] = _events(frame.step, side, before, after, tree, column.names)
-    shown = _version(frame.step, side.outcome, after, column)
+    shown = _version(frame.step, side.outcome, after, column, side.stats)
     if shown is not None:
         tree.append(shown)
+    found = phases(frame.step, side.outcome, before, after, changes, keys, name=name)
+    view["sub"] = _sub_steps(
+        frame.step, side.outcome, found, before, after, keys, view, shown, labels
+    )
+    view["rulesAt"] = _first_phase(found, [rule for rule, _ in view["rules"]])
+    view["whyAt"] = _why_phases(found, [title for title, _ in view["why"]])
     return view, after
+
+
+def _sub_steps(
+    step: dict[str, Any],
+    outcome: dict[str, Any],
+    found: list[Phase],
+    before: DumpIndex,
+    after: DumpIndex,
+    keys: KeySpace,
+    view: View,
+    version: Node | None,
+    labels: Labels | None = None,
+) -> list[dict[str, Any]]:
+    """Each phase as the page draws it: its text and rule, its own tree, pool, counts and
+    clock (the last phase's are the step's own), and the nodes and cells to point at.
+    O(phases * state)."""
+    said = outcome.get("ok")
+    answer: dict[str, Any] = said if isinstance(said, dict) else {}
+    path = [after.by_id[block] for block in answer.get("blocks") or [] if block in after.by_id]
+    # Phases that leave the trie as it was (an allocation, the walk) share one tree: the
+    # phases' dumps then share their "namespaces" (spec/explain/phases.py).
+    drawn: dict[tuple[int, bool], tuple[DumpIndex, list[Node], dict[str, dict[int, str]]]] = {}
+    subs = []
+    for number, phase in enumerate(found):
+        walking = phase.kind == "walk"
+        known = drawn.get((id(phase.state["namespaces"]), walking))
+        if number == len(found) - 1:
+            state, tree, pool = after, view["tree"], view["pool"]
+            shown, where = view["counts"], _places(tree)
+        elif known is not None:
+            index, tree, where = known
+            state = DumpIndex(phase.state, index.blocks, index.by_id, index.roots, index.children)
+            pool = build_pool(before, state, diff(before, state))
+            shown = counts(state, None)
+        else:
+            state = before if phase.state is before.dump else index_dump(phase.state, keys)
+            changes = diff(before, state)
+            # The walk is pointed at (the sub-step's nodes), not flagged: one tree for it.
+            used = {
+                key for key in path if not walking
+                and key in state.blocks and state.blocks[key].block == after.blocks[key].block
+            }  # fmt: skip
+            tree = build_tree(step, outcome, before, state, changes, used, labels)
+            if version is not None:
+                tree.append(version)
+            where = _places(tree)
+            drawn[id(phase.state["namespaces"]), walking] = (state, tree, where)
+            pool = build_pool(before, state, changes)
+            shown = counts(state, None)
+        subs.append({
+            "t": phase.text, "r": phase.rule, "k": phase.kind, "b": phase.blocks,
+            "n": _pointed(phase, where), "tree": tree, "pool": pool, "counts": shown,
+            "clock": state.dump.get("clock"), "dump": phase.state,
+        })  # fmt: skip
+    return subs
+
+
+def _places(tree: list[Node]) -> dict[str, dict[int, str]]:
+    """Per node kind (edge, ghost), the id of the node holding each block. O(tree)."""
+    where: dict[str, dict[int, str]] = {"edge": {}, "ghost": {}}
+    for node in all_nodes(tree):
+        if node["kind"] in where and not node["id"].startswith("s"):
+            for block in node["blocks"]:
+                where[node["kind"]].setdefault(block, node["id"])
+    return where
+
+
+def _pointed(phase: Phase, where: dict[str, dict[int, str]]) -> list[str]:
+    """The node ids holding the phase's blocks (or its root), by :func:`_places`. O(blocks)."""
+    # An id evicted and handed out again in one step is on a ghost and on an edge: an
+    # eviction points at the ghost, every later phase at the edge that holds it now.
+    order = ("ghost", "edge") if phase.kind == "evicting" else ("edge", "ghost")
+    ids = [
+        next(where[kind][block] for kind in order if block in where[kind])
+        for block in phase.blocks
+        if any(block in where[kind] for kind in order)
+    ]
+    if phase.root is not None and not ids:
+        ids = [f"r{phase.root}"]
+    return list(dict.fromkeys(ids))
+
+
+def _first_phase(found: list[Phase], rules: list[str]) -> list[int]:
+    """Per rule, the first phase that carries it out; a rule about the step's result
+    (every block cached, R-INS-1) belongs to its last phase; -1 for a step without
+    phases. O(rules * phases)."""
+    at = []
+    for rule in rules:
+        number = next(
+            (index for index, phase in enumerate(found) if rule in PHASE_RULES.get(phase.kind, ())),
+            len(found) - 1,
+        )
+        at.append(number)
+    return at
+
+
+#: The phases each section of the "why" is about, by the start of its title.
+WHY_PHASES: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("match walk", ("walk",)),
+    ("eviction", ("evicting",)),
+    ("free list", ("reclaiming", "evicting", "allocation")),
+    ("pins", ("pin", "unpin")),
+    ("readers and quarantine", ("reclaiming", "evicting")),
+)
+
+
+def _why_phases(found: list[Phase], titles: list[str]) -> list[int]:
+    """Per "why" section, the first phase it is about (-1: the step as a whole)."""
+    at = []
+    for title in titles:
+        kinds = next((kinds for start, kinds in WHY_PHASES if title.startswith(start)), ())
+        at.append(next((index for index, phase in enumerate(found) if phase.kind in kinds), -1))
+    return at
 
 
 def _events(
@@ -345,46 +481,32 @@ def _events(
     return event_lines(side.events or [], place, side.event_marks)
 
 
-def _resolve(
-    found: list[dict[str, Any]], before: DumpIndex, tree: list[Node]
-) -> list[dict[str, Any]]:
-    """Each sub-step's block ids as the node ids to highlight on its tree."""
-    where: dict[int, str] = {}
-    for node in all_nodes(tree):
-        if node["kind"] in ("edge", "ghost"):
-            for block in node["blocks"]:
-                where.setdefault(block, node["id"])
-    for item in found:
-        if item["on"] == "before":
-            ids = [
-                f"k{before.blocks[before.by_id[block]].edge}"
-                for block in item["b"]
-                if block in before.by_id
-            ]
-        else:
-            ids = [where[block] for block in item["b"] if block in where]
-        if item.pop("root", False):
-            namespace_ids = [f"r{key}" for key in before.roots.values()]
-            ids = ids or namespace_ids[:1]
-        item["n"] = list(dict.fromkeys(ids))
-    return found
-
-
-def _counts(after: DumpIndex, stats: dict[str, Any] | None) -> str:
-    """The pool in words: ``12 blocks: 3 cached (0 pinned, 3 evictable), 9 free``."""
-    size = after.dump.get("num_blocks", 0)
-    cached = len(after.blocks)
-    if stats is not None and {"pinned", "evictable"} <= set(stats):
-        pinned, evictable = stats["pinned"], stats["evictable"]
-    else:
-        pinned = sum(1 for block in after.blocks.values() if block.pin)
-        evictable = cached - pinned
+def counts(state: DumpIndex, stats: dict[str, Any] | None) -> str:
+    """The pool in words, read off the state's dump: ``14 blocks: 3 cached (0 pinned, 3
+    evictable), 11 free`` (ids taken for a new edge not yet hung, and quarantined ones,
+    when there are). Where ``stats`` (the side's own, after the step) say otherwise, it
+    says so. O(state)."""
+    size = state.dump.get("num_blocks", 0)
+    numbers = {
+        "cached": len(state.blocks),
+        "pinned": sum(1 for block in state.blocks.values() if block.pin),
+        "evictable": evictable(state),
+        "free": len(state.free),
+    }
     text = (
-        f"{size} blocks: {cached} cached ({pinned} pinned, {evictable} evictable), "
-        f"{len(after.free)} free"
+        f"{size} blocks: {numbers['cached']} cached ({numbers['pinned']} pinned, "
+        f"{numbers['evictable']} evictable), {numbers['free']} free"
     )
-    if after.quarantine:
-        text += f", {len(after.quarantine)} quarantined"
+    if state.quarantine:
+        text += f", {len(state.quarantine)} quarantined"
+    taken = state.dump.get("taken") or []
+    if taken:
+        text += f", {len(taken)} taken for the new edge"
+    if stats is not None:
+        said = [f"{name} {stats[name]}" for name, value in numbers.items()
+                if isinstance(stats.get(name), int) and stats[name] != value]  # fmt: skip
+        if said:
+            text += f" (its stats say {', '.join(said)})"
     return text
 
 
@@ -411,16 +533,21 @@ def _blank(
 
 
 def _version(
-    step: dict[str, Any], outcome: dict[str, Any], after: DumpIndex, column: _Column
+    step: dict[str, Any],
+    outcome: dict[str, Any],
+    after: DumpIndex,
+    column: _Column,
+    stats: dict[str, Any] | None = None,
 ) -> Node | None:
     """The version a snapshot sees, drawn beside the live tree: the one the step names,
-    else the newest reader inside whose version is not the live one."""
+    else the newest reader inside whose version is not the live one (none once the
+    side's stats count no reader inside)."""
     row = BY_NAME[step["op"]]
     handle: Any = None
     reads = row.handle is not None and row.handle.handle == SNAPSHOT and row.ends is None
     if reads and step.get(SNAPSHOT) in column.versions:
         handle = step[SNAPSHOT]
-    else:
+    elif stats is None or stats.get("readers") != 0:
         for inside in reversed(column.inside):
             seen = column.versions[inside][0]
             if seen.dump.get("namespaces") != after.dump.get("namespaces"):
@@ -470,8 +597,19 @@ def describe_step(step: dict[str, Any]) -> str:
         elif name == "namespace" and value is None:
             continue
         else:
-            parts.append(f"{name}={json.dumps(value)}")
+            parts.append(f"{name}={_shown(value)}")
     return " ".join(parts)
+
+
+def _shown(value: Any) -> str:
+    """``value`` as JSON with its characters as they are (``"ténant 🌍"``, not escapes);
+    escaped where it holds what UTF-8 cannot write (a lone surrogate). O(len)."""
+    text = json.dumps(value, ensure_ascii=False)
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return json.dumps(value)
+    return text
 
 
 def describe_outcome(op: str, outcome: dict[str, Any] | None) -> str:
@@ -522,6 +660,11 @@ def _looks_up(row: Operation) -> bool:
     return row.prompts and row.fills is None and row.finds != IN_TIERS
 
 
+#: What a dump edge is drawn with whatever the step changed (its label, a leaf's eviction
+#: key), by the edge's identity: the phases of a step share the edges they leave alone.
+Labels = dict[int, tuple[dict[str, Any], list[str], str | None]]
+
+
 def build_tree(
     step: dict[str, Any],
     outcome: dict[str, Any],
@@ -529,6 +672,7 @@ def build_tree(
     after: DumpIndex,
     changes: Changes,
     used: set[int] | None = None,
+    labels: Labels | None = None,
 ) -> list[Node]:
     """The display tree: namespace roots, edges and ghosts (see the module docstring);
     ``used`` overrides the keys marked ``walk`` (by default those the step's answer names).
@@ -551,7 +695,7 @@ def build_tree(
         pending = [(edge, root) for edge in reversed(space["children"])]
         while pending:
             edge, parent = pending.pop()
-            node = _edge_node(edge, size, after, changes, used)
+            node = _edge_node(edge, size, after, changes, used, labels)
             parent["children"].append(node)
             for block in edge["blocks"]:
                 by_key[after.by_id[block]] = node
@@ -582,16 +726,24 @@ def _root_node(key: int, name: str | None, flag: str) -> Node:
 
 
 def _edge_node(
-    edge: dict[str, Any], size: int, after: DumpIndex, changes: Changes, used: set[int]
+    edge: dict[str, Any],
+    size: int,
+    after: DumpIndex,
+    changes: Changes,
+    used: set[int],
+    labels: Labels | None = None,
 ) -> Node:
     blocks: list[int] = edge["blocks"]
     keys = [after.by_id[block] for block in blocks]
     pins = edge.get("pins") or [0] * len(blocks)
     stamps = edge.get("stamps")
-    parts = describe_edge({**edge, "pins": pins, "stamps": stamps or [0]}, size).split("  ")
-    lines = [parts[0], "  ".join(parts[1:-1])]
-    if stamps is not None:
-        lines.append(parts[-1])
+    known = labels.get(id(edge)) if labels is not None else None
+    if known is not None and known[0] is edge:
+        lines, key = known[1], known[2]
+    else:
+        lines, key = _label(edge, size, after, keys[-1], pins, stamps)
+        if labels is not None:
+            labels[id(edge)] = (edge, lines, key)
     flags = []
     fresh = sum(1 for key in keys if key in changes.new)
     if fresh:
@@ -608,7 +760,6 @@ def _edge_node(
             flags.append(flag)
     if any(pins):
         flags.append("pinned")
-    tail = after.blocks[keys[-1]]
     return {
         "id": f"k{keys[0]}",
         "kind": "edge",
@@ -617,11 +768,31 @@ def _edge_node(
         "tokens": list(edge["tokens"]),
         "pins": pins,
         "stamps": stamps,
-        # R-POL-1: a leaf's eviction key under the tree's policy, shown with its blocks
-        "key": key_text(after, tail) if after.is_leaf_tail(tail.key) else None,
+        "key": key,
         "flags": flags,
         "children": [],
     }
+
+
+def _label(
+    edge: dict[str, Any],
+    size: int,
+    after: DumpIndex,
+    last: int,
+    pins: list[int],
+    stamps: list[int | None] | None,
+) -> tuple[list[str], str | None]:
+    """An edge's display lines and, for a leaf, its eviction key under the tree's policy
+    (R-POL-1). O(edge length)."""
+    # A block hung by a sub-step before the clock moved has no stamp yet: "t=?".
+    shown = ["?" if stamp is None else stamp for stamp in stamps or [0]]
+    parts = describe_edge({**edge, "pins": pins, "stamps": shown}, size).split("  ")
+    lines = [parts[0], "  ".join(parts[1:-1])]
+    if stamps is not None:
+        lines.append(parts[-1])
+    tail = after.blocks[last]
+    leaf = after.is_leaf_tail(tail.key) and tail.stamp is not None
+    return lines, key_text(after, tail) if leaf else None
 
 
 def _hang_ghosts(
@@ -640,6 +811,7 @@ def _hang_ghosts(
             continue
         kept = [key for key in members if key not in changes.gone]
         parent = before.blocks[members[0]].parent
+        below = ""
         ids = [before.blocks[key].block for key in gone]
         if not kept and parent in before.blocks and parent in changes.gone:
             # The whole run went with its parent: one ghost for the removed subtree.
@@ -647,7 +819,7 @@ def _hang_ghosts(
             ghost["blocks"] = [*ghost["blocks"], *ids]
             ghost["keys"] = [*ghost["keys"], *gone]
             ghost["edges"] += 1
-            ghost["lines"] = _ghost_lines(ghost["blocks"], ghost["edges"])
+            ghost["lines"] = _ghost_lines(ghost["blocks"], ghost["edges"], ghost["below"])
             ghosts[first] = ghost
             continue
         if kept:
@@ -656,12 +828,16 @@ def _hang_ghosts(
             anchor["flags"].append("trimmed")
         elif parent in by_key:
             anchor = by_key[parent]
+            if anchor["blocks"][-1] != before.blocks[parent].block:
+                # Its parent's edge was merged with the chain below it: say where it hung.
+                below = f"hung below #{before.blocks[parent].block}"
         else:
             anchor = roots[before.blocks[members[0]].namespace]
         ghost = {
             "id": f"g{gone[0]}",
             "kind": "ghost",
-            "lines": _ghost_lines(ids, 1),
+            "lines": _ghost_lines(ids, 1, below),
+            "below": below,
             "blocks": ids,
             "keys": gone,
             "edges": 1,
@@ -672,11 +848,13 @@ def _hang_ghosts(
         ghosts[first] = ghost
 
 
-def _ghost_lines(ids: list[int], edges: int) -> list[str]:
+def _ghost_lines(ids: list[int], edges: int, below: str = "") -> list[str]:
     noun = "block" if len(ids) == 1 else "blocks"
     lines = [f"removed {len(ids)} {noun}", f"#{id_ranges(sorted(ids))}"]
     if edges > 1:
         lines.append(f"a subtree of {edges} edges")
+    if below:
+        lines.append(below)
     return lines
 
 
@@ -686,6 +864,7 @@ def build_pool(before: DumpIndex, after: DumpIndex, changes: Changes) -> dict[st
         "size": after.dump["num_blocks"],
         "free": after.free,
         "quarantine": after.quarantine,
+        "taken": list(after.dump.get("taken") or []),
         "pinned": sorted(block.block for block in after.blocks.values() if block.pin),
         "allocated": changes.allocated,
         "freed": changes.freed,

@@ -31,7 +31,15 @@ from typing import Any
 from kachedb_radix.reference.policies import POLICIES
 from kachedb_radix.reference.render import id_ranges
 
-from ..conform.operations import BY_NAME, ON_DEVICE
+from ..conform.operations import (
+    BY_NAME,
+    ENDS_EPOCH,
+    ENDS_LEASE,
+    ENDS_READER,
+    ON_DEVICE,
+    SNAPSHOT,
+    Operation,
+)
 from .model import CachedBlock, Changes, DumpIndex, KeySpace, evictable, eviction_sequence, walk
 
 #: Blocks the spec's order would take next, listed after those it took.
@@ -77,18 +85,66 @@ def explain_step(
         else:
             title = f"eviction, in the spec's order ({order} leaf tail first)"
             sections.append((title, _candidates(before, evicted, protected)))
-    if row.shape and isinstance(answer, dict) and "namespaces" in answer:
+    if row.shape and isinstance(answer, dict) and answer.get("namespaces") is not None:
         text = json.dumps(answer, indent=1).splitlines()
         if len(text) > SHOWN_DUMP_LINES:
             text = [*text[:SHOWN_DUMP_LINES], f"… ({len(text) - SHOWN_DUMP_LINES} more lines)"]
         sections.append(("the canonical dump (R-DUMP-1)", text))
     if changes.allocated or changes.freed:
-        sections.append(("free list", _free_lines(before, changes)))
-    if changes.pinned or changes.unpinned:
-        sections.append(("pins", _pin_lines(before, after, changes)))
-    if changes.quarantined or changes.reclaimed or (stats and stats.get("readers")):
-        sections.append(("readers and quarantine", _reader_lines(after, changes, stats)))
+        sections.append(("free list", _free_lines(before, changes, answer or {}, name)))
+    pinned_now = [key for key in changes.new if after.blocks[key].pin]
+    if changes.pinned or changes.unpinned or pinned_now or (evicted and _pins_held(before)):
+        sections.append(("pins", _pin_lines(before, after, changes, pinned_now, bool(evicted))))
+    elif row.ends == ENDS_LEASE and "ok" in outcome:
+        held = (
+            f"lease {step.get('lease')} held no block (its match found nothing): nothing to "
+            "give back; the clock still moves (R-LRU-3)"
+        )
+        sections.append(("pins", [held]))
+    if changes.quarantined or changes.reclaimed or (stats and stats.get("readers")) or _epochs(row):
+        lines = _reader_lines(after, changes, stats)
+        if (answer or {}).get("reclaimed") == []:
+            lines.insert(0, "nothing waits in quarantine: nothing to reclaim")
+        sections.append(("readers and quarantine", lines))
+    if not sections:
+        sections.append(_plain(step, outcome, after, row))
     return sections
+
+
+def _epochs(row: Operation) -> bool:
+    """Whether the operation is about readers and the quarantine: it takes a snapshot,
+    enters or ends an epoch, or reclaims (R-EPOCH-*)."""
+    return (
+        row.issues == SNAPSHOT
+        or row.ends in (ENDS_EPOCH, ENDS_READER)
+        or (row.answer == ("reclaimed",))
+    )
+
+
+def _pins_held(index: DumpIndex) -> bool:
+    return any(block.pin for block in index.blocks.values())
+
+
+def _plain(
+    step: dict[str, Any], outcome: dict[str, Any], after: DumpIndex, operation: Operation | None
+) -> Section:
+    """A step that chose nothing still says what it did and what there is (nothing left
+    blank): a fresh pool, a read, a namespace listing."""
+    if operation is not None and operation.resets:
+        size, block = after.dump.get("num_blocks"), after.block_size
+        policy = after.policy
+        return ("the empty tree", [
+            f"a fresh pool: {size} blocks of {block} tokens, every id free (R-ALLOC-1)",
+            "nothing is cached: no namespace has a root until an insert gives it blocks (R-NS-1)",
+            f"the clock starts at {after.dump.get('clock')}; eviction policy: {policy} (R-POL-1)",
+        ])  # fmt: skip
+    answer = outcome.get("ok")
+    if operation is not None and operation.reads:
+        shown = json.dumps(answer, ensure_ascii=False)
+        if len(shown) > 300:
+            shown = shown[:300] + " …"
+        return ("a read", [f"it answers {shown}", "a read moves nothing in the tree or the pool"])
+    return ("what happened", [f"{step['op']}: nothing in the tree or the pool changed"])
 
 
 def _walk_lines(step: dict[str, Any], before: DumpIndex, keys: KeySpace) -> list[str]:
@@ -107,7 +163,10 @@ def _walk_lines(step: dict[str, Any], before: DumpIndex, keys: KeySpace) -> list
     if len(path) < wanted:
         assert isinstance(tokens, list)
         missing = tokens[len(path) * size : (len(path) + 1) * size]
-        lines.append(f"stop: block {len(path) + 1} {_tokens(missing)} is not cached there")
+        lines.append(
+            f"stop: the prompt's {ordinal(len(path) + 1)} block {_tokens(missing)} is not "
+            "cached there"
+        )
     else:
         lines.append(f"stop: all {wanted} whole blocks are cached")
     if isinstance(tokens, list) and len(tokens) % size:
@@ -143,7 +202,7 @@ def _candidates(before: DumpIndex, evicted: list[int], protected: frozenset[int]
             else ""
         )
         lines.append(
-            f"{turn}. #{block.block}  {key_text(before, block)}  ← evicted {_ordinal(turn)}{became}"
+            f"{turn}. #{block.block}  {key_text(before, block)}  ← evicted {ordinal(turn)}{became}"
         )
     pinned = sum(1 for block in before.blocks.values() if block.pin)
     if pinned:
@@ -271,28 +330,64 @@ def key_text(index: DumpIndex, block: CachedBlock) -> str:
     return " ".join(f"{_SHORT.get(name, name)}={value}" for name, value in shown)
 
 
-def _free_lines(before: DumpIndex, changes: Changes) -> list[str]:
+def _free_lines(
+    before: DumpIndex, changes: Changes, answer: dict[str, Any], name: str
+) -> list[str]:
+    """The free list before, what was taken (in the order it was taken, and whether that
+    is the smallest free ids, R-ALLOC-2) and what came back."""
     lines = [f"free before: {id_ranges(before.free) or 'none'}"]
-    if changes.allocated:
-        lines.append(f"allocated: {id_ranges(changes.allocated)} (the smallest free ids)")
+    taken = answer.get("allocated")
+    if isinstance(taken, list) and taken:
+        pool = sorted(set(before.free) | set(answer.get("evicted") or []) | set(changes.reclaimed))
+        smallest = pool[: len(taken)]
+        if taken == smallest:
+            lines.append(f"allocated: {id_ranges(taken)} (the smallest free ids, ascending)")
+        else:
+            who = f"{name} took" if name else "took"
+            lines.append(
+                f"allocated: {who} #{', #'.join(map(str, taken))} in that order; the smallest "
+                f"free ids, ascending, are #{id_ranges(smallest)}"
+            )
+    elif changes.allocated:
+        lines.append(f"allocated: {id_ranges(changes.allocated)}")
     if changes.freed:
         lines.append(f"returned: {id_ranges(changes.freed)}")
     return lines
 
 
-def _pin_lines(before: DumpIndex, after: DumpIndex, changes: Changes) -> list[str]:
+def _pin_lines(
+    before: DumpIndex, after: DumpIndex, changes: Changes, pinned_now: list[int], evicts: bool
+) -> list[str]:
+    """Every block whose pin count moved, new blocks pinned as they were cached included,
+    and, when the step evicted, the pinned blocks it passed over (R-PIN-3)."""
     lines = []
     for label, keys in (("pinned", changes.pinned), ("unpinned", changes.unpinned)):
-        ids = sorted(after.blocks[key].block for key in keys)
-        counts = {(before.blocks[key].pin, after.blocks[key].pin) for key in keys}
-        change = ", ".join(f"{old}→{new}" for old, new in sorted(counts, key=str))
-        if ids:
-            lines.append(f"{label}: #{id_ranges(ids)} (pins {change})")
+        moved = sorted(keys, key=lambda key: after.blocks[key].block)
+        counts = sorted({(before.blocks[key].pin, after.blocks[key].pin) for key in moved}, key=str)
+        for old, new in counts:
+            ids = [after.blocks[key].block for key in moved
+                   if (before.blocks[key].pin, after.blocks[key].pin) == (old, new)]  # fmt: skip
+            lines.append(f"{label}: #{id_ranges(ids)} (pins {old}→{new})")
+    if pinned_now:
+        ids = sorted(after.blocks[key].block for key in pinned_now)
+        lines.append(f"pinned as they were cached: #{id_ranges(ids)} (pins 0→1, new blocks)")
+    if evicts:
+        held = sorted(block.block for block in before.blocks.values() if block.pin)
+        if held:
+            lines.append(
+                f"pinned before the step: #{id_ranges(held)}: never evicted, nor any block "
+                "above them (R-PIN-3)"
+            )
     return lines
 
 
 def _reader_lines(after: DumpIndex, changes: Changes, stats: dict[str, Any] | None) -> list[str]:
     lines = []
+    if stats is not None and not stats.get("readers") and after.quarantine:
+        lines.append(
+            "no reader is inside: the quarantine waits for a reclaim or the next insert "
+            "short of blocks (R-EPOCH-2)"
+        )
     if stats is not None and "readers" in stats:
         oldest = stats.get("oldest_reader")
         lines.append(
@@ -311,7 +406,8 @@ def _tokens(tokens: list[Any]) -> str:
     return "[" + " ".join(str(token) for token in tokens) + "]"
 
 
-def _ordinal(number: int) -> str:
+def ordinal(number: int) -> str:
+    """``1st``, ``2nd``, ``11th``, ``23rd``. O(1)."""
     teens = 10 <= number % 100 <= 20
     suffix = "th" if teens else {1: "st", 2: "nd", 3: "rd"}.get(number % 10, "th")
     return f"{number}{suffix}"

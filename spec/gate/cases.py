@@ -14,8 +14,11 @@
   own allocations (:mod:`kachedb_radix.spec.gate.memory`);
 * **block pool host side** -- for ``reference`` and ``accel``, the CPU side of a GPU pool
   call (:mod:`kachedb_radix.spec.gate.blockpool`);
-* **router index** -- for ``reference`` and ``accel``, applying an event stream and a
-  64-block query over 16 workers (:mod:`kachedb_radix.spec.gate.router`);
+* **router index** -- for ``reference`` and ``accel``, applying an event stream, 64-block
+  queries over 16 and 128 workers, churn beside 10^4 and (accel) 10^6 holder-blocks, a
+  clear beside 0 and 2^17 blocks (the larger cases anchored by the smaller), and (accel)
+  bytes per holder-block at 10^6 for 16, 128 and 1,024 workers
+  (:mod:`kachedb_radix.spec.gate.router`);
 * **tiers** -- for ``reference`` and ``accel``, the CPU cost of planning a restore per
   block brought up: ``lookup`` and ``restore`` of a path spread over device, host and
   disk, no bytes; a restore from the host and a demotion to it with their bytes, per a
@@ -40,7 +43,7 @@ from typing import Any
 
 from . import memory, shapes
 from .blockpool import host_side_cases
-from .router import router_cases
+from .router import router_cases, router_memory_cases
 from .shapes import Workload
 from .tiers import tier_cases
 from .timing import CPU, MEMORY
@@ -164,8 +167,8 @@ def build_plan(
     if target.pool is not None:
         for name, host_side in host_side_cases(target.pool).items():
             cases.append(Case(name, host_side, CPU))
-        for name, (workload, calibration) in router_cases(target.pool).items():
-            cases.append(Case(name, workload, calibration))
+        for name, (workload, calibration, paired) in router_cases(target.pool).items():
+            cases.append(Case(name, workload, calibration, paired))
         for name, (tier_case, tier_anchor) in tier_cases(target.pool, quick).items():
             cases.append(Case(name, tier_case, MEMORY, tier_anchor))
 
@@ -174,6 +177,9 @@ def build_plan(
         for name, builder in memory.memory_shapes(quick).items():
             build = functools.partial(builder, factory, impl)
             memory_cases.append(MemoryCase(f"memory/{name}", build))
+    if target.pool is not None:
+        for name, index_of in router_memory_cases(target.pool).items():
+            memory_cases.append(MemoryCase(name, index_of))
 
     if only is not None:
         chosen = {case.name for case in cases if only in case.name}

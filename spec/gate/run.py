@@ -12,7 +12,6 @@ count beside the new ones, so a figure fails only when it was over its limit in 
 from __future__ import annotations
 
 import importlib
-import json
 import os
 import platform
 from collections.abc import Callable, Mapping, Sequence
@@ -20,10 +19,11 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from ..inputs import InputError, read_json
 from .cases import Case, MemoryCase, Plan
 from .memory import bytes_per_block
 from .timing import Policy, calibrate, time_workload
-from .verdicts import FAIL, NEW, PASS, Baseline, Measurement, Verdict, evaluate
+from .verdicts import FAIL, NEW, PASS, Baseline, Measurement, Verdict, evaluate, shown
 
 Measure = Callable[[Case], Measurement]
 MeasureMemory = Callable[[MemoryCase], float]
@@ -176,7 +176,12 @@ def summary(run: GateRun) -> str:
     ]
     if counts[NEW]:
         lines.append("cases without a baseline are not gated: record them with --update-baseline")
-    lines.append("GATE " + ("FAILED" if run.exit_code else "PASSED"))
+    checks = counts[PASS] + counts[FAIL]
+    covered = (
+        f"{checks} checks on {len(run.plan.cases)} timed and {len(run.plan.memory)} memory cases"
+    )
+    word = "FAILED" if run.exit_code else "PASSED" if checks else "GATED NOTHING"
+    lines.append(f"GATE {word} ({covered})")
     return "\n".join(lines)
 
 
@@ -193,25 +198,51 @@ def load_prior(path: Path, plan: Plan) -> dict[str, list[Measurement]]:
             target or mode (its figures would gate the wrong thing).
     """
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise PriorError(f"{path}: cannot be read ({exc.strerror})") from None
-    except json.JSONDecodeError as exc:
-        raise PriorError(f"{path}: not JSON ({exc})") from None
+        data = read_json(path, "prior run")
+    except InputError as exc:
+        raise PriorError(str(exc)) from None
+    where = f"prior run {path}"
     if not isinstance(data, dict) or not isinstance(data.get("results"), dict):
-        raise PriorError(f"{path}: not the --json file of a gate run")
+        raise PriorError(f"{where}: not the --json file of a gate run")
     for field_name, wanted in (("target", plan.target), ("mode", plan.mode)):
         if data.get(field_name) != wanted:
             raise PriorError(
-                f"{path}: a run with {field_name} {data.get(field_name)!r}, this one is {wanted!r}"
+                f"{where}: a run with {field_name} {shown(data.get(field_name))}, "
+                f"this one is {wanted!r}"
             )
-    try:
-        return {
-            key: [Measurement(**measured) for measured in runs]
-            for key, runs in data["results"].items()
-        }
-    except TypeError as exc:
-        raise PriorError(f"{path}: a measurement that is not one ({exc})") from None
+    results: dict[str, list[Measurement]] = {}
+    for key, runs in data["results"].items():
+        if not isinstance(runs, list) or not all(_is_measurement(m) for m in runs):
+            raise PriorError(
+                f"{where}: results.{key}: a measurement that is not one (each needs a "
+                "median_ns and calib_ns above 0, a calibration and a unit, rounds and sweep)"
+            )
+        results[key] = [Measurement(**measured) for measured in runs]
+    return results
+
+
+#: A measurement's fields in a ``--json`` file, and what each must be.
+_MEASUREMENT_FIELDS: dict[str, Callable[[Any], bool]] = {
+    "median_ns": lambda v: _number(v) and 0 < v <= 1e300,
+    "calib_ns": lambda v: _number(v) and 0 < v <= 1e300,
+    "calibration": lambda v: isinstance(v, str),
+    "rounds": lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 0,
+    "unit": lambda v: isinstance(v, str),
+    "sweep": lambda v: isinstance(v, int) and not isinstance(v, bool) and 0 <= v < 2**31,
+}
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _is_measurement(value: Any) -> bool:
+    """Whether ``value`` is a measurement as :func:`to_json` writes one. O(1)."""
+    return (
+        isinstance(value, dict)
+        and set(value) == set(_MEASUREMENT_FIELDS)
+        and all(check(value[name]) for name, check in _MEASUREMENT_FIELDS.items())
+    )
 
 
 def to_json(run: GateRun, host: dict[str, str]) -> dict[str, Any]:

@@ -25,6 +25,7 @@ from typing import Any
 from ..conform.adapter import TreeAdapter
 from ..conform.candidate import Candidate
 from ..conform.targets import command, resolve
+from ..protocol.client import DEFAULT_STARTUP_TIMEOUT, DEFAULT_TIMEOUT
 from ..twins import TWIN_NAMES
 
 TreeFactory = Callable[[int, int], Any]
@@ -148,15 +149,23 @@ def _candidate_target(
     return target
 
 
-def gate_target(name: str | None, cmd: str | None = None) -> GateTarget:
-    """The target named on the command line (``name``, or a program ``cmd``).
+def gate_target(
+    name: str | None, cmd: str | None = None, timeouts: tuple[float, float] | None = None
+) -> GateTarget:
+    """The target named on the command line (``name``, or a program ``cmd``, given
+    ``timeouts`` seconds per answer and for its start: the protocol's defaults for None).
 
     Raises:
         spec.targets.TargetError: unknown name, import failure, wrong shape, empty ``cmd``.
         spec.candidate.CandidateFailure: the program does not start or fails its handshake.
     """
     if cmd is not None:
-        return _candidate_target(f"cmd:{cmd}", lambda: command(cmd).open(), shared=False)
+        per_call, startup = timeouts or (DEFAULT_TIMEOUT, DEFAULT_STARTUP_TIMEOUT)
+
+        def start() -> Any:
+            return command(cmd, timeout=per_call, startup_timeout=startup).open()
+
+        return _candidate_target(f"cmd:{cmd}", start, shared=False)
     assert name is not None
     target = resolve(name)
     found = target.open()

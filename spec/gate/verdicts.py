@@ -24,11 +24,14 @@ and calibration time; per memory case its value.
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..inputs import InputError, read_json
+from ..inputs.errors import QUOTE_CHARS
 from .cases import MAX_EVICT_GROWTH, Plan
 from .timing import format_ns
 
@@ -95,29 +98,88 @@ class BaselineError(ValueError):
     """A baseline file that cannot be used; the message says why."""
 
 
-def load_baseline(path: Path) -> Baseline:
-    """The baseline in ``path``; an empty one when the file does not exist.
+#: The fields of a ``limits`` entry, and the fields of a ``cases`` entry the gate divides
+#: by: each a positive finite number.
+LIMIT_FIELDS = ("max_ns", "max")
+CASE_FIGURES = ("normalised", "value")
+
+
+def load_baseline(path: Path, *, missing_ok: bool = False) -> Baseline:
+    """The baseline in ``path``; with ``missing_ok`` an empty one when the file does not
+    exist (``--update-baseline`` starts one). Every field the gate uses is checked, so a
+    hand-edited file is refused naming the field, never divided by. O(size of the file).
 
     Raises:
-        BaselineError: not JSON, or an unknown format.
+        BaselineError: unreadable (missing, a directory, binary, not UTF-8, over the cap),
+            not JSON, an unknown format, or a field of the wrong shape: ``target`` not a
+            string, ``cases`` or ``limits`` not objects of objects, a ``normalised``,
+            ``value``, ``max_ns`` or ``max`` that is not a positive finite number, an
+            unknown limit.
     """
-    if not path.exists():
+    if missing_ok and not path.exists():
         return Baseline()
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as exc:
-        raise BaselineError(f"{path}: not JSON ({exc})") from None
+        data = read_json(path, "baseline")
+    except InputError as exc:
+        raise BaselineError(str(exc)) from None
+    where = f"baseline {path}"
     if not isinstance(data, dict) or data.get("format") != BASELINE_FORMAT:
         found = data.get("format") if isinstance(data, dict) else type(data).__name__
         raise BaselineError(
-            f"{path}: baseline format {found!r}, this gate reads format {BASELINE_FORMAT}"
+            f"{where}: baseline format {found!r}, this gate reads format {BASELINE_FORMAT}"
         )
-    return Baseline(
-        data.get("target"),
-        dict(data.get("cases", {})),
-        {k: dict(v) for k, v in data.get("limits", {}).items()},
-        dict(data.get("recorded_with", {})),
-    )
+    target = data.get("target")
+    if target is not None and not isinstance(target, str):
+        raise BaselineError(f"{where}: target must be a string, not {shown(target)}")
+    cases = _tables(data, "cases", where)
+    for name, entry in cases.items():
+        for figure in CASE_FIGURES:
+            if figure in entry:
+                _positive(entry[figure], f"{where}: cases.{name}.{figure}")
+    limits = _tables(data, "limits", where)
+    for name, entry in limits.items():
+        unknown = sorted(set(entry) - set(LIMIT_FIELDS))
+        if unknown:
+            raise BaselineError(
+                f"{where}: limits.{name}.{unknown[0]} is not a limit "
+                f"(limits are {', '.join(LIMIT_FIELDS)})"
+            )
+        for key, bound in entry.items():
+            _positive(bound, f"{where}: limits.{name}.{key}")
+    recorded = data.get("recorded_with", {})
+    if not isinstance(recorded, dict):
+        raise BaselineError(f"{where}: recorded_with must be an object, not {shown(recorded)}")
+    return Baseline(target, cases, limits, dict(recorded))
+
+
+def shown(value: Any) -> str:
+    """``value`` as JSON text (control characters escaped), cut to a recognisable start."""
+    text = json.dumps(value)
+    return text if len(text) <= QUOTE_CHARS else f"{text[:QUOTE_CHARS]}... ({len(text)} characters)"
+
+
+def _tables(data: dict[str, Any], key: str, where: str) -> dict[str, dict[str, Any]]:
+    """``data[key]``: an object whose every value is an object (absent: empty)."""
+    table = data.get(key, {})
+    if not isinstance(table, dict):
+        raise BaselineError(f"{where}: {key} must be an object of cases, not {shown(table)}")
+    for name, entry in table.items():
+        if not isinstance(entry, dict):
+            raise BaselineError(f"{where}: {key}.{name} must be an object, not {shown(entry)}")
+    return {name: dict(entry) for name, entry in table.items()}
+
+
+def _positive(value: Any, field_name: str) -> None:
+    """``value`` must be a finite number above 0 (``bool`` is not a number here)."""
+    number = isinstance(value, (int, float)) and not isinstance(value, bool)
+    if not number or value <= 0 or value > _LARGEST or not math.isfinite(value):
+        raise BaselineError(
+            f"{field_name} must be a number above 0 (at most 1e300), not {shown(value)}"
+        )
+
+
+#: The largest figure a baseline may hold: any larger int is not a float.
+_LARGEST = 1e300
 
 
 def save_baseline(
@@ -135,7 +197,7 @@ def save_baseline(
     look fast, and keeping the lowest normalised figure would keep exactly that one (the
     baseline then fails every later quiet run).  Of an even number the lower middle.
     """
-    old = load_baseline(path)
+    old = load_baseline(path, missing_ok=True)
     cases = dict(old.cases)
     anchors = {case.name: case.anchor for case in plan.cases if case.anchor}
     for key, measured in results.items():

@@ -24,11 +24,22 @@ raised before the caller has done anything with the input.
 
 from __future__ import annotations
 
-from .argtypes import choice_list, count, input_path, output_dir, output_file, real
-from .errors import InputError
+from .argtypes import (
+    choice_list,
+    count,
+    count_list,
+    count_range,
+    input_path,
+    input_path_or,
+    json_object,
+    output_dir,
+    output_file,
+    real,
+)
+from .errors import InputError, printable, quote
 from .files import iter_lines, read_json, read_text, read_toml
-from .jsontext import dumps_json, loads_json, loads_json_object
-from .limits import LIMITS, Limit
+from .jsontext import decode_json, dumps_json, loads_json, loads_json_object
+from .limits import LIMITS, Limit, limits_table
 
 __all__ = [
     "LIMITS",
@@ -36,13 +47,21 @@ __all__ = [
     "Limit",
     "choice_list",
     "count",
+    "count_list",
+    "count_range",
+    "decode_json",
     "dumps_json",
     "input_path",
+    "input_path_or",
     "iter_lines",
+    "json_object",
+    "limits_table",
     "loads_json",
     "loads_json_object",
     "output_dir",
     "output_file",
+    "printable",
+    "quote",
     "read_json",
     "read_text",
     "read_toml",

@@ -7,9 +7,13 @@ is checked once, where it is declared, and never reaches a command's code out of
 
 - :func:`count` and :func:`real`: a number in a closed range; floats are always finite
   (``nan``, ``inf`` refused); 0 is a value like any other, never "the default";
+- :func:`count_list` and :func:`count_range`: integers in range, as a comma-separated
+  list (``1,2,4``) or a range (``2-4096``);
 - :func:`choice_list`: a comma-separated list of known names, none empty;
+- :func:`json_object`: a JSON object (depth-capped, finite numbers: :mod:`.jsontext`);
 - :func:`input_path`, :func:`output_file`, :func:`output_dir`: a path that can be read,
-  or written without clobbering a directory or a file, checked before any work starts.
+  or written without clobbering a directory or a file, checked before any work starts;
+  :func:`input_path_or` also takes a few reserved words (``strict`` for a profile).
 
 Every callable has a ``__name__`` (argparse names the type in its fallback message).
 """
@@ -22,7 +26,8 @@ import os
 from collections.abc import Callable, Collection
 from pathlib import Path
 
-from .errors import quote
+from .errors import InputError, quote
+from .jsontext import loads_json_object
 
 
 def _named(function: Callable[[str], object], name: str) -> None:
@@ -76,6 +81,67 @@ def real(least: float, most: float, *, above: bool = False) -> Callable[[str], f
     return parse
 
 
+def count_list(least: int, most: int, *, most_items: int) -> Callable[[str], tuple[int, ...]]:
+    """A comma-separated list of integers, each in ``[least, most]``, at least one and at
+    most ``most_items``, duplicates removed in order. O(len(word)).
+
+    Raises (from the returned callable):
+        argparse.ArgumentTypeError: an empty list or item, an item that is not an integer
+            or out of range, too many items.
+    """
+    item = count(least, most)
+
+    def parse(word: str) -> tuple[int, ...]:
+        parts = [part.strip() for part in word.split(",")]
+        if not word.strip() or any(not part for part in parts):
+            raise argparse.ArgumentTypeError(f"{quote(word)} has an empty item in its list")
+        if len(parts) > most_items:
+            raise argparse.ArgumentTypeError(
+                f"{len(parts)} items, over the most allowed, {most_items}"
+            )
+        return tuple(dict.fromkeys(item(part) for part in parts))
+
+    _named(parse, "list")
+    return parse
+
+
+def count_range(least: int, most: int) -> Callable[[str], tuple[int, int]]:
+    """``LOW-HIGH`` (or one integer ``N``, meaning ``N-N``), both in ``[least, most]``, the
+    smaller first. ``least`` must be >= 0 (a ``-`` separates the ends). O(len(word)).
+
+    Raises (from the returned callable):
+        argparse.ArgumentTypeError: an end that is not an integer or out of range, or the
+            larger first.
+    """
+    end = count(least, most)
+
+    def parse(word: str) -> tuple[int, int]:
+        low, dash, high = word.strip().partition("-")
+        pair = (end(low), end(high if dash else low))
+        if pair[0] > pair[1]:
+            raise argparse.ArgumentTypeError(f"{quote(word)}: the smaller end comes first")
+        return pair
+
+    _named(parse, "range")
+    return parse
+
+
+def json_object(word: str) -> dict[str, object]:
+    """A JSON object (depth-capped, finite numbers only). O(len(word)).
+
+    Raises:
+        argparse.ArgumentTypeError: not JSON, nested too deeply, a non-finite number, or
+            not an object.
+    """
+    try:
+        return loads_json_object(word, quote(word))
+    except InputError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+_named(json_object, "JSON object")
+
+
 def choice_list(choices: Collection[str], *, most: int | None = None) -> Callable[[str], list[str]]:
     """A comma-separated list of names from ``choices``, at least one, none empty,
     duplicates removed in order. O(len(word)).
@@ -121,6 +187,21 @@ def input_path(word: str) -> Path:
     if not os.access(path, os.R_OK):
         raise argparse.ArgumentTypeError(f"{word}: cannot be read (permission denied)")
     return path
+
+
+def input_path_or(*words: str) -> Callable[[str], Path | str]:
+    """One of ``words`` as it is, else an :func:`input_path` (a file named like a word
+    is reached as ``./word``). O(1).
+
+    Raises (from the returned callable):
+        argparse.ArgumentTypeError: as :func:`input_path`.
+    """
+
+    def parse(word: str) -> Path | str:
+        return word if word in words else input_path(word)
+
+    _named(parse, "path")
+    return parse
 
 
 def output_file(word: str) -> Path:

@@ -9,6 +9,13 @@ Reading (:func:`loads_json`):
   refused, so nothing downstream ever computes with one;
 - a parse error names where it happened (``trace t.jsonl line 3: not JSON (...)``).
 
+Reading into a declared shape (:func:`decode_json`): a msgspec type (a ``Struct`` of
+lists, ints, strings and bounded floats) checked while parsing, in C; nesting is capped
+by the type itself (the parser refuses the first bracket the type has no room for, so a
+100,000-deep body is refused at its second level), and msgspec refuses ``NaN``,
+``Infinity`` and a float that overflows as JSON does. For HTTP bodies, whose shape is
+fixed and whose size is large (a prompt's tokens).
+
 Writing (:func:`dumps_json`): ``allow_nan=False`` always, so the toolbox never emits a
 file or an HTTP answer that other JSON parsers reject.
 """
@@ -18,7 +25,9 @@ from __future__ import annotations
 import json
 import math
 import re
-from typing import Any
+from typing import Any, TypeVar
+
+import msgspec
 
 from .errors import InputError
 from .limits import LIMITS
@@ -77,6 +86,25 @@ def loads_json(text: str, where: str, *, max_depth: int | None = None) -> Any:
         ) from None
     except (ValueError, RecursionError) as exc:  # a refused number; int digits over the limit
         raise InputError(f"{where}: not usable JSON ({exc})") from None
+
+
+_T = TypeVar("_T")
+
+
+def decode_json(data: bytes, shape: type[_T], where: str) -> _T:
+    """Parse JSON ``data`` into ``shape`` (a msgspec type with no ``Any`` in it);
+    ``where`` names it in any error. O(len(data)).
+
+    Raises:
+        InputError: not UTF-8 JSON, or not of ``shape`` (msgspec's message, which names
+            the path: ``Expected `int` >= 0 - at `$.tokens[3]```).
+    """
+    try:
+        return msgspec.json.decode(data, type=shape)
+    except msgspec.ValidationError as exc:
+        raise InputError(f"{where}: {exc}") from None
+    except msgspec.DecodeError as exc:
+        raise InputError(f"{where}: not JSON ({exc})") from None
 
 
 def loads_json_object(text: str, where: str) -> dict[str, Any]:

@@ -15,7 +15,9 @@ A hostile or broken program cannot take the kit down with it:
   does the program's write). Stderr lines are cut to :data:`STDERR_LINE_CHARS` and
   only the last :data:`STDERR_LINES` are kept.
 * **Any bytes.** Output that is not UTF-8 is decoded with replacement characters and
-  then fails as malformed JSON; the diagnostic quotes its start.
+  then fails as malformed JSON; the diagnostic quotes its start. What the program wrote
+  reaches the terminal escaped (:func:`~kachedb_radix.spec.inputs.printable`: its
+  stderr, its name, its malformed answers), never as escape sequences.
 * **No orphans.** The program runs in a process group (session) of its own, and
   everything in that group is ended with it: on close, stdin is closed and the
   program gets ``close_grace`` seconds to exit; then the group gets SIGTERM, then,
@@ -47,6 +49,7 @@ from ..conform.operations import (
     operations_of,
     required_of,
 )
+from ..inputs import printable
 from .messages import (
     PROTOCOL_VERSION,
     SNAPSHOT_FIELDS,
@@ -257,7 +260,7 @@ class StdioCandidate(Forwarding):
             self._fail("hello: block_sizes must be null or a non-empty list of ints >= 1")
         self._block_sizes = None if sizes is None else tuple(sizes)
         if name is None and isinstance(hello.get("name"), str) and hello["name"]:
-            self._name = hello["name"]
+            self._name = printable(hello["name"])
 
     def _request(self, op: str, fields: dict[str, Any], timeout: float | None = None) -> Any:
         if self._failed is not None:
@@ -330,7 +333,7 @@ class StdioCandidate(Forwarding):
     def _keep_stderr(self, line: bytes | None) -> None:
         if line is not None:
             text = line.decode("utf-8", errors="replace").rstrip("\n")
-            self._stderr.append(text[:STDERR_LINE_CHARS])
+            self._stderr.append(printable(text[:STDERR_LINE_CHARS]))
 
     def _terminate(self, grace: float) -> None:
         """Let the program exit within ``grace`` seconds, then end its process group:
@@ -352,6 +355,7 @@ class StdioCandidate(Forwarding):
         tail = list(self._stderr)
         if tail:
             message += "\n  stderr (last lines):\n" + "\n".join(f"    {line}" for line in tail)
+        message = printable(message)  # a malformed answer is quoted in it
         self._failed = message.splitlines()[0]
         raise CandidateFailure(f"{self._name}: {message}")
 

@@ -13,6 +13,11 @@ treat them as lost (R-ROUTE-2).
 The replay socket is served by a thread of its own (ZeroMQ sockets are used by one
 thread each; the buffer is shared under a lock); :meth:`EventPublisher.publish` sends
 from the caller's thread.
+
+High-water marks, as vLLM 0.33's publisher sets them: a ZeroMQ socket drops what its
+peer's queue cannot take, so the PUB socket queues :data:`PUB_HWM` batches for a slow
+subscriber, and the replay socket room for a whole buffer twice over (it acknowledges
+reads only every half-queue), so that a full replay and its end marker always fit.
 """
 
 from __future__ import annotations
@@ -25,6 +30,9 @@ import zmq
 from kachedb_radix.reference.errors import InvalidArgumentError
 from kachedb_radix.reference.events import KVEventBatch, encode_batch
 
+#: Batches the PUB socket queues for a subscriber that reads slowly.
+PUB_HWM = 100_000
+
 #: The replay's end marker: -1 as 8 signed big-endian bytes.
 END_SEQ = (-1).to_bytes(8, "big", signed=True)
 
@@ -34,10 +42,14 @@ def seq_bytes(seq: int) -> bytes:
     return seq.to_bytes(8, "big")
 
 
-def _bound(context: zmq.Context[zmq.Socket[bytes]], kind: int, endpoint: str) -> zmq.Socket[bytes]:
-    """A socket of ``kind`` bound to ``endpoint``; closed again if the bind fails."""
+def _bound(
+    context: zmq.Context[zmq.Socket[bytes]], kind: int, endpoint: str, hwm: int
+) -> zmq.Socket[bytes]:
+    """A socket of ``kind`` bound to ``endpoint``, queueing ``hwm`` messages a peer;
+    closed again if the bind fails."""
     sock = context.socket(kind)
     sock.setsockopt(zmq.LINGER, 0)
+    sock.setsockopt(zmq.SNDHWM, hwm)
     try:
         sock.bind(endpoint)
     except zmq.ZMQError:
@@ -78,14 +90,14 @@ class EventPublisher:
         self._buffer: deque[tuple[int, bytes]] = deque(maxlen=buffer_steps)
         self._lock = threading.Lock()
         self._next = 0
-        self._pub = _bound(self._context, zmq.PUB, endpoint)
+        self._pub = _bound(self._context, zmq.PUB, endpoint, PUB_HWM)
         self.endpoint: str = self._pub.getsockopt_string(zmq.LAST_ENDPOINT)
         self.replay_endpoint: str | None = None
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         if replay_endpoint is not None:
             try:
-                replay = _bound(self._context, zmq.ROUTER, replay_endpoint)
+                replay = _bound(self._context, zmq.ROUTER, replay_endpoint, 2 * (buffer_steps + 1))
             except zmq.ZMQError:
                 self._pub.close(linger=0)
                 raise

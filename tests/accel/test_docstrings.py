@@ -154,9 +154,6 @@ REFERENCE_ONLY = {
     ),
 }
 
-LIMITS = (
-    "C stores block ids, node indices and token offsets in 32 bits (DESIGN.md, 'Known differences')"
-)
 BLOCKS_VIEW = (
     "C results hold their ids inline as uint32; ``Blocks`` is a read-only Sequence equal to "
     "and hashing like the tuple (DESIGN.md, 'Known differences')"
@@ -185,15 +182,15 @@ GIL_FREE = (
 MADE_BY = "the C type has no constructor (DESIGN.md, 'Known differences')"
 
 TABLE = (
-    "the C index is one open-addressing table of (hash, medium) -> a bitmask of workers "
-    "(accel/router.c): clearing or listing one worker scans the table's slots, where the "
-    "reference keeps a dict of entries per worker"
+    "the C index is one open-addressing table of (hash, medium) -> holders (accel/router.c): "
+    "clearing or listing one worker visits the home regions of the fingerprints it keeps, "
+    "where the reference keeps a dict of entries per worker"
 )
 MASKS = (
-    "a query ANDs 64-worker mask words per block (one probe per medium), where the "
-    "reference intersects Python sets of workers"
+    "a query ANDs 64-worker mask words per block (one probe per medium), the words of the "
+    "workers still matching, where the reference intersects Python sets of workers"
 )
-WORKER_CAP = "the C masks hold up to 64 words of 64 workers (accel/router.c, R_MAX_WORDS)"
+WORKER_CAP = "a C slot names a worker in 12 bits, a mask up to 64 words (accel/router.c)"
 
 #: The allowed differences, by ``Class`` (its docstring) or ``Class.member``.
 ALLOWED: dict[str, tuple[Diff, ...]] = {
@@ -210,8 +207,9 @@ ALLOWED: dict[str, tuple[Diff, ...]] = {
             "Cost: applying an event is O(its blocks); a query O(n * w) for n hashes and the "
             "w workers still matching.",
             "Cost: applying an event is O(its blocks) expected, one probe of an "
-            "open-addressing table a block; a query O(n * m) probes for n hashes on m media, "
-            "the holders' masks ANDed 64 workers a word. At most 4,096 workers.",
+            "open-addressing table a block; a query O(n * m) probes for n hashes on m media "
+            "plus their holder sets; clearing or removing a worker O(what it holds). At most "
+            "4,096 workers.",
             MASKS,
         ),
     ),
@@ -219,25 +217,32 @@ ALLOWED: dict[str, tuple[Diff, ...]] = {
         Diff("(nothing changes).", "(nothing changes). Also for a 4,097th worker.", WORKER_CAP),
     ),
     "RouterIndex.lost": (
-        Diff("starts stale. O(its entries).", "starts stale. O(slots of the table).", TABLE),
+        Diff(
+            "starts stale. O(its entries).",
+            "starts stale. O(its fingerprints * probe length).",
+            TABLE,
+        ),
         Diff("(nothing changes).", "(nothing changes). Also for a 4,097th worker.", WORKER_CAP),
     ),
-    "RouterIndex.remove_worker": (Diff("O(its entries).", "O(slots of the table).", TABLE),),
-    "RouterIndex.holdings": (Diff("O(its entries).", "O(slots of the table).", TABLE),),
-    "RouterIndex.dump": (
-        Diff("O(entries log entries).", "O(w * slots + entries log entries).", TABLE),
+    "RouterIndex.remove_worker": (
+        Diff("O(its entries).", "O(its fingerprints * probe length).", TABLE),
+    ),
+    "RouterIndex.holdings": (
+        Diff("O(its entries).", "O(its fingerprints * probe length).", TABLE),
     ),
     "RouterIndex.check_invariants": (
         Diff(
             "O(entries).",
-            "O(slots * (probe length + mask words * 64)).",
-            "the C check walks every slot's probe sequence (Robin Hood order) and mask bits",
+            "O(slots * probe length + fingerprints log fingerprints).",
+            "the C check walks every slot's probe sequence (Robin Hood order), its holder set "
+            "and the fingerprints that must name it",
         ),
     ),
     "RouterIndex.query_hashes": (
         Diff(
             "O(n * w).",
-            "O(n * m) probes for m media, the holders' masks ANDed 64 workers a word.",
+            "O(n * m) probes for m media, plus each hash's holder set; the workers still "
+            "matching ANDed 64 a word.",
             MASKS,
         ),
     ),
@@ -252,12 +257,6 @@ ALLOWED: dict[str, tuple[Diff, ...]] = {
     ),
     "RadixTree": (
         Diff(
-            "num_blocks: the pool size, an int >= 1;",
-            "num_blocks: the pool size, an int >= 1 (at most 2**31 - 1 here);",
-            LIMITS,
-        ),
-        Diff("token-level tree).", "token-level tree; at most 2**24 here).", LIMITS),
-        Diff(
             ":meth:`take_events` returns them.",
             ":meth:`take_events` returns them. _hash_seed: a test hook: the seed of the "
             "block-hash keys (default: drawn from ``os.urandom``).",
@@ -265,21 +264,16 @@ ALLOWED: dict[str, tuple[Diff, ...]] = {
             "the keys for the crafted-collision tests (DESIGN.md, 'Hash')",
         ),
         Diff(
-            "InvalidArgumentError: a size is not an int >= 1,",
-            "InvalidArgumentError: a size is not an int >= 1 or is above its limit here,",
-            LIMITS,
-        ),
-        Diff(
             "``BlockHasher``.",
-            "``BlockHasher``. MemoryError: ``num_blocks * block_size`` is above 2**40, "
-            "or the pool's arrays cannot be allocated.",
-            "the C twin refuses a pool of more than 2**40 token slots before allocating; the "
-            "reference has no such guard (its lists fail when memory runs out)",
+            "``BlockHasher``. MemoryError: the pool's arrays cannot be allocated.",
+            "the C twin's per-block arrays are allocated in C, where a failure is reported "
+            "(tests/accel/test_alloc_failures.py); the reference's lists fail as any "
+            "Python object does",
         ),
         Diff(
-            "or the pool's arrays cannot be allocated.",
-            "or the pool's arrays cannot be allocated. TypeError: ``_hash_seed`` is not an "
-            "int or None.",
+            "MemoryError: the pool's arrays cannot be allocated.",
+            "MemoryError: the pool's arrays cannot be allocated. TypeError: ``_hash_seed`` is "
+            "not an int or None.",
             "the test hook's own error (see _hash_seed above)",
         ),
         Diff(
@@ -304,10 +298,10 @@ ALLOWED: dict[str, tuple[Diff, ...]] = {
     "RadixTree.take_events": (
         Diff(
             "O(1).",
-            "O(1) here; O(B) per block logged since the last call to name it (the "
-            "reference's recorder hashes the blocks).",
-            "the C twin logs ids and tokens while it mutates and names them (hashes, vLLM's "
-            "structs) when they are taken, through the reference's recorder (accel/events.c)",
+            "O(size of the batches) here: decoded from the wire bytes the operations "
+            "encoded (:meth:`take_event_payloads`).",
+            "the C twin hashes and encodes its events while it mutates (accel/events.c) and "
+            "builds vLLM's structs only when asked for them; the reference keeps the structs",
         ),
     ),
     "RadixTree.check_invariants": (
@@ -359,12 +353,6 @@ ALLOWED: dict[str, tuple[Diff, ...]] = {
         Diff("O(readers).", "O(1): the registry is sorted, oldest first.", SORTED_READERS),
     ),
     "BlockAllocator": (
-        Diff("pool size, an int >= 1.", "pool size, an int >= 1 (at most 2**31 - 1 here).", LIMITS),
-        Diff(
-            "``num_blocks`` is not an int >= 1.",
-            "``num_blocks`` is not an int >= 1, or is above 2**31 - 1.",
-            LIMITS,
-        ),
         Diff(
             "Cost: O(num_blocks) to build.",
             "Cost: O(num_blocks / 64) to build (a bitmap of the free ids).",

@@ -135,21 +135,24 @@ def test_snapshot_match_arguments_as_the_reference(call: Callable[[Any], Any]) -
 
 @pytest.mark.parametrize(
     "args",
-    [(10**30,), (2**31,), (8, 2**24 + 1), (8, 10**30), (8, -(10**30))],
-    ids=["huge-pool", "pool-past-limit", "block-past-limit", "huge-block", "negative-huge"],
-)
+    [(10**30,), (2**31,), (2**24 + 1,), (8, 2**16 + 1), (8, 10**30), (8, -(10**30))],
+    ids=["huge-pool", "pool-2-31", "pool-past-limit", "block-past-limit", "huge-block",
+         "negative-huge"],
+)  # fmt: skip
 def test_constructor_limits(args: tuple[int, ...]) -> None:
-    """Past the C twin's limits (DESIGN.md, 'Known differences') the refusal is the
-    reference's error class."""
-    with pytest.raises(reference.InvalidArgumentError, match="accel"):
-        accel.RadixTree(*args)
-    with pytest.raises(reference.InvalidArgumentError, match="accel"):
-        accel.BlockAllocator(args[0] if len(args) == 1 else 10**30)
+    """Past the limits of R-LIMIT-* the refusal is the reference's, class and rule."""
+    rule = "R-LIMIT" if args[-1] > 0 else ">= 1"
+    for twin in (accel, reference):
+        with pytest.raises(reference.InvalidArgumentError, match=rule):
+            twin.RadixTree(*args)
+        with pytest.raises(reference.InvalidArgumentError, match=r"R-LIMIT-1|>= 1"):
+            twin.BlockAllocator(args[0] if len(args) == 1 else 10**30)
 
 
-def test_constructor_refuses_a_pool_past_2_40_token_slots_before_allocating() -> None:
-    with pytest.raises(MemoryError):
-        accel.RadixTree(2**31 - 1, 2**24)
+def test_constructor_refuses_a_pool_past_2_32_token_slots_before_allocating() -> None:
+    with pytest.raises(reference.InvalidArgumentError, match="R-LIMIT-3"):
+        accel.RadixTree(2**16 + 1, 2**16)
+    assert accel.RadixTree(2**16, 2**16).num_blocks == 2**16  # at the cap: accepted
     with pytest.raises(TypeError, match="_hash_seed"):
         accel.RadixTree(8, 2, _hash_seed="seed")  # type: ignore[arg-type]
     assert accel.RadixTree(8, 2, _hash_seed=-1)._hash_seed == 2**64 - 1  # taken mod 2**64

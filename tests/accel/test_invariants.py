@@ -150,10 +150,12 @@ MESSAGES = {
     "pub_parent_missing": "not found under its parent",
     "pub_not_found": "not found under its parent",
     "events_open": "R-EVENT-5: events logged outside an operation",
+    "events_hash": "R-EVENT-2: block 1 has a hash its path does not give",
+    "events_known": "R-EVENT-1: block 1 is cached without a hash",
 }
 
 #: The kinds shown only on a tree that emits KV events (R-EVENT-*).
-EVENT_KINDS = ("events_open",)
+EVENT_KINDS = ("events_open", "events_hash", "events_known")
 
 
 def rich(with_readers: bool) -> tuple[Any, list[Any]]:
@@ -232,17 +234,24 @@ def test_check_invariants_catches_a_broken_policy(kind: str) -> None:
         corrupt_check(policy_tree("lru"), kind)
 
 
-def test_check_invariants_catches_an_event_log_left_open() -> None:
-    """R-EVENT-5: records logged but not closed into a batch are a bug."""
-    tree = accel.RadixTree(8, 2, events=True)
-    tree.insert([1, 2, 3, 4])
+@pytest.mark.parametrize("kind", EVENT_KINDS)
+@pytest.mark.parametrize("scheme", ["sha256_cbor", "xxh3_64", "sglang_dynamo"])
+def test_check_invariants_catches_broken_events(kind: str, scheme: str) -> None:
+    """R-EVENT-5: records logged but not closed into a batch are a bug; R-EVENT-2: a
+    cached block's hash is the one its path gives; R-EVENT-1: exactly the cached blocks
+    have one."""
+    tree = accel.RadixTree(8, 2, events=reference.events.BlockHasher(scheme))
+    tree.insert([1, 2, 3, 4], "ns")
     before = tree.dump()
-    message = corrupt_check(tree, "events_open")
-    assert message is not None and MESSAGES["events_open"] in message
+    message = corrupt_check(tree, kind)
+    assert message is not None and MESSAGES[kind] in message
     tree.check_invariants()  # the break was undone
     assert tree.dump() == before and len(tree.take_events()) == 1
     with pytest.raises(ValueError, match="emits no events"):
-        corrupt_check(accel.RadixTree(8, 2), "events_open")
+        corrupt_check(accel.RadixTree(8, 2), kind)
+    if kind != "events_open":
+        with pytest.raises(ValueError, match="no cached block"):
+            corrupt_check(accel.RadixTree(8, 2, events=True), kind)
 
 
 @pytest.mark.parametrize(

@@ -3,6 +3,7 @@ queries checked against a brute-force index on generated multi-worker streams.""
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable, Hashable
 from typing import Any
 
@@ -117,17 +118,20 @@ def test_a_malformed_batch_makes_its_worker_stale(new_index: Callable[[], Any]) 
 
 
 def test_bad_events_are_counted_and_change_nothing_else(new_index: Callable[[], Any]) -> None:
-    """R-ROUTE-3: a duplicate store wipes nothing, an unknown parent is kept, an unknown
-    removal is ignored, and another worker is never touched."""
+    """R-ROUTE-3: a duplicate store wipes nothing (it adds a copy, R-ROUTE-5), an unknown
+    parent is kept, an unknown removal is ignored, and another worker is never touched."""
     index = new_index()
     index.apply("a", 0, _stored(1, 2))
     index.apply("b", 0, _stored(1, 2))
     index.apply("a", 1, _stored(1, 2))  # duplicate
     index.apply("a", 2, _stored(8, parent=77))  # unknown parent
-    index.apply("a", 3, _removed(99, 2))  # one unknown, one real
+    index.apply("a", 3, _removed(99, 2))  # one unknown, one real: a copy of 2 remains
     counts = index.counts("a")
     assert counts["duplicate_stores"] == 2 and counts["unknown_parents"] == 1
-    assert counts["unknown_removals"] == 1
+    assert counts["unknown_removals"] == 1 and counts["removed"] == 1
+    assert index.holdings("a") == {(1, "GPU"), (2, "GPU"), (8, "GPU")}
+    assert [index.copies("a", h, "GPU") for h in (1, 2, 8, 99)] == [2, 1, 1, 0]
+    index.apply("a", 4, _removed(2))
     assert index.holdings("a") == {(1, "GPU"), (8, "GPU")}
     assert index.holdings("b") == {(1, "GPU"), (2, "GPU")}
     index.check_invariants()
@@ -203,20 +207,22 @@ EVENTS = st.lists(
 def test_the_index_agrees_with_a_brute_force_one(
     events: list[tuple[str, str, list[int], str]], query: list[int], new_index: Callable[[], Any]
 ) -> None:
-    """R-ROUTE-3, R-ROUTE-4: any stream, bad events included, leaves each worker with
-    the set a plain model computes, and queries give the model's depths."""
+    """R-ROUTE-3, R-ROUTE-4, R-ROUTE-5: any stream, bad events and repeated blocks
+    included, leaves each worker with the copies a plain model counts -- a store adds
+    one, a removal takes one away, a clear drops them all -- and queries give the
+    model's depths over the entries with a copy left."""
     index = new_index()
-    model: dict[Hashable, set[tuple[ExternalHash, str | None]]] = {}
+    model: dict[Hashable, Counter[tuple[ExternalHash, str | None]]] = {}
     seqs: dict[str, int] = {}
     for worker, kind, hashes, medium in events:
-        held = model.setdefault(worker, set())
+        held = model.setdefault(worker, Counter())
         if kind == "store":
             wire: list[ExternalHash] = list(hashes)
             event: object = BlockStored(wire, None, [0] * 2 * len(hashes), 2, None, medium, None)
-            held |= {(h, medium) for h in hashes}
+            held.update((h, medium) for h in hashes)
         elif kind == "remove":
             event = BlockRemoved(list[ExternalHash](hashes), medium)
-            held -= {(h, medium) for h in hashes}
+            held.subtract((h, medium) for h in hashes if held[h, medium] > 0)
         else:
             event = AllBlocksCleared()
             held.clear()
@@ -225,8 +231,11 @@ def test_the_index_agrees_with_a_brute_force_one(
         assert index.apply(worker, seq, KVEventBatch(0.0, [event])).outcome == "applied"  # type: ignore[list-item]
         index.check_invariants()
     for name, held in model.items():
-        assert index.holdings(name) == held
-    assert index.query_hashes(query) == brute_force_depths(model, query)
+        live = {entry for entry, copies in held.items() if copies > 0}
+        assert index.holdings(name) == live and index.held(name) == len(live)
+        assert {e: index.copies(name, *e) for e in held} == {e: max(n, 0) for e, n in held.items()}
+    holdings = {name: [e for e, n in held.items() if n > 0] for name, held in model.items()}
+    assert index.query_hashes(query) == brute_force_depths(holdings, query)
 
 
 def test_check_invariants_catches_a_broken_table() -> None:

@@ -30,6 +30,7 @@ from kachedb_radix.reference.events import (
 from kachedb_radix.reference.events.recorder import EventRecorder
 from kachedb_radix.reference.router import RouterIndex
 from tests.conftest import TreeFactory
+from tests.support.hooks import corrupt_check
 from tests.support.vllm import require_vllm
 
 #: ``events_tree(num_blocks=8, block_size=2, events=True)``: a tree of the twin under test.
@@ -46,11 +47,14 @@ def events_tree(make_tree: TreeFactory) -> Any:
     return build
 
 
-def recorder_of(tree: Any) -> EventRecorder:
-    """The tree's event recorder: the reference's own, or the one that names the C
-    twin's log (every record named first)."""
-    found = tree._events if tree.implementation == "reference" else tree._event_recorder
-    assert isinstance(found, EventRecorder)
+def hash_of(tree: Any, block: int) -> ExternalHash | None:
+    """The external hash ``tree``'s events name cached ``block`` by (None: not cached): the
+    reference's recorder, or the C twin's own table (its ``_event_hash`` hook)."""
+    if tree.implementation == "reference":
+        recorder = tree._events
+        assert isinstance(recorder, EventRecorder)
+        return recorder.hash_of(block)
+    found: ExternalHash | None = tree._event_hash(block)
     return found
 
 
@@ -86,6 +90,21 @@ def test_an_insert_emits_one_block_stored_for_its_new_blocks(events_tree: Events
     assert second.ts == 2.0 and tree.take_events() == []
     tree.insert([1, 2, 3, 4])  # nothing new: nothing emitted
     assert tree.take_events() == []
+
+
+def test_payloads_are_the_batches_encoded(events_tree: EventsTree) -> None:
+    """R-EVENT-6: take_event_payloads() hands over what take_events() would, each batch as
+    the msgpack payload a publisher sends; either takes the batches."""
+    tree = events_tree(events=BlockHasher(wire="bytes"))
+    tree.insert([1, 2, 3, 4], "ns")
+    tree.insert([1, 2, 5, 6])
+    twin = tree.clone()
+    payloads, batches = tree.take_event_payloads(), twin.take_events()
+    assert len(payloads) == 2 and payloads == [encode_batch(batch) for batch in batches]
+    assert [decode_batch(payload) for payload in payloads] == batches
+    assert tree.take_event_payloads() == [] and tree.take_events() == []
+    with pytest.raises(InvalidArgumentError, match="emits no events"):
+        events_tree(events=None).take_event_payloads()
 
 
 def test_a_namespace_is_the_first_blocks_extra_key(events_tree: EventsTree) -> None:
@@ -125,10 +144,9 @@ def test_an_eviction_emits_block_removed_in_eviction_order(events_tree: EventsTr
     tree.insert([1, 2, 3, 4])
     tree.insert([5, 6])
     tree.take_events()
-    log = recorder_of(tree)
     hashes: dict[int, ExternalHash] = {}
     for block in range(3):
-        found = log.hash_of(block)
+        found = hash_of(tree, block)
         assert found is not None
         hashes[block] = found
     reader = tree.reader()
@@ -196,10 +214,18 @@ def test_a_clone_has_its_own_event_log(events_tree: EventsTree) -> None:
 
 
 def test_the_invariant_catches_a_wrong_hash(events_tree: EventsTree) -> None:
-    """R-EVENT-1, R-EVENT-2: check_invariants compares the log with the dump."""
+    """R-EVENT-1, R-EVENT-2: check_invariants compares the known hashes with the tree:
+    the reference's recorder against the dump; the C twin's table (a hash changed, one
+    forgotten, through its test hooks) against its node records."""
     tree = events_tree()
     tree.insert([1, 2, 3, 4])
-    log = recorder_of(tree)
+    if tree.implementation == "accel":
+        assert "R-EVENT-2" in (corrupt_check(tree, "events_hash") or "")
+        assert "R-EVENT-1" in (corrupt_check(tree, "events_known") or "")
+        tree.check_invariants()  # both breaks were undone
+        return
+    log = tree._events
+    assert isinstance(log, EventRecorder)
     log._hashes[0] = b"wrong"
     with pytest.raises(Exception, match="R-EVENT-2"):
         tree.check_invariants()
@@ -340,65 +366,3 @@ def test_the_invariant_catches_an_operation_left_open() -> None:
     tree._events._pending.append(AllBlocksCleared())
     with pytest.raises(Exception, match="R-EVENT-5"):
         tree.check_invariants()
-
-
-class _Hook(BlockHasher):
-    """A hasher that runs ``hook`` before naming its ``at``-th block: code run while
-    the C twin's log is being named."""
-
-    calls: int
-    at: int
-    hook: Any
-
-    def __init__(self, at: int, hook: Any) -> None:
-        super().__init__("xxh3_64")
-        object.__setattr__(self, "calls", 0)
-        object.__setattr__(self, "at", at)
-        object.__setattr__(self, "hook", hook)
-
-    def block_hash(self, parent: Any, tokens: Any, salt: str | None = None) -> Any:
-        object.__setattr__(self, "calls", self.calls + 1)
-        if self.calls == self.at:
-            self.hook()
-        return super().block_hash(parent, tokens, salt)
-
-
-def test_the_c_log_survives_code_run_while_it_is_named() -> None:
-    """The C twin names its log by calling the hasher: a call into the tree from there
-    is logged after what is being named, a nested take is refused, and a take that
-    fails part way (the hasher raised) loses nothing -- the next one resumes, even after
-    the log had to make room for more."""
-    pytest.importorskip("kachedb_radix.accel._radix", reason="the C twin is not built")
-    from kachedb_radix import accel
-
-    trees: list[Any] = []
-
-    def nested() -> None:
-        trees[0].insert([50, 50])
-        with pytest.raises(RuntimeError, match="being named"):
-            trees[0].take_events()
-
-    tree = accel.RadixTree(64, 2, events=_Hook(2, nested))
-    twin = RadixTree(64, 2, events=BlockHasher("xxh3_64"))
-    trees.append(tree)
-    for t in (tree, twin):
-        t.insert([1, 1, 2, 2])
-    twin.insert([50, 50])  # what the hook does inside the C twin's first take
-    assert tree.take_events() == twin.take_events()
-
-    def fails() -> None:
-        raise ValueError("the hasher failed")
-
-    tree = accel.RadixTree(600, 2, events=_Hook(3, fails))
-    twin = RadixTree(600, 2, events=BlockHasher("xxh3_64"))
-    for t in (tree, twin):
-        t.insert([1, 1])
-        t.insert([2, 2, 3, 3])
-    with pytest.raises(ValueError, match="the hasher failed"):
-        tree.take_events()  # the first insert's records named, the second's pending
-    for t in (tree, twin):  # enough records to make the log grow past what was named
-        for first in range(100, 400):
-            t.insert([first, first, 7, 7])
-        t.evict(50)
-    tree.check_invariants()
-    assert tree.take_events() == twin.take_events()

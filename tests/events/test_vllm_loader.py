@@ -55,3 +55,23 @@ def test_the_seed_is_given_as_pythonhashseed_and_put_back(monkeypatch: pytest.Mo
     import os
 
     assert os.environ["PYTHONHASHSEED"] == "kept"
+
+
+def test_a_vllm_worker_refuses_what_its_scheduler_would_and_changes_nothing() -> None:
+    """VllmWorker: a request id already running, or a request the free blocks cannot
+    hold, is refused before vLLM's pool is touched; a block never cached has no copies."""
+    require_vllm()
+    worker = peer.VllmWorker(num_blocks=4, block_size=2)  # 3 blocks and the null block
+    assert worker.admit("a", [1, 2, 3, 4]) == 0
+    order = worker.eviction_order()
+    with pytest.raises(ValueError, match="'a' is running"):
+        worker.admit("a", [1, 2])
+    with pytest.raises(ValueError, match="wants 2 free blocks, 1 are"):
+        worker.admit("b", [1, 2, 3, 4, 5, 6, 7])  # its hit on [1, 2] is held by 'a'
+    assert worker.eviction_order() == order and worker.pool.take_events() != []
+    assert worker.copies([1, 2, 3, 4], None, 1) == 1 and worker.copies([9, 9], None, 0) == 0
+    assert worker.hit([1, 2, 3, 4]) == 2 and worker.hit([1, 2, 3, 4], "salt") == 0
+    with pytest.raises(KeyError):
+        worker.finish("b")
+    worker.finish("a")
+    assert worker.take_batch() is None  # freeing queues no event

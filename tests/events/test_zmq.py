@@ -382,3 +382,179 @@ def test_a_worker_removed_before_its_first_batch_and_a_garbled_replay(
         assert sub.counts("w")["replayed"] == 0 and index.workers() == []
         sub.remove_worker("w")
         sub.close()
+
+
+def test_a_restart_whose_first_batches_were_lost_is_caught(
+    context: zmq.Context[zmq.Socket[bytes]],
+) -> None:
+    """A restarted publisher's batch 0 never arrives (the SUB socket reconnected late):
+    its next batches, numbered below what the index expects, are not ignored as repeats.
+    With a replay socket the worker is exact again; without one it is stale (a subset)."""
+    for with_replay in (True, False):
+        _restart_with_batch_0_lost(context, with_replay)
+
+
+def _restart_with_batch_0_lost(context: zmq.Context[zmq.Socket[bytes]], with_replay: bool) -> None:
+    hasher = BlockHasher()
+    index = RouterIndex(hasher, 2)
+    old = RadixTree(8, 2, events=hasher)
+    with EventSubscriber(index, context=context) as sub:
+        first = EventPublisher(LOOPBACK, LOOPBACK if with_replay else None, context=context)
+        endpoints = first.endpoint, first.replay_endpoint
+        sub.add_worker("w", *endpoints)
+        _connected(first, sub, "w")
+        for tokens in ([1, 2], [3, 4], [5, 6]):
+            old.insert(tokens)
+            first.publish(old.take_events()[0])
+        _until(lambda: len(_holds(index, "w")) == 3, sub)
+        first.close()
+        again = _rebind(endpoints[0], context) if not with_replay else None
+        if with_replay:
+            again = _rebind_with_replay(endpoints, context)
+        assert again is not None
+        fresh = RadixTree(8, 2, events=hasher)
+        fresh.insert([7, 8])
+        again.publish(fresh.take_events()[0], send=False)  # batch 0: lost
+        fresh.insert([9, 9])
+        batch = fresh.take_events()[0]
+        deadline = time.monotonic() + 5
+        while sub.counts("w")["missed_restarts"] == 0:  # until the reconnect is up
+            assert time.monotonic() < deadline
+            again._next = 1
+            again.publish(batch)
+            sub.poll(50)
+        want = set(dump_hashes(fresh.dump(), hasher))
+        _until(lambda: bool(_holds(index, "w")) and not sub.replaying("w"), sub)
+        if with_replay:
+            assert _holds(index, "w") == want and not index.is_stale("w")
+        else:
+            assert _holds(index, "w") < want and index.is_stale("w")
+        again.close()
+
+
+def _rebind_with_replay(
+    endpoints: tuple[str, str | None], context: zmq.Context[zmq.Socket[bytes]]
+) -> EventPublisher:
+    deadline = time.monotonic() + 5
+    while True:
+        try:
+            return EventPublisher(*endpoints, context=context)
+        except zmq.ZMQError:
+            assert time.monotonic() < deadline, f"{endpoints} stayed in use"
+            time.sleep(0.05)
+
+
+def test_live_batches_held_during_a_replay_are_applied_after_it(
+    context: zmq.Context[zmq.Socket[bytes]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """While a replay is out, the worker's live batches wait (and, over the cap, are
+    dropped and asked for again); a hole among them is asked for again; nothing else
+    of the stream waits."""
+    from kachedb_radix.spec.router import subscriber as subscriber_module
+
+    monkeypatch.setattr(subscriber_module, "HELD_CAP", 2)
+    fake = context.socket(zmq.ROUTER)
+    fake.setsockopt(zmq.LINGER, 0)
+    fake.bind(LOOPBACK)
+    index = RouterIndex(block_size=2)
+    with (
+        contextlib.closing(fake),
+        EventPublisher(LOOPBACK, LOOPBACK, context=context) as pub,
+        EventSubscriber(index, context=context, replay_timeout_ms=10_000) as sub,
+    ):
+        sub.add_worker("w", pub.endpoint, fake.getsockopt_string(zmq.LAST_ENDPOINT), wait=False)
+        assert sub.replaying("w")
+        client, _, start = fake.recv_multipart()  # the catch-up request: not answered yet
+        assert int.from_bytes(start, "big") == 0
+        deadline = time.monotonic() + 5
+        while sub.counts("w")["held"] == 0:  # live batches arrive while it is out
+            assert time.monotonic() < deadline
+            pub.publish(KVEventBatch(0.0, []))
+            sub.poll(20)
+        for _ in range(3):
+            pub.publish(KVEventBatch(0.0, []))
+        _until(lambda: sub.counts("w")["dropped"] >= 1, sub)
+        assert index.workers() == []  # nothing applied while the replay is out
+        # The replay answers with every batch there is: the held ones are repeats then.
+        for seq, payload in pub._buffer:
+            fake.send_multipart((client, b"", b"", seq_bytes(seq), payload))
+        fake.send_multipart((client, b"", b"", END_SEQ, b""))
+        _until(lambda: not sub.replaying("w") and index.expected("w") == pub.next_seq, sub)
+        assert not index.is_stale("w") and index.counts("w")["lost"] == 0
+
+
+def test_a_missed_restart_while_a_replay_is_out_and_a_restart_replay_without_batch_0(
+    context: zmq.Context[zmq.Socket[bytes]],
+) -> None:
+    """A live batch numbered below the last live one arrives while a catch-up replay is
+    out: that replay is dropped (its socket too, even with answers waiting in the same
+    round) and everything from 0 is asked for; the replay no longer has batch 0 (a small
+    buffer): the worker is cleared and stale from the first batch it has."""
+    fake = context.socket(zmq.ROUTER)
+    fake.setsockopt(zmq.LINGER, 0)
+    fake.bind(LOOPBACK)
+    index = RouterIndex(block_size=2)
+    with (
+        contextlib.closing(fake),
+        EventPublisher(LOOPBACK, context=context) as pub,
+        EventSubscriber(index, context=context, replay_timeout_ms=10_000) as sub,
+    ):
+        sub.add_worker("w", pub.endpoint, fake.getsockopt_string(zmq.LAST_ENDPOINT), wait=False)
+        client, _, _ = fake.recv_multipart()
+        deadline = time.monotonic() + 5
+        while sub.counts("w")["held"] == 0:
+            assert time.monotonic() < deadline
+            pub._next = 5
+            pub.publish(KVEventBatch(0.0, []))
+            sub.poll(20)
+        fake.send_multipart((client, b"", b"", seq_bytes(5), encode_batch(KVEventBatch(0.0, []))))
+        pub._next = 3  # below the last live one: the publisher restarted, batch 0 was lost
+        pub.publish(KVEventBatch(0.0, []))
+        time.sleep(0.2)  # both the replay's answer and the live batch are waiting now
+        sub.poll(0)
+        assert sub.counts("w")["missed_restarts"] == 1 and sub.counts("w")["replays"] == 2
+        client, _, start = fake.recv_multipart()  # the new dealer asks from 0
+        assert int.from_bytes(start, "big") == 0
+        for seq in (2, 3):  # the restarted publisher's buffer starts at 2
+            payload = encode_batch(KVEventBatch(0.0, []))
+            fake.send_multipart((client, b"", b"", seq_bytes(seq), payload))
+        fake.send_multipart((client, b"", b"", END_SEQ, b""))
+        _until(lambda: not sub.replaying("w"), sub)
+        assert index.expected("w") == 4 and index.is_stale("w")
+
+
+def test_a_hole_among_the_held_batches_is_asked_for_again(
+    context: zmq.Context[zmq.Socket[bytes]],
+) -> None:
+    fake = context.socket(zmq.ROUTER)
+    fake.setsockopt(zmq.LINGER, 0)
+    fake.bind(LOOPBACK)
+    index = RouterIndex(block_size=2)
+    empty = encode_batch(KVEventBatch(0.0, []))
+    with (
+        contextlib.closing(fake),
+        EventPublisher(LOOPBACK, context=context) as pub,
+        EventSubscriber(index, context=context, replay_timeout_ms=10_000) as sub,
+    ):
+        sub.add_worker("w", pub.endpoint, fake.getsockopt_string(zmq.LAST_ENDPOINT), wait=False)
+        client, _, _ = fake.recv_multipart()
+        deadline = time.monotonic() + 5
+        while sub.counts("w")["held"] == 0:  # batch 10 held
+            assert time.monotonic() < deadline
+            pub._next = 10
+            pub.publish(KVEventBatch(0.0, []))
+            sub.poll(20)
+        pub._next = 12  # 11 lost on the way
+        pub.publish(KVEventBatch(0.0, []))
+        _until(lambda: sub.counts("w")["held"] >= 2, sub)
+        for seq in range(11):  # the catch-up: 0..10
+            fake.send_multipart((client, b"", b"", seq_bytes(seq), empty))
+        fake.send_multipart((client, b"", b"", END_SEQ, b""))
+        _until(lambda: sub.counts("w")["replays"] == 2, sub)
+        client, _, start = fake.recv_multipart()
+        assert int.from_bytes(start, "big") == 11  # the hole among the held ones
+        for seq in (11, 12):
+            fake.send_multipart((client, b"", b"", seq_bytes(seq), empty))
+        fake.send_multipart((client, b"", b"", END_SEQ, b""))
+        _until(lambda: not sub.replaying("w"), sub)
+        assert index.expected("w") == 13 and not index.is_stale("w")

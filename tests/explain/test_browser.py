@@ -54,7 +54,7 @@ class Page:
         self.views = views
         self.problems: list[str] = []
         self.page = browser.new_page(viewport=VIEWPORT)
-        self.page.set_default_timeout(5000)
+        self.page.set_default_timeout(30_000)  # a loaded two-core CI machine
         self.page.on("console", self._console)
         self.page.on("pageerror", lambda error: self.problems.append(f"pageerror: {error}"))
         self.page.goto(path.as_uri() + hash)
@@ -79,9 +79,11 @@ class Page:
         for view in self.views[step]:
             svg = self.svg(view["name"])
             assert svg.get_attribute("data-step") == str(step)
+            at = int(svg.get_attribute("data-sub"))
+            drawn_view = view["sub"][at] if at >= 0 else view
             drawn = svg.evaluate(NODES)
             focus = svg.get_attribute("data-focus") == "1"
-            placed, _, _ = layout(visible(view["tree"], expanded, focus=focus))
+            placed, _, _ = layout(visible(drawn_view["tree"], expanded, focus=focus))
             want = [
                 [
                     item.shown.node["id"],
@@ -96,7 +98,9 @@ class Page:
                 assert row[4] == pytest.approx(item.x, abs=0.01), (step, row)
                 assert row[5] == pytest.approx(item.y, abs=0.01), (step, row)
             pool = self.page.locator(f'section.side[data-side="{view["name"]}"] svg.pool')
-            cells = [[state, " ".join(changes)] for state, changes in pool_cells(view["pool"])]
+            cells = [
+                [state, " ".join(changes)] for state, changes in pool_cells(drawn_view["pool"])
+            ]
             assert pool.evaluate(CELLS) == cells
             shown_rules = self.page.locator(
                 f'section.side[data-side="{view["name"]}"] ul.rules a.rule'
@@ -237,21 +241,23 @@ def test_stepping_playing_sub_steps_permalinks_and_resize(browser: Any, tmp_path
     subs = page.views[split][0]["sub"]
     assert page.text(f"{side} .sub-count") == f"sub-step 2 of {len(subs)}:"
     assert page.text(f"{side} .sub-text").startswith("edge #0-1: 2 of its 3 blocks match")
-    assert svg.get_attribute("data-tree") == "before"  # the walk is on the state before
+    page.check(split)  # the walk is drawn on the state before the step
+    assert subs[1]["dump"] == page.views[split - 1][0]["sub"][-1]["dump"]
     assert svg.locator("g.node.focus").get_attribute("data-node") == subs[1]["n"][0]
     page.page.keyboard.press(".")
     page.page.keyboard.press(".")
-    assert svg.get_attribute("data-tree") == "step"
+    page.check(split)
     assert "splits at the block boundary" in page.text(f"{side} .sub-text")
     assert page.page.locator(f'{side} .sub-text a.rule[data-rule="R-SPLIT-1"]').count() == 1
     focused = svg.locator("g.node.focus").evaluate_all("gs => gs.map(g => g.dataset.node)")
     assert sorted(focused) == sorted(subs[3]["n"]) and len(focused) == 2  # both halves
-    assert "#step=" + str(split + 1) + "&sub=4" in page.page.url
+    # The address follows (a moment later: history updates are throttled).
+    page.page.wait_for_function(f"location.hash === '#step={split + 1}&sub=4'")
     page.page.keyboard.press("s")  # sub-steps off: whole steps
     page.page.keyboard.press("ArrowRight")
     page.check(split + 1)
     assert page.page.evaluate("document.getAnimations().length") > 0  # nodes move
-    assert page.page.url.endswith(f"#step={split + 2}")
+    page.page.wait_for_function(f"location.hash === '#step={split + 2}'")
     slider = page.page.locator("#slider")
     slider.evaluate("(s, v) => { s.value = v; s.dispatchEvent(new Event('input')); }", "4")
     page.check(4)
@@ -298,8 +304,9 @@ def test_side_by_side_marks_the_first_difference(browser: Any, tmp_path: Path) -
     page.page.keyboard.press("d")
     page.check(3)
     assert banner.inner_text().startswith(
-        "≠ first difference: R-EVICT-2, R-EVICT-1: lru_reversed evicted other blocks"
-    )  # the rules the kit names, then its likely cause; the path last
+        "≠ first difference: R-EVICT-2: lru_reversed evicted other blocks"
+    )  # the rule that differs (R-EVICT-1, also named by the kit, is kept: every victim a
+    # leaf tail, the panel's ✓), then the kit's likely cause; the path last
     assert banner.inner_text().endswith("(at outcome.ok.blocks[0])")
     assert page.page.locator("#ticks .tick.first").get_attribute("data-step") == "3"
     assert page.page.evaluate("document.body.classList.contains('differs')")
@@ -468,7 +475,8 @@ def test_a_reviewer_sees_sglangs_declared_differences(browser: Any, tmp_path: Pa
     page.page.click(f"{spec} .show-adopted")
     theirs = 'section.side[data-side="sglang-0.5.23"]'
     alloc = page.text(f'{theirs} li[data-rule="R-ALLOC-2"]')
-    assert alloc.startswith("✗ departs from R-ALLOC-2 took #8-9,6-7,12 in that order")
+    # SGLang's profile declares R-ALLOC-2: the panel says so, as the banner does.
+    assert alloc.startswith("≈ declared: R-ALLOC-2 took #8-9,6-7,12 in that order")
     assert "the smallest free ids are taken" not in page.text(f"{theirs} .rules")
     page.shot("sglang-demo-step-18-declared.png")
     page.page.keyboard.press("ArrowRight")
@@ -488,7 +496,11 @@ def test_a_reviewer_sees_sglangs_declared_differences(browser: Any, tmp_path: Pa
     page.page.keyboard.press("d")
     assert page.step() == 17
     banner = page.text("#step-diff")
-    assert banner.startswith("≠ first difference: R-EVICT-1: sglang-0.5.23 evicted a block")
+    # The kit's rule first, then every rule SGLang's panel marks departing at this step.
+    assert banner.startswith(
+        "≠ first difference: R-EVICT-1, R-INS-5, R-EVICT-2, R-ALLOC-2: sglang-0.5.23 "
+        "evicted a block"
+    )
     for name in ("reference", "sglang-0.5.23"):
         assert page.svg(name).locator("g.node.differs").count() >= 1
     page.page.keyboard.press("Home")

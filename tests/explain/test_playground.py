@@ -51,7 +51,8 @@ def test_the_form_becomes_steps_and_bad_fields_say_why() -> None:
     with pytest.raises(PlayError, match="'x' is not a token id"):
         tokenize("1 x", "ids")
     insert = form_step({"op": "insert", "tokens": "abcd", "input": "text", "pin": True})
-    assert insert == {"op": "insert", "tokens": [97, 98, 99, 100], "namespace": None, "pin": True}
+    assert insert == {"op": "insert", "tokens": [97, 98, 99, 100], "namespace": None, "pin": True,
+                      "note": 'typed as text: "abcd"'}  # fmt: skip
     assert form_step({"op": "evict", "number": "2"}) == {"op": "evict", "count": 2}
     assert form_step({"op": "release", "number": 1}) == {"op": "release", "lease": 1}
     for fields, message in (
@@ -82,7 +83,7 @@ def test_the_playground_answers_in_the_browser(browser: Any, server: PlayServer)
     problems: list[str] = []
     page.on("pageerror", lambda error: problems.append(str(error)))
     page.on("console", lambda m: problems.append(m.text) if m.type == "error" else None)
-    page.set_default_timeout(5000)
+    page.set_default_timeout(30_000)  # a loaded two-core CI machine
     page.goto(server.url)
     page.fill("#play-tokens", "hello world, hello!")
     page.click("#play-go")
@@ -103,7 +104,9 @@ def test_the_playground_answers_in_the_browser(browser: Any, server: PlayServer)
     page.fill("#play-tokens", "1 2 x")
     page.click("#play-go")
     page.locator("#play-error").wait_for(state="visible")
-    assert page.locator("#play-error").inner_text() == "'x' is not a token id (an integer)"
+    # The browser itself refuses it (nothing is sent), saying why as the server would.
+    said = page.locator("#play-error").inner_text()
+    assert said == "prompt: 'x' is not a token id (a whole number)"
     page.uncheck("#play-pin")
     page.select_option("#play-op", "insert")
     page.fill("#play-tokens", "1 2 3 4294967296")
@@ -120,9 +123,8 @@ def test_the_playground_answers_in_the_browser(browser: Any, server: PlayServer)
     page.click("#play-undo")
     page.wait_for_function("document.body.dataset.live === '3'")
     page.close()
-    # Chromium logs the refused form (HTTP 400) itself; nothing else went wrong.
-    assert [p for p in problems if "status of 400" not in p] == []
-    assert len(problems) == 1
+    # The refused field never reached the server: no HTTP 400 logged, nothing went wrong.
+    assert problems == []
     Session(steps)  # the saved trace opens again
 
 
@@ -182,7 +184,7 @@ def test_the_server_refuses_what_it_cannot_take(
     assert _post(url + "api/nowhere", "{}")[0] == 404
     assert _post(url + "api/step", "[1]") == (
         400,
-        {"error": "send the form's fields as a JSON object"},
+        {"error": "the form's fields: a JSON array, not an object"},
     )
     assert _post(url + "api/step", "{")[0] == 400
     status, answer = _post(url + "api/load", '{"op": "match", "tokens": [1]}\n')
@@ -215,7 +217,7 @@ def test_the_server_refuses_what_it_cannot_take(
         tokenize("1", "words")
     with pytest.raises(PlayError, match="at most"):
         tokenize("x" * 5000, "text")
-    with pytest.raises(PlayError, match="0 or more"):
+    with pytest.raises(PlayError, match="a number from 0 to"):
         form_step({"op": "evict", "number": -1})
 
 
@@ -226,7 +228,148 @@ def test_the_command_refuses_what_it_cannot_serve(capsys: pytest.CaptureFixture[
 
     assert main(["explain", "--serve", "--target", "accel"]) == 2
     assert "--serve runs the reference alone" in capsys.readouterr().err
-    assert main(["explain", "--serve", "--port", "70000"]) == 2
-    assert "a port from 0 to 65535" in capsys.readouterr().err
-    assert main(["explain", "--serve", "missing.jsonl"]) == 2
-    assert "cannot read the trace" in capsys.readouterr().err
+    for args, said in ((["--port", "70000"], "over the most allowed, 65,535"),
+                       (["missing.jsonl"], "missing.jsonl: no such file")):  # fmt: skip
+        with pytest.raises(SystemExit) as stop:  # refused while parsing (issue 32)
+            main(["explain", "--serve", *args])
+        assert stop.value.code == 2 and said in capsys.readouterr().err
+
+
+def _raw(server: PlayServer, method: str, path: str, body: bytes = b"",
+         headers: dict[str, str] | None = None) -> tuple[int, dict[str, str], bytes]:  # fmt: skip
+    import http.client
+
+    connection = http.client.HTTPConnection("127.0.0.1", server.server_address[1], timeout=10)
+    try:
+        connection.request(method, path, body, headers or {})
+        answer = connection.getresponse()
+        return answer.status, dict(answer.getheaders()), answer.read()
+    finally:
+        connection.close()
+
+
+def test_a_foreign_page_cannot_drive_the_playground(server: PlayServer) -> None:
+    """Issue 32: a text/plain POST with ``Origin: http://evil.example`` and ``Host:
+    evil.example:8765`` loaded and stepped the playground (DNS rebinding, cross-site
+    requests: any page the user visits could drive it). Now refused, nothing changed."""
+    before = server.session.trace()
+    port = server.server_address[1]
+    trace = b'{"op": "reset", "num_blocks": 4, "block_size": 1}\n'
+    step = json.dumps({"op": "insert", "tokens": "ab", "input": "text"}).encode()
+    attacks = [
+        ({"Host": "evil.example:8765", "Origin": "http://evil.example"}, 421),
+        ({"Host": f"evil.example:{port}"}, 421),
+        ({"Origin": "http://evil.example"}, 403),
+        ({"Origin": "null"}, 403),
+        ({"Sec-Fetch-Site": "cross-site"}, 403),
+    ]
+    for headers, status in attacks:
+        for path, body in (("/api/load", trace), ("/api/step", step), ("/api/undo", b"{}")):
+            got, answer_headers, payload = _raw(
+                server, "POST", path, body, {"Content-Type": "text/plain", **headers}
+            )
+            assert got == status and "error" in json.loads(payload), (headers, path)
+            assert answer_headers["Content-Type"] == "application/json"
+    assert _raw(server, "GET", "/api/data", b"", {"Host": "evil.example:8765"})[0] == 421
+    assert server.session.trace() == before
+    same = {"Origin": f"http://127.0.0.1:{port}", "Content-Type": "application/json"}
+    assert _raw(server, "POST", "/api/step", step, same)[0] == 200
+
+
+def test_a_loaded_trace_is_held_to_the_forms_caps(server: PlayServer) -> None:
+    """Issue 32: /api/load took a reset of 99999999999999 blocks (MemoryError, an empty
+    reply), skipped the form's 4,096-block cap, and 3,000 steps though the limit is
+    2,000. Each is a 400 now, naming the line, the session unchanged."""
+    url = server.url
+    before = server.session.trace()
+    reset = '{{"op": "reset", "num_blocks": {n}, "block_size": {b}}}\n'
+    cases = [
+        (reset.format(n=99999999999999, b=4), "line 1: a reset's num_blocks of 99,999,999,999,999"),
+        (reset.format(n=4097, b=4), "at most 4,096"),
+        (reset.format(n=8, b=65), "block_size of 65"),
+        (
+            '{"op": "reset", "num_blocks": 8, "block_size": 2, "tiers": {"host": 10000000}}\n',
+            "tiers.host of 10,000,000",
+        ),
+        (
+            reset.format(n=8, b=2) + '{"op": "insert", "tokens": ' + json.dumps([1] * 5000) + "}\n",
+            "line 2: 5,000 tokens, at most 4,096 a step",
+        ),
+        (reset.format(n=8, b=2) + '{"op": "evict", "count": 1}\n' * 2999, "3,000 steps"),
+        ('{"op": "reset", "a": ' + "[" * 100_000 + "]" * 100_000 + "}\n", "nested deeper"),
+        ('{"op": "reset", "num_blocks": NaN, "block_size": 1}\n', "not usable JSON"),
+    ]
+    for trace, message in cases:
+        status, answer = _post(url + "api/load", trace)
+        assert status == 400 and message in answer["error"], (message, answer)
+    assert server.session.trace() == before
+    with pytest.raises(PlayError, match="3,000 steps"):
+        server.session.load([{"op": "reset", "num_blocks": 2, "block_size": 1}] * 3000)
+    status, data = _post(url + "api/load", reset.format(n=4096, b=64))  # the caps themselves
+    assert status == 200 and len(data["frames"]) == 1
+
+
+def test_the_playground_speaks_json_and_describes_itself(server: PlayServer) -> None:
+    """Refusals of the HTTP layer itself are JSON too; a method no route takes is a 405
+    naming the one it does (the library answered 501); the form's fields are typed; the
+    served OpenAPI document is the committed one."""
+    from kachedb_radix.spec.explain.serve import OPENAPI
+
+    status, headers, payload = _raw(server, "PUT", "/api/step", b"{}")
+    assert status == 405 and headers["Allow"] == "POST" and b"not allowed" in payload
+    assert _raw(server, "DELETE", "/nowhere")[0] == 404
+    assert _raw(server, "PUT", "/api/step", b"{}", {"Host": "evil.example"})[0] == 421
+    status, headers, payload = _raw(server, "HEAD", "/api/data")
+    assert status == 405 and payload == b""
+    status, headers, payload = _raw(server, "GET", "/api/step")
+    assert status == 405 and headers["Allow"] == "POST"
+    assert _raw(server, "POST", "/api/data", b"{}")[0] == 405
+    status, headers, payload = _raw(server, "GET", "/openapi.json")
+    assert status == 200 and json.loads(payload) == json.loads(OPENAPI.read_text())
+    with socket_to(server) as sock:
+        sock.sendall(b"GET /api/data HTTP/1.1\r\n" + b"X: y\r\n" * 101 + b"\r\n")
+        answer = b"".join(iter(lambda: sock.recv(65536), b""))
+    assert answer.split(b" ")[1] == b"431" and b'{"error":"Too many headers' in answer
+    refused: list[tuple[dict[str, Any], str]] = [
+        ({"op": "match"}, "type a prompt"),
+        ({"op": "insert", "tokens": 5}, "'tokens' has the wrong type"),
+        ({"op": "insert", "tokens": "ab", "pin": "yes"}, "'pin' has the wrong type"),
+        ({"op": "insert", "tokens": "ab", "extra": 1}, "unknown field 'extra'"),
+        ({"op": "evict", "number": 1.5}, "must be a whole number"),
+        ({"op": "evict", "number": "1e3"}, "needs a whole number"),
+        ({"op": "insert", "tokens": "1\t2", "input": "ids"}, "is not a token id"),
+        ({"op": "insert", "tokens": "\ud800"}, "not Unicode text"),
+        ({"op": "insert", "tokens": "ab", "namespace": "\ud800"}, "not Unicode text"),
+        ({"op": "insert", "tokens": "ab", "input": "words"}, "unknown input mode"),
+        ({"op": "reader", "tokens": "x" * 5000}, "at most 4,096"),
+    ]
+    for fields, message in refused:
+        with pytest.raises(PlayError, match=message):
+            form_step(fields)
+    assert form_step({"op": "evict", "number": 3.0}) == {"op": "evict", "count": 3}
+    assert form_step({"op": "evict", "number": "0003"}) == {"op": "evict", "count": 3}
+    assert form_step({"op": "reader", "namespace": None}) == {"op": "reader"}
+    assert _post(server.url + "api/undo", "[1]")[0] == 400
+    assert _post(server.url + "api/events", '{"scheme": "", "more": 1}')[0] == 400
+
+
+def socket_to(server: PlayServer) -> Any:
+    import socket
+
+    return socket.create_connection(("127.0.0.1", server.server_address[1]), timeout=10)
+
+
+def test_a_bug_in_a_handler_is_a_500_in_one_line(
+    server: PlayServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def broken(*args: object) -> None:
+        raise RuntimeError("planted")
+
+    monkeypatch.setattr(server.session, "undo", broken)
+    monkeypatch.setattr(server.session, "page", broken)
+    assert _post(server.url + "api/undo", "{}") == (
+        500,
+        {"error": "internal error (RuntimeError: planted)"},
+    )
+    status, _, payload = _raw(server, "GET", "/")
+    assert status == 500 and b"planted" in payload

@@ -182,8 +182,9 @@ def test_cli_profile_file_strict_and_errors(
     bad = tmp_path / "bad.toml"
     unknown = "R-" + "NOPE-1"  # spelt apart: tests/kit/test_rules.py reads every cited id
     bad.write_text(f'[waive]\n{unknown} = "x"\n')
-    assert cli_main(["explain", str(trace), *target, "--profile", str(bad)]) == 2
-    assert unknown in capsys.readouterr().err
+    with pytest.raises(SystemExit) as stop:  # refused while parsing (issue 32)
+        cli_main(["explain", str(trace), *target, "--profile", str(bad)])
+    assert stop.value.code == 2 and unknown in capsys.readouterr().err
     assert cli_main(["explain", str(trace), "--profile", str(profile)]) == 2
     assert "--profile needs a --target" in capsys.readouterr().err
 
@@ -230,10 +231,13 @@ def test_the_text_and_the_page_show_the_waiver() -> None:
     )
     views = frame_views(recording)
     text = text_report(recording, views)
-    assert "≈ not marked: R-LRU-3 waived" in text
-    assert "no difference (3 steps not marked under the profile)" in text
+    # The waived step is declared (the profile's reason); those after it are not compared.
+    assert "declared: R-LRU-3 (keeps its own clock)" in text
+    assert "≈ not compared: follows the waived R-LRU-3 difference at step 4" in text
+    assert "no difference in 6 steps (2 steps not compared); 1 declared difference" in text
     frames = page_data(recording, views)["frames"]
-    assert [frame["waived"] is not None for frame in frames] == [False] * 3 + [True] * 3
+    assert [bool(frame["declared"]) for frame in frames] == [False] * 3 + [True] + [False] * 2
+    assert [frame["waived"] is not None for frame in frames] == [False] * 4 + [True] * 2
     assert all(frame["differs"] is None for frame in frames)
 
 
@@ -318,7 +322,10 @@ def test_sglang_beside_the_spec_each_side_does_what_it_does() -> None:
     panel = dict(
         zip((rule for rule, _ in views[17][1]["rules"]), views[17][1]["verdicts"], strict=True)
     )
-    assert panel["R-EVICT-1"] == "departs" and panel["R-ALLOC-2"] == "departs"
+    # Declared departures are ticked as declared, in the panel as in the banner.
+    assert panel["R-EVICT-1"] == "declared" and panel["R-ALLOC-2"] == "declared"
+    ruling = views[17][0]["ruling"]
+    assert ruling.kind == "declared" and set(ruling.rules("declared")) >= {"R-EVICT-1", "R-ALLOC-2"}
     reasons = " ".join(reason for _, reason in views[17][1]["rules"])
     assert "the smallest free ids are taken" not in reasons and "took #8-9,6-7,12" in reasons
     strict = sglang_target("strict")

@@ -199,17 +199,55 @@ def test_block_pool_host_side_cases_run(pool: str) -> None:
 @pytest.mark.parametrize("twin", ["reference", "accel"])
 def test_router_cases_run_on_their_twin(twin: str) -> None:
     """R-ROUTE-*: the gate times the index the twin ships, on a stream that stores and
-    removes (the workers' pools are small enough to evict)."""
+    removes (the workers' pools are small enough to evict); the larger cases are
+    anchored by the smaller of their kind, and the C twin's memory is reported."""
     found = router.router_cases(twin)
-    assert set(found) == {"router/apply/8", "router/lookup/64x16"}
+    anchored = {
+        "router/lookup/64x128": "router/lookup/64x16",
+        "router/clear/131072": "router/clear/0",
+    }
+    if twin == "accel":
+        anchored["router/churn/1000000"] = "router/churn/10000"
+    names = {"router/apply/8", "router/lookup/64x16", "router/churn/10000", "router/clear/0"}
+    assert set(found) == names | set(anchored)
+    assert {name: anchor for name, (_, _, anchor) in found.items() if anchor} == anchored
     assert getattr(router.index_class(twin), "implementation", None) == twin
     apply_work = found["router/apply/8"][0]()
     apply_work.run()
     assert apply_work.unit == "block" and apply_work.units > router.REQUESTS
     found["router/lookup/64x16"][0]().run()
+    found["router/lookup/64x128"][0]().run()
+    churn = router.churn_workload(twin, 1000)
+    for _ in range(router.CHURN_POOL + 3):  # past the pool: its blocks come round again
+        churn.run()
+    index: Any = churn.keep[0]
+    index.check_invariants()
+    assert index.holder_blocks == 1000 + router.CHURN_LAG * router.CHURN_GROUP * router.CHURN_BLOCKS
+    clear = found["router/clear/131072"][0]()
+    assert clear.setup is not None
+    for _ in range(3):
+        clear.setup()
+        clear.run()
+    cleared: Any = clear.keep[0]
+    assert cleared.held("small") == 0 and cleared.held(0) == 1 << 17
     payloads, blocks = router.event_stream(workers=2, requests=120)
     removals = sum(b"BlockRemoved" in payload for items in payloads for payload in items)
     assert len(payloads) == 2 and blocks > 0 and removals > 0
+    memory_cases = router.router_memory_cases(twin)
+    assert set(memory_cases) == (
+        {f"memory/router/{w}" for w in (16, 128, 1024)} if twin == "accel" else set()
+    )
+
+
+def test_router_memory_is_bytes_per_holder_block() -> None:
+    """The C index's own bytes over its holder-blocks, read as the gate reads a tree's."""
+    from kachedb_radix.spec.gate.memory import bytes_per_block
+
+    measured = router.fleet_memory(128, held=20_000)
+    index = measured.index
+    assert index.holder_blocks == 20_000 and len(index.workers()) == 128
+    parts = index.memory_bytes()
+    assert bytes_per_block(measured) == (parts["total"] - parts["scratch"]) / 20_000 < 40
 
 
 # ---------------------------------------------------------------- tiers
@@ -415,7 +453,11 @@ def test_quick_and_full_plans() -> None:
     anchors = {c.name: c.anchor for c in quick.cases if c.name.startswith("tiers/")}
     assert anchors["tiers/restore-host/128"] == "tiers/copy/128"
     assert anchors["tiers/replay/tiered"] == "tiers/replay/plain"
-    assert [m.name for m in quick.memory][-1] == "memory/grouped/100000"
+    memory_names = [m.name for m in quick.memory]
+    assert memory_names[-4:] == [
+        "memory/grouped/100000",
+        *(f"memory/router/{w}" for w in (16, 128, 1024)),
+    ]
     full = build_plan(target, quick=False)
     assert len(full.cases) > len(quick.cases) and full.mode == "full"
     assert sum(1 for c in full.cases if c.name.startswith("evict/first/")) == 4 + 2 * len(
@@ -662,7 +704,9 @@ def test_re_measure_keeps_the_better_figure() -> None:
 
 def test_baseline_file_round_trip(tmp_path: Path) -> None:
     path = tmp_path / "b.json"
-    assert load_baseline(path).cases == {}
+    assert load_baseline(path, missing_ok=True).cases == {}  # --update-baseline starts one
+    with pytest.raises(BaselineError, match="no such file"):
+        load_baseline(path)  # a gate reading it must not pass on nothing (issue 32)
     path.write_text(json.dumps({"format": 2, "limits": {"match/x": {"max_ns": 9}}}))
     written = save_baseline(
         path, _plan(), {"match/x": [_m(2000), _m(1000)]}, {"memory/one_edge": 12.345},
@@ -737,7 +781,8 @@ def test_reports(monkeypatch: pytest.MonkeyPatch) -> None:
     result.verdicts = evaluate(result.results, {}, result.plan, Baseline())
     text = run.render_plain(result.verdicts)
     assert text.splitlines()[0].startswith("figure") and "NEW" in text
-    assert "without a baseline" in run.summary(result) and "GATE PASSED" in run.summary(result)
+    assert "without a baseline" in run.summary(result)
+    assert "GATE GATED NOTHING (0 checks on 3 timed" in run.summary(result)  # issue 32
     data = run.to_json(result, run.machine())
     assert data["exit_code"] == 0 and data["results"]["match/x"][0]["median_ns"] == 1000
     assert set(run.machine()) >= {"cpu", "python", "load_average"}
@@ -843,8 +888,8 @@ def test_cli_a_prior_run_counts_so_only_a_twice_failed_figure_fails(
         (None, "cannot be read"),
         ("{", "not JSON"),
         ("[]", "not the --json file"),
-        ('{"results": {}, "target": "accel", "mode": "quick"}', "target 'accel'"),
-        ('{"results": {}, "target": "reference", "mode": "full"}', "mode 'full'"),
+        ('{"results": {}, "target": "accel", "mode": "quick"}', "target \"accel\""),
+        ('{"results": {}, "target": "reference", "mode": "full"}', "mode \"full\""),
         ('{"results": {"x": [{"oops": 1}]}, "target": "reference", "mode": "quick"}',
          "not one"),
     ],
@@ -855,8 +900,15 @@ def test_cli_refuses_a_prior_run_it_cannot_use(
     prior = tmp_path / "prior.json"
     if content is not None:
         prior.write_text(content)
-    argv = ["reference", "--baseline", str(tmp_path / "b.json"), "--quick"]
-    assert gate_cli.main([*argv, "--only", "gpu-host", "--prior", str(prior)]) == 2
+    baseline = tmp_path / "b.json"
+    baseline.write_text(json.dumps({"format": 2}))
+    argv = ["reference", "--baseline", str(baseline), "--quick", "--only", "gpu-host"]
+    if content is None:  # refused while parsing, before anything runs
+        with pytest.raises(SystemExit) as stop:
+            gate_cli.main([*argv, "--prior", str(prior)])
+        assert stop.value.code == 2 and "no such file" in capsys.readouterr().err
+        return
+    assert gate_cli.main([*argv, "--prior", str(prior)]) == 2
     assert error in capsys.readouterr().err
 
 
@@ -888,9 +940,10 @@ def test_cli_prints_with_rich_when_it_can(
     monkeypatch.setattr(run, "render_rich", lambda verdicts, title: "a table")
     monkeypatch.setattr(gate_cli, "render_rich", lambda verdicts, title: "a table")
     baseline = tmp_path / "b.json"
-    only = ["--only", "gpu-host/ids/list"]
-    assert gate_cli.main(["reference", "--baseline", str(baseline), *only]) == 0
-    assert printed == ["a table"]
+    argv = ["reference", "--baseline", str(baseline), "--only", "gpu-host/ids/list"]
+    assert gate_cli.main([*argv, "--update-baseline"]) == 0
+    assert gate_cli.main(argv) == 0
+    assert printed == ["a table", "a table"]
 
 
 def test_cli_usage_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -19,13 +19,19 @@ from kachedb_radix.spec.inputs import (
     InputError,
     choice_list,
     count,
+    count_list,
+    count_range,
     dumps_json,
     input_path,
+    input_path_or,
     iter_lines,
+    json_object,
+    limits_table,
     loads_json,
     loads_json_object,
     output_dir,
     output_file,
+    printable,
     read_json,
     read_text,
     read_toml,
@@ -286,3 +292,65 @@ def test_limits_describe_themselves() -> None:
     assert LIMITS["json_depth"].describe() == "at most 64 levels"
     for name, row in LIMITS.items():
         assert row.name == name and row.maximum > 0 and row.why and row.what
+
+
+# -- the primitives issue 32's options needed -----------------------------------------
+
+
+def test_count_list() -> None:
+    sizes = count_list(1, 1024, most_items=3)
+    assert sizes("1, 2,2") == (1, 2) and sizes("7") == (7,) and sizes.__name__ == "list"
+    _refused(sizes, "", "empty item")
+    _refused(sizes, "1,,2", "empty item")
+    _refused(sizes, "0", "0 is below the least allowed, 1")
+    _refused(sizes, "1,2,3,4", "4 items, over the most allowed, 3")
+    _refused(sizes, "2048", "over the most allowed, 1,024")
+    _refused(sizes, "1,x", "'x' is not an integer")
+
+
+def test_count_range() -> None:
+    pools = count_range(1, 65536)
+    assert pools("2-4096") == (2, 4096) and pools(" 8 ") == (8, 8) and pools.__name__ == "range"
+    _refused(pools, "5-2", "the smaller end comes first")
+    _refused(pools, "0-4", "0 is below the least allowed, 1")
+    _refused(pools, "1-99999999", "over the most allowed, 65,536")
+    _refused(pools, "-", "'' is not an integer")
+    _refused(pools, "2-", "'' is not an integer")
+
+
+def test_json_object() -> None:
+    assert json_object('{"protected_percent": 50}') == {"protected_percent": 50}
+    assert json_object.__name__ == "JSON object"
+    _refused(json_object, "[1]", "a JSON array, not an object")
+    _refused(json_object, "{", "not JSON")
+    _refused(json_object, '{"a": NaN}', "not usable JSON")
+    _refused(json_object, "[" * 100 + "]" * 100, "nested deeper than 64 levels")
+
+
+def test_input_path_or(tmp_path: Path) -> None:
+    profile = input_path_or("strict")
+    assert profile("strict") == "strict" and profile.__name__ == "path"
+    (tmp_path / "p.toml").write_text("")
+    assert profile(str(tmp_path / "p.toml")) == tmp_path / "p.toml"
+    _refused(profile, str(tmp_path / "nope.toml"), "no such file")
+    _refused(profile, str(tmp_path), "a directory, not a file")
+
+
+def test_printable_escapes_what_a_terminal_would_obey() -> None:
+    """A candidate's stderr or answer reaches the terminal as text (issue 32)."""
+    raw = "ok\tline\nnext \x1b[2J\x1b]0;title\x07 \x9b31m \u202eevil\u202c \x00 \r café"
+    shown = printable(raw)
+    assert shown == (
+        "ok\tline\nnext \\x1b[2J\\x1b]0;title\\x07 \\x9b31m \\u202eevil\\u202c \\x00 \\r café"
+    )
+    assert not any(ord(char) < 32 and char not in "\t\n" for char in shown)
+    assert printable("plain") == "plain"
+
+
+def test_the_reliability_page_states_the_caps_of_the_table() -> None:
+    """docs/reliability.md shows every cap as :data:`LIMITS` holds it, word for word."""
+    page = (Path(__file__).parents[2] / "docs" / "reliability.md").read_text(encoding="utf-8")
+    table = limits_table()
+    assert table in page
+    assert len(table.splitlines()) == len(LIMITS) + 2
+    assert "| `pool_blocks` | 16,777,216 blocks |" in table

@@ -328,11 +328,14 @@ def test_cli_usage_errors_and_json(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     core = str(path_of("core"))
-    assert conform.main(["conform", "reference", "--levels", "warp"]) == 2
+    for refused in (["conform", "reference", "--levels", "warp"],
+                    ["replay", str(tmp_path / "none.jsonl")]):  # fmt: skip
+        with pytest.raises(SystemExit) as stop:  # refused while parsing (issue 32)
+            conform.main(refused)
+        assert stop.value.code == 2
     assert conform.main(["conform", "tests.kit.test_edges:CoreOnly", "--levels", "pinning"]) == 2
     assert conform.main(["conform", "--cmd", str(tmp_path / "missing")]) == 2
     assert conform.main(["replay", core, "--target", "reference", "--cmd", "x"]) == 2
-    assert conform.main(["replay", str(tmp_path / "none.jsonl")]) == 2
     assert conform.main(["replay", core, "--target", "nowhere"]) == 2
     headless = tmp_path / "headless.jsonl"
     headless.write_text('{"op": "stats"}\n')
@@ -342,8 +345,10 @@ def test_cli_usage_errors_and_json(
     assert json.loads(capsys.readouterr().out)["passed"] is True
     snapshots = str(path_of("snapshots"))
     candidate = "tests.kit.test_edges:CoreOnly"
-    assert conform.main(["replay", snapshots, "--target", candidate]) == 0
-    assert "skipped (levels not declared)" in capsys.readouterr().out
+    assert conform.main(["replay", snapshots, "--target", candidate]) == 2  # checked nothing
+    captured = capsys.readouterr()
+    assert "skipped (levels not declared)" in captured.out
+    assert "runs none of the trace's 6 trace(s)" in captured.err
     monkeypatch.setattr("kachedb_radix.spec.cli.main.tree_class", _no_tree)
     assert cli_main(["demo", "--impl", "reference"]) == 2
     assert "no such tree" in capsys.readouterr().err

@@ -50,9 +50,7 @@ def test_a_store_repeated_a_parent_never_stored_a_removal_of_nothing() -> None:
     stream.feed([stored])
     assert _prop(lambda: stream.feed([stored])) == "events_duplicate"
     orphan = KVEventBatch(1.0, [BlockStored([7], 99, [5, 5], B, None, "GPU", None)])
-    assert _prop(lambda: EventStream(HASHER, B).feed([encode_batch(orphan)])) == (
-        "events_unknown"
-    )
+    assert _prop(lambda: EventStream(HASHER, B).feed([encode_batch(orphan)])) == ("events_unknown")
     gone = KVEventBatch(1.0, [BlockRemoved([12345], "GPU")])
     assert _prop(lambda: EventStream(HASHER, B).feed([encode_batch(gone)])) == "events_unknown"
 

@@ -177,7 +177,7 @@ def test_a_malformed_step_is_refused_naming_what_is_wrong() -> None:
     ):
         with pytest.raises(StepError, match=message):
             check_step(step)
-    with pytest.raises(TraceError, match=":2: not a step \\(insert lacks tokens\\)"):
+    with pytest.raises(TraceError, match="line 2: not a step \\(insert lacks tokens\\)"):
         parse_trace(['{"op": "reset", "num_blocks": 2, "block_size": 1}', '{"op": "insert"}'])
     lockstep = Lockstep(TreeAdapter(reference.RadixTree, "r"), frozenset({"core"}))
     with pytest.raises(StepError):  # a caller's bad step, not a kit error

@@ -104,9 +104,7 @@ def test_a_step_is_applied_by_its_row() -> None:
     inserted = apply_step(adapter, {"op": "insert", "tokens": [1, 2], "pin": 1}, book)
     assert inserted["ok"]["lease"] == 1 and adapter.stats()["pinned"] == 2
     assert apply_step(adapter, {"op": "release", "lease": 1}, book) == {"ok": None}
-    assert apply_step(adapter, {"op": "release", "lease": 1}, book) == {
-        "error": "lease_released"
-    }
+    assert apply_step(adapter, {"op": "release", "lease": 1}, book) == {"error": "lease_released"}
     taken = apply_step(adapter, {"op": "reader"}, book)["ok"]["snapshot"]
     assert apply_step(adapter, {"op": "leave", "snapshot": taken}, book) == {"ok": None}
     with pytest.raises(StepError, match="evict lacks count"):

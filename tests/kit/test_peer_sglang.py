@@ -254,17 +254,20 @@ def test_explain_follows_sglang_under_its_profile(capsys: pytest.CaptureFixture[
 @needs_sglang
 def test_explain_shows_sglangs_waived_rules_as_waived(capsys: pytest.CaptureFixture[str]) -> None:
     """R-PIN-5: a difference on a rule SGLang's profile waives (a second release of a
-    lease is not refused) is shown as waived with the profile's reason, not marked
-    (exit 0); at the strict spec it is the first difference (exit 1)."""
+    lease is not refused) is shown as declared with the profile's reason (exit 0); at
+    the strict spec it is the first difference (exit 1)."""
     from kachedb_radix.spec.cli.main import main as cli_main
 
     trace = str(TRACES / "sglang-0-5-23-R-PIN-5.jsonl")
     assert cli_main(["explain", trace, "--target", "sglang"]) == 0
     out = capsys.readouterr().out
-    assert "≈ not marked: R-PIN-5 waived by profile 'sglang-0.5.23'" in out
-    assert "no difference (1 step not marked under the profile)" in out
+    # One ruling (issue 38): the waived rule is a declared difference, with the profile's
+    # reason; at the strict spec it is no declaration but the first difference.
+    assert "declared: R-PIN-5 (dec_lock_ref on another tree's node" in out
+    assert "no difference in 2 steps; 1 declared difference" in out
     assert cli_main(["explain", trace, "--target", "sglang", "--profile", "strict"]) == 1
-    assert "not marked" not in capsys.readouterr().out
+    strict = capsys.readouterr().out
+    assert "declared:" not in strict and "first difference at step 2 of 2" in strict
 
 
 @needs_sglang

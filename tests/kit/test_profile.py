@@ -115,8 +115,12 @@ def test_bad_profiles_are_clear_errors(data: dict[str, Any], message: str) -> No
 
 
 def test_unreadable_and_malformed_files(tmp_path: Path) -> None:
-    with pytest.raises(ProfileError, match="cannot read"):
+    with pytest.raises(ProfileError, match=r"missing\.toml: no such file"):
         load(tmp_path / "missing.toml")
+    latin1 = tmp_path / "latin1.toml"
+    latin1.write_bytes(b"\xff")
+    with pytest.raises(ProfileError, match=r"not UTF-8 \(byte 0xff at offset 0\)"):
+        load(latin1)  # issue 32: was a UnicodeDecodeError
     with pytest.raises(ProfileError, match="not TOML"):
         load(_write(tmp_path, "name = "))
 

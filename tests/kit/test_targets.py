@@ -154,7 +154,9 @@ def test_cli_flags(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
         ["--pool-sizes", "x"],
         ["--profile", str(tmp_path / "missing.toml")],
     ):
-        assert conform.main(["conform", "reference", *bad]) == 2
+        with pytest.raises(SystemExit) as stop:  # refused while parsing (issue 32)
+            conform.main(["conform", "reference", *bad])
+        assert stop.value.code == 2
     assert conform.main(["conform", "--cmd", "'unclosed"]) == 2
     assert conform.main(["conform", "--cmd", str(tmp_path / "no-such-program")]) == 2
     assert (

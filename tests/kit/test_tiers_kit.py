@@ -99,8 +99,10 @@ def test_safety_sees_a_pinned_block_leave_its_tier() -> None:
     store = {"length": 1, "blocks": [0], "reused": 0, "allocated": [0], "evicted": [],
              "moves": [], "after": [], "dropped": [], "lease": None}  # fmt: skip
     monitor.check({"op": "insert", "tokens": [7], "namespace": None}, {"ok": store})
-    monitor.check({"op": "evict", "count": 1},
-                  {"ok": {"freed": [0], "moves": [["device", 0, "host", 1]], "dropped": []}})
+    monitor.check(
+        {"op": "evict", "count": 1},
+        {"ok": {"freed": [0], "moves": [["device", 0, "host", 1]], "dropped": []}},
+    )
     found = {"length": 1, "tiers": ["host"], "blocks": [1], "lease": 1}
     monitor.check({"op": "lookup", "tokens": [7], "namespace": None, "pin": True}, {"ok": found})
     tree = TieredTree(2, 2, 0, 1)
@@ -126,8 +128,9 @@ def test_conform_events_and_saved_traces_from_the_command_line(
     assert cli(["conform", "reference", "--events", "xxh3_64", "--budget", "300",
                 "--examples", "4"]) == 0  # fmt: skip
     assert "events" in capsys.readouterr().out
-    assert cli(["conform", "reference", "--events", "no-such-scheme", "--budget", "50"]) == 2
-    assert "no-such-scheme" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as stop:  # refused while parsing (issue 32)
+        cli(["conform", "reference", "--events", "no-such-scheme", "--budget", "50"])
+    assert stop.value.code == 2 and "no-such-scheme" in capsys.readouterr().err
     target = "kachedb_radix.spec.mutants.eviction:LruReversed"
     status = cli(["conform", target, "--first", "--budget", "2000",
                   "--save-traces", str(tmp_path)])  # fmt: skip

@@ -154,6 +154,4 @@ def test_the_wheel_has_one_top_level_package(tmp_path: Path) -> None:
         "reference",
         "spec",
     }
-    assert any(
-        re.fullmatch(r"kachedb_radix/accel/_radix\.cpython-.*\.so", name) for name in names
-    )
+    assert any(re.fullmatch(r"kachedb_radix/accel/_radix\.cpython-.*\.so", name) for name in names)

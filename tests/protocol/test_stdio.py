@@ -319,9 +319,7 @@ def _fake_hello(tmp_path: Path, hello: str) -> list[str]:
     """A program that answers ``hello`` with the dict built by the Python line ``hello``."""
     script = tmp_path / "hello.py"
     script.write_text(
-        "import json, sys\n"
-        + hello
-        + "for line in sys.stdin:\n"
+        "import json, sys\n" + hello + "for line in sys.stdin:\n"
         "    request = json.loads(line)\n"
         "    print(json.dumps({'id': request['id'], 'ok': hello}), flush=True)\n"
     )

@@ -1,0 +1,89 @@
+"""The router's remembered block hashes (spec/router/hashes.py): exactly what the
+scheme's own chain gives, whatever was remembered and forgotten before."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from kachedb_radix.reference.events import ENGINES, SCHEMES, BlockHasher
+from kachedb_radix.spec.router.hashes import ChainMemo
+
+_PROMPTS = st.lists(
+    st.tuples(
+        st.lists(st.integers(0, 3), max_size=24),  # few token values: prefixes are shared
+        st.sampled_from([None, "", "tenant"]),
+    ),
+    min_size=1,
+    max_size=12,
+)
+
+
+#: Every engine preset's hasher, and every scheme with each wire form and each reading
+#: of an empty salt.
+_HASHERS = st.one_of(
+    st.sampled_from([preset.hasher() for preset in ENGINES.values()]),
+    st.builds(
+        BlockHasher,
+        st.sampled_from(SCHEMES),
+        wire=st.sampled_from(["int", "bytes"]),
+        empty_is_none=st.booleans(),
+    ),
+)
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    hasher=_HASHERS,
+    block_size=st.integers(1, 5),
+    generation=st.integers(1, 12),
+    prompts=_PROMPTS,
+)
+def test_the_memo_answers_what_the_chain_answers(
+    hasher: BlockHasher,
+    block_size: int,
+    generation: int,
+    prompts: list[tuple[list[int], str | None]],
+) -> None:
+    """Any preset, scheme, wire form and salt rule (``""`` as no salt or a salt of its
+    own; Dynamo's seed on every block), any generation size (so entries are dropped and
+    moved back), prompts that share prefixes in and across namespaces."""
+    memo = ChainMemo(hasher, generation)
+    for tokens, namespace in prompts * 2:  # each again: answered from memory or not
+        want = [hasher.external(h) for h in hasher.chain(tokens, block_size, namespace)]
+        assert memo.external_chain(tokens, block_size, namespace) == want
+        assert len(memo) <= 2 * generation
+
+
+def test_a_prompt_seen_before_is_not_hashed_again() -> None:
+    memo = ChainMemo(BlockHasher("sha256"))
+    prompt = list(range(64))
+    memo.external_chain(prompt, 16)
+    assert (memo.hits, memo.misses) == (0, 4)
+    memo.external_chain(prompt, 16)
+    assert (memo.hits, memo.misses) == (4, 4)
+    memo.external_chain([*prompt, *range(100, 116)], 16)  # one block more: one hashed
+    assert (memo.hits, memo.misses) == (8, 5)
+    memo.external_chain(prompt, 16, "t")  # another namespace: a new chain
+    assert memo.misses == 9
+    assert memo.external_chain(prompt[:15], 16) == []
+
+
+@pytest.mark.parametrize("engine", ["vllm", "dynamo"])
+def test_an_empty_salt_shares_the_unsalted_chain_where_the_engine_says_so(engine: str) -> None:
+    """vLLM and Dynamo read a salt of "" as none: the memo answers it from the unsalted
+    chain it already holds, hashing nothing."""
+    memo = ChainMemo(ENGINES[engine].hasher())
+    prompt = list(range(48))
+    unsalted = memo.external_chain(prompt, 16)
+    assert memo.external_chain(prompt, 16, "") == unsalted
+    assert (memo.hits, memo.misses) == (3, 3)
+    assert memo.external_chain(prompt, 16, "t") != unsalted
+
+
+def test_an_empty_salt_is_a_salt_of_its_own_for_this_project() -> None:
+    memo = ChainMemo(ENGINES["kachedb"].hasher())
+    prompt = list(range(32))
+    assert memo.external_chain(prompt, 16, "") != memo.external_chain(prompt, 16)
+    assert memo.misses == 4

@@ -21,10 +21,9 @@ the shrinker (:mod:`kachedb_radix.spec.conform.shrink`), ``replay`` and ``explai
    changes after it was taken is caught: at the write that changed it in a small tree,
    a few steps later in a large one;
 6. at the ``events`` level (when the reset named a hash scheme), first of the reads
-   after a step that changes the shape (only such a step emits, R-EVENT-1) or failed,
-   takes both sides' KV event batches and compares them, feeds the candidate's to the
-   kit's own router index, checks that index against each dump of the candidate, and
-   at the end of a trace replays the stream with faults injected
+   after every step, takes both sides' KV event batches and compares them, feeds the
+   candidate's to the kit's own router index, checks that index against each dump of
+   the candidate, and at the end of a trace replays the stream with faults injected
    (:mod:`kachedb_radix.spec.conform.events`).
 
 A read is compared first as it was answered, type for type (:func:`strictly_equal`, at
@@ -994,7 +993,9 @@ class Lockstep:
         row = BY_NAME[step["op"]]
         tree = self.oracle.tree
         self._last = (step, facts)
-        if self._events is not None and (failed or SHAPE_STATE in row.changes):
+        if self._events is not None:
+            # After every step: a batch handed over late (explain reads a differing
+            # step's itself) is compared at the very next read.
             self._events_read(step, facts)
         before = dict(self._fresh)
         if not failed:

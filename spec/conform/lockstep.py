@@ -11,17 +11,27 @@ the shrinker (:mod:`kachedb_radix.spec.conform.shrink`), ``replay`` and ``explai
    evictions and allocations where the profile tolerates another policy
    (:mod:`kachedb_radix.spec.conform.profile`);
 4. compares the two outcomes, reduced to the levels and the profile;
-5. compares the read-only views (stats and namespaces after every step; the dump
-   after every step while the tree is small, else every few steps (more apart as
-   the tree grows), after a failed call, a fill and at the end; at the ``snapshots``
-   level, with each dump, the dumps of the latest snapshots, so a snapshot that changes
-   after it was taken is caught: at the write that changed it in a small tree, a few
-   steps later in a large one);
-6. at the ``events`` level (when the reset named a hash scheme), first of the reads,
-   takes both sides' KV event batches and compares them, feeds the candidate's to the
-   kit's own router index, checks that index against each dump of the candidate, and
-   at the end of a trace replays the stream with faults injected
+5. compares the read-only views a step can have changed, as its row says
+   (:attr:`~kachedb_radix.spec.conform.operations.Operation.changes`; every view after a
+   failed call, which must have changed nothing): the stats after a step that changes
+   the counters, the namespaces after one that changes them, the dump after every such
+   step while the tree is small, else every few steps (more apart as the tree grows),
+   after a failed call, a fill and at the end; at the ``snapshots`` level, with each
+   dump and after a new snapshot, the dumps of the latest snapshots, so a snapshot that
+   changes after it was taken is caught: at the write that changed it in a small tree,
+   a few steps later in a large one;
+6. at the ``events`` level (when the reset named a hash scheme), first of the reads
+   after every step, takes both sides' KV event batches and compares them, feeds the
+   candidate's to the kit's own router index, checks that index against each dump of
+   the candidate, and at the end of a trace replays the stream with faults injected
    (:mod:`kachedb_radix.spec.conform.events`).
+
+A read is compared first as it was answered, type for type (:func:`strictly_equal`, at
+C speed): a view equal to the reference's is as well formed as the reference's, so its
+policy-free structure check is not repeated. Only a view that differs is taken through
+JSON (what is not JSON data is refused as such), checked and compared field by field.
+The reference's snapshot dumps are kept per handle: a published version never
+changes (R-SNAP-2).
 
 Anything wrong raises :class:`Disagreement` carrying a :class:`Difference`: the trace up to and
 including the offending step, both outcomes, and the rules it breaks with a likely cause
@@ -52,10 +62,13 @@ from .operations import (
     ENDS_EPOCH,
     ENDS_LEASE,
     ENDS_READER,
+    EVERYTHING,
     LEASE,
     SHAPE,
+    SHAPE_STATE,
     SNAPSHOT,
     SNAPSHOT_SHAPE,
+    SNAPSHOTS_STATE,
     STREAM,
     VIEWS,
     Operation,
@@ -63,9 +76,27 @@ from .operations import (
 )
 from .oracle import FollowingTree, Inadmissible, OracleAdapter, TieredOracle
 from .profile import STRICT, Profile
-from .rulemap import Attribution, Observation, attribute, exercised, safety_attribution
+from .rulemap import (
+    Attribution,
+    ExerciseEntry,
+    Observation,
+    attribute,
+    exercised,
+    safety_attribution,
+)
 from .safety import SafetyMonitor, SafetyViolation
-from .steps import LeaseBook, Outcome, Step, StepError, apply_step, describe, normalise
+from .steps import (
+    LeaseBook,
+    Outcome,
+    Step,
+    StepError,
+    apply_step,
+    as_json,
+    describe,
+    encoded,
+    normalise,
+    strictly_equal,
+)
 
 #: Kinds of finding: a differing answer, a broken safety property, a choice no
 #: declared mode allows, and a candidate that could not answer at all.
@@ -233,12 +264,13 @@ class Disagreement(AssertionError):
         self.difference = difference
 
 
-#: How many of the latest snapshots are dumped and compared after every step.
+#: How many of the latest snapshots are dumped and compared with each dump.
 WATCHED = 2
 
-#: The dump is compared after every step while the oracle caches at most this many
-#: blocks; beyond, every ``max(DUMP_EVERY, cached // 32)`` steps, after a failed call,
-#: after a fill and at the end of a trace (stats and namespaces after every step).
+#: The dump is compared after every step that changes the shape while the oracle
+#: caches at most this many blocks; beyond, every ``max(DUMP_EVERY, cached // 32)``
+#: steps, after a failed call, after a fill and at the end of a trace (stats and
+#: namespaces after every step that changes them).
 SMALL_TREE = 96
 DUMP_EVERY = 4
 
@@ -401,10 +433,17 @@ class Lockstep:
         self.check_reads = check_reads
         self.trace: list[Step] = []
         self.exercised: set[str] = set() if exercised is None else exercised
+        self._exercising: dict[str, list[ExerciseEntry]] = {}  # entries not yet done
         self.safety = SafetyMonitor(profile.fold_namespace)
         self._oracle_book = LeaseBook()
         self._candidate_book = LeaseBook()
-        self._view: dict[str, Any] | None = None
+        # The candidate's last answer to each view, while the state it shows is unchanged
+        # since (the state just before the next step, for the failed-call check).
+        self._fresh: dict[str, Any] = {}
+        # What changed since its view was last compared (read after the next step).
+        self._dirty: set[str] = set(EVERYTHING)
+        # The reference's snapshot dumps by handle: a published version never changes.
+        self._oracle_snapshots: dict[Any, tuple[Outcome, bytes | None]] = {}
         self._pending: tuple[Step, dict[str, Any], bool] | None = None
         self._split_pending = False
         self._last: tuple[Step, dict[str, Any]] | None = None
@@ -491,7 +530,8 @@ class Lockstep:
             self._last_change = recorded
         if row.resets:
             self.live, self.inside, self.left, self.dropped = [], [], [], []
-            self._view, self._steps = None, 0
+            self._fresh, self._dirty, self._steps = {}, set(EVERYTHING), 0
+            self._oracle_snapshots = {}
             self._reset_events(step, "ok" in expected)
             self.tier_names = _tier_names(step)
         elif "ok" in expected:
@@ -499,7 +539,7 @@ class Lockstep:
         self._steps += 1
         if batch:
             self._pending = (recorded, facts, "error" in actual)
-            self._view = None  # no longer the state just before the next step
+            self._changed(row.changes)  # read once the fill ends
         elif self.check_reads:
             self._reads(recorded, facts, failed="error" in actual)
         return expected
@@ -643,9 +683,13 @@ class Lockstep:
         if pending is not None and self.check_reads:
             step, facts, failed = pending
             self._reads(step, facts, failed=failed)
-        elif final and self.check_reads and self._last is not None and self._view is None:
+        elif final and self.check_reads and self._last is not None:
             step, facts = self._last
-            self._read({"op": SHAPE.name}, step, facts)
+            if SHAPE_STATE in self._dirty:
+                self._fresh[SHAPE.name] = self._read({"op": SHAPE.name}, step, facts)
+                self._dirty.discard(SHAPE_STATE)
+            if SNAPSHOTS_STATE in self._dirty:
+                self._snapshot_reads(step, facts)
         stream = self._events
         if final and self.check_reads and stream is not None and self._last is not None:
             step, facts = self._last
@@ -718,19 +762,37 @@ class Lockstep:
     def _checked_step(
         self, step: Step, actual: Outcome, facts: dict[str, Any], *, previous: Step | None = None
     ) -> Outcome:
-        """Safety, oracle, comparison for one step; record it when it agrees."""
+        """Safety, oracle, comparison for one step; record it when it agrees.
+
+        A read is compared first as answered (:func:`strictly_equal`): equal to the
+        reference's, it passes without its policy-free check (the reference's answer is
+        well formed) unless that check learns from it (a dump at the ``tiers`` level,
+        whose slots' labels it follows). Otherwise it is taken through JSON
+        (:func:`as_json`) and checked as any answer."""
         op = step["op"]
         row = BY_NAME[op]
+        read = self._oracle_read(step) if row.reads else None
+        if read is not None:
+            if self.safety.pure(row) and strictly_equal(read[0], actual, read[1]):
+                if previous is None:
+                    self._outcomes = (read[0], actual)
+                expected = self._normalised(op, read[0])
+                return self._agreed(step, row, expected, expected, facts, previous)
+            actual = as_json(actual, op)
         try:
             self.safety.check(step, actual)
         except SafetyViolation as violation:
-            expected = self._oracle_outcome(step, actual, adopt=False)
+            expected = (
+                read[0] if read is not None else self._oracle_outcome(step, actual, adopt=False)
+            )
             if previous is None:
                 self._outcomes = (expected, actual)
             found = safety_attribution(violation.prop, violation.detail)
             raise self._finding("safety", step, expected, actual, found) from None
         try:
-            expected = self._oracle_outcome(step, actual, adopt=True)
+            expected = (
+                read[0] if read is not None else self._oracle_outcome(step, actual, adopt=True)
+            )
         except Inadmissible as exc:
             # The reference does what the spec does instead (unless the refused choice
             # came to light only after the call, when it already did: its outcome).
@@ -746,29 +808,70 @@ class Lockstep:
             self._outcomes = (expected, actual)
         expected, compared = self._normalised(op, expected), self._normalised(op, actual)
         path = first_difference(expected, compared, "")
+        if path is None:
+            return self._agreed(step, row, expected, compared, facts, previous)
+        self._split_facts(row, facts)
+        observation = Observation(
+            step, expected, compared, path, self._after(row, previous), self.levels, facts
+        )
+        if previous is None and not row.resets:
+            self._accounting_first(step, expected, actual)
+        raise self._finding("disagreement", step, expected, compared, attribute(observation))
+
+    def _agreed(
+        self,
+        step: Step,
+        row: Operation,
+        expected: Outcome,
+        compared: Outcome,
+        facts: dict[str, Any],
+        previous: Step | None,
+    ) -> Outcome:
+        """Note what an agreeing step exercised, and record it (a step of the trace, not a
+        read after one); its normalised ``expected`` outcome."""
+        self._split_facts(row, facts)
+        observation = Observation(
+            step, expected, compared, "", self._after(row, previous), self.levels, facts
+        )
+        exercised(observation, self.exercised, self._exercising)
+        if previous is None:
+            self.trace.append({**step, "expect": expected})
+        return expected
+
+    def _split_facts(self, row: Operation, facts: dict[str, Any]) -> None:
+        """``facts["split"]``: any split since the dump was last compared (a sampled dump
+        shows them all); a comparison of the shape clears it."""
         following = self._following()
         if "split" not in facts and following is not None:
-            # Any split since the dump was last compared: a sampled dump shows them all.
             self._split_pending = self._split_pending or following.split_seen
             facts["split"] = self._split_pending
         if row.shape:
             self._split_pending = False
-        # A read the trace asks for explicitly is judged after the last change, as the
-        # read the kit issues after that change would be: so a finding is named the same
-        # whether the dump came right after the change or some steps later (a large tree
-        # samples its dumps), and shrinking a large trace keeps its rule.
-        after = previous
-        if after is None and row.view is not None and self._last_change is not None:
-            after = self._last_change
-        observation = Observation(step, expected, compared, path or "", after, self.levels, facts)
-        if path is not None:
-            if previous is None and not row.resets:
-                self._accounting_first(step, expected, actual)
-            raise self._finding("disagreement", step, expected, compared, attribute(observation))
-        exercised(observation, self.exercised)
-        if previous is None:
-            self.trace.append({**step, "expect": expected})
-        return expected
+
+    def _after(self, row: Operation, previous: Step | None) -> Step | None:
+        """The change a read is judged after. A read the trace asks for explicitly is
+        judged after the last change, as the read the kit issues after that change
+        would be: so a finding is named the same whether the dump came right after the
+        change or some steps later (a large tree samples its dumps), and shrinking a
+        large trace keeps its rule."""
+        if previous is None and row.view is not None:
+            return self._last_change
+        return previous
+
+    def _oracle_read(self, step: Step) -> tuple[Outcome, bytes | None]:
+        """The reference's answer to a read, and its :func:`encoded` form when kept: a
+        snapshot's dump, per handle, is the same for ever (R-SNAP-2). O(the read)."""
+        row = BY_NAME[step["op"]]
+        handle = step.get(row.handle.name) if row.handle is not None else None
+        kept = self._oracle_snapshots.get(handle) if row.handle is not None else None
+        if kept is not None:
+            return kept
+        outcome = apply_step(self.oracle, step, self._oracle_book)
+        if row.handle is None or "ok" not in outcome:
+            return outcome, None
+        kept = (outcome, encoded(outcome))
+        self._oracle_snapshots[handle] = kept
+        return kept
 
     def _normalised(self, op: str, outcome: Outcome) -> Outcome:
         """What of ``outcome`` the levels and the profile specify."""
@@ -869,43 +972,75 @@ class Lockstep:
             self.live.remove(handle)
         if row.enters:
             self.inside.append(answer[SNAPSHOT])
+        if row.ends in (ENDS_EPOCH, ENDS_READER):
+            self._oracle_snapshots.pop(handle, None)  # a dropped one is read no more
         if row.ends in (ENDS_EPOCH, ENDS_READER) and handle in self.inside:
             self.inside.remove(handle)
             (self.left if row.ends == ENDS_EPOCH else self.dropped).append(handle)
 
+    def _changed(self, states: tuple[str, ...]) -> None:
+        """``states`` may have changed: their views are to be read again, and no longer
+        show the state before the next step. O(views)."""
+        self._dirty.update(states)
+        for read in VIEWS:
+            if read.shows in states:
+                self._fresh.pop(read.name, None)
+
     def _reads(self, step: Step, facts: dict[str, Any], *, failed: bool) -> None:
-        """The read-only views after ``step`` (recorded, with its ``expect``)."""
+        """The read-only views after ``step`` that it can have changed (recorded, with its
+        ``expect``): those its row changes, or after a failed call every view, which
+        it must have left as it was (R-ERR-2)."""
+        row = BY_NAME[step["op"]]
         tree = self.oracle.tree
         self._last = (step, facts)
         if self._events is not None:
+            # After every step: a batch handed over late (explain reads a differing
+            # step's itself) is compared at the very next read.
             self._events_read(step, facts)
+        before = dict(self._fresh)
+        if not failed:
+            self._changed(row.changes)
         cached = 0 if tree is None else tree.stats().cached
         every = 1 if cached <= SMALL_TREE else max(DUMP_EVERY, cached // 32)
-        # After a failed call the shape is read when there is one from just before to
-        # compare it with (the safety check, R-ERR-2).
-        with_dump = (failed and self._view is not None) or "batch" in step
-        with_dump = with_dump or self._steps % every == 0
-        reads = [read.name for read in VIEWS if with_dump or not read.shape]
-        if failed and self._view is not None:
-            self._unchanged(step, facts, reads)
-        view = {read: self._read({"op": read}, step, facts) for read in reads}
-        self._view = view if SHAPE.name in view else None
-        if self._events is not None and SHAPE.name in view:
-            stream, dump = self._events, view[SHAPE.name]
+        # The shape is read every few steps of a large tree, after a fill, and after a
+        # failed call when there is one from just before to compare it with (R-ERR-2).
+        sampled = "batch" in step or self._steps % every == 0
+        if failed:
+            reads = [read.name for read in VIEWS if not read.shape or read.name in before]
+            self._unchanged(step, facts, before, reads)
+        else:
+            reads = [
+                read.name for read in VIEWS
+                if read.shows in self._dirty and (sampled or not read.shape)
+            ]  # fmt: skip
+        for read in reads:
+            self._fresh[read] = self._read({"op": read}, step, facts)
+            self._dirty.discard(BY_NAME[read].shows or "")
+        if self._events is not None and SHAPE.name in reads:
+            stream, dump = self._events, self._fresh[SHAPE.name]
             self._events_safety(lambda: stream.check_dump(dump), step)
-        if SNAPSHOTS in self.levels and with_dump:
-            # With the dump: after every step in a small tree, every few in a large one
-            # (a snapshot changed by a write is caught at a later read; shrinking then
-            # finds the write).
-            assert SNAPSHOT_SHAPE.handle is not None
-            for handle in range(max(1, self.snapshots - WATCHED + 1), self.snapshots + 1):
-                if handle not in self.dropped:
-                    read = {"op": SNAPSHOT_SHAPE.name, SNAPSHOT_SHAPE.handle.name: handle}
-                    self._read(read, step, facts)
+        # The latest snapshots' dumps, with the dump (after every write in a small tree,
+        # every few in a large one: a snapshot changed by a write is caught at a later
+        # read; shrinking then finds the write) and when a new one was taken.
+        with_dump = SHAPE.name in reads and (failed or SNAPSHOTS_STATE in self._dirty)
+        if with_dump or (row.issues == SNAPSHOT and not failed):
+            self._snapshot_reads(step, facts)
 
-    def _unchanged(self, step: Step, facts: dict[str, Any], reads: list[str]) -> None:
+    def _snapshot_reads(self, step: Step, facts: dict[str, Any]) -> None:
+        """The dumps of the latest :data:`WATCHED` snapshots (not dropped), compared."""
+        self._dirty.discard(SNAPSHOTS_STATE)
+        if SNAPSHOTS not in self.levels:
+            return
+        assert SNAPSHOT_SHAPE.handle is not None
+        for handle in range(max(1, self.snapshots - WATCHED + 1), self.snapshots + 1):
+            if handle not in self.dropped:
+                read = {"op": SNAPSHOT_SHAPE.name, SNAPSHOT_SHAPE.handle.name: handle}
+                self._read(read, step, facts)
+
+    def _unchanged(
+        self, step: Step, facts: dict[str, Any], before: dict[str, Any], reads: list[str]
+    ) -> None:
         """The safety check of a failed call: the candidate's state is as before it."""
-        before = self._view or {}
         after = {
             read: apply_step(self.candidate, {"op": read}, self._candidate_book).get("ok")
             for read in reads
@@ -1056,21 +1191,11 @@ def first_difference(left: Any, right: Any, path: str) -> str | None:
     Strict about types: ``1``, ``1.0`` and ``true`` all differ. O(size); equal
     values (the usual case) are confirmed at C speed.
     """
-    # Equal to Python (where 1 == 1.0 == True) and as JSON text: equal. At C speed,
-    # for a dump; the walk below checks small answers as fast.
-    if left == right and _large(left) and json.dumps(left) == json.dumps(right):
+    # The same data type for type: equal, confirmed at C speed; else the walk below
+    # names the first difference (and finds none for keys in another order).
+    if strictly_equal(left, right):
         return None
     return _path_of_difference(left, right, path)
-
-
-def _large(value: Any) -> bool:
-    """Whether ``value`` is (an outcome holding) a dump, worth comparing as JSON text."""
-    inner = value.get("ok", value) if isinstance(value, dict) else None
-    return (
-        isinstance(inner, dict)
-        and isinstance(inner.get("namespaces"), list)
-        and bool(inner["namespaces"])
-    )
 
 
 def _path_of_difference(left: Any, right: Any, path: str) -> str | None:

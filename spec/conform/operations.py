@@ -15,9 +15,12 @@ and one request of the stdio protocol, with the same name. Its row says
   (:attr:`Operation.finds`), which fields carry moves between tiers
   (:attr:`Operation.moves`), whether it issues, ends or enters a handle (a lease, a
   snapshot, a reader's epoch), whether it starts afresh or advances the clock;
-* what its answer is, for the comparison: one of the views read after every step
+* what its answer is, for the comparison: one of the views the kit reads after a step
   (:attr:`Operation.view`), the whole shape or the counters, the fields only a level
   specifies (:attr:`Operation.level_fields`) and the recency fields;
+* what a step can change, among what those views show (:attr:`Operation.changes`,
+  :attr:`Operation.shows`): the kit reads a view after a step only when the step can
+  have changed what it shows (a match changes no namespace, a snapshot query nothing);
 * where it belongs: its level, the protocol version that introduced it (the versions
   each level and the protocol need are derived from the rows: :func:`level_since`,
   :data:`LATEST`), whether a candidate may lack it;
@@ -59,6 +62,21 @@ SNAPSHOT = "snapshot"
 ENDS_LEASE = "lease"
 ENDS_EPOCH = "epoch"
 ENDS_READER = "forgotten"
+
+#: What the views show and a step may change (:attr:`Operation.changes`,
+#: :attr:`Operation.shows`): the shape (the dump: blocks, pins, stamps, the free list;
+#: at the ``events`` level also the event stream, which only a change of the shape
+#: feeds), the counters (stats), the namespaces, and the snapshots taken (their dumps:
+#: a published version never changes, but a write that breaks one shows there, and a
+#: new snapshot is one more to compare).
+SHAPE_STATE = "shape"
+COUNTER_STATE = "counters"
+NAMES_STATE = "namespaces"
+SNAPSHOTS_STATE = "snapshots"
+#: Everything a view shows: what a reset, an insert or an eviction may change.
+EVERYTHING = (SHAPE_STATE, COUNTER_STATE, NAMES_STATE, SNAPSHOTS_STATE)
+#: What a call that pins, stamps or ticks changes: every view but the namespaces.
+IN_PLACE = (SHAPE_STATE, COUNTER_STATE, SNAPSHOTS_STATE)
 
 #: What an answer's ``blocks`` name (:attr:`Operation.finds`): device ids of the queried
 #: prefix, or ids in the tiers its ``tiers`` field names, block by block.
@@ -174,6 +192,12 @@ class Operation:
         out_of_blocks: the safety properties a refusal for lack of blocks breaks when
             the call changed something anyway: without a reader inside, and with one.
         capped: the profile's ``match_cap`` applies to it: it leaves the last token.
+        changes: what a successful or failed call may change, among what the views
+            show (:data:`SHAPE_STATE`, :data:`COUNTER_STATE`, :data:`NAMES_STATE`,
+            :data:`SNAPSHOTS_STATE`): after it the kit reads only the views of those
+            (after a failed call, every view: it must have changed nothing, R-ERR-2).
+            Empty for a read, which changes nothing.
+        shows: for a view, what it shows (one of the states above).
         view: its place among the views the kit reads after every step (the whole
             shape first: a difference there is the one to name); None: not a view.
         shape: its answer is the tree's whole canonical shape (the dump): checked for
@@ -219,6 +243,8 @@ class Operation:
     choice_rules: tuple[str, ...] = ()
     out_of_blocks: tuple[str, str] | None = None
     capped: bool = False
+    changes: tuple[str, ...] = ()
+    shows: str | None = None
     view: int | None = None
     shape: bool = False
     counts: bool = False
@@ -286,11 +312,12 @@ OPERATIONS: tuple[Operation, ...] = (
         "reset",
         (Argument("num_blocks", "int1"), Argument("block_size", "int1"), *_POLICY, _EVENTS,
          _TIERS),
-        rules=("R-INV-2",), resets=True,
+        rules=("R-INV-2",), resets=True, changes=EVERYTHING,
     ),
     Operation(
         "match", _PROMPT, answer=("length", "blocks", "lease"), rules=("R-MATCH-1",),
-        issues=LEASE, ticks=True, finds=ON_DEVICE, capped=True, draws=(Draw("core", 3, 1),),
+        issues=LEASE, ticks=True, finds=ON_DEVICE, capped=True, changes=IN_PLACE,
+        draws=(Draw("core", 3, 1),),
     ),
     Operation(
         "insert", (*_PROMPT, *_RETENTION),
@@ -298,49 +325,54 @@ OPERATIONS: tuple[Operation, ...] = (
         rules=("R-INS-1",), issues=LEASE, ticks=True, frees="evicted", allocates="allocated",
         fills="reused", finds=ON_DEVICE, moves=("moves",), moves_after=("after",),
         dropped="dropped", choice_rules=("R-INS-5",),
-        out_of_blocks=("failed_insert", "failed_insert_reader"),
+        out_of_blocks=("failed_insert", "failed_insert_reader"), changes=EVERYTHING,
         draws=(Draw("core", 5), Draw("core", 1, 2, "tokens", ("match",)),
                Draw("namespaces", 1, 0, "namespace", ("match",)),
                Draw("policies", 1, 0, "priority")),
     ),
     Operation(
         "release", (Argument("lease", "int0", handle=LEASE),), rules=("R-PIN-4",),
-        ends=ENDS_LEASE, ticks=True, draws=(Draw("pinning", 2),),
+        ends=ENDS_LEASE, ticks=True, changes=IN_PLACE, draws=(Draw("pinning", 2),),
     ),
     Operation(
         "evict", (_COUNT,), answer=("freed",), rules=("R-EVICT-4",), frees="freed",
-        moves=("moves",), dropped="dropped", choice_rules=("R-EVICT-4",),
+        moves=("moves",), dropped="dropped", choice_rules=("R-EVICT-4",), changes=EVERYTHING,
         draws=(Draw("eviction", 2), Draw("eviction", 1, 1, "count")),
     ),
     Operation(
         "reset_prefix_cache", level="eviction", answer=("cleared",), rules=("R-CLEAR-1",),
-        clears="cleared", since=7, optional=True,
+        clears="cleared", since=7, optional=True, changes=EVERYTHING,
         draws=(Draw("eviction", last=True, unless=("tiers",)),),
     ),
     Operation(
         "stats",
         answer=("num_blocks", "free", "cached", "pinned", "evictable", "leases", "clock"),
-        rules=("R-INV-2",), reads=True, view=1, counts=True,
+        rules=("R-INV-2",), reads=True, view=1, counts=True, shows=COUNTER_STATE,
         level_fields=(("snapshots", SNAPSHOT_STATS),), recency=("clock",), per_tier=True,
     ),
-    Operation("namespaces", answer=("namespaces",), rules=("R-NS-3",), reads=True, view=2),
+    Operation(
+        "namespaces", answer=("namespaces",), rules=("R-NS-3",), reads=True, view=2,
+        shows=NAMES_STATE,
+    ),
     Operation(
         "dump", answer=("format", "block_size", "num_blocks", "free", "namespaces"),
-        rules=("R-DUMP-1",), reads=True, view=0, shape=True, recency=("clock", "stamps"),
+        rules=("R-DUMP-1",), reads=True, view=0, shape=True, shows=SHAPE_STATE,
+        recency=("clock", "stamps"),
         per_tier=True, answer_from=(("quarantine", 2),),
     ),
     Operation(
         "snapshot", level="snapshots", answer=("snapshot", "version"), rules=("R-SNAP-2",),
-        issues=SNAPSHOT, since=2, draws=(Draw("snapshots", 1, 1),),
+        issues=SNAPSHOT, since=2, changes=(SNAPSHOTS_STATE,), draws=(Draw("snapshots", 1, 1),),
     ),
     Operation(
         "reader", level="snapshots", answer=("snapshot", "epoch", "version"),
         rules=("R-EPOCH-1",), issues=SNAPSHOT, enters=True, since=2,
+        changes=(COUNTER_STATE, SNAPSHOTS_STATE),
         draws=(Draw("snapshots", 1, 2),),
     ),
     Operation(
         "leave", (_SNAPSHOT,), level="snapshots", rules=("R-EPOCH-4",), ends=ENDS_EPOCH,
-        since=2, draws=(Draw("snapshots", 2, 3),),
+        since=2, changes=(COUNTER_STATE,), draws=(Draw("snapshots", 2, 3),),
     ),
     Operation(
         "snapshot_match", (_SNAPSHOT, _TOKENS, _NAMESPACE), level="snapshots",
@@ -350,15 +382,15 @@ OPERATIONS: tuple[Operation, ...] = (
     Operation(
         "snapshot_dump", (_SNAPSHOT,), level="snapshots",
         answer=("format", "block_size", "version", "namespaces"), rules=("R-SNAP-2",),
-        reads=True, since=2, recency=("clock",),
+        reads=True, since=2, recency=("clock",), shows=SNAPSHOTS_STATE,
     ),
     Operation(
         "reclaim", level="snapshots", answer=("reclaimed",), rules=("R-EPOCH-2",), since=2,
-        draws=(Draw("snapshots", 1, 4),),
+        changes=(SHAPE_STATE, COUNTER_STATE), draws=(Draw("snapshots", 1, 4),),
     ),
     Operation(
         "drop", (_SNAPSHOT,), level="snapshots", rules=("R-EPOCH-5",), ends=ENDS_READER,
-        since=3, optional=True,
+        since=3, optional=True, changes=(COUNTER_STATE,),
     ),
     Operation(
         "events", level="events", answer=("batches",), rules=("R-EVENT-5",), since=5,
@@ -366,7 +398,7 @@ OPERATIONS: tuple[Operation, ...] = (
     ),
     Operation(
         "lookup", _PROMPT, level="tiers", answer=("length", "tiers", "blocks", "lease"),
-        rules=("R-TIER-5",), issues=LEASE, finds=IN_TIERS, since=6,
+        rules=("R-TIER-5",), issues=LEASE, finds=IN_TIERS, since=6, changes=IN_PLACE,
         draws=(Draw("tiers", 2),),
     ),
     Operation(
@@ -375,13 +407,14 @@ OPERATIONS: tuple[Operation, ...] = (
         rules=("R-TIER-6",), issues=LEASE, frees="evicted", allocates="restored",
         fills="restored", finds=ON_DEVICE, moves=("moves",), moves_after=("restored",),
         dropped="dropped", choice_rules=("R-TIER-6", "R-INS-5"),
-        out_of_blocks=("failed_restore", "failed_restore"), since=6,
+        out_of_blocks=("failed_restore", "failed_restore"), since=6, changes=EVERYTHING,
         draws=(Draw("tiers", 3, 1),),
     ),
     Operation(
         "tier_evict", (_COUNT, Argument("tier", "any")), level="tiers",
         answer=("freed", *_MOVES), rules=("R-TIER-3",), frees="freed", frees_in="tier",
-        moves=("moves",), dropped="dropped", choice_rules=("R-EVICT-4",), since=6,
+        changes=EVERYTHING, moves=("moves",), dropped="dropped", choice_rules=("R-EVICT-4",),
+        since=6,
         draws=(Draw("tiers", 2, 2),),
     ),
 )  # fmt: skip
@@ -407,7 +440,8 @@ def operation(name: str) -> Operation:
 #: to have.
 LATEST = max(since for op in OPERATIONS for since in (op.since, *(a.since for a in op.arguments)))
 
-#: The views the kit reads after every step, in the order it compares them.
+#: The views the kit reads after a step that can have changed what they show, in the
+#: order it compares them.
 VIEWS: tuple[Operation, ...] = tuple(
     sorted((op for op in OPERATIONS if op.view is not None), key=lambda op: op.view or 0)
 )

@@ -244,24 +244,38 @@ def safety_attribution(prop: str, detail: str) -> Attribution:
     return _attribution(rules, f"{cause}: {detail}" if detail else cause)
 
 
-def exercised(observation: Observation, found: set[str] | None = None) -> set[str]:
+def exercised(
+    observation: Observation,
+    found: set[str] | None = None,
+    pending: dict[str, list[ExerciseEntry]] | None = None,
+) -> set[str]:
     """The rules ``observation`` (with its expected outcome) exercises, added to
     ``found`` (returned). Entries whose rules are all in ``found`` already are skipped,
-    so a long run pays little for it. O(entries)."""
+    so a long run pays little for it; with ``pending`` (a caller's own dict, kept
+    across calls with the same ``found``) each operation's entries are listed there and
+    an entry once done is dropped from it for good. O(entries still pending)."""
     rule_map = load_map()
     found = set() if found is None else found
-    for predicates, rules, fixed in _exercise_entries(observation.op):
+    op = observation.op
+    entries = pending.get(op) if pending is not None else None
+    if entries is None:
+        entries = list(_exercise_entries(op))
+        if pending is not None:
+            pending[op] = entries
+    done = False
+    for predicates, rules, fixed in entries:
         if fixed and found.issuperset(rules):
+            done = True
             continue
         if all(predicate(observation) for predicate in predicates):
             found.update(_expand(rules, observation, rule_map))
+    if done and pending is not None:
+        pending[op] = [entry for entry in entries if not (entry[2] and found.issuperset(entry[1]))]
     return found
 
 
 @lru_cache(maxsize=64)
-def _exercise_entries(
-    op: str,
-) -> tuple[tuple[tuple[Predicate, ...], tuple[str, ...], bool], ...]:
+def _exercise_entries(op: str) -> tuple[ExerciseEntry, ...]:
     """The ``[[exercise]]`` entries of ``op``: predicates resolved once, rules, and
     whether the rules are all fixed ids (no ``@`` placeholder)."""
     return tuple(
@@ -351,6 +365,10 @@ def _outcome_differs(expected: Outcome, actual: Outcome) -> bool:
 # ---------------------------------------------------------------------- predicates
 
 Predicate = Callable[[Observation], bool]
+
+#: An ``[[exercise]]`` entry, resolved: its predicates, its rules, whether they are all
+#: fixed ids (no ``@`` placeholder).
+ExerciseEntry = tuple[tuple[Predicate, ...], tuple[str, ...], bool]
 
 
 def _predicate(name: str) -> Predicate:

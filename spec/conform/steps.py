@@ -25,6 +25,8 @@ recorded step may carry the reference's outcome as ``"expect"``.
 
 from __future__ import annotations
 
+import json
+import marshal
 from typing import Any
 
 from .candidate import Candidate, CandidateError, CandidateFailure
@@ -246,3 +248,36 @@ def describe(step: Step) -> str:
 def bare(step: Step) -> Step:
     """The step without recorded outcomes or metadata. O(size)."""
     return {key: value for key, value in step.items() if key not in META_KEYS or key == "op"}
+
+
+def encoded(value: Any) -> bytes | None:
+    """``value`` written type for type (``marshal``'s format 2, which shares nothing
+    between equal objects, so equal plain data always gives equal bytes), or None when
+    it holds something marshal cannot write. O(size), at C speed."""
+    try:
+        return marshal.dumps(value, 2)
+    except ValueError:
+        return None
+
+
+def strictly_equal(left: Any, right: Any, left_encoded: bytes | None = None) -> bool:
+    """Whether two answers are the same data type for type: ``1``, ``1.0`` and ``True``
+    differ, as do a list and a tuple, and two objects with their keys in another order
+    (a false "differ" only costs the field-by-field comparison that follows it).
+    ``left_encoded`` is :func:`encoded` of ``left`` when already known. O(size), at C
+    speed."""
+    mine = left_encoded if left_encoded is not None else encoded(left)
+    return mine is not None and mine == encoded(right)
+
+
+def as_json(outcome: Outcome, op: str) -> Outcome:
+    """``outcome`` as JSON carries it: its answer written as JSON text and read back
+    (tuples become lists), or, for an answer that is not JSON data (a set, an object),
+    the refusal ``unexpected:<op>``, so a finding names it rather than the kit failing.
+    O(size)."""
+    if "ok" not in outcome:
+        return outcome
+    try:
+        return {"ok": json.loads(json.dumps(outcome["ok"]))}
+    except (TypeError, ValueError):
+        return {"error": f"unexpected:{op}"}

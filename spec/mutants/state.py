@@ -134,6 +134,69 @@ class WithdrawLeavesHeapUnordered(MutantTree):
         self._queue = _WithdrawWithoutRestore()
 
 
+#: Entries past which :class:`_WideWithdrawWithoutRestore` stops restoring heap order.
+WIDE_HEAP = 48
+
+
+class _WideWithdrawWithoutRestore(EvictionQueue):
+    """Withdrawing an entry from the middle of a heap of more than :data:`WIDE_HEAP`
+    entries moves the last entry into the hole and stops there (a fast path taken for
+    a large heap); the root's withdrawal (an eviction) and smaller heaps are right."""
+
+    __slots__ = ()
+
+    def withdraw(self, nid: int) -> None:
+        index = self._position.get(nid)
+        if index is None or index == 0 or len(self._heap) <= WIDE_HEAP:
+            super().withdraw(nid)
+            return
+        del self._position[nid]
+        del self._owner[self._heap[index][-2]]
+        last = self._heap.pop()
+        if index < len(self._heap):
+            self._put(index, last)  # the bug: no _restore(index)
+
+    def check(self) -> str | None:
+        """The reference's checks, less heap order, which is the bug."""
+        return None
+
+
+def _wide_heap_mutant(policy: str) -> type[MutantTree]:
+    """The wide-heap withdraw bug, run under ``policy`` (the queue orders every policy's
+    keys, so each one's order breaks the same way)."""
+
+    class WideHeapWithdrawUnordered(MutantTree):
+        def __init__(self, num_blocks: int, block_size: int = 16, **options: object) -> None:
+            super().__init__(num_blocks, block_size, **options)  # type: ignore[arg-type]
+            self._queue = _WideWithdrawWithoutRestore()
+
+    WideHeapWithdrawUnordered.__doc__ = (
+        f"Under {policy}, withdrawing a leaf from the middle of an eviction queue of more "
+        f"than {WIDE_HEAP} leaves (pinned, refreshed or given a child) leaves the heap "
+        "unordered: right in small trees, wrong once hundreds of leaves are evictable."
+    )
+    suffix = "" if policy == "lru" else f"_{policy}"
+    name = f"wide_heap_withdraw_unordered{suffix}"
+    WideHeapWithdrawUnordered.__qualname__ = WideHeapWithdrawUnordered.__name__ = (
+        "WideHeapWithdrawUnordered" + suffix.title().replace("_", "")
+    )
+    rules = ("R-EVICT-2", "R-EVICT-4", "R-POL-1", WIDE_HEAP_POLICIES[policy])
+    return mutant(name, *rules, policy=policy)(WideHeapWithdrawUnordered)
+
+
+#: The policies the wide-heap withdraw bug is planted under, with the rule of each one's
+#: order (every policy's order is one heap of its keys).
+WIDE_HEAP_POLICIES = {
+    "lru": "R-POL-2",
+    "lfu": "R-POL-3",
+    "fifo": "R-POL-4",
+    "priority": "R-POL-5",
+    "slru": "R-POL-6",
+}
+
+WIDE_HEAP_MUTANTS = tuple(_wide_heap_mutant(policy) for policy in WIDE_HEAP_POLICIES)
+
+
 class _RekeyOnlyUp(EvictionQueue):
     """Re-keying an entry moves it towards the root only, never down."""
 

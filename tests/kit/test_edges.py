@@ -19,7 +19,7 @@ from kachedb_radix.spec.cli.main import main as cli_main
 from kachedb_radix.spec.conform.adapter import TreeAdapter
 from kachedb_radix.spec.conform.candidate import CandidateError, CandidateFailure
 from kachedb_radix.spec.conform.levels import parse_levels
-from kachedb_radix.spec.conform.lockstep import Difference
+from kachedb_radix.spec.conform.lockstep import Difference, Disagreement, Lockstep
 from kachedb_radix.spec.conform.replay import parse_trace
 from kachedb_radix.spec.conform.rules import SpecFormatError, load_rules
 from kachedb_radix.spec.conform.run import KitReport, choose_block_sizes
@@ -160,9 +160,20 @@ def test_the_adapter_reports_odd_trees() -> None:
     with pytest.raises(CandidateError, match="returned a lease") as raised:
         adapter.snapshot_match(snapshot, [1], None)
     assert raised.value.kind == "unexpected:lease"
-    with pytest.raises(CandidateError, match="not JSON data"):
-        adapter.dump()
+    assert adapter.dump() == {"format": 2, "odd": {1, 2}}  # handed on as the tree gives it
     assert "version" not in adapter.stats()  # a tree without the snapshot counters
+
+
+def test_a_dump_that_is_not_json_data_is_a_refusal_the_kit_names() -> None:
+    """The kit compares a dump type for type first; one that differs goes through JSON,
+    and one that is not JSON data (a set) is the refusal ``unexpected:dump``."""
+    lockstep = Lockstep(TreeAdapter(_OddTree, "odd"), parse_levels(["core"]))
+    with pytest.raises(Disagreement) as found:
+        lockstep.run({"op": "reset", "num_blocks": 4, "block_size": 1})
+    difference = found.value.difference
+    assert difference.trace[-1]["op"] == "dump"
+    assert difference.actual == {"error": "unexpected:dump"}
+    assert "ok" in difference.expected
 
 
 def test_a_foreign_lease_from_a_tree_that_pins_nothing() -> None:

@@ -57,7 +57,15 @@ def _result(mutant: Mutant) -> MutantResult:
 
 #: The mutants that take longest to kill at defaults (seconds each, not fractions): the
 #: wide-tree bugs and the 33-block match. Marked slow (CI's coverage run leaves them out).
-SLOW_TO_KILL = frozenset({"sampled_lru", "leaf_table_overflows", "deep_match_truncated"})
+SLOW_TO_KILL = frozenset(
+    {
+        "sampled_lru",
+        "leaf_table_overflows",
+        "deep_match_truncated",
+        "wide_heap_withdraw_unordered",
+        "wide_heap_withdraw_unordered_priority",
+    }
+)
 
 
 def _catalogue() -> list[Any]:

@@ -7,6 +7,7 @@ import json
 import os
 import shutil
 import subprocess
+import shlex
 import sys
 from pathlib import Path
 
@@ -146,8 +147,10 @@ def test_conform_says_what_a_pass_covered(capsys: pytest.CaptureFixture[str]) ->
 def test_conform_gives_up_on_a_silent_program_after_its_timeout(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    """``--cmd "sleep 100" --timeout 2`` waited 30 s for hello; now the timeout bounds it."""
-    assert main(["conform", "--cmd", "sleep 100", "--timeout", "0.5"]) == 2
+    """``--cmd "sleep 100" --timeout 2`` waited 30 s for hello; now the timeout bounds it.
+    (A Python that sleeps: the packaging check's PATH has no ``sleep``.)"""
+    silent = f"{shlex.quote(sys.executable)} -c 'import time; time.sleep(100)'"
+    assert main(["conform", "--cmd", silent, "--timeout", "0.5"]) == 2
     assert "request 0 (hello): no answer within 0.5 s (killed)" in capsys.readouterr().err
 
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import shutil
 import subprocess
-import shlex
 import sys
 from pathlib import Path
 

@@ -112,11 +112,13 @@ static inline uint32_t array_cap(uint32_t c) { return (4u << c) - 1u; }
 /* The counters, in the reference's COUNTERS order. */
 enum {
     C_BATCHES, C_EVENTS, C_STORED, C_REMOVED, C_DUPLICATE_STORES, C_UNKNOWN_PARENTS,
-    C_UNKNOWN_REMOVALS, C_REPEATS, C_GAPS, C_RESTARTS, C_MALFORMED, C_LOST, C_CLEARS, NCOUNT
+    C_UNKNOWN_REMOVALS, C_REPEATS, C_GAPS, C_RESTARTS, C_MALFORMED, C_LOST, C_CLEARS,
+    C_REPORTS, NCOUNT
 };
 static const char *const COUNTER_NAMES[NCOUNT] = {
     "batches", "events", "stored", "removed", "duplicate_stores", "unknown_parents",
     "unknown_removals", "repeats", "gaps", "restarts", "malformed", "lost", "clears",
+    "reports",
 };
 
 typedef struct __attribute__((packed)) {
@@ -1615,6 +1617,18 @@ static int r_prepare(RouterObject *r, uint32_t s, Py_ssize_t nev) {
     return 0;
 }
 
+/* Whether store event ev (with no parent) of worker slot s is a report (R-ROUTE-5): it
+ * names at least one block and worker s holds every one of them on its medium (vLLM's
+ * announcement of the blocks a request reused), so it adds no copy.  O(ev->n). */
+static int r_is_report(const RouterObject *r, uint32_t s, const REvent *ev) {
+    if (ev->n == 0) return 0;
+    for (size_t j = ev->first; j < ev->first + ev->n; j++) {
+        size_t i = r_find(r, r->sk[j], (uint8_t)(TAG_USED | r->sf[j] | ev->medium));
+        if (i == SIZE_MAX || !r_holds(r, r->slots[i].val, s)) return 0;
+    }
+    return 1;
+}
+
 /* The second pass: apply the parsed events of worker slot s.  Everything was reserved.
  * Cannot fail. */
 static void r_apply_events(RouterObject *r, uint32_t s, Py_ssize_t nev) {
@@ -1628,9 +1642,13 @@ static void r_apply_events(RouterObject *r, uint32_t s, Py_ssize_t nev) {
             x->stale = 0;
             continue;
         }
+        const size_t end = ev->first + ev->n;
+        if (ev->kind == 1 && !ev->has_parent && r_is_report(r, s, ev)) {
+            x->counts[C_REPORTS]++; /* R-ROUTE-5: held blocks announced again, no copy */
+            continue;
+        }
         if (ev->kind == 1 && ev->has_parent && !r_holds_any(r, s, ev->parent, ev->parent_flags))
             x->counts[C_UNKNOWN_PARENTS]++;
-        const size_t end = ev->first + ev->n;
         for (size_t j = ev->first; j < end && j < ev->first + R_PREFETCH; j++)
             r_prefetch(r, r->sk[j], (uint8_t)(TAG_USED | r->sf[j] | ev->medium));
         for (size_t j = ev->first; j < end; j++) {

@@ -38,6 +38,14 @@ prefix: a worker's *matched depth* for hashes ``h1..hn`` is the number of leadin
   one away, and the entry stays matched while any copy remains; a clear, a restart, a
   loss or removing the worker drops every copy.  At most :data:`MAX_COPIES` are
   counted: a store past them adds none (the index then under-counts, never over).
+  A store with no parent all of whose blocks the worker already holds on its medium
+  is a *report*, not copies: vLLM announces the blocks a request reused that way
+  (a request's ``kv_cache_report_mode = "full"``) and later evicts each block once, so
+  counting it would keep matching blocks the worker no longer has.  It changes nothing
+  and is counted (``reports``).  The one store it is ambiguous with -- the recomputed
+  copy of a prompt of exactly one block, which vLLM's scheduler also stores with no
+  parent -- is read as a report too: a later removal then drops the entry while the
+  worker may still hold its other copy, a missed hit (R-ROUTE-2's direction).
 
 Invariants (:meth:`RouterIndex.check_invariants`): a worker is a holder of a hash in
 the global table exactly when one of its entries has that hash; no empty sets; every
@@ -99,6 +107,7 @@ COUNTERS = (
     "malformed",
     "lost",
     "clears",
+    "reports",
 )
 
 
@@ -262,6 +271,9 @@ class RouterIndex:
         counts["events"] += 1
         if isinstance(event, STORES):
             parent = event.parent_block_hash
+            if parent is None and self._is_report(state, event.block_hashes, event.medium):
+                counts["reports"] += 1  # R-ROUTE-5: held blocks announced again, no copy
+                return
             if parent is not None and worker not in self._holders.get(parent, ()):
                 counts["unknown_parents"] += 1
             for block_hash in event.block_hashes:
@@ -276,6 +288,16 @@ class RouterIndex:
             counts["clears"] += 1
             self._clear(worker, state)
             state.stale = False
+
+    @staticmethod
+    def _is_report(
+        state: WorkerState, block_hashes: Sequence[ExternalHash], medium: str | None
+    ) -> bool:
+        """A store with no parent all of whose blocks the worker already holds on its
+        medium: a report of blocks it reused (vLLM's ``full`` report), not new copies
+        (R-ROUTE-5). O(len(block_hashes))."""
+        entries = state.entries
+        return bool(block_hashes) and all((h, medium) in entries for h in block_hashes)
 
     def _add(self, worker: Worker, state: WorkerState, entry: Entry) -> bool:
         """Store one copy of ``entry``: True when it is new to ``worker`` (R-ROUTE-5)."""

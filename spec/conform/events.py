@@ -288,16 +288,18 @@ class EventStream:
             assert outcome == "applied", outcome  # the kit numbers the batches itself
             counts = self.index.counts(WORKER)
             old = before or dict.fromkeys(counts, 0)
-            if counts["duplicate_stores"] > old["duplicate_stores"] and dump_of is not None:
+            repeated = ("duplicate_stores", "reports")
+            if any(counts[name] > old[name] for name in repeated) and dump_of is not None:
                 self.check_namespaces(dump_of())
             for name, what in (
                 ("duplicate_stores", "a store of a block the worker already holds"),
+                ("reports", "a store, with no parent, of blocks the worker all holds"),
                 ("unknown_parents", "a store whose parent the worker never stored"),
                 ("unknown_removals", "a removal of a block the worker does not hold"),
             ):
                 if counts[name] > old[name]:
                     raise SafetyViolation(
-                        "events_unknown" if name != "duplicate_stores" else "events_duplicate",
+                        "events_unknown" if name not in repeated else "events_duplicate",
                         f"batch {self.seq - 1}: {what}",
                     )
 

@@ -123,17 +123,37 @@ def test_bad_events_are_counted_and_change_nothing_else(new_index: Callable[[], 
     index = new_index()
     index.apply("a", 0, _stored(1, 2))
     index.apply("b", 0, _stored(1, 2))
-    index.apply("a", 1, _stored(1, 2))  # duplicate
+    index.apply("a", 1, _stored(1, 2, parent=0))  # duplicate (a parent: not a report)
     index.apply("a", 2, _stored(8, parent=77))  # unknown parent
     index.apply("a", 3, _removed(99, 2))  # one unknown, one real: a copy of 2 remains
     counts = index.counts("a")
-    assert counts["duplicate_stores"] == 2 and counts["unknown_parents"] == 1
+    assert counts["duplicate_stores"] == 2 and counts["unknown_parents"] == 2
     assert counts["unknown_removals"] == 1 and counts["removed"] == 1
     assert index.holdings("a") == {(1, "GPU"), (2, "GPU"), (8, "GPU")}
     assert [index.copies("a", h, "GPU") for h in (1, 2, 8, 99)] == [2, 1, 1, 0]
     index.apply("a", 4, _removed(2))
     assert index.holdings("a") == {(1, "GPU"), (8, "GPU")}
     assert index.holdings("b") == {(1, "GPU"), (2, "GPU")}
+    index.check_invariants()
+
+
+def test_a_report_of_held_blocks_adds_no_copy(new_index: Callable[[], Any]) -> None:
+    """R-ROUTE-5: a store with no parent of blocks the worker all holds on its medium is a
+    report (vLLM's ``full`` report of reused blocks), not copies: counted, nothing
+    changed; with one block not held, or a parent, or another medium, it is a store."""
+    index = new_index()
+    index.apply("a", 0, _stored(1, 2))
+    index.apply("a", 1, _stored(1, 2))  # the report
+    assert index.counts("a")["reports"] == 1 and index.counts("a")["duplicate_stores"] == 0
+    assert index.holdings("a") == {(1, "GPU"), (2, "GPU")}
+    assert [index.copies("a", h, "GPU") for h in (1, 2)] == [1, 1]
+    index.apply("a", 2, _removed(2, 1))  # the worker evicts each block once
+    assert index.holdings("a") == set() and index.query_hashes([1, 2]) == {}
+    index.apply("a", 3, _stored(1, 2))
+    index.apply("a", 4, _stored(1, 3))  # 3 not held: a store (1 gets a copy)
+    assert index.copies("a", 1, "GPU") == 2 and index.counts("a")["reports"] == 1
+    index.apply("a", 5, KVEventBatch(0.0, [BlockStored([1], None, [0, 0], 2, None, "CPU", None)]))
+    assert index.copies("a", 1, "CPU") == 1 and index.counts("a")["reports"] == 1
     index.check_invariants()
 
 
@@ -197,6 +217,7 @@ EVENTS = st.lists(
         st.sampled_from(["store", "remove", "clear"]),
         st.lists(st.integers(0, 6), min_size=1, max_size=4),
         st.sampled_from(["GPU", "CPU"]),
+        st.none() | st.integers(0, 6),
     ),
     max_size=40,
 )
@@ -205,21 +226,28 @@ EVENTS = st.lists(
 @settings(max_examples=150, deadline=None, suppress_health_check=FACTORY_OK)
 @given(events=EVENTS, query=st.lists(st.integers(0, 6), max_size=6))
 def test_the_index_agrees_with_a_brute_force_one(
-    events: list[tuple[str, str, list[int], str]], query: list[int], new_index: Callable[[], Any]
+    events: list[tuple[str, str, list[int], str, int | None]],
+    query: list[int],
+    new_index: Callable[[], Any],
 ) -> None:
     """R-ROUTE-3, R-ROUTE-4, R-ROUTE-5: any stream, bad events and repeated blocks
     included, leaves each worker with the copies a plain model counts -- a store adds
-    one, a removal takes one away, a clear drops them all -- and queries give the
-    model's depths over the entries with a copy left."""
+    one (but a report, a store with no parent of blocks all held, adds none), a removal
+    takes one away, a clear drops them all -- and queries give the model's depths over
+    the entries with a copy left."""
     index = new_index()
     model: dict[Hashable, Counter[tuple[ExternalHash, str | None]]] = {}
     seqs: dict[str, int] = {}
-    for worker, kind, hashes, medium in events:
+    reports: Counter[Hashable] = Counter()
+    for worker, kind, hashes, medium, parent in events:
         held = model.setdefault(worker, Counter())
         if kind == "store":
             wire: list[ExternalHash] = list(hashes)
-            event: object = BlockStored(wire, None, [0] * 2 * len(hashes), 2, None, medium, None)
-            held.update((h, medium) for h in hashes)
+            event: object = BlockStored(wire, parent, [0] * 2 * len(hashes), 2, None, medium, None)
+            if parent is None and all(held[h, medium] > 0 for h in hashes):
+                reports[worker] += 1
+            else:
+                held.update((h, medium) for h in hashes)
         elif kind == "remove":
             event = BlockRemoved(list[ExternalHash](hashes), medium)
             held.subtract((h, medium) for h in hashes if held[h, medium] > 0)
@@ -234,6 +262,7 @@ def test_the_index_agrees_with_a_brute_force_one(
         live = {entry for entry, copies in held.items() if copies > 0}
         assert index.holdings(name) == live and index.held(name) == len(live)
         assert {e: index.copies(name, *e) for e in held} == {e: max(n, 0) for e, n in held.items()}
+        assert index.counts(name)["reports"] == reports[name]
     holdings = {name: [e for e, n in held.items() if n > 0] for name, held in model.items()}
     assert index.query_hashes(query) == brute_force_depths(holdings, query)
 

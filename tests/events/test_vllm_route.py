@@ -287,16 +287,15 @@ def test_route_at_its_defaults_answers_vllms_own_depths(
     assert route.process.returncode == 0 and "MISMATCH" not in out and "Traceback" not in err
 
 
-def test_a_full_report_is_taken_for_a_copy_a_known_difference(
+def test_a_full_report_adds_no_copy(
     wired: tuple[VllmWorker, _Feed, list[_Route]],
 ) -> None:
-    """A difference vLLM showed (docs/events.md, "A request's full report"): a request
-    with ``kv_cache_report_mode = "full"`` (a sampling parameter's ``extra_args``;
-    vLLM's default is ``"incremental"``) makes vLLM announce the blocks it reused, a
-    BlockStored of blocks it already holds, no new copy; vLLM later evicts each once.
-    The router counts the announcement as a second copy (R-ROUTE-5), so after the
-    eviction it matches two blocks where vLLM holds none. Pinned here as it is: when
-    the index learns to tell the two apart, this test fails and becomes an agreement."""
+    """R-ROUTE-5 (docs/events.md, "A request's full report"): a request with
+    ``kv_cache_report_mode = "full"`` (a sampling parameter's ``extra_args``; vLLM's
+    default is ``"incremental"``) makes vLLM announce the blocks it reused, a
+    BlockStored with no parent of blocks it already holds, no new copy; vLLM later
+    evicts each once. The router reads the announcement as a report, not a copy, so
+    after the eviction it matches nothing, as vLLM (it matched 2 before the rule)."""
     worker, feed, routes = wired
     kv_events = worker.loaded.vllm.kv_events
     prompt = _tokens(0, 2, tail=5)
@@ -316,5 +315,5 @@ def test_a_full_report_is_taken_for_a_copy_a_known_difference(
     route = routes[0]
     _caught_up(route, feed)
     assert worker.hit(prompt) == 0
-    assert route.depth(prompt, None) == 2  # the difference
+    assert route.depth(prompt, None) == 0
     route.stop()

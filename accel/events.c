@@ -639,27 +639,20 @@ size_t ev_bytes(const struct EvState *ev) {
 
 /* ------------------------------------------------------------------ the test hook */
 
-/* _event_block_hash(hasher, parent, tokens, salt): the (internal, external) hashes of one
- * block, in the forms the reference's BlockHasher gives (block_hash, external). */
-PyObject *mod_event_block_hash(PyObject *mod, PyObject *const *args, Py_ssize_t nargs) {
-    (void)mod;
-    if (nargs != 4) {
-        PyErr_SetString(PyExc_TypeError, "_event_block_hash(hasher, parent, tokens, salt) takes 4 arguments");
-        return NULL;
-    }
-    PyObject *parent = args[1], *salt_obj = args[3];
-    HsScheme s;
-    if (scheme_of(args[0], &s) < 0) return NULL;
-    if (salt_obj != Py_None && !PyUnicode_Check(salt_obj)) {
-        PyErr_SetString(PyExc_TypeError, "salt must be None or a str");
-        return NULL;
-    }
-    HsSalt salt, seed; /* the block's salt; the namespace seed SGLang's Dynamo format mixes in */
-    if (salt_of(&s, salt_obj, &salt) < 0) return NULL;
+/* ------------------------------------------------------------------ one block, a chain */
+
+/* The (internal, external) hashes of the n tokens at tok after the block whose internal
+ * hash is `parent` (Py_None: a path's first block), salted by `salt`, in the forms the reference's BlockHasher gives (block_hash, external).  scratch
+ * has hs_scratch_bytes(s, n, salt->len) + 1 bytes.  NULL with an exception set: a parent
+ * not of the scheme's form, or no memory. */
+static PyObject *block_pair(const HsScheme *sp, PyObject *parent, const uint32_t *tok, uint32_t n,
+                            const HsSalt *salt, uint8_t *scratch) {
+    HsScheme s = *sp;
+    HsSalt seed; /* the namespace seed SGLang's Dynamo format mixes in */
     memset(&seed, 0, sizeof(seed));
     uint8_t pd[HS_MAX_DIGEST];
     if (parent == Py_None) {
-        if (s.kind == HS_SGLANG_DYNAMO && !salt.unsalted) seed = salt;
+        if (s.kind == HS_SGLANG_DYNAMO && !salt->unsalted) seed = *salt;
     } else if (s.kind == HS_XXH3_64) {
         uint64_t v = PyLong_Check(parent) ? PyLong_AsUnsignedLongLong(parent) : 0;
         if (!PyLong_Check(parent) || PyErr_Occurred()) {
@@ -669,35 +662,21 @@ PyObject *mod_event_block_hash(PyObject *mod, PyObject *const *args, Py_ssize_t 
         }
         for (int i = 0; i < 8; i++) pd[i] = (uint8_t)(v >> (8 * i));
     } else {
-        Py_ssize_t n = PyBytes_Check(parent) ? PyBytes_GET_SIZE(parent) : -1;
-        if (n != (Py_ssize_t)s.dlen && !(s.kind == HS_SGLANG_DYNAMO && n == 64)) {
+        Py_ssize_t len = PyBytes_Check(parent) ? PyBytes_GET_SIZE(parent) : -1;
+        if (len != (Py_ssize_t)s.dlen && !(s.kind == HS_SGLANG_DYNAMO && len == 64)) {
             PyErr_Format(PyExc_TypeError, "a parent of this scheme is %u bytes", s.dlen);
             return NULL;
         }
         memcpy(pd, PyBytes_AS_STRING(parent), s.dlen);
-        if (n == 64) { /* the seed its path's namespace carries */
+        if (len == 64) { /* the seed its path's namespace carries */
             memcpy(seed.seed, PyBytes_AS_STRING(parent) + 32, 32);
             seed.named = 1;
         }
     }
     int seeded = s.kind == HS_SGLANG_DYNAMO && seed.named;
-    Tokens tk;
-    if (tokens_get_plain(args[2], &tk) < 0) return NULL;
-    if (tk.n < 1 || tk.n > (1 << 24)) {
-        tokens_release(NULL, &tk);
-        PyErr_SetString(PyExc_ValueError, "a block has 1 .. 2**24 tokens");
-        return NULL;
-    }
-    uint8_t *scratch = PyMem_Malloc(hs_scratch_bytes(&s, (uint32_t)tk.n, salt.len) + 1u);
-    if (scratch == NULL) {
-        tokens_release(NULL, &tk);
-        return PyErr_NoMemory();
-    }
     uint8_t d[HS_MAX_DIGEST];
-    hs_block(&s, parent == Py_None ? NULL : pd, tk.data, (uint32_t)tk.n,
-             salt.named && !salt.unsalted ? &salt : NULL, scratch, d);
-    PyMem_Free(scratch);
-    tokens_release(NULL, &tk);
+    hs_block(&s, parent == Py_None ? NULL : pd, tok, n,
+             salt->named && !salt->unsalted ? salt : NULL, scratch, d);
     PyObject *internal;
     if (s.kind == HS_XXH3_64) {
         uint64_t v = 0;
@@ -725,4 +704,74 @@ PyObject *mod_event_block_hash(PyObject *mod, PyObject *const *args, Py_ssize_t 
         return NULL;
     }
     return Py_BuildValue("(NN)", internal, external);
+}
+
+PyObject *ev_hash_chain(PyObject *hasher, PyObject *parent, PyObject *tokens, uint32_t B,
+                        PyObject *salt_obj) {
+    HsScheme s;
+    if (scheme_of(hasher, &s) < 0) return NULL;
+    if (salt_obj != Py_None && !PyUnicode_Check(salt_obj)) {
+        PyErr_Format(G.InvalidArgumentError, "namespace must be None or a str, got %s %R",
+                     Py_TYPE(salt_obj)->tp_name, salt_obj);
+        return NULL;
+    }
+    HsSalt salt, none; /* the first block's salt (a path's first, from a root), the others' */
+    if (salt_of(&s, parent == Py_None ? salt_obj : Py_None, &salt) < 0) return NULL;
+    (void)salt_of(&s, Py_None, &none);
+    Tokens tk;
+    if (tokens_get_plain(tokens, &tk) < 0) return NULL;
+    Py_ssize_t blocks = B ? tk.n / (Py_ssize_t)B : 0;
+    PyObject *out = PyList_New(blocks);
+    uint8_t *scratch = out == NULL ? NULL
+                                   : PyMem_Malloc(hs_scratch_bytes(&s, B ? B : 1u, salt.len) + 1u);
+    if (out != NULL && scratch == NULL) PyErr_NoMemory();
+    PyObject *prev = parent;
+    for (Py_ssize_t i = 0; scratch != NULL && i < blocks; i++) {
+        PyObject *pair =
+            block_pair(&s, prev, tk.data + (size_t)i * B, B, i == 0 ? &salt : &none, scratch);
+        if (pair == NULL) {
+            Py_CLEAR(out);
+            break;
+        }
+        PyList_SET_ITEM(out, i, pair);
+        prev = PyTuple_GET_ITEM(pair, 0);
+    }
+    if (scratch == NULL) Py_CLEAR(out);
+    PyMem_Free(scratch);
+    tokens_release(NULL, &tk);
+    return out;
+}
+
+/* _event_block_hash(hasher, parent, tokens, salt): the test hook over block_pair. */
+PyObject *mod_event_block_hash(PyObject *mod, PyObject *const *args, Py_ssize_t nargs) {
+    (void)mod;
+    if (nargs != 4) {
+        PyErr_SetString(PyExc_TypeError, "_event_block_hash(hasher, parent, tokens, salt) takes 4 arguments");
+        return NULL;
+    }
+    PyObject *parent = args[1], *salt_obj = args[3];
+    HsScheme s;
+    if (scheme_of(args[0], &s) < 0) return NULL;
+    if (salt_obj != Py_None && !PyUnicode_Check(salt_obj)) {
+        PyErr_SetString(PyExc_TypeError, "salt must be None or a str");
+        return NULL;
+    }
+    HsSalt salt;
+    if (salt_of(&s, salt_obj, &salt) < 0) return NULL;
+    Tokens tk;
+    if (tokens_get_plain(args[2], &tk) < 0) return NULL;
+    if (tk.n < 1 || tk.n > (1 << 24)) {
+        tokens_release(NULL, &tk);
+        PyErr_SetString(PyExc_ValueError, "a block has 1 .. 2**24 tokens");
+        return NULL;
+    }
+    uint8_t *scratch = PyMem_Malloc(hs_scratch_bytes(&s, (uint32_t)tk.n, salt.len) + 1u);
+    if (scratch == NULL) {
+        tokens_release(NULL, &tk);
+        return PyErr_NoMemory();
+    }
+    PyObject *pair = block_pair(&s, parent, tk.data, (uint32_t)tk.n, &salt, scratch);
+    PyMem_Free(scratch);
+    tokens_release(NULL, &tk);
+    return pair;
 }

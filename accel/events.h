@@ -89,6 +89,13 @@ PyObject *Tree_get_events(TreeObject *self, void *unused);
 PyObject *Tree_event_hash(TreeObject *self, PyObject *block);
 /* The module's _event_block_hash(hasher, parent, tokens, salt) test hook. */
 PyObject *mod_event_block_hash(PyObject *mod, PyObject *const *args, Py_ssize_t nargs);
+/* The (internal, external) hash pairs of every whole block of `tokens` (B tokens each)
+ * after the block whose internal hash is `parent` (Py_None: from a root, the first block
+ * salted by `salt`), under `hasher`'s scheme: a new list.  NULL with an exception set:
+ * malformed tokens (R-TOK-*), a namespace not a str, a parent not of the scheme's form,
+ * no memory.  O(len(tokens)). */
+PyObject *ev_hash_chain(PyObject *hasher, PyObject *parent, PyObject *tokens, uint32_t B,
+                        PyObject *salt_obj);
 
 #if defined(__GNUC__)
 #pragma GCC visibility pop

@@ -68,6 +68,7 @@
  * medium id is below the number of media. */
 
 #include "radix.h"
+#include "events.h"
 
 #if defined(__linux__)
 #include <sys/mman.h>
@@ -2041,6 +2042,14 @@ done:
     return out;
 }
 
+static PyObject *Router_hash_chain(RouterObject *self, PyObject *const *args, Py_ssize_t nargs,
+                                   PyObject *kwnames) {
+    static const char *const names[] = {"tokens", "namespace", "parent"};
+    PyObject *vals[3] = {NULL, Py_None, Py_None};
+    if (fc_args("hash_chain", args, nargs, kwnames, names, 3, 1, vals) < 0) return NULL;
+    return ev_hash_chain(self->hasher, vals[2], vals[0], self->B, vals[1]);
+}
+
 static PyObject *Router_query_tokens(RouterObject *self, PyObject *const *args,
                                      Py_ssize_t nargs, PyObject *kwnames) {
     static const char *const names[] = {"tokens", "namespace"};
@@ -2820,6 +2829,15 @@ static PyMethodDef Router_methods[] = {
      "by no worker. O(n * m) probes for m media, plus each hash's holder set; the\n"
      "workers still matching ANDed 64 a word.\n\n"
      "Raises:\n    InvalidArgumentError: a hash is neither an int nor bytes (nothing changes)."},
+    {"hash_chain", (PyCFunction)(void (*)(void))Router_hash_chain, METH_FASTCALL | METH_KEYWORDS,
+     "hash_chain($self, tokens, namespace=None, parent=None)\n--\n\n"
+     "The (internal, external) hashes of every whole block of ``tokens``, hashed as the\n"
+     "workers hash them: from a root, the first block salted by ``namespace`` (under the\n"
+     "hasher's salt rule), or after the block whose internal hash is ``parent`` (then\n"
+     "``namespace`` is not read). O(n) for n tokens.\n\n"
+     "Raises:\n    InvalidTokensError: ``tokens`` is malformed (R-TOK-*).\n"
+     "    InvalidArgumentError: ``namespace`` is neither None nor a str.\n"
+     "    TypeError: ``parent`` is not an internal hash of the scheme."},
     {"query_tokens", (PyCFunction)(void (*)(void))Router_query_tokens,
      METH_FASTCALL | METH_KEYWORDS,
      "query_tokens($self, tokens, namespace=None)\n--\n\n"

@@ -60,7 +60,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import InvalidArgumentError, InvariantViolation
-from ..events.hashing import BlockHasher, ExternalHash
+from ..events.hashing import BlockHasher, ExternalHash, Hash
 from ..events.schema import (
     AllBlocksCleared,
     BlockRemoved,
@@ -379,6 +379,54 @@ class RouterIndex:
         for worker in active:
             depths[worker] = len(hashes)
         return {worker: d for worker, d in depths.items() if d > 0}
+
+    def hash_chain(
+        self, tokens: object, namespace: str | None = None, parent: Hash | None = None
+    ) -> list[tuple[Hash, ExternalHash]]:
+        """The (internal, external) hashes of every whole block of ``tokens``, hashed as the
+        workers hash them: from a root, the first block salted by ``namespace`` (under the
+        hasher's salt rule), or after the block whose internal hash is ``parent`` (then
+        ``namespace`` is not read). O(n) for n tokens.
+
+        Raises:
+            InvalidTokensError: ``tokens`` is malformed (R-TOK-*).
+            InvalidArgumentError: ``namespace`` is neither None nor a str.
+            TypeError: ``parent`` is not an internal hash of the scheme.
+        """
+        token_list = as_token_list(tokens)
+        if namespace is not None and not isinstance(namespace, str):
+            raise InvalidArgumentError(
+                f"namespace must be None or a str, got {type(namespace).__name__} {namespace!r}"
+            )
+        hasher, size = self.hasher, self.block_size
+        if parent is not None:
+            self._check_internal(parent)
+        pairs: list[tuple[Hash, ExternalHash]] = []
+        salt = namespace if parent is None else None
+        for start in range(0, len(token_list) - size + 1, size):
+            parent = hasher.block_hash(parent, token_list[start : start + size], salt)
+            pairs.append((parent, hasher.external(parent)))
+            salt = None
+        return pairs
+
+    def _check_internal(self, parent: object) -> None:
+        """``parent`` has the form of this hasher's internal hashes (an int below 2**64
+        for ``xxh3_64``, else bytes of its digest's length, SGLang's Dynamo format's 64
+        with a seed included).
+
+        Raises:
+            TypeError: it has not.
+        """
+        sample = self.hasher.block_hash(None, [0])
+        if isinstance(sample, int):
+            ok = type(parent) is int and 0 <= parent < HASH_LIMIT
+        elif isinstance(parent, bytes):
+            seeded = self.hasher.scheme == "sglang_dynamo" and len(parent) == 64
+            ok = len(parent) == len(sample) or seeded
+        else:
+            ok = False
+        if not ok:
+            raise TypeError(f"a parent of the {self.hasher.scheme} scheme is not {parent!r}")
 
     def query_tokens(self, tokens: object, namespace: str | None = None) -> dict[Worker, int]:
         """:meth:`query_hashes` for the whole blocks of ``tokens`` in ``namespace``,

@@ -2,7 +2,9 @@
 
 To route a request the router names its blocks as the workers do
 (:meth:`~kachedb_radix.reference.events.BlockHasher.chain`, then ``external``): 64
-blocks of ``sha256`` cost 70-200 us in Python, most of a decision.  But a router sees
+blocks of ``sha256`` cost 70-200 us in Python, most of a decision (about 40 us in the C
+twin's ``RouterIndex.hash_chain``, which :class:`ChainMemo` calls when the router's index
+is the C twin's).  But a router sees
 the same prefixes again and again -- that is why it routes by prefix: system prompts,
 a conversation's earlier turns, an agent's tools -- and a block's hash depends only on
 its parent's hash, its tokens and (for a path's first block) the namespace.  So
@@ -25,16 +27,29 @@ hashes on its loop's thread).
 from __future__ import annotations
 
 from array import array
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import Any, Protocol
 
 from kachedb_radix.reference.events import BlockHasher, ExternalHash
+from kachedb_radix.reference.router import RouterIndex
 
 #: Entries of one generation: 65,536 blocks is 1,024 different 64-block prompts.
 GENERATION = 65_536
 
 _Key = tuple[Any, bytes]  # (the namespace, or the parent's entry number; the tokens)
 _Entry = tuple[int, Any, ExternalHash]  # (entry number, internal hash, external hash)
+
+
+class Chains(Protocol):
+    """What a :class:`ChainMemo` hashes with: a router index of either twin (its
+    ``hash_chain``, its hasher and block size)."""
+
+    hasher: BlockHasher
+    block_size: int
+
+    def hash_chain(
+        self, tokens: object, namespace: str | None = None, parent: Any = None
+    ) -> list[tuple[Any, ExternalHash]]: ...
 
 
 class ChainMemo:
@@ -45,8 +60,17 @@ class ChainMemo:
         generation: entries per generation (>= 1).
     """
 
-    def __init__(self, hasher: BlockHasher, generation: int = GENERATION) -> None:
+    def __init__(
+        self, hasher: BlockHasher, generation: int = GENERATION, *, index: Chains | None = None
+    ) -> None:
+        if index is not None and index.hasher is not hasher:
+            raise ValueError("a ChainMemo hashes with its index's own hasher")
         self.hasher = hasher
+        #: Each block size's chain hasher: the index's (the C twin's hashes in C), else
+        #: the reference index's, made when a block size is first asked for.
+        self._chains: dict[int, Callable[..., list[tuple[Any, ExternalHash]]]] = (
+            {} if index is None else {index.block_size: index.hash_chain}
+        )
         self.generation = max(1, generation)
         self._young: dict[_Key, _Entry] = {}
         self._old: dict[_Key, _Entry] = {}
@@ -106,24 +130,24 @@ class ChainMemo:
         block_size: int,
         namespace: str | None,
     ) -> list[ExternalHash]:
-        """Hash blocks ``start`` and on (the first ones not remembered), remembering
-        each; as ``BlockHasher.chain`` does: the namespace salts a path's first block."""
-        hasher = self.hasher
+        """Hash blocks ``start`` and on (the first ones not remembered) in one call of the
+        index's ``hash_chain``, from the last remembered block (or from the root, the
+        namespace salting the first block), remembering each."""
+        chain = self._chains.get(block_size)
+        if chain is None:
+            chain = self._chains[block_size] = RouterIndex(self.hasher, block_size).hash_chain
         width = 4 * block_size
-        tokens = array("I", data)
-        for number in range(start, blocks):
-            block = tokens[number * block_size : (number + 1) * block_size].tolist()
-            internal = hasher.block_hash(
-                None if parent is None else parent[1], block, namespace if number == 0 else None
-            )
-            entry = (self._next, internal, hasher.external(internal))
+        tokens = array("I", data[start * width : blocks * width])
+        pairs = chain(tokens, namespace, None if parent is None else parent[1])
+        for number, (internal, external) in enumerate(pairs, start):
+            entry = (self._next, internal, external)
             self._next += 1
             key: _Key = (
                 namespace if parent is None else parent[0],
                 data[number * width : (number + 1) * width],
             )
             self._keep(key, entry)
-            hashes.append(entry[2])
+            hashes.append(external)
             parent = entry
         self.misses += blocks - start
         return hashes

@@ -313,7 +313,7 @@ class Router:
         index = self.index
         memo = getattr(self._memos, "memo", None)
         if memo is None:
-            memo = self._memos.memo = ChainMemo(index.hasher)
+            memo = self._memos.memo = ChainMemo(index.hasher, index=index)
         hashes = memo.external_chain(tokens, index.block_size, namespace)
         with self.lock:
             depths = index.query_hashes(hashes)
@@ -619,7 +619,7 @@ def wait_caught_up(
         if poll:
             router.poll(20)
         else:
-            time.sleep(0.005)
+            time.sleep(0.0005)
 
 
 __all__ = [

@@ -4,11 +4,16 @@ scheme's own chain gives, whatever was remembered and forgotten before."""
 from __future__ import annotations
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from kachedb_radix.reference.errors import InvalidArgumentError, InvalidTokensError
 from kachedb_radix.reference.events import ENGINES, SCHEMES, BlockHasher
 from kachedb_radix.spec.router.hashes import ChainMemo
+from tests.conftest import TreeFactory
+
+#: Each example builds its own index from the (stateless) factory.
+FACTORY_OK = [HealthCheck.function_scoped_fixture]
 
 _PROMPTS = st.lists(
     st.tuples(
@@ -54,6 +59,53 @@ def test_the_memo_answers_what_the_chain_answers(
         want = [hasher.external(h) for h in hasher.chain(tokens, block_size, namespace)]
         assert memo.external_chain(tokens, block_size, namespace) == want
         assert len(memo) <= 2 * generation
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=FACTORY_OK)
+@given(
+    hasher=_HASHERS,
+    block_size=st.integers(1, 5),
+    generation=st.integers(1, 12),
+    prompts=_PROMPTS,
+)
+def test_the_memo_over_an_index_answers_what_the_chain_answers(
+    hasher: BlockHasher,
+    block_size: int,
+    generation: int,
+    prompts: list[tuple[list[int], str | None]],
+    make_index: TreeFactory,
+) -> None:
+    """The same over each twin's ``RouterIndex.hash_chain`` (the C twin's hashes in C),
+    as the router builds it: from the root and from a remembered block."""
+    index = make_index(hasher, block_size)
+    memo = ChainMemo(hasher, generation, index=index)
+    for tokens, namespace in prompts * 2:
+        want = [hasher.external(h) for h in hasher.chain(tokens, block_size, namespace)]
+        assert memo.external_chain(tokens, block_size, namespace) == want
+        pairs = index.hash_chain(tokens, hasher.salt(namespace))
+        assert [external for _, external in pairs] == want
+        if pairs:  # from the first block on: the rest of the chain
+            rest = index.hash_chain(tokens[block_size:], "ignored", pairs[0][0])
+            assert rest == pairs[1:]
+
+
+def test_a_memo_hashes_with_its_index_s_own_hasher(make_index: TreeFactory) -> None:
+    with pytest.raises(ValueError, match="its index's own hasher"):
+        ChainMemo(BlockHasher("sha256"), index=make_index(BlockHasher("sha256"), 16))
+
+
+def test_a_chain_refuses_a_bad_namespace_or_parent(make_index: TreeFactory) -> None:
+    """R-TOK-*, and the index's errors: nothing hashed, nothing changed."""
+    index = make_index(BlockHasher("sha256"), 2)
+    with pytest.raises(InvalidTokensError):
+        index.hash_chain([1, -1])
+    with pytest.raises(InvalidArgumentError):
+        index.hash_chain([1, 2], 3)
+    with pytest.raises(TypeError):
+        index.hash_chain([1, 2], None, 12)
+    with pytest.raises(TypeError):
+        make_index(BlockHasher("xxh3_64"), 2).hash_chain([1, 2], None, b"x" * 8)
+    assert index.workers() == []
 
 
 def test_a_prompt_seen_before_is_not_hashed_again() -> None:

@@ -14,10 +14,12 @@ only from the first block it has not seen, continuing the chain from the last on
 has.  Answers are exactly ``hasher.chain`` (a property test compares them over every
 scheme); only the time differs.
 
-Bounded: two generations of at most :data:`GENERATION` entries each; when the young
-one fills, the old one is dropped and the young one becomes old (an entry found in the
-old one moves back to the young one), so a working set smaller than a generation stays
-whole and memory never passes two generations (about 250 bytes an entry).
+Bounded: two generations of at most :data:`GENERATION` entries each (one of them may
+hold the blocks of one request more: a generation is checked after a request's
+hashing); when the young one fills, the old one is dropped and the young one becomes
+old (an entry found in the old one moves back to the young one), so a working set
+smaller than a generation stays whole and memory never passes two generations and a
+request (about 250 bytes an entry).
 
 Cost: O(n) for n tokens (the bytes conversion and one dictionary lookup a block), plus
 the hashing of the blocks not remembered.  Not thread-safe: one per thread (the router
@@ -139,17 +141,19 @@ class ChainMemo:
         width = 4 * block_size
         tokens = array("I", data[start * width : blocks * width])
         pairs = chain(tokens, namespace, None if parent is None else parent[1])
-        for number, (internal, external) in enumerate(pairs, start):
-            entry = (self._next, internal, external)
-            self._next += 1
-            key: _Key = (
-                namespace if parent is None else parent[0],
-                data[number * width : (number + 1) * width],
-            )
-            self._keep(key, entry)
+        # One pass, the young generation's dictionary held in a local: a block costs a
+        # slice, two tuples and an insert (the generation is checked once, after).
+        young, number = self._young, self._next
+        previous: Any = namespace if parent is None else parent[0]
+        at = start * width
+        for internal, external in pairs:
+            young[previous, data[at : at + width]] = (number, internal, external)
             hashes.append(external)
-            parent = entry
+            previous, number, at = number, number + 1, at + width
+        self._next = number
         self.misses += blocks - start
+        if len(young) >= self.generation:
+            self._old, self._young = young, {}
         return hashes
 
     def _keep(self, key: _Key, entry: _Entry) -> None:

@@ -639,15 +639,9 @@ def _replay_json(result: ReplayResult) -> dict[str, Any]:
         "traces": result.traces,
         "skipped": result.skipped,
     }
-    if result.difference is not None:
+    if result.difference is not None:  # the report's finding entry, and its levels
         data["difference"] = {
-            "rule": result.difference.rule,
-            "rules": list(result.difference.rules),
-            "kind": result.difference.kind,
-            "cause": result.difference.cause,
-            "step": result.difference.index + 1,
-            "expected": result.difference.expected,
-            "actual": result.difference.actual,
+            **result.difference.to_json(),
             "levels": ordered(result.difference.levels),
         }
     if result.failure is not None:

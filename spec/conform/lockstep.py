@@ -120,6 +120,9 @@ class Difference:
         rules: the rules it breaks, the primary first (:mod:`kachedb_radix.spec.conform.rulemap`).
         cause: a one-line likely cause.
         peer_note: the primary rule's peer note in SPEC.md.
+        where: the step record's path to what differs (:attr:`StepRecord.where`:
+            ``outcome...``, ``dump...``, ``stats...`` or ``events...``), set by the
+            lockstep that judged the step.
     """
 
     index: int
@@ -133,6 +136,7 @@ class Difference:
     rules: tuple[str, ...] = ()
     cause: str = ""
     peer_note: str = ""
+    where: str | None = None
 
     @property
     def rule(self) -> str:
@@ -163,6 +167,8 @@ class Difference:
         ]
         if self.peer_note:
             lines.append(f"  peers: {self.peer_note}")
+        if self.where is not None:
+            lines.append(f"  differs at: {self.where}")
         lines += [
             f"  {self.reference}: {json.dumps(self.expected)}",
             f"  {self.candidate}: {json.dumps(self.actual)}",
@@ -185,6 +191,7 @@ class Difference:
             "expected": self.expected,
             "actual": self.actual,
             "trace": self.trace,
+            **({} if self.where is None else {"where": self.where}),
         }
 
 
@@ -257,11 +264,14 @@ def waived(finding: Difference, profile: Profile) -> str | None:
 
 
 class Disagreement(AssertionError):
-    """The candidate went wrong: a semantic finding (see :class:`Difference`)."""
+    """The candidate went wrong: a semantic finding (see :class:`Difference`), with the
+    :class:`StepRecord` of the step that found it once :meth:`Lockstep.step` has made
+    it (None while the lockstep is still judging)."""
 
-    def __init__(self, difference: Difference) -> None:
+    def __init__(self, difference: Difference, record: StepRecord | None = None) -> None:
         super().__init__(difference.explain())
         self.difference = difference
+        self.record = record
 
 
 #: How many of the latest snapshots are dumped and compared with each dump.
@@ -482,23 +492,21 @@ class Lockstep:
         return self.oracle.tree
 
     def run(self, step: Step) -> Outcome:
-        """Run ``step`` on both, check and compare; then the read-only views.
-
-        Returns the reference's outcome. A step carrying ``"batch": true`` (part of
-        a fill) in a tree of more than :data:`SMALL_TREE` blocks defers its reads to
-        the next step outside the batch (or :meth:`finish`), so a large fill costs
-        one dump comparison. Cost: the two
-        calls, plus up to three reads each (and ``WATCHED`` snapshot dumps at the
-        ``snapshots`` level).
+        """:meth:`step`, raising at its finding: the reference's outcome. For a caller
+        that stops at the first finding (the search, the shrinker, vectors). Cost:
+        :meth:`step`'s.
 
         Raises:
-            Disagreement: a finding (difference, safety, inadmissible choice).
+            Disagreement: the step's finding (difference, safety, inadmissible choice),
+                carrying its :class:`StepRecord`.
             CandidateFailure: the candidate could not answer (with step and trace).
             StepError: ``step`` is no call of an operation (nothing was run).
             KitError: the kit itself raised (a bug of the kit: nothing was judged).
         """
-        with self._kit_errors(step):
-            return self._run(step)
+        record = self.step(step)
+        if record.finding is not None:
+            raise Disagreement(record.finding, record)
+        return record.expected
 
     @contextlib.contextmanager
     def _kit_errors(self, step: Step | None) -> Iterator[None]:
@@ -544,50 +552,71 @@ class Lockstep:
             self._reads(recorded, facts, failed="error" in actual)
         return expected
 
-    def observe(self, step: Step, *, own: bool = False, events: bool = False) -> StepRecord:
-        """Run ``step`` as :meth:`run` does, but go on past a finding: its
-        :class:`StepRecord`, with both outcomes as answered and both sides' dump and stats
-        after the step (for ``explain``, which shows every step). The state after a
-        finding is what both implementations did; later steps are still run and
-        compared. With ``own``, where the kit adopts the candidate's choice, the spec's
-        own answer too (:class:`Own`; with ``events`` its event batch). Cost: :meth:`run`,
-        plus two reads on each side (and the step on a copy of the reference with
-        ``own``).
+    def step(
+        self, step: Step, *, reads: bool = False, own: bool = False, events: bool = False
+    ) -> StepRecord:
+        """Judge ``step``: run it on both, check and compare, then the read-only views;
+        its :class:`StepRecord`. The kit's one judging entry for a step: :meth:`run`
+        (the search, the shrinker), :meth:`observe` (explain) and ``replay`` all go
+        through it, so no two of them can judge a step differently (:meth:`finish`
+        judges only the reads a fill deferred). A step carrying ``"batch": true``
+        (part of a fill) in a tree of more than :data:`SMALL_TREE` blocks defers its
+        reads to the next step outside the batch (or :meth:`finish`), so a large fill
+        costs one dump comparison. With ``reads`` the record carries both sides' dump
+        and stats after the step (a finding's record always does); with ``own``, where
+        the kit adopts the candidate's choice, the spec's own answer too (:class:`Own`;
+        with ``events`` its event batch). The state after a finding is what both
+        implementations did: later steps are still run and compared. Cost: the two
+        calls, plus up to three reads each (and ``WATCHED`` snapshot dumps at the
+        ``snapshots`` level); two reads on each side with ``reads``; the step on a copy
+        of the reference with ``own``.
 
         Raises:
             CandidateFailure: the candidate could not answer (with step and trace).
-            StepError: ``step`` is no call of an operation.
-            KitError: the kit itself raised.
+            StepError: ``step`` is no call of an operation (nothing was run).
+            KitError: the kit itself raised (a bug of the kit: nothing was judged).
         """
         self._note, self._adopted = None, False
         with self._kit_errors(step):
             spec = self._spec_own(step, events=events) if own else None
         finding = None
         try:
-            self.run(step)
+            with self._kit_errors(step):
+                self._run(step)
         except Disagreement as exc:
             finding = exc.difference
         with self._kit_errors(None):
-            record = self._record(step, finding)
+            record = self._record(step, finding, reads=reads or finding is not None)
             if spec is not None and record.adopted and finding is None:
                 record.own = self._declared(record, spec)
             return record
 
-    def _record(self, step: Step, finding: Difference | None) -> StepRecord:
+    def observe(self, step: Step, *, own: bool = False, events: bool = False) -> StepRecord:
+        """:meth:`step` with both sides' reads in its record (for ``explain``, which
+        shows every step). Cost: :meth:`step`'s, plus two reads on each side.
+
+        Raises:
+            CandidateFailure: the candidate could not answer (with step and trace).
+            StepError: ``step`` is no call of an operation.
+            KitError: the kit itself raised.
+        """
+        return self.step(step, reads=True, own=own, events=events)
+
+    def _record(self, step: Step, finding: Difference | None, *, reads: bool) -> StepRecord:
         expected, actual = self._outcomes
-        reads = (SHAPE.name, COUNTERS.name)
+        names = (SHAPE.name, COUNTERS.name) if reads else ()
         reference = {
             read: apply_step(self.oracle, {"op": read}, self._oracle_book).get("ok")
-            for read in reads
+            for read in names
         }
         candidate = {
             read: apply_step(self.candidate, {"op": read}, self._candidate_book).get("ok")
-            for read in reads
+            for read in names
         }
         record = StepRecord(step, expected, actual, finding, self._note, reference, candidate)
         record.adopted = self._adopted
         if finding is not None:
-            record.where = _where(step, finding)
+            record.where = finding.where = _where(step, finding)
             record.recency_only = finding.kind == "disagreement" and self._recency_only(record)
         return record
 

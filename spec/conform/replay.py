@@ -27,7 +27,7 @@ from ..inputs import LIMITS, InputError, iter_lines, loads_json, quote
 from .candidate import Candidate, CandidateError, CandidateFailure
 from .errors import KitError
 from .levels import LevelError, parse_levels
-from .lockstep import Difference, Disagreement, Lockstep, first_difference
+from .lockstep import Difference, Disagreement, Lockstep, StepRecord, first_difference
 from .operations import REQUIRED, operation
 from .oracle import OracleAdapter
 from .profile import STRICT, Profile
@@ -56,6 +56,10 @@ class ReplayResult:
             profile only): the trace was made by another version of the spec.
         kit_error: the kit's own error that stopped the replay (nothing after it was
             judged; never a pass).
+        record: the lockstep's :class:`~kachedb_radix.spec.conform.lockstep.StepRecord`
+            of the step that found ``difference`` (both outcomes, both sides' dump and
+            stats after it, where they differ); None when the finding was in reads a
+            fill deferred, or there is none.
     """
 
     candidate: str
@@ -67,6 +71,7 @@ class ReplayResult:
     failure: str | None = None
     stale: list[str] = field(default_factory=list)
     kit_error: KitError | None = None
+    record: StepRecord | None = None
 
     @property
     def passed(self) -> bool:
@@ -225,7 +230,11 @@ def replay(steps: list[Step], candidate: Candidate, *, profile: Profile = STRICT
                 result.traces += 1
             elif skipping or lockstep is None:
                 continue
-            expected = lockstep.run(bare(step))
+            record = lockstep.step(bare(step))
+            if record.finding is not None:
+                result.difference, result.record = record.finding, record
+                break
+            expected = record.expected
             result.steps += 1
             if "expect" in step and profile.strict:
                 recorded = normalise(step["op"], step["expect"], lockstep.levels)
@@ -234,9 +243,10 @@ def replay(steps: list[Step], candidate: Candidate, *, profile: Profile = STRICT
                         f"step {number} ({describe(bare(step))}): recorded "
                         f"{json.dumps(recorded)}, the reference now {json.dumps(expected)}"
                     )
-        if lockstep is not None and not skipping:
-            lockstep.finish(final=True)
-    except Disagreement as exc:
+        else:
+            if lockstep is not None and not skipping:
+                lockstep.finish(final=True)
+    except Disagreement as exc:  # a read a fill deferred, judged by finish()
         result.difference = exc.difference
     except CandidateFailure as exc:
         result.failure = f"{candidate.name} failed at step {result.steps + 1}: {exc}"

@@ -577,19 +577,17 @@ class Lockstep:
             KitError: the kit itself raised (a bug of the kit: nothing was judged).
         """
         self._note, self._adopted = None, False
-        with self._kit_errors(step):
-            spec = self._spec_own(step, events=events) if own else None
         finding = None
-        try:
-            with self._kit_errors(step):
+        with self._kit_errors(step):  # one guard: a kit error names the step either way
+            spec = self._spec_own(step, events=events) if own else None
+            try:
                 self._run(step)
-        except Disagreement as exc:
-            finding = exc.difference
-        with self._kit_errors(None):
+            except Disagreement as exc:
+                finding = exc.difference
             record = self._record(step, finding, reads=reads or finding is not None)
             if spec is not None and record.adopted and finding is None:
                 record.own = self._declared(record, spec)
-            return record
+        return record
 
     def observe(self, step: Step, *, own: bool = False, events: bool = False) -> StepRecord:
         """:meth:`step` with both sides' reads in its record (for ``explain``, which

@@ -64,6 +64,7 @@ from ..inputs import (
     json_object,
     output_dir,
 )
+from .conform_index import INDEX_EXAMPLES, INDEX_TARGETS, run_index
 from .options import add_timeout, profile_name, profile_option, timeouts
 
 EXIT_OK = 0
@@ -87,11 +88,19 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     )
     _add_cmd(conform)
     conform.add_argument(
+        "--index",
+        action="store_true",
+        help="check router indexes instead of caches (the index level, R-ROUTE-*): each "
+        f"TARGET is {', '.join(INDEX_TARGETS)}; event streams from several workers, each "
+        "worker's depth compared with the reference index after every batch",
+    )
+    conform.add_argument(
         "--examples",
         type=count(1, LIMITS["kit_examples"].maximum),
-        default=KitSettings.examples,
+        default=None,
         help=f"operation sequences to try, at least 1 and {LIMITS['kit_examples'].describe()} "
-        f"(default {KitSettings.examples})",
+        f"(default {KitSettings.examples}; with --index, streams per case, default "
+        f"{INDEX_EXAMPLES})",
     )
     conform.add_argument(
         "--seed",
@@ -274,6 +283,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def run_conform(args: argparse.Namespace) -> int:
     """The ``conform`` subcommand. Returns the exit status."""
+    if args.index:
+        return run_index(args)
     if not args.targets and not args.cmd and not args.mutants:
         print("conform: name a TARGET, a --cmd, or --mutants", file=sys.stderr)
         return EXIT_USAGE
@@ -395,7 +406,7 @@ def _explainer(
 def _settings(args: argparse.Namespace) -> KitSettings:
     """The kit settings the flags ask for (each checked when parsed)."""
     return KitSettings(
-        examples=args.examples,
+        examples=KitSettings.examples if args.examples is None else args.examples,
         seed=args.seed,
         steps=args.steps,
         shrink=not args.no_shrink,

@@ -36,11 +36,22 @@ verdict reads "conforms with declared deviations: R-...". A profile::
     event_fields = "hashes"        # exact | hashes (extra keys and LoRA fields its own)
     reset_events = "cleared"       # silent | cleared (a fresh cache announces a clear)
 
+    [index]                        # a router index's choices (conform --index), likewise
+    copies = "one"                 # counted | one (one entry per block and worker)
+    parents = "dropped"            # kept | dropped (a store under a parent not held)
+    sequence = "not_checked"       # checked | not_checked (batch numbers its subscriber's)
+    malformed = "refused"          # stale | refused (an undecodable batch changes nothing)
+    errors = "raised"              # silent | raised (a skipped event raises, changing nothing)
+
     [errors]                       # with error_kinds = "mapped": its names -> kinds
     TypeError = "token_type"
 
     [waive]                        # rules not followed, each with its reason
     R-TOK-3 = "token ids are int64 and never range-checked"
+
+``[index]`` is read only by the index level (:mod:`.index`), which checks router
+indexes rather than caches: its choices relax R-ROUTE rules there (:data:`INDEX_RELAXES`)
+and mean nothing to the cache levels.
 
 ``[events]`` is not a deviation either: it names the block hashes the candidate's events
 carry, and the kit's oracle names its blocks the same way.
@@ -112,6 +123,16 @@ MODES: dict[str, tuple[str, ...]] = {
     "reset_events": ("silent", "cleared"),
 }
 
+#: A router index's choices (``[index]``, the index level) and their allowed values; the
+#: first is the spec's own.
+INDEX_MODES: dict[str, tuple[str, ...]] = {
+    "copies": ("counted", "one"),
+    "parents": ("kept", "dropped"),
+    "sequence": ("checked", "not_checked"),
+    "malformed": ("stale", "refused"),
+    "errors": ("silent", "raised"),
+}
+
 #: The rules each non-strict tolerance relaxes, and why (shown as the waiver reason).
 RELAXES: dict[tuple[str, str], tuple[tuple[str, ...], str]] = {
     ("eviction_granularity", "whole_leaf_node"): (
@@ -152,6 +173,31 @@ RELAXES: dict[tuple[str, str], tuple[tuple[str, ...], str]] = {
     ),
 }
 
+#: The R-ROUTE rules each non-strict ``[index]`` choice relaxes at the index level, and why.
+INDEX_RELAXES: dict[tuple[str, str], tuple[tuple[str, ...], str]] = {
+    ("copies", "one"): (
+        ("R-ROUTE-5",),
+        "declared: an index keeps one entry per block and worker (a removal drops it)",
+    ),
+    ("parents", "dropped"): (
+        ("R-ROUTE-3",),
+        "declared: an index drops a store whose parent the worker does not hold",
+    ),
+    ("sequence", "not_checked"): (
+        ("R-ROUTE-1",),
+        "declared: an index applies every batch it is given (batch numbers are its "
+        "subscriber's; gaps and restarts not probed)",
+    ),
+    ("malformed", "refused"): (
+        ("R-ROUTE-2",),
+        "declared: an index refuses a batch it cannot decode and keeps the worker's entries",
+    ),
+    ("errors", "raised"): (
+        ("R-ROUTE-3",),
+        "declared: an index raises on an event it skips, after changing nothing",
+    ),
+}
+
 #: Rules the policy-free safety check enforces (spec.safety): never waivable.
 SAFETY_RULES: tuple[str, ...] = (
     "R-MATCH-3",
@@ -176,6 +222,7 @@ _TOP_KEYS = {
     "policy_options",
     "events",
     "tiers",
+    "index",
 }
 
 #: The slower tiers a profile's ``tiers`` may name (the device is always there).
@@ -226,6 +273,24 @@ class Profile:
         default_factory=lambda: MappingProxyType({"scheme": DEFAULT_SCHEME, "seed": DEFAULT_SEED})
     )
     tiers: tuple[str, ...] | None = None
+    index: Mapping[str, str] = field(
+        default_factory=lambda: MappingProxyType(
+            {key: values[0] for key, values in INDEX_MODES.items()}
+        )
+    )
+
+    def index_mode(self, choice: str) -> str:
+        """The value chosen for ``[index]`` key ``choice`` (of :data:`INDEX_MODES`). O(1)."""
+        return self.index[choice]
+
+    def index_deviations(self) -> dict[str, str]:
+        """The R-ROUTE rules the ``[index]`` choices relax, with why. O(choices)."""
+        found: dict[str, str] = {}
+        for (choice, value), (rules, reason) in INDEX_RELAXES.items():
+            if self.index[choice] == value:
+                for rule in rules:
+                    found.setdefault(rule, reason)
+        return dict(sorted(found.items()))
 
     def with_policy(self, policy: str, options: Mapping[str, Any] | None = None) -> Profile:
         """The same profile, the candidate running ``policy`` with ``options``. O(1).
@@ -352,6 +417,7 @@ class Profile:
             "policy_options": None if self.policy_options is None else dict(self.policy_options),
             "events": dict(self.events),
             "tiers": None if self.tiers is None else list(self.tiers),
+            "index": dict(self.index),
         }
 
 
@@ -395,6 +461,7 @@ def parse(data: Mapping[str, Any], source: str = "<profile>") -> Profile:
     if not isinstance(name, str) or not name:
         raise ProfileError(f"{where}: name must be a non-empty string")
     modes = _modes(_table(data, "tolerate", where), where)
+    index = _modes(_table(data, "index", where), where, INDEX_MODES, "[index] choice")
     errors = _errors(_table(data, "errors", where), modes["error_kinds"], where)
     if modes["evicted_set"] == "exact" and modes["eviction_granularity"] == "whole_leaf_node":
         raise ProfileError(
@@ -422,6 +489,7 @@ def parse(data: Mapping[str, Any], source: str = "<profile>") -> Profile:
         policy_options=None if options is None else dict(options),
         events=MappingProxyType(_events(_table(data, "events", where), where)),
         tiers=_tiers(data.get("tiers"), where),
+        index=MappingProxyType(index),
     )
 
 
@@ -504,15 +572,20 @@ def _table(data: Mapping[str, Any], key: str, where: str) -> Mapping[str, Any]:
     return table
 
 
-def _modes(table: Mapping[str, Any], where: str) -> dict[str, str]:
-    modes = {key: values[0] for key, values in MODES.items()}
+def _modes(
+    table: Mapping[str, Any],
+    where: str,
+    allowed: Mapping[str, tuple[str, ...]] = MODES,
+    what: str = "tolerance",
+) -> dict[str, str]:
+    modes = {key: values[0] for key, values in allowed.items()}
     for key, value in table.items():
-        if key not in MODES:
+        if key not in allowed:
             raise ProfileError(
-                f"{where}: unknown tolerance {key!r}; tolerances are {', '.join(MODES)}"
+                f"{where}: unknown {what} {key!r}; {what}s are {', '.join(allowed)}"
             )
-        if value not in MODES[key]:
-            choices = " | ".join(MODES[key])
+        if value not in allowed[key]:
+            choices = " | ".join(allowed[key])
             raise ProfileError(f"{where}: {key} = {value!r}: choose {choices}")
         modes[key] = value
     return modes

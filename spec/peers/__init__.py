@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from ..conform.candidate import Candidate
 
@@ -60,6 +61,43 @@ def _sglang_hicache() -> Callable[[], Candidate]:
     load()
     return HiCacheCandidate
 
+
+def _dynamo() -> Callable[[], Any]:
+    """The Dynamo index adapter's constructor, once the pinned wheel is known to load.
+
+    Raises:
+        ImportError: the pinned ai-dynamo-runtime wheel is not installed.
+    """
+    from .dynamo import DynamoIndex, load
+
+    load()
+    return DynamoIndex
+
+
+@dataclass(frozen=True)
+class IndexPeer:
+    """A peer router index (the index level's target).
+
+    Attributes:
+        name: its target name; description: what it is.
+        profile: the profile it ships; factory: returns its candidate's constructor.
+    """
+
+    name: str
+    description: str
+    profile: Path
+    factory: Callable[[], Callable[[], Any]]
+
+
+#: The index peers by target name (``kachedb-radix conform --index NAME``).
+INDEX_PEERS: dict[str, IndexPeer] = {
+    "dynamo": IndexPeer(
+        "dynamo",
+        "NVIDIA Dynamo 1.6.1's router index (ai-dynamo-runtime's RadixTree)",
+        Path(__file__).with_name("dynamo.toml"),
+        _dynamo,
+    ),
+}
 
 #: The peers by target name.
 PEERS: dict[str, Peer] = {

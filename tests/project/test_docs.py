@@ -269,6 +269,8 @@ RUNS = [
     Run("docs/conformance.md", "kachedb-radix replay TRACE --target accel",
         fill=(("TRACE", "spec/vectors/full.jsonl"),)),
     Run("docs/conformance.md", "kachedb-radix serve --impl reference"),
+    Run("docs/conformance.md", "kachedb-radix conform --index reference accel dynamo",
+        status=1, small=("--examples", "60"), prints="R-ROUTE-2 (wrong)"),
     Run("docs/explain.md", "kachedb-radix explain --scenario eviction", prints="evict"),
     Run("docs/explain.md", "kachedb-radix explain spec/vectors/full.jsonl --events xxh3_64",
         prints="+ stored #0 "),

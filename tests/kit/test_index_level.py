@@ -8,8 +8,11 @@ ones it declares; the command line exits 0, 1 and 2 as documented."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -167,3 +170,32 @@ def test_the_command_line_reports_dynamo_s_differences_and_exits_1(
     captured = capsys.readouterr()
     assert "R-ROUTE-2 (wrong)" in captured.out and "stores, with no parent," in captured.out
     assert "WARN" not in captured.err  # Dynamo's own log lines kept off the output
+
+
+def test_targets_that_cannot_load_or_run_say_so(monkeypatch: pytest.MonkeyPatch) -> None:
+    from kachedb_radix.spec import peers
+    from kachedb_radix.spec.conform.index import candidates
+    from kachedb_radix.spec.conform.targets import TargetError
+    from kachedb_radix.spec.twins import TwinUnavailable
+
+    def no_wheel() -> Callable[[], Any]:
+        raise ImportError("ai-dynamo-runtime is not installed (pip install ...)")
+
+    monkeypatch.setitem(
+        peers.INDEX_PEERS,
+        "dynamo",
+        dataclasses.replace(peers.INDEX_PEERS["dynamo"], factory=no_wheel),
+    )
+    with pytest.raises(
+        TargetError, match="index target dynamo: ai-dynamo-runtime is not installed"
+    ):
+        resolve_index("dynamo")
+
+    def unbuilt(name: str, cls: str) -> None:
+        raise TwinUnavailable("the C extension did not build")
+
+    monkeypatch.setattr(candidates, "twin_class", unbuilt)
+    with pytest.raises(TargetError, match="index target accel: the C extension did not build"):
+        resolve_index("accel")
+    with pytest.raises(ValueError, match="examples >= 1"):
+        check_index(IndexTarget("reference", lambda: TwinIndex("reference")), examples=0)

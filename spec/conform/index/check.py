@@ -199,6 +199,7 @@ def run_stream(
         _deliver_oracle(oracle, delivery, profile)
         if raised is not None and profile.index_mode("errors") == "silent":
             return _finding("raised", f"{delivery.text}: the index raised {raised}", trace)
+        oracle.index.check_invariants()  # the reference's structure after every batch
         found = _compare(candidate, oracle.index, truth, queries)
         if found is not None:
             return _finding(found[0], found[1], trace)

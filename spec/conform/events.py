@@ -10,9 +10,12 @@ batches it emitted since the last ask, as the msgpack payloads its publisher wou
    (:func:`normalise`), the candidate's batches equal the oracle's: one batch per call
    that cached or evicted blocks (R-EVENT-1, R-EVENT-5), the stored blocks with their
    hashes, parents and tokens (R-EVENT-2, R-EVENT-3), the removed ones in eviction order
-   (R-EVENT-4).  A profile may declare another removal order (``removal_order =
-   "any"``), another split of stores into events (``store_events = "any"``), or fields
-   of its own beside the hashes (``event_fields = "hashes"``);
+   (R-EVENT-4).  A profile may declare removals one event a block, still in eviction
+   order (``removal_order = "per_block"``: vLLM's), another removal order
+   (``removal_order = "any"``), another split of stores into events (``store_events =
+   "any"``), extra keys of all None where none are meant (``event_fields =
+   "none_as_absent"``: vLLM's), or fields of its own beside the hashes
+   (``event_fields = "hashes"``);
 2. **the stream against the candidate itself** (whatever the profile, :class:`EventStream`)
    -- the kit's own router index, fed only the candidate's payloads, holds after every
    dump exactly the blocks the candidate's dump holds, by hash and medium (R-EVENT-1);
@@ -129,6 +132,8 @@ def normalise(
             events = _per_block(events)
         if modes["removal_order"] == "any":
             events = _removals_merged(events)
+        elif modes["removal_order"] == "per_block":
+            events = _removals_per_block(events)
         shown: dict[str, Any] = {"events": events}
         if with_ts:
             shown["ts"] = batch.ts
@@ -147,8 +152,11 @@ def _event(event: Any, modes: Mapping[str, str]) -> dict[str, Any]:
         if isinstance(event, BlockStored):
             stored["tokens"] = list(event.token_ids)
             stored["block_size"] = event.block_size
-            if modes["event_fields"] == "exact":
-                stored["extra_keys"] = _plain(event.extra_keys)
+            if modes["event_fields"] != "hashes":
+                extra = _plain(event.extra_keys)
+                if modes["event_fields"] == "none_as_absent" and _all_none(extra):
+                    extra = None  # [None, ...]: no block has an extra key, as if none sent
+                stored["extra_keys"] = extra
                 stored["lora_id"] = event.lora_id
                 stored["lora_name"] = event.lora_name
         return {"stored": stored}
@@ -176,6 +184,27 @@ def _per_block(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
             found.append({"stored": block})
             parent = block_hash
     return found
+
+
+def _removals_per_block(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Each removal as one entry per block, in its order: how removals were grouped
+    into events no longer shows, their order still does."""
+    found: list[dict[str, Any]] = []
+    for event in events:
+        removed = event.get("removed")
+        if removed is None:
+            found.append(event)
+            continue
+        found.extend(
+            {"removed": {"hashes": [block_hash], "medium": removed["medium"]}}
+            for block_hash in removed["hashes"]
+        )
+    return found
+
+
+def _all_none(value: Any) -> bool:
+    """Whether ``value`` is a list of extra keys that are all None."""
+    return isinstance(value, list) and all(item is None for item in value)
 
 
 def _removals_merged(events: list[dict[str, Any]]) -> list[dict[str, Any]]:

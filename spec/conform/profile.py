@@ -31,9 +31,9 @@ verdict reads "conforms with declared deviations: R-...". A profile::
     allocation_order = "any"       # smallest_free_first | any
     recency = "not_compared"       # exact | not_compared
     error_kinds = "mapped"         # exact | mapped (through [errors])
-    removal_order = "any"          # eviction_order | any (its own order of removals)
+    removal_order = "any"          # eviction_order | per_block | any (its own order)
     store_events = "any"           # per_run | any (its own split of stores into events)
-    event_fields = "hashes"        # exact | hashes (extra keys and LoRA fields its own)
+    event_fields = "hashes"        # exact | none_as_absent | hashes (extra keys, LoRA its own)
     reset_events = "cleared"       # silent | cleared (a fresh cache announces a clear)
 
     [index]                        # a router index's choices (conform --index), likewise
@@ -117,9 +117,9 @@ MODES: dict[str, tuple[str, ...]] = {
     "allocation_order": ("smallest_free_first", "any"),
     "recency": ("exact", "not_compared"),
     "error_kinds": ("exact", "mapped"),
-    "removal_order": ("eviction_order", "any"),
+    "removal_order": ("eviction_order", "per_block", "any"),
     "store_events": ("per_run", "any"),
-    "event_fields": ("exact", "hashes"),
+    "event_fields": ("exact", "none_as_absent", "hashes"),
     "reset_events": ("silent", "cleared"),
 }
 
@@ -155,6 +155,10 @@ RELAXES: dict[tuple[str, str], tuple[tuple[str, ...], str]] = {
         ("R-ERR-3",),
         "declared: error kinds mapped from its own exception names",
     ),
+    ("removal_order", "per_block"): (
+        ("R-EVENT-4",),
+        "declared: one BlockRemoved per block, in eviction order (the order still compared)",
+    ),
     ("removal_order", "any"): (
         ("R-EVENT-4",),
         "declared: removes evicted blocks in its own order (a batch's removals compared as a set)",
@@ -162,6 +166,10 @@ RELAXES: dict[tuple[str, str], tuple[tuple[str, ...], str]] = {
     ("store_events", "any"): (
         ("R-EVENT-3",),
         "declared: splits stores into events its own way (compared block by block)",
+    ),
+    ("event_fields", "none_as_absent"): (
+        ("R-EVENT-3",),
+        "declared: extra keys of all None where none are meant (every other field compared)",
     ),
     ("event_fields", "hashes"): (
         ("R-EVENT-3",),

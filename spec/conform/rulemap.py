@@ -329,7 +329,68 @@ def _cause(template: str, observation: Observation) -> str:
         "field": ".".join(observation.fields) or "the state",
         "after": previous["op"] if previous is not None else observation.op,
     }
+    if "{leaf" in template:  # the innermost differing field, and its two values there
+        leaf = _leaf(observation)
+        pair = _first_pair(_ok(observation.expected), _ok(observation.actual), leaf)
+        values["leaf"] = leaf or "a field"
+        values["leaf_expected"], values["leaf_actual"] = (
+            ("?", "?") if pair is None else (_shown_value(pair[0]), _shown_value(pair[1]))
+        )
     return template.format(**values)
+
+
+#: A field one side's answer does not have.
+_ABSENT = object()
+
+
+def _leaf(observation: Observation) -> str:
+    """The field a diagnosis names: its focus, else the last name on the first path."""
+    return observation.focus or (observation.fields[-1] if observation.fields else "")
+
+
+def _ok(outcome: Outcome | None) -> Any:
+    return (outcome or {}).get("ok")
+
+
+def _first_pair(left: Any, right: Any, name: str) -> tuple[Any, Any] | None:
+    """The two values of the first field ``name`` at one place in ``left`` and
+    ``right`` that differ (:data:`_ABSENT` where one has none), walking both together;
+    None when there is none. O(size)."""
+    if not name:
+        return None
+    if isinstance(left, dict) and isinstance(right, dict):
+        if name in left or name in right:
+            here = left.get(name, _ABSENT), right.get(name, _ABSENT)
+            if here[0] is _ABSENT or here[1] is _ABSENT or here[0] != here[1]:
+                return here
+        for key in [key for key in left if key in right]:
+            found = _first_pair(left[key], right[key], name)
+            if found is not None:
+                return found
+        return None
+    if isinstance(left, list) and isinstance(right, list):
+        for a, b in zip(left, right, strict=False):
+            found = _first_pair(a, b, name)
+            if found is not None:
+                return found
+    return None
+
+
+def _shown_value(value: Any) -> str:
+    return "absent" if value is _ABSENT else _clip(repr(value))
+
+
+def _none_extra_keys(observation: Observation) -> bool:
+    """The first differing ``extra_keys`` are none on one side and a list of only None
+    on the other (or both such): no block has an extra key either way."""
+    pair = _first_pair(_ok(observation.expected), _ok(observation.actual), "extra_keys")
+
+    def no_key(value: Any) -> bool:
+        return value is None or value is _ABSENT or (
+            isinstance(value, list) and all(item is None for item in value)
+        )
+
+    return pair is not None and no_key(pair[0]) and no_key(pair[1])
 
 
 def _show(outcome: Outcome | None, observation: Observation) -> str:
@@ -645,6 +706,7 @@ def _removals(outcome: Outcome | None) -> set[str]:
 
 PREDICATES: dict[str, Predicate] = {
     "removal_missing": lambda o: bool(_removals(o.expected) - _removals(o.actual)),
+    "none_extra_keys": _none_extra_keys,
     "ok": lambda o: "ok" in o.expected,
     "error": lambda o: "error" in o.expected,
     "accepted": lambda o: "error" in o.expected and o.actual is not None and "ok" in o.actual,

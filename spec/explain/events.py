@@ -276,7 +276,7 @@ def compare(
     modes = profile.modes
     one_to_one = (
         modes["store_events"] == "per_run"
-        and modes["removal_order"] == "eviction_order"
+        and modes["removal_order"] == "eviction_order"  # per_block: events split
         and not (after_reset and modes["reset_events"] == "cleared")
     )
     left = (mine.get("ok") or {}).get("batches")

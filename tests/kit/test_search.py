@@ -96,6 +96,30 @@ def test_the_json_follows_its_published_schema(tmp_path: Path) -> None:
     assert "R-EVICT-4" in page and 'href="#sorted-R-EVICT-4"' in page and "<details>" in page
 
 
+def _profile_schema(node: Any) -> Any:
+    if isinstance(node, dict):
+        properties = node.get("properties", {})
+        if "tolerate" in properties and "index" in properties:
+            return node
+        for value in node.values():
+            found = _profile_schema(value)
+            if found is not None:
+                return found
+    return None
+
+
+def test_the_schema_names_every_profile_value() -> None:
+    """A profile's tolerances and ``[index]`` choices, in the schema exactly as the
+    profile tables allow them (a value added to one must reach the other)."""
+    from kachedb_radix.spec.conform.profile import INDEX_MODES, MODES
+
+    profile = _profile_schema(SCHEMA)
+    tolerate = profile["properties"]["tolerate"]["properties"]
+    assert {key: tuple(value["enum"]) for key, value in tolerate.items()} == MODES
+    index = profile["properties"]["index"]["properties"]
+    assert {key: tuple(value["enum"]) for key, value in index.items()} == INDEX_MODES
+
+
 def test_the_page_shows_waivers_and_unchecked_levels() -> None:
     """R-TOK-3, R-SNAP-1: waived rules show their reason; undeclared levels are marked."""
     profile = parse({"waive": {"R-TOK-3": "ids are <int64>"}})

@@ -293,12 +293,7 @@ class Profile:
 
     def index_deviations(self) -> dict[str, str]:
         """The R-ROUTE rules the ``[index]`` choices relax, with why. O(choices)."""
-        found: dict[str, str] = {}
-        for (choice, value), (rules, reason) in INDEX_RELAXES.items():
-            if self.index[choice] == value:
-                for rule in rules:
-                    found.setdefault(rule, reason)
-        return dict(sorted(found.items()))
+        return dict(sorted(_relaxed(INDEX_RELAXES, self.index).items()))
 
     def with_policy(self, policy: str, options: Mapping[str, Any] | None = None) -> Profile:
         """The same profile, the candidate running ``policy`` with ``options``. O(1).
@@ -363,11 +358,7 @@ class Profile:
 
     def deviations(self) -> dict[str, str]:
         """Every rule not held to the letter, with its reason, in SPEC order. O(rules)."""
-        found: dict[str, str] = {}
-        for (tolerance, value), (rules, reason) in RELAXES.items():
-            if self.modes[tolerance] == value:
-                for rule in rules:
-                    found.setdefault(rule, reason)
+        found = _relaxed(RELAXES, self.modes)
         if self.token_limit != TOKEN_LIMIT:
             found.setdefault("R-TOK-1", f"declared: token ids below {self.token_limit}")
         if self.match_cap == "last_token":
@@ -578,6 +569,18 @@ def _table(data: Mapping[str, Any], key: str, where: str) -> Mapping[str, Any]:
     if not isinstance(table, Mapping):
         raise ProfileError(f"{where}: [{key}] must be a table")
     return table
+
+
+def _relaxed(
+    table: Mapping[tuple[str, str], tuple[tuple[str, ...], str]], chosen: Mapping[str, str]
+) -> dict[str, str]:
+    """Each rule a chosen value relaxes, with the first reason given for it. O(table)."""
+    found: dict[str, str] = {}
+    for (key, value), (rules, reason) in table.items():
+        if chosen[key] == value:
+            for rule in rules:
+                found.setdefault(rule, reason)
+    return found
 
 
 def _modes(

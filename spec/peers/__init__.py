@@ -28,13 +28,14 @@ class Peer:
         name: its target name.
         description: what it is, in a few words.
         profile: the profile it ships.
-        factory: returns a zero-argument constructor of its candidate.
+        factory: returns a zero-argument constructor of its candidate (a cache's
+            :class:`Candidate`; for :data:`INDEX_PEERS` an index candidate).
     """
 
     name: str
     description: str
     profile: Path
-    factory: Callable[[], Callable[[], Candidate]]
+    factory: Callable[[], Callable[[], Any]]  # a Candidate's, or an index candidate's
 
 
 def _sglang() -> Callable[[], Candidate]:
@@ -74,24 +75,9 @@ def _dynamo() -> Callable[[], Any]:
     return DynamoIndex
 
 
-@dataclass(frozen=True)
-class IndexPeer:
-    """A peer router index (the index level's target).
-
-    Attributes:
-        name: its target name; description: what it is.
-        profile: the profile it ships; factory: returns its candidate's constructor.
-    """
-
-    name: str
-    description: str
-    profile: Path
-    factory: Callable[[], Callable[[], Any]]
-
-
 #: The index peers by target name (``kachedb-radix conform --index NAME``).
-INDEX_PEERS: dict[str, IndexPeer] = {
-    "dynamo": IndexPeer(
+INDEX_PEERS: dict[str, Peer] = {
+    "dynamo": Peer(
         "dynamo",
         "NVIDIA Dynamo 1.6.1's router index (ai-dynamo-runtime's RadixTree)",
         Path(__file__).with_name("dynamo.toml"),

@@ -84,7 +84,7 @@ def test_the_truth_counts_copies_and_reads_a_parentless_store_of_held_blocks_as_
 def test_every_planted_index_bug_is_caught_by_a_rule_it_breaks(mutant: str) -> None:
     report = check_index(IndexTarget(mutant, INDEX_MUTANTS[mutant]), examples=100)
     assert not report.ok, f"{mutant} survived"
-    declared = INDEX_MUTANTS[mutant].rules  # type: ignore[attr-defined]
+    declared = INDEX_MUTANTS[mutant].rules
     assert any(finding.rules[0] in declared for finding in report.findings), report.explain()
     for finding in report.findings:  # each trace is a minimal stream that still differs
         assert 1 <= len(finding.trace) <= 6, finding.explain()

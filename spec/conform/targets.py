@@ -133,12 +133,18 @@ def _opener(name: str) -> tuple[Callable[[], Candidate], Profile]:
             f"unknown target {name!r}: use reference, accel, "
             f"{', '.join(peers.PEERS)}, module:attribute, or --cmd 'program args'"
         )
-    found = _import(name)
+    found = import_object(name)
     wrap(found, name)  # fail now, not at the first open
     return (lambda: wrap(found, name)), STRICT
 
 
-def _import(target: str) -> Any:
+def import_object(target: str) -> Any:
+    """The object ``module:attribute`` names (dots in the attribute walk into it).
+    Cost: an import.
+
+    Raises:
+        TargetError: the module does not import, or has no such attribute.
+    """
     module_name, _, attribute = target.partition(":")
     try:
         module = importlib.import_module(module_name)

@@ -199,3 +199,25 @@ def test_targets_that_cannot_load_or_run_say_so(monkeypatch: pytest.MonkeyPatch)
         resolve_index("accel")
     with pytest.raises(ValueError, match="examples >= 1"):
         check_index(IndexTarget("reference", lambda: TwinIndex("reference")), examples=0)
+
+
+def test_an_index_of_your_own_is_a_module_attribute_target(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """``module:attribute`` names an adapter class (strict by default); one that is not
+    an index candidate is refused, naming what it lacks."""
+    name = "kachedb_radix.spec.mutants.indexes:KeepsRemoved"
+    target = resolve_index(name)
+    assert target.profile is STRICT and target.open().implementation == "reference"
+    assert main(["conform", "--index", name, "--examples", "30"]) == 1
+    assert "R-ROUTE-2 (wrong)" in capsys.readouterr().out
+    from kachedb_radix.spec.conform.targets import TargetError
+
+    with pytest.raises(TargetError, match="is not a class or factory"):
+        resolve_index("kachedb_radix.reference:RadixTree.__mro__")
+    with pytest.raises(TargetError, match="has no apply, lost, remove_worker, depths"):
+        resolve_index("collections:OrderedDict")
+    with pytest.raises(TargetError, match="takes arguments"):
+        resolve_index("kachedb_radix.spec.conform.index:TwinIndex")
+    with pytest.raises(TargetError, match="cannot import"):
+        resolve_index("no_such_module_here:Index")

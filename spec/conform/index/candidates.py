@@ -8,8 +8,9 @@ again, as a subscriber whose replay buffer no longer holds them would.
 
 Targets (:func:`resolve_index`): ``reference`` and ``accel`` -- the twins'
 :class:`RouterIndex`, picked where every twin is picked (:mod:`kachedb_radix.spec.twins`)
--- and the index peers of :mod:`kachedb_radix.spec.peers` (``dynamo``: NVIDIA Dynamo's
-own ``RadixTree``), each with the profile it ships.
+--, the index peers of :mod:`kachedb_radix.spec.peers` (``dynamo``: NVIDIA Dynamo's
+own ``RadixTree``), each with the profile it ships, and ``module:attribute``: a class
+or zero-argument factory of your own index's adapter (strict, unless ``--profile``).
 
 Cost: an import the first time; each call is the index's own cost.
 """
@@ -110,6 +111,34 @@ class TwinIndex:
         self.index.check_invariants()
 
 
+#: What an index candidate answers to (:class:`IndexCandidate`).
+INDEX_METHODS = ("apply", "lost", "remove_worker", "depths")
+
+
+def _opener_of(found: Any, name: str) -> Callable[[], IndexCandidate]:
+    """A class or zero-argument factory of index candidates, checked by making one.
+
+    Raises:
+        TargetError: it is neither, or what it makes lacks a method or ``implementation``.
+    """
+    if not callable(found):
+        raise TargetError(f"index target {name}: {found!r} is not a class or factory")
+    try:
+        made = found()
+    except TypeError as exc:
+        raise TargetError(f"index target {name}: {found!r} takes arguments ({exc})") from None
+    missing = [
+        method for method in (*INDEX_METHODS, "implementation") if not hasattr(made, method)
+    ]
+    if missing:
+        raise TargetError(
+            f"index target {name}: what {found!r} makes has no {', '.join(missing)} "
+            "(the IndexCandidate protocol: spec/conform/index/candidates.py)"
+        )
+    opener: Callable[[], IndexCandidate] = found
+    return opener
+
+
 @dataclass(frozen=True)
 class IndexTarget:
     """A resolved index target: its name, a way to open a fresh one, its profile."""
@@ -146,8 +175,11 @@ def resolve_index(name: str, profile: Profile | str | None = None) -> IndexTarge
         except ImportError as exc:
             raise TargetError(f"index target {name}: {exc}") from None
         shipped = load(peer.profile)
+    elif ":" in name:
+        opener = _opener_of(targets.import_object(name), name)
+        shipped = STRICT
     else:
         known = ", ".join((*TWIN_NAMES, *INDEX_PEERS))
-        raise TargetError(f"unknown index target {name!r}: use {known}")
+        raise TargetError(f"unknown index target {name!r}: use {known}, or module:attribute")
     chosen = targets.load_profile(profile) if profile is not None else shipped
     return IndexTarget(name, opener, chosen)

@@ -91,8 +91,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "--index",
         action="store_true",
         help="check router indexes instead of caches (the index level, R-ROUTE-*): each "
-        f"TARGET is {', '.join(INDEX_TARGETS)} or module:attribute; event streams from several workers, each "
-        "worker's depth compared with the reference index after every batch",
+        f"TARGET is {', '.join(INDEX_TARGETS)} or module:attribute; event streams from "
+        "several workers, each worker's depth compared with the reference index after "
+        "every batch",
     )
     conform.add_argument(
         "--examples",

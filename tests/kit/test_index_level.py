@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -221,3 +221,26 @@ def test_an_index_of_your_own_is_a_module_attribute_target(
         resolve_index("kachedb_radix.spec.conform.index:TwinIndex")
     with pytest.raises(TargetError, match="cannot import"):
         resolve_index("no_such_module_here:Index")
+
+
+class _QueryRaises(TwinIndex):
+    """An index whose queries fail once it holds something."""
+
+    def __init__(self) -> None:
+        super().__init__("reference")
+
+    def depths(
+        self, tokens: Sequence[int], namespace: str | None, hashes: Sequence[int]
+    ) -> dict[tuple[int, int], int]:
+        found = super().depths(tokens, namespace, hashes)
+        if found:
+            raise KeyError("lookup table corrupt")
+        return found
+
+
+def test_an_index_that_raises_on_a_query_is_a_finding_not_a_crash() -> None:
+    report = check_index(IndexTarget("raises", _QueryRaises), examples=20)
+    (first, *_) = report.findings
+    assert first.kind == "raised" and first.rules[0] == "R-ROUTE-3"
+    assert "the index raised KeyError: 'lookup table corrupt'" in first.detail
+    assert len(first.trace) == 1

@@ -200,7 +200,12 @@ def run_stream(
         if raised is not None and profile.index_mode("errors") == "silent":
             return _finding("raised", f"{delivery.text}: the index raised {raised}", trace)
         oracle.index.check_invariants()  # the reference's structure after every batch
-        found = _compare(candidate, oracle.index, truth, queries)
+        try:
+            found = _compare(candidate, oracle.index, truth, queries)
+        except Exception as exc:  # a candidate's raise is what is checked
+            raised = f"{type(exc).__name__}: {exc}"
+            detail = f"a query after {delivery.text}: the index raised {raised}"
+            return _finding("raised", detail, trace)
         if found is not None:
             return _finding(found[0], found[1], trace)
     return None
@@ -236,7 +241,9 @@ def _deliver_oracle(oracle: _Oracle, delivery: Delivery, profile: Profile) -> No
     if profile.index_mode("sequence") == "not_checked":  # numbered as it arrives
         seq = oracle.next_seq.get(delivery.worker, 0)
         oracle.next_seq[delivery.worker] = seq + 1
-    _deliver(oracle.index, _replace_batch(delivery, batch, seq))
+    raised = _deliver(oracle.index, _replace_batch(delivery, batch, seq))
+    if raised is not None:  # R-ROUTE-3: the reference never raises on an event
+        raise RuntimeError(f"the kit's reference index raised {raised} at {delivery.text}")
 
 
 @dataclass

@@ -18,6 +18,7 @@ from pathlib import Path
 from ..conform.index import IndexReport, check_index, resolve_index
 from ..conform.index.check import DEFAULT_EXAMPLES
 from ..conform.targets import TargetError
+from ..inputs import make_directory, write_text
 from ..peers import INDEX_PEERS
 from ..twins import TWIN_NAMES
 
@@ -82,8 +83,8 @@ def run_index(args: argparse.Namespace) -> int:
 
 
 def _write(reports: list[IndexReport], data: dict[str, object], folder: Path) -> list[Path]:
-    folder.mkdir(parents=True, exist_ok=True)
+    make_directory(folder, "--report")
     as_json, as_text = folder / "router-index.json", folder / "router-index.txt"
-    as_json.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
-    as_text.write_text("\n\n".join(report.explain() for report in reports) + "\n", encoding="utf-8")
+    write_text(as_json, json.dumps(data, indent=2) + "\n", "--report")
+    write_text(as_text, "\n\n".join(report.explain() for report in reports) + "\n", "--report")
     return [as_json, as_text]

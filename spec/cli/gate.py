@@ -69,7 +69,7 @@ from ..gate.verdicts import (
     machine_speed,
     save_baseline,
 )
-from ..inputs import input_path, output_file, real
+from ..inputs import input_path, output_file, real, write_text
 from .options import add_timeout, timeouts
 
 EXIT_OK = 0
@@ -222,7 +222,7 @@ def _run(args: argparse.Namespace, target: GateTarget, baseline: Baseline) -> in
         print("kachedb-radix gate: nothing was gated (every case is NEW)", file=sys.stderr)
         return EXIT_USAGE
     if args.json is not None:
-        args.json.write_text(json.dumps(to_json(run, host), indent=1) + "\n", encoding="utf-8")
+        write_text(args.json, json.dumps(to_json(run, host), indent=1) + "\n", "--json")
     speed = machine_speed(run.results, baseline)
     if speed:
         print(speed)

@@ -30,6 +30,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from ..inputs import make_directory, write_text
 from .lockstep import Difference, first_difference
 from .rules import load_rules, markdown_html
 from .run import KitReport, RuleResult, dumps
@@ -78,14 +79,18 @@ def write_report(
 
     ``made_by`` (the targets and the kit settings of the run) goes into the JSON, so the
     report can be made again exactly (``tests/kit/test_committed_report.py`` does, for
-    the committed one)."""
-    directory.mkdir(parents=True, exist_ok=True)
+    the committed one). O(report size).
+
+    Raises:
+        InputError: a file or folder cannot be written (named, with the system's reason).
+    """
+    make_directory(directory, "--report")
     document = directory / DOCUMENT
     page = directory / PAGE
     extra = {} if made_by is None else {"made_by": made_by}
-    document.write_text(dumps(reports, **extra) + "\n", encoding="utf-8")
+    write_text(document, dumps(reports, **extra) + "\n", "--report")
     links = _write_linked(reports, directory, explain)
-    page.write_text(render(reports, links), encoding="utf-8")
+    write_text(page, render(reports, links), "--report")
     return [page, document]
 
 
@@ -108,14 +113,14 @@ def _write_linked(
         for rule, lines in traces.items():
             anchor = _anchor(report, rule)
             trace = directory / TRACES / f"{anchor}.jsonl"
-            trace.parent.mkdir(exist_ok=True)
-            trace.write_text("\n".join(lines) + "\n", encoding="utf-8")
+            make_directory(trace.parent, "--report")
+            write_text(trace, "\n".join(lines) + "\n", "--report")
             shown: str | None = None
             page = explain(report, [json.loads(line) for line in lines]) if explain else None
             if page is not None:
                 target = directory / EXPLAIN / f"{anchor}.html"
-                target.parent.mkdir(exist_ok=True)
-                target.write_text(page, encoding="utf-8")
+                make_directory(target.parent, "--report")
+                write_text(target, page, "--report")
                 shown = f"{EXPLAIN}/{anchor}.html"
             links[anchor] = (f"{TRACES}/{anchor}.jsonl", shown)
     return links
@@ -123,13 +128,17 @@ def _write_linked(
 
 def save_traces(reports: list[KitReport], directory: Path) -> list[Path]:
     """Write each finding's trace as ``directory/<candidate>-<rule>.jsonl``; return the
-    paths. The files replay with ``kachedb-radix replay``."""
-    directory.mkdir(parents=True, exist_ok=True)
+    paths. The files replay with ``kachedb-radix replay``. O(traces).
+
+    Raises:
+        InputError: a file or the folder cannot be written.
+    """
+    make_directory(directory, "--save-traces")
     written = []
     for report in reports:
         for found in report.findings:
             path = directory / f"{_anchor(report, found.rule)}.jsonl"
-            path.write_text("\n".join(found.trace_lines()) + "\n", encoding="utf-8")
+            write_text(path, "\n".join(found.trace_lines()) + "\n", "--save-traces")
             written.append(path)
     return written
 

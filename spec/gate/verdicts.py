@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..inputs import InputError, read_json
+from ..inputs import InputError, read_json, write_text
 from ..inputs.errors import QUOTE_CHARS
 from .cases import MAX_EVICT_GROWTH, Plan
 from .timing import format_ns
@@ -214,6 +214,10 @@ def save_baseline(
     The middle, not the best: a calibration loop slowed by a noisy minute makes a case
     look fast, and keeping the lowest normalised figure would keep exactly that one (the
     baseline then fails every later quiet run).  Of an even number the lower middle.
+    O(cases * measurements).
+
+    Raises:
+        InputError: the old baseline is malformed, or ``path`` cannot be written.
     """
     old = load_baseline(path, missing_ok=True)
     cases = dict(old.cases)
@@ -256,7 +260,7 @@ def save_baseline(
         "limits": old.limits,
         "cases": dict(sorted(cases.items())),
     }
-    path.write_text(json.dumps(document, indent=1) + "\n", encoding="utf-8")
+    write_text(path, json.dumps(document, indent=1) + "\n", "baseline")
     return len(results) + len(memory)
 
 

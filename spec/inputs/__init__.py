@@ -17,9 +17,12 @@ sees it, so that one meaning is written once:
   binary, not UTF-8, truncated: each refused in one line naming the file.
 - :mod:`.argtypes`: argparse ``type=`` callables for numbers (finite, in range, never
   silently replaced) and paths (an input that exists, an output that can be written).
+- :mod:`.writes`: the outputs a command writes (reports, traces, JSON): a path the
+  system refuses at the write itself is an :class:`InputError` naming it, too.
 
 Invariant: nothing in this package changes any state of the caller's; a refusal is
-raised before the caller has done anything with the input.
+raised before the caller has done anything with the input. (:mod:`.writes` writes the
+file it is asked to, nothing else.)
 """
 
 from __future__ import annotations
@@ -40,6 +43,7 @@ from .errors import InputError, printable, quote
 from .files import iter_lines, read_json, read_text, read_toml
 from .jsontext import decode_json, dumps_json, loads_json, loads_json_object
 from .limits import LIMITS, Limit, limits_table
+from .writes import make_directory, write_bytes, write_text
 
 __all__ = [
     "LIMITS",
@@ -58,6 +62,7 @@ __all__ = [
     "limits_table",
     "loads_json",
     "loads_json_object",
+    "make_directory",
     "output_dir",
     "output_file",
     "printable",
@@ -66,4 +71,6 @@ __all__ = [
     "read_text",
     "read_toml",
     "real",
+    "write_bytes",
+    "write_text",
 ]

@@ -43,7 +43,7 @@ from .errors import InputError, printable, quote
 from .files import iter_lines, read_json, read_text, read_toml
 from .jsontext import decode_json, dumps_json, loads_json, loads_json_object
 from .limits import LIMITS, Limit, limits_table
-from .writes import make_directory, write_bytes, write_text
+from .writes import make_directory, write_text
 
 __all__ = [
     "LIMITS",
@@ -71,6 +71,5 @@ __all__ = [
     "read_text",
     "read_toml",
     "real",
-    "write_bytes",
     "write_text",
 ]

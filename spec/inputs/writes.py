@@ -5,10 +5,11 @@ the outputs that can be told bad before a command runs (a file where a directory
 wanted, a missing parent, no write permission). Some cannot be told until the write
 itself: a file system that refuses a new entry (``/proc``, a read-only mount), a full
 disk, a directory removed meanwhile, a check that ``os.access`` cannot make for root.
-Every report, trace, page and JSON file a command writes goes through these functions,
-so such a failure is one line naming the path and the system's reason -- an
-:class:`~.errors.InputError`, printed by the command line with status 2 -- never a
-traceback.
+``conform`` (its report, traces and the index level's report) and ``gate`` (``--json``,
+the baseline) write through these functions, so such a failure is one line naming the
+option, the path and the system's reason -- an :class:`~.errors.InputError`, printed by
+the command line with status 2 -- never a traceback. (``simulate`` and ``explain`` catch
+the ``OSError`` around their own writes and word it themselves, also exit 2.)
 
 Invariant: a function here changes nothing but the file or directory it was asked to
 make; on failure a file may be left partly written (the caller's output, not its state).
@@ -55,16 +56,3 @@ def write_text(path: Path, text: str, what: str = "output") -> Path:
         raise _refused(path, what, error) from None
     return path
 
-
-def write_bytes(path: Path, data: bytes, what: str = "output") -> Path:
-    """Write ``data`` to ``path`` (replacing it); ``path``. O(len(data)).
-
-    Raises:
-        InputError: as :func:`write_text`.
-    """
-    try:
-        with path.open("wb") as stream:
-            stream.write(data)
-    except OSError as error:
-        raise _refused(path, what, error) from None
-    return path

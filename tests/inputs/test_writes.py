@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from kachedb_radix.spec.cli.main import main
-from kachedb_radix.spec.inputs import InputError, make_directory, write_bytes, write_text
+from kachedb_radix.spec.inputs import InputError, make_directory, write_text
 
 #: A directory in which no entry can be made whoever asks (Linux's /proc).
 REFUSING = Path("/proc")
@@ -24,7 +24,6 @@ def test_writes_write_and_return_the_path(tmp_path: Path) -> None:
     assert folder.is_dir()
     assert make_directory(folder) == folder  # an existing folder is fine
     assert write_text(folder / "t.txt", "é\n").read_text(encoding="utf-8") == "é\n"
-    assert write_bytes(folder / "b.bin", b"\0\1").read_bytes() == b"\0\1"
 
 
 def test_a_refused_write_is_one_line_naming_the_path(tmp_path: Path) -> None:
@@ -36,7 +35,7 @@ def test_a_refused_write_is_one_line_naming_the_path(tmp_path: Path) -> None:
     with pytest.raises(InputError, match=r"trace .*: cannot be written"):
         write_text(blocker / "t.jsonl", "{}\n", "trace")
     with pytest.raises(InputError, match=r"output .*: cannot be written"):
-        write_bytes(tmp_path, b"", "output")  # a directory, not a file
+        write_text(tmp_path, "", "output")  # a directory, not a file
     assert blocker.read_text() == "x"  # nothing else was touched
 
 

@@ -1385,6 +1385,10 @@ static PyObject *Tree_check_invariants(TreeObject *self, PyObject *unused) {
     Py_RETURN_NONE;
 }
 
+static PyObject *Tree_next_block_ids(TreeObject *self, PyObject *count) {
+    return ba_next_ids(&self->alloc, count);
+}
+
 static PyObject *Tree_memory_bytes(TreeObject *self, PyObject *unused) {
     (void)unused;
     return tree_memory(self);
@@ -1736,6 +1740,15 @@ static PyMethodDef Tree_methods[] = {
      "Assert every structural invariant (R-INV-*). O(N log N + leases * length): the\n"
      "leaf stamps and the chunks are sorted to find duplicates.\n\n"
      "Raises:\n    InvariantViolation: an invariant is broken (a bug, never bad input)."},
+    {"next_block_ids", (PyCFunction)Tree_next_block_ids, METH_O,
+     "next_block_ids($self, count, /)\n--\n\n"
+     "The ids the next insert that allocates ``count`` blocks without evicting hands out,\n"
+     "in path order: the ``count`` smallest free ids, ascending (R-ALLOC-2); fewer when\n"
+     "fewer are free (such an insert evicts first, and its ids are not known before).\n"
+     "Changes nothing. A caller that fills blocks before the tree names them (the KV\n"
+     "cache's disk reads, :class:`~kachedb_radix.reference.tiers.KVCache`) asks this.\n"
+     "Cost: O(count + num_blocks / 4096).\n\n"
+     "Raises:\n    InvalidArgumentError: ``count`` is not an int >= 0."},
     {"memory_bytes", (PyCFunction)Tree_memory_bytes, METH_NOARGS,
      "memory_bytes($self, /)\n--\n\n"
      "Bytes held by the tree's own C allocations, by part (a dict of int).\n\n"

@@ -326,6 +326,43 @@ static PyObject *free_ids_list(const BitAlloc *a) {
     return list;
 }
 
+/* The `count` smallest free ids (fewer when fewer are free), ascending: what
+ * ba_take_smallest would take next, read without taking.  O(count + nwords / 64). */
+static PyObject *smallest_list(const BitAlloc *a, Py_ssize_t count) {
+    Py_ssize_t n = count < (Py_ssize_t)a->free_count ? count : (Py_ssize_t)a->free_count;
+    PyObject *list = PyList_New(n);
+    if (list == NULL) return NULL;
+    Py_ssize_t k = 0;
+    for (uint32_t s = a->hint; k < n && s < a->nsummary; s++) {
+        uint64_t words = a->summary[s];
+        while (k < n && words) {
+            uint32_t w = s * 64u + ctz64(words);
+            words &= words - 1u;
+            uint64_t word = a->bits[w];
+            while (k < n && word) {
+                PyObject *v = PyLong_FromUnsignedLong(w * 64u + ctz64(word));
+                if (v == NULL) {
+                    Py_DECREF(list);
+                    return NULL;
+                }
+                word &= word - 1u;
+                PyList_SET_ITEM(list, k++, v);
+            }
+        }
+    }
+    return list;
+}
+
+PyObject *ba_next_ids(const BitAlloc *a, PyObject *count) {
+    uint64_t n;
+    if (parse_count(count, "block count", &n) < 0) return NULL;
+    return smallest_list(a, n < a->free_count ? (Py_ssize_t)n : (Py_ssize_t)a->free_count);
+}
+
+static PyObject *Alloc_next_ids(AllocObject *self, PyObject *count) {
+    return ba_next_ids(&self->a, count);
+}
+
 static PyObject *Alloc_free_ids(AllocObject *self, PyObject *unused) {
     (void)unused;
     return free_ids_list(&self->a);
@@ -381,6 +418,12 @@ static PyMethodDef Alloc_methods[] = {
      "    DoubleFreeError: an id is already free, or appears twice."},
     {"clone", (PyCFunction)Alloc_clone, METH_NOARGS,
      "clone($self, /)\n--\n\nAn independent allocator in the same state. O(num_blocks / 64)."},
+    {"next_ids", (PyCFunction)Alloc_next_ids, METH_O,
+     "next_ids($self, count, /)\n--\n\n"
+     "The ids ``allocate(count)`` would take: the ``count`` smallest free ids, ascending\n"
+     "(R-ALLOC-2), fewer when fewer are free. Takes nothing. Cost: O(count + num_blocks /\n"
+     "4096).\n\n"
+     "Raises:\n    InvalidArgumentError: ``count`` is not an int >= 0."},
     {"free_ids", (PyCFunction)Alloc_free_ids, METH_NOARGS,
      "free_ids($self, /)\n--\n\nThe free ids, ascending. O(num_blocks / 64 + f) for f free ids."},
 #ifdef KACHEDB_RADIX_TEST_HOOKS /* the test build only (corrupt.c) */

@@ -17,6 +17,9 @@ uint32_t ba_take_smallest(BitAlloc *a); /* precondition: free_count > 0 */
 void ba_put(BitAlloc *a, uint32_t id);  /* precondition: id allocated */
 size_t ba_bytes(const BitAlloc *a);
 PyObject *ba_free_ids(const BitAlloc *a); /* list of ints, ascending */
+/* The `count` (an int >= 0) smallest free ids, ascending, fewer when fewer are free;
+ * NULL with InvalidArgumentError for another count. */
+PyObject *ba_next_ids(const BitAlloc *a, PyObject *count);
 /* Returns NULL when consistent, else a static message. */
 const char *ba_check(const BitAlloc *a);
 

@@ -158,6 +158,18 @@ class BlockAllocator:
         twin._allocated = bytearray(self._allocated)
         return twin
 
+    def next_ids(self, count: int) -> list[int]:
+        """The ids ``allocate(count)`` would take: the ``count`` smallest free ids,
+        ascending (R-ALLOC-2), fewer when fewer are free. Takes nothing.
+        Cost: O(f log count) for f free ids.
+
+        Raises:
+            InvalidArgumentError: ``count`` is not an int >= 0.
+        """
+        if not _is_int(count) or count < 0:
+            raise InvalidArgumentError(f"block count must be an int >= 0, got {count!r}")
+        return heapq.nsmallest(count, self._free_heap)
+
     def free_ids(self) -> list[int]:
         """The free ids, ascending. O(f log f) for f free ids."""
         return sorted(self._free_heap)

@@ -452,6 +452,20 @@ class RadixTree:
         """
         return None
 
+    def next_block_ids(self, count: int) -> list[int]:
+        """The ids the next insert that allocates ``count`` blocks without evicting hands
+        out, in path order: the ``count`` smallest free ids, ascending (R-ALLOC-2, with
+        :meth:`choose_new_blocks` at its default); fewer when fewer are free (such an
+        insert evicts first, and its ids are not known before). Changes nothing. A
+        caller that fills blocks before the tree names them (the KV cache's disk reads,
+        :class:`~kachedb_radix.reference.tiers.KVCache`) asks this. Cost: O(f log count)
+        for f free ids.
+
+        Raises:
+            InvalidArgumentError: ``count`` is not an int >= 0.
+        """
+        return self._allocator.next_ids(count)
+
     def eviction_key(self, block_id: int) -> tuple[int, ...]:
         """The key eviction orders block ``block_id`` by as an evictable leaf tail: the
         smallest key goes first (R-POL-1). Under ``lru`` it is ``(stamp, block_id)``,

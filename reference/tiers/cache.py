@@ -79,7 +79,7 @@ from ..events.schema import KVEventBatch
 from ..policies import DEFAULT_POLICY
 from ..tokens import as_token_list
 from .disk import DiskBlockStore
-from .disk_errors import CorruptBlockError, StoreClosedError, StoreConfigError
+from .disk_errors import StoreClosedError, StoreConfigError
 from .disk_io import DiskIO
 from .identity import ModelIdentity, SlabIdentity
 from .levels import DEVICE, DISK, HOST
@@ -393,22 +393,30 @@ class KVCache:
         """
         self._require_open()
         stopped = None
+        in_place: list[int] = []  # the device ids the disk blocks were read into
         if self._hash_of:  # the disk tier holds blocks (lost ones too): read them first
             token_list = as_token_list(tokens)
             found = self._cut(self._tiers.lookup(token_list, namespace))
-            found, stopped = self._stage_disk(found)
+            in_place = self._device_ids_ahead(found)
+            into = [self._memory.device_row(block) for block in in_place]
+            found, stopped = self._stage_disk(found, into or None)
             self._staged = []  # a restore uses what a lookup verified once, not as a cache
             tokens = token_list[: found.length]
         result: RestoreResult = self._tiers.restore(tokens, namespace, pin=pin)
+        restored = result.restored
+        disk = [move.target for move in restored if move.source_tier == DISK]
+        landed = None  # read in place, but the tree gave other ids: moved once more
+        if in_place and disk != in_place[: len(disk)]:
+            landed = self._memory.read(in_place[: len(disk)])  # before anything writes them
         self._run(result.moves, result.dropped)
         handles: list[TransferHandle[None]] = []
-        restored = result.restored
         host = [move for move in restored if move.source_tier == HOST]
-        disk = [move.target for move in restored if move.source_tier == DISK]
         if host:
             targets, rows = [move.target for move in host], [move.source for move in host]
             handles.append(self._memory.from_host(targets, rows))
-        if disk:  # the plan's disk run is last (R-TIER-5): staged in its order
+        if disk and landed is not None:
+            handles.append(self._memory.from_staging(disk, landed))
+        elif disk and not in_place:  # the plan's disk run is last (R-TIER-5): staged in order
             handles.append(self._memory.from_staging(disk, self._memory.staging(len(disk))))
         self._moved[DEVICE] += len(restored) * self._spec.bytes_per_block
         handle: TransferHandle[None] = Joined(handles) if handles else CompletedTransfer(None)
@@ -578,43 +586,66 @@ class KVCache:
 
     # ------------------------------------------------------------------ the work
 
-    def _stage_disk(self, found: TierMatch) -> tuple[TierMatch, str | None]:
-        """Read ``found``'s disk blocks (the last run of its plan, R-TIER-5) into the
-        staging buffer's leading rows, in order, verifying each -- or keep a row that
-        already holds that very block, verified (same id, same chained hash) -- and cut
-        ``found`` before the first that fails its checksum (lost): the match and why it
-        was cut, or None. O(bytes read)."""
+    def _device_ids_ahead(self, found: TierMatch) -> list[int]:
+        """The device ids a restore of ``found`` will give its disk blocks, in path order,
+        when they can be read straight into them: the device is host memory
+        (:meth:`TierMemory.device_row`), no verifying lookup staged them (a restore takes
+        what it verified, R-TIER-14), and the device has a free block for every block to
+        bring up, so the insert evicts nothing and hands out the smallest free ids in
+        path order (R-ALLOC-2, the tree's ``next_block_ids``). Empty otherwise: the disk
+        blocks go through the staging rows. O(blocks).
+
+        The restore checks the ids the tree gave against these; a difference costs a copy,
+        never a wrong byte (the blocks read into are free until the tree takes them)."""
+        if self._staged or DISK not in found.tiers or self._memory.device_row(0) is None:
+            return []
+        moving = [tier for tier in found.tiers if tier != DEVICE]  # the device's run leads
+        ahead = self._tiers.tree(DEVICE).next_block_ids(len(moving))
+        if len(ahead) < len(moving):
+            return []  # the insert evicts first: its ids are not known before
+        return [block for tier, block in zip(moving, ahead, strict=True) if tier == DISK]
+
+    def _stage_disk(
+        self, found: TierMatch, into: Sequence[Any] | None = None
+    ) -> tuple[TierMatch, str | None]:
+        """Read ``found``'s disk blocks (the last run of its plan, R-TIER-5), in order,
+        verifying each, into ``into`` (one writable block-sized buffer per disk block:
+        the device blocks the restore will give them) or else into the staging buffer's
+        leading rows -- keeping a row that already holds that very block, verified (same
+        id, same chained hash) -- and cut ``found`` before the first that fails its
+        checksum (lost): the match and why it was cut, or None. O(bytes read)."""
         pairs = enumerate(zip(found.tiers, found.blocks, strict=True))
         disk = [(position, block) for position, (tier, block) in pairs if tier == DISK]
         if not disk:
             return found, None
-        rows = self._memory.staging(len(disk))
-        staged = self._staged
         store = self._store
         assert store is not None
         hashes = self._hash_of
+        staged: list[tuple[int, bytes] | None] = [] if into is not None else self._staged
+        rows = self._memory.staging(len(disk)) if into is None else into
         unread = [row for row, (_, block) in enumerate(disk)
                   if row >= len(staged) or staged[row] != (block, hashes[block])]  # fmt: skip
-        # The kernel reads a window of blocks ahead while each block is verified and
-        # copied: bounded, so that a long restore does not push its own pages out.
+        # The kernel reads a window of blocks ahead while each block is read and
+        # verified: bounded, so that a long restore does not push its own pages out.
         window = max(1, PREFETCH_BYTES // self._spec.bytes_per_block)
-        slots = [self._slot_of[disk[row][1]] for row in unread]
-        store.prefetch(slots[:window])
-        for done, row in enumerate(unread):
-            position, block = disk[row]
-            if done + window < len(slots):
-                store.prefetch(slots[done + window : done + window + 1])
+        for row in unread:  # unknown until read and verified
             staged.extend([None] * (row + 1 - len(staged)))
             staged[row] = None
-            if not self._read_disk(block, rows[row]):
-                cut = TierMatch(position * self._spec.block_size, found.tiers[:position],
-                                found.blocks[:position])  # fmt: skip
-                why = (
-                    f"disk block {block} (block {position} of the prefix) failed its payload "
-                    "checksum: it is lost, and the restore stops before it"
-                )
-                return cut, why
-            staged[row] = (block, self._hash_of[block])
+        slots = [self._slot_of[disk[row][1]] for row in unread]
+        served = len(store.read_many_into(slots, [rows[row] for row in unread], ahead=window))
+        for row in unread[:served]:
+            staged[row] = (disk[row][1], hashes[disk[row][1]])
+        self._moved["read"] += served * self._spec.bytes_per_block
+        if served < len(unread):
+            position, block = disk[unread[served]]
+            self._lost.add(block)  # empty, or failed its checksum: never served
+            cut = TierMatch(position * self._spec.block_size, found.tiers[:position],
+                            found.blocks[:position])  # fmt: skip
+            why = (
+                f"disk block {block} (block {position} of the prefix) failed its payload "
+                "checksum: it is lost, and the restore stops before it"
+            )
+            return cut, why
         return found, None
 
     def _run(self, moves: Sequence[Move], dropped: Sequence[tuple[str, int]]) -> None:
@@ -694,21 +725,6 @@ class KVCache:
         if slot in store and slot not in self._unusable_slots:
             store.delete(slot)
         self._hash_of.pop(block, None)
-
-    def _read_disk(self, block: int, out: Any) -> bool:
-        """Read disk block ``block`` into ``out``; False (and the block lost) when its
-        payload fails its checksum."""
-        store = self._store
-        assert store is not None
-        try:
-            meta = store.read_into(self._slot_of[block], out)
-        except CorruptBlockError:
-            meta = None
-        if meta is None:
-            self._lost.add(block)
-            return False
-        self._moved["read"] += self._spec.bytes_per_block
-        return True
 
     def _cut(self, found: TierMatch) -> TierMatch:
         """``found`` cut before its first lost disk block. O(n)."""

@@ -16,9 +16,14 @@ move                   how
 host -> device         the pool's ``restore`` straight from the host rows: one copy (one DMA
                        per run of consecutive rows on the GPU twin, from pinned memory)
 device -> host         the pool's ``offload`` straight into the host rows: one copy
-disk -> device         read into the staging rows (the kernel's copy, verified there), then
-                       the pool's ``restore`` from them: the restore must see every block
-                       verified before the tree commits to it (R-TIER-10)
+disk -> device         on a device that is host memory, block-major (the NumPy pool), with
+                       room: read straight into the free device blocks the restore will
+                       give them (the kernel's copy, verified in place; the insert takes
+                       the smallest free ids in path order, R-ALLOC-2, and evicts nothing):
+                       one copy. Otherwise read into the staging rows (verified there),
+                       then the pool's ``restore`` from them. Either way every block is
+                       verified before the tree commits to it (R-TIER-10); a block that
+                       fails leaves only a free device block written
 device -> disk         the pool's ``offload`` into a buffer, then the write
 host -> disk           the write straight from the host row
 ====================== ======================================================================
@@ -36,6 +41,7 @@ from typing import Any
 import numpy as np
 
 from ..blockpool.handles import CompletedTransfer, TransferHandle
+from ..blockpool.layout import Layout
 from ..blockpool.validation import runs
 
 
@@ -128,6 +134,21 @@ class TierMemory:
                 grown[:held] = self._staging
             self._staging = grown
         return self._staging[:count]
+
+    def device_row(self, block: int) -> Any | None:
+        """Device block ``block``'s bytes as one writable, contiguous host array -- where
+        a disk read can land in the block itself -- when the device is host memory laid
+        out block-major (the NumPy pool); None otherwise (the GPU twin's device, a
+        layer-major pool: disk reads go through the staging rows). Waits for the copies
+        up in flight first. O(1).
+
+        The caller writes only a free block this way (one the tree will hand out): a
+        cached block's bytes are the tree's."""
+        arrays = self.pool.arrays
+        if self.pool.spec.layout is not Layout.BLOCK_MAJOR or not isinstance(arrays[0], np.ndarray):
+            return None
+        self.settle()
+        return arrays[0][block]
 
     def from_staging(self, device_ids: Sequence[int], rows: Any) -> TransferHandle[None]:
         """Copy staging rows ``rows`` (from :meth:`staging`) into device blocks

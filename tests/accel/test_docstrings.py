@@ -367,6 +367,17 @@ ALLOWED: dict[str, tuple[Diff, ...]] = {
         ),
     ),
     "BlockAllocator.free": (Diff("O(k log num_blocks)", "O(k)", BITMAP),),
+    "BlockAllocator.next_ids": (
+        Diff("O(f log count) for f free ids.", "O(count + num_blocks / 4096).", BITMAP),
+    ),
+    "RadixTree.next_block_ids": (
+        Diff(
+            "(R-ALLOC-2, with :meth:`choose_new_blocks` at its default)",
+            "(R-ALLOC-2)",
+            "the C twin has no extension points",
+        ),
+        Diff("O(f log count) for f free ids.", "O(count + num_blocks / 4096).", BITMAP),
+    ),
     "BlockAllocator.take": (
         Diff(
             "O(k + f) for k ids and f free ids (the free heap is rebuilt without them).",

@@ -123,6 +123,52 @@ def test_read_into_fills_the_callers_buffer_in_place(tmp_path: Path) -> None:
         assert store.stats().reads == 3 and store.stats().bytes_read == 3 * BLOCK
 
 
+@pytest.mark.parametrize(
+    "block_bytes", [BLOCK, 2**16 + 123], ids=["hashed-inline", "hashed-on-a-helper-thread"]
+)
+def test_read_many_into_serves_the_leading_run_it_verifies(
+    tmp_path: Path, block_bytes: int
+) -> None:
+    """``read_many_into`` reads as that many ``read_into`` calls would and stops at the
+    first slot it cannot serve -- an empty one, or one whose payload fails its checksum
+    (dropped) -- on either path (below 64 KiB the hash runs inline; above, a helper thread
+    hashes block i while block i + 1 is read)."""
+    path = tmp_path / "s"
+    with DiskBlockStore.create(path, slots=6, block_bytes=block_bytes, meta_bytes=META) as store:
+        for slot in range(5):
+            store.put(slot, bytes([slot]), blocks.payload(slot, block_bytes))
+        outs = [np.zeros(block_bytes, np.uint8) for _ in range(6)]
+        assert store.read_many_into([4, 0, 2], outs[:3], ahead=2) == [b"\x04", b"\x00", b"\x02"]
+        for out, slot in zip(outs, [4, 0, 2], strict=False):
+            assert np.array_equal(out, blocks.payload(slot, block_bytes))
+        assert store.read_many_into([1, 5, 3], outs[:3]) == [b"\x01"]  # slot 5 is empty
+        assert store.read_many_into([], []) == []
+        assert store.stats().reads == 4
+        offset = store._geometry.slot_offset(3) + store._geometry.payload_offset
+    with open(path, "r+b") as handle:  # one flipped byte in slot 3's payload
+        handle.seek(offset + block_bytes // 2)
+        byte = handle.read(1)
+        handle.seek(offset + block_bytes // 2)
+        handle.write(bytes([byte[0] ^ 0x01]))
+    with DiskBlockStore.open(path) as store:
+        assert store.read_many_into([0, 3, 1], outs[:3], ahead=1) == [b"\x00"]
+        assert 3 not in store and 1 in store  # the bad block dropped, as read_into drops it
+        store.check_invariants()
+
+
+def test_read_many_into_checks_every_argument_before_reading(tmp_path: Path) -> None:
+    with make(tmp_path / "s") as store:
+        store.put(0, b"m", blocks.payload(0, BLOCK))
+        out = bytearray(BLOCK)
+        with pytest.raises(PayloadError, match="2 slots but 1 buffers"):
+            store.read_many_into([0, 0], [out])
+        with pytest.raises(SlotRangeError):
+            store.read_many_into([0, 6], [out, bytearray(BLOCK)])
+        with pytest.raises(PayloadError):
+            store.read_many_into([0, 0], [out, bytearray(BLOCK - 1)])
+        assert store.stats().reads == 0 and out == bytearray(BLOCK)
+
+
 def test_put_never_overwrites_a_live_block(tmp_path: Path) -> None:
     with make(tmp_path / "s") as store:
         store.put(1, b"old", bytes(BLOCK))

@@ -250,6 +250,48 @@ def test_a_corrupted_disk_block_is_never_served(make_cache: Build, tmp_path: Pat
     fresh.check_invariants()
 
 
+@pytest.mark.parametrize("room", [True, False], ids=["device-has-room", "device-full"])
+def test_a_disk_restore_lands_in_the_device_blocks_it_is_given(
+    make_cache: Build, room: bool
+) -> None:
+    """On a device that is host memory (the NumPy pool) with a free block for each block
+    to bring up, a disk restore reads each block straight into the device block the
+    tree then gives it (R-ALLOC-2: the smallest free ids, in path order) and verifies it
+    there: no staging buffer. On a full device (the insert evicts first, its ids not
+    known before) and on the GPU twin, through the staging rows. The same bytes either
+    way (R-TIER-10)."""
+    tokens = path(1, 2, 3)
+    cache = make_cache(SPEC.with_blocks(4), host_blocks=4, disk_blocks=8)
+    cache.store(tokens, kv_of(SPEC, tokens))
+    cache.evict(3)
+    cache.evict(3, "host")
+    if not room:
+        other = path(7, 8)
+        cache.store(other, kv_of(SPEC, other))  # two of the four device blocks taken
+    assert cache.lookup(tokens).tiers == ("disk",) * 3
+    assert assert_served_right(cache, tokens) == len(tokens)
+    in_place = room and isinstance(cache.pool.arrays[0], np.ndarray)
+    assert (cache.memory._staging is None) == in_place
+    cache.check_invariants()
+
+
+def test_ids_the_tree_did_not_foretell_cost_a_copy_never_a_wrong_byte(
+    make_cache: Build, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Should the device ids foretold for the in-place read differ from those the tree
+    gives (they cannot under R-ALLOC-2; here they are foretold reversed), the blocks
+    read are moved once more, before anything else writes the device: no wrong byte."""
+    tokens = path(1, 2, 3)
+    cache = make_cache(SPEC.with_blocks(4), host_blocks=4, disk_blocks=8)
+    cache.store(tokens, kv_of(SPEC, tokens))
+    cache.evict(3)
+    cache.evict(3, "host")
+    foretell = cache._device_ids_ahead
+    monkeypatch.setattr(cache, "_device_ids_ahead", lambda found: foretell(found)[::-1])
+    assert assert_served_right(cache, tokens) == len(tokens)
+    cache.check_invariants()
+
+
 def _payload_offset(cache: KVCache, slot: int) -> int:
     store = cache._store
     assert store is not None

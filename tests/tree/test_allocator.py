@@ -205,3 +205,31 @@ def test_take_hands_out_exactly_the_ids_asked_or_nothing(twin: str) -> None:
         assert pool.free_ids() == [4]
         pool.check_invariants()
     assert pool.take([]) == [] and pool.take([4]) == [4] and pool.free_count == 0
+
+
+@pytest.mark.parametrize("twin", sorted(ALLOCATORS))
+@settings(max_examples=60, derandomize=True, database=None)
+@given(
+    st.lists(st.integers(0, 4999), max_size=300),
+    st.lists(st.integers(0, 5100), min_size=1, max_size=4),
+)
+def test_next_ids_are_what_allocate_takes_and_take_nothing(
+    twin: str, freed: list[int], counts: list[int]
+) -> None:
+    """R-ALLOC-2: ``next_ids(n)`` is the ``n`` smallest free ids (fewer when fewer are
+    free), what ``allocate(n)`` then takes, and takes nothing; over a pool of several
+    summary words of the C twin's bitmap, its holes anywhere."""
+    pool = ALLOCATORS[twin](5000)
+    assert type(pool).__module__.startswith(f"kachedb_radix.{twin}")
+    pool.allocate(5000)
+    pool.free(sorted(set(freed)))
+    for count in counts:
+        ahead = pool.next_ids(count)
+        assert ahead == sorted(pool.free_ids())[:count]
+        assert pool.free_count == len(pool.free_ids())  # nothing taken
+        pool.check_invariants()
+        if len(ahead) == count:
+            assert pool.allocate(count) == ahead
+    for bad in (-1, True, 1.0, "2"):
+        with pytest.raises(InvalidArgumentError):
+            pool.next_ids(bad)

@@ -115,6 +115,25 @@ def test_new_blocks_get_the_smallest_free_ids_in_path_order(make_tree: TreeFacto
     assert tuple(done.blocks) == (0, 1, 2, 4)
 
 
+def test_next_block_ids_foretell_an_insert_that_does_not_evict(make_tree: TreeFactory) -> None:
+    """R-ALLOC-2: ``next_block_ids(n)`` names the ids the next insert of ``n`` new blocks
+    hands out, in path order, when it evicts nothing; fewer when fewer are free. It
+    changes nothing."""
+    tree = make_tree(6, 1)
+    tree.insert([1, 2, 3])
+    tree.insert([7])
+    assert tree.evict(2) == (2, 1)
+    before = tree.dump()
+    assert tree.next_block_ids(3) == [1, 2, 4]
+    assert tree.next_block_ids(9) == [1, 2, 4, 5] and tree.next_block_ids(0) == []
+    assert tree.dump() == before
+    assert tuple(tree.insert([1, 5, 6, 8]).allocated) == (1, 2, 4)
+    with pytest.raises(InvalidArgumentError):
+        tree.next_block_ids(-1)
+    assert tree.dump()["free"] == [5]
+    tree.check_invariants()
+
+
 def test_divergence_inside_an_edge_splits_at_the_block_boundary(make_tree: TreeFactory) -> None:
     """R-SPLIT-1, R-EDGE-1, R-EDGE-2: the shared blocks become the parent edge."""
     tree = make_tree(8, 4)

@@ -124,15 +124,15 @@ def test_read_into_fills_the_callers_buffer_in_place(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(
-    "block_bytes", [BLOCK, 2**16 + 123], ids=["hashed-inline", "hashed-on-a-helper-thread"]
+    "block_bytes", [BLOCK, 2**16 + 123], ids=["read-inline", "read-on-helper-threads"]
 )
 def test_read_many_into_serves_the_leading_run_it_verifies(
     tmp_path: Path, block_bytes: int
 ) -> None:
     """``read_many_into`` reads as that many ``read_into`` calls would and stops at the
     first slot it cannot serve -- an empty one, or one whose payload fails its checksum
-    (dropped) -- on either path (below 64 KiB the hash runs inline; above, a helper thread
-    hashes block i while block i + 1 is read)."""
+    (dropped) -- on either path (below 64 KiB each block is read and hashed inline; above,
+    helper threads read and hash the next blocks while block i is looked at)."""
     path = tmp_path / "s"
     with DiskBlockStore.create(path, slots=6, block_bytes=block_bytes, meta_bytes=META) as store:
         for slot in range(5):
@@ -153,6 +153,32 @@ def test_read_many_into_serves_the_leading_run_it_verifies(
     with DiskBlockStore.open(path) as store:
         assert store.read_many_into([0, 3, 1], outs[:3], ahead=1) == [b"\x00"]
         assert 3 not in store and 1 in store  # the bad block dropped, as read_into drops it
+        store.check_invariants()
+
+
+def test_a_failed_read_in_a_batch_is_a_store_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An I/O error on a helper thread's read reaches the caller as StoreIOError naming
+    the slot; the store stays whole."""
+    size = 2**16 + 123
+    real_preadv = os.preadv
+    with DiskBlockStore.create(tmp_path / "s", slots=4, block_bytes=size, meta_bytes=0) as store:
+        for slot in range(4):
+            store.put(slot, b"", blocks.payload(slot, size))
+        failing_at = store._geometry.slot_offset(2) + store._geometry.payload_offset
+
+        def flaky(fd: int, buffers: Any, offset: int) -> int:
+            if offset == failing_at:
+                raise OSError(errno.EIO, "Input/output error")
+            return real_preadv(fd, buffers, offset)
+
+        monkeypatch.setattr(os, "preadv", flaky)
+        outs = [bytearray(size) for _ in range(4)]
+        with pytest.raises(StoreIOError, match=r"read slot 2: .*Input/output error"):
+            store.read_many_into([0, 1, 2, 3], outs)
+        monkeypatch.setattr(os, "preadv", real_preadv)
+        assert len(store) == 4
         store.check_invariants()
 
 

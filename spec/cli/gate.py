@@ -26,7 +26,9 @@ is how CI reruns a failed gate.
 
 ``--update-baseline`` measures every case three times and merges the middle one into FILE
 (its hand-written ``limits`` are kept), with the machine's anchor times (``anchors``); a
-run prints its own anchors per those.  Adding the gate to another project's CI: record a
+run prints its own anchors per those.  With ``--only`` the file keeps its machine and
+anchors (a part of the cases is no measure of the machine) and names the update under
+``updated_with``.  Adding the gate to another project's CI: record a
 baseline once on the CI machine (``--update-baseline``), commit the file, and run the
 gate with ``--quick`` in CI.
 """
@@ -36,6 +38,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import json
+import shlex
 import sys
 import time
 from collections.abc import Sequence
@@ -208,7 +211,11 @@ def _run(args: argparse.Namespace, target: GateTarget, baseline: Baseline) -> in
                 run.results[case.name].append(measure(case))
         named = args.target if args.cmd is None else f"--cmd {args.cmd!r}"
         command = f"kachedb-radix gate {named} --update-baseline" + (" --quick" * args.quick)
-        written = save_baseline(args.baseline, plan, run.results, run.memory, host, command)
+        if args.only:
+            command += f" --only {shlex.quote(args.only)}"
+        written = save_baseline(
+            args.baseline, plan, run.results, run.memory, host, command, whole=not args.only
+        )
         run.verdicts = evaluate(
             run.results, run.memory, plan, load_baseline(args.baseline), args.max_ratio
         )

@@ -289,8 +289,12 @@ class Workload:
         units: the reported figure is time per unit (``units`` per call).
         unit: what a unit is ("call", "block").
         keep: objects the workload keeps alive (the tree).
-        rounds: a fixed number of timed rounds with no warm-up, for a call whose setup
-            is expensive and whose first run is the point (None: sized by the policy).
+        rounds: a fixed number of timed rounds, for a call whose setup is expensive and
+            whose first run is the point (None: sized by the policy).
+        warmups: with ``rounds``, untimed rounds (setup and call) before the timed ones:
+            each timed call is still the first on the state its own setup built, but the
+            process has made such a state before (its allocator's arenas grown, its pages
+            touched) -- as a server has.  0: none (a setup of seconds).
         cold: called before each batch of the interleaved anchor, to give the anchor the
             state the timed call found (the first eviction's flushed caches: an anchor
             timed warm beside a call timed cold drifts with the neighbours' use of the
@@ -303,6 +307,7 @@ class Workload:
     unit: str = "call"
     keep: list[object] = field(default_factory=list)
     rounds: int | None = None
+    warmups: int = 0
     cold: Callable[[], None] | None = None
 
 
@@ -510,6 +515,7 @@ def first_evict_workload(
     batch: int = EVICT_BATCH,
     rounds: int = 3,
     policy: str = "lru",
+    warmups: int = 0,
 ) -> Workload:
     """The *first* ``evict(batch)`` after a fill of ``cached_blocks`` blocks, under eviction
     ``policy`` (R-POL-1); time per freed block.
@@ -548,5 +554,12 @@ def first_evict_workload(
         return freed
 
     return Workload(
-        run, fill, units=batch, unit="block", keep=[trees], rounds=rounds, cold=flush_caches
+        run,
+        fill,
+        units=batch,
+        unit="block",
+        keep=[trees],
+        rounds=rounds,
+        warmups=warmups,
+        cold=flush_caches,
     )

@@ -260,6 +260,9 @@ def _time_rounds(
     batches = 1
     if work.rounds is not None:
         rounds, batches = work.rounds, FIXED_ROUND_ANCHOR_BATCHES
+        for _ in range(work.warmups):  # untimed; each timed call stays a first call
+            setup()
+            call()
     else:
         start = wall()
         for _ in range(3):  # warm-up rounds, setup included, to size the run

@@ -207,9 +207,16 @@ def save_baseline(
     memory: Mapping[str, float],
     machine: Mapping[str, str],
     command: str,
+    *,
+    whole: bool = True,
 ) -> int:
     """Merge the middle measurement of each case into ``path`` (limits and cases not
-    measured are kept); returns the number of cases written.
+    measured are kept); returns the number of cases written. ``whole``: the run measured
+    the whole plan, so its anchor times stand for the machine; a part of it (``--only``)
+    keeps the file's (a subset's anchors are its own cases' mix: the first evictions'
+    memory anchor, timed after a cache flush, is about three times the warm one) and
+    records its command beside the file's, under ``updated_with`` -- unless the file
+    recorded no machine yet (a new file): then the part is the recording.
 
     The middle, not the best: a calibration loop slowed by a noisy minute makes a case
     look fast, and keeping the lowest normalised figure would keep exactly that one (the
@@ -245,6 +252,7 @@ def save_baseline(
         }
     for key, value in memory.items():
         cases[key] = {"value": round(value, 2), "unit": "bytes/block"}
+    records = whole or not old.recorded_with  # a part of the plan into a new file records
     document = {
         "format": BASELINE_FORMAT,
         "target": plan.target,
@@ -255,8 +263,9 @@ def save_baseline(
             "calibration loops, ns per loop by kind. `limits` are hand-written absolute "
             "bounds (max_ns for a timed case, max for a memory case), kept by updates."
         ),
-        "recorded_with": {"command": command, **machine},
-        "anchors": {**old.anchors, **anchor_times(results)},
+        "recorded_with": {"command": command, **machine} if records else old.recorded_with,
+        **({} if records else {"updated_with": {"command": command, **machine}}),
+        "anchors": {**old.anchors, **anchor_times(results)} if records else old.anchors,
         "limits": old.limits,
         "cases": dict(sorted(cases.items())),
     }

@@ -9,6 +9,7 @@ baseline file's limits, the exit status -- and about the shapes and targets it r
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import json
 import sys
@@ -79,6 +80,20 @@ def test_rounds_with_setup_and_fixed_rounds() -> None:
     log.clear()
     assert timing.time_workload(fixed, policy, fake_clock(5)).rounds == 2
     assert log == ["setup", "run", "setup", "run"]  # no warm-up
+    # Warm-ups run first and are not timed: the clock is read as often as without them.
+    reads: dict[int, int] = {}
+    for warmups in (0, 2):
+        counted = fake_clock(5)
+
+        def clock(counted: Callable[[], int] = counted, warmups: int = warmups) -> int:
+            reads[warmups] = reads.get(warmups, 0) + 1
+            return counted()
+
+        log.clear()
+        warmed = dataclasses.replace(fixed, warmups=warmups)
+        assert timing.time_workload(warmed, policy, clock).rounds == 2
+        assert log == ["setup", "run"] * (2 + warmups)
+    assert reads[0] == reads[2]
 
 
 def test_calibration_loops_and_formatting() -> None:
@@ -666,7 +681,7 @@ def test_the_first_eviction_runs_under_every_policy(impl: str, policy: str) -> N
     plan = build_plan(gate_target(impl), quick=True, evict_sizes=(200, 400))
     assert (first_evict_name(200, policy), first_evict_name(400, policy)) in plan.evict_keys
     work = {case.name: case for case in plan.cases}[first_evict_name(400, policy)].make()
-    assert work.rounds == 2
+    assert (work.rounds, work.warmups) == (cases.SMALL_EVICT_ROUNDS, cases.SMALL_EVICT_WARMUPS)
     assert work.setup is not None
     work.setup()
     assert len(work.run()) == 64  # type: ignore[arg-type]
@@ -797,6 +812,14 @@ def test_the_machines_anchors_beside_the_baseline(tmp_path: Path) -> None:
     path = tmp_path / "b.json"
     save_baseline(path, _plan(False), {"match/x": [_m(1000, calib=200.0)]}, {}, {}, "c")
     assert load_baseline(path).anchors == {"cpu": 200.0}
+    # A part of the plan (--only): its cases merged, the file's anchors and machine kept.
+    part = {"match/x": [_m(900, calib=600.0)]}
+    save_baseline(path, _plan(False), part, {}, {"cpu": "other"}, "c --only x", whole=False)
+    kept = load_baseline(path)
+    assert kept.anchors == {"cpu": 200.0} and kept.recorded_with == {"command": "c"}
+    assert kept.cases["match/x"]["calibration_ns"] == 600.0
+    updated = json.loads(path.read_text())["updated_with"]
+    assert updated == {"command": "c --only x", "cpu": "other"}
 
 
 def test_cases_without_a_baseline_are_new() -> None:

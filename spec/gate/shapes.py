@@ -526,7 +526,8 @@ def first_evict_workload(
     eviction queue is cleaned lazily.  The flush puts every size on the same footing: in a
     server, other work runs between the fill and the eviction, so the tree is cold whatever
     its size, and what the growth from 10^3 to 10^6 blocks then measures is the work per
-    block, not whether the tree fits in a cache.  ``rounds`` rounds, no warm-up (a warm-up
+    block, not whether the tree fits in a cache.  ``rounds`` rounds after ``warmups``
+    untimed ones, each a fill and an eviction of its own (timing the same tree twice
     would not be a first call).  Block size 1 keeps a 10^6-block fill affordable.
 
     Under ``priority`` the fill asks what a mixed workload asks (:data:`FILL_RETENTION`,

@@ -3,7 +3,8 @@
 Timing: a warm-up, then rounds -- batches of repeated calls sized to ~50 us each, or one
 call per round after an untimed setup when the call changes the tree -- with the garbage
 collector off; the figure is the median over rounds.  A workload with a fixed number of
-rounds (the first eviction after a fill) gets exactly those, without a warm-up.  Rounds of
+rounds (the first eviction after a fill) gets exactly those, after its own untimed
+``warmups`` rounds (each a setup and a call on a state of its own).  Rounds of
 :data:`LONG_ROUND_NS` or more are timed in the thread's CPU time (immune to the slices a
 contended core is handed out in); a shorter round preempted while it was timed is timed
 again (:data:`PREEMPTED_RETRIES`).

@@ -18,8 +18,9 @@ Checks, one row each:
 The baseline file (JSON, ``format`` 2) holds the target's name, the machine it was
 recorded on, ``limits`` (hand-written, kept by updates) and ``cases`` (written by
 ``--update-baseline``): per timed case its normalised median, calibration kind, raw median
-and calibration time; per memory case its value; and ``anchors``, the recording machine's
-anchor time per kind.
+and calibration time; per memory case its value; ``anchors``, the recording machine's
+anchor time per kind; and, after an update of some of the cases (``--only``),
+``updated_with``: that update's command and machine.
 """
 
 from __future__ import annotations

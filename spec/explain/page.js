@@ -1148,10 +1148,13 @@
     }
   });
   // #step=N (1-based) and &sub=K open that step (and sub-step).
-  function fromHash() {
+  function fromHash(event) {
     clearTimeout(addressTimer);  // the address asked for wins over one still to be written
     addressTimer = null;
-    const found = /step=(\d+)(?:&sub=(\d+))?/.exec(location.hash);
+    // The address navigated to, not the one the bar shows now: a write of the step left
+    // (address(), 150 ms late) may have replaced it between the navigation and this event.
+    const hash = event && event.newURL ? new URL(event.newURL).hash : location.hash;
+    const found = /step=(\d+)(?:&sub=(\d+))?/.exec(hash);
     if (!found) return false;
     if (found[2]) state.subs = true;
     go(+found[1] - 1, found[2] ? +found[2] - 1 : -1);

@@ -293,6 +293,24 @@ def test_stepping_playing_sub_steps_permalinks_and_resize(browser: Any, tmp_path
     page.close()
 
 
+def test_a_permalink_wins_over_the_address_still_to_be_written(
+    browser: Any, tmp_path: Path
+) -> None:
+    """A #step= link followed while the page's own write of the address is still due (it
+    comes 150 ms after a step) opens the linked step. Made certain here: the page's write
+    lands between the navigation and its hashchange event, as it did in a CI run when a
+    test followed a permalink right after stepping (the page read the bar, then showed
+    the step it had left)."""
+    page = _page(browser, tmp_path, "split", hash="#step=2")
+    page.page.evaluate(
+        "() => { location.hash = '#step=4'; history.replaceState(null, '', '#step=6'); }"
+    )
+    page.page.wait_for_function("document.body.dataset.step === '3'", timeout=5000)
+    page.check(3)
+    page.page.wait_for_function("location.hash === '#step=4'")  # the address follows
+    page.close()
+
+
 def test_side_by_side_marks_the_first_difference(browser: Any, tmp_path: Path) -> None:
     """The committed shrunk disagreement against the LruReversed mutant, both trees drawn:
     the banner names the rule first, the differing nodes are marked in both trees, and the

@@ -121,8 +121,10 @@ class Plan:
 #: timed over :data:`SMALL_EVICT_ROUNDS` fills after :data:`SMALL_EVICT_WARMUPS` untimed
 #: ones (a fill costs milliseconds there): a median of three 25 us calls moved 20% from
 #: run to run on a loaded core, enough to hide half of a 1.5x regression or to fake one,
-#: and the policies' two rounds each were the cases that failed quiet runs (lfu, slru and
-#: priority at 10^3 read 0.68-1.21x of lru in the same pass, one process to the next).
+#: and the policies' medians of two were two of the figures that failed quiet runs (slru
+#: and lfu at 10^3). The ratio to lru stays wide from one process to the next even so
+#: (lfu 0.88-1.21x, priority 0.68-1.16x of lru in the same pass, nine rounds, six
+#: processes): more rounds narrow a run's median, not a process's state.
 #: The warm-up gives every timed round the same history -- a tree of that size built and
 #: freed before its own fill -- where the first would otherwise be the process's first.
 #: Larger trees keep three rounds for lru and two for the other policies (each divided

@@ -7,6 +7,8 @@ more (with fresh calibrations) and each figure keeps the best of its measurement
 A second run may be given the first one's ``--json`` file (``--prior``): its measurements
 count beside the new ones, so a figure fails only when it was over its limit in both runs
 (a regression shows both times; a noisy minute seldom hits the same case twice).
+Several runs' files may be given (:func:`load_priors`): each counts, and a baseline
+recorded with them keeps the middle over every run (one process per run).
 """
 
 from __future__ import annotations
@@ -236,6 +238,28 @@ def load_prior(path: Path, plan: Plan) -> dict[str, list[Measurement]]:
             )
         results[key] = [Measurement(**measured) for measured in runs]
     return results
+
+
+def load_priors(paths: Sequence[Path], plan: Plan) -> dict[str, list[Measurement]]:
+    """The measurements of several earlier runs (:func:`load_prior` each), by case, in
+    the order given.  Each run's passes are numbered after the runs before it, so that a
+    pass stays one process's (a ratio of two cases is taken within one pass, and a pass
+    of one run is not a pass of another).  O(size of the files).
+
+    Raises:
+        PriorError: as :func:`load_prior`, for the first file it cannot use.
+    """
+    merged: dict[str, list[Measurement]] = {}
+    first = 0
+    for path in paths:
+        runs = load_prior(path, plan)
+        last = -1
+        for key, measured in runs.items():
+            for m in measured:
+                merged.setdefault(key, []).append(replace(m, sweep=first + m.sweep))
+                last = max(last, m.sweep)
+        first += last + 1
+    return merged
 
 
 #: A measurement's fields in a ``--json`` file, and what each must be.

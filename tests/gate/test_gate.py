@@ -10,6 +10,7 @@ baseline file's limits, the exit status -- and about the shapes and targets it r
 from __future__ import annotations
 
 import dataclasses
+import functools
 import itertools
 import json
 import sys
@@ -36,7 +37,7 @@ from kachedb_radix.spec.gate.cases import (
     build_plan,
     first_evict_name,
 )
-from kachedb_radix.spec.gate.run import GateRun, run_gate
+from kachedb_radix.spec.gate.run import GateRun, load_priors, run_gate, to_json
 from kachedb_radix.spec.gate.shapes import Workload
 from kachedb_radix.spec.gate.trees import CandidateTree, gate_target
 from kachedb_radix.spec.gate.verdicts import (
@@ -1014,6 +1015,58 @@ def test_cli_a_prior_run_counts_so_only_a_twice_failed_figure_fails(
     scripted_cli["gpu-host/ids/list/16"] = 5000.0  # slow both times: a regression
     assert cli_main([*args, "--plain", "--prior", str(first)]) == 1
     assert "gpu-host/ids/list/16" in capsys.readouterr().out
+
+
+def test_cli_several_prior_runs_count_and_a_baseline_takes_their_middle(
+    scripted_cli: dict[str, float], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--prior`` repeated: each run counts (a figure fails only when it failed in every
+    run), and ``--update-baseline`` records the middle over all of them -- the middle of
+    the processes, not of one process's three passes."""
+    baseline = tmp_path / "b.json"
+    args = ["gate", "reference", "--baseline", str(baseline), "--quick", "--only", "gpu-host"]
+    assert cli_main([*args, "--update-baseline", "--plain"]) == 0
+    runs = [tmp_path / f"{index}.json" for index in range(3)]
+    for run_file, cost in zip(runs, (5000.0, 3000.0, 4000.0), strict=True):
+        scripted_cli["gpu-host/ids/list/16"] = cost  # three processes, each one slow
+        cli_main([*args, "--plain", "--json", str(run_file)])
+    priors = [word for run_file in runs for word in ("--prior", str(run_file))]
+    capsys.readouterr()
+    assert cli_main([*args, "--plain", *priors]) == 1  # slow in every run, and in this one
+    out = capsys.readouterr().out
+    assert all(f"counting the measurements of {run_file}" in out for run_file in runs)
+    scripted_cli["gpu-host/ids/list/16"] = 1000.0  # this run is quick: the figure passes
+    assert cli_main([*args, "--plain", *priors]) == 0
+    scripted_cli["gpu-host/ids/list/16"] = 6000.0
+    assert cli_main([*args, "--update-baseline", "--plain", *priors]) == 0
+    recorded = json.loads(baseline.read_text())
+    case = recorded["cases"]["gpu-host/ids/list/16"]
+    # Each process measured the case twice (its failing check re-measured it) and this
+    # run once (seven already: none added): 3000 3000 4000 4000 5000 5000 6000, middle 4000.
+    assert case["median_ns"] == pytest.approx(4000.0)
+    assert recorded["updated_with"]["command"].endswith(
+        " --prior 0.json --prior 1.json --prior 2.json"
+    )
+
+
+def _scripted(cost: float, case: Case) -> Measurement:
+    return _m(cost)
+
+
+def test_prior_runs_keep_their_passes_apart(tmp_path: Path) -> None:
+    """Two runs' passes 0 and 1 become 0-1 and 2-3: a pass stays one process's."""
+    plan = _anchored_plan()
+    files = []
+    for index, cost in enumerate((450.0, 470.0)):
+        done = run_gate(plan, Baseline("t"), functools.partial(_scripted, cost))
+        path = tmp_path / f"{index}.json"
+        path.write_text(json.dumps(to_json(done, {})))
+        files.append(path)
+    merged = load_priors(files, plan)
+    assert [m.sweep for m in merged["evict/first/1000"]] == [0, 1]
+    assert [m.median_ns for m in merged["evict/first/1000"]] == [450.0, 470.0]
+    done = run_gate(plan, Baseline("t"), lambda case: _m(500), prior=merged)
+    assert [m.sweep for m in done.results["evict/first/1000"]] == [0, 1, 2]
 
 
 @pytest.mark.parametrize(

@@ -68,6 +68,7 @@ def _views(
     }
 
 
+@pytest.mark.slow  # no branch only it covers: the CI coverage run leaves it out (.ci/run)
 @pytest.mark.parametrize("level", sorted(LEVELS))
 def test_a_step_changes_only_what_its_row_says(level: str, monkeypatch: pytest.MonkeyPatch) -> None:
     traces = _traces(LEVELS[level], monkeypatch)

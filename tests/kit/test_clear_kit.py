@@ -4,6 +4,8 @@ a candidate that lacks it (an optional operation) is judged at its levels withou
 
 from __future__ import annotations
 
+import pytest
+
 from kachedb_radix import reference
 from kachedb_radix.spec.conform.adapter import TreeAdapter
 from kachedb_radix.spec.conform.generate import KINDS, closing_kinds, kinds_for
@@ -29,6 +31,7 @@ def test_a_clear_closes_each_example_of_the_eviction_level_not_of_the_tiers() ->
     assert row.optional and row.since == 7 and row.clears == "cleared" and not row.adopts
 
 
+@pytest.mark.slow  # no branch only it covers: the CI coverage run leaves it out (.ci/run)
 def test_the_reference_passes_and_exercises_both_rules() -> None:
     report = run_kit(TreeAdapter(reference.RadixTree, "reference"), LEVELS, QUICK)
     assert report.passed, report.explain()
@@ -75,6 +78,7 @@ def test_a_clear_of_pinned_blocks_is_a_safety_finding() -> None:
         raise AssertionError("a clear of pinned blocks went unnoticed")
 
 
+@pytest.mark.slow  # no branch only it covers: the CI coverage run leaves it out (.ci/run)
 def test_a_candidate_without_it_is_judged_without_it() -> None:
     """Optional: a tree class without the method is not offered it, and the rules only it
     exercises read "not exercised (unsupported)"."""

@@ -40,6 +40,7 @@ FAST = parse({"name": "fast", "events": {"scheme": "xxh3_64"}})
 QUICK = KitSettings(examples=40, budget=4_000, shrink=False)
 
 
+@pytest.mark.slow  # no branch only it covers: the CI coverage run leaves it out (.ci/run)
 @pytest.mark.parametrize("impl", sorted(IMPLEMENTATIONS))
 def test_both_twins_pass_the_events_level(impl: str) -> None:
     """Every event rule is exercised and passes, with the default hashes too."""

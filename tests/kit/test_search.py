@@ -56,6 +56,7 @@ class TwoBugs(reference.RadixTree):
         return result
 
 
+@pytest.mark.slow  # no branch only it covers: the CI coverage run leaves it out (.ci/run)
 def test_every_finding_in_one_run_one_trace_per_rule() -> None:
     """R-EVICT-4, R-LRU-3: the search goes on after a finding and reports each rule once,
     shrunk; ``first`` stops at the first."""

@@ -22,6 +22,7 @@ TIERS = frozenset({"core", "pinning", "eviction", "namespaces", "policies", "tie
 QUICK = KitSettings(examples=30, budget=3_000)
 
 
+@pytest.mark.slow  # no branch only it covers: the CI coverage run leaves it out (.ci/run)
 @pytest.mark.parametrize("name", sorted(TIER_IMPLEMENTATIONS))
 def test_both_twins_conform_at_the_tiers_level(name: str) -> None:
     adapter = TreeAdapter(IMPLEMENTATIONS[name], name, tier_factory=TIER_IMPLEMENTATIONS[name])

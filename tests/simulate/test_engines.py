@@ -375,6 +375,7 @@ TWINS = sorted(IMPLEMENTATIONS)
 both_twins = pytest.mark.skipif(len(TWINS) < 2, reason="KACHEDB_RADIX_PURE=1: accel not under test")
 
 
+@pytest.mark.slow  # no branch only it covers: the CI coverage run leaves it out (.ci/run)
 @both_twins
 @pytest.mark.parametrize("mode", ["sequential", "timed"])
 def test_reference_and_accel_give_identical_results(mode: str) -> None:

@@ -14,6 +14,7 @@ from tests.support.soak import SoakFailure, main, soak
 SHORT = {"reference": 30_000, "accel": 100_000}
 
 
+@pytest.mark.slow  # no branch only it covers: the CI coverage run leaves it out (.ci/run)
 @pytest.mark.parametrize("name", sorted(IMPLEMENTATIONS))
 def test_a_short_soak_stays_flat_and_drains(name: str) -> None:
     """R-EPOCH-3, R-EPOCH-5: memory flat after warm-up, the quarantine bounded and

@@ -181,6 +181,7 @@ class ModelComparison(RuleBasedStateMachine):
         assert stats.readers == len(self.model._inside())
 
 
+@pytest.mark.slow  # no branch only it covers: the CI coverage run leaves it out (.ci/run)
 @pytest.mark.parametrize("impl_name", sorted(IMPLEMENTATIONS))
 def test_implementation_matches_brute_force_model(impl_name: str) -> None:
     factory = IMPLEMENTATIONS[impl_name]

@@ -491,6 +491,7 @@ def test_render_draws_every_edge(make_tree: TreeFactory) -> None:
     ]
 
 
+@pytest.mark.slow  # no branch only it covers: the CI coverage run leaves it out (.ci/run)
 def test_dump_and_render_survive_a_very_deep_tree(make_tree: TreeFactory) -> None:
     """R-DUMP-1, R-DUMP-2: thousands of branching levels dump and draw without recursion."""
     tree = make_tree(4000, 1)

@@ -8,7 +8,8 @@
 TARGET is any conformance target (``reference``, ``accel``, ``module:Class``; ``--cmd`` for
 a program speaking the stdio protocol).  The gate times the standard cases on it, divides
 each figure by the anchor loop of its kind timed between its rounds, compares with the
-baseline file and its limits, re-measures what failed once, prints one table and exits:
+baseline file and its limits, re-measures what failed once (in a fresh process: a
+median is partly the luck of the process it was timed in), prints one table and exits:
 
 * 0 -- every check passed (cases without a baseline are reported, not gated); the last
   line says how many checks on how many cases;
@@ -78,6 +79,8 @@ from ..gate.verdicts import (
     save_baseline,
 )
 from ..inputs import input_path, output_file, real, write_text
+from .gate_fresh import FreshError, TargetWords
+from .gate_fresh import remeasure as fresh_remeasure
 from .options import add_timeout, timeouts
 
 EXIT_OK = 0
@@ -208,8 +211,26 @@ def _run(args: argparse.Namespace, target: GateTarget, baseline: Baseline) -> in
     def progress(line: str) -> None:
         print("  " + line, flush=True)
 
+    words = TargetWords(args.target, args.cmd, args.timeout)
+
+    def again(cases: Sequence[Case]) -> dict[str, Measurement]:
+        """The cases of failing checks, in a fresh process (gate_fresh); here if it fails."""
+        names = [case.name for case in cases]
+        progress(f"measuring {', '.join(names)} again, in a fresh process")
+        try:
+            return fresh_remeasure(words, args.quick, names)
+        except FreshError as exc:
+            progress(f"{exc}: measuring again in this process instead")
+            return {case.name: measure(case) for case in cases}
+
     run = run_gate(
-        plan, baseline, measure, progress=progress, prior=prior, max_ratio=args.max_ratio
+        plan,
+        baseline,
+        measure,
+        progress=progress,
+        prior=prior,
+        max_ratio=args.max_ratio,
+        remeasure=again,
     )
     written = 0
     if args.update_baseline:

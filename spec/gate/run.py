@@ -2,7 +2,8 @@
 
 Noise only ever adds time, so a real regression is slow both times while a burst of load
 on a shared machine rarely is: every check over its limit has its cases measured once
-more (with fresh calibrations) and each figure keeps the best of its measurements.
+more (with fresh calibrations; by the command line, in a fresh process, where a case's
+memory lands anew) and each figure keeps the best of its measurements.
 
 A second run may be given the first one's ``--json`` file (``--prior``): its measurements
 count beside the new ones, so a figure fails only when it was over its limit in both runs
@@ -39,6 +40,8 @@ from .verdicts import (
 
 Measure = Callable[[Case], Measurement]
 MeasureMemory = Callable[[MemoryCase], float]
+#: Measures several cases once each, together (one pass): the gate's second look.
+Remeasure = Callable[[Sequence[Case]], Mapping[str, Measurement]]
 
 
 def measure_case(case: Case, policy: Policy) -> Measurement:
@@ -92,12 +95,15 @@ def run_gate(
     progress: Callable[[str], None] | None = None,
     prior: Mapping[str, Sequence[Measurement]] | None = None,
     max_ratio: float = MAX_BASELINE_RATIO,
+    remeasure: Remeasure | None = None,
 ) -> GateRun:
     """Measure every case, evaluate, re-measure the cases of failing checks once, decide.
 
     ``prior``: an earlier run's measurements (:func:`load_prior`), kept before this run's
     for the cases of this plan; ``max_ratio``: the limit of a timed case against its
-    baseline.  Cost: one measurement per case, again per failing one.
+    baseline; ``remeasure``: how the cases of failing checks are measured again, all in
+    one pass (the command line's: a fresh process, :mod:`kachedb_radix.spec.cli.gate_fresh`);
+    None: with ``measure``, here.  Cost: one measurement per case, again per failing one.
     """
     say = progress or (lambda line: None)
     earlier = prior or {}
@@ -114,12 +120,16 @@ def run_gate(
         say(f"[{index}/{total}] {mem.name}: {sizes[mem.name]:.1f} bytes/block")
     verdicts = evaluate(results, sizes, plan, baseline, max_ratio)
     suspects = {key for verdict in verdicts if verdict.status == FAIL for key in verdict.keys}
+    again = [case for case in plan.cases if case.name in suspects]
+    if again and remeasure is not None:
+        fresh = dict(remeasure(again))
+    else:
+        fresh = {case.name: measure(case) for case in again}
     remeasured: list[str] = []
-    for case in plan.cases:
-        if case.name in suspects:
-            results[case.name].append(replace(measure(case), sweep=first + 1))
-            remeasured.append(case.name)
-            say(f"re-measured {case.name}: {results[case.name][-1].median_ns:.4g} ns")
+    for case in again:
+        results[case.name].append(replace(fresh[case.name], sweep=first + 1))
+        remeasured.append(case.name)
+        say(f"re-measured {case.name}: {results[case.name][-1].median_ns:.4g} ns")
     if remeasured:
         verdicts = evaluate(results, sizes, plan, baseline, max_ratio)
     return GateRun(plan, results, sizes, verdicts, remeasured)
@@ -231,7 +241,7 @@ def load_prior(path: Path, plan: Plan) -> dict[str, list[Measurement]]:
             )
     results: dict[str, list[Measurement]] = {}
     for key, runs in data["results"].items():
-        if not isinstance(runs, list) or not all(_is_measurement(m) for m in runs):
+        if not isinstance(runs, list) or not all(is_measurement(m) for m in runs):
             raise PriorError(
                 f"{where}: results.{key}: a measurement that is not one (each needs a "
                 "median_ns and calib_ns above 0, a calibration and a unit, rounds and sweep)"
@@ -279,7 +289,7 @@ def _number(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
-def _is_measurement(value: Any) -> bool:
+def is_measurement(value: Any) -> bool:
     """Whether ``value`` is a measurement as :func:`to_json` writes one. O(1)."""
     return (
         isinstance(value, dict)

@@ -13,9 +13,10 @@ import dataclasses
 import functools
 import itertools
 import json
+import subprocess
 import sys
 import types
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +25,8 @@ import pytest
 
 from kachedb_radix import accel, reference
 from kachedb_radix.spec.cli import gate as gate_cli
+from kachedb_radix.spec.cli import gate_fresh
+from kachedb_radix.spec.cli.gate_fresh import FreshError, TargetWords
 from kachedb_radix.spec.cli.main import main as cli_main
 from kachedb_radix.spec.conform.adapter import TreeAdapter
 from kachedb_radix.spec.conform.targets import TargetError
@@ -972,7 +975,11 @@ def scripted_cli(monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, float]]:
     def measure(case: Case, policy: timing.Policy) -> Measurement:
         return _m(medians.get(case.name, 1000.0), kind=case.calibration)
 
+    def fresh(words: object, quick: bool, names: list[str]) -> dict[str, Measurement]:
+        raise FreshError("scripted: no fresh process")  # re-measured here, by ``measure``
+
     monkeypatch.setattr(gate_cli, "measure_case", measure)
+    monkeypatch.setattr(gate_cli, "fresh_remeasure", fresh)
     yield medians
 
 
@@ -1051,6 +1058,90 @@ def test_cli_several_prior_runs_count_and_a_baseline_takes_their_middle(
 
 def _scripted(cost: float, case: Case) -> Measurement:
     return _m(cost)
+
+
+def test_a_failing_check_is_measured_again_by_the_remeasure_given() -> None:
+    """``run_gate``'s second look goes through ``remeasure``, all the failing cases in one
+    call (one pass), and only those; without it, through ``measure`` here."""
+    plan = _anchored_plan()
+    baseline = Baseline("t", limits={"evict/first/lfu/1000": {"max_ns": 1}})
+    asked: list[list[str]] = []
+
+    def again(found: Sequence[Case]) -> dict[str, Measurement]:
+        asked.append([case.name for case in found])
+        return {case.name: _m(300) for case in found}
+
+    done = run_gate(plan, baseline, lambda case: _m(500), remeasure=again)
+    assert asked == [["evict/first/lfu/1000"]] and done.remeasured == ["evict/first/lfu/1000"]
+    assert [m.median_ns for m in done.results["evict/first/lfu/1000"]] == [500, 300]
+    here = run_gate(plan, baseline, lambda case: _m(500))
+    assert [m.median_ns for m in here.results["evict/first/lfu/1000"]] == [500, 500]
+
+
+def test_the_fresh_process_measures_the_cases_asked_for() -> None:
+    """A real child interpreter: the reference's quick plan, two cheap cases, one pass."""
+    names = ["gpu-host/ids/list/16", "router/lookup/64x16"]
+    found = gate_fresh.remeasure(TargetWords("reference", None, None), True, names)
+    assert list(found) == names
+    assert all(m.median_ns > 0 and m.calib_ns > 0 and m.rounds > 0 for m in found.values())
+    lookup = found["router/lookup/64x16"]
+    assert lookup.unit == "call" and lookup.calibration == "cpu"
+
+
+def test_a_fresh_process_that_cannot_measure_says_why() -> None:
+    words = TargetWords("reference", None, None)
+    with pytest.raises(FreshError, match="exited 2: gate_fresh: no quick case named 'nope'"):
+        gate_fresh.remeasure(words, True, ["nope"])
+    with pytest.raises(FreshError, match=r"exited 2: gate_fresh: .*no_such_module"):
+        gate_fresh.remeasure(TargetWords("no_such_module:Tree", None, None), True, ["x"])
+
+
+@pytest.mark.parametrize(
+    ("child", "error"),
+    [
+        ("timeout", "took over 120 s"),
+        ("oserror", "did not start: no interpreter"),
+        ("silent", "wrote no answer"),
+        ("other", "did not answer for exactly the cases asked"),
+        ("garbage", "is not a measurement"),
+    ],
+)
+def test_a_fresh_process_that_answers_wrongly_is_no_measurement(
+    monkeypatch: pytest.MonkeyPatch, child: str, error: str
+) -> None:
+    """Whatever the child does -- hang, fail to start, write nothing, answer for other
+    cases or with something else -- the parent raises FreshError, never a traceback."""
+
+    def run(command: list[str], **options: Any) -> subprocess.CompletedProcess[str]:
+        if child == "timeout":
+            raise subprocess.TimeoutExpired(command, options["timeout"])
+        if child == "oserror":
+            raise OSError("no interpreter")
+        out = Path(command[command.index("--out") + 1])
+        answers = {"other": {"y": vars(_m(1))}, "garbage": {"x": {"median_ns": -1}}}
+        if child in answers:
+            out.write_text(json.dumps(answers[child]))
+        return subprocess.CompletedProcess(command, 0, "", "")
+
+    monkeypatch.setattr(subprocess, "run", run)  # the child is never started
+    with pytest.raises(FreshError, match=error):
+        gate_fresh.remeasure(TargetWords(None, "prog --stdio", 3.0), False, ["x"])
+
+
+def test_cli_says_when_it_measures_again_here(
+    scripted_cli: dict[str, float], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A fresh process that fails is no verdict: the gate measures in its own process
+    and says so."""
+    baseline = tmp_path / "b.json"
+    args = ["gate", "reference", "--baseline", str(baseline), "--quick", "--only", "gpu-host"]
+    assert cli_main([*args, "--update-baseline", "--plain"]) == 0
+    scripted_cli["gpu-host/ids/list/16"] = 5000.0
+    capsys.readouterr()
+    assert cli_main([*args, "--plain"]) == 1
+    out = capsys.readouterr().out
+    assert "measuring gpu-host/ids/list/16 again, in a fresh process" in out
+    assert "scripted: no fresh process: measuring again in this process instead" in out
 
 
 def test_prior_runs_keep_their_passes_apart(tmp_path: Path) -> None:

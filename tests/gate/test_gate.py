@@ -1145,7 +1145,8 @@ def test_cli_says_when_it_measures_again_here(
 
 
 def test_prior_runs_keep_their_passes_apart(tmp_path: Path) -> None:
-    """Two runs' passes 0 and 1 become 0-1 and 2-3: a pass stays one process's."""
+    """Two runs, each with its pass 0, become passes 0 and 1, and this run's is 2: a
+    pass stays one process's."""
     plan = _anchored_plan()
     files = []
     for index, cost in enumerate((450.0, 470.0)):
